@@ -1,0 +1,23 @@
+import { parseArgs } from 'node:util';
+
+export class UsageError extends Error {}
+
+export type Flags = { [name: string]: string | undefined } & { help?: boolean };
+
+/** String flags by name, plus --help; usage errors name the flag; no positional arguments. */
+export function parseFlags(args: string[], names: readonly string[]): Flags {
+  const options = Object.fromEntries(names.map((n) => [n, { type: 'string' as const }]));
+  try {
+    const { values } = parseArgs({ args, options: { ...options, help: { type: 'boolean', short: 'h' } }, strict: true, allowPositionals: false });
+    return values as Flags;
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
+}
+
+export function portFrom(value: string | undefined, flag: string, fallback: number): number {
+  if (value === undefined || value === '') return fallback;
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 0 || n > 65535) throw new UsageError(`${flag} must be a port number from 0 to 65535`);
+  return n;
+}

@@ -1,0 +1,54 @@
+#!/usr/bin/env node
+import { adminCommand } from './admin.js';
+import { UsageError } from './args.js';
+import { serveCommand } from './serve.js';
+import { upCommand } from './up.js';
+
+const HELP = `rampart — self-hostable edge proxy and web application firewall
+
+Usage: rampart <command> [options]
+
+Commands:
+  up       everything on one machine for a first look (embedded database, demo account)
+  serve    the control plane: API, dashboard and agent WebSocket
+  admin    operator verbs: create-account, charge, confirm-deposit
+
+Run 'rampart <command> --help' for the options of a command.
+`;
+
+async function main(argv: string[]): Promise<number> {
+  const [command, ...rest] = argv;
+  switch (command) {
+    case 'serve':
+      await serveCommand(rest);
+      return -1;
+    case 'up':
+      await upCommand(rest);
+      return -1;
+    case 'admin':
+      return adminCommand(rest);
+    case undefined:
+    case 'help':
+    case '--help':
+    case '-h':
+      process.stdout.write(HELP);
+      return command === undefined ? 2 : 0;
+    default:
+      throw new UsageError(`unknown command: ${command}`);
+  }
+}
+
+main(process.argv.slice(2)).then(
+  (code) => {
+    if (code >= 0) process.exitCode = code;
+  },
+  (err: unknown) => {
+    if (err instanceof UsageError) {
+      process.stderr.write(`rampart: ${err.message}\nRun 'rampart --help' for usage.\n`);
+      process.exitCode = 2;
+    } else {
+      process.stderr.write(`rampart: ${err instanceof Error ? err.message : String(err)}\n`);
+      process.exitCode = 1;
+    }
+  },
+);

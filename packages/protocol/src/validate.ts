@@ -1,0 +1,97 @@
+// Strict validators for every user string that can end up in a generated HAProxy or Lua file.
+// The API runs them on the way in and the renderers run them again before writing anything, so a
+// value that passes here is a plain token: no spaces, quotes, '#', backslashes or control bytes.
+
+const IPV4_OCTET = '(?:25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)';
+const IPV4_RE = new RegExp(`^${IPV4_OCTET}(?:\\.${IPV4_OCTET}){3}$`);
+const LABEL_RE = /^(?!-)[a-z0-9-]{1,63}(?<!-)$/;
+const COUNTRY_RE = /^[A-Z]{2}$/;
+
+export function isIPv4(value: string): boolean {
+  return IPV4_RE.test(value);
+}
+
+/** RFC 4291 text forms, including an embedded IPv4 tail; no zone index, no brackets. */
+export function isIPv6(value: string): boolean {
+  if (value.length < 2 || value.length > 45 || !/^[0-9a-fA-F:.]+$/.test(value)) return false;
+  let head = value;
+  let groupsNeeded = 8;
+  const lastColon = value.lastIndexOf(':');
+  const tail = value.slice(lastColon + 1);
+  if (tail.includes('.')) {
+    if (!isIPv4(tail)) return false;
+    // "::1.2.3.4" keeps "::"; "1:2:3:4:5:6:1.2.3.4" keeps "1:2:3:4:5:6" (the separator goes).
+    head = value.slice(0, lastColon + 1);
+    if (!head.endsWith('::')) head = head.slice(0, -1);
+    groupsNeeded = 6;
+  }
+  const parts = head.split('::');
+  if (parts.length > 2) return false;
+  const groups = (s: string) => (s === '' ? [] : s.split(':'));
+  const valid = (g: string[]) => g.every((x) => /^[0-9a-fA-F]{1,4}$/.test(x));
+  if (parts.length === 1) {
+    const g = groups(parts[0]!);
+    return g.length === groupsNeeded && valid(g);
+  }
+  const left = groups(parts[0]!);
+  const right = groups(parts[1]!);
+  return valid(left) && valid(right) && left.length + right.length < groupsNeeded;
+}
+
+export function isIP(value: string): boolean {
+  return isIPv4(value) || isIPv6(value);
+}
+
+/** An IPv4 address with an optional /0../32 suffix, or an IPv6 address with an optional /0../128. */
+export function isCidr(value: string): boolean {
+  const slash = value.indexOf('/');
+  if (slash === -1) return isIP(value);
+  const addr = value.slice(0, slash);
+  const bits = value.slice(slash + 1);
+  if (!/^(?:0|[1-9]\d{0,2})$/.test(bits)) return false;
+  const n = Number(bits);
+  if (isIPv4(addr)) return n <= 32;
+  if (isIPv6(addr)) return n <= 128;
+  return false;
+}
+
+export function isIPv4Cidr(value: string): boolean {
+  const addr = value.split('/')[0] ?? '';
+  return isIPv4(addr) && isCidr(value);
+}
+
+/**
+ * A fully qualified domain name: at least two labels of [a-z0-9-], no label starting or ending with
+ * '-', 253 characters at most, a top-level label that is not all digits. Callers lowercase first.
+ */
+export function isHostname(value: string): boolean {
+  if (value.length < 3 || value.length > 253) return false;
+  const labels = value.split('.');
+  if (labels.length < 2) return false;
+  if (!labels.every((l) => LABEL_RE.test(l))) return false;
+  return !/^\d+$/.test(labels[labels.length - 1]!);
+}
+
+/** Lowercases and drops one trailing dot; the result still has to pass isHostname. */
+export function normalizeHostname(value: string): string {
+  const lower = value.toLowerCase();
+  return lower.endsWith('.') ? lower.slice(0, -1) : lower;
+}
+
+export function isPort(value: unknown): value is number {
+  return typeof value === 'number' && Number.isInteger(value) && value >= 1 && value <= 65535;
+}
+
+export function isCountryCode(value: string): boolean {
+  return COUNTRY_RE.test(value);
+}
+
+/** The HAProxy backend name of a domain: "be_" and the name with dots as underscores. */
+export function backendName(domain: string): string {
+  return `be_${domain.replace(/\./g, '_')}`;
+}
+
+/** host:port, with IPv6 literals in brackets. */
+export function formatHostPort(ip: string, port: number): string {
+  return isIPv6(ip) ? `[${ip}]:${port}` : `${ip}:${port}`;
+}

@@ -1,0 +1,30 @@
+import { backendName } from '@rampart/protocol';
+import { renderBackend, type RoutedDomain } from './backend.js';
+
+/**
+ * The portable starting configuration of the configuration export: plain HTTP on port 80, one
+ * host route per domain, a 404 default backend. No TLS, no certificates, no WAF or bot logic.
+ */
+export function renderExportTemplate(domains: readonly RoutedDomain[]): string {
+  const sorted = [...domains].sort((a, b) => a.domain.localeCompare(b.domain));
+  const routes = sorted.map(
+    (d) => `    use_backend ${backendName(d.domain)} if { req.hdr(host),lower,field(1,:) -m str ${d.domain} }`,
+  );
+  const sections = [
+    [
+      'global',
+      '    maxconn 4096',
+      '',
+      'defaults',
+      '    mode http',
+      '    option httplog',
+      '    timeout connect 5000',
+      '    timeout client 50000',
+      '    timeout server 50000',
+    ].join('\n'),
+    ['frontend http_in', '    bind *:80', ...routes, '    default_backend default_404'].join('\n'),
+    ['backend default_404', '    http-request return status 404 content-type text/plain string "Not Found"'].join('\n'),
+    ...sorted.map(renderBackend),
+  ];
+  return sections.join('\n\n') + '\n';
+}

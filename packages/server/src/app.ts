@@ -1,0 +1,127 @@
+import cookie from '@fastify/cookie';
+import swagger from '@fastify/swagger';
+import swaggerUi from '@fastify/swagger-ui';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import Fastify, { type FastifyError, type FastifyServerOptions } from 'fastify';
+import { authenticate, SESSION_COOKIE, type Principal } from './auth.js';
+import type { ServiceContext } from './context.js';
+import { AppError } from './errors.js';
+import { accountRoutes } from './routes/account.js';
+import { adminRoutes } from './routes/admin.js';
+import { apiKeyRoutes } from './routes/api-keys.js';
+import { authRoutes } from './routes/auth.js';
+import { domainRoutes } from './routes/domains.js';
+import { serverRoutes } from './routes/servers.js';
+import type { App } from './routes/types.js';
+import { wafRoutes } from './routes/waf.js';
+import { ErrorBody } from './schemas.js';
+import { SERVICE_VERSION } from './services/export.js';
+import { validationMessage } from './validation-message.js';
+
+/** What a route may do while the account is frozen: SPEC.md blocks every mutation but a few. */
+export type FrozenPolicy = 'block' | 'allow' | 'origins-only';
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    public?: boolean;
+    frozen?: FrozenPolicy;
+  }
+  interface FastifyRequest {
+    principal: Principal;
+  }
+}
+
+export interface AppOptions {
+  ctx: ServiceContext;
+  adminToken?: string | undefined;
+  logger?: FastifyServerOptions['logger'];
+  trustProxy?: boolean;
+}
+
+export const BODY_LIMIT = 1024 * 1024;
+const MUTATING = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
+
+export async function buildApp(options: AppOptions): Promise<App> {
+  const app = Fastify({
+    logger: options.logger ?? false,
+    bodyLimit: BODY_LIMIT,
+    trustProxy: options.trustProxy ?? false,
+    onProtoPoisoning: 'error',
+    onConstructorPoisoning: 'error',
+    ajv: { customOptions: { removeAdditional: false, coerceTypes: false, useDefaults: false, allErrors: true } },
+  }).withTypeProvider<TypeBoxTypeProvider>();
+  const { ctx } = options;
+
+  app.addSchema(ErrorBody);
+  await app.register(cookie);
+  await app.register(swagger, {
+    openapi: {
+      openapi: '3.0.3',
+      info: {
+        title: 'Rampart API',
+        version: SERVICE_VERSION,
+        description:
+          'Management API of Rampart, the self-hostable edge proxy and web application firewall. ' +
+          'Authenticate with the x-api-key header (Pro and Enterprise) or a browser session cookie. ' +
+          'Errors are {"error": "<message>"}; money is in US dollars.',
+      },
+      components: {
+        securitySchemes: {
+          apiKey: { type: 'apiKey', in: 'header', name: 'x-api-key' },
+          session: { type: 'apiKey', in: 'cookie', name: SESSION_COOKIE },
+          adminToken: { type: 'http', scheme: 'bearer' },
+        },
+      },
+    },
+  });
+  await app.register(swaggerUi, { routePrefix: '/docs', uiConfig: { docExpansion: 'list', deepLinking: false } });
+  app.get('/api/openapi.json', { config: { public: true }, schema: { hide: true } }, async () => app.swagger());
+  app.get('/healthz', { config: { public: true }, schema: { hide: true } }, async () => ({ ok: true }));
+
+  app.addHook('onRequest', async (req) => {
+    const config = req.routeOptions.config;
+    if (req.routeOptions.url === undefined || config.public || !req.url.startsWith('/api/')) return;
+    req.principal = await authenticate(ctx, req);
+  });
+  app.addHook('preHandler', async (req) => {
+    if (!req.principal || req.principal.state !== 'frozen' || !MUTATING.has(req.method)) return;
+    const policy = req.routeOptions.config.frozen ?? 'block';
+    if (policy === 'allow') return;
+    if (policy === 'origins-only') {
+      const keys = Object.keys((req.body ?? {}) as object);
+      if (keys.length === 1 && keys[0] === 'origins') return;
+    }
+    throw new AppError('account_frozen');
+  });
+
+  app.setErrorHandler((err: FastifyError | AppError, req, reply) => {
+    if (err instanceof AppError) return reply.code(err.status).send({ error: err.message });
+    if (err.validation) return reply.code(400).send({ error: validationMessage(err.validation, err.validationContext ?? 'body') });
+    switch (err.code) {
+      case 'FST_ERR_CTP_BODY_TOO_LARGE':
+        return reply.code(413).send({ error: 'body: larger than the 1 MiB limit' });
+      case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+        return reply.code(415).send({ error: 'body: Content-Type must be application/json' });
+      case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+        return reply.code(400).send({ error: 'body: must not be empty when Content-Type is application/json' });
+      case 'FST_ERR_CTP_INVALID_JSON_BODY':
+        return reply.code(400).send({ error: 'body: is not valid JSON' });
+    }
+    if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500) {
+      return reply.code(err.statusCode).send({ error: err.statusCode === 400 && err instanceof SyntaxError ? 'body: is not valid JSON' : err.message });
+    }
+    req.log.error({ err }, 'unhandled error');
+    return reply.code(500).send({ error: 'Internal server error' });
+  });
+  app.setNotFoundHandler((_req, reply) => reply.code(404).send({ error: 'Not found' }));
+
+  const deps = { ctx, adminToken: options.adminToken };
+  await app.register(authRoutes, deps);
+  await app.register(apiKeyRoutes, deps);
+  await app.register(serverRoutes, deps);
+  await app.register(domainRoutes, deps);
+  await app.register(wafRoutes, deps);
+  await app.register(accountRoutes, deps);
+  await app.register(adminRoutes, deps);
+  return app;
+}

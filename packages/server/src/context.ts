@@ -1,0 +1,26 @@
+import type { Database } from './db/database.js';
+import type { PlanTable } from './plans.js';
+
+/** What every service needs: storage, the plan table, a clock, and the change bus. */
+export interface ServiceContext {
+  db: Database;
+  plans: PlanTable;
+  now(): Date;
+  /** Called after a commit that changed the desired state of these shield servers. */
+  serversChanged(serverIds: readonly string[]): void;
+}
+
+const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** Ids come from URLs and bodies; anything that is not a UUID cannot name a row, so it is "not found". */
+export function isUuid(value: unknown): value is string {
+  return typeof value === 'string' && UUID_RE.test(value);
+}
+
+export const iso = (d: Date | string | null | undefined): string | null =>
+  d == null ? null : (d instanceof Date ? d : new Date(d)).toISOString();
+
+/** Postgres unique_violation, from pg or PGlite. */
+export function isUniqueViolation(err: unknown): boolean {
+  return typeof err === 'object' && err !== null && (err as { code?: unknown }).code === '23505';
+}

@@ -1,0 +1,137 @@
+import { sql, type Kysely, type Migration, type MigrationProvider } from 'kysely';
+
+// One dialect (PostgreSQL), one list of migrations, for PGlite and PostgreSQL alike. Append only.
+const migrations: Record<string, Migration> = {
+  '0001_initial': {
+    async up(db: Kysely<any>) {
+      await db.schema
+        .createTable('accounts')
+        .addColumn('id', 'uuid', (c) => c.primaryKey())
+        .addColumn('email', 'text', (c) => c.notNull().unique())
+        .addColumn('password_hash', 'text')
+        .addColumn('plan', 'text', (c) => c.notNull())
+        .addColumn('balance_cents', 'bigint', (c) => c.notNull().defaultTo(0))
+        .addColumn('state', 'text', (c) => c.notNull().defaultTo('active'))
+        .addColumn('bot_secret', 'text', (c) => c.notNull())
+        .addColumn('next_charge_at', 'timestamptz', (c) => c.notNull())
+        .addColumn('created_at', 'timestamptz', (c) => c.notNull().defaultTo(sql`now()`))
+        .execute();
+
+      await db.schema
+        .createTable('sessions')
+        .addColumn('token_hash', 'text', (c) => c.primaryKey())
+        .addColumn('account_id', 'uuid', (c) => c.notNull().references('accounts.id').onDelete('cascade'))
+        .addColumn('created_at', 'timestamptz', (c) => c.notNull().defaultTo(sql`now()`))
+        .addColumn('expires_at', 'timestamptz', (c) => c.notNull())
+        .execute();
+
+      await db.schema
+        .createTable('api_keys')
+        .addColumn('id', 'uuid', (c) => c.primaryKey())
+        .addColumn('account_id', 'uuid', (c) => c.notNull().references('accounts.id').onDelete('cascade'))
+        .addColumn('name', 'text', (c) => c.notNull())
+        .addColumn('key_hash', 'text', (c) => c.notNull().unique())
+        .addColumn('key_prefix', 'text', (c) => c.notNull())
+        .addColumn('created_at', 'timestamptz', (c) => c.notNull().defaultTo(sql`now()`))
+        .addColumn('last_used_at', 'timestamptz')
+        .execute();
+      await db.schema.createIndex('api_keys_account').on('api_keys').column('account_id').execute();
+
+      await db.schema
+        .createTable('servers')
+        .addColumn('id', 'uuid', (c) => c.primaryKey())
+        .addColumn('account_id', 'uuid', (c) => c.notNull().references('accounts.id').onDelete('cascade'))
+        .addColumn('name', 'text', (c) => c.notNull())
+        .addColumn('token_hash', 'text', (c) => c.unique())
+        .addColumn('status', 'text', (c) => c.notNull())
+        .addColumn('ip', 'text')
+        .addColumn('last_seen_at', 'timestamptz')
+        .addColumn('desired_revision', 'bigint', (c) => c.notNull().defaultTo(1))
+        .addColumn('applied_revision', 'bigint', (c) => c.notNull().defaultTo(0))
+        .addColumn('created_at', 'timestamptz', (c) => c.notNull().defaultTo(sql`now()`))
+        .execute();
+      await db.schema.createIndex('servers_account').on('servers').column('account_id').execute();
+
+      await db.schema
+        .createTable('domains')
+        .addColumn('id', 'uuid', (c) => c.primaryKey())
+        .addColumn('account_id', 'uuid', (c) => c.notNull().references('accounts.id').onDelete('cascade'))
+        .addColumn('domain', 'text', (c) => c.notNull())
+        .addColumn('origins', 'jsonb', (c) => c.notNull())
+        .addColumn('ssl_enabled', 'boolean', (c) => c.notNull())
+        .addColumn('waf_enabled', 'boolean', (c) => c.notNull().defaultTo(true))
+        .addColumn('waf_level', 'text', (c) => c.notNull().defaultTo('medium'))
+        .addColumn('status', 'text', (c) => c.notNull().defaultTo('pending'))
+        .addColumn('ssl_expires', 'timestamptz')
+        .addColumn('created_at', 'timestamptz', (c) => c.notNull().defaultTo(sql`now()`))
+        .addColumn('updated_at', 'timestamptz', (c) => c.notNull().defaultTo(sql`now()`))
+        .addUniqueConstraint('domains_account_domain', ['account_id', 'domain'])
+        .execute();
+
+      await db.schema
+        .createTable('domain_servers')
+        .addColumn('domain_id', 'uuid', (c) => c.notNull().references('domains.id').onDelete('cascade'))
+        .addColumn('server_id', 'uuid', (c) => c.notNull().references('servers.id').onDelete('cascade'))
+        .addPrimaryKeyConstraint('domain_servers_pk', ['domain_id', 'server_id'])
+        .execute();
+      await db.schema.createIndex('domain_servers_server').on('domain_servers').column('server_id').execute();
+
+      await db.schema
+        .createTable('waf_rules')
+        .addColumn('id', 'uuid', (c) => c.primaryKey())
+        .addColumn('account_id', 'uuid', (c) => c.notNull().references('accounts.id').onDelete('cascade'))
+        .addColumn('domain_id', 'uuid', (c) => c.references('domains.id').onDelete('cascade'))
+        .addColumn('rule_type', 'text', (c) => c.notNull())
+        .addColumn('value', 'text', (c) => c.notNull())
+        .addColumn('enabled', 'boolean', (c) => c.notNull().defaultTo(true))
+        .addColumn('priority', 'integer', (c) => c.notNull().defaultTo(100))
+        .addColumn('created_at', 'timestamptz', (c) => c.notNull().defaultTo(sql`now()`))
+        .addColumn('updated_at', 'timestamptz', (c) => c.notNull().defaultTo(sql`now()`))
+        .execute();
+      await db.schema.createIndex('waf_rules_account').on('waf_rules').columns(['account_id', 'priority']).execute();
+
+      await db.schema
+        .createTable('waf_events')
+        .addColumn('id', 'bigserial', (c) => c.primaryKey())
+        .addColumn('account_id', 'uuid', (c) => c.notNull().references('accounts.id').onDelete('cascade'))
+        .addColumn('server_id', 'uuid', (c) => c.references('servers.id').onDelete('set null'))
+        .addColumn('domain', 'text', (c) => c.notNull())
+        .addColumn('source_ip', 'text', (c) => c.notNull())
+        .addColumn('reason', 'text', (c) => c.notNull())
+        .addColumn('rule_id', 'uuid')
+        .addColumn('occurred_at', 'timestamptz', (c) => c.notNull())
+        .execute();
+      await db.schema.createIndex('waf_events_account_time').on('waf_events').columns(['account_id', 'occurred_at']).execute();
+
+      await db.schema
+        .createTable('notifications')
+        .addColumn('id', 'uuid', (c) => c.primaryKey())
+        .addColumn('account_id', 'uuid', (c) => c.notNull().references('accounts.id').onDelete('cascade'))
+        .addColumn('kind', 'text', (c) => c.notNull())
+        .addColumn('message', 'text', (c) => c.notNull())
+        .addColumn('server_id', 'uuid', (c) => c.references('servers.id').onDelete('set null'))
+        .addColumn('created_at', 'timestamptz', (c) => c.notNull().defaultTo(sql`now()`))
+        .execute();
+      await db.schema.createIndex('notifications_account_time').on('notifications').columns(['account_id', 'created_at']).execute();
+
+      await db.schema
+        .createTable('transactions')
+        .addColumn('id', 'uuid', (c) => c.primaryKey())
+        .addColumn('account_id', 'uuid', (c) => c.notNull().references('accounts.id').onDelete('cascade'))
+        .addColumn('kind', 'text', (c) => c.notNull())
+        .addColumn('amount_cents', 'bigint', (c) => c.notNull())
+        .addColumn('status', 'text', (c) => c.notNull())
+        .addColumn('tx_hash', 'text')
+        .addColumn('created_at', 'timestamptz', (c) => c.notNull().defaultTo(sql`now()`))
+        .addColumn('confirmed_at', 'timestamptz')
+        .execute();
+      await db.schema.createIndex('transactions_account_time').on('transactions').columns(['account_id', 'created_at']).execute();
+    },
+  },
+};
+
+export const migrationProvider: MigrationProvider = {
+  async getMigrations() {
+    return migrations;
+  },
+};

@@ -1,0 +1,125 @@
+import type { ColumnType, Generated } from 'kysely';
+
+type Timestamp = ColumnType<Date, Date | string, Date | string>;
+/** int8 columns come back as string (pg) or bigint/number (PGlite); read them through Number(). */
+type Int8 = ColumnType<string | number | bigint, number | bigint, number | bigint>;
+type Int8WithDefault = ColumnType<string | number | bigint, number | bigint | undefined, number | bigint>;
+export type ServerStatus = 'active' | 'offline' | 'decommissioned';
+export type DomainStatus = 'active' | 'pending' | 'error';
+
+export interface AccountsTable {
+  id: string;
+  email: string;
+  password_hash: string | null;
+  plan: string;
+  balance_cents: Int8;
+  state: string;
+  bot_secret: string;
+  next_charge_at: Timestamp;
+  created_at: Timestamp;
+}
+
+export interface SessionsTable {
+  token_hash: string;
+  account_id: string;
+  created_at: Timestamp;
+  expires_at: Timestamp;
+}
+
+export interface ApiKeysTable {
+  id: string;
+  account_id: string;
+  name: string;
+  key_hash: string;
+  key_prefix: string;
+  created_at: Timestamp;
+  last_used_at: Timestamp | null;
+}
+
+export interface ServersTable {
+  id: string;
+  account_id: string;
+  name: string;
+  token_hash: string | null;
+  status: ServerStatus;
+  ip: string | null;
+  last_seen_at: Timestamp | null;
+  desired_revision: Int8WithDefault;
+  applied_revision: Int8WithDefault;
+  created_at: Timestamp;
+}
+
+export interface DomainsTable {
+  id: string;
+  account_id: string;
+  domain: string;
+  origins: ColumnType<{ ip: string; port: number }[], string, string>;
+  ssl_enabled: boolean;
+  waf_enabled: boolean;
+  waf_level: string;
+  status: DomainStatus;
+  ssl_expires: Timestamp | null;
+  created_at: Timestamp;
+  updated_at: Timestamp;
+}
+
+export interface DomainServersTable {
+  domain_id: string;
+  server_id: string;
+}
+
+export interface WafRulesTable {
+  id: string;
+  account_id: string;
+  domain_id: string | null;
+  rule_type: string;
+  value: string;
+  enabled: boolean;
+  priority: number;
+  created_at: Timestamp;
+  updated_at: Timestamp;
+}
+
+export interface WafEventsTable {
+  id: Generated<Int8>;
+  account_id: string;
+  server_id: string | null;
+  domain: string;
+  source_ip: string;
+  reason: string;
+  rule_id: string | null;
+  occurred_at: Timestamp;
+}
+
+export interface NotificationsTable {
+  id: string;
+  account_id: string;
+  kind: string;
+  message: string;
+  server_id: string | null;
+  created_at: Timestamp;
+}
+
+export interface TransactionsTable {
+  id: string;
+  account_id: string;
+  kind: string;
+  amount_cents: Int8;
+  status: string;
+  tx_hash: string | null;
+  created_at: Timestamp;
+  confirmed_at: Timestamp | null;
+}
+
+export interface DB {
+  accounts: AccountsTable;
+  sessions: SessionsTable;
+  api_keys: ApiKeysTable;
+  servers: ServersTable;
+  domains: DomainsTable;
+  domain_servers: DomainServersTable;
+  waf_rules: WafRulesTable;
+  waf_events: WafEventsTable;
+  notifications: NotificationsTable;
+  transactions: TransactionsTable;
+}

@@ -1,0 +1,43 @@
+// One registry of coded errors, each with its status. Services throw these (or return them);
+// only the error handler in app.ts turns them into HTTP answers.
+
+export const ERRORS = {
+  unauthorized: { status: 401, message: 'Invalid or missing API key' },
+  account_frozen: { status: 403, message: 'account is frozen, renew the plan to make changes' },
+  api_key_limit: { status: 403, message: 'Maximum 10 API keys allowed' },
+  plan_no_api_keys: { status: 403, message: 'API keys are available on the Pro and Enterprise plans only' },
+  api_key_not_found: { status: 404, message: 'API key not found' },
+  server_not_found: { status: 404, message: 'Server not found' },
+  domain_not_found: { status: 404, message: 'Domain not found' },
+  rule_not_found: { status: 404, message: 'WAF rule not found' },
+  deposit_not_found: { status: 404, message: 'Deposit not found' },
+  account_not_found: { status: 404, message: 'Account not found' },
+  invalid_body: { status: 400, message: 'Invalid request body' },
+  invalid_credentials: { status: 401, message: 'Invalid email or password' },
+  email_taken: { status: 409, message: 'An account with this email already exists' },
+  domain_exists: { status: 409, message: 'Domain already exists in this account' },
+  server_decommissioned: { status: 409, message: 'Server is decommissioned' },
+  deposit_not_pending: { status: 409, message: 'Deposit is not pending' },
+  rule_limit: { status: 403, message: 'Maximum 10000 WAF rules allowed' },
+  domain_limit: { status: 403, message: 'Maximum 1000 domains allowed' },
+  server_limit: { status: 403, message: 'Maximum 100 servers allowed' },
+} as const satisfies Record<string, { status: number; message: string }>;
+
+export type ErrorCode = keyof typeof ERRORS;
+
+export class AppError extends Error {
+  readonly code: ErrorCode;
+  readonly status: number;
+
+  constructor(code: ErrorCode, message?: string) {
+    super(message ?? ERRORS[code].message);
+    this.name = 'AppError';
+    this.code = code;
+    this.status = ERRORS[code].status;
+  }
+}
+
+/** A 400 whose message names the field at fault, e.g. invalidField('origins[0].ip', 'must be an IPv4 or IPv6 address'). */
+export function invalidField(field: string, problem: string): AppError {
+  return new AppError('invalid_body', `${field}: ${problem}`);
+}

@@ -1,0 +1,6 @@
+export { buildApp, BODY_LIMIT, type AppOptions } from './app.js';
+export { openDatabase, dropSchema, type Database, type OpenDatabase } from './db/database.js';
+export { DEFAULT_PLANS, plansFromEnv, type PlanTable } from './plans.js';
+export type { ServiceContext } from './context.js';
+export { startServer, type ServerOptions, type RunningServer } from './serve.js';
+export { createDemoAccount } from './services/accounts.js';

@@ -1,0 +1,43 @@
+// Plans and their monthly prices in cents. Prices can be overridden by the operator with
+// RAMPART_PLAN_PRICES='{"pro":2900,"enterprise":29900}' (cents), see docs/billing.md.
+
+export const PLANS = ['free', 'pro', 'enterprise'] as const;
+export type Plan = (typeof PLANS)[number];
+
+export interface PlanInfo {
+  priceCents: number;
+  apiKeys: boolean;
+  dnsFailover: boolean;
+}
+
+export type PlanTable = Record<Plan, PlanInfo>;
+
+export const DEFAULT_PLANS: PlanTable = {
+  free: { priceCents: 0, apiKeys: false, dnsFailover: false },
+  pro: { priceCents: 2900, apiKeys: true, dnsFailover: true },
+  enterprise: { priceCents: 29900, apiKeys: true, dnsFailover: true },
+};
+
+export function isPlan(value: string): value is Plan {
+  return (PLANS as readonly string[]).includes(value);
+}
+
+export function plansFromEnv(raw: string | undefined): PlanTable {
+  if (!raw) return DEFAULT_PLANS;
+  const parsed: unknown = JSON.parse(raw);
+  if (!parsed || typeof parsed !== 'object') throw new Error('RAMPART_PLAN_PRICES must be a JSON object');
+  const table: PlanTable = structuredClone(DEFAULT_PLANS);
+  for (const [plan, cents] of Object.entries(parsed)) {
+    if (!isPlan(plan)) throw new Error(`RAMPART_PLAN_PRICES: unknown plan ${plan}`);
+    if (typeof cents !== 'number' || !Number.isInteger(cents) || cents < 0) {
+      throw new Error(`RAMPART_PLAN_PRICES: price of ${plan} must be a whole number of cents`);
+    }
+    table[plan].priceCents = cents;
+  }
+  return table;
+}
+
+export const dollars = (cents: number): number => Math.round(cents) / 100;
+/** Dollars with at most two decimals to integer cents; callers validate the decimals first. */
+export const cents = (dollarsValue: number): number => Math.round(dollarsValue * 100);
+export const hasAtMostTwoDecimals = (v: number): boolean => Math.abs(Math.round(v * 100) - v * 100) < 1e-6;

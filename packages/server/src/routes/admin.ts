@@ -1,0 +1,48 @@
+import { Type } from '@sinclair/typebox';
+import { checkAdmin } from '../auth.js';
+import { invalidField } from '../errors.js';
+import { cents, hasAtMostTwoDecimals } from '../plans.js';
+import { confirmDeposit, createAccount, runMonthlyCharge } from '../services/accounts.js';
+import { AdminAccountCreate, AdminCharge, AdminConfirm, IdParams } from '../schemas.js';
+import { ERROR_RESPONSES, type App, type RouteDeps } from './types.js';
+
+/** The operator API: Authorization: Bearer RAMPART_ADMIN_TOKEN. */
+export async function adminRoutes(app: App, { ctx, adminToken }: RouteDeps) {
+  const tags = ['Operator'];
+  const security: { [name: string]: string[] }[] = [{ adminToken: [] }];
+  app.addHook('onRequest', async (req) => checkAdmin(adminToken, req));
+  app.post('/admin/accounts', {
+    schema: {
+      tags,
+      security,
+      summary: 'Create an account; apiKey is null on a plan without API keys',
+      body: AdminAccountCreate,
+      response: { 201: Type.Object({ accountId: Type.String(), apiKey: Type.Union([Type.String(), Type.Null()]) }), 409: { $ref: 'Error#' }, ...ERROR_RESPONSES },
+    },
+    handler: async (req, reply) => {
+      const balance = req.body.balance ?? 0;
+      if (!hasAtMostTwoDecimals(balance)) throw invalidField('balance', 'must have at most two decimals');
+      const r = await createAccount(ctx, { email: req.body.email, password: req.body.password, plan: req.body.plan, balanceCents: cents(balance) });
+      return reply.code(201).send(r);
+    },
+  });
+  app.post('/admin/billing/charge', {
+    schema: {
+      tags,
+      security,
+      summary: 'Run the monthly charge now: for one account whatever its due date, or for every account due',
+      body: Type.Optional(AdminCharge),
+      response: {
+        200: Type.Object({
+          results: Type.Array(Type.Object({ accountId: Type.String(), charged: Type.Boolean(), state: Type.String(), balance: Type.Number() })),
+        }),
+        ...ERROR_RESPONSES,
+      },
+    },
+    handler: async (req) => ({ results: await runMonthlyCharge(ctx, req.body?.accountId) }),
+  });
+  app.post('/admin/deposits/:id/confirm', {
+    schema: { tags, security, summary: 'Mark a pending deposit confirmed, as the on-chain watcher would', params: IdParams, body: Type.Optional(AdminConfirm), response: { 409: { $ref: 'Error#' }, ...ERROR_RESPONSES } },
+    handler: async (req) => confirmDeposit(ctx, req.params.id, req.body?.txHash),
+  });
+}

@@ -1,0 +1,36 @@
+import { clearSessionCookie, SESSION_COOKIE, setSessionCookie } from '../auth.js';
+import { login, logout, register } from '../services/sessions.js';
+import { Credentials, SessionView, Success } from '../schemas.js';
+import { ERROR_RESPONSES, type App, type RouteDeps } from './types.js';
+
+export async function authRoutes(app: App, { ctx }: RouteDeps) {
+  const tags = ['Sessions'];
+  const config = { public: true, frozen: 'allow' } as const;
+  app.post('/api/auth/register', {
+    config,
+    schema: { tags, summary: 'Create a free account and sign in (sets an HttpOnly session cookie)', body: Credentials, response: { 201: SessionView, 409: { $ref: 'Error#' }, ...ERROR_RESPONSES } },
+    handler: async (req, reply) => {
+      const r = await register(ctx, req.body.email, req.body.password);
+      setSessionCookie(reply, r.session.token, r.session.expires, req.protocol === 'https');
+      return reply.code(201).send({ accountId: r.accountId, email: r.email, plan: r.plan });
+    },
+  });
+  app.post('/api/auth/login', {
+    config,
+    schema: { tags, summary: 'Sign in (sets an HttpOnly session cookie)', body: Credentials, response: { 200: SessionView, ...ERROR_RESPONSES } },
+    handler: async (req, reply) => {
+      const r = await login(ctx, req.body.email, req.body.password);
+      setSessionCookie(reply, r.session.token, r.session.expires, req.protocol === 'https');
+      return { accountId: r.accountId, email: r.email, plan: r.plan };
+    },
+  });
+  app.post('/api/auth/logout', {
+    config,
+    schema: { tags, summary: 'Sign out (ends the session)', response: { 200: Success } },
+    handler: async (req, reply) => {
+      await logout(ctx, req.cookies[SESSION_COOKIE]);
+      clearSessionCookie(reply);
+      return { success: true as const };
+    },
+  });
+}

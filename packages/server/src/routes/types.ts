@@ -1,0 +1,19 @@
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import type { FastifyBaseLogger, FastifyInstance, RawReplyDefaultExpression, RawRequestDefaultExpression, RawServerDefault } from 'fastify';
+import type { ServiceContext } from '../context.js';
+
+export type App = FastifyInstance<RawServerDefault, RawRequestDefaultExpression, RawReplyDefaultExpression, FastifyBaseLogger, TypeBoxTypeProvider>;
+
+export interface RouteDeps {
+  ctx: ServiceContext;
+  adminToken?: string | undefined;
+}
+
+export const ERROR_RESPONSES = {
+  400: { $ref: 'Error#' },
+  401: { $ref: 'Error#' },
+  403: { $ref: 'Error#' },
+  404: { $ref: 'Error#' },
+} as const;
+
+export const SECURITY: { [name: string]: string[] }[] = [{ apiKey: [] }, { session: [] }];

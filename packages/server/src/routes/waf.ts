@@ -1,0 +1,40 @@
+import { AI_BOTS } from '@rampart/protocol';
+import { Type } from '@sinclair/typebox';
+import { createRule, deleteRule, listEvents, listRules, updateRule } from '../services/waf.js';
+import { AiBotView, IdParams, RuleCreate, RuleUpdate, RuleView, WafEvent } from '../schemas.js';
+import { ERROR_RESPONSES, SECURITY, type App, type RouteDeps } from './types.js';
+
+export async function wafRoutes(app: App, { ctx }: RouteDeps) {
+  const tags = ['WAF'];
+  app.get('/api/waf', {
+    schema: { tags, security: SECURITY, summary: 'All WAF rules of the account, by priority', response: { 200: Type.Array(RuleView), ...ERROR_RESPONSES } },
+    handler: async (req) => listRules(ctx, req.principal.accountId),
+  });
+  app.post('/api/waf', {
+    schema: { tags, security: SECURITY, summary: 'Create a WAF rule', body: RuleCreate, response: { 201: RuleView, ...ERROR_RESPONSES } },
+    handler: async (req, reply) => reply.code(201).send(await createRule(ctx, req.principal.accountId, req.body)),
+  });
+  app.put('/api/waf/:id', {
+    schema: {
+      tags,
+      security: SECURITY,
+      summary: 'Change value, enabled or priority; rule_type and domain_id are fixed',
+      params: IdParams,
+      body: RuleUpdate,
+      response: { 200: RuleView, ...ERROR_RESPONSES },
+    },
+    handler: async (req) => updateRule(ctx, req.principal.accountId, req.params.id, req.body),
+  });
+  app.delete('/api/waf/:id', {
+    schema: { tags, security: SECURITY, summary: 'Delete a WAF rule', params: IdParams, response: { 200: Type.Object({ success: Type.Literal(true), id: Type.String() }), ...ERROR_RESPONSES } },
+    handler: async (req) => deleteRule(ctx, req.principal.accountId, req.params.id),
+  });
+  app.get('/api/waf/events', {
+    schema: { tags, security: SECURITY, summary: 'The 50 most recent blocked requests, newest first', response: { 200: Type.Array(WafEvent), ...ERROR_RESPONSES } },
+    handler: async (req) => listEvents(ctx, req.principal.accountId),
+  });
+  app.get('/api/waf/ai-bots', {
+    schema: { tags, security: SECURITY, summary: 'AI crawler names accepted by block_ai_bot rules', response: { 200: Type.Array(AiBotView), ...ERROR_RESPONSES } },
+    handler: async () => AI_BOTS,
+  });
+}

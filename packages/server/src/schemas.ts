@@ -1,0 +1,186 @@
+import { RULE_TYPES, WAF_LEVELS } from '@rampart/protocol';
+import { Type, type Static } from '@sinclair/typebox';
+
+// The HTTP edge: shapes, types and lengths. Semantic checks (hostnames, addresses, rule values)
+// live in the services, which report every problem at once.
+
+const NO_CONTROL_CHARS = '^[^\\u0000-\\u001f\\u007f]*$';
+const strict = { additionalProperties: false } as const;
+
+export const ErrorBody = Type.Object({ error: Type.String() }, { $id: 'Error', description: 'Every error answer' });
+export const Success = Type.Object({ success: Type.Literal(true) });
+export const IdParams = Type.Object({ id: Type.String({ maxLength: 100 }) }, strict);
+
+// API keys
+export const ApiKeyCreate = Type.Object({ name: Type.String({ minLength: 1, maxLength: 100, pattern: NO_CONTROL_CHARS }) }, strict);
+export const ApiKeyCreated = Type.Object({
+  id: Type.String(),
+  name: Type.String(),
+  key: Type.String({ description: 'The full key; shown only in this answer' }),
+  key_prefix: Type.String(),
+  created_at: Type.String({ format: 'date-time' }),
+});
+export const ApiKeyListItem = Type.Object({
+  id: Type.String(),
+  name: Type.String(),
+  keyPrefix: Type.String(),
+  lastUsedAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
+  createdAt: Type.String({ format: 'date-time' }),
+});
+export const ApiKeyDeleteQuery = Type.Object({ id: Type.String({ maxLength: 100 }) }, strict);
+
+// Servers
+export const ServerCreate = Type.Object({ name: Type.String({ minLength: 1, maxLength: 100, pattern: NO_CONTROL_CHARS }) }, strict);
+const serverFields = {
+  id: Type.String(),
+  name: Type.String(),
+  status: Type.Union([Type.Literal('active'), Type.Literal('offline'), Type.Literal('decommissioned')]),
+  ip: Type.Union([Type.String(), Type.Null()], { description: 'Address the agent last connected from; null until it connects' }),
+  lastSeenAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
+  desiredRevision: Type.Integer({ description: 'Revision of the configuration the server should run' }),
+  appliedRevision: Type.Integer({ description: 'Revision the agent last reported as running' }),
+  createdAt: Type.String({ format: 'date-time' }),
+};
+export const ServerView = Type.Object(serverFields);
+export const ServerWithToken = Type.Object({
+  ...serverFields,
+  connectionToken: Type.String({ description: 'Shown only in this answer; stored as SHA-256' }),
+});
+
+// Domains
+export const Origin = Type.Object(
+  {
+    ip: Type.String({ minLength: 1, maxLength: 45, description: 'IPv4 or IPv6 address' }),
+    port: Type.Integer({ minimum: 1, maximum: 65535 }),
+  },
+  strict,
+);
+const domainSettable = {
+  origins: Type.Array(Origin, { minItems: 1, maxItems: 32 }),
+  serverIds: Type.Array(Type.String({ maxLength: 100 }), { maxItems: 100, description: 'Shield servers of this account' }),
+  sslEnabled: Type.Boolean({ description: 'Default true' }),
+  wafEnabled: Type.Boolean({ description: 'Default true' }),
+  wafLevel: Type.Union(WAF_LEVELS.map((l) => Type.Literal(l)), { description: 'Default medium' }),
+};
+export const DomainCreate = Type.Object(
+  {
+    domain: Type.String({ minLength: 1, maxLength: 253, description: 'Fully qualified domain name' }),
+    origins: domainSettable.origins,
+    serverIds: Type.Optional(domainSettable.serverIds),
+    sslEnabled: Type.Optional(domainSettable.sslEnabled),
+    wafEnabled: Type.Optional(domainSettable.wafEnabled),
+    wafLevel: Type.Optional(domainSettable.wafLevel),
+  },
+  strict,
+);
+export const DomainUpdate = Type.Partial(Type.Object(domainSettable, strict), { ...strict, minProperties: 1 });
+export const DomainView = Type.Object({
+  id: Type.String(),
+  domain: Type.String(),
+  origins: Type.Array(Type.Object({ ip: Type.String(), port: Type.Integer() })),
+  serverIds: Type.Array(Type.String()),
+  sslEnabled: Type.Boolean(),
+  sslExpires: Type.Union([Type.String({ description: 'YYYY-MM-DD' }), Type.Null()]),
+  wafEnabled: Type.Boolean(),
+  wafLevel: Type.String(),
+  status: Type.Union([Type.Literal('active'), Type.Literal('pending'), Type.Literal('error')]),
+  createdAt: Type.String({ format: 'date-time' }),
+  updatedAt: Type.String({ format: 'date-time' }),
+});
+
+// WAF
+const Priority = Type.Integer({ minimum: 0, maximum: 1_000_000, description: 'Default 100; lower runs first' });
+const RuleValue = Type.String({ minLength: 1, maxLength: 1000 });
+export const RuleCreate = Type.Object(
+  {
+    rule_type: Type.Union(RULE_TYPES.map((t) => Type.Literal(t))),
+    value: RuleValue,
+    domain_id: Type.Optional(Type.String({ maxLength: 100, description: 'Omitted: global. Not allowed for rate_limit and block_bot' })),
+    enabled: Type.Optional(Type.Boolean()),
+    priority: Type.Optional(Priority),
+  },
+  strict,
+);
+export const RuleUpdate = Type.Object(
+  { value: Type.Optional(RuleValue), enabled: Type.Optional(Type.Boolean()), priority: Type.Optional(Priority) },
+  { ...strict, minProperties: 1 },
+);
+export const RuleView = Type.Object({
+  id: Type.String(),
+  rule_type: Type.String(),
+  value: Type.String(),
+  domain_id: Type.Union([Type.String(), Type.Null()]),
+  enabled: Type.Boolean(),
+  priority: Type.Integer(),
+  created_at: Type.String({ format: 'date-time' }),
+  updated_at: Type.String({ format: 'date-time' }),
+});
+export const WafEvent = Type.Object({
+  timestamp: Type.String({ format: 'date-time' }),
+  source_ip: Type.String(),
+  domain: Type.String(),
+  reason: Type.String(),
+  rule_id: Type.Union([Type.String(), Type.Null()]),
+  server_id: Type.Union([Type.String(), Type.Null()]),
+});
+export const AiBotView = Type.Object({ name: Type.String(), pattern: Type.String(), operator: Type.String() });
+
+// Account, billing, notifications
+const Money = Type.Number({ description: 'US dollars' });
+export const AccountView = Type.Object({
+  id: Type.String(),
+  email: Type.String(),
+  plan: Type.String(),
+  price: Money,
+  balance: Money,
+  state: Type.Union([Type.Literal('active'), Type.Literal('frozen')]),
+  nextChargeAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
+  createdAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
+});
+export const DepositCreate = Type.Object(
+  { amount: Type.Number({ exclusiveMinimum: 0, maximum: 1_000_000, description: 'US dollars, at most two decimals' }) },
+  strict,
+);
+const transactionFields = {
+  id: Type.String(),
+  amount: Money,
+  status: Type.String(),
+  txHash: Type.Union([Type.String(), Type.Null()]),
+  createdAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
+  confirmedAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
+};
+export const DepositView = Type.Object(transactionFields);
+export const TransactionView = Type.Object({ kind: Type.String(), ...transactionFields });
+export const NotificationView = Type.Object({
+  id: Type.String(),
+  kind: Type.String(),
+  message: Type.String(),
+  serverId: Type.Union([Type.String(), Type.Null()]),
+  createdAt: Type.String({ format: 'date-time' }),
+});
+
+// Sessions
+export const Credentials = Type.Object(
+  {
+    email: Type.String({ minLength: 3, maxLength: 254, pattern: '^[^\\s@]+@[^\\s@]+\\.[^\\s@]+$' }),
+    password: Type.String({ minLength: 8, maxLength: 200 }),
+  },
+  strict,
+);
+export const SessionView = Type.Object({ accountId: Type.String(), email: Type.String(), plan: Type.String() });
+
+// Operator API
+export const AdminAccountCreate = Type.Object(
+  {
+    email: Credentials.properties.email,
+    password: Type.Optional(Credentials.properties.password),
+    plan: Type.Union([Type.Literal('free'), Type.Literal('pro'), Type.Literal('enterprise')]),
+    balance: Type.Optional(Type.Number({ minimum: 0, maximum: 100_000_000, description: 'US dollars; default 0' })),
+  },
+  strict,
+);
+export const AdminCharge = Type.Object({ accountId: Type.Optional(Type.String({ maxLength: 100 })) }, strict);
+export const AdminConfirm = Type.Object({ txHash: Type.Optional(Type.String({ minLength: 1, maxLength: 200, pattern: NO_CONTROL_CHARS })) }, strict);
+
+export type DomainCreateBody = Static<typeof DomainCreate>;
+export type DomainUpdateBody = Static<typeof DomainUpdate>;

@@ -1,0 +1,53 @@
+import type { FastifyServerOptions } from 'fastify';
+import { buildApp } from './app.js';
+import type { ServiceContext } from './context.js';
+import { openDatabase } from './db/database.js';
+import { DEFAULT_PLANS, type PlanTable } from './plans.js';
+import type { App } from './routes/types.js';
+
+export interface ServerOptions {
+  port: number;
+  host: string;
+  dataDir?: string | undefined;
+  databaseUrl?: string | undefined;
+  adminToken?: string | undefined;
+  plans?: PlanTable;
+  logger?: FastifyServerOptions['logger'];
+}
+
+export interface RunningServer {
+  app: App;
+  ctx: ServiceContext;
+  url: string;
+  close(): Promise<void>;
+}
+
+/** The control plane: opens storage (PGlite or PostgreSQL), migrates, and listens. */
+export async function startServer(options: ServerOptions): Promise<RunningServer> {
+  const database = await openDatabase({ url: options.databaseUrl, dataDir: options.dataDir });
+  const ctx: ServiceContext = {
+    db: database.db,
+    plans: options.plans ?? DEFAULT_PLANS,
+    now: () => new Date(),
+    serversChanged: () => {},
+  };
+  const app = await buildApp({ ctx, adminToken: options.adminToken, logger: options.logger });
+  try {
+    await app.listen({ port: options.port, host: options.host });
+  } catch (err) {
+    await database.close();
+    throw err;
+  }
+  const addr = app.server.address();
+  const port = typeof addr === 'object' && addr ? addr.port : options.port;
+  const host = options.host.includes(':') ? `[${options.host}]` : options.host;
+  return {
+    app,
+    ctx,
+    url: `http://${host}:${port}`,
+    async close() {
+      await app.close();
+      await database.close();
+    },
+  };
+}

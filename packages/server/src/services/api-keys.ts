@@ -1,0 +1,53 @@
+import { newApiKey, newId, sha256 } from '../crypto.js';
+import type { ServiceContext } from '../context.js';
+import { iso, isUuid } from '../context.js';
+import { AppError } from '../errors.js';
+import type { Plan } from '../plans.js';
+
+export const MAX_API_KEYS = 10;
+
+export async function createApiKey(ctx: ServiceContext, accountId: string, name: string) {
+  return ctx.db.transaction().execute(async (tx) => {
+    // The account row lock serializes concurrent creations, so the limit holds under races.
+    const account = await tx.selectFrom('accounts').select('plan').where('id', '=', accountId).forUpdate().executeTakeFirst();
+    if (!account) throw new AppError('account_not_found');
+    if (!ctx.plans[account.plan as Plan].apiKeys) throw new AppError('plan_no_api_keys');
+    const { count } = await tx
+      .selectFrom('api_keys')
+      .select((eb) => eb.fn.countAll<number>().as('count'))
+      .where('account_id', '=', accountId)
+      .executeTakeFirstOrThrow();
+    if (Number(count) >= MAX_API_KEYS) throw new AppError('api_key_limit');
+    const key = newApiKey();
+    const row = await tx
+      .insertInto('api_keys')
+      .values({ id: newId(), account_id: accountId, name, key_hash: sha256(key), key_prefix: key.slice(0, 12), created_at: ctx.now() })
+      .returningAll()
+      .executeTakeFirstOrThrow();
+    return { id: row.id, name: row.name, key, key_prefix: row.key_prefix, created_at: iso(row.created_at)! };
+  });
+}
+
+export async function listApiKeys(ctx: ServiceContext, accountId: string) {
+  const rows = await ctx.db
+    .selectFrom('api_keys')
+    .select(['id', 'name', 'key_prefix', 'last_used_at', 'created_at'])
+    .where('account_id', '=', accountId)
+    .orderBy('created_at')
+    .orderBy('id')
+    .execute();
+  return rows.map((r) => ({
+    id: r.id,
+    name: r.name,
+    keyPrefix: r.key_prefix,
+    lastUsedAt: iso(r.last_used_at),
+    createdAt: iso(r.created_at)!,
+  }));
+}
+
+export async function deleteApiKey(ctx: ServiceContext, accountId: string, id: string) {
+  if (!isUuid(id)) throw new AppError('api_key_not_found');
+  const res = await ctx.db.deleteFrom('api_keys').where('id', '=', id).where('account_id', '=', accountId).executeTakeFirst();
+  if (Number(res.numDeletedRows) === 0) throw new AppError('api_key_not_found');
+  return { success: true as const };
+}

@@ -1,0 +1,220 @@
+import { formatHostPort, isHostname, isIP, isPort, normalizeHostname, type WafLevel } from '@rampart/protocol';
+import type { Transaction } from 'kysely';
+import type { ServiceContext } from '../context.js';
+import { iso, isUniqueViolation, isUuid } from '../context.js';
+import { newId } from '../crypto.js';
+import type { DB } from '../db/schema.js';
+import { AppError } from '../errors.js';
+import type { DomainStatus } from '../db/schema.js';
+import { bumpServers, serversOfDomain } from './revisions.js';
+
+export const MAX_DOMAINS = 1000;
+
+export interface OriginInput {
+  ip: string;
+  port: number;
+}
+
+export interface DomainInput {
+  domain: string;
+  origins: OriginInput[];
+  serverIds?: string[] | undefined;
+  sslEnabled?: boolean | undefined;
+  wafEnabled?: boolean | undefined;
+  wafLevel?: WafLevel | undefined;
+}
+
+export type DomainPatch = Partial<Omit<DomainInput, 'domain'>>;
+
+type DomainRow = {
+  id: string;
+  domain: string;
+  origins: OriginInput[] | string;
+  ssl_enabled: boolean;
+  waf_enabled: boolean;
+  waf_level: string;
+  status: DomainStatus;
+  ssl_expires: Date | string | null;
+  created_at: Date | string;
+  updated_at: Date | string;
+};
+
+export function parseOrigins(raw: OriginInput[] | string): OriginInput[] {
+  return typeof raw === 'string' ? (JSON.parse(raw) as OriginInput[]) : raw;
+}
+
+function domainView(d: DomainRow, serverIds: string[]) {
+  return {
+    id: d.id,
+    domain: d.domain,
+    origins: parseOrigins(d.origins),
+    serverIds,
+    sslEnabled: d.ssl_enabled,
+    sslExpires: d.ssl_expires ? iso(d.ssl_expires)!.slice(0, 10) : null,
+    wafEnabled: d.waf_enabled,
+    wafLevel: d.waf_level,
+    status: d.status,
+    createdAt: iso(d.created_at)!,
+    updatedAt: iso(d.updated_at)!,
+  };
+}
+
+export type DomainView = ReturnType<typeof domainView>;
+
+/** Every problem with the origins at once, each naming its field. */
+function originProblems(origins: OriginInput[]): string[] {
+  const problems: string[] = [];
+  const seen = new Set<string>();
+  origins.forEach((o, i) => {
+    if (!isIP(o.ip)) problems.push(`origins[${i}].ip: must be an IPv4 or IPv6 address`);
+    if (!isPort(o.port)) problems.push(`origins[${i}].port: must be an integer from 1 to 65535`);
+    const key = formatHostPort(o.ip.toLowerCase(), o.port);
+    if (seen.has(key)) problems.push(`origins[${i}]: duplicate origin ${key}`);
+    seen.add(key);
+  });
+  return problems;
+}
+
+function fail(problems: string[]): never {
+  throw new AppError('invalid_body', problems.join('; '));
+}
+
+type Tx = Transaction<DB>;
+
+/** serverIds must all be live servers of this account; anything else is "not found", as for a missing one. */
+async function checkServerIds(tx: Tx, accountId: string, serverIds: string[]): Promise<string[]> {
+  const unique = [...new Set(serverIds)];
+  if (unique.length === 0) return [];
+  if (!unique.every(isUuid)) throw new AppError('server_not_found');
+  const rows = await tx
+    .selectFrom('servers')
+    .select('id')
+    .where('account_id', '=', accountId)
+    .where('id', 'in', unique)
+    .where('status', '<>', 'decommissioned')
+    .execute();
+  if (rows.length !== unique.length) throw new AppError('server_not_found');
+  return unique;
+}
+
+export async function createDomain(ctx: ServiceContext, accountId: string, input: DomainInput) {
+  const domain = normalizeHostname(input.domain);
+  const problems: string[] = [];
+  if (!isHostname(domain)) problems.push('domain: must be a fully qualified domain name such as www.example.com');
+  problems.push(...originProblems(input.origins));
+  if (problems.length) fail(problems);
+  const origins = input.origins.map((o) => ({ ip: o.ip.toLowerCase(), port: o.port }));
+  try {
+    const { view, touched } = await ctx.db.transaction().execute(async (tx) => {
+      await tx.selectFrom('accounts').select('id').where('id', '=', accountId).forUpdate().executeTakeFirst();
+      const { count } = await tx
+        .selectFrom('domains')
+        .select((eb) => eb.fn.countAll<number>().as('count'))
+        .where('account_id', '=', accountId)
+        .executeTakeFirstOrThrow();
+      if (Number(count) >= MAX_DOMAINS) throw new AppError('domain_limit');
+      const serverIds = await checkServerIds(tx, accountId, input.serverIds ?? []);
+      const now = ctx.now();
+      const row = await tx
+        .insertInto('domains')
+        .values({
+          id: newId(),
+          account_id: accountId,
+          domain,
+          origins: JSON.stringify(origins),
+          ssl_enabled: input.sslEnabled ?? true,
+          waf_enabled: input.wafEnabled ?? true,
+          waf_level: input.wafLevel ?? 'medium',
+          status: 'pending',
+          created_at: now,
+          updated_at: now,
+        })
+        .returningAll()
+        .executeTakeFirstOrThrow();
+      if (serverIds.length) {
+        await tx.insertInto('domain_servers').values(serverIds.map((s) => ({ domain_id: row.id, server_id: s }))).execute();
+      }
+      const touched = await bumpServers(tx, accountId, serverIds);
+      return { view: domainView(row, serverIds), touched };
+    });
+    ctx.serversChanged(touched);
+    return view;
+  } catch (err) {
+    if (isUniqueViolation(err)) throw new AppError('domain_exists');
+    throw err;
+  }
+}
+
+export async function listDomains(ctx: ServiceContext, accountId: string) {
+  const [rows, links] = await Promise.all([
+    ctx.db.selectFrom('domains').selectAll().where('account_id', '=', accountId).orderBy('domain').execute(),
+    ctx.db
+      .selectFrom('domain_servers')
+      .innerJoin('domains', 'domains.id', 'domain_servers.domain_id')
+      .select(['domain_servers.domain_id', 'domain_servers.server_id'])
+      .where('domains.account_id', '=', accountId)
+      .execute(),
+  ]);
+  const byDomain = new Map<string, string[]>();
+  for (const l of links) byDomain.set(l.domain_id, [...(byDomain.get(l.domain_id) ?? []), l.server_id]);
+  return rows.map((r) => domainView(r, (byDomain.get(r.id) ?? []).sort()));
+}
+
+async function ownedDomain(tx: Tx, accountId: string, id: string) {
+  if (!isUuid(id)) throw new AppError('domain_not_found');
+  const row = await tx
+    .selectFrom('domains')
+    .selectAll()
+    .where('id', '=', id)
+    .where('account_id', '=', accountId)
+    .forUpdate()
+    .executeTakeFirst();
+  if (!row) throw new AppError('domain_not_found');
+  return row;
+}
+
+export async function updateDomain(ctx: ServiceContext, accountId: string, id: string, patch: DomainPatch) {
+  if (patch.origins) {
+    const problems = originProblems(patch.origins);
+    if (problems.length) fail(problems);
+  }
+  const { view, touched } = await ctx.db.transaction().execute(async (tx) => {
+    const current = await ownedDomain(tx, accountId, id);
+    const before = await serversOfDomain(tx, id);
+    let after = before;
+    if (patch.serverIds) {
+      after = await checkServerIds(tx, accountId, patch.serverIds);
+      await tx.deleteFrom('domain_servers').where('domain_id', '=', id).execute();
+      if (after.length) {
+        await tx.insertInto('domain_servers').values(after.map((s) => ({ domain_id: id, server_id: s }))).execute();
+      }
+    }
+    const row = await tx
+      .updateTable('domains')
+      .set({
+        ...(patch.origins ? { origins: JSON.stringify(patch.origins.map((o) => ({ ip: o.ip.toLowerCase(), port: o.port }))) } : {}),
+        ...(patch.sslEnabled !== undefined ? { ssl_enabled: patch.sslEnabled } : {}),
+        ...(patch.wafEnabled !== undefined ? { waf_enabled: patch.wafEnabled } : {}),
+        ...(patch.wafLevel !== undefined ? { waf_level: patch.wafLevel } : {}),
+        updated_at: ctx.now(),
+      })
+      .where('id', '=', current.id)
+      .returningAll()
+      .executeTakeFirstOrThrow();
+    const touched = await bumpServers(tx, accountId, [...new Set([...before, ...after])]);
+    return { view: domainView(row, [...after].sort()), touched };
+  });
+  ctx.serversChanged(touched);
+  return view;
+}
+
+export async function deleteDomain(ctx: ServiceContext, accountId: string, id: string) {
+  const touched = await ctx.db.transaction().execute(async (tx) => {
+    await ownedDomain(tx, accountId, id);
+    const servers = await serversOfDomain(tx, id);
+    await tx.deleteFrom('domains').where('id', '=', id).where('account_id', '=', accountId).execute();
+    return bumpServers(tx, accountId, servers);
+  });
+  ctx.serversChanged(touched);
+  return { success: true as const };
+}

@@ -1,0 +1,57 @@
+import { formatHostPort } from '@rampart/protocol';
+import { renderExportTemplate } from '@rampart/proxy';
+import type { ServiceContext } from '../context.js';
+import { listDomains } from './domains.js';
+import { listServers } from './servers.js';
+
+export const SERVICE_NAME = 'Rampart';
+export const SERVICE_VERSION = '0.1.0';
+
+/**
+ * The portable export of SPEC.md: servers without tokens, domains, and only the IP blacklist and
+ * rate-limit rules. Bot rules, analytics, billing, notification settings and keys stay out.
+ */
+export async function buildExport(ctx: ServiceContext, accountId: string) {
+  const [servers, domains, rules] = await Promise.all([
+    listServers(ctx, accountId),
+    listDomains(ctx, accountId),
+    ctx.db
+      .selectFrom('waf_rules')
+      .select(['rule_type', 'value', 'enabled'])
+      .where('account_id', '=', accountId)
+      .where('rule_type', 'in', ['block_ip', 'rate_limit'])
+      .orderBy('priority')
+      .orderBy('created_at')
+      .orderBy('id')
+      .execute(),
+  ]);
+  const now = ctx.now();
+  return {
+    exported_at: now.toISOString(),
+    exported_by: `${SERVICE_NAME} ${SERVICE_VERSION}`,
+    servers: servers.map((s) => ({ name: s.name, ip: s.ip, status: s.status })),
+    domains: domains.map((d) => ({
+      domain: d.domain,
+      origins: d.origins.map((o) => formatHostPort(o.ip, o.port)),
+      ssl_enabled: d.sslEnabled,
+      ssl_expires: d.sslExpires,
+      waf_enabled: d.wafEnabled,
+      waf_level: d.wafLevel,
+      status: d.status,
+    })),
+    waf_rules: rules.map((r) => ({
+      type: r.rule_type === 'block_ip' ? 'ip_blacklist' : 'rate_limit',
+      value: r.value,
+      enabled: r.enabled,
+    })),
+    proxy_config_template: renderExportTemplate(domains),
+    note:
+      'Portable Rampart configuration. Connection tokens, bot protection rules, analytics, credit balance and ' +
+      'transactions, notification settings and API keys are not included. proxy_config_template is a plain ' +
+      'HTTP starting point for HAProxy: it has no TLS, certificates, WAF or bot protection.',
+  };
+}
+
+export function exportFilename(now: Date): string {
+  return `rampart-export-${now.toISOString().slice(0, 10)}.json`;
+}

@@ -1,0 +1,35 @@
+import { sql, type Transaction } from 'kysely';
+import type { DB } from '../db/schema.js';
+
+type Tx = Transaction<DB>;
+
+/** Bumps desired_revision of the given servers (of this account) and returns their ids. */
+export async function bumpServers(tx: Tx, accountId: string, serverIds: readonly string[]): Promise<string[]> {
+  if (serverIds.length === 0) return [];
+  const rows = await tx
+    .updateTable('servers')
+    .set({ desired_revision: sql<number>`desired_revision + 1` })
+    .where('account_id', '=', accountId)
+    .where('id', 'in', [...serverIds])
+    .where('status', '<>', 'decommissioned')
+    .returning('id')
+    .execute();
+  return rows.map((r) => r.id);
+}
+
+/** Bumps every live server of the account (global and server-wide rules touch them all). */
+export async function bumpAllServers(tx: Tx, accountId: string): Promise<string[]> {
+  const rows = await tx
+    .updateTable('servers')
+    .set({ desired_revision: sql<number>`desired_revision + 1` })
+    .where('account_id', '=', accountId)
+    .where('status', '<>', 'decommissioned')
+    .returning('id')
+    .execute();
+  return rows.map((r) => r.id);
+}
+
+export async function serversOfDomain(tx: Tx, domainId: string): Promise<string[]> {
+  const rows = await tx.selectFrom('domain_servers').select('server_id').where('domain_id', '=', domainId).execute();
+  return rows.map((r) => r.server_id);
+}

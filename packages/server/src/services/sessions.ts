@@ -1,0 +1,38 @@
+import { hashPassword, newSessionToken, sha256, verifyPassword } from '../crypto.js';
+import type { ServiceContext } from '../context.js';
+import { AppError } from '../errors.js';
+import { createAccount } from './accounts.js';
+
+export const SESSION_DAYS = 30;
+
+async function startSession(ctx: ServiceContext, accountId: string) {
+  const token = newSessionToken();
+  const now = ctx.now();
+  const expires = new Date(now.getTime() + SESSION_DAYS * 86_400_000);
+  await ctx.db.insertInto('sessions').values({ token_hash: sha256(token), account_id: accountId, created_at: now, expires_at: expires }).execute();
+  return { token, expires };
+}
+
+/** Self-service sign-up: a free account with a zero balance, signed in at once. */
+export async function register(ctx: ServiceContext, email: string, password: string) {
+  const { accountId } = await createAccount(ctx, { email, password, plan: 'free', balanceCents: 0 });
+  return { accountId, email: email.toLowerCase(), plan: 'free' as const, session: await startSession(ctx, accountId) };
+}
+
+export async function login(ctx: ServiceContext, email: string, password: string) {
+  const account = await ctx.db
+    .selectFrom('accounts')
+    .select(['id', 'email', 'plan', 'password_hash'])
+    .where('email', '=', email.toLowerCase())
+    .executeTakeFirst();
+  // verifyPassword does the same work for a missing account, so timing does not reveal which emails exist.
+  const ok = await verifyPassword(password, account?.password_hash ?? null);
+  if (!account || !ok) throw new AppError('invalid_credentials');
+  return { accountId: account.id, email: account.email, plan: account.plan, session: await startSession(ctx, account.id) };
+}
+
+export async function logout(ctx: ServiceContext, token: string | undefined): Promise<void> {
+  if (token) await ctx.db.deleteFrom('sessions').where('token_hash', '=', sha256(token)).execute();
+}
+
+export { hashPassword };

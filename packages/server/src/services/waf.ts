@@ -1,0 +1,181 @@
+import { checkRuleValue, SERVER_WIDE_RULE_TYPES, type RuleType } from '@rampart/protocol';
+import type { Transaction } from 'kysely';
+import type { ServiceContext } from '../context.js';
+import { iso, isUuid } from '../context.js';
+import { newId } from '../crypto.js';
+import type { DB } from '../db/schema.js';
+import { AppError, invalidField } from '../errors.js';
+import { bumpAllServers, bumpServers, serversOfDomain } from './revisions.js';
+
+export const MAX_RULES = 10_000;
+export const DEFAULT_PRIORITY = 100;
+export const EVENTS_RETURNED = 50;
+
+export interface RuleInput {
+  rule_type: RuleType;
+  value: string;
+  domain_id?: string | undefined;
+  enabled?: boolean | undefined;
+  priority?: number | undefined;
+}
+
+export interface RulePatch {
+  value?: string | undefined;
+  enabled?: boolean | undefined;
+  priority?: number | undefined;
+}
+
+type RuleRow = {
+  id: string;
+  rule_type: string;
+  value: string;
+  domain_id: string | null;
+  enabled: boolean;
+  priority: number;
+  created_at: Date | string;
+  updated_at: Date | string;
+};
+
+export function ruleView(r: RuleRow) {
+  return {
+    id: r.id,
+    rule_type: r.rule_type,
+    value: r.value,
+    domain_id: r.domain_id,
+    enabled: r.enabled,
+    priority: r.priority,
+    created_at: iso(r.created_at)!,
+    updated_at: iso(r.updated_at)!,
+  };
+}
+
+type Tx = Transaction<DB>;
+
+/** The servers a rule reaches: its domain's, or every server of the account for a global rule. */
+async function bumpForRule(tx: Tx, accountId: string, domainId: string | null): Promise<string[]> {
+  return domainId ? bumpServers(tx, accountId, await serversOfDomain(tx, domainId)) : bumpAllServers(tx, accountId);
+}
+
+export async function listRules(ctx: ServiceContext, accountId: string) {
+  const rows = await ctx.db
+    .selectFrom('waf_rules')
+    .select(['id', 'rule_type', 'value', 'domain_id', 'enabled', 'priority', 'created_at', 'updated_at'])
+    .where('account_id', '=', accountId)
+    .orderBy('priority')
+    .orderBy('created_at')
+    .orderBy('id')
+    .execute();
+  return rows.map(ruleView);
+}
+
+export async function createRule(ctx: ServiceContext, accountId: string, input: RuleInput) {
+  const problems: string[] = [];
+  const checked = checkRuleValue(input.rule_type, input.value);
+  if (!checked.ok) problems.push(checked.message);
+  const domainId = input.domain_id ?? null;
+  if (domainId !== null && SERVER_WIDE_RULE_TYPES.includes(input.rule_type)) {
+    problems.push(`domain_id: must be omitted for ${input.rule_type} rules, which apply to the whole server`);
+  }
+  if (problems.length) throw new AppError('invalid_body', problems.join('; '));
+  if (domainId !== null && !isUuid(domainId)) throw new AppError('domain_not_found');
+  const { view, touched } = await ctx.db.transaction().execute(async (tx) => {
+    await tx.selectFrom('accounts').select('id').where('id', '=', accountId).forUpdate().executeTakeFirst();
+    if (domainId !== null) {
+      const d = await tx.selectFrom('domains').select('id').where('id', '=', domainId).where('account_id', '=', accountId).executeTakeFirst();
+      if (!d) throw new AppError('domain_not_found');
+    }
+    const { count } = await tx
+      .selectFrom('waf_rules')
+      .select((eb) => eb.fn.countAll<number>().as('count'))
+      .where('account_id', '=', accountId)
+      .executeTakeFirstOrThrow();
+    if (Number(count) >= MAX_RULES) throw new AppError('rule_limit');
+    const now = ctx.now();
+    const row = await tx
+      .insertInto('waf_rules')
+      .values({
+        id: newId(),
+        account_id: accountId,
+        domain_id: domainId,
+        rule_type: input.rule_type,
+        value: checked.ok ? checked.value : input.value,
+        enabled: input.enabled ?? true,
+        priority: input.priority ?? DEFAULT_PRIORITY,
+        created_at: now,
+        updated_at: now,
+      })
+      .returningAll()
+      .executeTakeFirstOrThrow();
+    return { view: ruleView(row), touched: await bumpForRule(tx, accountId, domainId) };
+  });
+  ctx.serversChanged(touched);
+  return view;
+}
+
+async function ownedRule(tx: Tx, accountId: string, id: string) {
+  if (!isUuid(id)) throw new AppError('rule_not_found');
+  const row = await tx
+    .selectFrom('waf_rules')
+    .selectAll()
+    .where('id', '=', id)
+    .where('account_id', '=', accountId)
+    .forUpdate()
+    .executeTakeFirst();
+  if (!row) throw new AppError('rule_not_found');
+  return row;
+}
+
+export async function updateRule(ctx: ServiceContext, accountId: string, id: string, patch: RulePatch) {
+  const { view, touched } = await ctx.db.transaction().execute(async (tx) => {
+    const current = await ownedRule(tx, accountId, id);
+    let value = current.value;
+    if (patch.value !== undefined) {
+      const checked = checkRuleValue(current.rule_type as RuleType, patch.value);
+      if (!checked.ok) throw invalidField('value', checked.message.replace(/^value /, ''));
+      value = checked.value;
+    }
+    const row = await tx
+      .updateTable('waf_rules')
+      .set({
+        value,
+        ...(patch.enabled !== undefined ? { enabled: patch.enabled } : {}),
+        ...(patch.priority !== undefined ? { priority: patch.priority } : {}),
+        updated_at: ctx.now(),
+      })
+      .where('id', '=', id)
+      .returningAll()
+      .executeTakeFirstOrThrow();
+    return { view: ruleView(row), touched: await bumpForRule(tx, accountId, current.domain_id) };
+  });
+  ctx.serversChanged(touched);
+  return view;
+}
+
+export async function deleteRule(ctx: ServiceContext, accountId: string, id: string) {
+  const touched = await ctx.db.transaction().execute(async (tx) => {
+    const current = await ownedRule(tx, accountId, id);
+    await tx.deleteFrom('waf_rules').where('id', '=', id).execute();
+    return bumpForRule(tx, accountId, current.domain_id);
+  });
+  ctx.serversChanged(touched);
+  return { success: true as const, id };
+}
+
+export async function listEvents(ctx: ServiceContext, accountId: string) {
+  const rows = await ctx.db
+    .selectFrom('waf_events')
+    .select(['occurred_at', 'source_ip', 'domain', 'reason', 'rule_id', 'server_id'])
+    .where('account_id', '=', accountId)
+    .orderBy('occurred_at', 'desc')
+    .orderBy('id', 'desc')
+    .limit(EVENTS_RETURNED)
+    .execute();
+  return rows.map((e) => ({
+    timestamp: iso(e.occurred_at)!,
+    source_ip: e.source_ip,
+    domain: e.domain,
+    reason: e.reason,
+    rule_id: e.rule_id,
+    server_id: e.server_id,
+  }));
+}

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs what Rampart's tests and `rampart up` need: node packages, and from Debian's packages
+# haproxy (with Lua and PCRE2), pebble, pdns-server and wrk when they are missing. Idempotent.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need=()
+command -v haproxy >/dev/null 2>&1 || need+=(haproxy)
+command -v wrk >/dev/null 2>&1 || need+=(wrk)
+command -v pebble >/dev/null 2>&1 || [ -x /usr/bin/pebble ] || need+=(pebble)
+command -v pdns_server >/dev/null 2>&1 || [ -x /usr/sbin/pdns_server ] || need+=(pdns-server pdns-backend-bind)
+
+if [ ${#need[@]} -gt 0 ]; then
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  echo "setup: installing ${need[*]} from Debian's packages"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+  # The packages start their own services; Rampart's agent runs its own HAProxy and tests run their own.
+  for svc in haproxy pdns; do
+    if command -v systemctl >/dev/null 2>&1; then $SUDO systemctl disable --now "$svc" >/dev/null 2>&1 || true; fi
+    $SUDO service "$svc" stop >/dev/null 2>&1 || true
+  done
+fi
+
+if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+  npm ci --no-audit --no-fund
+fi
