@@ -14,9 +14,11 @@ export function renderExportTemplate(domains: readonly RoutedDomain[]): string {
     [
       'global',
       '    maxconn 4096',
+      '    log stdout format raw local0',
       '',
       'defaults',
       '    mode http',
+      '    log global',
       '    option httplog',
       '    timeout connect 5000',
       '    timeout client 50000',

@@ -11,10 +11,16 @@ export interface Principal {
   plan: Plan;
   state: 'active' | 'frozen';
   via: 'api_key' | 'session';
+  /** accounts.waf_version, read with the credentials at no extra cost. */
+  wafVersion: number;
 }
 
 /** How often lastUsedAt is refreshed: a key used every second does not write every second. */
 const LAST_USED_RESOLUTION_MS = 60_000;
+
+function principal(row: { accountId: string; plan: string; state: string; waf_version: number }, via: Principal['via']): Principal {
+  return { accountId: row.accountId, plan: row.plan as Plan, state: row.state as Principal['state'], via, wafVersion: row.waf_version };
+}
 
 /**
  * Resolves x-api-key (by SHA-256, through the unique index) or the session cookie to an account,
@@ -28,7 +34,7 @@ export async function authenticate(ctx: ServiceContext, request: FastifyRequest)
     const row = await ctx.db
       .selectFrom('api_keys')
       .innerJoin('accounts', 'accounts.id', 'api_keys.account_id')
-      .select(['api_keys.id as keyId', 'api_keys.last_used_at', 'accounts.id as accountId', 'accounts.plan', 'accounts.state'])
+      .select(['api_keys.id as keyId', 'api_keys.last_used_at', 'accounts.id as accountId', 'accounts.plan', 'accounts.state', 'accounts.waf_version'])
       .where('api_keys.key_hash', '=', sha256(header))
       .executeTakeFirst();
     if (!row) throw new AppError('unauthorized');
@@ -36,18 +42,18 @@ export async function authenticate(ctx: ServiceContext, request: FastifyRequest)
     if (!row.last_used_at || now.getTime() - new Date(row.last_used_at).getTime() > LAST_USED_RESOLUTION_MS) {
       await ctx.db.updateTable('api_keys').set({ last_used_at: now }).where('id', '=', row.keyId).execute();
     }
-    return { accountId: row.accountId, plan: row.plan as Plan, state: row.state as Principal['state'], via: 'api_key' };
+    return principal(row, 'api_key');
   }
   const cookie = request.cookies?.[SESSION_COOKIE];
   if (cookie) {
     const row = await ctx.db
       .selectFrom('sessions')
       .innerJoin('accounts', 'accounts.id', 'sessions.account_id')
-      .select(['accounts.id as accountId', 'accounts.plan', 'accounts.state'])
+      .select(['accounts.id as accountId', 'accounts.plan', 'accounts.state', 'accounts.waf_version'])
       .where('sessions.token_hash', '=', sha256(cookie))
       .where('sessions.expires_at', '>', ctx.now())
       .executeTakeFirst();
-    if (row) return { accountId: row.accountId, plan: row.plan as Plan, state: row.state as Principal['state'], via: 'session' };
+    if (row) return principal(row, 'session');
   }
   throw new AppError('unauthorized');
 }

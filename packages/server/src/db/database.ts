@@ -21,6 +21,8 @@ export interface DatabaseOptions {
 export interface OpenDatabase {
   db: Database;
   kind: 'postgres' | 'pglite';
+  /** The PostgreSQL schema in use when one was asked for. */
+  schema?: string | undefined;
   close(): Promise<void>;
 }
 
@@ -57,16 +59,17 @@ export async function openDatabase(options: DatabaseOptions): Promise<OpenDataba
     db = new Kysely<DB>({ dialect: new PGliteDialect(lite) });
   }
   try {
-    await migrate(db);
+    await migrate(db, options.url ? options.schema : undefined);
   } catch (err) {
     await db.destroy();
     throw err;
   }
-  return { db, kind, close: () => db.destroy() };
+  return { db, kind, schema: options.url ? options.schema : undefined, close: () => db.destroy() };
 }
 
-export async function migrate(db: Database): Promise<void> {
-  const migrator = new Migrator({ db, provider: migrationProvider });
+export async function migrate(db: Database, schema?: string): Promise<void> {
+  // Named explicitly when suites share a database, so Kysely's own tables land in the suite's schema.
+  const migrator = new Migrator({ db, provider: migrationProvider, ...(schema ? { migrationTableSchema: schema } : {}) });
   const { error, results } = await migrator.migrateToLatest();
   if (error) {
     const failed = results?.find((r) => r.status === 'Error');

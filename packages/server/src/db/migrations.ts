@@ -128,6 +128,13 @@ const migrations: Record<string, Migration> = {
       await db.schema.createIndex('transactions_account_time').on('transactions').columns(['account_id', 'created_at']).execute();
     },
   },
+  '0002_waf_version': {
+    // Bumped with every change to an account's rules, so a serialized rule list can be cached by
+    // (account, version) and served with no query beyond authentication.
+    async up(db: Kysely<any>) {
+      await db.schema.alterTable('accounts').addColumn('waf_version', 'integer', (c) => c.notNull().defaultTo(0)).execute();
+    },
+  },
 };
 
 export const migrationProvider: MigrationProvider = {

@@ -17,6 +17,7 @@ export interface AccountsTable {
   bot_secret: string;
   next_charge_at: Timestamp;
   created_at: Timestamp;
+  waf_version: ColumnType<number, number | undefined, number>;
 }
 
 export interface SessionsTable {

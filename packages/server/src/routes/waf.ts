@@ -1,14 +1,24 @@
 import { AI_BOTS } from '@rampart/protocol';
 import { Type } from '@sinclair/typebox';
 import { createRule, deleteRule, listEvents, listRules, updateRule } from '../services/waf.js';
+import { RuleListCache } from '../rule-list-cache.js';
 import { AiBotView, IdParams, RuleCreate, RuleUpdate, RuleView, WafEvent } from '../schemas.js';
 import { ERROR_RESPONSES, SECURITY, type App, type RouteDeps } from './types.js';
 
 export async function wafRoutes(app: App, { ctx }: RouteDeps) {
   const tags = ['WAF'];
+  const cache = new RuleListCache();
   app.get('/api/waf', {
     schema: { tags, security: SECURITY, summary: 'All WAF rules of the account, by priority', response: { 200: Type.Array(RuleView), ...ERROR_RESPONSES } },
-    handler: async (req) => listRules(ctx, req.principal.accountId),
+    handler: async (req, reply) => {
+      const { accountId, wafVersion } = req.principal;
+      let body = cache.get(accountId, wafVersion);
+      if (body === undefined) {
+        body = JSON.stringify(await listRules(ctx, accountId));
+        cache.set(accountId, wafVersion, body);
+      }
+      return reply.type('application/json; charset=utf-8').send(body);
+    },
   });
   app.post('/api/waf', {
     schema: { tags, security: SECURITY, summary: 'Create a WAF rule', body: RuleCreate, response: { 201: RuleView, ...ERROR_RESPONSES } },

@@ -6,7 +6,7 @@ import { newId } from '../crypto.js';
 import type { DB } from '../db/schema.js';
 import { AppError } from '../errors.js';
 import type { DomainStatus } from '../db/schema.js';
-import { bumpServers, serversOfDomain } from './revisions.js';
+import { bumpServers, bumpWafVersion, serversOfDomain } from './revisions.js';
 
 export const MAX_DOMAINS = 1000;
 
@@ -213,6 +213,7 @@ export async function deleteDomain(ctx: ServiceContext, accountId: string, id: s
     await ownedDomain(tx, accountId, id);
     const servers = await serversOfDomain(tx, id);
     await tx.deleteFrom('domains').where('id', '=', id).where('account_id', '=', accountId).execute();
+    await bumpWafVersion(tx, accountId); // the domain's own rules went with it
     return bumpServers(tx, accountId, servers);
   });
   ctx.serversChanged(touched);

@@ -33,3 +33,8 @@ export async function serversOfDomain(tx: Tx, domainId: string): Promise<string[
   const rows = await tx.selectFrom('domain_servers').select('server_id').where('domain_id', '=', domainId).execute();
   return rows.map((r) => r.server_id);
 }
+
+/** Marks the account's rule set as changed (see the rule-list cache in routes/waf.ts). */
+export async function bumpWafVersion(tx: Tx, accountId: string): Promise<void> {
+  await tx.updateTable('accounts').set({ waf_version: sql<number>`waf_version + 1` }).where('id', '=', accountId).execute();
+}

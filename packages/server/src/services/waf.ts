@@ -5,7 +5,7 @@ import { iso, isUuid } from '../context.js';
 import { newId } from '../crypto.js';
 import type { DB } from '../db/schema.js';
 import { AppError, invalidField } from '../errors.js';
-import { bumpAllServers, bumpServers, serversOfDomain } from './revisions.js';
+import { bumpAllServers, bumpServers, bumpWafVersion, serversOfDomain } from './revisions.js';
 
 export const MAX_RULES = 10_000;
 export const DEFAULT_PRIORITY = 100;
@@ -53,6 +53,7 @@ type Tx = Transaction<DB>;
 
 /** The servers a rule reaches: its domain's, or every server of the account for a global rule. */
 async function bumpForRule(tx: Tx, accountId: string, domainId: string | null): Promise<string[]> {
+  await bumpWafVersion(tx, accountId);
   return domainId ? bumpServers(tx, accountId, await serversOfDomain(tx, domainId)) : bumpAllServers(tx, accountId);
 }
 

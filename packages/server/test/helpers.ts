@@ -1,0 +1,134 @@
+import { randomBytes } from 'node:crypto';
+import { after } from 'node:test';
+import pg from 'pg';
+import { buildApp } from '../src/app.js';
+import type { ServiceContext } from '../src/context.js';
+import { dropSchema, openDatabase, type OpenDatabase } from '../src/db/database.js';
+import { DEFAULT_PLANS } from '../src/plans.js';
+import type { App } from '../src/routes/types.js';
+
+export const ADMIN_TOKEN = 'test-admin-token';
+const DEFAULT_PG_URL = 'postgres://postgres@127.0.0.1:5432/test';
+
+let pgUrl: Promise<string | undefined> | undefined;
+
+/**
+ * The PostgreSQL the storage suites run against: RAMPART_TEST_DATABASE_URL when set (CI sets it, and
+ * then it must answer), otherwise the local default when one answers, otherwise none.
+ */
+export function postgresUrl(): Promise<string | undefined> {
+  pgUrl ??= (async () => {
+    const explicit = process.env.RAMPART_TEST_DATABASE_URL;
+    if (explicit === 'off') return undefined;
+    const url = explicit || DEFAULT_PG_URL;
+    const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 2000 });
+    try {
+      await client.connect();
+      await client.end();
+      return url;
+    } catch (err) {
+      if (explicit) throw new Error(`RAMPART_TEST_DATABASE_URL=${explicit} does not answer: ${String(err)}`);
+      return undefined;
+    }
+  })();
+  return pgUrl;
+}
+
+export type Backend = 'pglite' | 'postgres';
+
+/** The backends to run storage-dependent suites on: PGlite always, PostgreSQL when reachable. */
+export async function backends(): Promise<Backend[]> {
+  return (await postgresUrl()) ? ['pglite', 'postgres'] : ['pglite'];
+}
+
+export interface TestClock {
+  now(): Date;
+  set(d: Date): void;
+  advance(ms: number): void;
+}
+
+export function testClock(start = new Date()): TestClock {
+  let t = start.getTime();
+  return { now: () => new Date(t), set: (d) => (t = d.getTime()), advance: (ms) => (t += ms) };
+}
+
+export interface TestApp {
+  app: App;
+  ctx: ServiceContext;
+  database: OpenDatabase;
+  clock: TestClock;
+  changed: string[][];
+  close(): Promise<void>;
+}
+
+/** A fresh app on a fresh database (in-memory PGlite, or a new schema on PostgreSQL). */
+export async function makeTestApp(backend: Backend = 'pglite'): Promise<TestApp> {
+  const url = backend === 'postgres' ? await postgresUrl() : undefined;
+  if (backend === 'postgres' && !url) throw new Error('PostgreSQL is not reachable');
+  const schema = url ? `t_${randomBytes(6).toString('hex')}` : undefined;
+  const database = await openDatabase({ url, schema, poolSize: 4 });
+  const clock = testClock();
+  const changed: string[][] = [];
+  const ctx: ServiceContext = { db: database.db, plans: DEFAULT_PLANS, now: clock.now, serversChanged: (ids) => changed.push([...ids]) };
+  const app = await buildApp({ ctx, adminToken: ADMIN_TOKEN });
+  await app.ready();
+  let closed = false;
+  const close = async () => {
+    if (closed) return;
+    closed = true;
+    await app.close();
+    await database.close();
+    if (url && schema) await dropSchema(url, schema);
+  };
+  after(close);
+  return { app, ctx, database, clock, changed, close };
+}
+
+export interface Reply<T = any> {
+  status: number;
+  body: T;
+  headers: Record<string, string | string[] | number | undefined>;
+  cookies: { name: string; value: string; [k: string]: unknown }[];
+}
+
+export interface CallOptions {
+  key?: string;
+  cookie?: string;
+  admin?: boolean;
+  body?: unknown;
+  rawBody?: string;
+  headers?: Record<string, string>;
+}
+
+/** One request through app.inject, JSON in and out. */
+export async function call<T = any>(app: App, method: string, url: string, opts: CallOptions = {}): Promise<Reply<T>> {
+  const headers: Record<string, string> = { ...(opts.headers ?? {}) };
+  if (opts.key) headers['x-api-key'] = opts.key;
+  if (opts.cookie) headers.cookie = opts.cookie;
+  if (opts.admin) headers.authorization = `Bearer ${ADMIN_TOKEN}`;
+  let payload: string | undefined;
+  if (opts.rawBody !== undefined) payload = opts.rawBody;
+  else if (opts.body !== undefined) payload = JSON.stringify(opts.body);
+  if (payload !== undefined && !headers['content-type']) headers['content-type'] = 'application/json';
+  const res = await app.inject({ method: method as any, url, headers, ...(payload !== undefined ? { payload } : {}) });
+  let body: any = res.body;
+  try {
+    body = res.body ? JSON.parse(res.body) : undefined;
+  } catch {
+    /* not JSON */
+  }
+  return { status: res.statusCode, body, headers: res.headers, cookies: res.cookies as Reply['cookies'] };
+}
+
+let emailCounter = 0;
+
+/** A new account through the operator API; returns its id and (on pro/enterprise) its first key. */
+export async function newAccount(app: App, plan: 'free' | 'pro' | 'enterprise' = 'pro', balance = 100, password?: string) {
+  const email = `user${++emailCounter}-${randomBytes(3).toString('hex')}@example.com`;
+  const res = await call<{ accountId: string; apiKey: string | null }>(app, 'POST', '/admin/accounts', {
+    admin: true,
+    body: { email, plan, balance, ...(password ? { password } : {}) },
+  });
+  if (res.status !== 201) throw new Error(`account creation failed: ${res.status} ${JSON.stringify(res.body)}`);
+  return { email, accountId: res.body.accountId, key: res.body.apiKey as string };
+}

@@ -1,0 +1,31 @@
+#!/usr/bin/env node
+// Runs every *.test.ts under the given folders (default: packages and test) with Node's test runner,
+// TypeScript loaded through tsx. Exits with the runner's code.
+import { spawnSync } from 'node:child_process';
+import { readdirSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+
+function find(dir) {
+  let out = [];
+  for (const name of readdirSync(dir)) {
+    if (name === 'node_modules' || name === 'dist') continue;
+    const p = join(dir, name);
+    if (statSync(p).isDirectory()) out = out.concat(find(p));
+    else if (name.endsWith('.test.ts')) out.push(p);
+  }
+  return out;
+}
+
+const roots = process.argv.slice(2).filter((a) => !a.startsWith('--'));
+const files = (roots.length ? roots : ['packages', 'test']).flatMap((r) => (r.endsWith('.ts') ? [r] : find(r))).sort();
+if (files.length === 0) {
+  console.error('run-tests: no test files found');
+  process.exit(1);
+}
+const concurrency = process.env.RAMPART_TEST_CONCURRENCY ?? '2';
+const res = spawnSync(
+  process.execPath,
+  ['--import', 'tsx', '--test', `--test-concurrency=${concurrency}`, '--test-reporter=spec', ...files],
+  { stdio: 'inherit' },
+);
+process.exit(res.status ?? 1);

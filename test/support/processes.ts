@@ -1,0 +1,70 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createServer } from 'node:net';
+import { once } from 'node:events';
+import { fileURLToPath } from 'node:url';
+
+export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+export const CLI = `${ROOT}packages/cli/dist/main.js`;
+
+/** A port nothing listens on right now (the OS picks it). */
+export async function freePort(host = '127.0.0.1'): Promise<number> {
+  const srv = createServer();
+  srv.listen(0, host);
+  await once(srv, 'listening');
+  const port = (srv.address() as { port: number }).port;
+  srv.close();
+  await once(srv, 'close');
+  return port;
+}
+
+/** Polls fn until it returns a truthy value or the deadline passes; never a fixed sleep. */
+export async function waitFor<T>(fn: () => Promise<T | undefined | false> | T | undefined | false, what: string, timeoutMs = 30_000, everyMs = 50): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let lastErr: unknown;
+  for (;;) {
+    try {
+      const v = await fn();
+      if (v) return v;
+    } catch (err) {
+      lastErr = err;
+    }
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${lastErr ? `: ${String(lastErr)}` : ''}`);
+    await new Promise((r) => setTimeout(r, everyMs));
+  }
+}
+
+export interface Proc {
+  child: ChildProcess;
+  output(): string;
+  stop(signal?: NodeJS.Signals): Promise<number | null>;
+}
+
+export function startProcess(cmd: string, args: string[], env: Record<string, string | undefined> = {}): Proc {
+  const child = spawn(cmd, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  child.stdout?.on('data', (d) => (out += d));
+  child.stderr?.on('data', (d) => (out += d));
+  const exited = once(child, 'exit').then(([code]) => code as number | null);
+  return {
+    child,
+    output: () => out,
+    async stop(signal = 'SIGTERM') {
+      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+      return exited;
+    },
+  };
+}
+
+/** `rampart serve` as a real process; resolves once /healthz answers. */
+export async function startServe(opts: { port: number; dataDir?: string; databaseUrl?: string; adminToken: string }): Promise<Proc & { url: string }> {
+  const args = ['serve', '--port', String(opts.port)];
+  if (opts.dataDir) args.push('--data-dir', opts.dataDir);
+  if (opts.databaseUrl) args.push('--database-url', opts.databaseUrl);
+  const proc = startProcess(process.execPath, [CLI, ...args], { RAMPART_ADMIN_TOKEN: opts.adminToken, RAMPART_LOG_LEVEL: 'warn' });
+  const url = `http://127.0.0.1:${opts.port}`;
+  await waitFor(async () => {
+    if (proc.child.exitCode !== null) throw new Error(`rampart serve exited: ${proc.output()}`);
+    return (await fetch(`${url}/healthz`)).ok;
+  }, 'rampart serve to answer', 60_000);
+  return { ...proc, url };
+}
