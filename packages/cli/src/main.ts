@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 import { adminCommand } from './admin.js';
+import { agentCommand } from './agent.js';
 import { UsageError } from './args.js';
 import { serveCommand } from './serve.js';
 import { upCommand } from './up.js';
@@ -11,6 +12,7 @@ Usage: rampart <command> [options]
 Commands:
   up       everything on one machine for a first look (embedded database, demo account)
   serve    the control plane: API, dashboard and agent WebSocket
+  agent    a shield server's agent (owns HAProxy)
   admin    operator verbs: create-account, charge, confirm-deposit
 
 Run 'rampart <command> --help' for the options of a command.
@@ -24,6 +26,9 @@ async function main(argv: string[]): Promise<number> {
       return -1;
     case 'up':
       await upCommand(rest);
+      return -1;
+    case 'agent':
+      await agentCommand(rest);
       return -1;
     case 'admin':
       return adminCommand(rest);

@@ -1,2 +1,3 @@
 export * from './validate.js';
 export * from './waf.js';
+export * from './messages.js';

@@ -28,15 +28,17 @@ export function assertRenderable(d: RoutedDomain): void {
 
 /**
  * One backend per domain, as SPEC.md describes it: health check on "/", the three request headers,
- * and one health-checked server line per origin named origin0, origin1, ...
+ * and one health-checked server line per origin named origin0, origin1, ... The export template
+ * says X-Forwarded-Proto https as SPEC.md gives it; a live shield server says what the client used.
  */
-export function renderBackend(d: RoutedDomain): string {
+export function renderBackend(d: RoutedDomain, forwardedProto: 'https' | 'from-connection' = 'https'): string {
   assertRenderable(d);
+  const proto = forwardedProto === 'https' ? 'https' : '%[ssl_fc,iif(https,http)]';
   const lines = [
     `backend ${backendName(d.domain)}`,
     '    option httpchk',
     `    http-check send meth GET uri / ver HTTP/1.1 hdr Host ${d.domain}`,
-    '    http-request set-header X-Forwarded-Proto https',
+    `    http-request set-header X-Forwarded-Proto ${proto}`,
     '    http-request set-header X-Real-IP %[src]',
     `    http-request set-header Host ${d.domain}`,
     ...d.origins.map((o, i) => `    server origin${i} ${formatHostPort(o.ip, o.port)} check`),

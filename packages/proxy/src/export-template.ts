@@ -26,7 +26,7 @@ export function renderExportTemplate(domains: readonly RoutedDomain[]): string {
     ].join('\n'),
     ['frontend http_in', '    bind *:80', ...routes, '    default_backend default_404'].join('\n'),
     ['backend default_404', '    http-request return status 404 content-type text/plain string "Not Found"'].join('\n'),
-    ...sorted.map(renderBackend),
+    ...sorted.map((d) => renderBackend(d)),
   ];
   return sections.join('\n\n') + '\n';
 }

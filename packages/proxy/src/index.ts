@@ -1,2 +1,3 @@
 export * from './backend.js';
 export * from './export-template.js';
+export * from './haproxy-config.js';

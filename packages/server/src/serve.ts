@@ -1,5 +1,6 @@
 import type { FastifyServerOptions } from 'fastify';
 import { buildApp } from './app.js';
+import { AgentHub } from './hub/hub.js';
 import type { ServiceContext } from './context.js';
 import { openDatabase } from './db/database.js';
 import { DEFAULT_PLANS, type PlanTable } from './plans.js';
@@ -13,10 +14,12 @@ export interface ServerOptions {
   adminToken?: string | undefined;
   plans?: PlanTable;
   logger?: FastifyServerOptions['logger'];
+  agentHeartbeatMs?: number | undefined;
 }
 
 export interface RunningServer {
   app: App;
+  hub: AgentHub;
   ctx: ServiceContext;
   url: string;
   close(): Promise<void>;
@@ -29,9 +32,12 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     db: database.db,
     plans: options.plans ?? DEFAULT_PLANS,
     now: () => new Date(),
-    serversChanged: () => {},
+    serversChanged: (ids) => hub.serversChanged(ids),
   };
+  const hub: AgentHub = new AgentHub(ctx, { heartbeatMs: options.agentHeartbeatMs });
   const app = await buildApp({ ctx, adminToken: options.adminToken, logger: options.logger });
+  hub.attach(app.server);
+  app.addHook('onClose', async () => hub.close());
   try {
     await app.listen({ port: options.port, host: options.host });
   } catch (err) {
@@ -43,6 +49,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const host = options.host.includes(':') ? `[${options.host}]` : options.host;
   return {
     app,
+    hub,
     ctx,
     url: `http://${host}:${port}`,
     async close() {

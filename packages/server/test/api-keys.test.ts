@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { describe, test } from 'node:test';
-import { backends, call, makeTestApp, newAccount } from './helpers.js';
+import { backends, call, makeTestApp, newAccount, type Backend, type TestApp } from './helpers.js';
 
 // SPEC.md "API keys": creation (snake_case answer), listing (camelCase, never the key), the
 // 10-key limit, deletion (404 for unknown/foreign, 401 at once afterwards), names of 1 to 100
@@ -23,9 +23,13 @@ function strings(v: unknown): string[] {
   return [];
 }
 
-for (const backend of await backends()) {
-  describe(`API keys on ${backend}`, async () => {
-    const t = await makeTestApp(backend);
+// One app per backend, built one after the other: two PGlite/Fastify start-ups at once can starve
+// each other's plugin start-up timers.
+const apps: [Backend, TestApp][] = [];
+for (const backend of await backends()) apps.push([backend, await makeTestApp(backend)]);
+
+for (const [backend, t] of apps) {
+  describe(`API keys on ${backend}`, () => {
     const app = t.app;
 
     async function createKey(key: string, name = 'ci') {
@@ -126,6 +130,17 @@ for (const backend of await backends()) {
       const again = await call(app, 'POST', '/api/settings/api-keys', { key, body: { name: 'eleventh' } });
       assert.equal(again.status, 403);
       assert.deepEqual(again.body, { error: 'Maximum 10 API keys allowed' });
+    });
+
+    test('the limit holds under concurrent creations', async () => {
+      const { key } = await newAccount(app);
+      for (let i = 2; i <= 9; i++) await createKey(key, `key ${i}`);
+      const results = await Promise.all(
+        Array.from({ length: 5 }, (_, i) => call(app, 'POST', '/api/settings/api-keys', { key, body: { name: `race ${i}` } })),
+      );
+      assert.deepEqual(results.map((r) => r.status).sort(), [201, 403, 403, 403, 403]);
+      for (const r of results.filter((x) => x.status === 403)) assert.deepEqual(r.body, { error: 'Maximum 10 API keys allowed' });
+      assert.equal((await list(key)).length, 10);
     });
 
     test('DELETE of an unknown, malformed or foreign key id gives 404 "API key not found"', async () => {

@@ -75,7 +75,7 @@ async function setup() {
 
 const world = await setup();
 const A_IDS = Object.values(world.ids);
-const A_MARKERS = ['a-second-key', 'a-server-secret-name', 'a-server-two', 'a-tenant.example.com', '203.0.113.66', '198.51.100.99', 'AQ', '77', world.a.accountId, world.a.email];
+const A_MARKERS = ['a-second-key', 'a-server-secret-name', 'a-server-two', 'a-tenant.example.com', '203.0.113.66', '198.51.100.99', '"AQ"', 'requests_per_minute', world.a.accountId, world.a.email];
 
 describe('tenancy: B cannot reach A\'s objects', () => {
   for (const [label, auth] of [['api key', world.B], ['session cookie', world.Bcookie]] as const) {
@@ -128,8 +128,7 @@ describe('tenancy: B cannot reach A\'s objects', () => {
     assert.deepEqual((await call(t.app, 'DELETE', `/api/waf/${world.ids.aRule}`, B)).body, { error: 'WAF rule not found' });
   });
 
-  test('A\'s old key id still works for A: A deleting its own key succeeds and the key stops working', async () => {
-    // Control: the ids used above are real. A can act on them, B could not.
+  test('control: a key B could not delete is deleted by its owner and then stops working', async () => {
     const extra = await ok('POST', '/api/settings/api-keys', world.A, { name: 'a-throwaway' });
     assert.equal((await call(t.app, 'DELETE', `/api/settings/api-keys?id=${extra.id}`, world.B)).status, 404);
     assert.equal((await call(t.app, 'GET', '/api/servers', { key: extra.key })).status, 200, 'the key survived B\'s attempt');
@@ -168,7 +167,7 @@ describe('tenancy: B\'s reads never show A\'s objects', () => {
     const a = world.a.accountId;
     for (const path of ['/api/servers', '/api/domains', '/api/waf', '/api/waf/events', '/api/notifications', '/api/settings/api-keys']) {
       const r = await call(t.app, 'GET', `${path}?account_id=${a}&accountId=${a}`, world.B);
-      assert.ok(r.status === 200 || r.status === 400, `${path}: ${r.status}`);
+      assert.equal(r.status, 200, path);
       const text = JSON.stringify(r.body);
       for (const id of A_IDS) assert.ok(!text.includes(id), `${path} leaked ${id}`);
       for (const m of A_MARKERS.slice(0, 6)) assert.ok(!text.includes(m), `${path} leaked ${m}`);
@@ -208,5 +207,23 @@ describe('tenancy: an account id in a body is refused', () => {
     assert.match(del.body.error, /account_id/);
     assert.deepEqual(await snapshot(world.A), beforeA, 'A is unchanged');
     assert.deepEqual(await snapshot(B), beforeB, 'B is unchanged');
+  });
+});
+
+describe('tenancy: control', () => {
+  test('the same ids and bodies succeed for their owner A (so the 404s above were about ownership)', async () => {
+    const { ids } = world;
+    const A = world.A;
+    assert.equal((await ok('POST', `/api/servers/${ids.aServer}/token`, A, undefined, 200)).id, ids.aServer);
+    assert.equal((await ok('PUT', `/api/domains/${ids.aDomain}`, A, { serverIds: [ids.aServer, ids.aServer2] })).serverIds.length, 2);
+    assert.equal((await ok('PUT', `/api/waf/${ids.aDomainRule}`, A, { value: 'ZZ', priority: 1 })).value, 'ZZ');
+    assert.equal((await ok('POST', '/api/waf', A, { rule_type: 'block_ip', value: '1.2.3.4', domain_id: ids.aDomain })).domain_id, ids.aDomain);
+    assert.deepEqual(await ok('DELETE', `/api/waf/${ids.aRule}`, A), { success: true, id: ids.aRule });
+    assert.equal((await ok('DELETE', `/api/servers/${ids.aServer2}`, A)).status, 'decommissioned');
+    assert.deepEqual(await ok('DELETE', `/api/domains/${ids.aDomain}`, A), { success: true });
+    assert.deepEqual(await ok('DELETE', `/api/settings/api-keys?id=${ids.aKey}`, A), { success: true });
+    // B still sees none of it.
+    const text = JSON.stringify(await snapshot(world.B));
+    for (const id of A_IDS) assert.ok(!text.includes(id));
   });
 });

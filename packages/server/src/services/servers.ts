@@ -85,6 +85,7 @@ export async function regenerateServerToken(ctx: ServiceContext, accountId: stri
     .where('account_id', '=', accountId)
     .returningAll()
     .executeTakeFirstOrThrow();
+  ctx.serversChanged([id]); // the hub drops a connection made with the old token
   return { ...serverView(row), connectionToken: token };
 }
 

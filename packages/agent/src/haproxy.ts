@@ -1,0 +1,151 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { EventEmitter, once } from 'node:events';
+import { request } from 'node:http';
+import { connect } from 'node:net';
+import { HEALTH_SOCKET, MASTER_SOCKET } from '@rampart/proxy';
+
+export interface ConfigError {
+  line: number | null;
+  message: string;
+}
+
+/** HAProxy's [ALERT] lines as {line, message}, e.g. "Parsing [x.cfg:12]: unknown keyword 'foo'". */
+export function parseAlerts(output: string): ConfigError[] {
+  const errors: ConfigError[] = [];
+  for (const raw of output.split('\n')) {
+    const m = /\[ALERT\]\s*\(\d+\)\s*:\s*(.*)$/.exec(raw);
+    if (!m) continue;
+    const text = m[1]!.trim();
+    if (/Fatal errors found in configuration|Error\(s\) found in configuration file/.test(text)) continue;
+    const line = /\[[^\]]*:(\d+)\]/.exec(text);
+    errors.push({ line: line ? Number(line[1]) : null, message: text.replace(/^config\s*:\s*/, '') });
+  }
+  return errors;
+}
+
+/** `haproxy -c` on the exact file that would run. */
+export async function checkConfig(bin: string, cfgPath: string): Promise<{ ok: boolean; errors: ConfigError[] }> {
+  const child = spawn(bin, ['-c', '-q', '-f', cfgPath], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  child.stdout.on('data', (d) => (out += d));
+  child.stderr.on('data', (d) => (out += d));
+  const [code] = (await once(child, 'exit')) as [number | null];
+  if (code === 0) return { ok: true, errors: [] };
+  const errors = parseAlerts(out);
+  return { ok: false, errors: errors.length ? errors : [{ line: null, message: out.trim().slice(0, 2000) || `haproxy -c exited with ${code}` }] };
+}
+
+/**
+ * One HAProxy in master-worker mode, owned by the agent: started on a config path (a symlink the
+ * agent swaps), reloaded through the master CLI socket, asked over a unix health socket which
+ * configuration its worker runs.
+ */
+export class HaproxyProcess extends EventEmitter {
+  private child: ChildProcess | undefined;
+  private stderrTail: string[] = [];
+
+  constructor(
+    private readonly bin: string,
+    private readonly cfgPath: string,
+    private readonly runDir: string,
+  ) {
+    super();
+  }
+
+  get running(): boolean {
+    return !!this.child && this.child.exitCode === null && this.child.signalCode === null;
+  }
+
+  get pid(): number | undefined {
+    return this.child?.pid;
+  }
+
+  /** Alert lines HAProxy printed since the mark (used to explain a refused reload). */
+  alertsSince(mark: number): ConfigError[] {
+    return parseAlerts(this.stderrTail.slice(mark).join('\n'));
+  }
+
+  outputMark(): number {
+    return this.stderrTail.length;
+  }
+
+  start(): void {
+    const child = spawn(this.bin, ['-W', '-S', `${this.runDir}/${MASTER_SOCKET},mode,600`, '-f', this.cfgPath], {
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    this.child = child;
+    child.stderr?.setEncoding('utf8');
+    child.stderr?.on('data', (d: string) => {
+      this.stderrTail.push(...d.split('\n').filter(Boolean));
+      if (this.stderrTail.length > 2000) this.stderrTail = this.stderrTail.slice(-1000);
+    });
+    child.on('exit', (code, signal) => {
+      if (this.child === child) this.emit('exit', { code, signal });
+    });
+  }
+
+  async stop(): Promise<void> {
+    const child = this.child;
+    this.child = undefined;
+    if (!child || child.exitCode !== null || child.signalCode !== null) return;
+    const exited = once(child, 'exit');
+    child.kill('SIGTERM');
+    const t = setTimeout(() => child.kill('SIGKILL'), 5000);
+    await exited;
+    clearTimeout(t);
+  }
+
+  /** A command on the master CLI; resolves with its whole answer. */
+  masterCommand(command: string, timeoutMs = 5000): Promise<string> {
+    return new Promise((resolve, reject) => {
+      const sock = connect(`${this.runDir}/${MASTER_SOCKET}`);
+      let out = '';
+      const t = setTimeout(() => {
+        sock.destroy();
+        reject(new Error(`master CLI '${command}' timed out`));
+      }, timeoutMs);
+      sock.setEncoding('utf8');
+      sock.on('connect', () => sock.write(`${command}\n`));
+      sock.on('data', (d: string) => (out += d));
+      sock.on('error', (err) => {
+        clearTimeout(t);
+        reject(err);
+      });
+      sock.on('close', () => {
+        clearTimeout(t);
+        resolve(out);
+      });
+    });
+  }
+
+  reload(): Promise<string> {
+    return this.masterCommand('reload');
+  }
+
+  /** The configuration hash the serving worker answers with, or undefined if none answers. */
+  health(timeoutMs = 1000): Promise<string | undefined> {
+    return new Promise((resolve) => {
+      const req = request({ socketPath: `${this.runDir}/${HEALTH_SOCKET}`, path: '/', timeout: timeoutMs, headers: { connection: 'close' } }, (res) => {
+        let body = '';
+        res.setEncoding('utf8');
+        res.on('data', (d) => (body += d));
+        res.on('end', () => resolve(res.statusCode === 200 ? body.trim() : undefined));
+        res.on('error', () => resolve(undefined));
+      });
+      req.on('timeout', () => req.destroy());
+      req.on('error', () => resolve(undefined));
+      req.end();
+    });
+  }
+
+  /** Polls the health socket until the worker runs `hash`. */
+  async waitForHash(hash: string, timeoutMs: number): Promise<boolean> {
+    const deadline = Date.now() + timeoutMs;
+    while (Date.now() < deadline) {
+      if (!this.running) return false;
+      if ((await this.health(500)) === hash) return true;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    return false;
+  }
+}

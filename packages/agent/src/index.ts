@@ -1,0 +1,4 @@
+export * from './agent.js';
+export * from './apply.js';
+export * from './backoff.js';
+export * from './haproxy.js';

@@ -1,0 +1,120 @@
+import { Type, type Static, type TSchema } from '@sinclair/typebox';
+import { TypeCompiler } from '@sinclair/typebox/compiler';
+import { RULE_TYPES, WAF_LEVELS } from './waf.js';
+
+/** Raised on both ends; an agent speaking another version is refused with a close reason. */
+export const PROTOCOL_VERSION = 1;
+
+/** WebSocket close codes of the agent channel (4000-4999 are application codes). */
+export const CLOSE = {
+  protocolMismatch: 4000,
+  decommissioned: 4001,
+  tokenRevoked: 4002,
+  invalidMessage: 4003,
+  replaced: 4004,
+} as const;
+
+export const AGENT_PATH = '/agent';
+/** The agent sends its connection token in this header, never in the URL. */
+export const TOKEN_HEADER = 'authorization';
+
+const Origin = Type.Object({ ip: Type.String(), port: Type.Integer({ minimum: 1, maximum: 65535 }) }, { additionalProperties: false });
+
+export const SnapshotDomain = Type.Object(
+  {
+    id: Type.String(),
+    domain: Type.String(),
+    origins: Type.Array(Origin),
+    sslEnabled: Type.Boolean(),
+    wafEnabled: Type.Boolean(),
+    wafLevel: Type.Union(WAF_LEVELS.map((l) => Type.Literal(l))),
+  },
+  { additionalProperties: false },
+);
+
+export const SnapshotRule = Type.Object(
+  {
+    id: Type.String(),
+    type: Type.Union(RULE_TYPES.map((t) => Type.Literal(t))),
+    value: Type.String(),
+    domainId: Type.Union([Type.String(), Type.Null()]),
+    priority: Type.Integer(),
+  },
+  { additionalProperties: false },
+);
+
+/** Everything one shield server must run: full desired state, never a diff. */
+export const ServerSnapshot = Type.Object(
+  {
+    serverId: Type.String(),
+    revision: Type.Integer({ minimum: 0 }),
+    domains: Type.Array(SnapshotDomain),
+    /** Enabled rules only, by priority (lower first). */
+    rules: Type.Array(SnapshotRule),
+  },
+  { additionalProperties: false },
+);
+export type ServerSnapshot = Static<typeof ServerSnapshot>;
+export type SnapshotDomain = Static<typeof SnapshotDomain>;
+export type SnapshotRule = Static<typeof SnapshotRule>;
+
+const ApplyError = Type.Object({ line: Type.Union([Type.Integer(), Type.Null()]), message: Type.String() }, { additionalProperties: false });
+
+function message<N extends string, P extends TSchema>(type: N, payload: P) {
+  return Type.Object({ type: Type.Literal(type), payload }, { additionalProperties: false });
+}
+
+// agent -> service
+export const AgentHello = message(
+  'agent/hello',
+  Type.Object(
+    { protocol: Type.Integer(), agentVersion: Type.String({ maxLength: 64 }), runningRevision: Type.Union([Type.Integer(), Type.Null()]) },
+    { additionalProperties: false },
+  ),
+);
+export const AgentHeartbeat = message('agent/heartbeat', Type.Object({ runningRevision: Type.Union([Type.Integer(), Type.Null()]) }, { additionalProperties: false }));
+export const ConfigAck = message(
+  'config/ack',
+  Type.Object(
+    { revision: Type.Integer(), ok: Type.Boolean(), errors: Type.Array(ApplyError, { maxItems: 50 }) },
+    { additionalProperties: false },
+  ),
+);
+export const StatusReport = message(
+  'status/report',
+  Type.Object(
+    {
+      kind: Type.Union([Type.Literal('proxy_crash'), Type.Literal('proxy_reload_failed'), Type.Literal('server_error')]),
+      message: Type.String({ maxLength: 4000 }),
+    },
+    { additionalProperties: false },
+  ),
+);
+export const AgentMessage = Type.Union([AgentHello, AgentHeartbeat, ConfigAck, StatusReport]);
+export type AgentMessage = Static<typeof AgentMessage>;
+
+// service -> agent
+export const ConfigSnapshot = message('config/snapshot', ServerSnapshot);
+export const ServiceHeartbeat = message('service/heartbeat', Type.Object({}, { additionalProperties: false }));
+export const ServiceMessage = Type.Union([ConfigSnapshot, ServiceHeartbeat]);
+export type ServiceMessage = Static<typeof ServiceMessage>;
+
+const agentCheck = TypeCompiler.Compile(AgentMessage);
+const serviceCheck = TypeCompiler.Compile(ServiceMessage);
+
+export type Parsed<T> = { ok: true; message: T } | { ok: false; error: string };
+
+function parseWith<T>(check: { Check(v: unknown): boolean; Errors(v: unknown): Iterable<{ path: string; message: string }> }, raw: string): Parsed<T> {
+  let value: unknown;
+  try {
+    value = JSON.parse(raw);
+  } catch {
+    return { ok: false, error: 'not JSON' };
+  }
+  if (check.Check(value)) return { ok: true, message: value as T };
+  const first = [...check.Errors(value)][0];
+  return { ok: false, error: first ? `${first.path || '/'}: ${first.message}` : 'invalid message' };
+}
+
+export const parseAgentMessage = (raw: string): Parsed<AgentMessage> => parseWith(agentCheck, raw);
+export const parseServiceMessage = (raw: string): Parsed<ServiceMessage> => parseWith(serviceCheck, raw);

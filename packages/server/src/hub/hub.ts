@@ -1,0 +1,243 @@
+import type { IncomingMessage, Server } from 'node:http';
+import type { Duplex } from 'node:stream';
+import { AGENT_PATH, CLOSE, parseAgentMessage, PROTOCOL_VERSION, type AgentMessage, type ServiceMessage } from '@rampart/protocol';
+import { WebSocketServer, type WebSocket } from 'ws';
+import type { ServiceContext } from '../context.js';
+import { sha256 } from '../crypto.js';
+import { notify } from '../services/notifications.js';
+import { buildSnapshot } from './snapshot.js';
+
+export interface HubOptions {
+  /** How often the hub pings each agent; a connection silent for 3 intervals is dropped (40 s at most by default). */
+  heartbeatMs?: number;
+  log?: { info(msg: string): void; warn(msg: string): void };
+}
+
+interface AgentConn {
+  ws: WebSocket;
+  serverId: string;
+  accountId: string;
+  tokenHash: string;
+  ip: string;
+  hello: boolean;
+  lastSeen: number;
+  lastSeenWritten: number;
+  pushing: boolean;
+  again: boolean;
+  closing: boolean;
+}
+
+const HELLO_TIMEOUT_MS = 10_000;
+const LAST_SEEN_WRITE_MS = 10_000;
+
+function clientIp(req: IncomingMessage): string {
+  const a = req.socket.remoteAddress ?? '';
+  return a.startsWith('::ffff:') ? a.slice(7) : a;
+}
+
+/**
+ * The agent hub: authenticates shield-server agents at the WebSocket upgrade (token in the
+ * Authorization header, found by SHA-256), tracks their status, pushes full snapshots on connect
+ * and after every change, and turns their reports into notifications.
+ */
+export class AgentHub {
+  private readonly wss = new WebSocketServer({ noServer: true, maxPayload: 1024 * 1024 });
+  private readonly conns = new Map<string, AgentConn>();
+  private readonly heartbeatMs: number;
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly ctx: ServiceContext,
+    private readonly options: HubOptions = {},
+  ) {
+    this.heartbeatMs = options.heartbeatMs ?? 10_000;
+  }
+
+  attach(server: Server): void {
+    server.on('upgrade', (req, socket, head) => void this.onUpgrade(req, socket, head));
+    this.timer = setInterval(() => this.sweep(), this.heartbeatMs);
+    this.timer.unref();
+  }
+
+  connectedCount(): number {
+    return this.conns.size;
+  }
+
+  async close(): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    for (const c of this.conns.values()) {
+      c.closing = true;
+      c.ws.terminate();
+    }
+    this.conns.clear();
+    this.wss.close();
+  }
+
+  /** After a commit: send each affected, connected agent its new snapshot (latest wins). */
+  serversChanged(serverIds: readonly string[]): void {
+    for (const id of serverIds) {
+      const c = this.conns.get(id);
+      if (c?.hello) void this.push(c);
+    }
+  }
+
+  private async onUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> {
+    const refuse = (status: string) => {
+      socket.end(`HTTP/1.1 ${status}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`);
+    };
+    try {
+      const path = (req.url ?? '').split('?')[0];
+      if (path !== AGENT_PATH) return refuse('404 Not Found');
+      const header = req.headers.authorization ?? '';
+      const token = header.startsWith('Bearer ') ? header.slice(7) : '';
+      if (!token || token.length > 200) return refuse('401 Unauthorized');
+      const tokenHash = sha256(token);
+      const server = await this.ctx.db
+        .selectFrom('servers')
+        .select(['id', 'account_id', 'status'])
+        .where('token_hash', '=', tokenHash)
+        .executeTakeFirst();
+      if (!server || server.status === 'decommissioned') return refuse('401 Unauthorized');
+      this.wss.handleUpgrade(req, socket, head, (ws) => this.onConnection(ws, server.id, server.account_id, tokenHash, clientIp(req)));
+    } catch (err) {
+      this.options.log?.warn(`agent upgrade failed: ${String(err)}`);
+      refuse('503 Service Unavailable');
+    }
+  }
+
+  private onConnection(ws: WebSocket, serverId: string, accountId: string, tokenHash: string, ip: string): void {
+    const previous = this.conns.get(serverId);
+    if (previous) {
+      previous.closing = true;
+      previous.ws.close(CLOSE.replaced, 'replaced by a newer connection');
+    }
+    const c: AgentConn = { ws, serverId, accountId, tokenHash, ip, hello: false, lastSeen: Date.now(), lastSeenWritten: Date.now(), pushing: false, again: false, closing: false };
+    this.conns.set(serverId, c);
+    const helloTimer = setTimeout(() => !c.hello && ws.close(CLOSE.invalidMessage, 'expected agent/hello'), HELLO_TIMEOUT_MS);
+    ws.on('pong', () => (c.lastSeen = Date.now()));
+    ws.on('message', (data, isBinary) => {
+      c.lastSeen = Date.now();
+      if (isBinary) return ws.close(CLOSE.invalidMessage, 'binary messages are not part of the protocol');
+      const parsed = parseAgentMessage(data.toString());
+      if (!parsed.ok) return ws.close(CLOSE.invalidMessage, `invalid message: ${parsed.error}`.slice(0, 120));
+      void this.onMessage(c, parsed.message).catch((err) => this.options.log?.warn(`agent message failed: ${String(err)}`));
+    });
+    ws.on('close', () => {
+      clearTimeout(helloTimer);
+      void this.onClose(c).catch((err) => this.options.log?.warn(`agent close handling failed: ${String(err)}`));
+    });
+    ws.on('error', () => ws.terminate());
+  }
+
+  private async onMessage(c: AgentConn, m: AgentMessage): Promise<void> {
+    const db = this.ctx.db;
+    switch (m.type) {
+      case 'agent/hello': {
+        if (m.payload.protocol !== PROTOCOL_VERSION) {
+          c.ws.close(CLOSE.protocolMismatch, `protocol version ${m.payload.protocol} is not supported; this service speaks ${PROTOCOL_VERSION}`);
+          return;
+        }
+        c.hello = true;
+        await db
+          .updateTable('servers')
+          .set({ status: 'active', ip: c.ip, last_seen_at: this.ctx.now() })
+          .where('id', '=', c.serverId)
+          .where('status', '<>', 'decommissioned')
+          .execute();
+        await this.push(c);
+        return;
+      }
+      case 'agent/heartbeat': {
+        if (Date.now() - c.lastSeenWritten < LAST_SEEN_WRITE_MS) return;
+        c.lastSeenWritten = Date.now();
+        await db.updateTable('servers').set({ last_seen_at: this.ctx.now() }).where('id', '=', c.serverId).execute();
+        return;
+      }
+      case 'config/ack': {
+        const { revision, ok, errors } = m.payload;
+        if (ok) {
+          await db
+            .updateTable('servers')
+            .set({ applied_revision: revision, last_seen_at: this.ctx.now() })
+            .where('id', '=', c.serverId)
+            .where('applied_revision', '<', revision)
+            .execute();
+          await db
+            .updateTable('domains')
+            .set({ status: 'active' })
+            .where('id', 'in', (eb) => eb.selectFrom('domain_servers').select('domain_id').where('server_id', '=', c.serverId))
+            .where('status', '<>', 'active')
+            .execute();
+        } else {
+          const detail = errors.map((e) => (e.line ? `line ${e.line}: ${e.message}` : e.message)).join('; ');
+          await notify(this.ctx, { accountId: c.accountId, serverId: c.serverId, kind: 'server_error', message: `Configuration update to revision ${revision} failed: ${detail}`.slice(0, 4000) });
+        }
+        return;
+      }
+      case 'status/report':
+        await notify(this.ctx, { accountId: c.accountId, serverId: c.serverId, kind: m.payload.kind, message: m.payload.message });
+        return;
+    }
+  }
+
+  private async onClose(c: AgentConn): Promise<void> {
+    if (this.conns.get(c.serverId) !== c) return; // replaced by a newer connection
+    this.conns.delete(c.serverId);
+    if (c.closing) return;
+    const res = await this.ctx.db
+      .updateTable('servers')
+      .set({ status: 'offline' })
+      .where('id', '=', c.serverId)
+      .where('status', '=', 'active')
+      .returning(['name'])
+      .executeTakeFirst();
+    if (res && c.hello) {
+      await notify(this.ctx, { accountId: c.accountId, serverId: c.serverId, kind: 'server_down', message: `Shield server ${res.name} disconnected` });
+    }
+  }
+
+  private send(c: AgentConn, m: ServiceMessage): void {
+    if (c.ws.readyState === c.ws.OPEN) c.ws.send(JSON.stringify(m));
+  }
+
+  /** One build at a time per agent; a change that lands meanwhile triggers one more, with the latest state. */
+  private async push(c: AgentConn): Promise<void> {
+    if (c.pushing) {
+      c.again = true;
+      return;
+    }
+    c.pushing = true;
+    try {
+      do {
+        c.again = false;
+        const server = await this.ctx.db.selectFrom('servers').select(['status', 'token_hash']).where('id', '=', c.serverId).executeTakeFirst();
+        if (!server || server.status === 'decommissioned') {
+          c.closing = true;
+          c.ws.close(CLOSE.decommissioned, 'server decommissioned');
+          return;
+        }
+        if (server.token_hash !== c.tokenHash) {
+          c.closing = true;
+          c.ws.close(CLOSE.tokenRevoked, 'connection token regenerated');
+          await this.ctx.db.updateTable('servers').set({ status: 'offline' }).where('id', '=', c.serverId).where('status', '=', 'active').execute();
+          return;
+        }
+        const snapshot = await buildSnapshot(this.ctx.db, c.serverId);
+        if (snapshot) this.send(c, { type: 'config/snapshot', payload: snapshot });
+      } while (c.again);
+    } finally {
+      c.pushing = false;
+    }
+  }
+
+  private sweep(): void {
+    const deadline = Date.now() - this.heartbeatMs * 3;
+    for (const c of this.conns.values()) {
+      if (c.lastSeen < deadline) {
+        c.ws.terminate();
+        continue;
+      }
+      c.ws.ping();
+    }
+  }
+}

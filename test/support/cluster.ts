@@ -1,0 +1,98 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer, request as httpRequest, type Server } from 'node:http';
+import { once } from 'node:events';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { CLI, freePort, startProcess, startServe, waitFor, type Proc } from './processes.js';
+
+export const ADMIN = 'e2e-admin-token';
+
+/** A tiny origin that answers every request with its name (and echoes the headers it got). */
+export async function startOrigin(name: string): Promise<{ port: number; server: Server; hits: number; close(): Promise<void> }> {
+  const port = await freePort();
+  const state = { hits: 0 };
+  const server = createServer((req, res) => {
+    state.hits++;
+    res.setHeader('content-type', 'application/json');
+    res.end(JSON.stringify({ origin: name, url: req.url, headers: req.headers }));
+  });
+  server.keepAliveTimeout = 1000;
+  server.listen(port, '127.0.0.1');
+  await once(server, 'listening');
+  return {
+    port,
+    server,
+    get hits() {
+      return state.hits;
+    },
+    close: () => new Promise<void>((r) => { server.closeAllConnections(); server.close(() => r()); }),
+  };
+}
+
+export interface ApiClient {
+  url: string;
+  key: string;
+  call<T = any>(method: string, path: string, body?: unknown): Promise<{ status: number; body: T }>;
+}
+
+export async function apiClient(url: string): Promise<ApiClient> {
+  const res = await fetch(`${url}/admin/accounts`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${ADMIN}` },
+    body: JSON.stringify({ email: `e2e-${Date.now()}-${Math.random().toString(16).slice(2)}@example.com`, plan: 'pro', balance: 100 }),
+  });
+  const key = ((await res.json()) as { apiKey: string }).apiKey;
+  return {
+    url,
+    key,
+    async call(method, path, body) {
+      const r = await fetch(url + path, {
+        method,
+        headers: { 'x-api-key': key, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+        ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+      });
+      const text = await r.text();
+      return { status: r.status, body: text ? JSON.parse(text) : undefined };
+    },
+  };
+}
+
+export interface AgentProc extends Proc {
+  dataDir: string;
+  httpPort: number;
+}
+
+export async function startAgent(opts: { serverUrl: string; token: string; httpPort?: number; dataDir?: string; haproxy?: string }): Promise<AgentProc> {
+  const dataDir = opts.dataDir ?? mkdtempSync(join(tmpdir(), 'rampart-agent-'));
+  const httpPort = opts.httpPort ?? (await freePort());
+  const proc = startProcess(process.execPath, [
+    CLI, 'agent', '--server', `${opts.serverUrl.replace(/^http/, 'ws')}/agent`, '--token', opts.token,
+    '--data-dir', dataDir, '--http-port', String(httpPort), '--bind', '127.0.0.1', ...(opts.haproxy ? ['--haproxy', opts.haproxy] : []),
+  ]);
+  return { ...proc, dataDir, httpPort };
+}
+
+/** GET through the shield server's HAProxy with a Host header (fetch cannot set Host, node:http can). */
+export function viaProxy(port: number, host: string, path = '/', headers: Record<string, string> = {}): Promise<{ status: number; text: string }> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest({ host: '127.0.0.1', port, path, headers: { ...headers, host }, agent: false }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (d) => (text += d));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
+      res.on('error', reject);
+    });
+    req.setTimeout(10_000, () => req.destroy(new Error('request timed out')));
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+export async function waitForOrigin(port: number, host: string, origin: string, timeoutMs = 15_000): Promise<void> {
+  await waitFor(async () => {
+    const r = await viaProxy(port, host);
+    return r.status === 200 && JSON.parse(r.text).origin === origin;
+  }, `${host} to be served by ${origin}`, timeoutMs);
+}
+
+export { ADMIN as ADMIN_TOKEN, freePort, startServe, waitFor, rmSync };
