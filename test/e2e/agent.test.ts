@@ -1,7 +1,12 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { apiClient, ADMIN, startAgent, startOrigin, viaProxy, waitForOrigin, type AgentProc, type ApiClient } from '../support/cluster.js';
+import { fileURLToPath } from 'node:url';
+import { apiClient, ADMIN, startAgent, startOrigin, steadyLoad, viaProxy, waitForOrigin, type AgentProc, type ApiClient } from '../support/cluster.js';
 import { freePort, startServe, waitFor } from '../support/processes.js';
+
+// A real HAProxy behind a wrapper that refuses to reload any configuration routing
+// reject.example.test while `haproxy -c` accepts it: the fault comes from outside the agent.
+const REFUSING_HAPROXY = fileURLToPath(new URL('../fixtures/haproxy-refuses-reject-domain', import.meta.url));
 
 describe('shield agent with real HAProxy', () => {
   let serve: Awaited<ReturnType<typeof startServe>>;
@@ -57,9 +62,40 @@ describe('shield agent with real HAProxy', () => {
     await waitForOrigin(agent.httpPort, 'crash.example.test', 'a');
     const { execFileSync } = await import('node:child_process');
     const before = Date.now();
-    execFileSync('pkill', ['-KILL', '-f', `-S ${agent.dataDir}/run/master.sock`]);
+    execFileSync('pkill', ['-KILL', '-f', `${agent.dataDir}/run/master.sock`]);
     await waitForOrigin(agent.httpPort, 'crash.example.test', 'a', 15_000);
     assert.ok(Date.now() - before < 15_000);
     await waitFor(async () => (await api.call('GET', '/api/notifications')).body.some((n: any) => n.kind === 'proxy_crash'), 'a proxy_crash notification');
+  });
+});
+
+describe('a reload HAProxy refuses', () => {
+  test('is rolled back with traffic unaffected, and proxy_reload_failed is reported', async () => {
+    const serve = await startServe({ port: await freePort(), adminToken: ADMIN });
+    const origin = await startOrigin('steady');
+    let agent: AgentProc | undefined;
+    after(async () => {
+      await agent?.stop();
+      await serve.stop();
+      await origin.close();
+    });
+    const api = await apiClient(serve.url);
+    const srv = await api.call('POST', '/api/servers', { name: 'edge-fault' });
+    agent = await startAgent({ serverUrl: serve.url, token: srv.body.connectionToken, haproxy: REFUSING_HAPROXY });
+    const ok = await api.call('POST', '/api/domains', { domain: 'steady.example.test', origins: [{ ip: '127.0.0.1', port: origin.port }], serverIds: [srv.body.id], sslEnabled: false });
+    assert.equal(ok.status, 201);
+    await waitForOrigin(agent.httpPort, 'steady.example.test', 'steady');
+    const load = steadyLoad(agent.httpPort, 'steady.example.test', { workers: 4 });
+    const bad = await api.call('POST', '/api/domains', { domain: 'reject.example.test', origins: [{ ip: '127.0.0.1', port: origin.port }], serverIds: [srv.body.id], sslEnabled: false });
+    assert.equal(bad.status, 201);
+    const n = await waitFor(async () => (await api.call('GET', '/api/notifications')).body.find((x: any) => x.kind === 'proxy_reload_failed'), 'proxy_reload_failed', 40_000);
+    assert.match(n.message, /injected-fault\.cfg/, 'the notification carries HAProxy\'s own message');
+    const stats = await load.stop();
+    assert.equal(stats.failed, 0, `failed requests during the refused reload: ${stats.errors.join(' | ')}`);
+    assert.ok(stats.ok > 20, `traffic flowed during the reload (${stats.ok} requests)`);
+    assert.equal((await viaProxy(agent.httpPort, 'steady.example.test')).status, 200, 'the last-known-good configuration still serves');
+    assert.equal((await viaProxy(agent.httpPort, 'reject.example.test')).status, 404, 'the refused configuration is not live');
+    const server = (await api.call('GET', '/api/servers')).body[0];
+    assert.ok(server.appliedRevision < server.desiredRevision, 'drift is visible: applied < desired');
   });
 });

@@ -96,3 +96,37 @@ export async function waitForOrigin(port: number, host: string, origin: string, 
 }
 
 export { ADMIN as ADMIN_TOKEN, freePort, startServe, waitFor, rmSync };
+
+/**
+ * Steady traffic through the proxy until stopped: `workers` loops of sequential requests, each
+ * counted as ok (the expected status) or failed. Bounded by maxMs so it always stops by itself.
+ */
+export function steadyLoad(port: number, host: string, opts: { workers?: number; maxMs?: number; expect?: (r: { status: number; text: string }) => boolean } = {}) {
+  const stats = { ok: 0, failed: 0, errors: [] as string[] };
+  let running = true;
+  const deadline = Date.now() + (opts.maxMs ?? 180_000);
+  const expect = opts.expect ?? ((r) => r.status === 200);
+  const loops = Array.from({ length: opts.workers ?? 4 }, async () => {
+    while (running && Date.now() < deadline) {
+      try {
+        const r = await viaProxy(port, host);
+        if (expect(r)) stats.ok++;
+        else {
+          stats.failed++;
+          if (stats.errors.length < 5) stats.errors.push(`${r.status} ${r.text.slice(0, 100)}`);
+        }
+      } catch (err) {
+        stats.failed++;
+        if (stats.errors.length < 5) stats.errors.push(String(err));
+      }
+    }
+  });
+  return {
+    stats,
+    async stop() {
+      running = false;
+      await Promise.all(loops);
+      return stats;
+    },
+  };
+}
