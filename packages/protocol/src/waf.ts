@@ -61,7 +61,7 @@ export function checkRuleValue(ruleType: RuleType, value: string): RuleValueChec
       if (!obj) return { ok: false, message: rpmMessage };
       const unknown = Object.keys(obj).filter((k) => k !== 'requests_per_minute');
       if (unknown.length > 0) return { ok: false, message: `value has an unknown field: ${unknown[0]}` };
-      const rpm = obj.requests_per_minute ?? RATE_LIMIT_DEFAULT;
+      const rpm = 'requests_per_minute' in obj ? obj.requests_per_minute : RATE_LIMIT_DEFAULT;
       if (typeof rpm !== 'number' || !Number.isInteger(rpm) || rpm < RATE_LIMIT_MIN || rpm > RATE_LIMIT_MAX) {
         return { ok: false, message: rpmMessage };
       }

@@ -48,10 +48,12 @@ export async function buildApp(options: AppOptions): Promise<App> {
     trustProxy: options.trustProxy ?? false,
     onProtoPoisoning: 'error',
     onConstructorPoisoning: 'error',
+    maxParamLength: 200,
     ajv: { customOptions: { removeAdditional: false, coerceTypes: false, useDefaults: false, allErrors: true } },
   }).withTypeProvider<TypeBoxTypeProvider>();
   const { ctx } = options;
 
+  app.removeContentTypeParser('text/plain'); // JSON only: anything else is a 415
   app.addSchema(ErrorBody);
   await app.register(cookie);
   await app.register(swagger, {
@@ -80,7 +82,9 @@ export async function buildApp(options: AppOptions): Promise<App> {
 
   app.addHook('onRequest', async (req) => {
     const config = req.routeOptions.config;
-    if (req.routeOptions.url === undefined || config.public || !req.url.startsWith('/api/')) return;
+    // Decided on the matched route, not the raw URL, so an encoded path cannot skip authentication.
+    const route = req.routeOptions.url;
+    if (route === undefined || config.public || !route.startsWith('/api/')) return;
     req.principal = await authenticate(ctx, req);
   });
   app.addHook('preHandler', async (req) => {

@@ -4,7 +4,8 @@ import { Type, type Static } from '@sinclair/typebox';
 // The HTTP edge: shapes, types and lengths. Semantic checks (hostnames, addresses, rule values)
 // live in the services, which report every problem at once.
 
-const NO_CONTROL_CHARS = '^[^\\u0000-\\u001f\\u007f]*$';
+// No control characters (C0, DEL, C1) and no lone surrogates, which PostgreSQL cannot store.
+const NO_CONTROL_CHARS = '^[^\\p{Cc}\\p{Cs}]*$';
 const strict = { additionalProperties: false } as const;
 
 export const ErrorBody = Type.Object({ error: Type.String() }, { $id: 'Error', description: 'Every error answer' });
@@ -138,7 +139,7 @@ export const AccountView = Type.Object({
   createdAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
 });
 export const DepositCreate = Type.Object(
-  { amount: Type.Number({ exclusiveMinimum: 0, maximum: 1_000_000, description: 'US dollars, at most two decimals' }) },
+  { amount: Type.Number({ minimum: 0.01, maximum: 1_000_000, description: 'US dollars, at most two decimals' }) },
   strict,
 );
 const transactionFields = {
@@ -162,8 +163,8 @@ export const NotificationView = Type.Object({
 // Sessions
 export const Credentials = Type.Object(
   {
-    email: Type.String({ minLength: 3, maxLength: 254, pattern: '^[^\\s@]+@[^\\s@]+\\.[^\\s@]+$' }),
-    password: Type.String({ minLength: 8, maxLength: 200 }),
+    email: Type.String({ minLength: 3, maxLength: 254, pattern: '^[^\\s@\\p{Cc}\\p{Cs}]+@[^\\s@\\p{Cc}\\p{Cs}]+\\.[^\\s@\\p{Cc}\\p{Cs}]+$' }),
+    password: Type.String({ minLength: 8, maxLength: 200, pattern: '^[^\\p{Cs}]*$' }),
   },
   strict,
 );

@@ -48,7 +48,8 @@ describe('authentication and sessions', async () => {
       ['empty key', { 'x-api-key': '' }],
       ['well-formed unknown key', { 'x-api-key': `rmpk_${randomBytes(32).toString('hex')}` }],
       ['key with different case', { 'x-api-key': key.toUpperCase() }],
-      ['key with a trailing space', { 'x-api-key': `${key}x` }],
+      ['key with an extra character', { 'x-api-key': `${key}x` }],
+      ['key missing its last character', { 'x-api-key': key.slice(0, -1) }],
       ['deleted key', { 'x-api-key': doomed.body.key }],
       ['very long key', { 'x-api-key': 'a'.repeat(5000) }],
       ['garbage cookie', { cookie: 'rampart_session=garbage' }],
@@ -102,9 +103,9 @@ describe('authentication and sessions', async () => {
 
   test('register: 201, free plan, and an HttpOnly SameSite=Strict Path=/ session cookie that works', async () => {
     const address = email();
-    const r = await register(address.replace('person', 'Person').toUpperCase(), 'correct horse battery');
+    const r = await register(address.toUpperCase(), 'correct horse battery');
     assert.deepEqual(Object.keys(r.body).sort(), ['accountId', 'email', 'plan']);
-    assert.equal(r.body.email, address.toUpperCase().toLowerCase());
+    assert.equal(r.body.email, address, 'the email is stored lowercased');
     assert.equal(r.body.plan, 'free');
     const cookies = setCookies(r.headers).filter((c) => c.startsWith('rampart_session='));
     assert.equal(cookies.length, 1, 'one session cookie');

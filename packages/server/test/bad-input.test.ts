@@ -319,6 +319,32 @@ describe('hostile strings where a hostname or an address belongs', () => {
   });
 });
 
+describe('ill-formed Unicode', () => {
+  // JSON may carry lone surrogates as \uD800 escapes. The embedded database (PGlite) mis-sizes such
+  // strings: some combinations fail with "invalid byte sequence for encoding UTF8" (a 500), the
+  // others are silently stored as U+FFFD. Either way they must be refused at the edge.
+  const ILL_FORMED = ['\ud803\u0085\udf74', 'a\ud800b', '\udc00', 'x\ud83d', '\ud803\u00e9\udf74'];
+
+  test('lone surrogates in names are 400 naming the field', async () => {
+    const before = await state();
+    for (const name of ILL_FORMED) {
+      expectError(await call(t.app, 'POST', '/api/servers', { key: KEY, body: { name } }), 400, ['name'], `server name ${JSON.stringify(name)}`);
+      expectError(await call(t.app, 'POST', '/api/settings/api-keys', { key: KEY, body: { name } }), 400, ['name'], `key name ${JSON.stringify(name)}`);
+    }
+    assert.deepEqual(await state(), before, 'nothing stored');
+  });
+
+  test('lone surrogates in an email are 400 naming email', async () => {
+    const before = await state();
+    for (const bad of ILL_FORMED) {
+      const email = `a${bad}b@example.com`;
+      expectError(await call(t.app, 'POST', '/api/auth/register', { body: { email, password: 'a good password' } }), 400, ['email'], `register ${JSON.stringify(email)}`);
+      expectError(await call(t.app, 'POST', '/admin/accounts', { admin: true, body: { email, plan: 'free' } }), 400, ['email'], `admin ${JSON.stringify(email)}`);
+    }
+    assert.deepEqual(await state(), before, 'nothing stored');
+  });
+});
+
 describe('amounts', () => {
   test('a deposit amount that rounds to zero cents is refused', async () => {
     const before = await state();

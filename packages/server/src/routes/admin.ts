@@ -11,6 +11,10 @@ export async function adminRoutes(app: App, { ctx, adminToken }: RouteDeps) {
   const tags = ['Operator'];
   const security: { [name: string]: string[] }[] = [{ adminToken: [] }];
   app.addHook('onRequest', async (req) => checkAdmin(adminToken, req));
+  // These two take an optional body: a bare POST means "no options".
+  const emptyBody = async (req: { body: unknown }) => {
+    req.body ??= {};
+  };
   app.post('/admin/accounts', {
     schema: {
       tags,
@@ -31,7 +35,7 @@ export async function adminRoutes(app: App, { ctx, adminToken }: RouteDeps) {
       tags,
       security,
       summary: 'Run the monthly charge now: for one account whatever its due date, or for every account due',
-      body: Type.Optional(AdminCharge),
+      body: AdminCharge,
       response: {
         200: Type.Object({
           results: Type.Array(Type.Object({ accountId: Type.String(), charged: Type.Boolean(), state: Type.String(), balance: Type.Number() })),
@@ -39,10 +43,12 @@ export async function adminRoutes(app: App, { ctx, adminToken }: RouteDeps) {
         ...ERROR_RESPONSES,
       },
     },
-    handler: async (req) => ({ results: await runMonthlyCharge(ctx, req.body?.accountId) }),
+    preValidation: emptyBody,
+    handler: async (req) => ({ results: await runMonthlyCharge(ctx, req.body.accountId) }),
   });
   app.post('/admin/deposits/:id/confirm', {
-    schema: { tags, security, summary: 'Mark a pending deposit confirmed, as the on-chain watcher would', params: IdParams, body: Type.Optional(AdminConfirm), response: { 409: { $ref: 'Error#' }, ...ERROR_RESPONSES } },
-    handler: async (req) => confirmDeposit(ctx, req.params.id, req.body?.txHash),
+    schema: { tags, security, summary: 'Mark a pending deposit confirmed, as the on-chain watcher would', params: IdParams, body: AdminConfirm, response: { 409: { $ref: 'Error#' }, ...ERROR_RESPONSES } },
+    preValidation: emptyBody,
+    handler: async (req) => confirmDeposit(ctx, req.params.id, req.body.txHash),
   });
 }

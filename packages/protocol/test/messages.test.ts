@@ -1,0 +1,211 @@
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { parseAgentMessage, parseServiceMessage, PROTOCOL_VERSION, type AgentMessage, type ServerSnapshot, type ServiceMessage } from '../src/index.js';
+
+// STYLE.md habit 8: WebSocket messages are named area/verb, each with a schema; no `any` crosses the
+// wire. Both ends parse through these functions, so anything they let through reaches the hub or
+// the agent as typed data.
+
+const SNAPSHOT: ServerSnapshot = {
+  serverId: '8a6e0804-2bd0-4672-b79d-d97358460c01',
+  revision: 3,
+  domains: [
+    {
+      id: 'd1',
+      domain: 'www.example.com',
+      origins: [{ ip: '10.0.0.1', port: 80 }, { ip: '2001:db8::1', port: 8443 }],
+      sslEnabled: true,
+      wafEnabled: false,
+      wafLevel: 'high',
+    },
+  ],
+  rules: [
+    { id: 'r1', type: 'block_ip', value: '192.0.2.0/24', domainId: 'd1', priority: 1 },
+    { id: 'r2', type: 'rate_limit', value: '{"requests_per_minute":60}', domainId: null, priority: 10 },
+  ],
+};
+
+const VALID_AGENT: AgentMessage[] = [
+  { type: 'agent/hello', payload: { protocol: PROTOCOL_VERSION, agentVersion: '0.1.0', runningRevision: null } },
+  { type: 'agent/hello', payload: { protocol: 99, agentVersion: '9.9.9', runningRevision: 12 } },
+  { type: 'agent/heartbeat', payload: { runningRevision: null } },
+  { type: 'agent/heartbeat', payload: { runningRevision: 4 } },
+  { type: 'config/ack', payload: { revision: 3, ok: true, errors: [] } },
+  { type: 'config/ack', payload: { revision: 3, ok: false, errors: [{ line: 12, message: "unknown keyword 'foo'" }, { line: null, message: 'reload failed' }] } },
+  { type: 'status/report', payload: { kind: 'proxy_crash', message: 'HAProxy exited (SIGKILL)' } },
+  { type: 'status/report', payload: { kind: 'proxy_reload_failed', message: 'Reload to revision 4 failed' } },
+  { type: 'status/report', payload: { kind: 'server_error', message: '' } },
+];
+
+const VALID_SERVICE: ServiceMessage[] = [
+  { type: 'config/snapshot', payload: SNAPSHOT },
+  { type: 'config/snapshot', payload: { serverId: 's', revision: 0, domains: [], rules: [] } },
+  { type: 'service/heartbeat', payload: {} },
+];
+
+function accepted<T>(r: { ok: true; message: T } | { ok: false; error: string }, label: string): T {
+  assert.equal(r.ok, true, `${label} should be accepted${r.ok ? '' : `: ${r.error}`}`);
+  return (r as { ok: true; message: T }).message;
+}
+function refused(r: { ok: boolean; error?: string }, label: string): string {
+  assert.equal(r.ok, false, `${label} should be refused`);
+  assert.equal(typeof r.error, 'string', `${label}: error is a string`);
+  assert.ok(r.error!.length > 0, `${label}: error is not empty`);
+  return r.error!;
+}
+const clone = <T>(v: T): any => JSON.parse(JSON.stringify(v));
+
+describe('parseAgentMessage', () => {
+  test('accepts a valid message of every type and returns it unchanged', () => {
+    const types = new Set<string>();
+    for (const m of VALID_AGENT) {
+      const raw = JSON.stringify(m);
+      assert.deepEqual(accepted(parseAgentMessage(raw), raw), m);
+      types.add(m.type);
+    }
+    assert.deepEqual([...types].sort(), ['agent/heartbeat', 'agent/hello', 'config/ack', 'status/report']);
+  });
+
+  test('refuses text that is not JSON', () => {
+    for (const raw of ['', 'hello', '{', '{"type":"agent/hello",', "{'type':'agent/hello'}", 'undefined', '\u0000']) {
+      assert.equal(refused(parseAgentMessage(raw), JSON.stringify(raw)), 'not JSON');
+    }
+  });
+
+  test('refuses JSON that is not a message object', () => {
+    for (const raw of ['null', '1', '"agent/hello"', '[]', 'true', '{}', '{"type":"agent/hello"}', '{"payload":{}}']) refused(parseAgentMessage(raw), raw);
+  });
+
+  test('refuses an unknown type, and the service-to-agent types', () => {
+    for (const type of ['agent/goodbye', 'AGENT/HELLO', 'agent/hello ', 'config/snapshot', 'service/heartbeat', '']) {
+      refused(parseAgentMessage(JSON.stringify({ type, payload: { runningRevision: null } })), type);
+    }
+  });
+
+  test('refuses extra fields at the top level and in every payload', () => {
+    for (const m of VALID_AGENT) {
+      refused(parseAgentMessage(JSON.stringify({ ...m, extra: 1 })), `${m.type} with a top-level extra`);
+      refused(parseAgentMessage(JSON.stringify({ ...m, payload: { ...m.payload, extra: 1 } })), `${m.type} with a payload extra`);
+    }
+    const ack = clone(VALID_AGENT[5]);
+    ack.payload.errors[0].column = 3;
+    refused(parseAgentMessage(JSON.stringify(ack)), 'config/ack error with an extra field');
+  });
+
+  test('refuses missing fields', () => {
+    for (const m of VALID_AGENT) {
+      for (const key of Object.keys(m.payload)) {
+        const bad = clone(m);
+        delete bad.payload[key];
+        refused(parseAgentMessage(JSON.stringify(bad)), `${m.type} without ${key}`);
+      }
+    }
+  });
+
+  test('refuses wrong types', () => {
+    const bad: unknown[] = [
+      { type: 'agent/hello', payload: { protocol: '1', agentVersion: '0.1.0', runningRevision: null } },
+      { type: 'agent/hello', payload: { protocol: 1.5, agentVersion: '0.1.0', runningRevision: null } },
+      { type: 'agent/hello', payload: { protocol: 1, agentVersion: 1, runningRevision: null } },
+      { type: 'agent/hello', payload: { protocol: 1, agentVersion: 'x'.repeat(65), runningRevision: null } },
+      { type: 'agent/hello', payload: { protocol: 1, agentVersion: '0.1.0', runningRevision: '3' } },
+      { type: 'agent/hello', payload: { protocol: 1, agentVersion: '0.1.0', runningRevision: 2.5 } },
+      { type: 'agent/hello', payload: null },
+      { type: 'agent/hello', payload: [] },
+      { type: 1, payload: {} },
+      { type: 'agent/heartbeat', payload: { runningRevision: false } },
+      { type: 'config/ack', payload: { revision: '3', ok: true, errors: [] } },
+      { type: 'config/ack', payload: { revision: 3.1, ok: true, errors: [] } },
+      { type: 'config/ack', payload: { revision: 3, ok: 'true', errors: [] } },
+      { type: 'config/ack', payload: { revision: 3, ok: 1, errors: [] } },
+      { type: 'config/ack', payload: { revision: 3, ok: false, errors: 'broken' } },
+      { type: 'config/ack', payload: { revision: 3, ok: false, errors: [{ line: '12', message: 'x' }] } },
+      { type: 'config/ack', payload: { revision: 3, ok: false, errors: [{ line: 12 }] } },
+      { type: 'config/ack', payload: { revision: 3, ok: false, errors: ['x'] } },
+      { type: 'config/ack', payload: { revision: 3, ok: false, errors: Array.from({ length: 51 }, () => ({ line: null, message: 'x' })) } },
+      { type: 'status/report', payload: { kind: 'server_down', message: 'x' } },
+      { type: 'status/report', payload: { kind: 'proxy_crash', message: 42 } },
+      { type: 'status/report', payload: { kind: 'proxy_crash', message: 'x'.repeat(4001) } },
+    ];
+    for (const m of bad) refused(parseAgentMessage(JSON.stringify(m)), JSON.stringify(m).slice(0, 120));
+  });
+
+  test('the error names where the message is wrong', () => {
+    const error = refused(parseAgentMessage(JSON.stringify({ type: 'config/ack', payload: { revision: 'x', ok: true, errors: [] } })), 'ack');
+    assert.match(error, /^\/.*: /, error);
+  });
+});
+
+describe('parseServiceMessage', () => {
+  test('accepts a valid message of every type and returns it unchanged', () => {
+    const types = new Set<string>();
+    for (const m of VALID_SERVICE) {
+      const raw = JSON.stringify(m);
+      assert.deepEqual(accepted(parseServiceMessage(raw), raw.slice(0, 80)), m);
+      types.add(m.type);
+    }
+    assert.deepEqual([...types].sort(), ['config/snapshot', 'service/heartbeat']);
+  });
+
+  test('refuses text that is not JSON', () => {
+    for (const raw of ['', 'snapshot', '{"type":"config/snapshot"', '[1,]']) assert.equal(refused(parseServiceMessage(raw), JSON.stringify(raw)), 'not JSON');
+  });
+
+  test('refuses an unknown type, and the agent-to-service types', () => {
+    for (const type of ['config/diff', 'service/hello', 'agent/heartbeat', 'config/ack']) {
+      refused(parseServiceMessage(JSON.stringify({ type, payload: {} })), type);
+    }
+    refused(parseServiceMessage(JSON.stringify({ type: 'agent/heartbeat', payload: { runningRevision: null } })), 'agent heartbeat');
+  });
+
+  test('refuses extra fields anywhere in a snapshot', () => {
+    const paths: ((s: any) => void)[] = [
+      (s) => (s.extra = true),
+      (s) => (s.payload.extra = true),
+      (s) => (s.payload.domains[0].extra = true),
+      (s) => (s.payload.domains[0].origins[0].extra = true),
+      (s) => (s.payload.rules[0].extra = true),
+    ];
+    for (const mutate of paths) {
+      const m = clone(VALID_SERVICE[0]);
+      mutate(m);
+      refused(parseServiceMessage(JSON.stringify(m)), mutate.toString());
+    }
+    refused(parseServiceMessage(JSON.stringify({ type: 'service/heartbeat', payload: { at: 1 } })), 'heartbeat with a payload field');
+  });
+
+  test('refuses a snapshot whose revision is not a non-negative integer', () => {
+    for (const revision of [1.5, '3', -1, null, true, 1e400]) {
+      const m = clone(VALID_SERVICE[0]);
+      m.payload.revision = revision;
+      refused(parseServiceMessage(JSON.stringify(m)), `revision ${String(revision)}`);
+    }
+    // Written by hand: JSON.stringify cannot produce these.
+    refused(parseServiceMessage(JSON.stringify(VALID_SERVICE[1]).replace('"revision":0', '"revision":0.5')), 'revision 0.5');
+    refused(parseServiceMessage(JSON.stringify(VALID_SERVICE[1]).replace('"revision":0', '"revision":1e400')), 'revision 1e400');
+  });
+
+  test('refuses wrong types inside a snapshot', () => {
+    const mutations: [string, (s: any) => void][] = [
+      ['serverId a number', (s) => (s.payload.serverId = 1)],
+      ['domains not an array', (s) => (s.payload.domains = {})],
+      ['rules missing', (s) => delete s.payload.rules],
+      ['domain name a number', (s) => (s.payload.domains[0].domain = 5)],
+      ['origin port 0', (s) => (s.payload.domains[0].origins[0].port = 0)],
+      ['origin port 65536', (s) => (s.payload.domains[0].origins[0].port = 65536)],
+      ['origin port a string', (s) => (s.payload.domains[0].origins[0].port = '80')],
+      ['origin ip missing', (s) => delete s.payload.domains[0].origins[0].ip],
+      ['sslEnabled a string', (s) => (s.payload.domains[0].sslEnabled = 'yes')],
+      ['unknown waf level', (s) => (s.payload.domains[0].wafLevel = 'paranoid')],
+      ['unknown rule type', (s) => (s.payload.rules[0].type = 'block_everything')],
+      ['rule priority fractional', (s) => (s.payload.rules[0].priority = 1.5)],
+      ['rule domainId a number', (s) => (s.payload.rules[0].domainId = 7)],
+      ['payload null', (s) => (s.payload = null)],
+    ];
+    for (const [label, mutate] of mutations) {
+      const m = clone(VALID_SERVICE[0]);
+      mutate(m);
+      refused(parseServiceMessage(JSON.stringify(m)), label);
+    }
+  });
+});

@@ -1,0 +1,239 @@
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { after, describe, test } from 'node:test';
+import fc from 'fast-check';
+import type { ServerSnapshot, SnapshotDomain } from '@rampart/protocol';
+import { renderHaproxyConfig, UnsafeValueError, type RenderOptions, type RenderTarget } from '../src/index.js';
+import { goldenSuite } from './golden.js';
+
+// The live shield-server renderer (DESIGN.md "Data plane"): snapshot in, { files, hash } out.
+// Golden files show every change to the generated configuration; the rest proves that user strings
+// never change its structure, that routing stays one backend per domain, and that HAProxy accepts it.
+
+const HAPROXY = process.env.RAMPART_HAPROXY ?? '/usr/sbin/haproxy';
+
+/** Every output of one render in one text: each file under a header, then the hash. */
+function renderAll(input: { snapshot: ServerSnapshot; options: RenderOptions; target: RenderTarget }): string {
+  const { files, hash } = renderHaproxyConfig(input.snapshot, input.options, input.target);
+  const names = Object.keys(files).sort();
+  return [...names.map((n) => `==> ${n} <==\n${files[n]}`), `==> hash <==\n${hash}\n`].join('');
+}
+
+goldenSuite(fileURLToPath(new URL('./golden/haproxy-config', import.meta.url)), renderAll);
+
+const OPTIONS: RenderOptions = { httpBind: { address: '*', port: 80 }, runDir: '/var/lib/rampart/run' };
+const TARGET: RenderTarget = { configDir: '/var/lib/rampart/haproxy/cfg-0123456789abcdef' };
+
+let nextId = 0;
+function domain(name: string, origins: { ip: string; port: number }[] = [{ ip: '10.0.0.1', port: 80 }]): SnapshotDomain {
+  return { id: `d-${++nextId}`, domain: name, origins, sslEnabled: true, wafEnabled: true, wafLevel: 'medium' };
+}
+function snapshot(domains: SnapshotDomain[], revision = 1): ServerSnapshot {
+  return { serverId: 'srv-1', revision, domains, rules: [] };
+}
+
+describe('hostile strings never reach the configuration', () => {
+  const hostileFragments = ['\n', '\r', '#', '"', '\\', '\u0000', '%[', '{', ' ', '\t', "'", '}', '$'];
+
+  test('a domain carrying any syntax character is refused with UnsafeValueError', () => {
+    const domains = [
+      ...hostileFragments.flatMap((f) => [`exa${f}mple.com`, `example.com${f}`, `${f}example.com`]),
+      'example.com\n    bind *:1',
+      'example.com\r\nbackend evil',
+      'example.com # comment',
+      'exa"mple.com',
+      '%[src].example.com',
+      '%[req.hdr(host)]',
+      '{ always_true }.example.com',
+      'example.com if TRUE',
+      'Example.com', // callers lowercase first; an uppercase name is not a validated token
+      'localhost',
+      '',
+    ];
+    for (const name of domains) {
+      assert.throws(() => renderHaproxyConfig(snapshot([domain(name)]), OPTIONS, TARGET), UnsafeValueError, JSON.stringify(name));
+      // Also when a harmless domain comes first: nothing is half-rendered.
+      assert.throws(() => renderHaproxyConfig(snapshot([domain('aaa.example.com'), domain(name)]), OPTIONS, TARGET), UnsafeValueError, JSON.stringify(name));
+    }
+  });
+
+  test('an origin address carrying any syntax character is refused with UnsafeValueError', () => {
+    const ips = [
+      ...hostileFragments.flatMap((f) => [`10.0.0.1${f}`, `${f}10.0.0.1`, `2001:db8::1${f}`]),
+      '10.0.0.1 check',
+      '10.0.0.1\n    server evil 6.6.6.6:80',
+      '10.0.0.1 # x',
+      '%[src]',
+      '{10.0.0.1}',
+      'fe80::1%eth0',
+      '[::1]',
+      'localhost',
+      '10.0.0.1:80',
+      '',
+    ];
+    for (const ip of ips) {
+      assert.throws(() => renderHaproxyConfig(snapshot([domain('example.com', [{ ip, port: 80 }])]), OPTIONS, TARGET), UnsafeValueError, JSON.stringify(ip));
+      assert.throws(
+        () => renderHaproxyConfig(snapshot([domain('example.com', [{ ip: '10.0.0.2', port: 80 }, { ip, port: 80 }])]), OPTIONS, TARGET),
+        UnsafeValueError,
+        JSON.stringify(ip),
+      );
+    }
+  });
+
+  test('an origin port outside 1..65535 or not an integer is refused', () => {
+    for (const port of [0, -1, 65536, 80.5, Number.NaN, '80' as unknown as number]) {
+      assert.throws(() => renderHaproxyConfig(snapshot([domain('example.com', [{ ip: '10.0.0.1', port }])]), OPTIONS, TARGET), UnsafeValueError, String(port));
+    }
+  });
+
+  test('the agent-side paths and bind address are checked too', () => {
+    for (const runDir of ['relative/run', '/run dir', '/run\n    bind *:1', '/run#x', '/run"x']) {
+      assert.throws(() => renderHaproxyConfig(snapshot([]), { ...OPTIONS, runDir }, TARGET), UnsafeValueError, runDir);
+    }
+    for (const configDir of ['cfg', '/cfg dir', '/cfg\nx', '/cfg%[src]']) {
+      assert.throws(() => renderHaproxyConfig(snapshot([]), OPTIONS, { configDir }), UnsafeValueError, configDir);
+    }
+    for (const address of ['0.0.0.0 ssl', 'localhost', '::1', '*\n']) {
+      assert.throws(() => renderHaproxyConfig(snapshot([]), { ...OPTIONS, httpBind: { address, port: 80 } }, TARGET), UnsafeValueError, address);
+    }
+    for (const port of [0, 65536, 1.5]) {
+      assert.throws(() => renderHaproxyConfig(snapshot([]), { ...OPTIONS, httpBind: { address: '*', port } }, TARGET), UnsafeValueError, String(port));
+    }
+  });
+});
+
+// ------------------------------------------------------------------- purity
+
+test('the output does not depend on the machine locale (same snapshot, same files everywhere)', () => {
+  // Names whose order differs between collations: Czech sorts "ch" after "h", Lithuanian "y" with
+  // "i", Estonian "z" after "s"; plus punctuation and digits.
+  const names = ['z.example.com', 'y.example.com', 't.example.com', 'j.example.com', 'i.example.com', 'h.example.com', 'ch.example.com', 'a0.example.com', 'a.example.com', 'a-b.example.com'];
+  const input = { snapshot: snapshot(names.map((n) => domain(n))), options: OPTIONS, target: TARGET };
+  const src = pathToFileURL(fileURLToPath(new URL('../src/index.ts', import.meta.url))).href;
+  const script = `import { renderHaproxyConfig } from ${JSON.stringify(src)};
+const i = JSON.parse(process.env.RENDER_INPUT);
+process.stdout.write(JSON.stringify(renderHaproxyConfig(i.snapshot, i.options, i.target)));`;
+  const outputs: [string, string][] = [];
+  for (const locale of ['C', 'en_US.UTF-8', 'cs_CZ.UTF-8', 'lt_LT.UTF-8', 'et_EE.UTF-8']) {
+    const res = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {
+      env: { ...process.env, LC_ALL: locale, LANG: locale, RENDER_INPUT: JSON.stringify(input) },
+      encoding: 'utf8',
+      timeout: 20_000,
+    });
+    assert.equal(res.status, 0, res.stderr);
+    outputs.push([locale, res.stdout]);
+  }
+  const [, reference] = outputs[0]!;
+  for (const [locale, out] of outputs) {
+    const mapOf = (o: string) => (JSON.parse(o) as { files: Record<string, string> }).files['domains.map'];
+    assert.equal(mapOf(out), mapOf(reference), `domains.map rendered under ${locale} differs from LC_ALL=C`);
+    assert.equal(out, reference, `output rendered under ${locale} differs from LC_ALL=C`);
+  }
+});
+
+// ------------------------------------------------------------------- properties
+
+const label = fc.stringMatching(/^[a-z]{1,12}$/);
+const hostname = fc.array(label, { minLength: 2, maxLength: 4 }).map((ls) => ls.join('.'));
+const ipv4 = fc.tuple(fc.nat(255), fc.nat(255), fc.nat(255), fc.nat(255)).map((o) => o.join('.'));
+const origin = fc.record({ ip: ipv4, port: fc.integer({ min: 1, max: 65535 }) });
+const validSnapshot = fc
+  .uniqueArray(fc.record({ name: hostname, origins: fc.array(origin, { minLength: 1, maxLength: 4 }) }), { selector: (d) => d.name, maxLength: 8 })
+  .chain((ds) =>
+    fc.tuple(fc.uuid(), fc.nat()).map(
+      ([serverId, revision]): ServerSnapshot => ({
+        serverId,
+        revision,
+        domains: ds.map((d, i) => ({ id: `d-${i}`, domain: d.name, origins: d.origins, sslEnabled: true, wafEnabled: true, wafLevel: 'medium' })),
+        rules: [],
+      }),
+    ),
+  );
+
+describe('properties of random valid snapshots', () => {
+  test('one backend per domain plus default_404, and each domain mapped exactly once to its backend', () => {
+    fc.assert(
+      fc.property(validSnapshot, (snap) => {
+        const { files } = renderHaproxyConfig(snap, OPTIONS, TARGET);
+        const cfg = files['haproxy.cfg']!;
+        const backends = cfg.split('\n').filter((l) => l.startsWith('backend '));
+        assert.equal(backends.length, snap.domains.length + 1);
+        assert.ok(backends.includes('backend default_404'));
+        const mapLines = files['domains.map']!.split('\n').filter((l) => l !== '');
+        assert.equal(mapLines.length, snap.domains.length);
+        for (const d of snap.domains) {
+          const be = `be_${d.domain.replace(/\./g, '_')}`;
+          assert.equal(mapLines.filter((l) => l === `${d.domain} ${be}`).length, 1, `${d.domain} in domains.map`);
+          assert.equal(mapLines.filter((l) => l.split(' ')[0] === d.domain).length, 1, `${d.domain} keyed once`);
+          assert.equal(backends.filter((l) => l === `backend ${be}`).length, 1, `backend ${be}`);
+        }
+      }),
+      { numRuns: 200 },
+    );
+  });
+
+  test('the hash ignores the revision and changes when an origin changes', () => {
+    fc.assert(
+      fc.property(validSnapshot, fc.nat(), (snap, otherRevision) => {
+        const a = renderHaproxyConfig(snap, OPTIONS, TARGET);
+        const b = renderHaproxyConfig({ ...snap, revision: otherRevision }, OPTIONS, TARGET);
+        assert.equal(b.hash, a.hash);
+        assert.deepEqual(b.files, a.files);
+        if (snap.domains.length === 0) return;
+        const [first, ...rest] = snap.domains;
+        const [o, ...others] = first!.origins;
+        const movedPort = { ...first!, origins: [{ ip: o!.ip, port: (o!.port % 65535) + 1 }, ...others] };
+        const c = renderHaproxyConfig({ ...snap, domains: [movedPort, ...rest] }, OPTIONS, TARGET);
+        assert.notEqual(c.hash, a.hash, 'origin port changed');
+        const octets = o!.ip.split('.').map(Number);
+        octets[3] = (octets[3]! + 1) % 256;
+        const movedIp = { ...first!, origins: [{ ip: octets.join('.'), port: o!.port }, ...others] };
+        const d = renderHaproxyConfig({ ...snap, domains: [movedIp, ...rest] }, OPTIONS, TARGET);
+        assert.notEqual(d.hash, a.hash, 'origin address changed');
+        const added = { ...first!, origins: [...first!.origins, { ip: '192.0.2.1', port: 80 }] };
+        assert.notEqual(renderHaproxyConfig({ ...snap, domains: [added, ...rest] }, OPTIONS, TARGET).hash, a.hash, 'origin added');
+      }),
+      { numRuns: 200 },
+    );
+  });
+});
+
+// ------------------------------------------------------------------- real HAProxy
+
+describe('HAProxy accepts the rendered configuration', { skip: existsSync(HAPROXY) ? false : `${HAPROXY} is not installed` }, () => {
+  const root = mkdtempSync(join(tmpdir(), 'rampart-cfg-'));
+  after(() => rmSync(root, { recursive: true, force: true }));
+
+  function check(snap: ServerSnapshot, name: string) {
+    const configDir = join(root, name, 'cfg');
+    const runDir = join(root, name, 'run');
+    const { files } = renderHaproxyConfig(snap, { httpBind: { address: '127.0.0.1', port: 18080 }, runDir }, { configDir });
+    mkdirSync(configDir, { recursive: true });
+    mkdirSync(runDir, { recursive: true });
+    for (const [file, content] of Object.entries(files)) writeFileSync(join(configDir, file), content);
+    const res = spawnSync(HAPROXY, ['-c', '-f', join(configDir, 'haproxy.cfg')], { encoding: 'utf8', timeout: 20_000 });
+    const output = `${res.stdout}${res.stderr}`;
+    assert.equal(res.status, 0, output);
+    assert.doesNotMatch(output, /\[(ALERT|WARNING)\]/, output);
+    return output;
+  }
+
+  test('two domains with IPv4 and IPv6 origins pass haproxy -c', () => {
+    check(
+      snapshot([
+        domain('www.example.com', [{ ip: '10.0.0.1', port: 8080 }, { ip: '2001:db8::7', port: 80 }]),
+        domain('api.example-shop.co.uk', [{ ip: '192.0.2.10', port: 443 }, { ip: '::ffff:192.0.2.11', port: 8443 }, { ip: '::1', port: 65535 }]),
+      ]),
+      'two-domains',
+    );
+  });
+
+  test('an empty snapshot passes haproxy -c', () => {
+    check(snapshot([]), 'empty');
+  });
+});
