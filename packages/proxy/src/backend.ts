@@ -45,3 +45,8 @@ export function renderBackend(d: RoutedDomain, forwardedProto: 'https' | 'from-c
   ];
   return lines.join('\n');
 }
+
+/** Code-point order, the same on every machine whatever its locale (localeCompare is not). */
+export function byDomain(a: { domain: string }, b: { domain: string }): number {
+  return a.domain < b.domain ? -1 : a.domain > b.domain ? 1 : 0;
+}

@@ -1,4 +1,5 @@
 import { backendName } from '@rampart/protocol';
+import { byDomain } from './backend.js';
 import { renderBackend, type RoutedDomain } from './backend.js';
 
 /**
@@ -6,7 +7,7 @@ import { renderBackend, type RoutedDomain } from './backend.js';
  * host route per domain, a 404 default backend. No TLS, no certificates, no WAF or bot logic.
  */
 export function renderExportTemplate(domains: readonly RoutedDomain[]): string {
-  const sorted = [...domains].sort((a, b) => a.domain.localeCompare(b.domain));
+  const sorted = [...domains].sort(byDomain);
   const routes = sorted.map(
     (d) => `    use_backend ${backendName(d.domain)} if { req.hdr(host),lower,field(1,:) -m str ${d.domain} }`,
   );

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { isAbsolute } from 'node:path';
 import { isPort, type ServerSnapshot } from '@rampart/protocol';
 import { backendName } from '@rampart/protocol';
-import { assertRenderable, renderBackend, UnsafeValueError } from './backend.js';
+import { assertRenderable, byDomain, renderBackend, UnsafeValueError } from './backend.js';
 
 export interface RenderOptions {
   /** Address:port pairs are the agent's own settings, never user input. */
@@ -49,7 +49,7 @@ export function inputHash(snapshot: ServerSnapshot, options: RenderOptions): str
 export function renderHaproxyConfig(snapshot: ServerSnapshot, options: RenderOptions, target: RenderTarget): RenderedConfig {
   checkOptions(options, target);
   const mapFile = `${target.configDir}/domains.map`;
-  const domains = [...snapshot.domains].sort((a, b) => a.domain.localeCompare(b.domain));
+  const domains = [...snapshot.domains].sort(byDomain);
   domains.forEach(assertRenderable);
   const hash = inputHash(snapshot, options);
   const bind = `${options.httpBind.address}:${options.httpBind.port}`;

@@ -48,7 +48,7 @@ export async function buildApp(options: AppOptions): Promise<App> {
     trustProxy: options.trustProxy ?? false,
     onProtoPoisoning: 'error',
     onConstructorPoisoning: 'error',
-    maxParamLength: 200,
+    routerOptions: { maxParamLength: 200 },
     ajv: { customOptions: { removeAdditional: false, coerceTypes: false, useDefaults: false, allErrors: true } },
   }).withTypeProvider<TypeBoxTypeProvider>();
   const { ctx } = options;

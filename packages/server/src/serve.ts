@@ -37,7 +37,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const hub: AgentHub = new AgentHub(ctx, { heartbeatMs: options.agentHeartbeatMs });
   const app = await buildApp({ ctx, adminToken: options.adminToken, logger: options.logger });
   hub.attach(app.server);
-  app.addHook('onClose', async () => hub.close());
+  app.addHook('preClose', async () => hub.close()); // live agent sockets would hold the listener open
   try {
     await app.listen({ port: options.port, host: options.host });
   } catch (err) {

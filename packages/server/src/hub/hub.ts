@@ -77,7 +77,7 @@ export class AgentHub {
   serversChanged(serverIds: readonly string[]): void {
     for (const id of serverIds) {
       const c = this.conns.get(id);
-      if (c?.hello) void this.push(c);
+      if (c?.hello) void this.push(c).catch((err) => this.options.log?.warn(`snapshot push to ${id} failed: ${String(err)}`));
     }
   }
 
@@ -176,6 +176,10 @@ export class AgentHub {
       }
       case 'status/report':
         await notify(this.ctx, { accountId: c.accountId, serverId: c.serverId, kind: m.payload.kind, message: m.payload.message });
+        // SPEC: server_error covers a proxy crash too (a failed reload raises it through its ack).
+        if (m.payload.kind === 'proxy_crash') {
+          await notify(this.ctx, { accountId: c.accountId, serverId: c.serverId, kind: 'server_error', message: m.payload.message });
+        }
         return;
     }
   }
