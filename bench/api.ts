@@ -6,12 +6,11 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import pg from 'pg';
+import { freshPostgresSchema, PG_URL } from './postgres.js';
 import { freePort, ROOT, startProcess, startServe, waitFor } from '../test/support/processes.js';
 
 const DURATION = Number(process.env.BENCH_SECONDS ?? 5);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
-const PG_URL = process.env.RAMPART_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const ADMIN = 'bench-admin';
 
 async function measure(url: string, headers: Record<string, string> = {}): Promise<{ rps: number; p99: number; errors: number }> {
@@ -19,17 +18,6 @@ async function measure(url: string, headers: Record<string, string> = {}): Promi
   await autocannon({ url, headers, connections: CONNECTIONS, duration: 1 });
   const r = await autocannon({ url, headers, connections: CONNECTIONS, duration: DURATION });
   return { rps: r.requests.average, p99: r.latency.p99, errors: r.errors + r.non2xx };
-}
-
-async function postgresReachable(): Promise<boolean> {
-  const c = new pg.Client({ connectionString: PG_URL, connectionTimeoutMillis: 2000 });
-  try {
-    await c.connect();
-    await c.end();
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 async function seed(url: string) {
@@ -60,18 +48,9 @@ rows.push({ name: 'fastify hello-world (baseline)', ...base });
 await hello.stop();
 
 const targets: { name: string; dataDir?: string; databaseUrl?: string }[] = [{ name: 'pglite', dataDir: mkdtempSync(join(tmpdir(), 'rampart-bench-')) }];
-if (await postgresReachable()) {
-  const schema = `bench_${randomBytes(4).toString('hex')}`;
-  const c = new pg.Client({ connectionString: PG_URL });
-  await c.connect();
-  await c.query(`CREATE SCHEMA ${schema}`);
-  await c.end();
-  const u = new URL(PG_URL);
-  u.searchParams.set('options', `-c search_path=${schema}`);
-  targets.push({ name: 'postgres', databaseUrl: u.toString() });
-} else {
-  console.log(`PostgreSQL at ${PG_URL} is not reachable: measuring PGlite only`);
-}
+const pgUrl = await freshPostgresSchema('bench');
+if (pgUrl) targets.push({ name: 'postgres', databaseUrl: pgUrl });
+else console.log(`PostgreSQL at ${PG_URL} is not reachable: measuring PGlite only`);
 
 for (const t of targets) {
   const port = await freePort();

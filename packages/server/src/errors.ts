@@ -20,7 +20,7 @@ export const ERRORS = {
   deposit_not_pending: { status: 409, message: 'Deposit is not pending' },
   rule_limit: { status: 403, message: 'Maximum 10000 WAF rules allowed' },
   domain_limit: { status: 403, message: 'Maximum 1000 domains allowed' },
-  server_limit: { status: 403, message: 'Maximum 100 servers allowed' },
+  server_limit: { status: 403, message: 'Maximum 1000 servers allowed' },
 } as const satisfies Record<string, { status: number; message: string }>;
 
 export type ErrorCode = keyof typeof ERRORS;

@@ -59,7 +59,9 @@ export async function openDatabase(options: DatabaseOptions): Promise<OpenDataba
     db = new Kysely<DB>({ dialect: new PGliteDialect(lite) });
   }
   try {
-    await migrate(db, options.url ? options.schema : undefined);
+    // Kysely's own migration tables go in the schema the connection uses (search_path may name one).
+    const schema = kind === 'postgres' ? (options.schema ?? (await sql<{ s: string }>`select current_schema() as s`.execute(db)).rows[0]?.s) : undefined;
+    await migrate(db, schema);
   } catch (err) {
     await db.destroy();
     throw err;

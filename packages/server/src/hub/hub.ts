@@ -5,7 +5,7 @@ import { WebSocketServer, type WebSocket } from 'ws';
 import type { ServiceContext } from '../context.js';
 import { sha256 } from '../crypto.js';
 import { notify } from '../services/notifications.js';
-import { buildSnapshot } from './snapshot.js';
+import { buildSnapshots } from './snapshot.js';
 
 export interface HubOptions {
   /** How often the hub pings each agent; a connection silent for 3 intervals is dropped (40 s at most by default). */
@@ -22,8 +22,6 @@ interface AgentConn {
   hello: boolean;
   lastSeen: number;
   lastSeenWritten: number;
-  pushing: boolean;
-  again: boolean;
   closing: boolean;
 }
 
@@ -45,6 +43,8 @@ export class AgentHub {
   private readonly conns = new Map<string, AgentConn>();
   private readonly heartbeatMs: number;
   private timer: NodeJS.Timeout | undefined;
+  private readonly dirty = new Set<string>();
+  private flushing: Promise<void> | undefined;
 
   constructor(
     private readonly ctx: ServiceContext,
@@ -111,7 +111,7 @@ export class AgentHub {
       previous.closing = true;
       previous.ws.close(CLOSE.replaced, 'replaced by a newer connection');
     }
-    const c: AgentConn = { ws, serverId, accountId, tokenHash, ip, hello: false, lastSeen: Date.now(), lastSeenWritten: Date.now(), pushing: false, again: false, closing: false };
+    const c: AgentConn = { ws, serverId, accountId, tokenHash, ip, hello: false, lastSeen: Date.now(), lastSeenWritten: Date.now(), closing: false };
     this.conns.set(serverId, c);
     const helloTimer = setTimeout(() => !c.hello && ws.close(CLOSE.invalidMessage, 'expected agent/hello'), HELLO_TIMEOUT_MS);
     ws.on('pong', () => (c.lastSeen = Date.now()));
@@ -204,33 +204,39 @@ export class AgentHub {
     if (c.ws.readyState === c.ws.OPEN) c.ws.send(JSON.stringify(m));
   }
 
-  /** One build at a time per agent; a change that lands meanwhile triggers one more, with the latest state. */
-  private async push(c: AgentConn): Promise<void> {
-    if (c.pushing) {
-      c.again = true;
-      return;
-    }
-    c.pushing = true;
-    try {
-      do {
-        c.again = false;
-        const server = await this.ctx.db.selectFrom('servers').select(['status', 'token_hash']).where('id', '=', c.serverId).executeTakeFirst();
-        if (!server || server.status === 'decommissioned') {
+  /**
+   * Pushes are batched: the servers that changed while a batch was being built wait for the next
+   * one, which reads the latest state for all of them at once (latest wins, few queries).
+   */
+  private push(c: AgentConn): Promise<void> {
+    this.dirty.add(c.serverId);
+    this.flushing ??= this.flush().finally(() => (this.flushing = undefined));
+    return this.flushing;
+  }
+
+  private async flush(): Promise<void> {
+    while (this.dirty.size > 0) {
+      const ids = [...this.dirty];
+      this.dirty.clear();
+      const { states, snapshots } = await buildSnapshots(this.ctx.db, ids);
+      for (const id of ids) {
+        const c = this.conns.get(id);
+        if (!c) continue;
+        const state = states.get(id);
+        if (!state || state.status === 'decommissioned') {
           c.closing = true;
           c.ws.close(CLOSE.decommissioned, 'server decommissioned');
-          return;
+          continue;
         }
-        if (server.token_hash !== c.tokenHash) {
+        if (state.tokenHash !== c.tokenHash) {
           c.closing = true;
           c.ws.close(CLOSE.tokenRevoked, 'connection token regenerated');
-          await this.ctx.db.updateTable('servers').set({ status: 'offline' }).where('id', '=', c.serverId).where('status', '=', 'active').execute();
-          return;
+          await this.ctx.db.updateTable('servers').set({ status: 'offline' }).where('id', '=', id).where('status', '=', 'active').execute();
+          continue;
         }
-        const snapshot = await buildSnapshot(this.ctx.db, c.serverId);
+        const snapshot = snapshots.get(id);
         if (snapshot) this.send(c, { type: 'config/snapshot', payload: snapshot });
-      } while (c.again);
-    } finally {
-      c.pushing = false;
+      }
     }
   }
 

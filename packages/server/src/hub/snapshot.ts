@@ -2,53 +2,72 @@ import type { RuleType, ServerSnapshot, WafLevel } from '@rampart/protocol';
 import type { Database } from '../db/database.js';
 import { parseOrigins } from '../services/domains.js';
 
+export interface ServerState {
+  id: string;
+  status: string;
+  tokenHash: string | null;
+}
+
 /**
- * The full desired state of one shield server: its domains, and the enabled rules that reach it
- * (global and server-wide rules of the account, and the rules of its own domains).
- * Returns undefined for a server that no longer exists or is decommissioned.
+ * The full desired state of many shield servers in a few queries (not a few per server): their
+ * domains, and the enabled rules that reach each (global and server-wide rules of the account,
+ * and the rules of its own domains). Decommissioned or missing servers get no snapshot.
  */
-export async function buildSnapshot(db: Database, serverId: string): Promise<ServerSnapshot | undefined> {
-  const server = await db
+export async function buildSnapshots(db: Database, serverIds: readonly string[]): Promise<{ states: Map<string, ServerState>; snapshots: Map<string, ServerSnapshot> }> {
+  const states = new Map<string, ServerState>();
+  const snapshots = new Map<string, ServerSnapshot>();
+  if (serverIds.length === 0) return { states, snapshots };
+  const servers = await db
     .selectFrom('servers')
-    .select(['id', 'account_id', 'desired_revision', 'status'])
-    .where('id', '=', serverId)
-    .executeTakeFirst();
-  if (!server || server.status === 'decommissioned') return undefined;
+    .select(['id', 'account_id', 'desired_revision', 'status', 'token_hash'])
+    .where('id', 'in', [...serverIds])
+    .execute();
+  const live = servers.filter((s) => s.status !== 'decommissioned');
+  for (const s of servers) states.set(s.id, { id: s.id, status: s.status, tokenHash: s.token_hash });
+  if (live.length === 0) return { states, snapshots };
+  const accountIds = [...new Set(live.map((s) => s.account_id))];
   const [domains, rules] = await Promise.all([
     db
       .selectFrom('domains')
       .innerJoin('domain_servers', 'domain_servers.domain_id', 'domains.id')
-      .select(['domains.id', 'domains.domain', 'domains.origins', 'domains.ssl_enabled', 'domains.waf_enabled', 'domains.waf_level'])
-      .where('domain_servers.server_id', '=', serverId)
+      .select(['domain_servers.server_id', 'domains.id', 'domains.domain', 'domains.origins', 'domains.ssl_enabled', 'domains.waf_enabled', 'domains.waf_level'])
+      .where('domain_servers.server_id', 'in', live.map((s) => s.id))
       .orderBy('domains.domain')
       .execute(),
     db
       .selectFrom('waf_rules')
-      .select(['id', 'rule_type', 'value', 'domain_id', 'priority'])
-      .where('account_id', '=', server.account_id)
+      .select(['id', 'account_id', 'rule_type', 'value', 'domain_id', 'priority'])
+      .where('account_id', 'in', accountIds)
       .where('enabled', '=', true)
-      .where((eb) =>
-        eb.or([
-          eb('domain_id', 'is', null),
-          eb('domain_id', 'in', eb.selectFrom('domain_servers').select('domain_id').where('server_id', '=', serverId)),
-        ]),
-      )
       .orderBy('priority')
       .orderBy('created_at')
       .orderBy('id')
       .execute(),
   ]);
-  return {
-    serverId,
-    revision: Number(server.desired_revision),
-    domains: domains.map((d) => ({
-      id: d.id,
-      domain: d.domain,
-      origins: parseOrigins(d.origins),
-      sslEnabled: d.ssl_enabled,
-      wafEnabled: d.waf_enabled,
-      wafLevel: d.waf_level as WafLevel,
-    })),
-    rules: rules.map((r) => ({ id: r.id, type: r.rule_type as RuleType, value: r.value, domainId: r.domain_id, priority: r.priority })),
-  };
+  const domainsByServer = new Map<string, typeof domains>();
+  for (const d of domains) domainsByServer.set(d.server_id, [...(domainsByServer.get(d.server_id) ?? []), d]);
+  for (const s of live) {
+    const own = domainsByServer.get(s.id) ?? [];
+    const ownIds = new Set(own.map((d) => d.id));
+    snapshots.set(s.id, {
+      serverId: s.id,
+      revision: Number(s.desired_revision),
+      domains: own.map((d) => ({
+        id: d.id,
+        domain: d.domain,
+        origins: parseOrigins(d.origins),
+        sslEnabled: d.ssl_enabled,
+        wafEnabled: d.waf_enabled,
+        wafLevel: d.waf_level as WafLevel,
+      })),
+      rules: rules
+        .filter((r) => r.account_id === s.account_id && (r.domain_id === null || ownIds.has(r.domain_id)))
+        .map((r) => ({ id: r.id, type: r.rule_type as RuleType, value: r.value, domainId: r.domain_id, priority: r.priority })),
+    });
+  }
+  return { states, snapshots };
+}
+
+export async function buildSnapshot(db: Database, serverId: string): Promise<ServerSnapshot | undefined> {
+  return (await buildSnapshots(db, [serverId])).snapshots.get(serverId);
 }

@@ -4,7 +4,7 @@ import { iso, isUuid } from '../context.js';
 import { AppError } from '../errors.js';
 import type { ServerStatus } from '../db/schema.js';
 
-export const MAX_SERVERS = 100;
+export const MAX_SERVERS = 1000;
 
 type ServerRow = {
   id: string;

@@ -1,0 +1,137 @@
+// npm run bench:push — in one run:
+//  1. API write -> traffic served by the new config, p50/p95 over 100 changes, one real agent + HAProxy;
+//  2. one change fanned out to 1,000 simulated agents holding real WebSocket connections to one
+//     server process: time until all have acked, and memory per idle connection;
+//  3. render time for 10,000 domains.
+import { readFileSync } from 'node:fs';
+import { PROTOCOL_VERSION, type ServerSnapshot } from '@rampart/protocol';
+import { renderHaproxyConfig } from '@rampart/proxy';
+import WebSocket from 'ws';
+import { apiClient, ADMIN, startAgent, startOrigin, viaProxy, waitForOrigin } from '../test/support/cluster.js';
+import { freePort, startServe, waitFor } from '../test/support/processes.js';
+import { freshPostgresSchema } from './postgres.js';
+
+const CHANGES = Number(process.env.BENCH_CHANGES ?? 100);
+const AGENTS = Number(process.env.BENCH_AGENTS ?? 1000);
+const DOMAINS = Number(process.env.BENCH_DOMAINS ?? 10_000);
+
+const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))]!;
+const rssKb = (pid: number) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0);
+
+async function writeToTraffic() {
+  const serve = await startServe({ port: await freePort(), adminToken: ADMIN });
+  const api = await apiClient(serve.url);
+  const srv = await api.call('POST', '/api/servers', { name: 'bench-edge' });
+  const agent = await startAgent({ serverUrl: serve.url, token: srv.body.connectionToken });
+  const a = await startOrigin('a');
+  const b = await startOrigin('b');
+  try {
+    const d = await api.call('POST', '/api/domains', { domain: 'bench.example.test', origins: [{ ip: '127.0.0.1', port: a.port }], serverIds: [srv.body.id], sslEnabled: false });
+    await waitForOrigin(agent.httpPort, 'bench.example.test', 'a', 30_000);
+    const times: number[] = [];
+    for (let i = 0; i < CHANGES; i++) {
+      const to = i % 2 === 0 ? b : a;
+      const name = i % 2 === 0 ? 'b' : 'a';
+      const t0 = performance.now();
+      await api.call('PUT', `/api/domains/${d.body.id}`, { origins: [{ ip: '127.0.0.1', port: to.port }] });
+      for (;;) {
+        const r = await viaProxy(agent.httpPort, 'bench.example.test');
+        if (r.status === 200 && JSON.parse(r.text).origin === name) break;
+        await new Promise((res) => setTimeout(res, 2));
+      }
+      times.push(performance.now() - t0);
+    }
+    return { p50: pct(times, 50), p95: pct(times, 95), max: Math.max(...times) };
+  } finally {
+    await agent.stop();
+    await serve.stop();
+    await a.close();
+    await b.close();
+  }
+}
+
+async function fanOut() {
+  // On PostgreSQL when one answers, so the server's memory is the hub's, not an embedded database's.
+  const databaseUrl = await freshPostgresSchema('benchpush');
+  const serve = await startServe({ port: await freePort(), adminToken: ADMIN, databaseUrl });
+  const api = await apiClient(serve.url);
+  const tokens: string[] = [];
+  for (let i = 0; i < AGENTS; i++) tokens.push((await api.call('POST', '/api/servers', { name: `sim-${i}` })).body.connectionToken);
+  const pid = serve.child.pid!;
+  const rssBefore = rssKb(pid);
+  const wsUrl = `${serve.url.replace(/^http/, 'ws')}/agent`;
+  let target = -1;
+  let acked = 0;
+  const sockets: WebSocket[] = [];
+  let connected = 0;
+  for (let i = 0; i < tokens.length; i += 100) {
+    await Promise.all(
+      tokens.slice(i, i + 100).map(
+        (token) =>
+          new Promise<void>((resolve, reject) => {
+            const ws = new WebSocket(wsUrl, { headers: { authorization: `Bearer ${token}` } });
+            sockets.push(ws);
+            ws.on('open', () => ws.send(JSON.stringify({ type: 'agent/hello', payload: { protocol: PROTOCOL_VERSION, agentVersion: 'bench', runningRevision: null } })));
+            ws.on('message', (data) => {
+              const m = JSON.parse(data.toString());
+              if (m.type !== 'config/snapshot') return;
+              ws.send(JSON.stringify({ type: 'config/ack', payload: { revision: m.payload.revision, ok: true, errors: [] } }));
+              if (target < 0) {
+                connected++;
+                resolve();
+              } else if (m.payload.rules.length > 0) acked++;
+            });
+            ws.on('error', reject);
+          }),
+      ),
+    );
+  }
+  await waitFor(async () => (await api.call('GET', '/api/servers')).body.every((s: any) => s.appliedRevision === s.desiredRevision), 'initial acks', 60_000, 200);
+  global.gc?.();
+  const rssIdle = rssKb(pid);
+  target = 1;
+  const t0 = performance.now();
+  await api.call('POST', '/api/waf', { rule_type: 'block_ip', value: '198.51.100.0/24' });
+  await waitFor(() => acked >= AGENTS, 'every simulated agent to ack', 60_000, 1);
+  const fanOutMs = performance.now() - t0;
+  for (const ws of sockets) ws.terminate();
+  await serve.stop();
+  return { connected, fanOutMs, perConnKb: (rssIdle - rssBefore) / AGENTS, storage: databaseUrl ? 'PostgreSQL' : 'PGlite' };
+}
+
+function renderTime() {
+  const snapshot: ServerSnapshot = {
+    serverId: 'bench',
+    revision: 1,
+    domains: Array.from({ length: DOMAINS }, (_, i) => ({
+      id: String(i),
+      domain: `site-${i}.example.com`,
+      origins: [{ ip: `10.${(i >> 8) & 255}.${i & 255}.1`, port: 8080 }, { ip: `10.${(i >> 8) & 255}.${i & 255}.2`, port: 8080 }],
+      sslEnabled: true,
+      wafEnabled: true,
+      wafLevel: 'medium' as const,
+    })),
+    rules: [],
+  };
+  const opts = { httpBind: { address: '*', port: 80 }, runDir: '/run/rampart' };
+  renderHaproxyConfig(snapshot, opts, { configDir: '/etc/rampart/cfg' }); // warm-up
+  const runs: number[] = [];
+  for (let i = 0; i < 5; i++) {
+    const t0 = performance.now();
+    renderHaproxyConfig(snapshot, opts, { configDir: '/etc/rampart/cfg' });
+    runs.push(performance.now() - t0);
+  }
+  return { medianMs: pct(runs, 50) };
+}
+
+const w = await writeToTraffic();
+const f = await fanOut();
+const r = renderTime();
+const line = (name: string, value: string, aim: string, ok: boolean) =>
+  console.log(`${name.padEnd(52)}${value.padStart(14)}   aim ${aim.padEnd(10)} ${ok ? 'met' : 'MISSED'}`);
+console.log(`\nbench:push — ${CHANGES} changes, ${AGENTS} simulated agents, ${DOMAINS} domains\n`);
+line('API write -> new config serving, p50', `${w.p50.toFixed(0)} ms`, '< 300 ms', w.p50 < 300);
+line('API write -> new config serving, p95', `${w.p95.toFixed(0)} ms`, '< 1000 ms', w.p95 < 1000);
+line(`one change to ${f.connected} agents, all acked (${f.storage})`, `${f.fanOutMs.toFixed(0)} ms`, '< 2000 ms', f.fanOutMs < 2000);
+line('server memory per idle agent connection', `${f.perConnKb.toFixed(1)} KB`, '< 20 KB', f.perConnKb < 20);
+line(`render ${DOMAINS} domains (median of 5)`, `${r.medianMs.toFixed(0)} ms`, '< 1000 ms', r.medianMs < 1000);
