@@ -2,8 +2,8 @@
 // GET /api/servers on PGlite and on PostgreSQL, as ratios to a bare Fastify hello-world measured
 // in the same run. Servers run as separate processes; autocannon drives them from this one.
 import autocannon from 'autocannon';
-import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { randomBytes, randomUUID } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freshPostgresSchema, PG_URL } from './postgres.js';
@@ -40,11 +40,23 @@ async function seed(url: string) {
 
 const rows: { name: string; rps: number; p99: number; errors: number }[] = [];
 
+// A body shaped like GET /api/waf's with 1,000 rules, so payload size can be told apart from our work.
+const fixedBody = join(mkdtempSync(join(tmpdir(), 'rampart-bench-body-')), 'rules.json');
+writeFileSync(
+  fixedBody,
+  JSON.stringify(
+    Array.from({ length: 1000 }, (_, i) => ({
+      id: randomUUID(), rule_type: 'block_ip', value: `10.${(i >> 8) & 255}.${i & 255}.0/24`, domain_id: null,
+      enabled: true, priority: i % 200, created_at: new Date().toISOString(), updated_at: new Date().toISOString(),
+    })),
+  ),
+);
 const helloPort = await freePort();
-const hello = startProcess(process.execPath, [join(ROOT, 'bench/hello.mjs'), String(helloPort)]);
+const hello = startProcess(process.execPath, [join(ROOT, 'bench/hello.mjs'), String(helloPort), fixedBody]);
 await waitFor(async () => (await fetch(`http://127.0.0.1:${helloPort}/`)).ok, 'hello-world');
 const base = await measure(`http://127.0.0.1:${helloPort}/`);
 rows.push({ name: 'fastify hello-world (baseline)', ...base });
+rows.push({ name: 'fastify, fixed 1,000-rule-sized body', ...(await measure(`http://127.0.0.1:${helloPort}/fixed`)) });
 await hello.stop();
 
 const targets: { name: string; dataDir?: string; databaseUrl?: string }[] = [{ name: 'pglite', dataDir: mkdtempSync(join(tmpdir(), 'rampart-bench-')) }];
