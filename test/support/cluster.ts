@@ -62,20 +62,20 @@ export interface AgentProc extends Proc {
   httpPort: number;
 }
 
-export async function startAgent(opts: { serverUrl: string; token: string; httpPort?: number; dataDir?: string; haproxy?: string }): Promise<AgentProc> {
+export async function startAgent(opts: { serverUrl: string; token: string; httpPort?: number; dataDir?: string; haproxy?: string; nbthread?: number }): Promise<AgentProc> {
   const dataDir = opts.dataDir ?? mkdtempSync(join(tmpdir(), 'rampart-agent-'));
   const httpPort = opts.httpPort ?? (await freePort());
   const proc = startProcess(process.execPath, [
     CLI, 'agent', '--server', `${opts.serverUrl.replace(/^http/, 'ws')}/agent`, '--token', opts.token,
-    '--data-dir', dataDir, '--http-port', String(httpPort), '--bind', '127.0.0.1', ...(opts.haproxy ? ['--haproxy', opts.haproxy] : []),
+    '--data-dir', dataDir, '--http-port', String(httpPort), '--bind', '127.0.0.1', ...(opts.haproxy ? ['--haproxy', opts.haproxy] : []), ...(opts.nbthread ? ['--nbthread', String(opts.nbthread)] : []),
   ]);
   return { ...proc, dataDir, httpPort };
 }
 
 /** GET through the shield server's HAProxy with a Host header (fetch cannot set Host, node:http can). */
-export function viaProxy(port: number, host: string, path = '/', headers: Record<string, string> = {}): Promise<{ status: number; text: string }> {
+export function viaProxy(port: number, host: string, path = '/', headers: Record<string, string> = {}, from?: string): Promise<{ status: number; text: string }> {
   return new Promise((resolve, reject) => {
-    const req = httpRequest({ host: '127.0.0.1', port, path, headers: { ...headers, host }, agent: false }, (res) => {
+    const req = httpRequest({ host: '127.0.0.1', port, path, headers: { ...headers, host }, agent: false, ...(from ? { localAddress: from } : {}) }, (res) => {
       let text = '';
       res.setEncoding('utf8');
       res.on('data', (d) => (text += d));
@@ -129,4 +129,12 @@ export function steadyLoad(port: number, host: string, opts: { workers?: number;
       return stats;
     },
   };
+}
+
+/** Waits until every shield server of the account runs the newest configuration. */
+export async function settle(api: ApiClient, timeoutMs = 20_000): Promise<void> {
+  await waitFor(async () => {
+    const servers = (await api.call('GET', '/api/servers')).body as { status: string; desiredRevision: number; appliedRevision: number }[];
+    return servers.filter((s) => s.status !== 'decommissioned').every((s) => s.appliedRevision === s.desiredRevision);
+  }, 'the configuration to be applied', timeoutMs, 25);
 }

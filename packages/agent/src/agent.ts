@@ -4,6 +4,7 @@ import { CLOSE, parseServiceMessage, PROTOCOL_VERSION, type AgentMessage, type S
 import WebSocket from 'ws';
 import { Applier, type ApplyResult } from './apply.js';
 import { Backoff, delay } from './backoff.js';
+import { EventCollector } from './events.js';
 import { HaproxyProcess } from './haproxy.js';
 
 export const AGENT_VERSION = '0.1.0';
@@ -16,6 +17,10 @@ export interface AgentOptions {
   httpsPort: number;
   bindAddress?: string;
   haproxyBin: string;
+  /** Loopback UDP port for HAProxy's WAF event log (default: the one used last time, else any free one). */
+  eventsPort?: number;
+  /** HAProxy worker threads (default: HAProxy's own, one per CPU). */
+  nbthread?: number;
   /** Proxy health check interval (SPEC: 10 s). */
   healthIntervalMs?: number;
   /** Without a message or ping from the service for this long, the connection is dropped. */
@@ -34,6 +39,8 @@ type Report = Extract<AgentMessage, { type: 'status/report' }>['payload'];
 export class Agent {
   readonly proxy: HaproxyProcess;
   readonly applier: Applier;
+  readonly events: EventCollector;
+  private readonly renderOptions: { httpBind: { address: string; port: number }; runDir: string; eventsPort?: number; nbthread?: number };
   private ws: WebSocket | undefined;
   private pending: ServerSnapshot | undefined;
   private applying: Promise<void> | undefined;
@@ -50,12 +57,9 @@ export class Agent {
     const runDir = join(dataDir, 'run');
     const configRoot = join(dataDir, 'haproxy');
     this.proxy = new HaproxyProcess(options.haproxyBin, join(configRoot, 'current', 'haproxy.cfg'), runDir);
-    this.applier = new Applier(
-      options.haproxyBin,
-      this.proxy,
-      { configRoot, runDir, stateFile: join(dataDir, 'state.json') },
-      { httpBind: { address: options.bindAddress ?? '*', port: options.httpPort }, runDir },
-    );
+    this.renderOptions = { httpBind: { address: options.bindAddress ?? '*', port: options.httpPort }, runDir, ...(options.nbthread ? { nbthread: options.nbthread } : {}) };
+    this.applier = new Applier(options.haproxyBin, this.proxy, { configRoot, runDir, stateFile: join(dataDir, 'state.json') }, this.renderOptions);
+    this.events = new EventCollector((events) => this.send({ type: 'events/batch', payload: { events } }));
     this.backoff = options.backoff ?? new Backoff(1000, 60_000);
     this.log = options.log ?? ((level, msg) => process.stderr.write(`${new Date().toISOString()} ${level} ${msg}\n`));
   }
@@ -63,6 +67,10 @@ export class Agent {
   async start(): Promise<void> {
     await mkdir(resolve(this.options.dataDir), { recursive: true, mode: 0o700 });
     await this.applier.loadState();
+    // The events port is part of the configuration: keep the one the last-known-good config names.
+    const port = await this.events.listen(this.options.eventsPort ?? this.applier.state.eventsPort ?? 0).catch(() => this.events.listen(0));
+    this.renderOptions.eventsPort = port;
+    this.applier.state.eventsPort = port;
     await this.applier.ensureBootConfig('boot');
     await this.startProxy();
     this.proxy.on('exit', ({ code, signal }) => void this.onProxyDied(`HAProxy exited (${signal ?? `code ${code}`})`));
@@ -74,6 +82,7 @@ export class Agent {
     this.controller.abort();
     if (this.healthTimer) clearInterval(this.healthTimer);
     this.ws?.terminate();
+    this.events.close();
     await this.applying;
     await this.proxy.stop();
   }
@@ -178,6 +187,7 @@ export class Agent {
         lastHeard = Date.now();
         this.send({ type: 'agent/hello', payload: { protocol: PROTOCOL_VERSION, agentVersion: AGENT_VERSION, runningRevision: this.applier.state.revision } });
         for (const r of this.reports.splice(0)) this.send({ type: 'status/report', payload: r });
+        this.events.flush();
         this.log('info', 'connected to the service');
       });
       ws.on('ping', () => (lastHeard = Date.now()));

@@ -12,6 +12,7 @@ export type ApplyResult =
 export interface AgentState {
   revision: number | null;
   hash: string | null;
+  eventsPort?: number;
 }
 
 export interface ApplierPaths {
@@ -65,7 +66,7 @@ export class Applier {
     const empty: ServerSnapshot = { serverId, revision: 0, domains: [], rules: [] };
     const { dir, hash } = await this.write(empty);
     await this.swap(dir);
-    this.state = { revision: null, hash };
+    this.state = { ...this.state, revision: null, hash };
   }
 
   private async write(snapshot: ServerSnapshot): Promise<{ dir: string; hash: string }> {
@@ -94,7 +95,7 @@ export class Applier {
     const revision = snapshot.revision;
     const hash = inputHash(snapshot, this.renderOptions);
     if (hash === this.state.hash && this.proxy.running) {
-      this.state = { revision, hash };
+      this.state = { ...this.state, revision, hash };
       await this.saveState();
       return { ok: true, revision, hash, skipped: true };
     }
@@ -114,7 +115,7 @@ export class Applier {
     await this.swap(dir);
     const mark = this.proxy.outputMark();
     if (await this.reloadAndVerify(hash)) {
-      this.state = { revision, hash };
+      this.state = { ...this.state, revision, hash };
       await this.saveState();
       await this.prune([dir, previous]);
       return { ok: true, revision, hash, skipped: false };

@@ -2,3 +2,4 @@ export * from './agent.js';
 export * from './apply.js';
 export * from './backoff.js';
 export * from './haproxy.js';
+export * from './events.js';

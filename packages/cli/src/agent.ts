@@ -15,10 +15,11 @@ Options:
   --https-port N     HAProxy's HTTPS port (default 443; used once certificates exist)
   --haproxy PATH     the haproxy binary (default haproxy on PATH)
   --bind ADDR        address HAProxy listens on (default all)
+  --nbthread N       HAProxy worker threads (default: one per CPU)
 `;
 
 export async function agentCommand(args: string[]): Promise<void> {
-  const flags = parseFlags(args, ['server', 'token', 'data-dir', 'http-port', 'https-port', 'haproxy', 'bind', 'acme-directory', 'resolver']);
+  const flags = parseFlags(args, ['server', 'token', 'data-dir', 'http-port', 'https-port', 'haproxy', 'bind', 'nbthread', 'acme-directory', 'resolver']);
   if (flags.help) {
     process.stdout.write(AGENT_HELP);
     return;
@@ -35,6 +36,7 @@ export async function agentCommand(args: string[]): Promise<void> {
     httpsPort: portFrom(flags['https-port'], '--https-port', 443),
     haproxyBin: flags.haproxy ?? 'haproxy',
     ...(flags.bind ? { bindAddress: flags.bind } : {}),
+    ...(flags.nbthread ? { nbthread: portFrom(flags.nbthread, '--nbthread', 0) } : {}),
   });
   await agent.start();
   const stop = async () => {

@@ -51,6 +51,8 @@ export const ServerSnapshot = Type.Object(
     domains: Type.Array(SnapshotDomain),
     /** Enabled rules only, by priority (lower first). */
     rules: Type.Array(SnapshotRule),
+    /** The account's bot-challenge HMAC key (hex), shared by all its shield servers. */
+    botSecret: Type.Optional(Type.String({ pattern: '^[0-9a-f]{16,128}$' })),
   },
   { additionalProperties: false },
 );
@@ -90,7 +92,21 @@ export const StatusReport = message(
     { additionalProperties: false },
   ),
 );
-export const AgentMessage = Type.Union([AgentHello, AgentHeartbeat, ConfigAck, StatusReport]);
+export const WAF_REASONS = ['ip_blocked', 'country_blocked', 'bot_blocked', 'ai_bot_blocked', 'bot_challenge', 'rate_limited', 'sqli_detected', 'xss_detected'] as const;
+export const WafEventItem = Type.Object(
+  {
+    /** Unix time in seconds. */
+    ts: Type.Integer({ minimum: 0 }),
+    ip: Type.String({ maxLength: 45 }),
+    domain: Type.String({ maxLength: 253 }),
+    reason: Type.Union(WAF_REASONS.map((r) => Type.Literal(r))),
+    ruleId: Type.Union([Type.String({ maxLength: 36 }), Type.Null()]),
+  },
+  { additionalProperties: false },
+);
+export type WafEventItem = Static<typeof WafEventItem>;
+export const EventsBatch = message('events/batch', Type.Object({ events: Type.Array(WafEventItem, { maxItems: 500 }) }, { additionalProperties: false }));
+export const AgentMessage = Type.Union([AgentHello, AgentHeartbeat, ConfigAck, StatusReport, EventsBatch]);
 export type AgentMessage = Static<typeof AgentMessage>;
 
 // service -> agent

@@ -31,13 +31,14 @@ export function assertRenderable(d: RoutedDomain): void {
  * and one health-checked server line per origin named origin0, origin1, ... The export template
  * says X-Forwarded-Proto https as SPEC.md gives it; a live shield server says what the client used.
  */
-export function renderBackend(d: RoutedDomain, forwardedProto: 'https' | 'from-connection' = 'https'): string {
+export function renderBackend(d: RoutedDomain, forwardedProto: 'https' | 'from-connection' = 'https', requestRules: readonly string[] = []): string {
   assertRenderable(d);
   const proto = forwardedProto === 'https' ? 'https' : '%[ssl_fc,iif(https,http)]';
   const lines = [
     `backend ${backendName(d.domain)}`,
     '    option httpchk',
     `    http-check send meth GET uri / ver HTTP/1.1 hdr Host ${d.domain}`,
+    ...requestRules,
     `    http-request set-header X-Forwarded-Proto ${proto}`,
     '    http-request set-header X-Real-IP %[src]',
     `    http-request set-header Host ${d.domain}`,

@@ -1,3 +1,4 @@
 export * from './backend.js';
 export * from './export-template.js';
 export * from './haproxy-config.js';
+export * from './waf.js';

@@ -10,6 +10,7 @@ import { accountRoutes } from './routes/account.js';
 import { adminRoutes } from './routes/admin.js';
 import { apiKeyRoutes } from './routes/api-keys.js';
 import { authRoutes } from './routes/auth.js';
+import { dashboardRoutes } from './routes/dashboard.js';
 import { domainRoutes } from './routes/domains.js';
 import { serverRoutes } from './routes/servers.js';
 import type { App } from './routes/types.js';
@@ -127,5 +128,6 @@ export async function buildApp(options: AppOptions): Promise<App> {
   await app.register(wafRoutes, deps);
   await app.register(accountRoutes, deps);
   await app.register(adminRoutes, deps);
+  await app.register(dashboardRoutes);
   return app;
 }

@@ -1,6 +1,7 @@
 import type { FastifyServerOptions } from 'fastify';
 import { buildApp } from './app.js';
 import { AgentHub } from './hub/hub.js';
+import { pruneEvents } from './services/events.js';
 import type { ServiceContext } from './context.js';
 import { openDatabase } from './db/database.js';
 import { DEFAULT_PLANS, type PlanTable } from './plans.js';
@@ -37,6 +38,12 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const hub: AgentHub = new AgentHub(ctx, { heartbeatMs: options.agentHeartbeatMs });
   const app = await buildApp({ ctx, adminToken: options.adminToken, logger: options.logger });
   hub.attach(app.server);
+  // Jobs: event retention hourly (idempotent, so several processes may run it).
+  const prune = () => void pruneEvents(ctx).catch((err) => app.log.warn({ err }, 'event retention failed'));
+  const jobs = setInterval(prune, 3_600_000);
+  jobs.unref();
+  prune();
+  app.addHook('onClose', async () => clearInterval(jobs));
   app.addHook('preClose', async () => hub.close()); // live agent sockets would hold the listener open
   try {
     await app.listen({ port: options.port, host: options.host });

@@ -135,6 +135,11 @@ const migrations: Record<string, Migration> = {
       await db.schema.alterTable('accounts').addColumn('waf_version', 'integer', (c) => c.notNull().defaultTo(0)).execute();
     },
   },
+  '0003_waf_events_by_server': {
+    async up(db: Kysely<any>) {
+      await db.schema.createIndex('waf_events_server_time').on('waf_events').columns(['server_id', 'occurred_at']).execute();
+    },
+  },
 };
 
 export const migrationProvider: MigrationProvider = {

@@ -6,6 +6,7 @@ import type { ServiceContext } from '../context.js';
 import { sha256 } from '../crypto.js';
 import { notify } from '../services/notifications.js';
 import { buildSnapshots } from './snapshot.js';
+import { storeEvents } from '../services/events.js';
 
 export interface HubOptions {
   /** How often the hub pings each agent; a connection silent for 3 intervals is dropped (40 s at most by default). */
@@ -174,6 +175,9 @@ export class AgentHub {
         }
         return;
       }
+      case 'events/batch':
+        await storeEvents(this.ctx, c.accountId, c.serverId, m.payload.events);
+        return;
       case 'status/report':
         await notify(this.ctx, { accountId: c.accountId, serverId: c.serverId, kind: m.payload.kind, message: m.payload.message });
         // SPEC: server_error covers a proxy crash too (a failed reload raises it through its ack).

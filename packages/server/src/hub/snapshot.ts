@@ -26,7 +26,7 @@ export async function buildSnapshots(db: Database, serverIds: readonly string[])
   for (const s of servers) states.set(s.id, { id: s.id, status: s.status, tokenHash: s.token_hash });
   if (live.length === 0) return { states, snapshots };
   const accountIds = [...new Set(live.map((s) => s.account_id))];
-  const [domains, rules] = await Promise.all([
+  const [domains, rules, accounts] = await Promise.all([
     db
       .selectFrom('domains')
       .innerJoin('domain_servers', 'domain_servers.domain_id', 'domains.id')
@@ -43,7 +43,9 @@ export async function buildSnapshots(db: Database, serverIds: readonly string[])
       .orderBy('created_at')
       .orderBy('id')
       .execute(),
+    db.selectFrom('accounts').select(['id', 'bot_secret']).where('id', 'in', accountIds).execute(),
   ]);
+  const secrets = new Map(accounts.map((a) => [a.id, a.bot_secret]));
   const domainsByServer = new Map<string, typeof domains>();
   for (const d of domains) domainsByServer.set(d.server_id, [...(domainsByServer.get(d.server_id) ?? []), d]);
   for (const s of live) {
@@ -63,6 +65,7 @@ export async function buildSnapshots(db: Database, serverIds: readonly string[])
       rules: rules
         .filter((r) => r.account_id === s.account_id && (r.domain_id === null || ownIds.has(r.domain_id)))
         .map((r) => ({ id: r.id, type: r.rule_type as RuleType, value: r.value, domainId: r.domain_id, priority: r.priority })),
+      botSecret: secrets.get(s.account_id)!,
     });
   }
   return { states, snapshots };

@@ -1,0 +1,198 @@
+-- Rampart WAF engine, loaded once per HAProxy process with `lua-load` (one Lua state shared by
+-- all threads, so rate-limit counters are per source IP for the whole shield server).
+--
+-- The native part of the configuration looks things up (IP maps, user-agent lists, OWASP regexes)
+-- and leaves the results in txn variables; this engine applies SPEC.md's processing order to them,
+-- first decisive step wins:
+--   1 whitelist -> pass   2 blacklist/country -> 403   3 bad bot / AI crawler -> 403, challenge -> 200
+--   4 rate limit -> 429   5 OWASP (high only) -> 403   6 pass
+-- Decisions are pure functions (M.decide); I/O (txn, core) stays in the action at the bottom.
+
+local M = {}
+
+M.settings = { domains = {}, rate_limit = nil, bot = nil, secret = nil }
+
+---------------------------------------------------------------------------------------------------
+-- Rate limiter: fixed 60 s window per IP from its first request; 50,000 tracked IPs, then a full
+-- reset; entries idle over 5 minutes evicted by a task every 5 minutes. Memory only.
+---------------------------------------------------------------------------------------------------
+M.WINDOW = 60
+M.MAX_TRACKED = 50000
+M.IDLE = 300
+
+local counters, tracked = {}, 0
+
+function M.limiter_reset()
+  counters, tracked = {}, 0
+end
+
+function M.limiter_size()
+  return tracked
+end
+
+-- Counts one request of ip at time now; true when it is over the limit.
+function M.limiter_hit(ip, now, limit)
+  local e = counters[ip]
+  if e == nil then
+    if tracked >= M.MAX_TRACKED then M.limiter_reset() end
+    e = { start = now, count = 0, seen = now }
+    counters[ip] = e
+    tracked = tracked + 1
+  elseif now - e.start >= M.WINDOW then
+    e.start, e.count = now, 0
+  end
+  e.count = e.count + 1
+  e.seen = now
+  return e.count > limit
+end
+
+function M.limiter_cleanup(now)
+  for ip, e in pairs(counters) do
+    if now - e.seen > M.IDLE then
+      counters[ip] = nil
+      tracked = tracked - 1
+    end
+  end
+end
+
+---------------------------------------------------------------------------------------------------
+-- Decision: r holds what the native lookups found; returns {action, status, reason, rule}.
+--   r.wl, r.bl, r.ai: rule ids or nil; r.country: ISO code or nil; r.badbot, r.crawler, r.sqli,
+--   r.xss: booleans; r.cookie_ok: the challenge cookie verified; r.ip, r.now.
+---------------------------------------------------------------------------------------------------
+local PASS = { action = "pass" }
+
+function M.decide(domain_id, r)
+  local d = M.settings.domains[domain_id]
+  if d == nil or not d.enabled then return PASS end
+  -- 1. whitelist: bypass everything, never counted
+  if r.wl then return PASS end
+  -- 2. blacklist, then countries
+  if r.bl then return { action = "deny", status = 403, reason = "ip_blocked", rule = r.bl } end
+  if r.country then
+    local rule = d.countries[r.country] or M.settings.countries[r.country]
+    if rule then return { action = "deny", status = 403, reason = "country_blocked", rule = rule } end
+  end
+  -- 3. bots: known-bad user-agents and the JavaScript challenge (when a block_bot rule is on),
+  --    and AI crawlers named by block_ai_bot rules
+  local bot = M.settings.bot
+  if bot and r.badbot then return { action = "deny", status = 403, reason = "bot_blocked", rule = bot } end
+  if r.ai then return { action = "deny", status = 403, reason = "ai_bot_blocked", rule = r.ai } end
+  if bot and not r.crawler and not r.cookie_ok then
+    return { action = "challenge", status = 200, reason = "bot_challenge", rule = bot }
+  end
+  -- 4. rate limit (medium and high)
+  local rl = M.settings.rate_limit
+  if rl and d.level ~= "low" and M.limiter_hit(r.ip, r.now, rl.rpm) then
+    return { action = "deny", status = 429, reason = "rate_limited", rule = rl.id }
+  end
+  -- 5. OWASP patterns (high)
+  if d.level == "high" then
+    if r.sqli then return { action = "deny", status = 403, reason = "sqli_detected" } end
+    if r.xss then return { action = "deny", status = 403, reason = "xss_detected" } end
+  end
+  return PASS
+end
+
+---------------------------------------------------------------------------------------------------
+-- Challenge cookie: "<expiry>.<hex HMAC-SHA256(secret, ip|ua|expiry)>", valid on every shield
+-- server of the account (they share the secret).
+---------------------------------------------------------------------------------------------------
+M.COOKIE = "rampart_bot"
+M.COOKIE_TTL = 86400
+
+function M.cookie_payload(ip, ua, expiry)
+  return ip .. "|" .. ua .. "|" .. tostring(expiry)
+end
+
+function M.parse_cookie(value)
+  if value == nil then return nil end
+  local expiry, mac = string.match(value, "^(%d+)%.(%x+)$")
+  if expiry == nil then return nil end
+  return tonumber(expiry), string.lower(mac)
+end
+
+local BODIES = {
+  [403] = "Forbidden: the request was blocked by the web application firewall.\n",
+  [429] = "Too Many Requests: the rate limit was exceeded. Try again in a minute.\n",
+}
+
+function M.challenge_page(cookie_value)
+  return "<!doctype html><html><head><meta charset=\"utf-8\"><title>Checking your browser</title></head>" ..
+    "<body><noscript>Please enable JavaScript to continue.</noscript><p>Checking your browser&hellip;</p>" ..
+    "<script>document.cookie=\"" .. M.COOKIE .. "=" .. cookie_value .. "; path=/; max-age=" .. M.COOKIE_TTL ..
+    "; SameSite=Lax\";location.reload();</script></body></html>\n"
+end
+
+function M.body(status)
+  return BODIES[status] or ""
+end
+
+-- Called by the generated data file.
+function rampart_waf_configure(settings)
+  M.settings = settings
+end
+
+---------------------------------------------------------------------------------------------------
+-- HAProxy glue (only when running inside HAProxy).
+---------------------------------------------------------------------------------------------------
+if core ~= nil and core.register_action ~= nil then
+  local function var(txn, name)
+    local v = txn:get_var(name)
+    if v == nil or v == "" then return nil end
+    return v
+  end
+
+  local function hmac(txn, data)
+    return string.lower(txn.c:hex(txn.c:hmac(data, "sha256", M.settings.secret)))
+  end
+
+  local function waf(txn, domain_id)
+    local now = os.time()
+    local ip = txn.f:src()
+    local r = {
+      ip = ip, now = now,
+      wl = var(txn, "txn.rp_wl"), bl = var(txn, "txn.rp_bl"), ai = var(txn, "txn.rp_ai"),
+      country = var(txn, "txn.rp_cc"),
+      badbot = var(txn, "txn.rp_badbot") ~= nil, crawler = var(txn, "txn.rp_crawler") ~= nil,
+      sqli = var(txn, "txn.rp_sqli") ~= nil, xss = var(txn, "txn.rp_xss") ~= nil,
+      cookie_ok = false,
+    }
+    local ua = txn.f:req_hdr("user-agent") or ""
+    if M.settings.bot and M.settings.secret then
+      local expiry, mac = M.parse_cookie(txn.f:req_cook(M.COOKIE))
+      r.cookie_ok = expiry ~= nil and expiry > now and mac == hmac(txn, M.cookie_payload(ip, ua, expiry))
+    end
+    local d = M.decide(domain_id, r)
+    if d.action == "pass" then return end
+    txn:set_var("txn.rp_reason", d.reason)
+    txn:set_var("txn.rp_rule", d.rule or "-")
+    txn:set_loglevel(core.info)
+    local body
+    if d.action == "challenge" then
+      local expiry = now + M.COOKIE_TTL
+      body = M.challenge_page(tostring(expiry) .. "." .. hmac(txn, M.cookie_payload(ip, ua, expiry)))
+    else
+      body = M.body(d.status)
+    end
+    local reply = txn:reply({
+      status = d.status,
+      headers = {
+        ["content-type"] = { d.action == "challenge" and "text/html; charset=utf-8" or "text/plain; charset=utf-8" },
+        ["cache-control"] = { "no-store" },
+      },
+      body = body,
+    })
+    txn:done(reply)
+  end
+
+  core.register_action("rampart_waf", { "http-req" }, waf, 1)
+  core.register_task(function()
+    while true do
+      core.sleep(M.IDLE)
+      M.limiter_cleanup(os.time())
+    end
+  end)
+end
+
+return M

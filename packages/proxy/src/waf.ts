@@ -1,0 +1,174 @@
+import { readFileSync } from 'node:fs';
+import { AI_BOTS, findAiBot, isCidr, isCountryCode, rateLimitOf, type ServerSnapshot, type SnapshotDomain, type SnapshotRule } from '@rampart/protocol';
+import { UnsafeValueError } from './backend.js';
+
+// The proxy package's own assets: the Lua engine and the curated lists. Read once at load.
+const asset = (path: string) => readFileSync(new URL(`../${path}`, import.meta.url), 'utf8');
+export const WAF_ASSETS = {
+  'rampart_waf.lua': asset('lua/rampart_waf.lua'),
+  'badbots.lst': asset('assets/badbots.lst'),
+  'crawlers.lst': asset('assets/crawlers.lst'),
+  'sqli.lst': asset('assets/sqli.lst'),
+  'xss.lst': asset('assets/xss.lst'),
+} as const;
+
+const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+const HEX_RE = /^[0-9a-f]{16,128}$/;
+
+function checkId(id: string): string {
+  if (!UUID_RE.test(id)) throw new UnsafeValueError('id', id);
+  return id;
+}
+
+/** A Lua string literal. Every value is validated first; escaping is the second line of defence. */
+export function luaString(s: string): string {
+  return `"${s.replace(/[^A-Za-z0-9 _.:\/@+=-]/g, (c) => `\\${c.charCodeAt(0).toString().padStart(3, '0')}`)}"`;
+}
+
+interface DomainWaf {
+  domain: SnapshotDomain;
+  index: number;
+  allow: Map<string, string>;
+  block: Map<string, string>;
+  ai: Map<string, string>;
+  countries: Map<string, string>;
+}
+
+/** CIDR -> rule id, the first (lowest priority number) rule winning for an identical key. */
+function addFirst(map: Map<string, string>, key: string, id: string): void {
+  if (!map.has(key)) map.set(key, id);
+}
+
+function collect(rules: readonly SnapshotRule[], domainId: string | null) {
+  const allow = new Map<string, string>();
+  const block = new Map<string, string>();
+  const ai = new Map<string, string>();
+  const countries = new Map<string, string>();
+  for (const r of rules) {
+    if (r.domainId !== domainId) continue;
+    checkId(r.id);
+    switch (r.type) {
+      case 'allow_ip':
+      case 'block_ip':
+        if (!isCidr(r.value)) throw new UnsafeValueError('address', r.value);
+        addFirst(r.type === 'allow_ip' ? allow : block, r.value.toLowerCase(), r.id);
+        break;
+      case 'block_country':
+        if (!isCountryCode(r.value)) throw new UnsafeValueError('country', r.value);
+        addFirst(countries, r.value, r.id);
+        break;
+      case 'block_ai_bot': {
+        const bot = findAiBot(r.value);
+        if (!bot) throw new UnsafeValueError('AI crawler', r.value);
+        addFirst(ai, bot.pattern.toLowerCase(), r.id);
+        break;
+      }
+    }
+  }
+  return { allow, block, ai, countries };
+}
+
+const mapFile = (m: Map<string, string>) => [...m].map(([k, v]) => `${k} ${v}`).join('\n') + (m.size ? '\n' : '');
+
+export interface WafRender {
+  files: Record<string, string>;
+  global: string[];
+  frontend: string[];
+  /** Lines for a domain's backend, before the request headers are set. */
+  backend(domain: SnapshotDomain): string[];
+}
+
+/**
+ * The WAF part of a shield server's configuration: native lookups (IP maps, user-agent lists,
+ * OWASP regexes) whose results land in txn variables, then one Lua action that applies SPEC.md's
+ * processing order. Rules and settings reach HAProxy only as map/list data and escaped Lua data.
+ */
+export function renderWaf(snapshot: ServerSnapshot, dir: string, opts: { eventsPort?: number | undefined; botSecret?: string | undefined }): WafRender {
+  const rules = snapshot.rules;
+  const global = collect(rules, null);
+  const rate = rules.find((r) => r.type === 'rate_limit');
+  const bot = rules.find((r) => r.type === 'block_bot' && JSON.parse(r.value).enabled === true);
+  if (rate) checkId(rate.id);
+  if (bot) checkId(bot.id);
+  if (opts.botSecret !== undefined && !HEX_RE.test(opts.botSecret)) throw new UnsafeValueError('bot secret', '<redacted>');
+  const botOn = !!bot && !!opts.botSecret;
+
+  const files: Record<string, string> = { ...WAF_ASSETS };
+  files['allow_global.map'] = mapFile(global.allow);
+  files['block_global.map'] = mapFile(global.block);
+  files['ai_global.map'] = mapFile(global.ai);
+
+  const perDomain = new Map<string, DomainWaf>();
+  snapshot.domains.forEach((d, index) => {
+    checkId(d.id);
+    const c = collect(rules, d.id);
+    perDomain.set(d.id, { domain: d, index, ...c });
+    if (c.allow.size) files[`allow_d${index}.map`] = mapFile(c.allow);
+    if (c.block.size) files[`block_d${index}.map`] = mapFile(c.block);
+    if (c.ai.size) files[`ai_d${index}.map`] = mapFile(c.ai);
+  });
+
+  const luaDomains = [...perDomain.values()]
+    .map((w) => {
+      const countries = [...w.countries].map(([cc, id]) => `${cc} = ${luaString(id)}`).join(', ');
+      return `    [${luaString(w.domain.id)}] = { enabled = ${w.domain.wafEnabled}, level = ${luaString(w.domain.wafLevel)}, countries = { ${countries} } },`;
+    })
+    .join('\n');
+  const globalCountries = [...global.countries].map(([cc, id]) => `${cc} = ${luaString(id)}`).join(', ');
+  files['waf_data.lua'] = [
+    '-- Generated by Rampart: this shield server\'s WAF settings. Do not edit.',
+    'rampart_waf_configure({',
+    '  domains = {',
+    luaDomains,
+    '  },',
+    `  countries = { ${globalCountries} },`,
+    `  rate_limit = ${rate ? `{ rpm = ${rateLimitOf(rate.value)}, id = ${luaString(rate.id)} }` : 'nil'},`,
+    `  bot = ${botOn ? luaString(bot!.id) : 'nil'},`,
+    `  secret = ${botOn ? luaString(Buffer.from(opts.botSecret!, 'hex').toString('base64')) : 'nil'},`,
+    '})',
+    '',
+  ].join('\n');
+
+  const frontend: string[] = [];
+  if (opts.eventsPort !== undefined) {
+    frontend.push(
+      `    log 127.0.0.1:${opts.eventsPort} len 1024 local0 info`,
+      '    log-format "rampart-waf %Ts %ci %[var(txn.rp_domain)] %[var(txn.rp_reason)] %[var(txn.rp_rule)]"',
+    );
+  }
+  frontend.push('    http-request set-log-level silent');
+  if (global.allow.size) frontend.push(`    http-request set-var(txn.rp_wl) src,map_ip(${dir}/allow_global.map)`);
+  if (global.block.size) frontend.push(`    http-request set-var(txn.rp_bl) src,map_ip(${dir}/block_global.map)`);
+  if (global.ai.size) frontend.push(`    http-request set-var(txn.rp_ai) req.hdr(user-agent),lower,map_sub(${dir}/ai_global.map)`);
+  if (botOn) {
+    frontend.push(
+      `    http-request set-var(txn.rp_badbot) str(1) if { req.hdr(user-agent) -m sub -i -f ${dir}/badbots.lst }`,
+      `    http-request set-var(txn.rp_crawler) str(1) if { req.hdr(user-agent) -m sub -i -f ${dir}/crawlers.lst }`,
+    );
+  }
+
+  return {
+    files,
+    global: [`    lua-load ${dir}/rampart_waf.lua`, `    lua-load ${dir}/waf_data.lua`],
+    frontend,
+    backend(domain) {
+      const w = perDomain.get(domain.id)!;
+      if (!domain.wafEnabled) return []; // switched off: no checks at all; the rules stay stored
+      const lines = [`    http-request set-var(txn.rp_domain) str(${domain.domain})`];
+      const unless = (v: string) => `if !{ var(txn.${v}) -m found }`;
+      if (w.allow.size) lines.push(`    http-request set-var(txn.rp_wl) src,map_ip(${dir}/allow_d${w.index}.map) ${unless('rp_wl')}`);
+      if (w.block.size) lines.push(`    http-request set-var(txn.rp_bl) src,map_ip(${dir}/block_d${w.index}.map) ${unless('rp_bl')}`);
+      if (w.ai.size) lines.push(`    http-request set-var(txn.rp_ai) req.hdr(user-agent),lower,map_sub(${dir}/ai_d${w.index}.map) ${unless('rp_ai')}`);
+      if (domain.wafLevel === 'high') {
+        lines.push(
+          `    http-request set-var(txn.rp_sqli) str(1) if { url,url_dec -m reg -i -f ${dir}/sqli.lst }`,
+          `    http-request set-var(txn.rp_xss) str(1) if { url,url_dec -m reg -i -f ${dir}/xss.lst }`,
+        );
+      }
+      lines.push(`    http-request lua.rampart_waf ${domain.id}`);
+      return lines;
+    },
+  };
+}
+
+export { AI_BOTS };

@@ -1,0 +1,129 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { apiClient, ADMIN, settle, startAgent, startOrigin, viaProxy, type AgentProc, type ApiClient } from '../support/cluster.js';
+import { freePort, startServe, waitFor } from '../support/processes.js';
+
+// SPEC.md "WAF behaviour" through a real control plane, agent and HAProxy (2 threads), with
+// requests from different loopback source addresses.
+describe('WAF through real HAProxy', () => {
+  let serve: Awaited<ReturnType<typeof startServe>>;
+  let api: ApiClient;
+  let agent: AgentProc;
+  let origin: Awaited<ReturnType<typeof startOrigin>>;
+  const dom: Record<string, string> = {};
+  const rules: Record<string, string> = {};
+  const get = (host: string, from: string, path = '/', headers: Record<string, string> = {}) => viaProxy(agent.httpPort, host, path, headers, from);
+  const status = async (host: string, from: string, path = '/', headers: Record<string, string> = {}) => (await get(host, from, path, headers)).status;
+
+  before(async () => {
+    serve = await startServe({ port: await freePort(), adminToken: ADMIN });
+    api = await apiClient(serve.url);
+    origin = await startOrigin('origin');
+    const srv = await api.call('POST', '/api/servers', { name: 'edge-waf' });
+    agent = await startAgent({ serverUrl: serve.url, token: srv.body.connectionToken, nbthread: 2 });
+    for (const level of ['low', 'medium', 'high']) {
+      const d = await api.call('POST', '/api/domains', { domain: `${level}.waf.test`, origins: [{ ip: '127.0.0.1', port: origin.port }], serverIds: [srv.body.id], sslEnabled: false, wafLevel: level });
+      dom[level] = d.body.id;
+    }
+    const add = async (name: string, body: object) => {
+      const r = await api.call('POST', '/api/waf', body);
+      assert.equal(r.status, 201, JSON.stringify(r.body));
+      rules[name] = r.body.id;
+    };
+    await add('allow', { rule_type: 'allow_ip', value: '127.0.10.1' });
+    await add('block', { rule_type: 'block_ip', value: '127.0.10.0/24' });
+    await add('blockLow', { rule_type: 'block_ip', value: '127.0.11.1', domain_id: dom.low });
+    await add('rate', { rule_type: 'rate_limit', value: JSON.stringify({ requests_per_minute: 5 }) });
+    await add('gpt', { rule_type: 'block_ai_bot', value: 'GPTBot' });
+    await settle(api);
+    await waitFor(async () => (await status('medium.waf.test', '127.0.20.1')) === 200, 'the origin to be up');
+  });
+  after(async () => {
+    await agent?.stop();
+    await serve?.stop();
+    await origin?.close();
+  });
+
+  test('step 2: a blacklisted address gets 403; step 1: a whitelisted one in the same range is never blocked or limited', async () => {
+    assert.equal(await status('medium.waf.test', '127.0.10.2'), 403);
+    for (let i = 0; i < 8; i++) assert.equal(await status('medium.waf.test', '127.0.10.1'), 200, `whitelisted request ${i + 1}`);
+  });
+
+  test('a per-domain blacklist applies to its domain only, at every level', async () => {
+    assert.equal(await status('low.waf.test', '127.0.11.1'), 403);
+    assert.equal(await status('medium.waf.test', '127.0.11.1'), 200);
+  });
+
+  test('step 4: medium limits per IP with 429 and a plain-text body; low stores but does not enforce', async () => {
+    const seen: number[] = [];
+    for (let i = 0; i < 7; i++) seen.push(await status('medium.waf.test', '127.0.12.1'));
+    assert.deepEqual(seen, [200, 200, 200, 200, 200, 429, 429]);
+    const r = await get('medium.waf.test', '127.0.12.1');
+    assert.match(r.text, /rate limit was exceeded/i);
+    for (let i = 0; i < 7; i++) assert.equal(await status('low.waf.test', '127.0.12.2'), 200);
+  });
+
+  test('the count is per IP for the whole server across 2 HAProxy threads and all domains', async () => {
+    const results = await Promise.all(Array.from({ length: 12 }, (_, i) => status(i % 2 ? 'medium.waf.test' : 'high.waf.test', '127.0.13.1')));
+    assert.equal(results.filter((s) => s === 200).length, 5);
+    assert.equal(results.filter((s) => s === 429).length, 7);
+  });
+
+  test('step 5: OWASP patterns on path plus query, URL-decoded, case-insensitive, at high only', async () => {
+    assert.equal(await status('high.waf.test', '127.0.14.1', "/search?q=1'%20Or%20'1'='1"), 403);
+    assert.equal(await status('high.waf.test', '127.0.14.2', '/p?x=%3CScRiPt%3Ealert(1)%3C/script%3E'), 403);
+    assert.equal(await status('high.waf.test', '127.0.14.3', '/a/UNION%20SELECT%20password%20FROM%20users'), 403);
+    assert.equal(await status('medium.waf.test', '127.0.14.4', "/search?q=1'%20Or%20'1'='1"), 200);
+    assert.equal(await status('high.waf.test', '127.0.14.5', '/blog/select-your-plan?q=update+profile'), 200);
+  });
+
+  test('block_ai_bot: a listed crawler is refused by user-agent; others pass', async () => {
+    assert.equal(await status('medium.waf.test', '127.0.15.1', '/', { 'user-agent': 'Mozilla/5.0 (compatible; GPTBot/1.2; +https://openai.com/gptbot)' }), 403);
+    assert.equal(await status('medium.waf.test', '127.0.15.2', '/', { 'user-agent': 'Mozilla/5.0 (X11; Linux x86_64) Firefox/130.0' }), 200);
+  });
+
+  test('the per-domain switch: off allows everything, on restores the kept rules', async () => {
+    await api.call('PUT', `/api/domains/${dom.medium}`, { wafEnabled: false });
+    await settle(api);
+    assert.equal(await status('medium.waf.test', '127.0.10.3'), 200);
+    assert.equal((await api.call('GET', '/api/waf')).body.length, Object.keys(rules).length, 'rules are kept');
+    await api.call('PUT', `/api/domains/${dom.medium}`, { wafEnabled: true });
+    await settle(api);
+    assert.equal(await status('medium.waf.test', '127.0.10.3'), 403);
+  });
+
+  test('bot protection: bad user-agents 403, a client without JavaScript is challenged (200), the cookie from the page passes, search crawlers pass', async () => {
+    const bot = await api.call('POST', '/api/waf', { rule_type: 'block_bot', value: '{"enabled":true}' });
+    await settle(api);
+    assert.equal(await status('low.waf.test', '127.0.16.1', '/', { 'user-agent': 'sqlmap/1.7.2#stable (https://sqlmap.org)' }), 403);
+    const ua = 'Mozilla/5.0 (X11; Linux x86_64) Chrome/130.0';
+    const page = await get('low.waf.test', '127.0.16.2', '/', { 'user-agent': ua });
+    assert.equal(page.status, 200);
+    assert.match(page.text, /Checking your browser/);
+    assert.doesNotMatch(page.text, /"origin"/, 'the challenge, not the origin');
+    const cookie = /document\.cookie="([^;"]+)/.exec(page.text)?.[1];
+    assert.ok(cookie, 'the page sets a cookie');
+    const passed = await get('low.waf.test', '127.0.16.2', '/', { 'user-agent': ua, cookie });
+    assert.equal(JSON.parse(passed.text).origin, 'origin');
+    assert.equal((await get('low.waf.test', '127.0.16.3', '/', { 'user-agent': ua, cookie })).status, 200, 'another address gets the challenge again');
+    assert.match((await get('low.waf.test', '127.0.16.3', '/', { 'user-agent': ua, cookie })).text, /Checking your browser/);
+    assert.equal(JSON.parse((await get('low.waf.test', '127.0.16.4', '/', { 'user-agent': 'Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)' })).text).origin, 'origin');
+    await api.call('DELETE', `/api/waf/${bot.body.id}`);
+    await settle(api);
+  });
+
+  test('every block is an event with its reason and rule, newest first', async () => {
+    await waitFor(async () => {
+      const events = (await api.call('GET', '/api/waf/events')).body as any[];
+      const reasons = new Set(events.map((e) => e.reason));
+      return ['ip_blocked', 'rate_limited', 'sqli_detected', 'xss_detected', 'ai_bot_blocked', 'bot_blocked', 'bot_challenge'].every((r) => reasons.has(r));
+    }, 'events of every reason', 15_000, 200);
+    const events = (await api.call('GET', '/api/waf/events')).body as any[];
+    const blocked = events.find((e) => e.reason === 'ip_blocked' && e.source_ip === '127.0.10.2');
+    assert.equal(blocked.rule_id, rules.block);
+    assert.equal(blocked.domain, 'medium.waf.test');
+    assert.equal(events.find((e) => e.reason === 'rate_limited').rule_id, rules.rate);
+    const times = events.map((e) => Date.parse(e.timestamp));
+    assert.deepEqual(times, [...times].sort((a, b) => b - a), 'newest first');
+  });
+});
