@@ -1,4 +1,7 @@
 import assert from 'node:assert/strict';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { apiClient, ADMIN, settle, startAgent, startOrigin, viaProxy, type AgentProc, type ApiClient } from '../support/cluster.js';
 import { freePort, startServe, waitFor } from '../support/processes.js';
@@ -20,7 +23,11 @@ describe('WAF through real HAProxy', () => {
     api = await apiClient(serve.url);
     origin = await startOrigin('origin');
     const srv = await api.call('POST', '/api/servers', { name: 'edge-waf' });
-    agent = await startAgent({ serverUrl: serve.url, token: srv.body.connectionToken, nbthread: 2 });
+    // Loopback sources are in no country of the data set; an operator-supplied map places two
+    // test ranges (the agent's --country-map, which also serves operators with their own geo data).
+    const geo = join(mkdtempSync(join(tmpdir(), 'rampart-geo-')), 'country.map');
+    writeFileSync(geo, '127.0.40.0/24 KP\n127.0.41.0/24 IR\n1.0.1.0/24 CN\n');
+    agent = await startAgent({ serverUrl: serve.url, token: srv.body.connectionToken, nbthread: 2, countryMap: geo });
     for (const level of ['low', 'medium', 'high']) {
       const d = await api.call('POST', '/api/domains', { domain: `${level}.waf.test`, origins: [{ ip: '127.0.0.1', port: origin.port }], serverIds: [srv.body.id], sslEnabled: false, wafLevel: level });
       dom[level] = d.body.id;
@@ -35,6 +42,8 @@ describe('WAF through real HAProxy', () => {
     await add('blockLow', { rule_type: 'block_ip', value: '127.0.11.1', domain_id: dom.low });
     await add('rate', { rule_type: 'rate_limit', value: JSON.stringify({ requests_per_minute: 5 }) });
     await add('gpt', { rule_type: 'block_ai_bot', value: 'GPTBot' });
+    await add('kp', { rule_type: 'block_country', value: 'KP' });
+    await add('irHigh', { rule_type: 'block_country', value: 'IR', domain_id: dom.high });
     await settle(api);
     await waitFor(async () => (await status('medium.waf.test', '127.0.20.1')) === 200, 'the origin to be up');
   });
@@ -77,6 +86,12 @@ describe('WAF through real HAProxy', () => {
     assert.equal(await status('high.waf.test', '127.0.14.5', '/blog/select-your-plan?q=update+profile'), 200);
   });
 
+  test('block_country: global and per-domain country rules, looked up natively by source address', async () => {
+    assert.equal(await status('low.waf.test', '127.0.40.9'), 403);
+    assert.equal(await status('high.waf.test', '127.0.41.9'), 403);
+    assert.equal(await status('medium.waf.test', '127.0.41.9'), 200);
+  });
+
   test('block_ai_bot: a listed crawler is refused by user-agent; others pass', async () => {
     assert.equal(await status('medium.waf.test', '127.0.15.1', '/', { 'user-agent': 'Mozilla/5.0 (compatible; GPTBot/1.2; +https://openai.com/gptbot)' }), 403);
     assert.equal(await status('medium.waf.test', '127.0.15.2', '/', { 'user-agent': 'Mozilla/5.0 (X11; Linux x86_64) Firefox/130.0' }), 200);
@@ -116,13 +131,14 @@ describe('WAF through real HAProxy', () => {
     await waitFor(async () => {
       const events = (await api.call('GET', '/api/waf/events')).body as any[];
       const reasons = new Set(events.map((e) => e.reason));
-      return ['ip_blocked', 'rate_limited', 'sqli_detected', 'xss_detected', 'ai_bot_blocked', 'bot_blocked', 'bot_challenge'].every((r) => reasons.has(r));
+      return ['ip_blocked', 'country_blocked', 'rate_limited', 'sqli_detected', 'xss_detected', 'ai_bot_blocked', 'bot_blocked', 'bot_challenge'].every((r) => reasons.has(r));
     }, 'events of every reason', 15_000, 200);
     const events = (await api.call('GET', '/api/waf/events')).body as any[];
     const blocked = events.find((e) => e.reason === 'ip_blocked' && e.source_ip === '127.0.10.2');
     assert.equal(blocked.rule_id, rules.block);
     assert.equal(blocked.domain, 'medium.waf.test');
     assert.equal(events.find((e) => e.reason === 'rate_limited').rule_id, rules.rate);
+    assert.equal(events.find((e) => e.reason === 'country_blocked' && e.source_ip === '127.0.40.9').rule_id, rules.kp);
     const times = events.map((e) => Date.parse(e.timestamp));
     assert.deepEqual(times, [...times].sort((a, b) => b - a), 'newest first');
   });

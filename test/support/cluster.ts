@@ -62,12 +62,12 @@ export interface AgentProc extends Proc {
   httpPort: number;
 }
 
-export async function startAgent(opts: { serverUrl: string; token: string; httpPort?: number; dataDir?: string; haproxy?: string; nbthread?: number }): Promise<AgentProc> {
+export async function startAgent(opts: { serverUrl: string; token: string; httpPort?: number; dataDir?: string; haproxy?: string; nbthread?: number; countryMap?: string }): Promise<AgentProc> {
   const dataDir = opts.dataDir ?? mkdtempSync(join(tmpdir(), 'rampart-agent-'));
   const httpPort = opts.httpPort ?? (await freePort());
   const proc = startProcess(process.execPath, [
     CLI, 'agent', '--server', `${opts.serverUrl.replace(/^http/, 'ws')}/agent`, '--token', opts.token,
-    '--data-dir', dataDir, '--http-port', String(httpPort), '--bind', '127.0.0.1', ...(opts.haproxy ? ['--haproxy', opts.haproxy] : []), ...(opts.nbthread ? ['--nbthread', String(opts.nbthread)] : []),
+    '--data-dir', dataDir, '--http-port', String(httpPort), '--bind', '127.0.0.1', ...(opts.haproxy ? ['--haproxy', opts.haproxy] : []), ...(opts.nbthread ? ['--nbthread', String(opts.nbthread)] : []), ...(opts.countryMap ? ['--country-map', opts.countryMap] : []),
   ]);
   return { ...proc, dataDir, httpPort };
 }

@@ -5,6 +5,7 @@ import WebSocket from 'ws';
 import { Applier, type ApplyResult } from './apply.js';
 import { Backoff, delay } from './backoff.js';
 import { EventCollector } from './events.js';
+import { countryMapPath, ensureCountryMap } from './geo.js';
 import { HaproxyProcess } from './haproxy.js';
 
 export const AGENT_VERSION = '0.1.0';
@@ -21,6 +22,8 @@ export interface AgentOptions {
   eventsPort?: number;
   /** HAProxy worker threads (default: HAProxy's own, one per CPU). */
   nbthread?: number;
+  /** A CIDR -> country map to use instead of the one generated from the bundled data set. */
+  countryMap?: string;
   /** Proxy health check interval (SPEC: 10 s). */
   healthIntervalMs?: number;
   /** Without a message or ping from the service for this long, the connection is dropped. */
@@ -40,7 +43,8 @@ export class Agent {
   readonly proxy: HaproxyProcess;
   readonly applier: Applier;
   readonly events: EventCollector;
-  private readonly renderOptions: { httpBind: { address: string; port: number }; runDir: string; eventsPort?: number; nbthread?: number };
+  private readonly renderOptions: { httpBind: { address: string; port: number }; runDir: string; eventsPort?: number; nbthread?: number; countryMap: string };
+  private countryMapReady: Promise<unknown> | undefined;
   private ws: WebSocket | undefined;
   private pending: ServerSnapshot | undefined;
   private applying: Promise<void> | undefined;
@@ -57,7 +61,12 @@ export class Agent {
     const runDir = join(dataDir, 'run');
     const configRoot = join(dataDir, 'haproxy');
     this.proxy = new HaproxyProcess(options.haproxyBin, join(configRoot, 'current', 'haproxy.cfg'), runDir);
-    this.renderOptions = { httpBind: { address: options.bindAddress ?? '*', port: options.httpPort }, runDir, ...(options.nbthread ? { nbthread: options.nbthread } : {}) };
+    this.renderOptions = {
+      httpBind: { address: options.bindAddress ?? '*', port: options.httpPort },
+      runDir,
+      countryMap: options.countryMap ? resolve(options.countryMap) : countryMapPath(join(dataDir, 'geo')),
+      ...(options.nbthread ? { nbthread: options.nbthread } : {}),
+    };
     this.applier = new Applier(options.haproxyBin, this.proxy, { configRoot, runDir, stateFile: join(dataDir, 'state.json') }, this.renderOptions);
     this.events = new EventCollector((events) => this.send({ type: 'events/batch', payload: { events } }));
     this.backoff = options.backoff ?? new Backoff(1000, 60_000);
@@ -85,6 +94,16 @@ export class Agent {
     this.events.close();
     await this.applying;
     await this.proxy.stop();
+  }
+
+  /** The country map is generated once (a few seconds), the first time a country rule needs it. */
+  private prepareCountryMap(): Promise<unknown> {
+    if (this.options.countryMap) return Promise.resolve();
+    this.countryMapReady ??= ensureCountryMap(join(resolve(this.options.dataDir), 'geo')).catch((err) => {
+      this.countryMapReady = undefined;
+      throw err;
+    });
+    return this.countryMapReady;
   }
 
   private async startProxy(): Promise<void> {
@@ -138,6 +157,7 @@ export class Agent {
       this.pending = undefined;
       let result: ApplyResult;
       try {
+        if (snapshot.rules.some((r) => r.type === 'block_country')) await this.prepareCountryMap();
         result = await this.applier.apply(snapshot);
       } catch (err) {
         result = { ok: false, revision: snapshot.revision, stage: 'reload', errors: [{ line: null, message: String(err) }] };

@@ -3,3 +3,4 @@ export * from './apply.js';
 export * from './backoff.js';
 export * from './haproxy.js';
 export * from './events.js';
+export * from './geo.js';

@@ -16,10 +16,11 @@ Options:
   --haproxy PATH     the haproxy binary (default haproxy on PATH)
   --bind ADDR        address HAProxy listens on (default all)
   --nbthread N       HAProxy worker threads (default: one per CPU)
+  --country-map FILE a CIDR -> country map ("<cidr> <CC>" lines) instead of the bundled data set's
 `;
 
 export async function agentCommand(args: string[]): Promise<void> {
-  const flags = parseFlags(args, ['server', 'token', 'data-dir', 'http-port', 'https-port', 'haproxy', 'bind', 'nbthread', 'acme-directory', 'resolver']);
+  const flags = parseFlags(args, ['server', 'token', 'data-dir', 'http-port', 'https-port', 'haproxy', 'bind', 'nbthread', 'country-map', 'acme-directory', 'resolver']);
   if (flags.help) {
     process.stdout.write(AGENT_HELP);
     return;
@@ -36,6 +37,7 @@ export async function agentCommand(args: string[]): Promise<void> {
     httpsPort: portFrom(flags['https-port'], '--https-port', 443),
     haproxyBin: flags.haproxy ?? 'haproxy',
     ...(flags.bind ? { bindAddress: flags.bind } : {}),
+    ...(flags['country-map'] ? { countryMap: flags['country-map'] } : {}),
     ...(flags.nbthread ? { nbthread: portFrom(flags.nbthread, '--nbthread', 0) } : {}),
   });
   await agent.start();

@@ -278,7 +278,7 @@ function renderAccount() {
     h('div', { class: `stat card${kind ? ` ${kind}` : ''}` }, h('div', { class: 'label' }, label), h('div', { class: 'value' }, value), sub ? h('div', { class: 'sub' }, sub) : null);
   clear($('account-stats')).append(
     stat('Plan', a.plan, `${money(a.price)} / month`),
-    stat('Balance', money(a.balance), a.nextChargeAt ? `next charge ${formatTime(a.nextChargeAt)}` : null),
+    stat('Balance', money(a.balance), a.nextChargeAt ? `next charge ${new Date(a.nextChargeAt).toLocaleDateString()}` : null),
     stat('State', a.state, a.state === 'frozen' ? 'renew the plan to make changes' : 'changes allowed', a.state === 'frozen' ? 'bad' : 'good'),
     stat('Shield servers', `${active} / ${live.length}`, 'connected'),
     stat('Domains', String(state.domains.length), `${state.domains.filter((d) => d.status === 'active').length} active`),
@@ -433,7 +433,7 @@ function renderDomains() {
   // The rule form's domain choices, keeping the current selection.
   const select = $('rule-domain');
   const selected = select.value;
-  clear(select).append(h('option', { value: '' }, 'All domains'), state.domains.map((d) => h('option', { value: d.id }, d.domain)));
+  clear(select).append(h('option', { value: '' }, 'All domains'), ...state.domains.map((d) => h('option', { value: d.id }, d.domain)));
   select.value = state.domains.some((d) => d.id === selected) ? selected : '';
 }
 

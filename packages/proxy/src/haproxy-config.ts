@@ -14,6 +14,8 @@ export interface RenderOptions {
   eventsPort?: number | undefined;
   /** Worker threads (HAProxy's default: one per CPU). */
   nbthread?: number | undefined;
+  /** Absolute path of the CIDR -> country map, looked up only when a block_country rule exists. */
+  countryMap?: string | undefined;
 }
 
 export interface RenderTarget {
@@ -39,6 +41,7 @@ function checkOptions(o: RenderOptions, t: RenderTarget): void {
   if (!isAbsolute(t.configDir) || !SAFE_PATH.test(t.configDir)) throw new UnsafeValueError('configDir', t.configDir);
   if (!/^(?:\*|[0-9.]+|\[[0-9a-fA-F:]+\])$/.test(o.httpBind.address)) throw new UnsafeValueError('bind address', o.httpBind.address);
   if (!isPort(o.httpBind.port)) throw new UnsafeValueError('bind port', o.httpBind.port);
+  if (o.countryMap !== undefined && (!isAbsolute(o.countryMap) || !SAFE_PATH.test(o.countryMap))) throw new UnsafeValueError('countryMap', o.countryMap);
   if (o.eventsPort !== undefined && !isPort(o.eventsPort)) throw new UnsafeValueError('events port', o.eventsPort);
   if (o.nbthread !== undefined && (!Number.isInteger(o.nbthread) || o.nbthread < 1 || o.nbthread > 64)) throw new UnsafeValueError('nbthread', o.nbthread);
 }
@@ -59,7 +62,7 @@ export function renderHaproxyConfig(snapshot: ServerSnapshot, options: RenderOpt
   const domains = [...snapshot.domains].sort(byDomain);
   domains.forEach(assertRenderable);
   const hash = inputHash(snapshot, options);
-  const waf = renderWaf(snapshot, target.configDir, { eventsPort: options.eventsPort, botSecret: snapshot.botSecret });
+  const waf = renderWaf(snapshot, target.configDir, { eventsPort: options.eventsPort, botSecret: snapshot.botSecret, countryMap: options.countryMap });
   const bind = `${options.httpBind.address}:${options.httpBind.port}`;
 
   const cfg = [

@@ -83,7 +83,7 @@ export interface WafRender {
  * OWASP regexes) whose results land in txn variables, then one Lua action that applies SPEC.md's
  * processing order. Rules and settings reach HAProxy only as map/list data and escaped Lua data.
  */
-export function renderWaf(snapshot: ServerSnapshot, dir: string, opts: { eventsPort?: number | undefined; botSecret?: string | undefined }): WafRender {
+export function renderWaf(snapshot: ServerSnapshot, dir: string, opts: { eventsPort?: number | undefined; botSecret?: string | undefined; countryMap?: string | undefined }): WafRender {
   const rules = snapshot.rules;
   const global = collect(rules, null);
   const rate = rules.find((r) => r.type === 'rate_limit');
@@ -140,6 +140,9 @@ export function renderWaf(snapshot: ServerSnapshot, dir: string, opts: { eventsP
   if (global.allow.size) frontend.push(`    http-request set-var(txn.rp_wl) src,map_ip(${dir}/allow_global.map)`);
   if (global.block.size) frontend.push(`    http-request set-var(txn.rp_bl) src,map_ip(${dir}/block_global.map)`);
   if (global.ai.size) frontend.push(`    http-request set-var(txn.rp_ai) req.hdr(user-agent),lower,map_sub(${dir}/ai_global.map)`);
+  if (opts.countryMap && rules.some((r) => r.type === 'block_country')) {
+    frontend.push(`    http-request set-var(txn.rp_cc) src,map_ip(${opts.countryMap})`);
+  }
   if (botOn) {
     frontend.push(
       `    http-request set-var(txn.rp_badbot) str(1) if { req.hdr(user-agent) -m sub -i -f ${dir}/badbots.lst }`,

@@ -1,0 +1,95 @@
+import { createReadStream, existsSync } from 'node:fs';
+import { mkdir, rename, writeFile } from 'node:fs/promises';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import { createInterface } from 'node:readline';
+
+// The CIDR -> country map HAProxy looks up natively (map_ip), generated from the CC0 data set
+// @ip-location-db/geo-whois-asn-country shipped as an npm package. Never fetched at run time.
+
+const require = createRequire(import.meta.url);
+
+/** Splits an inclusive integer range into the fewest aligned CIDR blocks. */
+export function rangeToCidrs(start: bigint, end: bigint, bits: number): { base: bigint; prefix: number }[] {
+  const out: { base: bigint; prefix: number }[] = [];
+  let cur = start;
+  while (cur <= end) {
+    let size = 0;
+    // grow the block while it stays aligned and inside the range
+    while (size < bits && (cur & ((1n << BigInt(size + 1)) - 1n)) === 0n && cur + (1n << BigInt(size + 1)) - 1n <= end) size++;
+    out.push({ base: cur, prefix: bits - size });
+    cur += 1n << BigInt(size);
+  }
+  return out;
+}
+
+export function ipv4ToText(n: bigint): string {
+  return [24n, 16n, 8n, 0n].map((s) => String((n >> s) & 255n)).join('.');
+}
+
+export function ipv6ToText(n: bigint): string {
+  const groups: string[] = [];
+  for (let i = 7; i >= 0; i--) groups.push(((n >> BigInt(i * 16)) & 0xffffn).toString(16));
+  // compress the longest run of zero groups
+  let best = { at: -1, len: 0 };
+  for (let i = 0; i < 8; ) {
+    if (groups[i] !== '0') { i++; continue; }
+    let j = i;
+    while (j < 8 && groups[j] === '0') j++;
+    if (j - i > best.len && j - i > 1) best = { at: i, len: j - i };
+    i = j;
+  }
+  if (best.at < 0) return groups.join(':');
+  return `${groups.slice(0, best.at).join(':')}::${groups.slice(best.at + best.len).join(':')}`;
+}
+
+/** rangeToCidrs for IPv4 in plain numbers (exact below 2^53), several times faster than BigInt. */
+export function rangeToCidrs4(start: number, end: number): { base: number; prefix: number }[] {
+  const out: { base: number; prefix: number }[] = [];
+  let cur = start;
+  while (cur <= end) {
+    let size = 0;
+    while (size < 32 && cur % 2 ** (size + 1) === 0 && cur + 2 ** (size + 1) - 1 <= end) size++;
+    out.push({ base: cur, prefix: 32 - size });
+    cur += 2 ** size;
+  }
+  return out;
+}
+
+const ipv4Number = (n: number) => `${Math.floor(n / 16777216) % 256}.${Math.floor(n / 65536) % 256}.${Math.floor(n / 256) % 256}.${n % 256}`;
+
+async function convert(csv: string, family: 4 | 6, lines: string[]): Promise<void> {
+  const rl = createInterface({ input: createReadStream(csv), crlfDelay: Infinity });
+  for await (const line of rl) {
+    const [a, b, cc] = line.split(',');
+    if (!a || !b || !cc || !/^[A-Z]{2}$/.test(cc)) continue;
+    if (family === 4) for (const c of rangeToCidrs4(Number(a), Number(b))) lines.push(`${ipv4Number(c.base)}/${c.prefix} ${cc}`);
+    else for (const c of rangeToCidrs(BigInt(a), BigInt(b), 128)) lines.push(`${ipv6ToText(c.base)}/${c.prefix} ${cc}`);
+  }
+}
+
+export function countryDataDir(): string {
+  return dirname(require.resolve('@ip-location-db/geo-whois-asn-country/package.json'));
+}
+
+export function countryMapPath(dir: string): string {
+  const version = (require('@ip-location-db/geo-whois-asn-country/package.json') as { version: string }).version;
+  return join(dir, `country-${version.replace(/[^0-9A-Za-z.]/g, '')}.map`);
+}
+
+/**
+ * Writes (once per data set version) the map countryMapPath(dir) names and returns its path.
+ * IPv4 and IPv6 ranges become CIDR lines "<cidr> <CC>".
+ */
+export async function ensureCountryMap(dir: string): Promise<string> {
+  const dataDir = countryDataDir();
+  const out = countryMapPath(dir);
+  if (existsSync(out)) return out;
+  const lines: string[] = [];
+  await convert(join(dataDir, 'geo-whois-asn-country-ipv4-num.csv'), 4, lines);
+  await convert(join(dataDir, 'geo-whois-asn-country-ipv6-num.csv'), 6, lines);
+  await mkdir(dir, { recursive: true });
+  await writeFile(`${out}.tmp`, `${lines.join('\n')}\n`);
+  await rename(`${out}.tmp`, out);
+  return out;
+}
