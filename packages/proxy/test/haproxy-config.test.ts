@@ -32,7 +32,7 @@ const TARGET: RenderTarget = { configDir: '/var/lib/rampart/haproxy/cfg-01234567
 
 let nextId = 0;
 function domain(name: string, origins: { ip: string; port: number }[] = [{ ip: '10.0.0.1', port: 80 }]): SnapshotDomain {
-  return { id: `d-${++nextId}`, domain: name, origins, sslEnabled: true, wafEnabled: true, wafLevel: 'medium' };
+  return { id: `00000000-0000-4000-8000-${String(++nextId).padStart(12, "0")}`, domain: name, origins, sslEnabled: true, wafEnabled: true, wafLevel: 'medium' };
 }
 function snapshot(domains: SnapshotDomain[], revision = 1): ServerSnapshot {
   return { serverId: 'srv-1', revision, domains, rules: [] };
@@ -154,7 +154,7 @@ const validSnapshot = fc
       ([serverId, revision]): ServerSnapshot => ({
         serverId,
         revision,
-        domains: ds.map((d, i) => ({ id: `d-${i}`, domain: d.name, origins: d.origins, sslEnabled: true, wafEnabled: true, wafLevel: 'medium' })),
+        domains: ds.map((d, i) => ({ id: `00000000-0000-4000-9000-${String(i).padStart(12, "0")}`, domain: d.name, origins: d.origins, sslEnabled: true, wafEnabled: true, wafLevel: 'medium' })),
         rules: [],
       }),
     ),
