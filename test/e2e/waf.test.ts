@@ -72,6 +72,17 @@ describe('WAF through real HAProxy', () => {
     for (let i = 0; i < 7; i++) assert.equal(await status('low.waf.test', '127.0.12.2'), 200);
   });
 
+  test('counters live in memory only: a reload resets them', async () => {
+    for (let i = 0; i < 5; i++) assert.equal(await status('medium.waf.test', '127.0.17.1'), 200);
+    assert.equal(await status('medium.waf.test', '127.0.17.1'), 429);
+    // any configuration change reloads HAProxy
+    const tmp = await api.call('POST', '/api/waf', { rule_type: 'block_ip', value: '192.0.2.77' });
+    await settle(api);
+    assert.equal(await status('medium.waf.test', '127.0.17.1'), 200, 'a fresh window after the reload');
+    await api.call('DELETE', `/api/waf/${tmp.body.id}`);
+    await settle(api);
+  });
+
   test('the count is per IP for the whole server across 2 HAProxy threads and all domains', async () => {
     const results = await Promise.all(Array.from({ length: 12 }, (_, i) => status(i % 2 ? 'medium.waf.test' : 'high.waf.test', '127.0.13.1')));
     assert.equal(results.filter((s) => s === 200).length, 5);
@@ -84,6 +95,7 @@ describe('WAF through real HAProxy', () => {
     assert.equal(await status('high.waf.test', '127.0.14.3', '/a/UNION%20SELECT%20password%20FROM%20users'), 403);
     assert.equal(await status('medium.waf.test', '127.0.14.4', "/search?q=1'%20Or%20'1'='1"), 200);
     assert.equal(await status('high.waf.test', '127.0.14.5', '/blog/select-your-plan?q=update+profile'), 200);
+    assert.equal(await status('high.waf.test', '127.0.14.6', '/s?q=%3Cscript%3Ealert(1)%3C/script%3E&x=%zz'), 403, 'a malformed escape cannot hide a payload');
   });
 
   test('block_country: global and per-domain country rules, looked up natively by source address', async () => {
@@ -123,6 +135,21 @@ describe('WAF through real HAProxy', () => {
     assert.equal((await get('low.waf.test', '127.0.16.3', '/', { 'user-agent': ua, cookie })).status, 200, 'another address gets the challenge again');
     assert.match((await get('low.waf.test', '127.0.16.3', '/', { 'user-agent': ua, cookie })).text, /Checking your browser/);
     assert.equal(JSON.parse((await get('low.waf.test', '127.0.16.4', '/', { 'user-agent': 'Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)' })).text).origin, 'origin');
+
+    // The secret is the account's: a cookie earned on one shield server is valid on the others.
+    const other = await api.call('POST', '/api/servers', { name: 'edge-waf-2' });
+    const second = await startAgent({ serverUrl: serve.url, token: other.body.connectionToken });
+    try {
+      const servers = (await api.call('GET', '/api/servers')).body.filter((x: any) => x.status !== 'decommissioned').map((x: any) => x.id);
+      await api.call('PUT', `/api/domains/${dom.low}`, { serverIds: servers });
+      await settle(api);
+      const onSecond = await viaProxy(second.httpPort, 'low.waf.test', '/', { 'user-agent': ua, cookie }, '127.0.16.2');
+      assert.equal(JSON.parse(onSecond.text).origin, 'origin');
+      assert.match((await viaProxy(second.httpPort, 'low.waf.test', '/', { 'user-agent': ua }, '127.0.16.2')).text, /Checking your browser/);
+    } finally {
+      await second.stop();
+      await api.call('DELETE', `/api/servers/${other.body.id}`);
+    }
     await api.call('DELETE', `/api/waf/${bot.body.id}`);
     await settle(api);
   });

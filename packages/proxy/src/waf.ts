@@ -164,6 +164,9 @@ export function renderWaf(snapshot: ServerSnapshot, dir: string, opts: { eventsP
       if (w.ai.size) lines.push(`    http-request set-var(txn.rp_ai) req.hdr(user-agent),lower,map_sub(${dir}/ai_d${w.index}.map) ${unless('rp_ai')}`);
       if (domain.wafLevel === 'high') {
         lines.push(
+          // A URL whose escapes do not decode cannot be inspected: refused as if it matched,
+          // or appending "&x=%zz" would carry any payload past the patterns.
+          '    http-request set-var(txn.rp_sqli) str(1) if !{ url,url_dec -m found }',
           `    http-request set-var(txn.rp_sqli) str(1) if { url,url_dec -m reg -i -f ${dir}/sqli.lst }`,
           `    http-request set-var(txn.rp_xss) str(1) if { url,url_dec -m reg -i -f ${dir}/xss.lst }`,
         );
