@@ -3,21 +3,16 @@ import type { ServiceContext } from '../context.js';
 import { iso, isUuid } from '../context.js';
 import { AppError } from '../errors.js';
 import type { Plan } from '../plans.js';
+import { enforceLimit, lockAccount } from './limits.js';
 
 export const MAX_API_KEYS = 10;
 
 export async function createApiKey(ctx: ServiceContext, accountId: string, name: string) {
   return ctx.db.transaction().execute(async (tx) => {
-    // The account row lock serializes concurrent creations, so the limit holds under races.
-    const account = await tx.selectFrom('accounts').select('plan').where('id', '=', accountId).forUpdate().executeTakeFirst();
+    const account = await lockAccount(tx, accountId);
     if (!account) throw new AppError('account_not_found');
     if (!ctx.plans[account.plan as Plan].apiKeys) throw new AppError('plan_no_api_keys');
-    const { count } = await tx
-      .selectFrom('api_keys')
-      .select((eb) => eb.fn.countAll<number>().as('count'))
-      .where('account_id', '=', accountId)
-      .executeTakeFirstOrThrow();
-    if (Number(count) >= MAX_API_KEYS) throw new AppError('api_key_limit');
+    await enforceLimit(tx, accountId, 'api_keys', MAX_API_KEYS, 'api_key_limit');
     const key = newApiKey();
     const row = await tx
       .insertInto('api_keys')

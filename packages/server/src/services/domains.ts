@@ -6,6 +6,7 @@ import { newId } from '../crypto.js';
 import type { DB } from '../db/schema.js';
 import { AppError } from '../errors.js';
 import type { DomainStatus } from '../db/schema.js';
+import { enforceLimit, lockAccount } from './limits.js';
 import { bumpServers, bumpWafVersion, serversOfDomain } from './revisions.js';
 
 export const MAX_DOMAINS = 1000;
@@ -106,13 +107,8 @@ export async function createDomain(ctx: ServiceContext, accountId: string, input
   const origins = input.origins.map((o) => ({ ip: o.ip.toLowerCase(), port: o.port }));
   try {
     const { view, touched } = await ctx.db.transaction().execute(async (tx) => {
-      await tx.selectFrom('accounts').select('id').where('id', '=', accountId).forUpdate().executeTakeFirst();
-      const { count } = await tx
-        .selectFrom('domains')
-        .select((eb) => eb.fn.countAll<number>().as('count'))
-        .where('account_id', '=', accountId)
-        .executeTakeFirstOrThrow();
-      if (Number(count) >= MAX_DOMAINS) throw new AppError('domain_limit');
+      await lockAccount(tx, accountId);
+      await enforceLimit(tx, accountId, 'domains', MAX_DOMAINS, 'domain_limit');
       const serverIds = await checkServerIds(tx, accountId, input.serverIds ?? []);
       const now = ctx.now();
       const row = await tx

@@ -2,6 +2,7 @@ import { newId, newServerToken, sha256 } from '../crypto.js';
 import type { ServiceContext } from '../context.js';
 import { iso, isUuid } from '../context.js';
 import { AppError } from '../errors.js';
+import { enforceLimit, lockAccount } from './limits.js';
 import type { ServerStatus } from '../db/schema.js';
 
 export const MAX_SERVERS = 1000;
@@ -32,14 +33,8 @@ export function serverView(s: ServerRow) {
 
 export async function createServer(ctx: ServiceContext, accountId: string, name: string) {
   return ctx.db.transaction().execute(async (tx) => {
-    await tx.selectFrom('accounts').select('id').where('id', '=', accountId).forUpdate().executeTakeFirst();
-    const { count } = await tx
-      .selectFrom('servers')
-      .select((eb) => eb.fn.countAll<number>().as('count'))
-      .where('account_id', '=', accountId)
-      .where('status', '<>', 'decommissioned')
-      .executeTakeFirstOrThrow();
-    if (Number(count) >= MAX_SERVERS) throw new AppError('server_limit');
+    await lockAccount(tx, accountId);
+    await enforceLimit(tx, accountId, 'servers', MAX_SERVERS, 'server_limit');
     const token = newServerToken();
     const row = await tx
       .insertInto('servers')

@@ -5,6 +5,7 @@ import { iso, isUuid } from '../context.js';
 import { newId } from '../crypto.js';
 import type { DB } from '../db/schema.js';
 import { AppError, invalidField } from '../errors.js';
+import { enforceLimit, lockAccount } from './limits.js';
 import { bumpAllServers, bumpServers, bumpWafVersion, serversOfDomain } from './revisions.js';
 
 export const MAX_RULES = 10_000;
@@ -80,17 +81,12 @@ export async function createRule(ctx: ServiceContext, accountId: string, input: 
   if (problems.length) throw new AppError('invalid_body', problems.join('; '));
   if (domainId !== null && !isUuid(domainId)) throw new AppError('domain_not_found');
   const { view, touched } = await ctx.db.transaction().execute(async (tx) => {
-    await tx.selectFrom('accounts').select('id').where('id', '=', accountId).forUpdate().executeTakeFirst();
+    await lockAccount(tx, accountId);
     if (domainId !== null) {
       const d = await tx.selectFrom('domains').select('id').where('id', '=', domainId).where('account_id', '=', accountId).executeTakeFirst();
       if (!d) throw new AppError('domain_not_found');
     }
-    const { count } = await tx
-      .selectFrom('waf_rules')
-      .select((eb) => eb.fn.countAll<number>().as('count'))
-      .where('account_id', '=', accountId)
-      .executeTakeFirstOrThrow();
-    if (Number(count) >= MAX_RULES) throw new AppError('rule_limit');
+    await enforceLimit(tx, accountId, 'waf_rules', MAX_RULES, 'rule_limit');
     const now = ctx.now();
     const row = await tx
       .insertInto('waf_rules')
