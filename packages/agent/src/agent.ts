@@ -148,10 +148,20 @@ export class Agent {
   /** Queues a snapshot; a newer one replaces any that has not started (latest wins). */
   submit(snapshot: ServerSnapshot): void {
     this.pending = snapshot;
-    if (!this.applying) this.applying = this.drain().finally(() => (this.applying = undefined));
+    this.applying ??= this.drain();
   }
 
   private async drain(): Promise<void> {
+    try {
+      await this.drainPending();
+    } finally {
+      this.applying = undefined;
+      // a snapshot that arrived while the last apply was finishing is not left waiting
+      if (this.pending) this.applying = this.drain();
+    }
+  }
+
+  private async drainPending(): Promise<void> {
     while (this.pending) {
       const snapshot = this.pending;
       this.pending = undefined;

@@ -25,7 +25,7 @@ export function parseAlerts(output: string): ConfigError[] {
 
 /** `haproxy -c` on the exact file that would run. */
 export async function checkConfig(bin: string, cfgPath: string): Promise<{ ok: boolean; errors: ConfigError[] }> {
-  const child = spawn(bin, ['-c', '-q', '-f', cfgPath], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(bin, ['-c', '-f', cfgPath], { stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   child.stdout.on('data', (d) => (out += d));
   child.stderr.on('data', (d) => (out += d));
@@ -105,7 +105,7 @@ export class HaproxyProcess extends EventEmitter {
         reject(new Error(`master CLI '${command}' timed out`));
       }, timeoutMs);
       sock.setEncoding('utf8');
-      sock.on('connect', () => sock.write(`${command}\n`));
+      sock.on('connect', () => sock.end(`${command}\n`)); // the master answers once we finish sending
       sock.on('data', (d: string) => (out += d));
       sock.on('error', (err) => {
         clearTimeout(t);

@@ -1,0 +1,326 @@
+import assert from 'node:assert/strict';
+import { existsSync } from 'node:fs';
+import { mkdtemp, readFile, readlink, rm, writeFile } from 'node:fs/promises';
+import { createServer as createHttpServer, request, type Server } from 'node:http';
+import { connect, createServer, type AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import type { ServerSnapshot, SnapshotDomain } from '@rampart/protocol';
+import { inputHash, MASTER_SOCKET, renderHaproxyConfig, type RenderOptions } from '@rampart/proxy';
+import { Agent } from '../src/agent.js';
+import { Applier, type ApplyResult } from '../src/apply.js';
+import { checkConfig, HaproxyProcess, parseAlerts } from '../src/haproxy.js';
+
+// DESIGN.md "The flow of one change" step 5 and STYLE.md habits 4-5: one apply at a time, the
+// latest wins; identical state is skipped by hash without a reload; a configuration that
+// `haproxy -c` refuses never goes live, and the last-known-good keeps serving.
+
+const HAPROXY = '/usr/sbin/haproxy';
+
+/** Polls until cond holds; for waiting on a state change without a fixed sleep. */
+async function waitFor(cond: () => boolean | Promise<boolean>, what: string, timeoutMs = 5000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await cond())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+async function freePort(): Promise<number> {
+  const srv = createServer();
+  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+  const { port } = srv.address() as AddressInfo;
+  await new Promise((r) => srv.close(r));
+  return port;
+}
+
+function snapshot(revision: number, domains: SnapshotDomain[] = []): ServerSnapshot {
+  return { serverId: 'test', revision, domains, rules: [] };
+}
+
+function domain(id: string, name: string, port: number): SnapshotDomain {
+  return { id, domain: name, origins: [{ ip: '127.0.0.1', port }], sslEnabled: false, wafEnabled: false, wafLevel: 'low' };
+}
+
+/** GET / through HAProxy with the given Host header. */
+function get(port: number, host: string): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = request({ host: '127.0.0.1', port, path: '/', agent: false, headers: { host, connection: 'close' } }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (d) => (body += d));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+/**
+ * `show proc` on the master CLI, half-closing after the command so HAProxy 2.6 ends the answer
+ * (used to observe reloads independently of HaproxyProcess.masterCommand, tested on its own below).
+ */
+function showProc(runDir: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const sock = connect(join(runDir, MASTER_SOCKET));
+    let out = '';
+    sock.setEncoding('utf8');
+    sock.setTimeout(3000, () => sock.destroy(new Error('show proc timed out')));
+    sock.on('connect', () => sock.end('show proc\n'));
+    sock.on('data', (d: string) => (out += d));
+    sock.on('error', reject);
+    sock.on('close', () => resolve(out));
+  });
+}
+
+/** Pids listed under "# workers" (not "# old workers") in `show proc` output. */
+function workerPids(showProcOutput: string): number[] {
+  const pids: number[] = [];
+  let inWorkers = false;
+  for (const line of showProcOutput.split('\n')) {
+    if (line.startsWith('#')) {
+      inWorkers = line.trim() === '# workers';
+      continue;
+    }
+    const m = /^(\d+)\s+worker\b/.exec(line);
+    if (inWorkers && m) pids.push(Number(m[1]));
+  }
+  return pids;
+}
+
+describe('Agent.submit: one apply at a time, the latest wins', () => {
+  let tmp: string;
+  let agent: Agent;
+
+  before(async () => {
+    tmp = await mkdtemp(join(tmpdir(), 'rampart-apply-queue-'));
+    agent = new Agent({
+      serverUrl: 'ws://127.0.0.1:9/agent',
+      token: 'x',
+      dataDir: tmp,
+      httpPort: await freePort(),
+      httpsPort: await freePort(),
+      bindAddress: '127.0.0.1',
+      haproxyBin: 'haproxy',
+      log: () => {},
+    });
+  });
+
+  after(async () => {
+    await agent.stop();
+    await rm(tmp, { recursive: true, force: true });
+  });
+
+  test('a snapshot queued behind a running apply is replaced by a newer one; applies never overlap', async () => {
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const seen: number[] = [];
+    let running = 0;
+    let maxRunning = 0;
+    agent.applier.apply = async (s: ServerSnapshot): Promise<ApplyResult> => {
+      seen.push(s.revision);
+      running++;
+      maxRunning = Math.max(maxRunning, running);
+      try {
+        if (seen.length === 1) await gate;
+        else await new Promise((r) => setImmediate(r));
+        return { ok: true, revision: s.revision, hash: `h${s.revision}`, skipped: false };
+      } finally {
+        running--;
+      }
+    };
+    const idle = () => (agent as unknown as { applying: Promise<void> | undefined }).applying === undefined;
+
+    agent.submit(snapshot(1));
+    assert.deepEqual(seen, [1], 'the first snapshot starts applying at once');
+    agent.submit(snapshot(2));
+    agent.submit(snapshot(3));
+    assert.deepEqual(seen, [1], 'nothing else starts while the first apply runs');
+    assert.equal(idle(), false);
+
+    release();
+    await waitFor(idle, 'the agent to finish applying');
+    assert.deepEqual(seen, [1, 3], 'revision 2 was replaced by 3 before it started');
+    assert.equal(maxRunning, 1, 'never two applies at once');
+
+    // Once idle, a new snapshot starts a new apply (the queue is not left stuck).
+    agent.submit(snapshot(4));
+    await waitFor(idle, 'the agent to finish applying revision 4');
+    assert.deepEqual(seen, [1, 3, 4]);
+    assert.equal(maxRunning, 1);
+  });
+});
+
+describe('Applier with a real HAProxy', () => {
+  let tmp: string;
+  let runDir: string;
+  let configRoot: string;
+  let stateFile: string;
+  let httpPort: number;
+  let renderOptions: RenderOptions;
+  let proxy: HaproxyProcess;
+  let applier: Applier;
+  let origin: Server;
+  let originPort: number;
+  let good: ServerSnapshot;
+
+  before(async () => {
+    tmp = await mkdtemp(join(tmpdir(), 'rampart-apply-'));
+    runDir = join(tmp, 'run');
+    configRoot = join(tmp, 'haproxy');
+    stateFile = join(tmp, 'state.json');
+    httpPort = await freePort();
+    renderOptions = { httpBind: { address: '127.0.0.1', port: httpPort }, runDir };
+
+    origin = createHttpServer((_req, res) => res.end('origin-ok'));
+    await new Promise<void>((r) => origin.listen(0, '127.0.0.1', r));
+    originPort = (origin.address() as AddressInfo).port;
+    good = snapshot(5, [domain('00000000-0000-4000-8000-000000000001', 'a.example.com', originPort)]);
+
+    // The way Agent.start brings HAProxy up.
+    proxy = new HaproxyProcess(HAPROXY, join(configRoot, 'current', 'haproxy.cfg'), runDir);
+    applier = new Applier(HAPROXY, proxy, { configRoot, runDir, stateFile }, renderOptions);
+    await applier.loadState();
+    await applier.ensureBootConfig('test');
+    proxy.start();
+    const bootHash = applier.state.hash;
+    assert.ok(bootHash, 'the boot configuration has a hash');
+    await waitFor(async () => (await proxy.health(500)) === bootHash, 'HAProxy to answer on its health socket', 10_000);
+  });
+
+  after(async () => {
+    await proxy?.stop();
+    await new Promise((r) => origin?.close(r));
+    await rm(tmp, { recursive: true, force: true });
+  });
+
+  test('a snapshot goes live; the same state at a higher revision is skipped without a reload', async () => {
+    const first = await applier.apply(good);
+    const hash = inputHash(good, renderOptions);
+    assert.deepEqual(first, { ok: true, revision: 5, hash, skipped: false });
+    assert.equal(await proxy.health(), hash, 'the serving worker runs the new configuration');
+    assert.deepEqual(await get(httpPort, 'a.example.com'), { status: 200, body: 'origin-ok' });
+
+    const workersBefore = workerPids(await showProc(runDir));
+    assert.equal(workersBefore.length, 1, `one current worker: ${JSON.stringify(workersBefore)}`);
+
+    const again = await applier.apply({ ...good, revision: 6 });
+    assert.deepEqual(again, { ok: true, revision: 6, hash, skipped: true });
+    assert.deepEqual(workerPids(await showProc(runDir)), workersBefore, 'no reload: the same worker still serves');
+    assert.equal(await proxy.health(), hash);
+
+    const saved = JSON.parse(await readFile(stateFile, 'utf8')) as { revision: unknown; hash: unknown };
+    assert.equal(saved.revision, 6, 'the state file records the new revision');
+    assert.equal(saved.hash, hash);
+    assert.equal(applier.state.revision, 6);
+    assert.equal(applier.state.hash, hash);
+  });
+
+  test('HaproxyProcess.masterCommand answers `show proc` (HAProxy 2.6 keeps the master CLI open until the client half-closes)', async () => {
+    const out = await proxy.masterCommand('show proc', 2000);
+    assert.equal(workerPids(out).length, 1, `show proc lists one worker:\n${out}`);
+  });
+
+  test('a schema-valid snapshot that `haproxy -c` refuses never goes live; the previous configuration keeps serving', async () => {
+    const previousLink = await readlink(applier.currentLink);
+    const previousHash = applier.state.hash;
+    assert.ok(previousHash);
+    assert.equal(await proxy.health(), previousHash);
+    const workersBefore = workerPids(await showProc(runDir));
+
+    // The same domain twice passes the renderer's own checks but renders two backends with one
+    // name, which HAProxy refuses.
+    const dup = domain('00000000-0000-4000-8000-000000000002', 'dup.example.com', originPort);
+    const bad = snapshot(7, [good.domains[0]!, dup, { ...dup, id: '00000000-0000-4000-8000-000000000003' }]);
+    const cfg = renderHaproxyConfig(bad, renderOptions, { configDir: join(configRoot, 'x') }).files['haproxy.cfg']!;
+    const backendLines = cfg.split('\n').flatMap((l, i) => (l === 'backend be_dup_example_com' ? [i + 1] : []));
+    assert.equal(backendLines.length, 2);
+
+    const result = await applier.apply(bad);
+    assert.equal(result.ok, false, JSON.stringify(result));
+    assert.ok(!result.ok);
+    assert.equal(result.stage, 'validate');
+    assert.equal(result.revision, 7);
+    assert.equal(result.errors.length, 1, `one error, summary lines dropped: ${JSON.stringify(result.errors)}`);
+    assert.equal(result.errors[0]!.line, backendLines[1], `HAProxy's line number: ${JSON.stringify(result.errors)}`);
+    assert.match(result.errors[0]!.message, /backend 'be_dup_example_com' has the same name as backend 'be_dup_example_com'/);
+
+    assert.equal(await readlink(applier.currentLink), previousLink, '`current` still points at the previous directory');
+    assert.equal(existsSync(join(configRoot, `cfg-${inputHash(bad, renderOptions).slice(0, 16)}`)), false, 'the refused directory is removed');
+    assert.equal(await proxy.health(), previousHash, 'the worker still runs the previous configuration');
+    assert.deepEqual(workerPids(await showProc(runDir)), workersBefore, 'no reload happened');
+    assert.deepEqual(await get(httpPort, 'a.example.com'), { status: 200, body: 'origin-ok' });
+    assert.equal(applier.state.revision, 6);
+    assert.equal(applier.state.hash, previousHash);
+    const saved = JSON.parse(await readFile(stateFile, 'utf8')) as { revision: unknown; hash: unknown };
+    assert.equal(saved.revision, 6, 'the state file still records the running revision');
+    assert.equal(saved.hash, previousHash);
+  });
+});
+
+describe('checkConfig', () => {
+  let tmp: string;
+  before(async () => {
+    tmp = await mkdtemp(join(tmpdir(), 'rampart-check-'));
+  });
+  after(async () => {
+    await rm(tmp, { recursive: true, force: true });
+  });
+
+  test("reports HAProxy's [ALERT] line and message for a refused file", async () => {
+    const cfg = join(tmp, 'bad.cfg');
+    await writeFile(cfg, 'defaults\n    mode http\n\nfrontend f\n    bind 127.0.0.1:1\n    no-such-keyword here\n');
+    const result = await checkConfig(HAPROXY, cfg);
+    assert.equal(result.ok, false);
+    assert.equal(result.errors[0]?.line, 6, JSON.stringify(result.errors));
+    assert.match(result.errors[0]!.message, /no-such-keyword/);
+  });
+
+  test('accepts a valid file', async () => {
+    const cfg = join(tmp, 'good.cfg');
+    await writeFile(cfg, 'defaults\n    mode http\n    timeout client 1s\n    timeout server 1s\n    timeout connect 1s\n\nfrontend f\n    bind 127.0.0.1:1\n');
+    assert.deepEqual(await checkConfig(HAPROXY, cfg), { ok: true, errors: [] });
+  });
+});
+
+describe('parseAlerts', () => {
+  test('an alert with [file:line] gives the line and drops the "config :" prefix', () => {
+    const out =
+      "[ALERT]    (25161) : config : Parsing [/tmp/hx/haproxy.cfg:36]: backend 'be_x' has the same name as backend 'be_x' declared at /tmp/hx/haproxy.cfg:28.";
+    assert.deepEqual(parseAlerts(out), [
+      { line: 36, message: "Parsing [/tmp/hx/haproxy.cfg:36]: backend 'be_x' has the same name as backend 'be_x' declared at /tmp/hx/haproxy.cfg:28." },
+    ]);
+  });
+
+  test('the [file:line] wins over a bracketed address later in the line', () => {
+    const out = '[ALERT]    (25400) : Binding [b.cfg:7] for frontend f: cannot bind socket (Address already in use) for [127.0.0.1:18080]';
+    assert.deepEqual(parseAlerts(out), [
+      { line: 7, message: 'Binding [b.cfg:7] for frontend f: cannot bind socket (Address already in use) for [127.0.0.1:18080]' },
+    ]);
+  });
+
+  test('an alert without [file:line] has line null', () => {
+    const out = [
+      '[ALERT]    (25400) : [/usr/sbin/haproxy.main()] Some protocols failed to start their listeners! Exiting.',
+      '[ALERT]    (1) : Current worker (1234) exited with code 1 (Exit)',
+    ].join('\n');
+    assert.deepEqual(parseAlerts(out), [
+      { line: null, message: '[/usr/sbin/haproxy.main()] Some protocols failed to start their listeners! Exiting.' },
+      { line: null, message: 'Current worker (1234) exited with code 1 (Exit)' },
+    ]);
+  });
+
+  test('summary lines, notices and warnings are dropped', () => {
+    const out = [
+      '[NOTICE]   (25161) : haproxy version is 2.6.12-1+deb12u4',
+      '[WARNING]  (25161) : config : parsing [x.cfg:3] : something odd',
+      "[ALERT]    (25161) : config : Parsing [x.cfg:7]: unknown keyword 'foo' in 'frontend' section",
+      '[ALERT]    (25161) : config : Error(s) found in configuration file : x.cfg',
+      '[ALERT]    (25161) : config : Fatal errors found in configuration.',
+      '',
+    ].join('\n');
+    assert.deepEqual(parseAlerts(out), [{ line: 7, message: "Parsing [x.cfg:7]: unknown keyword 'foo' in 'frontend' section" }]);
+    assert.deepEqual(parseAlerts(''), []);
+  });
+});
