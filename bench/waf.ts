@@ -5,7 +5,8 @@
 //     requests per second and p99 latency, as ratios to bare;
 //  2. a 2 KB query string against a short one at level high;
 //  3. HAProxy's memory for 50,000 source IPs tracked by the rate limiter.
-// HAProxy is configured by renderHaproxyConfig directly (no control plane, no agent). Every
+// HAProxy is configured by renderHaproxyConfig directly (no control plane, no agent process; the
+// agent's country map is built for block_country rules as the agent does it). Every
 // process started here is stopped, and the temporary directory removed, before the bench exits.
 import { execFile } from 'node:child_process';
 import { createHmac, randomBytes, randomUUID } from 'node:crypto';
@@ -14,6 +15,7 @@ import { once } from 'node:events';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { ensureCountryMap, parseEventLine } from '@rampart/agent';
 import { AI_BOTS, type ServerSnapshot, type SnapshotDomain, type SnapshotRule } from '@rampart/protocol';
 import { renderHaproxyConfig } from '@rampart/proxy';
 import { viaProxy } from '../test/support/cluster.js';
@@ -112,13 +114,13 @@ async function ready(proc: Proc, port: number, what: string, headers: Record<str
 }
 
 /** Rampart's rendered configuration, written into its own directory and run as `haproxy -f`. */
-async function startRampart(name: string, snapshot: ServerSnapshot, eventsPort: number): Promise<{ port: number; proc: Proc }> {
+async function startRampart(name: string, snapshot: ServerSnapshot, eventsPort: number, countryMap: string): Promise<{ port: number; proc: Proc }> {
   const port = await freePort();
   const configDir = join(tmp, name);
   const runDir = join(tmp, `${name}-run`);
   mkdirSync(configDir);
   mkdirSync(runDir);
-  const { files } = renderHaproxyConfig(snapshot, { httpBind: { address: '127.0.0.1', port }, runDir, eventsPort }, { configDir });
+  const { files } = renderHaproxyConfig(snapshot, { httpBind: { address: '127.0.0.1', port }, runDir, eventsPort, countryMap }, { configDir });
   for (const [file, content] of Object.entries(files)) writeFileSync(join(configDir, file), content);
   const proc = launch(join(configDir, 'haproxy.cfg'));
   await ready(proc, port, `Rampart HAProxy (${name})`, clientHeaders('127.0.0.1'));
@@ -140,13 +142,15 @@ function botCookie(ip: string, ua = UA): string {
   return `rampart_bot=${expiry}.${mac}`;
 }
 
+const COUNTRIES = 'US NL DE FR GB FI AU CA BR IN SE RU ES HK IT JP CH CN PL AT SG IE ID BE CO UA AR CZ TR RO MX ZA KR DK NO IR MU BD TW VN BG AE PT NZ LT MY CL SC PH TH IL RS HU EE LU PE EC SA KZ GR'.split(' ');
+
 const clientHeaders = (ip: string) => ({ 'user-agent': UA, cookie: botCookie(ip) });
 
 /**
  * 10,000 block_ip entries (/32s in 10.0.0.0/8 plus 127.0.0.2; 8,000 server-wide and 2,000 on the
  * domain, so both map lookups run) and 100 other rules: the rate limit, bot protection, every AI
  * crawler (half server-wide, half on the domain), allow_ip entries for documentation addresses and
- * block_country rules for the rest.
+ * block_country rules for the rest (so the agent's country map, about a million CIDRs, is looked up).
  */
 function wafSnapshot(domain: Omit<SnapshotDomain, 'id' | 'domain' | 'sslEnabled'>, rpm: number): ServerSnapshot {
   const rules: SnapshotRule[] = [];
@@ -160,8 +164,7 @@ function wafSnapshot(domain: Omit<SnapshotDomain, 'id' | 'domain' | 'sslEnabled'
   add('block_bot', JSON.stringify({ enabled: true }), null);
   AI_BOTS.forEach((b, i) => add('block_ai_bot', b.name, i % 2 === 0 ? null : DOMAIN_ID));
   for (let i = 0; i < 20; i++) add('allow_ip', `192.0.2.${i + 1}/32`, i % 2 === 0 ? null : DOMAIN_ID);
-  const letters = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ';
-  for (let i = 0; rules.length - others < 100; i++) add('block_country', `${letters[i % 26]}${letters[Math.floor(i / 26) % 26]}`, i % 2 === 0 ? null : DOMAIN_ID);
+  for (let i = 0; rules.length - others < 100; i++) add('block_country', COUNTRIES[i % COUNTRIES.length]!, i % 2 === 0 ? null : DOMAIN_ID);
   return {
     serverId: 'bench',
     revision: 1,
@@ -256,10 +259,14 @@ let memory: { beforeKb: number; afterKb: number; statuses: Map<number, number>; 
 const sanity: string[] = [];
 
 // WAF events (denials and challenges) arrive here as syslog datagrams, as they would at the agent.
-// A measured request is never denied, so any event during a measurement is reported.
+// A measured request is never denied, so any event during a measurement is reported. Lines without
+// a reason (a request wrk abandons when a run ends is logged too) are not WAF events: the agent
+// drops them as well.
 const events = createSocket('udp4');
 let eventCount = 0;
-events.on('message', () => eventCount++);
+events.on('message', (m) => {
+  if (parseEventLine(m.toString())) eventCount++;
+});
 events.bind(0, '127.0.0.1');
 await once(events, 'listening');
 const eventsPort = events.address().port;
@@ -275,6 +282,8 @@ const eventsPort = events.address().port;
 const UNREACHED_RPM = 1_000_000_000;
 
 try {
+  // The agent's CIDR -> country map (built from the npm data set; BENCH_COUNTRY_MAP reuses one).
+  const countryMap = process.env.BENCH_COUNTRY_MAP ?? (await ensureCountryMap(join(tmp, 'geo')));
   const bare = await startBare();
   const origin = (): SnapshotDomain['origins'] => [{ ip: '127.0.0.1', port: bare.port }];
 
@@ -290,7 +299,7 @@ try {
   ];
   for (const [i, c] of cases.entries()) {
     const snapshot = wafSnapshot({ origins: origin(), wafEnabled: c.enabled, wafLevel: c.level }, UNREACHED_RPM);
-    const rp = await startRampart(`case${i}`, snapshot, eventsPort);
+    const rp = await startRampart(`case${i}`, snapshot, eventsPort, countryMap);
     try {
       // The WAF is live (a blacklisted source is refused), the bot cookie is accepted (without it the
       // run would measure the challenge page), and the 2 KB query passes level high's patterns.
@@ -309,8 +318,10 @@ try {
       expect('an SQL injection', sqli.status, c.enabled && c.level === 'high' ? 403 : 200);
       sanity.push(`${c.name}: blacklisted ${blocked.status}, no cookie ${noCookie.text === 'ok' ? 'passed' : 'challenged'}, sqli ${sqli.status}`);
 
+      await new Promise((r) => setTimeout(r, 200)); // the checks' own events arrive first
       const before = eventCount;
       rows.push({ name: c.name, r: await measure(rp.port, c.long ? LONG_PATH : SHORT_PATH) });
+      await new Promise((r) => setTimeout(r, 200));
       if (eventCount !== before) sanity.push(`${c.name}: ${eventCount - before} WAF events during the measurement`);
     } finally {
       await stopHaproxy(rp.proc);
@@ -324,7 +335,7 @@ try {
   // and the limiter's full reset at MAX_TRACKED would run.
   const ips = Array.from({ length: TRACKED_IPS }, (_, i) => `127.${10 + (Math.floor(i / 254) >> 8)}.${Math.floor(i / 254) & 255}.${1 + (i % 254)}`);
   const snapshot = wafSnapshot({ origins: origin(), wafEnabled: true, wafLevel: 'medium' }, 10_000);
-  const rp = await startRampart('memory', snapshot, eventsPort);
+  const rp = await startRampart('memory', snapshot, eventsPort, countryMap);
   try {
     const pid = rp.proc.child.pid!;
     await fromEach(rp.port, Array.from({ length: 2_000 }, () => ips[0]!));
