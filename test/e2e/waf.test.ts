@@ -107,6 +107,7 @@ describe('WAF through real HAProxy', () => {
   test('block_ai_bot: a listed crawler is refused by user-agent; others pass', async () => {
     assert.equal(await status('medium.waf.test', '127.0.15.1', '/', { 'user-agent': 'Mozilla/5.0 (compatible; GPTBot/1.2; +https://openai.com/gptbot)' }), 403);
     assert.equal(await status('medium.waf.test', '127.0.15.2', '/', { 'user-agent': 'Mozilla/5.0 (X11; Linux x86_64) Firefox/130.0' }), 200);
+    assert.equal(await status('medium.waf.test', '127.0.15.3', '/', { 'user-agent': 'GPTBot/1.1, x' }), 403, 'a comma in the header does not hide the crawler');
   });
 
   test('the per-domain switch: off allows everything, on restores the kept rules', async () => {

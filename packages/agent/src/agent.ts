@@ -5,7 +5,7 @@ import WebSocket from 'ws';
 import { Applier, type ApplyResult } from './apply.js';
 import { Backoff, delay } from './backoff.js';
 import { EventCollector } from './events.js';
-import { countryMapPath, ensureCountryMap } from './geo.js';
+import { ensureCountrySubset } from './geo.js';
 import { HaproxyProcess } from './haproxy.js';
 
 export const AGENT_VERSION = '0.1.0';
@@ -43,8 +43,7 @@ export class Agent {
   readonly proxy: HaproxyProcess;
   readonly applier: Applier;
   readonly events: EventCollector;
-  private readonly renderOptions: { httpBind: { address: string; port: number }; runDir: string; eventsPort?: number; nbthread?: number; countryMap: string };
-  private countryMapReady: Promise<unknown> | undefined;
+  private readonly renderOptions: { httpBind: { address: string; port: number }; runDir: string; eventsPort?: number; nbthread?: number; countryMap?: string };
   private ws: WebSocket | undefined;
   private pending: ServerSnapshot | undefined;
   private applying: Promise<void> | undefined;
@@ -64,7 +63,7 @@ export class Agent {
     this.renderOptions = {
       httpBind: { address: options.bindAddress ?? '*', port: options.httpPort },
       runDir,
-      countryMap: options.countryMap ? resolve(options.countryMap) : countryMapPath(join(dataDir, 'geo')),
+      ...(options.countryMap ? { countryMap: resolve(options.countryMap) } : {}),
       ...(options.nbthread ? { nbthread: options.nbthread } : {}),
     };
     this.applier = new Applier(options.haproxyBin, this.proxy, { configRoot, runDir, stateFile: join(dataDir, 'state.json') }, this.renderOptions);
@@ -94,16 +93,6 @@ export class Agent {
     this.events.close();
     await this.applying;
     await this.proxy.stop();
-  }
-
-  /** The country map is generated once (a few seconds), the first time a country rule needs it. */
-  private prepareCountryMap(): Promise<unknown> {
-    if (this.options.countryMap) return Promise.resolve();
-    this.countryMapReady ??= ensureCountryMap(join(resolve(this.options.dataDir), 'geo')).catch((err) => {
-      this.countryMapReady = undefined;
-      throw err;
-    });
-    return this.countryMapReady;
   }
 
   private async startProxy(): Promise<void> {
@@ -167,7 +156,10 @@ export class Agent {
       this.pending = undefined;
       let result: ApplyResult;
       try {
-        if (snapshot.rules.some((r) => r.type === 'block_country')) await this.prepareCountryMap();
+        const countries = snapshot.rules.filter((r) => r.type === 'block_country').map((r) => r.value);
+        if (countries.length && !this.options.countryMap) {
+          this.renderOptions.countryMap = await ensureCountrySubset(join(resolve(this.options.dataDir), 'geo'), countries);
+        }
         result = await this.applier.apply(snapshot);
       } catch (err) {
         result = { ok: false, revision: snapshot.revision, stage: 'reload', errors: [{ line: null, message: String(err) }] };

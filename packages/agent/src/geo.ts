@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { createReadStream, existsSync } from 'node:fs';
 import { mkdir, rename, writeFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
@@ -90,6 +91,25 @@ export async function ensureCountryMap(dir: string): Promise<string> {
   await convert(join(dataDir, 'geo-whois-asn-country-ipv6-num.csv'), 6, lines);
   await mkdir(dir, { recursive: true });
   await writeFile(`${out}.tmp`, `${lines.join('\n')}\n`);
+  await rename(`${out}.tmp`, out);
+  return out;
+}
+
+/**
+ * The map HAProxy actually loads: only the blocks of the countries that rules name (a few MB
+ * instead of about a million lines for the whole world). Cached per set of countries.
+ */
+export async function ensureCountrySubset(dir: string, countries: readonly string[]): Promise<string> {
+  const wanted = [...new Set(countries)].filter((c) => /^[A-Z]{2}$/.test(c)).sort();
+  const full = await ensureCountryMap(dir);
+  const tag = createHash('sha256').update(wanted.join(',')).digest('hex').slice(0, 16);
+  const out = full.replace(/\.map$/, `-${tag}.map`);
+  if (existsSync(out)) return out;
+  const keep = new Set(wanted);
+  const lines: string[] = [];
+  const rl = createInterface({ input: createReadStream(full), crlfDelay: Infinity });
+  for await (const line of rl) if (keep.has(line.slice(-2))) lines.push(line);
+  await writeFile(`${out}.tmp`, lines.length ? `${lines.join('\n')}\n` : '');
   await rename(`${out}.tmp`, out);
   return out;
 }

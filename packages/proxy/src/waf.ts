@@ -139,14 +139,14 @@ export function renderWaf(snapshot: ServerSnapshot, dir: string, opts: { eventsP
   frontend.push('    http-request set-log-level silent');
   if (global.allow.size) frontend.push(`    http-request set-var(txn.rp_wl) src,map_ip(${dir}/allow_global.map)`);
   if (global.block.size) frontend.push(`    http-request set-var(txn.rp_bl) src,map_ip(${dir}/block_global.map)`);
-  if (global.ai.size) frontend.push(`    http-request set-var(txn.rp_ai) req.hdr(user-agent),lower,map_sub(${dir}/ai_global.map)`);
+  if (global.ai.size) frontend.push(`    http-request set-var(txn.rp_ai) req.fhdr(user-agent),lower,map_sub(${dir}/ai_global.map)`);
   if (opts.countryMap && rules.some((r) => r.type === 'block_country')) {
     frontend.push(`    http-request set-var(txn.rp_cc) src,map_ip(${opts.countryMap})`);
   }
   if (botOn) {
     frontend.push(
-      `    http-request set-var(txn.rp_badbot) str(1) if { req.hdr(user-agent) -m sub -i -f ${dir}/badbots.lst }`,
-      `    http-request set-var(txn.rp_crawler) str(1) if { req.hdr(user-agent) -m sub -i -f ${dir}/crawlers.lst }`,
+      `    http-request set-var(txn.rp_badbot) str(1) if { req.fhdr(user-agent) -m sub -i -f ${dir}/badbots.lst }`,
+      `    http-request set-var(txn.rp_crawler) str(1) if { req.fhdr(user-agent) -m sub -i -f ${dir}/crawlers.lst }`,
     );
   }
 
@@ -161,7 +161,7 @@ export function renderWaf(snapshot: ServerSnapshot, dir: string, opts: { eventsP
       const unless = (v: string) => `if !{ var(txn.${v}) -m found }`;
       if (w.allow.size) lines.push(`    http-request set-var(txn.rp_wl) src,map_ip(${dir}/allow_d${w.index}.map) ${unless('rp_wl')}`);
       if (w.block.size) lines.push(`    http-request set-var(txn.rp_bl) src,map_ip(${dir}/block_d${w.index}.map) ${unless('rp_bl')}`);
-      if (w.ai.size) lines.push(`    http-request set-var(txn.rp_ai) req.hdr(user-agent),lower,map_sub(${dir}/ai_d${w.index}.map) ${unless('rp_ai')}`);
+      if (w.ai.size) lines.push(`    http-request set-var(txn.rp_ai) req.fhdr(user-agent),lower,map_sub(${dir}/ai_d${w.index}.map) ${unless('rp_ai')}`);
       if (domain.wafLevel === 'high') {
         lines.push(
           // A URL whose escapes do not decode cannot be inspected: refused as if it matched,
@@ -171,7 +171,8 @@ export function renderWaf(snapshot: ServerSnapshot, dir: string, opts: { eventsP
           `    http-request set-var(txn.rp_xss) str(1) if { url,url_dec -m reg -i -f ${dir}/xss.lst }`,
         );
       }
-      lines.push(`    http-request lua.rampart_waf ${domain.id}`);
+      // A whitelisted client skips the engine altogether (step 1 decides before any other).
+      lines.push(`    http-request lua.rampart_waf ${domain.id} if !{ var(txn.rp_wl) -m found }`);
       return lines;
     },
   };
