@@ -152,22 +152,34 @@ if core ~= nil and core.register_action ~= nil then
     return string.lower(txn.c:hex(txn.c:hmac(data, "sha256", M.settings.secret)))
   end
 
+  -- What the native lookups found, read from txn variables only when a step asks (a request
+  -- that passes early never pays for the later ones).
+  local FIELDS = {
+    wl = function(txn) return var(txn, "txn.rp_wl") end,
+    bl = function(txn) return var(txn, "txn.rp_bl") end,
+    ai = function(txn) return var(txn, "txn.rp_ai") end,
+    country = function(txn) return var(txn, "txn.rp_cc") end,
+    badbot = function(txn) return var(txn, "txn.rp_badbot") ~= nil end,
+    crawler = function(txn) return var(txn, "txn.rp_crawler") ~= nil end,
+    -- the challenge cookie is verified natively (hmac converter); see waf.ts
+    cookie_ok = function(txn) return var(txn, "txn.rp_cookie_ok") ~= nil end,
+    sqli = function(txn) return var(txn, "txn.rp_sqli") ~= nil end,
+    xss = function(txn) return var(txn, "txn.rp_xss") ~= nil end,
+  }
+  local LAZY = {
+    __index = function(t, k)
+      local f = FIELDS[k]
+      if f == nil then return nil end
+      local v = f(rawget(t, "_txn"))
+      rawset(t, k, v)
+      return v
+    end,
+  }
+
   local function waf(txn, domain_id)
     local now = os.time()
     local ip = txn.f:src()
-    local r = {
-      ip = ip, now = now,
-      wl = var(txn, "txn.rp_wl"), bl = var(txn, "txn.rp_bl"), ai = var(txn, "txn.rp_ai"),
-      country = var(txn, "txn.rp_cc"),
-      badbot = var(txn, "txn.rp_badbot") ~= nil, crawler = var(txn, "txn.rp_crawler") ~= nil,
-      sqli = var(txn, "txn.rp_sqli") ~= nil, xss = var(txn, "txn.rp_xss") ~= nil,
-      cookie_ok = false,
-    }
-    local ua = txn.f:req_fhdr("user-agent") or ""
-    if M.settings.bot and M.settings.secret then
-      local expiry, mac = M.parse_cookie(txn.f:req_cook(M.COOKIE))
-      r.cookie_ok = expiry ~= nil and expiry > now and mac == hmac(txn, M.cookie_payload(ip, ua, expiry))
-    end
+    local r = setmetatable({ _txn = txn, ip = ip, now = now }, LAZY)
     local d = M.decide(domain_id, r)
     if d.action == "pass" then return end
     txn:set_var("txn.rp_reason", d.reason)
@@ -176,6 +188,7 @@ if core ~= nil and core.register_action ~= nil then
     local body
     if d.action == "challenge" then
       local expiry = now + M.COOKIE_TTL
+      local ua = txn.f:req_fhdr("user-agent") or ""
       body = M.challenge_page(tostring(expiry) .. "." .. hmac(txn, M.cookie_payload(ip, ua, expiry)))
     else
       body = M.body(d.status)

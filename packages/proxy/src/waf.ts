@@ -144,7 +144,15 @@ export function renderWaf(snapshot: ServerSnapshot, dir: string, opts: { eventsP
     frontend.push(`    http-request set-var(txn.rp_cc) src,map_ip(${opts.countryMap})`);
   }
   if (botOn) {
+    // The challenge cookie "<expiry>.<hex HMAC-SHA256(key, ip|ua|expiry)>", checked natively: the
+    // same MAC the Lua engine signs when it serves the challenge page.
+    const key = Buffer.from(opts.botSecret!, 'hex').toString('base64');
     frontend.push(
+      '    http-request set-var(txn.rp_ckexp) req.cook(rampart_bot),field(1,.)',
+      '    http-request set-var(txn.rp_ckleft) date,neg,add(txn.rp_ckexp)',
+      '    http-request set-var(txn.rp_ua) req.fhdr(user-agent)',
+      `    http-request set-var(txn.rp_ckmac) src,concat(|,txn.rp_ua,|),concat(,txn.rp_ckexp),hmac(sha256,${key}),hex,lower`,
+      '    http-request set-var(txn.rp_cookie_ok) str(1) if { var(txn.rp_ckleft) -m int gt 0 } { req.cook(rampart_bot),field(2,.),lower,strcmp(txn.rp_ckmac) eq 0 }',
       `    http-request set-var(txn.rp_badbot) str(1) if { req.fhdr(user-agent) -m sub -i -f ${dir}/badbots.lst }`,
       `    http-request set-var(txn.rp_crawler) str(1) if { req.fhdr(user-agent) -m sub -i -f ${dir}/crawlers.lst }`,
     );
