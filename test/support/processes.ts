@@ -2,6 +2,9 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:net';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 
 export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 export const CLI = `${ROOT}packages/cli/dist/main.js`;
@@ -58,7 +61,9 @@ export function startProcess(cmd: string, args: string[], env: Record<string, st
 /** `rampart serve` as a real process; resolves once /healthz answers. */
 export async function startServe(opts: { port: number; dataDir?: string; databaseUrl?: string; adminToken: string }): Promise<Proc & { url: string }> {
   const args = ['serve', '--port', String(opts.port)];
-  if (opts.dataDir) args.push('--data-dir', opts.dataDir);
+  // Every server gets a data directory of its own: two PGlite instances must never share one.
+  const ownDir = !opts.databaseUrl && !opts.dataDir ? mkdtempSync(join(tmpdir(), 'rampart-serve-')) : undefined;
+  if (!opts.databaseUrl) args.push('--data-dir', opts.dataDir ?? ownDir!);
   if (opts.databaseUrl) args.push('--database-url', opts.databaseUrl);
   const proc = startProcess(process.execPath, [CLI, ...args], { RAMPART_ADMIN_TOKEN: opts.adminToken, RAMPART_LOG_LEVEL: 'warn' });
   const url = `http://127.0.0.1:${opts.port}`;
@@ -66,5 +71,13 @@ export async function startServe(opts: { port: number; dataDir?: string; databas
     if (proc.child.exitCode !== null) throw new Error(`rampart serve exited: ${proc.output()}`);
     return (await fetch(`${url}/healthz`)).ok;
   }, 'rampart serve to answer', 60_000);
-  return { ...proc, url };
+  return {
+    ...proc,
+    url,
+    async stop(signal) {
+      const code = await proc.stop(signal);
+      if (ownDir) rmSync(ownDir, { recursive: true, force: true });
+      return code;
+    },
+  };
 }

@@ -64,14 +64,25 @@ export class AgentHub {
     return this.conns.size;
   }
 
+  /** On shutdown: the agents of this process are no longer connected (they will reconnect). */
   async close(): Promise<void> {
     if (this.timer) clearInterval(this.timer);
+    const ids = [...this.conns.keys()];
     for (const c of this.conns.values()) {
       c.closing = true;
       c.ws.terminate();
     }
     this.conns.clear();
     this.wss.close();
+    if (ids.length) {
+      await this.ctx.db
+        .updateTable('servers')
+        .set({ status: 'offline' })
+        .where('id', 'in', ids)
+        .where('status', '=', 'active')
+        .execute()
+        .catch((err) => this.options.log?.warn(`marking agents offline failed: ${String(err)}`));
+    }
   }
 
   /** After a commit: send each affected, connected agent its new snapshot (latest wins). */
