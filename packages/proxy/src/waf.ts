@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { AI_BOTS, findAiBot, isCidr, isCountryCode, rateLimitOf, type ServerSnapshot, type SnapshotDomain, type SnapshotRule } from '@rampart/protocol';
+import { findAiBot, isCidr, isCountryCode, rateLimitOf, type ServerSnapshot, type SnapshotDomain, type SnapshotRule } from '@rampart/protocol';
 import { UnsafeValueError } from './backend.js';
 
 // The proxy package's own assets: the Lua engine and the curated lists. Read once at load.
@@ -186,4 +186,3 @@ export function renderWaf(snapshot: ServerSnapshot, dir: string, opts: { eventsP
   };
 }
 
-export { AI_BOTS };

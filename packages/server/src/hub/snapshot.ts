@@ -70,7 +70,3 @@ export async function buildSnapshots(db: Database, serverIds: readonly string[])
   }
   return { states, snapshots };
 }
-
-export async function buildSnapshot(db: Database, serverId: string): Promise<ServerSnapshot | undefined> {
-  return (await buildSnapshots(db, [serverId])).snapshots.get(serverId);
-}

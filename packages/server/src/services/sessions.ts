@@ -1,4 +1,4 @@
-import { hashPassword, newSessionToken, sha256, verifyPassword } from '../crypto.js';
+import { newSessionToken, sha256, verifyPassword } from '../crypto.js';
 import type { ServiceContext } from '../context.js';
 import { AppError } from '../errors.js';
 import { createAccount } from './accounts.js';
@@ -35,4 +35,3 @@ export async function logout(ctx: ServiceContext, token: string | undefined): Pr
   if (token) await ctx.db.deleteFrom('sessions').where('token_hash', '=', sha256(token)).execute();
 }
 
-export { hashPassword };
