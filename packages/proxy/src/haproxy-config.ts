@@ -53,8 +53,9 @@ export function inputHash(snapshot: ServerSnapshot, options: RenderOptions): str
 
 /**
  * Snapshot -> haproxy.cfg and domains.map. The hash leaves out the revision and the target
- * directory, so an agent can skip identical state before it renders anything. Pure: no filesystem, environment or clock. User values
- * reach the configuration only as validated tokens (hostnames, addresses, ports) or as map data.
+ * directory, so an agent can skip identical state before it renders anything. Pure: no
+ * filesystem, environment or clock. User values reach the configuration only as validated tokens
+ * (hostnames, addresses, ports, ids) or as map data and escaped Lua data.
  */
 export function renderHaproxyConfig(snapshot: ServerSnapshot, options: RenderOptions, target: RenderTarget): RenderedConfig {
   checkOptions(options, target);

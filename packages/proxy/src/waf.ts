@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { findAiBot, isCidr, isCountryCode, rateLimitOf, type ServerSnapshot, type SnapshotDomain, type SnapshotRule } from '@rampart/protocol';
+import { checkRuleValue, findAiBot, rateLimitOf, WAF_LEVELS, type ServerSnapshot, type SnapshotDomain, type SnapshotRule } from '@rampart/protocol';
 import { UnsafeValueError } from './backend.js';
 
 // The proxy package's own assets: the Lua engine and the curated lists. Read once at load.
@@ -39,6 +39,25 @@ function addFirst(map: Map<string, string>, key: string, id: string): void {
   if (!map.has(key)) map.set(key, id);
 }
 
+/**
+ * The renderer's own check of every rule, whatever the API let through: its id is a UUID and its
+ * value passes the same validator as on the way in (returned in canonical form).
+ */
+function checkedRules(rules: readonly SnapshotRule[]): SnapshotRule[] {
+  return rules.map((r) => {
+    checkId(r.id);
+    const checked = checkRuleValue(r.type, r.value);
+    if (!checked.ok) throw new UnsafeValueError(`${r.type} value`, r.value);
+    return { ...r, value: checked.value };
+  });
+}
+
+function checkDomainSettings(d: SnapshotDomain): void {
+  checkId(d.id);
+  if (typeof d.wafEnabled !== 'boolean') throw new UnsafeValueError('wafEnabled', d.wafEnabled);
+  if (!(WAF_LEVELS as readonly string[]).includes(d.wafLevel)) throw new UnsafeValueError('wafLevel', d.wafLevel);
+}
+
 function collect(rules: readonly SnapshotRule[], domainId: string | null) {
   const allow = new Map<string, string>();
   const block = new Map<string, string>();
@@ -46,23 +65,17 @@ function collect(rules: readonly SnapshotRule[], domainId: string | null) {
   const countries = new Map<string, string>();
   for (const r of rules) {
     if (r.domainId !== domainId) continue;
-    checkId(r.id);
     switch (r.type) {
       case 'allow_ip':
       case 'block_ip':
-        if (!isCidr(r.value)) throw new UnsafeValueError('address', r.value);
         addFirst(r.type === 'allow_ip' ? allow : block, r.value.toLowerCase(), r.id);
         break;
       case 'block_country':
-        if (!isCountryCode(r.value)) throw new UnsafeValueError('country', r.value);
         addFirst(countries, r.value, r.id);
         break;
-      case 'block_ai_bot': {
-        const bot = findAiBot(r.value);
-        if (!bot) throw new UnsafeValueError('AI crawler', r.value);
-        addFirst(ai, bot.pattern.toLowerCase(), r.id);
+      case 'block_ai_bot':
+        addFirst(ai, findAiBot(r.value)!.pattern.toLowerCase(), r.id);
         break;
-      }
     }
   }
   return { allow, block, ai, countries };
@@ -84,12 +97,11 @@ export interface WafRender {
  * processing order. Rules and settings reach HAProxy only as map/list data and escaped Lua data.
  */
 export function renderWaf(snapshot: ServerSnapshot, dir: string, opts: { eventsPort?: number | undefined; botSecret?: string | undefined; countryMap?: string | undefined }): WafRender {
-  const rules = snapshot.rules;
+  const rules = checkedRules(snapshot.rules);
   const global = collect(rules, null);
+  // Rules come by priority, so the first rate_limit is the one with the lowest number.
   const rate = rules.find((r) => r.type === 'rate_limit');
-  const bot = rules.find((r) => r.type === 'block_bot' && JSON.parse(r.value).enabled === true);
-  if (rate) checkId(rate.id);
-  if (bot) checkId(bot.id);
+  const bot = rules.find((r) => r.type === 'block_bot' && r.value === '{"enabled":true}');
   if (opts.botSecret !== undefined && !HEX_RE.test(opts.botSecret)) throw new UnsafeValueError('bot secret', '<redacted>');
   const botOn = !!bot && !!opts.botSecret;
 
@@ -100,7 +112,7 @@ export function renderWaf(snapshot: ServerSnapshot, dir: string, opts: { eventsP
 
   const perDomain = new Map<string, DomainWaf>();
   snapshot.domains.forEach((d, index) => {
-    checkId(d.id);
+    checkDomainSettings(d);
     const c = collect(rules, d.id);
     perDomain.set(d.id, { domain: d, index, ...c });
     if (c.allow.size) files[`allow_d${index}.map`] = mapFile(c.allow);

@@ -7,7 +7,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
 import { after, describe, test } from 'node:test';
 import fc from 'fast-check';
-import type { ServerSnapshot, SnapshotDomain } from '@rampart/protocol';
+import type { ServerSnapshot, SnapshotDomain, SnapshotRule } from '@rampart/protocol';
 import { renderHaproxyConfig, UnsafeValueError, type RenderOptions, type RenderTarget } from '../src/index.js';
 import { goldenSuite } from './golden.js';
 
@@ -240,5 +240,54 @@ describe('HAProxy accepts the rendered configuration', { skip: existsSync(HAPROX
 
   test('an empty snapshot passes haproxy -c', () => {
     check(snapshot([]), 'empty');
+  });
+});
+
+describe('the renderer re-checks every rule and WAF setting itself', () => {
+  const id = (n: number) => `00000000-0000-4000-8000-${String(n).padStart(12, '0')}`;
+  const base = (): ServerSnapshot => ({
+    serverId: id(0),
+    revision: 1,
+    botSecret: 'ab'.repeat(32),
+    domains: [{ id: id(1), domain: 'shop.example.com', origins: [{ ip: '10.0.0.1', port: 80 }], sslEnabled: false, wafEnabled: true, wafLevel: 'high' }],
+    rules: [],
+  });
+  const render = (s: ServerSnapshot) =>
+    renderHaproxyConfig(s, { httpBind: { address: '*', port: 80 }, runDir: '/run/rampart' }, { configDir: '/etc/rampart/cfg' });
+
+  test('values the API would never store are refused, not written', () => {
+    const hostile: [SnapshotRule['type'], string][] = [
+      ['rate_limit', '{"requests_per_minute":1e999}'],
+      ['rate_limit', '{"requests_per_minute":"60\\n})os.exit()--"}'],
+      ['rate_limit', 'not json'],
+      ['block_bot', '{"enabled":true,"x":"\\"})"}'],
+      ['block_bot', '{'],
+      ['block_ip', '10.0.0.1 }\n    bind *:1'],
+      ['block_country', 'K"'],
+      ['block_ai_bot', 'GPTBot\n'],
+    ];
+    for (const [type, value] of hostile) {
+      const s = base();
+      s.rules = [{ id: id(2), type, value, domainId: null, priority: 1 }];
+      assert.throws(() => render(s), UnsafeValueError, `${type} ${JSON.stringify(value)}`);
+    }
+    const badId = base();
+    badId.rules = [{ id: 'x"})', type: 'block_ip', value: '10.0.0.1', domainId: null, priority: 1 }];
+    assert.throws(() => render(badId), UnsafeValueError);
+  });
+
+  test('a domain WAF level or switch outside their values is refused', () => {
+    const level = base();
+    (level.domains[0] as any).wafLevel = 'high", bot = "x';
+    assert.throws(() => render(level), UnsafeValueError);
+    const enabled = base();
+    (enabled.domains[0] as any).wafEnabled = 'true } os.exit() {';
+    assert.throws(() => render(enabled), UnsafeValueError);
+  });
+
+  test('a valid rate_limit value is written in canonical form', () => {
+    const s = base();
+    s.rules = [{ id: id(3), type: 'rate_limit', value: '{ "requests_per_minute": 120 }', domainId: null, priority: 1 }];
+    assert.match(render(s).files['waf_data.lua']!, /rate_limit = \{ rpm = 120, id = "00000000-0000-4000-8000-000000000003" \}/);
   });
 });
