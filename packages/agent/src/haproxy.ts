@@ -95,8 +95,25 @@ export class HaproxyProcess extends EventEmitter {
     clearTimeout(t);
   }
 
-  /** A command on the master CLI; resolves with its whole answer. */
-  masterCommand(command: string, timeoutMs = 5000): Promise<string> {
+  /**
+   * A command on the master CLI; resolves with its whole answer. While the master re-executes
+   * itself after a reload its socket briefly refuses connections, so those are retried for a
+   * short while instead of being taken for a failure.
+   */
+  async masterCommand(command: string, timeoutMs = 5000): Promise<string> {
+    const deadline = Date.now() + timeoutMs;
+    for (let wait = 20; ; wait = Math.min(wait * 2, 200)) {
+      try {
+        return await this.masterCommandOnce(command, Math.max(100, deadline - Date.now()));
+      } catch (err) {
+        const code = (err as NodeJS.ErrnoException).code;
+        if ((code !== 'ECONNREFUSED' && code !== 'ENOENT') || Date.now() + wait > deadline || !this.running) throw err;
+        await new Promise((r) => setTimeout(r, wait));
+      }
+    }
+  }
+
+  private masterCommandOnce(command: string, timeoutMs: number): Promise<string> {
     return new Promise((resolve, reject) => {
       const sock = connect(`${this.runDir}/${MASTER_SOCKET}`);
       let out = '';
@@ -111,9 +128,9 @@ export class HaproxyProcess extends EventEmitter {
         clearTimeout(t);
         reject(err);
       });
-      sock.on('close', () => {
+      sock.on('close', (hadError) => {
         clearTimeout(t);
-        resolve(out);
+        if (!hadError) resolve(out);
       });
     });
   }
