@@ -17,7 +17,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ensureCountrySubset, parseEventLine } from '@rampart/agent';
 import { AI_BOTS, type ServerSnapshot, type SnapshotDomain, type SnapshotRule } from '@rampart/protocol';
-import { renderHaproxyConfig } from '@rampart/proxy';
+import { DEFAULTS_SECTION, renderHaproxyConfig } from '@rampart/proxy';
 import { viaProxy } from '../test/support/cluster.js';
 import { freePort, startProcess, waitFor, type Proc } from '../test/support/processes.js';
 
@@ -80,13 +80,8 @@ async function startBare(): Promise<{ port: number; proc: Proc }> {
       'global',
       '    hard-stop-after 30s',
       '',
-      'defaults',
-      '    mode http',
-      '    option http-keep-alive',
-      '    timeout connect 5000',
-      '    timeout client 50000',
-      '    timeout server 50000',
-      '    timeout http-request 10000',
+      // the same defaults as Rampart's own configuration, so the two differ only by what Rampart adds
+      ...DEFAULTS_SECTION,
       '',
       'frontend bare',
       `    bind 127.0.0.1:${port}`,

@@ -53,7 +53,6 @@ export class Agent {
   private restarting = false;
   private readonly backoff: Backoff;
   private readonly log: NonNullable<AgentOptions['log']>;
-  connected = false;
 
   constructor(private readonly options: AgentOptions) {
     const dataDir = resolve(options.dataDir);
@@ -205,7 +204,6 @@ export class Agent {
         this.send({ type: 'agent/heartbeat', payload: { runningRevision: this.applier.state.revision } });
       }, Math.min(10_000, silence / 3));
       ws.on('open', () => {
-        this.connected = true;
         lastHeard = Date.now();
         this.send({ type: 'agent/hello', payload: { protocol: PROTOCOL_VERSION, agentVersion: AGENT_VERSION, runningRevision: this.applier.state.revision } });
         for (const r of this.reports.splice(0)) this.send({ type: 'status/report', payload: r });
@@ -228,7 +226,6 @@ export class Agent {
       });
       ws.on('close', (code, reason) => {
         clearInterval(beat);
-        this.connected = false;
         if (code === CLOSE.protocolMismatch || code === CLOSE.decommissioned || code === CLOSE.tokenRevoked) {
           this.log('error', `the service closed the connection: ${reason.toString()}`);
         }

@@ -30,6 +30,18 @@ export interface RenderedConfig {
   hash: string;
 }
 
+/** The defaults every shield server runs with (SPEC.md's timeouts); benchmarks reuse them. */
+export const DEFAULTS_SECTION: readonly string[] = [
+  'defaults',
+  '    mode http',
+  '    option http-keep-alive',
+  '    timeout connect 5000',
+  '    timeout client 50000',
+  '    timeout server 50000',
+  '    timeout http-request 10000',
+  '    default-server init-addr none',
+];
+
 export const HEALTH_SOCKET = 'health.sock';
 export const MASTER_SOCKET = 'master.sock';
 export const ADMIN_SOCKET = 'admin.sock';
@@ -74,14 +86,7 @@ export function renderHaproxyConfig(snapshot: ServerSnapshot, options: RenderOpt
       ...(options.nbthread ? [`    nbthread ${options.nbthread}`] : []),
       ...waf.global,
       '',
-      'defaults',
-      '    mode http',
-      '    option http-keep-alive',
-      '    timeout connect 5000',
-      '    timeout client 50000',
-      '    timeout server 50000',
-      '    timeout http-request 10000',
-      '    default-server init-addr none',
+      ...DEFAULTS_SECTION,
     ].join('\n'),
     [
       'frontend http_in',

@@ -60,10 +60,6 @@ export class AgentHub {
     this.timer.unref();
   }
 
-  connectedCount(): number {
-    return this.conns.size;
-  }
-
   /** On shutdown: the agents of this process are no longer connected (they will reconnect). */
   async close(): Promise<void> {
     if (this.timer) clearInterval(this.timer);
