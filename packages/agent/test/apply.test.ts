@@ -2,12 +2,12 @@ import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { mkdtemp, readFile, readlink, rm, writeFile } from 'node:fs/promises';
 import { createServer as createHttpServer, request, type Server } from 'node:http';
-import { connect, createServer, type AddressInfo } from 'node:net';
+import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import type { ServerSnapshot, SnapshotDomain } from '@rampart/protocol';
-import { inputHash, MASTER_SOCKET, renderHaproxyConfig, type RenderOptions } from '@rampart/proxy';
+import { inputHash, renderHaproxyConfig, type RenderOptions } from '@rampart/proxy';
 import { Agent } from '../src/agent.js';
 import { Applier, type ApplyResult } from '../src/apply.js';
 import { checkConfig, HaproxyProcess, parseAlerts } from '../src/haproxy.js';
@@ -54,23 +54,6 @@ function get(port: number, host: string): Promise<{ status: number; body: string
     });
     req.on('error', reject);
     req.end();
-  });
-}
-
-/**
- * `show proc` on the master CLI, half-closing after the command so HAProxy 2.6 ends the answer
- * (used to observe reloads independently of HaproxyProcess.masterCommand, tested on its own below).
- */
-function showProc(runDir: string): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const sock = connect(join(runDir, MASTER_SOCKET));
-    let out = '';
-    sock.setEncoding('utf8');
-    sock.setTimeout(3000, () => sock.destroy(new Error('show proc timed out')));
-    sock.on('connect', () => sock.end('show proc\n'));
-    sock.on('data', (d: string) => (out += d));
-    sock.on('error', reject);
-    sock.on('close', () => resolve(out));
   });
 }
 
@@ -202,12 +185,12 @@ describe('Applier with a real HAProxy', () => {
     assert.equal(await proxy.health(), hash, 'the serving worker runs the new configuration');
     assert.deepEqual(await get(httpPort, 'a.example.com'), { status: 200, body: 'origin-ok' });
 
-    const workersBefore = workerPids(await showProc(runDir));
+    const workersBefore = workerPids(await proxy.masterCommand('show proc'));
     assert.equal(workersBefore.length, 1, `one current worker: ${JSON.stringify(workersBefore)}`);
 
     const again = await applier.apply({ ...good, revision: 6 });
     assert.deepEqual(again, { ok: true, revision: 6, hash, skipped: true });
-    assert.deepEqual(workerPids(await showProc(runDir)), workersBefore, 'no reload: the same worker still serves');
+    assert.deepEqual(workerPids(await proxy.masterCommand('show proc')), workersBefore, 'no reload: the same worker still serves');
     assert.equal(await proxy.health(), hash);
 
     const saved = JSON.parse(await readFile(stateFile, 'utf8')) as { revision: unknown; hash: unknown };
@@ -227,7 +210,7 @@ describe('Applier with a real HAProxy', () => {
     const previousHash = applier.state.hash;
     assert.ok(previousHash);
     assert.equal(await proxy.health(), previousHash);
-    const workersBefore = workerPids(await showProc(runDir));
+    const workersBefore = workerPids(await proxy.masterCommand('show proc'));
 
     // The same domain twice passes the renderer's own checks but renders two backends with one
     // name, which HAProxy refuses.
@@ -249,7 +232,7 @@ describe('Applier with a real HAProxy', () => {
     assert.equal(await readlink(applier.currentLink), previousLink, '`current` still points at the previous directory');
     assert.equal(existsSync(join(configRoot, `cfg-${inputHash(bad, renderOptions).slice(0, 16)}`)), false, 'the refused directory is removed');
     assert.equal(await proxy.health(), previousHash, 'the worker still runs the previous configuration');
-    assert.deepEqual(workerPids(await showProc(runDir)), workersBefore, 'no reload happened');
+    assert.deepEqual(workerPids(await proxy.masterCommand('show proc')), workersBefore, 'no reload happened');
     assert.deepEqual(await get(httpPort, 'a.example.com'), { status: 200, body: 'origin-ok' });
     assert.equal(applier.state.revision, 6);
     assert.equal(applier.state.hash, previousHash);
