@@ -28,6 +28,12 @@ export const SnapshotDomain = Type.Object(
     sslEnabled: Type.Boolean(),
     wafEnabled: Type.Boolean(),
     wafLevel: Type.Union(WAF_LEVELS.map((l) => Type.Literal(l))),
+    /**
+     * The addresses of every live shield server of this domain (each one's publicIp, else the
+     * address its agent connected from): before ordering a certificate the agent checks that the
+     * domain resolves to one of them.
+     */
+    serverAddresses: Type.Array(Type.String({ maxLength: 45 }), { maxItems: 100 }),
   },
   { additionalProperties: false },
 );
@@ -106,13 +112,52 @@ export const WafEventItem = Type.Object(
 );
 export type WafEventItem = Static<typeof WafEventItem>;
 export const EventsBatch = message('events/batch', Type.Object({ events: Type.Array(WafEventItem, { maxItems: 500 }) }, { additionalProperties: false }));
-export const AgentMessage = Type.Union([AgentHello, AgentHeartbeat, ConfigAck, StatusReport, EventsBatch]);
+
+// Certificates (HTTP-01). An agent asks for an order slot before every order (the service keeps
+// the authority's cap per registered domain), publishes each key authorization so every server of
+// the domain can answer the validation, and reports each certificate's state.
+const RequestId = Type.String({ pattern: '^[A-Za-z0-9_-]{1,64}$' });
+const Hostname = Type.String({ minLength: 1, maxLength: 253 });
+export const ACME_TOKEN_PATTERN = '^[A-Za-z0-9_-]{1,128}$';
+export const KEY_AUTHORIZATION_PATTERN = '^[A-Za-z0-9_-]{1,128}\\.[A-Za-z0-9_-]{43}$';
+const ChallengeFields = {
+  domain: Hostname,
+  token: Type.String({ pattern: ACME_TOKEN_PATTERN }),
+  keyAuthorization: Type.String({ pattern: KEY_AUTHORIZATION_PATTERN }),
+  action: Type.Union([Type.Literal('add'), Type.Literal('remove')]),
+};
+export const AcmeSlotRequest = message('acme/slot-request', Type.Object({ requestId: RequestId, domain: Hostname }, { additionalProperties: false }));
+export const AcmeChallengePublish = message('acme/challenge-publish', Type.Object({ requestId: RequestId, ...ChallengeFields }, { additionalProperties: false }));
+export const CERT_STATES = ['pending', 'active', 'error'] as const;
+export type CertState = (typeof CERT_STATES)[number];
+export const CertStatus = message(
+  'cert/status',
+  Type.Object(
+    {
+      domain: Hostname,
+      status: Type.Union(CERT_STATES.map((s) => Type.Literal(s))),
+      /** Unix time in seconds of the served certificate's notAfter; null while there is none. */
+      expiresAt: Type.Union([Type.Integer({ minimum: 0 }), Type.Null()]),
+      message: Type.Union([Type.String({ maxLength: 1000 }), Type.Null()]),
+    },
+    { additionalProperties: false },
+  ),
+);
+export const AgentMessage = Type.Union([AgentHello, AgentHeartbeat, ConfigAck, StatusReport, EventsBatch, AcmeSlotRequest, AcmeChallengePublish, CertStatus]);
 export type AgentMessage = Static<typeof AgentMessage>;
 
 // service -> agent
 export const ConfigSnapshot = message('config/snapshot', ServerSnapshot);
 export const ServiceHeartbeat = message('service/heartbeat', Type.Object({}, { additionalProperties: false }));
-export const ServiceMessage = Type.Union([ConfigSnapshot, ServiceHeartbeat]);
+export const AcmeSlotReply = message(
+  'acme/slot-reply',
+  Type.Object({ requestId: RequestId, granted: Type.Boolean(), message: Type.Union([Type.String({ maxLength: 1000 }), Type.Null()]) }, { additionalProperties: false }),
+);
+/** A key authorization to serve (add) or forget (remove), relayed to every agent of the domain. */
+export const AcmeChallenge = message('acme/challenge', Type.Object(ChallengeFields, { additionalProperties: false }));
+/** Answers a publish once the challenge has been sent to the domain's other connected agents. */
+export const AcmeChallengeReply = message('acme/challenge-reply', Type.Object({ requestId: RequestId, relayedTo: Type.Integer({ minimum: 0 }) }, { additionalProperties: false }));
+export const ServiceMessage = Type.Union([ConfigSnapshot, ServiceHeartbeat, AcmeSlotReply, AcmeChallenge, AcmeChallengeReply]);
 export type ServiceMessage = Static<typeof ServiceMessage>;
 
 const agentCheck = TypeCompiler.Compile(AgentMessage);
@@ -134,3 +179,7 @@ function parseWith<T>(check: { Check(v: unknown): boolean; Errors(v: unknown): I
 
 export const parseAgentMessage = (raw: string): Parsed<AgentMessage> => parseWith(agentCheck, raw);
 export const parseServiceMessage = (raw: string): Parsed<ServiceMessage> => parseWith(serviceCheck, raw);
+
+/** A domain's certificate state as the API shows it (`sslStatus`): `off` when sslEnabled is false. */
+export const SSL_STATUSES = ['off', 'pending', 'active', 'error'] as const;
+export type SslStatus = (typeof SSL_STATUSES)[number];
