@@ -26,24 +26,52 @@ export function assertRenderable(d: RoutedDomain): void {
   }
 }
 
+/** What a live shield server adds to a domain's backend; the export template has none of it. */
+export interface LiveBackend {
+  /** WAF lines, before the request headers are set. */
+  requestRules: readonly string[];
+  /** Set once the domain has a certificate: plain-HTTP requests get a 301 to this origin ("https://host[:port]"). */
+  httpsRedirect?: string | undefined;
+}
+
 /**
- * One backend per domain, as SPEC.md describes it: health check on "/", the three request headers,
- * and one health-checked server line per origin named origin0, origin1, ... The export template
- * says X-Forwarded-Proto https as SPEC.md gives it; a live shield server says what the client used.
+ * Client-sent headers an origin might take for the client's address or scheme. They are dropped
+ * before HAProxy sets its own (X-Forwarded-For by `option forwardfor`, X-Real-IP, X-Forwarded-Proto);
+ * any header with an underscore goes too, since many servers read "X_Real_IP" as "X-Real-IP".
  */
-export function renderBackend(d: RoutedDomain, forwardedProto: 'https' | 'from-connection' = 'https', requestRules: readonly string[] = []): string {
+const SPOOFABLE_HEADERS = '^(?:x-forwarded-(?:for|host|port|server)|forwarded|true-client-ip|x-client-ip|x-cluster-client-ip|cf-connecting-ip|fastly-client-ip)$';
+
+/**
+ * One backend per domain, as docs/api.md describes the export template: health check on "/", the three request headers,
+ * and one health-checked server line per origin named origin0, origin1, ... The export template
+ * says X-Forwarded-Proto https as the specification gives it; a live shield server says what the client used,
+ * redirects plain HTTP once the domain has a certificate, and forwards the client address itself.
+ */
+export function renderBackend(d: RoutedDomain, live?: LiveBackend): string {
   assertRenderable(d);
-  const proto = forwardedProto === 'https' ? 'https' : '%[ssl_fc,iif(https,http)]';
-  const lines = [
-    `backend ${backendName(d.domain)}`,
-    '    option httpchk',
-    `    http-check send meth GET uri / ver HTTP/1.1 hdr Host ${d.domain}`,
-    ...requestRules,
-    `    http-request set-header X-Forwarded-Proto ${proto}`,
+  const lines = [`backend ${backendName(d.domain)}`, '    option httpchk', `    http-check send meth GET uri / ver HTTP/1.1 hdr Host ${d.domain}`];
+  if (live) {
+    if (live.httpsRedirect !== undefined) {
+      if (!/^https:\/\/[a-z0-9.-]+(?::\d{1,5})?$/.test(live.httpsRedirect)) throw new UnsafeValueError('redirect', live.httpsRedirect);
+      // Before the WAF: the redirected request comes back over HTTPS and is checked there.
+      lines.push(`    http-request redirect prefix ${live.httpsRedirect} code 301 unless { ssl_fc }`);
+    }
+    lines.push(
+      '    option forwardfor',
+      ...live.requestRules,
+      // HTX keeps header names lowercased, so one case-sensitive pass finds every spelling.
+      `    http-request del-header ${SPOOFABLE_HEADERS} -m reg`,
+      '    http-request del-header _ -m sub',
+      '    http-request set-header X-Forwarded-Proto %[ssl_fc,iif(https,http)]',
+    );
+  } else {
+    lines.push('    http-request set-header X-Forwarded-Proto https');
+  }
+  lines.push(
     '    http-request set-header X-Real-IP %[src]',
     `    http-request set-header Host ${d.domain}`,
     ...d.origins.map((o, i) => `    server origin${i} ${formatHostPort(o.ip, o.port)} check`),
-  ];
+  );
   return lines.join('\n');
 }
 

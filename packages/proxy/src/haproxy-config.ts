@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { isAbsolute } from 'node:path';
-import { isPort, type ServerSnapshot } from '@rampart/protocol';
+import { isHostname, isPort, type ServerSnapshot } from '@rampart/protocol';
 import { backendName } from '@rampart/protocol';
 import { assertRenderable, byDomain, renderBackend, UnsafeValueError } from './backend.js';
 import { renderWaf } from './waf.js';
@@ -8,6 +8,12 @@ import { renderWaf } from './waf.js';
 export interface RenderOptions {
   /** Address:port pairs are the agent's own settings, never user input. */
   httpBind: { address: string; port: number };
+  /** Bound (same address as httpBind) only while at least one domain has a certificate. */
+  httpsPort?: number | undefined;
+  /** Served certificates: one PEM file (chain and key) per domain with sslEnabled. */
+  certificates?: readonly ServedCertificate[] | undefined;
+  /** Loopback port of the agent's ACME HTTP-01 responder. */
+  acmePort?: number | undefined;
   /** Absolute directory for HAProxy's runtime sockets (stable across revisions). */
   runDir: string;
   /** Loopback UDP port of the agent's syslog listener for WAF events. */
@@ -16,6 +22,12 @@ export interface RenderOptions {
   nbthread?: number | undefined;
   /** Absolute path of the CIDR -> country map, looked up only when a block_country rule exists. */
   countryMap?: string | undefined;
+}
+
+export interface ServedCertificate {
+  domain: string;
+  /** Absolute path of the PEM file; its name changes with its content, so a renewal changes the hash. */
+  file: string;
 }
 
 export interface RenderTarget {
@@ -30,7 +42,7 @@ export interface RenderedConfig {
   hash: string;
 }
 
-/** The defaults every shield server runs with (SPEC.md's timeouts); benchmarks reuse them. */
+/** The defaults every shield server runs with (the specification's timeouts); benchmarks reuse them. */
 export const DEFAULTS_SECTION: readonly string[] = [
   'defaults',
   '    mode http',
@@ -41,6 +53,20 @@ export const DEFAULTS_SECTION: readonly string[] = [
   '    timeout http-request 10000',
   '    default-server init-addr none',
 ];
+
+/**
+ * TLS as Mozilla's "intermediate" profile has it: TLS 1.2 and 1.3 only, forward-secret AEAD
+ * ciphers, no session tickets (their keys would never rotate). Benchmarks reuse it.
+ */
+export const TLS_GLOBAL: readonly string[] = [
+  '    ssl-default-bind-ciphers ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305',
+  '    ssl-default-bind-ciphersuites TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256',
+  '    ssl-default-bind-options ssl-min-ver TLSv1.2 no-tls-tickets',
+];
+export const ALPN = 'h2,http/1.1';
+
+/** The path of the ACME HTTP-01 challenge, answered for every host before anything else. */
+export const ACME_CHALLENGE_PATH = '/.well-known/acme-challenge/';
 
 export const HEALTH_SOCKET = 'health.sock';
 export const MASTER_SOCKET = 'master.sock';
@@ -55,6 +81,12 @@ function checkOptions(o: RenderOptions, t: RenderTarget): void {
   if (!isPort(o.httpBind.port)) throw new UnsafeValueError('bind port', o.httpBind.port);
   if (o.countryMap !== undefined && (!isAbsolute(o.countryMap) || !SAFE_PATH.test(o.countryMap))) throw new UnsafeValueError('countryMap', o.countryMap);
   if (o.eventsPort !== undefined && !isPort(o.eventsPort)) throw new UnsafeValueError('events port', o.eventsPort);
+  if (o.httpsPort !== undefined && !isPort(o.httpsPort)) throw new UnsafeValueError('https port', o.httpsPort);
+  if (o.acmePort !== undefined && !isPort(o.acmePort)) throw new UnsafeValueError('acme port', o.acmePort);
+  for (const c of o.certificates ?? []) {
+    if (!isHostname(c.domain)) throw new UnsafeValueError('certificate domain', c.domain);
+    if (!isAbsolute(c.file) || !SAFE_PATH.test(c.file)) throw new UnsafeValueError('certificate file', c.file);
+  }
   if (o.nbthread !== undefined && (!Number.isInteger(o.nbthread) || o.nbthread < 1 || o.nbthread > 64)) throw new UnsafeValueError('nbthread', o.nbthread);
 }
 
@@ -76,7 +108,14 @@ export function renderHaproxyConfig(snapshot: ServerSnapshot, options: RenderOpt
   domains.forEach(assertRenderable);
   const hash = inputHash(snapshot, options);
   const waf = renderWaf(snapshot, target.configDir, { eventsPort: options.eventsPort, botSecret: snapshot.botSecret, countryMap: options.countryMap });
-  const bind = `${options.httpBind.address}:${options.httpBind.port}`;
+  const bindAddress = options.httpBind.address;
+  // Only the certificates of domains this snapshot serves with sslEnabled; each domain once.
+  const sslDomains = new Set(domains.filter((d) => d.sslEnabled).map((d) => d.domain));
+  const certs = new Map<string, string>();
+  for (const c of options.certificates ?? []) if (sslDomains.has(c.domain) && !certs.has(c.domain)) certs.set(c.domain, c.file);
+  const https = options.httpsPort !== undefined && certs.size > 0;
+  const httpsOrigin = (domain: string) => `https://${domain}${options.httpsPort === 443 ? '' : `:${options.httpsPort}`}`;
+  const acme = options.acmePort !== undefined;
 
   const cfg = [
     [
@@ -84,14 +123,19 @@ export function renderHaproxyConfig(snapshot: ServerSnapshot, options: RenderOpt
       `    stats socket ${options.runDir}/${ADMIN_SOCKET} mode 600 level admin expose-fd listeners`,
       '    hard-stop-after 30s',
       ...(options.nbthread ? [`    nbthread ${options.nbthread}`] : []),
+      ...TLS_GLOBAL,
       ...waf.global,
       '',
       ...DEFAULTS_SECTION,
     ].join('\n'),
     [
       'frontend http_in',
-      `    bind ${bind}`,
+      `    bind ${bindAddress}:${options.httpBind.port}`,
+      ...(https ? [`    bind ${bindAddress}:${options.httpsPort} ssl crt-list ${target.configDir}/certificates.list alpn ${ALPN}`] : []),
       ...waf.frontend,
+      // The ACME challenge reaches the agent's responder before host routing, redirects and the
+      // WAF (whose decisions are taken in the domain backends), for every host.
+      ...(acme ? [`    use_backend acme_responder if { path_beg ${ACME_CHALLENGE_PATH} }`] : []),
       `    use_backend %[req.hdr(host),lower,field(1,:),map(${mapFile},default_404)]`,
       '    default_backend default_404',
     ].join('\n'),
@@ -102,7 +146,8 @@ export function renderHaproxyConfig(snapshot: ServerSnapshot, options: RenderOpt
       `    http-request return status 200 content-type text/plain string ${hash}`,
     ].join('\n'),
     ['backend default_404', '    http-request return status 404 content-type text/plain string "Not Found"'].join('\n'),
-    ...domains.map((d) => renderBackend(d, 'from-connection', waf.backend(d))),
+    ...(acme ? [['backend acme_responder', `    server responder 127.0.0.1:${options.acmePort}`].join('\n')] : []),
+    ...domains.map((d) => renderBackend(d, { requestRules: waf.backend(d), httpsRedirect: https && certs.has(d.domain) ? httpsOrigin(d.domain) : undefined })),
   ];
   const map = domains.map((d) => `${d.domain} ${backendName(d.domain)}`).join('\n');
   return {
@@ -110,6 +155,7 @@ export function renderHaproxyConfig(snapshot: ServerSnapshot, options: RenderOpt
       ...waf.files,
       'haproxy.cfg': `# Generated by Rampart. Do not edit.\n${cfg.join('\n\n')}\n`,
       'domains.map': map ? `${map}\n` : '',
+      ...(https ? { 'certificates.list': [...certs].map(([domain, file]) => `${file} ${domain}\n`).join('') } : {}),
     },
     hash,
   };
