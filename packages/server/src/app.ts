@@ -19,7 +19,7 @@ import { ErrorBody } from './schemas.js';
 import { SERVICE_VERSION } from './services/export.js';
 import { validationMessage } from './validation-message.js';
 
-/** What a route may do while the account is frozen: SPEC.md blocks every mutation but a few. */
+/** What a route may do while the account is frozen: docs/api.md lists the few mutations that still work. */
 export type FrozenPolicy = 'block' | 'allow' | 'origins-only';
 
 declare module 'fastify' {

@@ -1,5 +1,5 @@
 // Plans and their monthly prices in cents. Prices can be overridden by the operator with
-// RAMPART_PLAN_PRICES='{"pro":2900,"enterprise":29900}' (cents), see docs/billing.md.
+// RAMPART_PLAN_PRICES='{"pro":2900,"enterprise":29900}' (cents), see docs/api.md.
 
 export const PLANS = ['free', 'pro', 'enterprise'] as const;
 export type Plan = (typeof PLANS)[number];

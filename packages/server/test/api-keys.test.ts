@@ -3,7 +3,7 @@ import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { describe, test } from 'node:test';
 import { backends, call, makeTestApp, newAccount, type Backend, type TestApp } from './helpers.js';
 
-// SPEC.md "API keys": creation (snake_case answer), listing (camelCase, never the key), the
+// docs/api.md "API keys": creation (snake_case answer), listing (camelCase, never the key), the
 // 10-key limit, deletion (404 for unknown/foreign, 401 at once afterwards), names of 1 to 100
 // characters, plan gating, and SHA-256-only storage. Storage matters here, so both backends.
 

@@ -3,7 +3,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { describe, test } from 'node:test';
 import { ADMIN_TOKEN, call, makeTestApp, newAccount } from './helpers.js';
 
-// SPEC.md "Authentication" and DESIGN.md's session and operator contracts: one identical 401 for
+// docs/api.md "Conventions", "Browser sessions" and "Operator API": one identical 401 for
 // every kind of bad credential, browser sessions (register, login, logout) with a hardened cookie,
 // the operator API's bearer token, what is stored (scrypt passwords, hashed session tokens), and
 // the generated OpenAPI document and docs page.

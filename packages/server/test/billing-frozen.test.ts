@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { describe, test } from 'node:test';
 import { call, makeTestApp, newAccount } from './helpers.js';
 
-// SPEC.md "States and transitions / Account" and DESIGN.md's billing contract: the monthly charge
+// docs/api.md "Account, billing and notifications" and "Frozen accounts": the monthly charge
 // (29 dollars on Pro), freezing on an insufficient balance, what a frozen account may and may not
 // do, deposits and their confirmation (active again at once), and the due-date logic of the
 // operator's charge run.

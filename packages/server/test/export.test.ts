@@ -3,7 +3,7 @@ import { createHash } from 'node:crypto';
 import { describe, test } from 'node:test';
 import { call, makeTestApp, newAccount } from './helpers.js';
 
-// SPEC.md "Configuration export": headers and file name, the exact document shape, what is in it
+// docs/api.md "Configuration export": headers and file name, the exact document shape, what is in it
 // (servers without tokens, domains, ip_blacklist and rate_limit rules, the HAProxy template) and
 // what never is (tokens, bot rules, other rule types, API keys, balance, transactions). It works
 // with an API key, a session cookie, and for a frozen account.
@@ -92,7 +92,7 @@ describe('configuration export', async () => {
     assert.doesNotThrow(() => JSON.parse(raw), 'the body is JSON');
   });
 
-  test('the document has exactly the SPEC fields', () => {
+  test('the document has exactly the documented fields', () => {
     assert.deepEqual(Object.keys(doc).sort(), TOP_FIELDS);
     assert.equal(typeof doc.exported_at, 'string');
     assert.equal(new Date(doc.exported_at).toISOString(), doc.exported_at, 'exported_at is ISO 8601');
@@ -113,7 +113,7 @@ describe('configuration export', async () => {
     ]);
   });
 
-  test('domains: origins as host:port strings ([::1]:80 for IPv6) and the SPEC fields', () => {
+  test('domains: origins as host:port strings ([::1]:80 for IPv6) and the documented fields', () => {
     for (const d of doc.domains) assert.deepEqual(Object.keys(d).sort(), DOMAIN_FIELDS);
     const sorted = [...doc.domains].sort((a, b) => a.domain.localeCompare(b.domain));
     assert.deepEqual(sorted, [
@@ -229,7 +229,7 @@ describe('configuration export', async () => {
     assert.equal([...secs.keys()].filter((h) => h.startsWith('backend be_')).length, 2, 'one backend per domain');
   });
 
-  test('the template: SPEC timeouts, no 443, no certificates, no WAF or bot logic', () => {
+  test('the template: the documented timeouts, no 443, no certificates, no WAF or bot logic', () => {
     const cfg: string = doc.proxy_config_template;
     assert.match(cfg, /^\s*timeout connect 5000(ms)?\s*$/m);
     assert.match(cfg, /^\s*timeout client 50000(ms)?\s*$/m);

@@ -6,7 +6,7 @@ import { startServer } from '../src/serve.js';
 import { waitFor } from '../../../test/support/processes.js';
 import { ADMIN_TOKEN, call, newAccount } from './helpers.js';
 
-// The agent hub (DESIGN.md "The flow of one change", SPEC.md "Authentication" 5): a real control plane
+// The agent hub (docs/architecture.md "The flow of one change", docs/api.md "The agent WebSocket"): a real control plane
 // in this process, and the `ws` client playing a shield-server agent. The token travels only in
 // the Authorization header; a snapshot goes out on hello and after every change; acks, closes and
 // silent agents end up in the server's status and notifications.

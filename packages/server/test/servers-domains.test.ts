@@ -3,7 +3,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import { describe, test } from 'node:test';
 import { call, makeTestApp, newAccount } from './helpers.js';
 
-// SPEC.md "Servers and domains" and DESIGN.md's customer endpoints: servers with a connection token
+// docs/api.md "Shield servers" and "Domains": servers with a connection token
 // shown once and stored as SHA-256, token regeneration, decommissioning; domains with strict
 // hostname/address/port validation, per-account scoping (404), duplicates (409), updates, deletion,
 // and the desired revision of every server a change touches.

@@ -187,7 +187,7 @@ export class AgentHub {
         return;
       case 'status/report':
         await notify(this.ctx, { accountId: c.accountId, serverId: c.serverId, kind: m.payload.kind, message: m.payload.message });
-        // SPEC: server_error covers a proxy crash too (a failed reload raises it through its ack).
+        // docs/api.md: server_error covers a proxy crash too (a failed reload raises it through its ack).
         if (m.payload.kind === 'proxy_crash') {
           await notify(this.ctx, { accountId: c.accountId, serverId: c.serverId, kind: 'server_error', message: m.payload.message });
         }

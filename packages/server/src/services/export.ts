@@ -8,7 +8,7 @@ export const SERVICE_NAME = 'Rampart';
 export const SERVICE_VERSION = '0.1.0';
 
 /**
- * The portable export of SPEC.md: servers without tokens, domains, and only the IP blacklist and
+ * The portable export (docs/api.md): servers without tokens, domains, and only the IP blacklist and
  * rate-limit rules. Bot rules, analytics, billing, notification settings and keys stay out.
  */
 export async function buildExport(ctx: ServiceContext, accountId: string) {
