@@ -24,7 +24,7 @@ export interface AgentOptions {
   nbthread?: number;
   /** A CIDR -> country map to use instead of the one generated from the bundled data set. */
   countryMap?: string;
-  /** Proxy health check interval (SPEC: 10 s). */
+  /** Proxy health check interval (docs/architecture.md: 10 s). */
   healthIntervalMs?: number;
   /** Without a message or ping from the service for this long, the connection is dropped. */
   silenceMs?: number;

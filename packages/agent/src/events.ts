@@ -1,7 +1,7 @@
 import { createSocket, type Socket } from 'node:dgram';
 import { isHostname, isIP, WAF_REASONS, type WafEventItem } from '@rampart/protocol';
 
-/** SPEC: at most 5,000 events per server per (UTC) day are stored; blocking goes on regardless. */
+/** docs/architecture.md "The event log": at most 5,000 events per server per (UTC) day are stored; blocking goes on regardless. */
 export const DAILY_EVENT_CAP = 5000;
 const MAX_BUFFERED = 5000;
 const BATCH = 500;

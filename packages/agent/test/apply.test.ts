@@ -12,7 +12,7 @@ import { Agent } from '../src/agent.js';
 import { Applier, type ApplyResult } from '../src/apply.js';
 import { checkConfig, HaproxyProcess, parseAlerts } from '../src/haproxy.js';
 
-// DESIGN.md "The flow of one change" step 5 and STYLE.md habits 4-5: one apply at a time, the
+// docs/architecture.md "Applying a configuration": one apply at a time, the
 // latest wins; identical state is skipped by hash without a reload; a configuration that
 // `haproxy -c` refuses never goes live, and the last-known-good keeps serving.
 

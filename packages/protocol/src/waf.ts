@@ -41,7 +41,7 @@ function parseJsonObject(value: string): Record<string, unknown> | undefined {
 }
 
 /**
- * Checks a rule's value against SPEC.md's value table and returns it in canonical form (AI crawler
+ * Checks a rule's value against the value table of docs/api.md and returns it in canonical form (AI crawler
  * names as listed, JSON values re-serialized with only their known field).
  */
 export function checkRuleValue(ruleType: RuleType, value: string): RuleValueCheck {

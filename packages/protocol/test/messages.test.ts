@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { parseAgentMessage, parseServiceMessage, PROTOCOL_VERSION, type AgentMessage, type ServerSnapshot, type ServiceMessage } from '../src/index.js';
 
-// STYLE.md habit 8: WebSocket messages are named area/verb, each with a schema; no `any` crosses the
+// docs/architecture.md "The agent connection": WebSocket messages are named area/verb, each with a schema; no `any` crosses the
 // wire. Both ends parse through these functions, so anything they let through reaches the hub or
 // the agent as typed data.
 
