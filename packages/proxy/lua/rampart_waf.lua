@@ -2,7 +2,7 @@
 -- all threads, so rate-limit counters are per source IP for the whole shield server).
 --
 -- The native part of the configuration looks things up (IP maps, user-agent lists, OWASP regexes)
--- and leaves the results in txn variables; this engine applies SPEC.md's processing order to them,
+-- and leaves the results in txn variables; this engine applies docs/architecture.md's processing order to them,
 -- first decisive step wins:
 --   1 whitelist -> pass   2 blacklist/country -> 403   3 bad bot / AI crawler -> 403, challenge -> 200
 --   4 rate limit -> 429   5 OWASP (high only) -> 403   6 pass

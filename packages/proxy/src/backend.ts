@@ -44,7 +44,7 @@ const SPOOFABLE_HEADERS = '^(?:x-forwarded-(?:for|host|port|server)|forwarded|tr
 /**
  * One backend per domain, as docs/api.md describes the export template: health check on "/", the three request headers,
  * and one health-checked server line per origin named origin0, origin1, ... The export template
- * says X-Forwarded-Proto https as the specification gives it; a live shield server says what the client used,
+ * says X-Forwarded-Proto https as docs/api.md gives it; a live shield server says what the client used,
  * redirects plain HTTP once the domain has a certificate, and forwards the client address itself.
  */
 export function renderBackend(d: RoutedDomain, live?: LiveBackend): string {

@@ -42,7 +42,7 @@ export interface RenderedConfig {
   hash: string;
 }
 
-/** The defaults every shield server runs with (the specification's timeouts); benchmarks reuse them. */
+/** The defaults every shield server runs with (the export template's timeouts, docs/api.md); benchmarks reuse them. */
 export const DEFAULTS_SECTION: readonly string[] = [
   'defaults',
   '    mode http',

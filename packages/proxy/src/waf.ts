@@ -93,7 +93,7 @@ export interface WafRender {
 
 /**
  * The WAF part of a shield server's configuration: native lookups (IP maps, user-agent lists,
- * OWASP regexes) whose results land in txn variables, then one Lua action that applies SPEC.md's
+ * OWASP regexes) whose results land in txn variables, then one Lua action that applies docs/architecture.md's
  * processing order. Rules and settings reach HAProxy only as map/list data and escaped Lua data.
  */
 export function renderWaf(snapshot: ServerSnapshot, dir: string, opts: { eventsPort?: number | undefined; botSecret?: string | undefined; countryMap?: string | undefined }): WafRender {

@@ -11,7 +11,7 @@ import type { ServerSnapshot, SnapshotDomain, SnapshotRule } from '@rampart/prot
 import { renderHaproxyConfig, UnsafeValueError, type RenderOptions, type RenderTarget } from '../src/index.js';
 import { goldenSuite } from './golden.js';
 
-// The live shield-server renderer (DESIGN.md "Data plane"): snapshot in, { files, hash } out.
+// The live shield-server renderer (docs/architecture.md "Data plane"): snapshot in, { files, hash } out.
 // Golden files show every change to the generated configuration; the rest proves that user strings
 // never change its structure, that routing stays one backend per domain, and that HAProxy accepts it.
 

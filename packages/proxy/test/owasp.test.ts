@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { describe, test } from 'node:test';
 
-// SPEC.md "WAF behaviour", step 5: the OWASP pattern lists (assets/sqli.lst, assets/xss.lst) that
+// docs/architecture.md "The WAF", step 5: the OWASP pattern lists (assets/sqli.lst, assets/xss.lst) that
 // HAProxy matches with `url,url_dec -m reg -i -f <list>` on path plus query. Here the same patterns
 // run as JavaScript RegExps with the 'i' flag against URLs decoded the way HAProxy 2.6 decodes them.
 

@@ -4,8 +4,8 @@ import { fileURLToPath } from 'node:url';
 import { test } from 'node:test';
 
 // The Lua WAF engine's own unit tests (test/lua/waf_engine_test.lua) run by a plain Lua 5.3, the
-// version HAProxy embeds: the processing order, levels and rate limiter rules of SPEC.md
-// "WAF behaviour" against the pure functions of lua/rampart_waf.lua.
+// version HAProxy embeds: the processing order, levels and rate limiter rules of docs/architecture.md
+// "The WAF" against the pure functions of lua/rampart_waf.lua.
 
 const LUA = process.env.RAMPART_LUA ?? 'lua5.3';
 const script = fileURLToPath(new URL('./lua/waf_engine_test.lua', import.meta.url));

@@ -1,7 +1,7 @@
 -- Unit tests of the Rampart WAF engine (lua/rampart_waf.lua) in plain Lua 5.3, outside HAProxy.
 -- Usage: lua5.3 waf_engine_test.lua path/to/rampart_waf.lua
 -- `core` is nil, so only the pure module loads (decide, the rate limiter, the cookie parser); the
--- HAProxy glue behind `if core ~= nil` is skipped. Checks SPEC.md "WAF behaviour": the processing
+-- HAProxy glue behind `if core ~= nil` is skipped. Checks docs/architecture.md "The WAF": the processing
 -- order (first decisive step wins), the levels, and the rate limiter rules.
 
 core = nil
