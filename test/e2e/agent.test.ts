@@ -66,7 +66,7 @@ describe('shield agent with real HAProxy', () => {
     await waitForOrigin(agent.httpPort, 'crash.example.test', 'a', 15_000);
     assert.ok(Date.now() - before < 15_000);
     await waitFor(async () => (await api.call('GET', '/api/notifications')).body.some((n: any) => n.kind === 'proxy_crash'), 'a proxy_crash notification');
-    // SPEC: server_error is raised for a proxy crash too
+    // docs/api.md: server_error is raised for a proxy crash too
     const kinds = (await api.call('GET', '/api/notifications')).body.map((n: any) => n.kind);
     assert.ok(kinds.includes('server_error'), `notifications: ${kinds.join(', ')}`);
   });

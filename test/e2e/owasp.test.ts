@@ -4,7 +4,7 @@ import { after, before, describe, test } from 'node:test';
 import { apiClient, ADMIN, settle, startAgent, startOrigin, viaProxy, type AgentProc, type ApiClient } from '../support/cluster.js';
 import { freePort, startServe, waitFor } from '../support/processes.js';
 
-// SPEC.md "WAF behaviour", step 5, through a real control plane, agent and HAProxy: a domain at
+// docs/architecture.md "The WAF", step 5, through a real control plane, agent and HAProxy: a domain at
 // level high with no other rules lets ordinary URLs through (packages/proxy/test/fixtures/
 // ordinary-urls.txt) and refuses every attack (fixtures/attacks.txt) with 403 and an event.
 

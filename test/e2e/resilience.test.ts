@@ -6,7 +6,7 @@ import { after, before, describe, test } from 'node:test';
 import { apiClient, ADMIN, startAgent, startOrigin, steadyLoad, viaProxy, waitForOrigin, type AgentProc, type ApiClient } from '../support/cluster.js';
 import { freePort, startServe, waitFor } from '../support/processes.js';
 
-// SPEC: the agent keeps serving while the control plane is away and resyncs when it returns.
+// docs/architecture.md: the agent keeps serving while the control plane is away and resyncs when it returns.
 const OUTAGE_MS = Number(process.env.RAMPART_E2E_OUTAGE_MS ?? 60_000);
 
 describe('resilience under steady traffic', () => {

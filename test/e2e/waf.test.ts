@@ -6,7 +6,7 @@ import { after, before, describe, test } from 'node:test';
 import { apiClient, ADMIN, settle, startAgent, startOrigin, viaProxy, type AgentProc, type ApiClient } from '../support/cluster.js';
 import { freePort, startServe, waitFor } from '../support/processes.js';
 
-// SPEC.md "WAF behaviour" through a real control plane, agent and HAProxy (2 threads), with
+// docs/architecture.md "The WAF" through a real control plane, agent and HAProxy (2 threads), with
 // requests from different loopback source addresses.
 describe('WAF through real HAProxy', () => {
   let serve: Awaited<ReturnType<typeof startServe>>;
