@@ -1,9 +1,16 @@
+import { randomUUID } from 'node:crypto';
 import { mkdir } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
-import { CLOSE, parseServiceMessage, PROTOCOL_VERSION, type AgentMessage, type ServerSnapshot } from '@rampart/protocol';
+import { CLOSE, parseServiceMessage, PROTOCOL_VERSION, type AgentMessage, type ServerSnapshot, type ServiceMessage } from '@rampart/protocol';
+import type { RenderOptions } from '@rampart/proxy';
 import WebSocket from 'ws';
 import { Applier, type ApplyResult } from './apply.js';
-import { Backoff, delay } from './backoff.js';
+import { reconnectBackoff, systemClock, type Backoff, type Clock } from './backoff.js';
+import { AcmeIssuer, directoryUrl, type CertificateIssuer } from './certificates/issuer.js';
+import { CertificateManager, type CertificateLink, type CertStatusReport } from './certificates/manager.js';
+import { makeResolver, type ResolveFn } from './certificates/resolve.js';
+import { ChallengeResponder } from './certificates/responder.js';
+import { CertificateStore } from './certificates/store.js';
 import { EventCollector } from './events.js';
 import { ensureCountrySubset } from './geo.js';
 import { HaproxyProcess } from './haproxy.js';
@@ -24,73 +31,127 @@ export interface AgentOptions {
   nbthread?: number;
   /** A CIDR -> country map to use instead of the one generated from the bundled data set. */
   countryMap?: string;
-  /** Proxy health check interval (docs/architecture.md: 10 s). */
+  /** ACME directory URL, or `production`/`staging` for Let's Encrypt's (default production). */
+  acmeDirectory?: string;
+  acmeEmail?: string;
+  /** DNS server (HOST:PORT) for the check that a domain points here (default: the system's resolver). */
+  resolver?: string;
+  /** Renew certificates this many days before they expire (30). */
+  renewBeforeDays?: number;
+  /** Proxy health check interval (10 s). */
   healthIntervalMs?: number;
   /** Without a message or ping from the service for this long, the connection is dropped. */
   silenceMs?: number;
   backoff?: Backoff;
+  clock?: Clock;
+  /** Stand-ins for unit tests; the real ones otherwise. */
+  issuer?: CertificateIssuer;
+  resolve?: ResolveFn;
   log?: (level: 'info' | 'warn' | 'error', msg: string) => void;
 }
 
 type Report = Extract<AgentMessage, { type: 'status/report' }>['payload'];
+type Reply = Extract<ServiceMessage, { type: 'acme/slot-reply' | 'acme/challenge-reply' }>['payload'];
+
+/** Everything the agent's loops decide on, in one place. */
+export interface AgentLoopState {
+  connection: 'connecting' | 'connected' | 'waiting' | 'stopped';
+  /** The latest snapshot the service sent: what this server should run. */
+  desired: ServerSnapshot | undefined;
+  /** A snapshot waiting for the apply in progress (latest wins). */
+  queued: ServerSnapshot | undefined;
+  applying: Promise<void> | undefined;
+}
+
+const REQUEST_TIMEOUT_MS = 10_000;
 
 /**
  * The shield-server agent: owns one HAProxy, keeps an outbound WebSocket to the service with
- * capped, jittered backoff, applies one snapshot at a time (the latest wins), and restarts HAProxy
- * on its last-known-good configuration if it dies. It keeps serving while the service is away.
+ * capped, jittered backoff, applies one snapshot at a time (the latest wins), keeps each domain's
+ * certificate (ACME HTTP-01), and restarts HAProxy on its last-known-good configuration if it
+ * dies. It keeps serving while the service is away. The applied revision lives in the applier's
+ * state, the certificates in the certificate manager's.
  */
 export class Agent {
   readonly proxy: HaproxyProcess;
   readonly applier: Applier;
   readonly events: EventCollector;
-  private readonly renderOptions: { httpBind: { address: string; port: number }; runDir: string; eventsPort?: number; nbthread?: number; countryMap?: string };
+  readonly certificates: CertificateManager;
+  readonly responder: ChallengeResponder;
+  readonly state: AgentLoopState = { connection: 'connecting', desired: undefined, queued: undefined, applying: undefined };
+  private readonly renderOptions: RenderOptions;
+  private readonly store: CertificateStore;
   private ws: WebSocket | undefined;
-  private pending: ServerSnapshot | undefined;
-  private applying: Promise<void> | undefined;
   private readonly reports: Report[] = [];
+  private readonly requests = new Map<string, { resolve(r: Reply): void; reject(e: Error): void }>();
   private readonly controller = new AbortController();
   private healthTimer: NodeJS.Timeout | undefined;
   private restarting = false;
   private readonly backoff: Backoff;
+  private readonly clock: Clock;
   private readonly log: NonNullable<AgentOptions['log']>;
 
   constructor(private readonly options: AgentOptions) {
     const dataDir = resolve(options.dataDir);
     const runDir = join(dataDir, 'run');
     const configRoot = join(dataDir, 'haproxy');
+    this.clock = options.clock ?? systemClock;
+    this.log = options.log ?? ((level, msg) => process.stderr.write(`${new Date().toISOString()} ${level} ${msg}\n`));
     this.proxy = new HaproxyProcess(options.haproxyBin, join(configRoot, 'current', 'haproxy.cfg'), runDir);
     this.renderOptions = {
       httpBind: { address: options.bindAddress ?? '*', port: options.httpPort },
+      httpsPort: options.httpsPort,
       runDir,
       ...(options.countryMap ? { countryMap: resolve(options.countryMap) } : {}),
       ...(options.nbthread ? { nbthread: options.nbthread } : {}),
     };
     this.applier = new Applier(options.haproxyBin, this.proxy, { configRoot, runDir, stateFile: join(dataDir, 'state.json') }, this.renderOptions);
     this.events = new EventCollector((events) => this.send({ type: 'events/batch', payload: { events } }));
-    this.backoff = options.backoff ?? new Backoff(1000, 60_000);
-    this.log = options.log ?? ((level, msg) => process.stderr.write(`${new Date().toISOString()} ${level} ${msg}\n`));
+    this.backoff = options.backoff ?? reconnectBackoff({ clock: this.clock });
+    this.store = new CertificateStore(join(dataDir, 'certs'));
+    this.responder = new ChallengeResponder(() => this.clock.now());
+    this.certificates = new CertificateManager({
+      store: this.store,
+      issuer:
+        options.issuer ??
+        new AcmeIssuer({ directoryUrl: directoryUrl(options.acmeDirectory), email: options.acmeEmail, accountFile: join(dataDir, 'acme', 'account.json') }),
+      responder: this.responder,
+      resolve: options.resolve ?? makeResolver(options.resolver),
+      link: this.certificateLink(),
+      onServedChanged: () => this.state.desired && this.submit(this.state.desired),
+      clock: this.clock,
+      ...(options.renewBeforeDays !== undefined ? { renewBeforeMs: options.renewBeforeDays * 86_400_000 } : {}),
+      log: this.log,
+    });
   }
 
   async start(): Promise<void> {
     await mkdir(resolve(this.options.dataDir), { recursive: true, mode: 0o700 });
     await this.applier.loadState();
-    // The events port is part of the configuration: keep the one the last-known-good config names.
-    const port = await this.events.listen(this.options.eventsPort ?? this.applier.state.eventsPort ?? 0).catch(() => this.events.listen(0));
-    this.renderOptions.eventsPort = port;
-    this.applier.state.eventsPort = port;
+    await this.store.load();
+    // Both ports are part of the configuration: keep the ones the last-known-good config names.
+    const saved = this.applier.state;
+    const eventsPort = await this.events.listen(this.options.eventsPort ?? saved.eventsPort ?? 0).catch(() => this.events.listen(0));
+    const acmePort = await this.responder.listen(saved.acmePort ?? 0).catch(() => this.responder.listen(0));
+    this.renderOptions.eventsPort = saved.eventsPort = eventsPort;
+    this.renderOptions.acmePort = saved.acmePort = acmePort;
     await this.applier.ensureBootConfig('boot');
     await this.startProxy();
     this.proxy.on('exit', ({ code, signal }) => void this.onProxyDied(`HAProxy exited (${signal ?? `code ${code}`})`));
     this.healthTimer = setInterval(() => void this.checkProxy(), this.options.healthIntervalMs ?? 10_000);
+    this.certificates.start(this.controller.signal);
     void this.connectLoop();
   }
 
   async stop(): Promise<void> {
     this.controller.abort();
+    this.state.connection = 'stopped';
     if (this.healthTimer) clearInterval(this.healthTimer);
     this.ws?.terminate();
     this.events.close();
-    await this.applying;
+    await this.certificates.stopped();
+    await this.state.applying;
+    await this.responder.close();
     await this.proxy.stop();
   }
 
@@ -115,9 +176,9 @@ export class Agent {
 
   /** Every health interval: HAProxy must be running and answering on its health socket. */
   private async checkProxy(): Promise<void> {
-    if (this.controller.signal.aborted || this.restarting || this.applying) return;
+    if (this.controller.signal.aborted || this.restarting || this.state.applying) return;
     if (!this.proxy.running) return this.onProxyDied('HAProxy is not running');
-    if ((await this.proxy.health(2000)) === undefined && !this.applying) await this.onProxyDied('HAProxy stopped answering');
+    if ((await this.proxy.health(2000)) === undefined && !this.state.applying) await this.onProxyDied('HAProxy stopped answering');
   }
 
   private report(r: Report): void {
@@ -133,61 +194,124 @@ export class Agent {
     return true;
   }
 
+  /** One question to the service, answered by a reply with the same requestId. */
+  private request(m: Extract<AgentMessage, { type: 'acme/slot-request' | 'acme/challenge-publish' }>): Promise<Reply> {
+    return new Promise((resolveReq, rejectReq) => {
+      const id = m.payload.requestId;
+      const timer = setTimeout(() => done.reject(new Error('the service did not answer in time')), REQUEST_TIMEOUT_MS);
+      const done = {
+        resolve: (r: Reply) => (clearTimeout(timer), this.requests.delete(id), resolveReq(r)),
+        reject: (e: Error) => (clearTimeout(timer), this.requests.delete(id), rejectReq(e)),
+      };
+      this.requests.set(id, done);
+      if (!this.send(m)) done.reject(new Error('not connected to the service'));
+    });
+  }
+
+  private certificateLink(): CertificateLink {
+    return {
+      requestSlot: async (domain) => {
+        const r = await this.request({ type: 'acme/slot-request', payload: { requestId: randomUUID(), domain } });
+        return 'granted' in r ? { granted: r.granted, message: r.message } : { granted: false, message: 'unexpected answer from the service' };
+      },
+      relayChallenge: async (domain, token, keyAuthorization, action) => {
+        try {
+          await this.request({ type: 'acme/challenge-publish', payload: { requestId: randomUUID(), domain, token, keyAuthorization, action } });
+        } catch (err) {
+          // This server still answers; only the domain's other servers may not.
+          this.log('warn', `challenge for ${domain} not relayed to the domain's other servers: ${(err as Error).message}`);
+        }
+      },
+      report: (s: CertStatusReport) => void this.send({ type: 'cert/status', payload: s }),
+    };
+  }
+
   /** Queues a snapshot; a newer one replaces any that has not started (latest wins). */
   submit(snapshot: ServerSnapshot): void {
-    this.pending = snapshot;
-    this.applying ??= this.drain();
+    this.state.queued = snapshot;
+    this.state.applying ??= this.drain();
   }
 
   private async drain(): Promise<void> {
     try {
-      await this.drainPending();
+      await this.drainQueued();
     } finally {
-      this.applying = undefined;
+      this.state.applying = undefined;
       // a snapshot that arrived while the last apply was finishing is not left waiting
-      if (this.pending) this.applying = this.drain();
+      if (this.state.queued) this.state.applying = this.drain();
     }
   }
 
-  private async drainPending(): Promise<void> {
-    while (this.pending) {
-      const snapshot = this.pending;
-      this.pending = undefined;
+  private async drainQueued(): Promise<void> {
+    while (this.state.queued) {
+      const snapshot = this.state.queued;
+      this.state.queued = undefined;
       let result: ApplyResult;
       try {
         const countries = snapshot.rules.filter((r) => r.type === 'block_country').map((r) => r.value);
         if (countries.length && !this.options.countryMap) {
           this.renderOptions.countryMap = await ensureCountrySubset(join(resolve(this.options.dataDir), 'geo'), countries);
         }
+        this.renderOptions.certificates = this.certificates.served(snapshot);
         result = await this.applier.apply(snapshot);
       } catch (err) {
-        result = { ok: false, revision: snapshot.revision, stage: 'reload', errors: [{ line: null, message: String(err) }] };
+        result = { ok: false, revision: snapshot.revision, stage: 'prepare', errors: [{ line: null, message: String(err) }] };
       }
-      if (result.ok) {
-        if (!result.skipped) this.log('info', `applied revision ${result.revision}`);
-        this.send({ type: 'config/ack', payload: { revision: result.revision, ok: true, errors: [] } });
-      } else {
-        this.log('error', `revision ${result.revision} failed at ${result.stage}: ${result.errors.map((e) => e.message).join('; ')}`);
-        this.send({ type: 'config/ack', payload: { revision: result.revision, ok: false, errors: result.errors.slice(0, 50) } });
-        if (result.stage === 'reload') {
-          this.report({
-            kind: 'proxy_reload_failed',
-            message: `Reload to revision ${result.revision} failed and the previous configuration was restored: ${result.errors.map((e) => e.message).join('; ')}`.slice(0, 4000),
-          });
-        }
+      this.acknowledge(result);
+    }
+  }
+
+  /** Acks the revision and reports a failure at the stage where it happened, truthfully. */
+  private acknowledge(result: ApplyResult): void {
+    if (result.ok) {
+      if (!result.skipped) this.log('info', `applied revision ${result.revision}`);
+      this.send({ type: 'config/ack', payload: { revision: result.revision, ok: true, errors: [] } });
+      return;
+    }
+    const detail = result.errors.map((e) => e.message).join('; ');
+    this.log('error', `revision ${result.revision} failed at ${result.stage}: ${detail}`);
+    this.send({ type: 'config/ack', payload: { revision: result.revision, ok: false, errors: result.errors.slice(0, 50) } });
+    if (result.stage === 'reload') {
+      this.report({ kind: 'proxy_reload_failed', message: `Reload to revision ${result.revision} failed and the previous configuration was restored: ${detail}`.slice(0, 4000) });
+    } else if (result.stage === 'rollback') {
+      this.report({ kind: 'server_error', message: `Reload to revision ${result.revision} failed, and so did restoring the previous configuration: ${detail}`.slice(0, 4000) });
+    }
+  }
+
+  private onServiceMessage(m: ServiceMessage): void {
+    switch (m.type) {
+      case 'config/snapshot':
+        this.state.desired = m.payload;
+        this.certificates.update(m.payload);
+        this.submit(m.payload);
+        return;
+      case 'acme/slot-reply':
+      case 'acme/challenge-reply':
+        this.requests.get(m.payload.requestId)?.resolve(m.payload);
+        return;
+      case 'acme/challenge': {
+        // Another server of the domain is ordering: answer its validation too, for our own domains only.
+        const { domain, token, keyAuthorization, action } = m.payload;
+        if (!this.state.desired?.domains.some((d) => d.domain === domain && d.sslEnabled)) return;
+        if (action === 'add') this.responder.add(domain, token, keyAuthorization);
+        else this.responder.remove(domain, token);
+        return;
       }
+      case 'service/heartbeat':
+        return;
     }
   }
 
   private async connectLoop(): Promise<void> {
     const signal = this.controller.signal;
     while (!signal.aborted) {
+      this.state.connection = 'connecting';
       const opened = await this.connectOnce();
       if (signal.aborted) break;
+      this.state.connection = 'waiting';
       if (opened) this.backoff.reset();
-      const wait = this.backoff.next();
-      this.log('info', `reconnecting in ${wait} ms`);
-      await delay(wait, signal);
+      const wait = await this.backoff.wait(signal);
+      this.log('info', `reconnected after waiting ${wait} ms`);
     }
   }
 
@@ -205,9 +329,12 @@ export class Agent {
       }, Math.min(10_000, silence / 3));
       ws.on('open', () => {
         lastHeard = Date.now();
+        this.state.connection = 'connected';
         this.send({ type: 'agent/hello', payload: { protocol: PROTOCOL_VERSION, agentVersion: AGENT_VERSION, runningRevision: this.applier.state.revision } });
         for (const r of this.reports.splice(0)) this.send({ type: 'status/report', payload: r });
+        for (const s of this.certificates.statuses()) this.send({ type: 'cert/status', payload: s });
         this.events.flush();
+        this.certificates.wake(); // orders that waited for the service
         this.log('info', 'connected to the service');
       });
       ws.on('ping', () => (lastHeard = Date.now()));
@@ -215,10 +342,8 @@ export class Agent {
         lastHeard = Date.now();
         const parsed = parseServiceMessage(data.toString());
         if (!parsed.ok) return this.log('warn', `ignored an invalid message: ${parsed.error}`);
-        if (parsed.message.type === 'config/snapshot') {
-          healthy = true;
-          this.submit(parsed.message.payload);
-        }
+        if (parsed.message.type === 'config/snapshot') healthy = true;
+        this.onServiceMessage(parsed.message);
       });
       ws.on('unexpected-response', (_req, res) => {
         this.log('error', `the service refused the connection: HTTP ${res.statusCode}${res.statusCode === 401 ? ' (wrong, regenerated or decommissioned token)' : ''}`);
@@ -226,6 +351,7 @@ export class Agent {
       });
       ws.on('close', (code, reason) => {
         clearInterval(beat);
+        for (const r of [...this.requests.values()]) r.reject(new Error('the connection to the service closed'));
         if (code === CLOSE.protocolMismatch || code === CLOSE.decommissioned || code === CLOSE.tokenRevoked) {
           this.log('error', `the service closed the connection: ${reason.toString()}`);
         }

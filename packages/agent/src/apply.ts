@@ -5,14 +5,22 @@ import type { ServerSnapshot } from '@rampart/protocol';
 import { inputHash, renderHaproxyConfig, type RenderOptions } from '@rampart/proxy';
 import { checkConfig, type ConfigError, type HaproxyProcess } from './haproxy.js';
 
+/**
+ * Where an apply failed: `prepare` (render and write the files), `validate` (`haproxy -c`),
+ * `reload` (the new configuration did not go live; the previous one was restored and runs), or
+ * `rollback` (restoring the previous configuration failed too: HAProxy may not be serving).
+ */
+export type ApplyStage = 'prepare' | 'validate' | 'reload' | 'rollback';
+
 export type ApplyResult =
   | { ok: true; revision: number; hash: string; skipped: boolean }
-  | { ok: false; revision: number; stage: 'render' | 'validate' | 'reload'; errors: ConfigError[] };
+  | { ok: false; revision: number; stage: ApplyStage; errors: ConfigError[] };
 
 export interface AgentState {
   revision: number | null;
   hash: string | null;
   eventsPort?: number;
+  acmePort?: number;
 }
 
 export interface ApplierPaths {
@@ -103,7 +111,7 @@ export class Applier {
     try {
       ({ dir } = await this.write(snapshot));
     } catch (err) {
-      return { ok: false, revision, stage: 'render', errors: [{ line: null, message: String((err as Error).message ?? err) }] };
+      return { ok: false, revision, stage: 'prepare', errors: [{ line: null, message: String((err as Error).message ?? err) }] };
     }
     const check = await checkConfig(this.haproxyBin, join(dir, 'haproxy.cfg'));
     if (!check.ok) {
@@ -121,16 +129,18 @@ export class Applier {
       return { ok: true, revision, hash, skipped: false };
     }
     const errors = this.proxy.alertsSince(mark);
-    if (previous) {
-      await this.swap(previous);
-      if (previousHash) await this.reloadAndVerify(previousHash);
+    const reloadErrors = errors.length ? errors : [{ line: null, message: 'HAProxy did not start a worker on the new configuration' }];
+    // Roll back, and say truthfully whether that worked.
+    const restored = previous !== undefined && previousHash !== null && (await this.swap(previous).then(() => this.reloadAndVerify(previousHash), () => false));
+    if (!restored) {
+      return {
+        ok: false,
+        revision,
+        stage: 'rollback',
+        errors: [...reloadErrors, { line: null, message: previous ? 'restoring the previous configuration failed too: HAProxy may not be serving; the agent restarts it on its next health check' : 'there was no previous configuration to restore' }],
+      };
     }
-    return {
-      ok: false,
-      revision,
-      stage: 'reload',
-      errors: errors.length ? errors : [{ line: null, message: 'HAProxy did not start a worker on the new configuration; the previous one was restored' }],
-    };
+    return { ok: false, revision, stage: 'reload', errors: reloadErrors };
   }
 
   private async reloadAndVerify(hash: string): Promise<boolean> {

@@ -1,24 +1,62 @@
+/** Time as the agent's loops see it: injected, so tests drive time instead of sleeping. */
+export interface Clock {
+  now(): number;
+  /** Resolves after ms, or at once when the signal aborts. */
+  sleep(ms: number, signal?: AbortSignal): Promise<void>;
+}
+
+export const systemClock: Clock = {
+  now: () => Date.now(),
+  sleep: delay,
+};
+
+export interface BackoffOptions {
+  baseMs: number;
+  capMs: number;
+  /**
+   * `full`: the n-th wait is uniform in [0, ceiling] (reconnects: spreads a fleet's retries);
+   * `equal`: uniform in [ceiling/2, ceiling] (orders: never retries sooner than half the step).
+   */
+  jitter?: 'full' | 'equal';
+  random?: () => number;
+  clock?: Clock;
+}
+
 /**
- * Capped exponential backoff with full jitter: the n-th wait is uniform in [0, min(cap, base * 2^n)].
- * Reset after a healthy connection. Random source injectable so tests are deterministic.
+ * Capped exponential backoff with jitter, ceiling min(cap, base * 2^n), reset after a success.
+ * Every retry loop of the agent goes through it; its clock and random source are injectable.
  */
 export class Backoff {
   private attempt = 0;
+  readonly clock: Clock;
+  private readonly random: () => number;
 
-  constructor(
-    private readonly baseMs = 1000,
-    private readonly capMs = 60_000,
-    private readonly random: () => number = Math.random,
-  ) {}
+  constructor(private readonly options: BackoffOptions) {
+    this.clock = options.clock ?? systemClock;
+    this.random = options.random ?? Math.random;
+  }
 
+  /** The next wait in ms (and one step further up). */
   next(): number {
-    const ceiling = Math.min(this.capMs, this.baseMs * 2 ** this.attempt);
+    const ceiling = Math.min(this.options.capMs, this.options.baseMs * 2 ** this.attempt);
     this.attempt = Math.min(this.attempt + 1, 30);
-    return Math.floor(this.random() * ceiling);
+    const floor = this.options.jitter === 'equal' ? ceiling / 2 : 0;
+    return Math.floor(floor + this.random() * (ceiling - floor));
+  }
+
+  /** Sleeps the next wait on the injected clock; returns how long it waited for. */
+  async wait(signal?: AbortSignal): Promise<number> {
+    const ms = this.next();
+    await this.clock.sleep(ms, signal);
+    return ms;
   }
 
   reset(): void {
     this.attempt = 0;
+  }
+
+  get attempts(): number {
+    return this.attempt;
   }
 }
 
@@ -34,4 +72,9 @@ export function delay(ms: number, signal?: AbortSignal): Promise<void> {
     }
     signal?.addEventListener('abort', done, { once: true });
   });
+}
+
+/** Reconnects to the service: 1 s doubling to 60 s, full jitter. */
+export function reconnectBackoff(extra: Pick<BackoffOptions, 'random' | 'clock'> = {}): Backoff {
+  return new Backoff({ baseMs: 1000, capMs: 60_000, jitter: 'full', ...extra });
 }

@@ -4,3 +4,4 @@ export * from './backoff.js';
 export * from './haproxy.js';
 export * from './events.js';
 export * from './geo.js';
+export * from './certificates/index.js';

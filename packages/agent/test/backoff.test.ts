@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { Backoff, delay } from '../src/backoff.js';
+import { Backoff, delay, reconnectBackoff } from '../src/backoff.js';
 
-// DESIGN.md "The flow of one change": reconnect uses exponential backoff with full jitter, 1 s
+// docs/architecture.md, "The flow of one change": reconnect uses exponential backoff with full jitter, 1 s
 // doubling to 60 s. STYLE.md habit 6: capped, jittered, reset on success, cancellable with an
 // AbortSignal, random source injected so these tests are deterministic.
 
@@ -18,17 +18,17 @@ function assertNearCeiling(wait: number, ceiling: number, n: number) {
 
 describe('Backoff', () => {
   test('with the largest random the waits approach 1 s, 2 s, 4 s, ... and are capped at 60 s', () => {
-    const b = new Backoff(1000, 60_000, () => ALMOST_ONE);
+    const b = new Backoff({ baseMs: 1000, capMs: 60_000, random: () => ALMOST_ONE });
     CEILINGS.forEach((ceiling, n) => assertNearCeiling(b.next(), ceiling, n));
   });
 
   test('the defaults are 1 s doubling to 60 s', () => {
-    const b = new Backoff(undefined, undefined, () => ALMOST_ONE);
+    const b = reconnectBackoff({ random: () => ALMOST_ONE });
     CEILINGS.forEach((ceiling, n) => assertNearCeiling(b.next(), ceiling, n));
   });
 
   test('the cap holds after very many failures (no overflow, no NaN)', () => {
-    const b = new Backoff(1000, 60_000, () => ALMOST_ONE);
+    const b = new Backoff({ baseMs: 1000, capMs: 60_000, random: () => ALMOST_ONE });
     for (let i = 0; i < 2000; i++) {
       const wait = b.next();
       assert.ok(Number.isFinite(wait) && wait >= 0 && wait < 60_000, `attempt ${i}: ${wait}`);
@@ -37,17 +37,17 @@ describe('Backoff', () => {
   });
 
   test('with random 0 every wait is 0 (full jitter reaches the floor)', () => {
-    const b = new Backoff(1000, 60_000, () => 0);
+    const b = new Backoff({ baseMs: 1000, capMs: 60_000, random: () => 0 });
     for (let i = 0; i < 40; i++) assert.equal(b.next(), 0, `attempt ${i}`);
   });
 
   test('the wait is the random fraction of the ceiling (full jitter, not equal jitter)', () => {
-    const b = new Backoff(1000, 60_000, () => 0.5);
+    const b = new Backoff({ baseMs: 1000, capMs: 60_000, random: () => 0.5 });
     assert.deepEqual([b.next(), b.next(), b.next(), b.next()], [500, 1000, 2000, 4000]);
   });
 
   test('reset() brings the ceiling back to 1 s', () => {
-    const b = new Backoff(1000, 60_000, () => ALMOST_ONE);
+    const b = new Backoff({ baseMs: 1000, capMs: 60_000, random: () => ALMOST_ONE });
     for (let i = 0; i < 10; i++) b.next();
     assertNearCeiling(b.next(), 60_000, 10);
     b.reset();
@@ -60,10 +60,10 @@ describe('Backoff', () => {
 
   test('the random source is called once per wait', () => {
     let calls = 0;
-    const b = new Backoff(1000, 60_000, () => {
+    const b = new Backoff({ baseMs: 1000, capMs: 60_000, random: () => {
       calls++;
       return 0.25;
-    });
+    } });
     b.next();
     b.next();
     b.next();

@@ -2,10 +2,13 @@ import { Agent } from '@rampart/agent';
 import { parseFlags, portFrom, UsageError } from './args.js';
 
 export const AGENT_HELP = `Usage: rampart agent --server ws://HOST:PORT/agent --token T [--data-dir DIR] [--http-port 80]
-                     [--https-port 443] [--haproxy PATH] [--bind ADDR]
+                     [--https-port 443] [--haproxy PATH] [--bind ADDR] [--nbthread N]
+                     [--country-map FILE] [--acme-directory URL] [--acme-email E]
+                     [--resolver HOST:PORT] [--renew-before-days 30]
 
 One shield server's agent. It starts and owns its HAProxy, keeps an outbound WebSocket to the
-service (reconnecting with capped, jittered backoff), and applies every configuration it is sent.
+service (reconnecting with capped, jittered backoff), applies every configuration it is sent, and
+gets and renews a certificate (ACME HTTP-01) for every domain with sslEnabled.
 
 Options:
   --server URL       the service's agent endpoint, e.g. ws://127.0.0.1:8080/agent
@@ -17,10 +20,16 @@ Options:
   --bind ADDR        address HAProxy listens on (default all)
   --nbthread N       HAProxy worker threads (default: one per CPU)
   --country-map FILE a CIDR -> country map ("<cidr> <CC>" lines) instead of the bundled data set's
+  --acme-directory URL  the ACME directory (default: Let's Encrypt production; "staging" selects
+                     Let's Encrypt staging); its TLS is trusted as Node trusts (NODE_EXTRA_CA_CERTS)
+  --acme-email E     contact address of the agent's ACME account (optional)
+  --resolver HOST:PORT  DNS server for the check that a domain points to this server (default:
+                     the system's resolver)
+  --renew-before-days N  renew certificates N days before they expire (default 30)
 `;
 
 export async function agentCommand(args: string[]): Promise<void> {
-  const flags = parseFlags(args, ['server', 'token', 'data-dir', 'http-port', 'https-port', 'haproxy', 'bind', 'nbthread', 'country-map', 'acme-directory', 'resolver']);
+  const flags = parseFlags(args, ['server', 'token', 'data-dir', 'http-port', 'https-port', 'haproxy', 'bind', 'nbthread', 'country-map', 'acme-directory', 'acme-email', 'resolver', 'renew-before-days']);
   if (flags.help) {
     process.stdout.write(AGENT_HELP);
     return;
@@ -39,6 +48,10 @@ export async function agentCommand(args: string[]): Promise<void> {
     ...(flags.bind ? { bindAddress: flags.bind } : {}),
     ...(flags['country-map'] ? { countryMap: flags['country-map'] } : {}),
     ...(flags.nbthread ? { nbthread: portFrom(flags.nbthread, '--nbthread', 0) } : {}),
+    ...(flags['acme-directory'] ? { acmeDirectory: acmeDirectoryFrom(flags['acme-directory']) } : {}),
+    ...(flags['acme-email'] ? { acmeEmail: emailFrom(flags['acme-email']) } : {}),
+    ...(flags.resolver ? { resolver: resolverFrom(flags.resolver) } : {}),
+    ...(flags['renew-before-days'] ? { renewBeforeDays: daysFrom(flags['renew-before-days']) } : {}),
   });
   await agent.start();
   const stop = async () => {
@@ -47,4 +60,26 @@ export async function agentCommand(args: string[]): Promise<void> {
   };
   process.once('SIGINT', stop);
   process.once('SIGTERM', stop);
+}
+
+function acmeDirectoryFrom(v: string): string {
+  if (v === 'production' || v === 'staging' || /^https?:\/\/\S+$/.test(v)) return v;
+  throw new UsageError('--acme-directory must be an http(s) URL, "production" or "staging"');
+}
+
+function emailFrom(v: string): string {
+  if (/^[^\s@]+@[^\s@]+$/.test(v) && v.length <= 254) return v;
+  throw new UsageError('--acme-email must be an email address');
+}
+
+function resolverFrom(v: string): string {
+  const m = /^(?:\[([0-9a-fA-F:]+)\]|([0-9.]+)):(\d{1,5})$/.exec(v);
+  if (m && Number(m[3]) >= 1 && Number(m[3]) <= 65535) return v;
+  throw new UsageError('--resolver must be IP:PORT (e.g. 127.0.0.1:53 or [::1]:53)');
+}
+
+function daysFrom(v: string): number {
+  const n = Number(v);
+  if (Number.isInteger(n) && n >= 1 && n <= 3650) return n;
+  throw new UsageError('--renew-before-days must be a whole number of days from 1 to 3650');
 }
