@@ -1,7 +1,9 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { once } from 'node:events';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { after, test } from 'node:test';
 import { viaProxy } from '../support/cluster.js';
 import { CLI, freePort, startProcess, waitFor } from '../support/processes.js';
@@ -30,3 +32,28 @@ test('rampart up: control plane, local shield server and demo domain, with worki
   const servers = (await (await fetch(`http://127.0.0.1:${port}/api/servers`, { headers: { 'x-api-key': key } })).json()) as any[];
   assert.equal(servers[0].status, 'active');
 });
+
+// A port that is already taken stops `rampart up` at once, before it starts or writes anything,
+// with a message naming the flag to change (it used to hang when only the origin port was taken).
+for (const flag of ['--port', '--http-port', '--origin-port'] as const) {
+  test(`rampart up exits at once, naming ${flag}, when that port is taken`, async () => {
+    const dataDir = join(mkdtempSync(join(tmpdir(), 'rampart-up-busy-')), 'data');
+    const ports = { '--port': await freePort(), '--http-port': await freePort(), '--origin-port': await freePort() };
+    const occupant = createServer().listen(ports[flag], '127.0.0.1');
+    await once(occupant, 'listening');
+    const args = Object.entries(ports).flatMap(([f, p]) => [f, String(p)]);
+    const up = startProcess(process.execPath, [CLI, 'up', '--data-dir', dataDir, ...args]);
+    after(async () => {
+      await up.stop();
+      occupant.close();
+      rmSync(dirname(dataDir), { recursive: true, force: true });
+    });
+    await waitFor(() => up.child.exitCode !== null, 'rampart up to exit', 15_000);
+    const out = up.output();
+    assert.notEqual(up.child.exitCode, 0, out);
+    assert.match(out, new RegExp(`port ${ports[flag]} is in use; choose another with ${flag}\\b`));
+    for (const other of Object.keys(ports).filter((f) => f !== flag)) assert.doesNotMatch(out, new RegExp(`with ${other}\\b`), out);
+    assert.doesNotMatch(out, /Rampart is up/);
+    assert.equal(existsSync(dataDir), false, 'nothing was started or written');
+  });
+}

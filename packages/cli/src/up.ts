@@ -1,10 +1,11 @@
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
+import { createServer as createTcpServer } from 'node:net';
 import { once } from 'node:events';
 import { join, resolve } from 'node:path';
 import { Agent } from '@rampart/agent';
-import { createDemoAccount, plansFromEnv, startServer } from '@rampart/server';
+import { createDemoAccount, plansFromEnv, startServer, type RunningServer } from '@rampart/server';
 import { parseFlags, portFrom } from './args.js';
 
 export const UP_HELP = `Usage: rampart up [--port 8080] [--http-port 8081] [--origin-port 8088] [--data-dir ./.rampart] [--haproxy PATH]
@@ -13,7 +14,20 @@ Everything on one machine for a first look: the control plane on the embedded da
 local shield server (the agent and its HAProxy on an unprivileged port), a demo origin, and a demo
 account (Pro plan, $100) with a demo domain. Prints the dashboard address, the login, an API key
 and a curl line that goes through the proxy. Running it again on the same --data-dir reuses the
-same data and credentials.
+same data and credentials. Everything listens on 127.0.0.1; if one of its ports is taken it stops
+before starting anything and names the flag to change.
+
+Options:
+  --port N           the control plane: API, dashboard, agent WebSocket (env RAMPART_PORT, default 8080)
+  --http-port N      the local shield server's HAProxy (default 8081)
+  --origin-port N    the demo origin (default 8088)
+  --data-dir DIR     database, agent files, demo credentials (env RAMPART_DATA_DIR, default ./.rampart)
+  --haproxy PATH     the haproxy binary (default haproxy on PATH)
+
+Environment:
+  RAMPART_ADMIN_TOKEN   the operator token (default: one generated and kept in the data directory)
+  RAMPART_PLAN_PRICES   monthly prices in cents, e.g. '{"pro":2900,"enterprise":29900}'
+  RAMPART_LOG_LEVEL     the control plane's pino log level (default warn)
 `;
 
 interface DemoState {
@@ -24,6 +38,8 @@ interface DemoState {
 }
 
 const DEMO_DOMAIN = 'demo.rampart.test';
+/** Everything `up` runs listens on loopback only. */
+const HOST = '127.0.0.1';
 
 function loadOrCreateAdminToken(dataDir: string): string {
   const file = join(dataDir, 'admin-token');
@@ -39,9 +55,68 @@ async function startDemoOrigin(port: number) {
     res.setHeader('content-type', 'text/plain; charset=utf-8');
     res.end(`Hello from the demo origin behind Rampart.\nHost: ${req.headers.host}\nX-Real-IP: ${req.headers['x-real-ip']}\nX-Forwarded-Proto: ${req.headers['x-forwarded-proto']}\n`);
   });
-  server.listen(port, '127.0.0.1');
+  server.listen(port, HOST);
   await once(server, 'listening');
   return server;
+}
+
+/** The demo account, its shield server and its domain: created on the first run, reused after. */
+async function loadOrCreateDemo(server: RunningServer, stateFile: string, originPort: number): Promise<DemoState> {
+  if (existsSync(stateFile)) return JSON.parse(readFileSync(stateFile, 'utf8')) as DemoState;
+  const password = randomBytes(9).toString('base64url');
+  const email = 'demo@rampart.local';
+  const { apiKey } = await createDemoAccount(server.ctx, { email, password });
+  const call = async (method: string, path: string, body: unknown) => {
+    const res = await server.app.inject({ method: method as 'POST', url: path, headers: { 'x-api-key': apiKey }, payload: body as object });
+    if (res.statusCode >= 300) throw new Error(`${path}: ${res.statusCode} ${res.body}`);
+    return res.json();
+  };
+  const shield = await call('POST', '/api/servers', { name: 'local-shield' });
+  await call('POST', '/api/domains', { domain: DEMO_DOMAIN, origins: [{ ip: HOST, port: originPort }], serverIds: [shield.id], sslEnabled: false });
+  const demo = { email, password, apiKey, serverToken: shield.connectionToken };
+  writeFileSync(stateFile, JSON.stringify(demo, null, 2), { mode: 0o600 });
+  return demo;
+}
+
+/** Whether host:port can be listened on right now; other errors (EACCES, ...) are thrown. */
+async function portIsFree(port: number, host: string): Promise<boolean> {
+  const probe = createTcpServer();
+  try {
+    await new Promise<void>((resolve, reject) => {
+      probe.once('error', reject);
+      probe.listen({ port, host, exclusive: true }, resolve);
+    });
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'EADDRINUSE') return false;
+    throw new Error(`port ${port} cannot be used (${(err as Error).message}); choose another`);
+  }
+  await new Promise((resolve) => probe.close(resolve));
+  return true;
+}
+
+/**
+ * Every port `up` listens on, checked before anything starts: a taken one would otherwise leave a
+ * half-started stack waiting (an origin that cannot listen, an HAProxy that keeps failing to bind).
+ * Port 0 means "any free port" and needs no check.
+ */
+export async function checkPorts(ports: readonly { flag: string; port: number }[], host: string): Promise<void> {
+  const problems: string[] = [];
+  const seen = new Map<number, string>();
+  for (const { flag, port } of ports) {
+    if (port === 0) continue;
+    const other = seen.get(port);
+    if (other) {
+      problems.push(`${other} and ${flag} are both ${port}; choose another with ${flag}`);
+      continue;
+    }
+    seen.set(port, flag);
+    try {
+      if (!(await portIsFree(port, host))) problems.push(`port ${port} is in use; choose another with ${flag}`);
+    } catch (err) {
+      problems.push(`${(err as Error).message} with ${flag}`);
+    }
+  }
+  if (problems.length) throw new Error(problems.join('\nrampart: '));
 }
 
 export async function upCommand(args: string[]): Promise<void> {
@@ -50,51 +125,52 @@ export async function upCommand(args: string[]): Promise<void> {
     process.stdout.write(UP_HELP);
     return;
   }
-  const dataDir = resolve(flags['data-dir'] ?? process.env.RAMPART_DATA_DIR ?? '.rampart');
-  mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+  const port = portFrom(flags.port ?? process.env.RAMPART_PORT, '--port', 8080);
   const httpPort = portFrom(flags['http-port'], '--http-port', 8081);
   const originPort = portFrom(flags['origin-port'], '--origin-port', 8088);
+  await checkPorts(
+    [
+      { flag: '--port', port },
+      { flag: '--http-port', port: httpPort },
+      { flag: '--origin-port', port: originPort },
+    ],
+    HOST,
+  );
+  const dataDir = resolve(flags['data-dir'] ?? process.env.RAMPART_DATA_DIR ?? '.rampart');
+  mkdirSync(dataDir, { recursive: true, mode: 0o700 });
   const adminToken = process.env.RAMPART_ADMIN_TOKEN || loadOrCreateAdminToken(dataDir);
   const server = await startServer({
-    port: portFrom(flags.port ?? process.env.RAMPART_PORT, '--port', 8080),
-    host: '127.0.0.1',
+    port,
+    host: HOST,
     dataDir: join(dataDir, 'db'),
     adminToken,
     plans: plansFromEnv(process.env.RAMPART_PLAN_PRICES),
     logger: { level: process.env.RAMPART_LOG_LEVEL ?? 'warn' },
   });
-  const origin = await startDemoOrigin(originPort);
-
-  const stateFile = join(dataDir, 'demo.json');
+  // From here on a failure stops what already started, so the command exits instead of hanging.
+  let origin: Awaited<ReturnType<typeof startDemoOrigin>> | undefined;
+  let agent: Agent | undefined;
   let demo: DemoState;
-  if (existsSync(stateFile)) {
-    demo = JSON.parse(readFileSync(stateFile, 'utf8')) as DemoState;
-  } else {
-    const password = randomBytes(9).toString('base64url');
-    const email = 'demo@rampart.local';
-    const { apiKey } = await createDemoAccount(server.ctx, { email, password });
-    const call = async (method: string, path: string, body: unknown) => {
-      const res = await server.app.inject({ method: method as 'POST', url: path, headers: { 'x-api-key': apiKey }, payload: body as object });
-      if (res.statusCode >= 300) throw new Error(`${path}: ${res.statusCode} ${res.body}`);
-      return res.json();
-    };
-    const shield = await call('POST', '/api/servers', { name: 'local-shield' });
-    await call('POST', '/api/domains', { domain: DEMO_DOMAIN, origins: [{ ip: '127.0.0.1', port: originPort }], serverIds: [shield.id], sslEnabled: false });
-    demo = { email, password, apiKey, serverToken: shield.connectionToken };
-    writeFileSync(stateFile, JSON.stringify(demo, null, 2), { mode: 0o600 });
+  try {
+    origin = await startDemoOrigin(originPort);
+    demo = await loadOrCreateDemo(server, join(dataDir, 'demo.json'), originPort);
+    agent = new Agent({
+      serverUrl: `${server.url.replace(/^http/, 'ws')}/agent`,
+      token: demo.serverToken,
+      dataDir: join(dataDir, 'agent'),
+      httpPort,
+      httpsPort: httpPort + 1,
+      bindAddress: HOST,
+      haproxyBin: flags.haproxy ?? 'haproxy',
+      log: (level, msg) => level !== 'info' && process.stderr.write(`agent ${level}: ${msg}\n`),
+    });
+    await agent.start();
+  } catch (err) {
+    await agent?.stop().catch(() => undefined);
+    origin?.close();
+    await server.close();
+    throw err;
   }
-
-  const agent = new Agent({
-    serverUrl: `${server.url.replace(/^http/, 'ws')}/agent`,
-    token: demo.serverToken,
-    dataDir: join(dataDir, 'agent'),
-    httpPort,
-    httpsPort: httpPort + 1,
-    bindAddress: '127.0.0.1',
-    haproxyBin: flags.haproxy ?? 'haproxy',
-    log: (level, msg) => level !== 'info' && process.stderr.write(`agent ${level}: ${msg}\n`),
-  });
-  await agent.start();
 
   process.stdout.write(
     [
@@ -118,8 +194,8 @@ export async function upCommand(args: string[]): Promise<void> {
     ].join('\n'),
   );
   const stop = async () => {
-    await agent.stop();
-    origin.close();
+    await agent!.stop();
+    origin!.close();
     await server.close();
     process.exit(0);
   };
