@@ -40,7 +40,7 @@ function snapshot(revision: number, domains: SnapshotDomain[] = []): ServerSnaps
 }
 
 function domain(id: string, name: string, port: number): SnapshotDomain {
-  return { id, domain: name, origins: [{ ip: '127.0.0.1', port }], sslEnabled: false, wafEnabled: false, wafLevel: 'low' };
+  return { id, domain: name, origins: [{ ip: '127.0.0.1', port }], sslEnabled: false, wafEnabled: false, wafLevel: 'low', serverAddresses: [] };
 }
 
 /** GET / through HAProxy with the given Host header. */
@@ -113,7 +113,7 @@ describe('Agent.submit: one apply at a time, the latest wins', () => {
         running--;
       }
     };
-    const idle = () => (agent as unknown as { applying: Promise<void> | undefined }).applying === undefined;
+    const idle = () => agent.state.applying === undefined;
 
     agent.submit(snapshot(1));
     assert.deepEqual(seen, [1], 'the first snapshot starts applying at once');

@@ -194,7 +194,9 @@ export class CertificateManager {
       });
       const cert = await this.o.store.save(name, issued.chainPem, issued.keyPem);
       d.backoff.reset();
-      d.notBeforeAttempt = 0;
+      // Looked at again on the next regular check, even if the authority's certificates are so
+      // short-lived (or --renew-before-days so long) that this one is already due.
+      d.notBeforeAttempt = this.clock.now() + (this.o.checkEveryMs ?? DAY / 2);
       this.o.log?.('info', `certificate for ${name} issued, valid until ${new Date(cert.notAfter).toISOString()}`);
       this.o.onServedChanged();
       this.report(name, d, 'active', null);
