@@ -17,6 +17,7 @@ const SNAPSHOT: ServerSnapshot = {
       sslEnabled: true,
       wafEnabled: false,
       wafLevel: 'high',
+      serverAddresses: ['198.51.100.4', '2001:db8::4'],
     },
   ],
   rules: [
@@ -35,12 +36,23 @@ const VALID_AGENT: AgentMessage[] = [
   { type: 'status/report', payload: { kind: 'proxy_crash', message: 'HAProxy exited (SIGKILL)' } },
   { type: 'status/report', payload: { kind: 'proxy_reload_failed', message: 'Reload to revision 4 failed' } },
   { type: 'status/report', payload: { kind: 'server_error', message: '' } },
+  { type: 'acme/slot-request', payload: { requestId: 'r-1', domain: 'www.example.com' } },
+  {
+    type: 'acme/challenge-publish',
+    payload: { requestId: 'r_2', domain: 'www.example.com', token: 'tok-EN_1', keyAuthorization: `tok-EN_1.${'A'.repeat(43)}`, action: 'add' },
+  },
+  { type: 'cert/status', payload: { domain: 'www.example.com', status: 'active', expiresAt: 1767225600, message: null } },
+  { type: 'cert/status', payload: { domain: 'www.example.com', status: 'error', expiresAt: null, message: 'www.example.com resolves to 203.0.113.9' } },
 ];
 
 const VALID_SERVICE: ServiceMessage[] = [
   { type: 'config/snapshot', payload: SNAPSHOT },
   { type: 'config/snapshot', payload: { serverId: 's', revision: 0, domains: [], rules: [] } },
   { type: 'service/heartbeat', payload: {} },
+  { type: 'acme/slot-reply', payload: { requestId: 'r-1', granted: true, message: null } },
+  { type: 'acme/slot-reply', payload: { requestId: 'r-1', granted: false, message: 'the next order can be placed after ...' } },
+  { type: 'acme/challenge', payload: { domain: 'www.example.com', token: 'tok', keyAuthorization: `tok.${'b'.repeat(43)}`, action: 'remove' } },
+  { type: 'acme/challenge-reply', payload: { requestId: 'r-1', relayedTo: 2 } },
 ];
 
 function accepted<T>(r: { ok: true; message: T } | { ok: false; error: string }, label: string): T {
@@ -63,7 +75,7 @@ describe('parseAgentMessage', () => {
       assert.deepEqual(accepted(parseAgentMessage(raw), raw), m);
       types.add(m.type);
     }
-    assert.deepEqual([...types].sort(), ['agent/heartbeat', 'agent/hello', 'config/ack', 'status/report']);
+    assert.deepEqual([...types].sort(), ['acme/challenge-publish', 'acme/slot-request', 'agent/heartbeat', 'agent/hello', 'cert/status', 'config/ack', 'status/report']);
   });
 
   test('refuses text that is not JSON', () => {
@@ -126,6 +138,14 @@ describe('parseAgentMessage', () => {
       { type: 'status/report', payload: { kind: 'server_down', message: 'x' } },
       { type: 'status/report', payload: { kind: 'proxy_crash', message: 42 } },
       { type: 'status/report', payload: { kind: 'proxy_crash', message: 'x'.repeat(4001) } },
+      { type: 'acme/slot-request', payload: { requestId: 'has space', domain: 'www.example.com' } },
+      { type: 'acme/slot-request', payload: { requestId: 'r', domain: '' } },
+      { type: 'acme/challenge-publish', payload: { requestId: 'r', domain: 'a.example.com', token: 't/../x', keyAuthorization: `t.${'A'.repeat(43)}`, action: 'add' } },
+      { type: 'acme/challenge-publish', payload: { requestId: 'r', domain: 'a.example.com', token: 't', keyAuthorization: 't.short', action: 'add' } },
+      { type: 'acme/challenge-publish', payload: { requestId: 'r', domain: 'a.example.com', token: 't', keyAuthorization: `t.${'A'.repeat(43)}`, action: 'replace' } },
+      { type: 'cert/status', payload: { domain: 'a.example.com', status: 'off', expiresAt: null, message: null } },
+      { type: 'cert/status', payload: { domain: 'a.example.com', status: 'active', expiresAt: -1, message: null } },
+      { type: 'cert/status', payload: { domain: 'a.example.com', status: 'active', expiresAt: '2026-01-01', message: null } },
     ];
     for (const m of bad) refused(parseAgentMessage(JSON.stringify(m)), JSON.stringify(m).slice(0, 120));
   });
@@ -144,7 +164,7 @@ describe('parseServiceMessage', () => {
       assert.deepEqual(accepted(parseServiceMessage(raw), raw.slice(0, 80)), m);
       types.add(m.type);
     }
-    assert.deepEqual([...types].sort(), ['config/snapshot', 'service/heartbeat']);
+    assert.deepEqual([...types].sort(), ['acme/challenge', 'acme/challenge-reply', 'acme/slot-reply', 'config/snapshot', 'service/heartbeat']);
   });
 
   test('refuses text that is not JSON', () => {
@@ -196,6 +216,8 @@ describe('parseServiceMessage', () => {
       ['origin port a string', (s) => (s.payload.domains[0].origins[0].port = '80')],
       ['origin ip missing', (s) => delete s.payload.domains[0].origins[0].ip],
       ['sslEnabled a string', (s) => (s.payload.domains[0].sslEnabled = 'yes')],
+      ['serverAddresses missing', (s) => delete s.payload.domains[0].serverAddresses],
+      ['serverAddresses not strings', (s) => (s.payload.domains[0].serverAddresses = [4])],
       ['unknown waf level', (s) => (s.payload.domains[0].wafLevel = 'paranoid')],
       ['unknown rule type', (s) => (s.payload.rules[0].type = 'block_everything')],
       ['rule priority fractional', (s) => (s.payload.rules[0].priority = 1.5)],
