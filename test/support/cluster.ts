@@ -62,13 +62,35 @@ export interface AgentProc extends Proc {
   httpPort: number;
 }
 
-export async function startAgent(opts: { serverUrl: string; token: string; httpPort?: number; dataDir?: string; haproxy?: string; nbthread?: number; countryMap?: string }): Promise<AgentProc> {
+export interface AgentStartOptions {
+  serverUrl: string;
+  token: string;
+  httpPort?: number;
+  httpsPort?: number;
+  bind?: string;
+  dataDir?: string;
+  haproxy?: string;
+  nbthread?: number;
+  countryMap?: string;
+  /** More flags (e.g. --acme-directory, --resolver) and environment (e.g. NODE_EXTRA_CA_CERTS). */
+  args?: string[];
+  env?: Record<string, string>;
+}
+
+export async function startAgent(opts: AgentStartOptions): Promise<AgentProc> {
   const dataDir = opts.dataDir ?? mkdtempSync(join(tmpdir(), 'rampart-agent-'));
   const httpPort = opts.httpPort ?? (await freePort());
-  const proc = startProcess(process.execPath, [
-    CLI, 'agent', '--server', `${opts.serverUrl.replace(/^http/, 'ws')}/agent`, '--token', opts.token,
-    '--data-dir', dataDir, '--http-port', String(httpPort), '--bind', '127.0.0.1', ...(opts.haproxy ? ['--haproxy', opts.haproxy] : []), ...(opts.nbthread ? ['--nbthread', String(opts.nbthread)] : []), ...(opts.countryMap ? ['--country-map', opts.countryMap] : []),
-  ]);
+  const proc = startProcess(
+    process.execPath,
+    [
+      CLI, 'agent', '--server', `${opts.serverUrl.replace(/^http/, 'ws')}/agent`, '--token', opts.token,
+      '--data-dir', dataDir, '--http-port', String(httpPort), '--bind', opts.bind ?? '127.0.0.1',
+      ...(opts.httpsPort ? ['--https-port', String(opts.httpsPort)] : []),
+      ...(opts.haproxy ? ['--haproxy', opts.haproxy] : []), ...(opts.nbthread ? ['--nbthread', String(opts.nbthread)] : []), ...(opts.countryMap ? ['--country-map', opts.countryMap] : []),
+      ...(opts.args ?? []),
+    ],
+    opts.env ?? {},
+  );
   return { ...proc, dataDir, httpPort };
 }
 

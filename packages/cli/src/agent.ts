@@ -26,6 +26,9 @@ Options:
   --resolver HOST:PORT  DNS server for the check that a domain points to this server (default:
                      the system's resolver)
   --renew-before-days N  renew certificates N days before they expire (default 30)
+
+Signals: SIGHUP checks every certificate at once (retries failed orders, renews what is due);
+SIGINT and SIGTERM stop the agent and its HAProxy.
 `;
 
 export async function agentCommand(args: string[]): Promise<void> {
@@ -58,6 +61,7 @@ export async function agentCommand(args: string[]): Promise<void> {
     await agent.stop();
     process.exit(0);
   };
+  process.on('SIGHUP', () => agent.certificates.recheck());
   process.once('SIGINT', stop);
   process.once('SIGTERM', stop);
 }

@@ -105,6 +105,12 @@ export class CertificateManager {
     return [...this.domains.values()].flatMap((d) => (d.last ? [d.last] : []));
   }
 
+  /** Looks at every domain now, failed ones included (backoff skipped once): an operator's SIGHUP. */
+  recheck(): void {
+    for (const d of this.domains.values()) d.notBeforeAttempt = 0;
+    this.wake();
+  }
+
   /** Looks again now (a snapshot arrived, the service is back). */
   wake(): void {
     this.wakeup.abort();
