@@ -307,3 +307,60 @@ describe('parseAlerts', () => {
     assert.deepEqual(parseAlerts(''), []);
   });
 });
+
+describe('Applier: a failed reload is rolled back, and the rollback\'s own result is reported', () => {
+  let tmp: string;
+  before(async () => {
+    tmp = await mkdtemp(join(tmpdir(), 'rampart-rollback-'));
+  });
+  after(async () => {
+    await rm(tmp, { recursive: true, force: true });
+  });
+
+  /** A stand-in for HAProxy whose workers come up only on the configurations `healthy` accepts. */
+  function fakeProxy(healthy: (hash: string) => boolean) {
+    const reloads: string[] = [];
+    const proxy = {
+      running: true,
+      reload: async () => void reloads.push('reload'),
+      waitForHash: async (hash: string) => healthy(hash),
+      outputMark: () => 0,
+      alertsSince: () => [{ line: null, message: '[WARNING] worker exited with code 1' }],
+    };
+    return { proxy: proxy as unknown as HaproxyProcess, reloads };
+  }
+
+  async function setup(name: string, healthy: (hash: string, first: string) => boolean) {
+    const dir = join(tmp, name);
+    const renderOptions: RenderOptions = { httpBind: { address: '127.0.0.1', port: await freePort() }, runDir: join(dir, 'run') };
+    let first = '';
+    const { proxy, reloads } = fakeProxy((h) => healthy(h, first));
+    const applier = new Applier(HAPROXY, proxy, { configRoot: join(dir, 'haproxy'), runDir: join(dir, 'run'), stateFile: join(dir, 'state.json') }, renderOptions);
+    await applier.ensureBootConfig('test');
+    const one = snapshot(1, [domain('00000000-0000-4000-8000-000000000001', 'a.example.com', 8080)]);
+    first = inputHash(one, renderOptions);
+    assert.equal((await applier.apply(one)).ok, true);
+    const two = snapshot(2, [domain('00000000-0000-4000-8000-000000000002', 'b.example.com', 8080)]);
+    return { applier, reloads, two, firstLink: await readlink(applier.currentLink) };
+  }
+
+  test('the new configuration fails, the previous one comes back: stage reload', async () => {
+    const { applier, reloads, two, firstLink } = await setup('restored', (h, first) => h === first);
+    const result = await applier.apply(two);
+    assert.ok(!result.ok);
+    assert.equal(result.stage, 'reload');
+    assert.equal(reloads.length, 3, 'the first apply, the failed one, the rollback');
+    assert.equal(await readlink(applier.currentLink), firstLink, '`current` is the previous configuration again');
+    assert.equal(applier.state.revision, 1);
+  });
+
+  test('the previous configuration does not come back either: stage rollback, said plainly', async () => {
+    let broken = false;
+    const { applier, two } = await setup('lost', (h, first) => !broken && h === first);
+    broken = true; // from now on no worker comes up on anything
+    const result = await applier.apply(two);
+    assert.ok(!result.ok);
+    assert.equal(result.stage, 'rollback');
+    assert.match(result.errors.at(-1)!.message, /restoring the previous configuration failed too/);
+  });
+});
