@@ -116,3 +116,22 @@ describe('delay', () => {
     assert.equal(removed, 1, 'the abort listener is removed once the timer fires');
   });
 });
+
+describe('Backoff on an injected clock', () => {
+  test('equal jitter never waits less than half the step, and wait() sleeps on the given clock', async () => {
+    const { FakeClock } = await import('./fake-clock.js');
+    const clock = new FakeClock(0);
+    const b = new Backoff({ baseMs: 1000, capMs: 8000, jitter: 'equal', random: () => 0, clock });
+    assert.deepEqual([b.next(), b.next(), b.next(), b.next(), b.next()], [500, 1000, 2000, 4000, 4000]);
+    b.reset();
+    let woke = false;
+    const waiting = b.wait().then((ms) => ((woke = true), ms));
+    await new Promise((r) => setImmediate(r));
+    clock.advance(499);
+    await new Promise((r) => setImmediate(r));
+    assert.equal(woke, false, 'still asleep before its time');
+    clock.advance(1);
+    assert.equal(await waiting, 500);
+    assert.equal(woke, true);
+  });
+});
