@@ -3,7 +3,7 @@ import { describe, test } from 'node:test';
 import { Backoff, delay, reconnectBackoff } from '../src/backoff.js';
 
 // docs/architecture.md, "The flow of one change": reconnect uses exponential backoff with full jitter, 1 s
-// doubling to 60 s. STYLE.md habit 6: capped, jittered, reset on success, cancellable with an
+// doubling to 60 s; capped, jittered, reset on success, cancellable with an
 // AbortSignal, random source injected so these tests are deterministic.
 
 const ALMOST_ONE = 0.999999;
