@@ -177,6 +177,14 @@ export function renderWaf(snapshot: ServerSnapshot, dir: string, opts: { eventsP
     backend(domain) {
       const w = perDomain.get(domain.id)!;
       if (!domain.wafEnabled) return []; // switched off: no checks at all; the rules stay stored
+      // Nothing the engine could decide for this domain (no list, country, crawler or bot rule,
+      // no enforced rate limit, not level high): it is not called, so the request pays nothing.
+      const decides =
+        w.block.size + w.ai.size + w.countries.size + global.block.size + global.ai.size + global.countries.size > 0 ||
+        botOn ||
+        (!!rate && domain.wafLevel !== 'low') ||
+        domain.wafLevel === 'high';
+      if (!decides) return [];
       const lines = [`    http-request set-var(txn.rp_domain) str(${domain.domain})`];
       const unless = (v: string) => `if !{ var(txn.${v}) -m found }`;
       if (w.allow.size) lines.push(`    http-request set-var(txn.rp_wl) src,map_ip(${dir}/allow_d${w.index}.map) ${unless('rp_wl')}`);
