@@ -31,12 +31,25 @@ export const ApiKeyListItem = Type.Object({
 export const ApiKeyDeleteQuery = Type.Object({ id: Type.String({ maxLength: 100 }) }, strict);
 
 // Servers
-export const ServerCreate = Type.Object({ name: Type.String({ minLength: 1, maxLength: 100, pattern: NO_CONTROL_CHARS }) }, strict);
+const ServerName = Type.String({ minLength: 1, maxLength: 100, pattern: NO_CONTROL_CHARS });
+export const ServerCreate = Type.Object({ name: ServerName }, strict);
+export const ServerUpdate = Type.Object(
+  {
+    name: Type.Optional(ServerName),
+    publicIp: Type.Optional(
+      Type.Union([Type.String({ description: 'IPv4 or IPv6 address' }), Type.Null()], {
+        description: 'The address DNS points at for this server (checked before ordering a certificate); null: the address its agent connects from',
+      }),
+    ),
+  },
+  { ...strict, minProperties: 1 },
+);
 const serverFields = {
   id: Type.String(),
   name: Type.String(),
   status: Type.Union([Type.Literal('active'), Type.Literal('offline'), Type.Literal('decommissioned')]),
   ip: Type.Union([Type.String(), Type.Null()], { description: 'Address the agent last connected from; null until it connects' }),
+  publicIp: Type.Union([Type.String(), Type.Null()], { description: 'Address set with PUT /api/servers/{id}; null: ip is used' }),
   lastSeenAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
   desiredRevision: Type.Integer({ description: 'Revision of the configuration the server should run' }),
   appliedRevision: Type.Integer({ description: 'Revision the agent last reported as running' }),

@@ -140,6 +140,12 @@ const migrations: Record<string, Migration> = {
       await db.schema.createIndex('waf_events_server_time').on('waf_events').columns(['server_id', 'occurred_at']).execute();
     },
   },
+  '0004_server_public_ip': {
+    // The address DNS points at for a server when it is not the one its agent connects from.
+    async up(db: Kysely<any>) {
+      await db.schema.alterTable('servers').addColumn('public_ip', 'text').execute();
+    },
+  },
 };
 
 export const migrationProvider: MigrationProvider = {

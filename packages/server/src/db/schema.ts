@@ -44,6 +44,8 @@ export interface ServersTable {
   token_hash: string | null;
   status: ServerStatus;
   ip: string | null;
+  /** Set by the user: the address DNS points at; else the agent's connection address is used. */
+  public_ip: ColumnType<string | null, string | null | undefined, string | null>;
   last_seen_at: Timestamp | null;
   desired_revision: Int8WithDefault;
   applied_revision: Int8WithDefault;

@@ -7,6 +7,7 @@ import { sha256 } from '../crypto.js';
 import { notify } from '../services/notifications.js';
 import { buildSnapshots } from './snapshot.js';
 import { storeEvents } from '../services/events.js';
+import { recordAgentConnected } from '../services/servers.js';
 
 export interface HubOptions {
   /** How often the hub pings each agent; a connection silent for 3 intervals is dropped (40 s at most by default). */
@@ -146,12 +147,9 @@ export class AgentHub {
           return;
         }
         c.hello = true;
-        await db
-          .updateTable('servers')
-          .set({ status: 'active', ip: c.ip, last_seen_at: this.ctx.now() })
-          .where('id', '=', c.serverId)
-          .where('status', '<>', 'decommissioned')
-          .execute();
+        // A new address reaches the snapshots of the servers sharing a domain with this one.
+        const peers = await recordAgentConnected(this.ctx, c.serverId, c.ip);
+        this.serversChanged(peers);
         await this.push(c);
         return;
       }

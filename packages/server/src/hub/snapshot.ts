@@ -1,4 +1,4 @@
-import type { RuleType, ServerSnapshot, WafLevel } from '@rampart/protocol';
+import { isIP, type RuleType, type ServerSnapshot, type WafLevel } from '@rampart/protocol';
 import type { Database } from '../db/database.js';
 import { parseOrigins } from '../services/domains.js';
 
@@ -11,7 +11,8 @@ export interface ServerState {
 /**
  * The full desired state of many shield servers in a few queries (not a few per server): their
  * domains, and the enabled rules that reach each (global and server-wide rules of the account,
- * and the rules of its own domains). Decommissioned or missing servers get no snapshot.
+ * and the rules of its own domains), and each domain's server addresses. Decommissioned or missing
+ * servers get no snapshot.
  */
 export async function buildSnapshots(db: Database, serverIds: readonly string[]): Promise<{ states: Map<string, ServerState>; snapshots: Map<string, ServerSnapshot> }> {
   const states = new Map<string, ServerState>();
@@ -26,13 +27,22 @@ export async function buildSnapshots(db: Database, serverIds: readonly string[])
   for (const s of servers) states.set(s.id, { id: s.id, status: s.status, tokenHash: s.token_hash });
   if (live.length === 0) return { states, snapshots };
   const accountIds = [...new Set(live.map((s) => s.account_id))];
-  const [domains, rules, accounts] = await Promise.all([
+  const liveIds = live.map((s) => s.id);
+  const [domains, peers, rules, accounts] = await Promise.all([
     db
       .selectFrom('domains')
       .innerJoin('domain_servers', 'domain_servers.domain_id', 'domains.id')
       .select(['domain_servers.server_id', 'domains.id', 'domains.domain', 'domains.origins', 'domains.ssl_enabled', 'domains.waf_enabled', 'domains.waf_level'])
-      .where('domain_servers.server_id', 'in', live.map((s) => s.id))
+      .where('domain_servers.server_id', 'in', liveIds)
       .orderBy('domains.domain')
+      .execute(),
+    // Every live server of those domains, for each domain's serverAddresses.
+    db
+      .selectFrom('domain_servers')
+      .innerJoin('servers', 'servers.id', 'domain_servers.server_id')
+      .select(['domain_servers.domain_id', 'servers.public_ip', 'servers.ip'])
+      .where('domain_servers.domain_id', 'in', (eb) => eb.selectFrom('domain_servers').select('domain_id').where('server_id', 'in', liveIds))
+      .where('servers.status', '<>', 'decommissioned')
       .execute(),
     db
       .selectFrom('waf_rules')
@@ -46,6 +56,13 @@ export async function buildSnapshots(db: Database, serverIds: readonly string[])
     db.selectFrom('accounts').select(['id', 'bot_secret']).where('id', 'in', accountIds).execute(),
   ]);
   const secrets = new Map(accounts.map((a) => [a.id, a.bot_secret]));
+  const addressSets = new Map<string, Set<string>>();
+  for (const p of peers) {
+    const address = p.public_ip ?? p.ip;
+    if (!address || !isIP(address)) continue; // not connected yet (or a scoped address no DNS record can hold)
+    addressSets.set(p.domain_id, (addressSets.get(p.domain_id) ?? new Set()).add(address));
+  }
+  const addresses = new Map([...addressSets].map(([id, set]) => [id, [...set].sort()]));
   const domainsByServer = new Map<string, typeof domains>();
   for (const d of domains) domainsByServer.set(d.server_id, [...(domainsByServer.get(d.server_id) ?? []), d]);
   for (const s of live) {
@@ -61,6 +78,7 @@ export async function buildSnapshots(db: Database, serverIds: readonly string[])
         sslEnabled: d.ssl_enabled,
         wafEnabled: d.waf_enabled,
         wafLevel: d.waf_level as WafLevel,
+        serverAddresses: addresses.get(d.id) ?? [],
       })),
       rules: rules
         .filter((r) => r.account_id === s.account_id && (r.domain_id === null || ownIds.has(r.domain_id)))

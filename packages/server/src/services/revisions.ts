@@ -38,3 +38,18 @@ export async function serversOfDomain(tx: Tx, domainId: string): Promise<string[
 export async function bumpWafVersion(tx: Tx, accountId: string): Promise<void> {
   await tx.updateTable('accounts').set({ waf_version: sql<number>`waf_version + 1` }).where('id', '=', accountId).execute();
 }
+
+/**
+ * Every server that shares a domain with this one, itself included when it has a domain: the
+ * servers whose snapshots list this server's address (each domain's serverAddresses).
+ */
+export async function serversSharingDomains(tx: Tx, serverId: string): Promise<string[]> {
+  const rows = await tx
+    .selectFrom('domain_servers as mine')
+    .innerJoin('domain_servers as peer', 'peer.domain_id', 'mine.domain_id')
+    .select('peer.server_id')
+    .distinct()
+    .where('mine.server_id', '=', serverId)
+    .execute();
+  return rows.map((r) => r.server_id);
+}

@@ -1,0 +1,100 @@
+import { parseServiceMessage, PROTOCOL_VERSION, type ServerSnapshot, type ServiceMessage } from '@rampart/protocol';
+import WebSocket from 'ws';
+import { waitFor } from '../../../test/support/processes.js';
+
+// A shield-server agent reduced to its wire protocol, over a real WebSocket to a real hub.
+
+export const WAIT_MS = 10_000;
+
+type Of<T extends ServiceMessage['type']> = Extract<ServiceMessage, { type: T }>;
+
+let requestCounter = 0;
+
+export class FakeAgent {
+  readonly ws: WebSocket;
+  readonly received: ServiceMessage[] = [];
+  readonly invalid: string[] = [];
+  readonly opened: Promise<void>;
+
+  constructor(agentUrl: string, token: string) {
+    this.ws = new WebSocket(agentUrl, { headers: { authorization: `Bearer ${token}` } });
+    this.opened = new Promise((resolve, reject) => {
+      this.ws.once('open', () => resolve());
+      this.ws.once('unexpected-response', (_req, res) => reject(new Error(`upgrade refused: HTTP ${res.statusCode}`)));
+    });
+    this.opened.catch(() => undefined);
+    this.ws.on('error', () => undefined);
+    this.ws.on('message', (data) => {
+      const parsed = parseServiceMessage(data.toString());
+      if (parsed.ok) this.received.push(parsed.message);
+      else this.invalid.push(parsed.error);
+    });
+  }
+
+  /** Connects, says hello and waits for the first snapshot. */
+  static async connect(agentUrl: string, token: string): Promise<FakeAgent> {
+    const agent = new FakeAgent(agentUrl, token);
+    await waitFor(() => agent.opened.then(() => true), 'the upgrade', WAIT_MS);
+    agent.send({ type: 'agent/hello', payload: { protocol: PROTOCOL_VERSION, agentVersion: 'fake-0.0.1', runningRevision: null } });
+    await agent.snapshot(() => true, 'the first snapshot');
+    return agent;
+  }
+
+  send(message: unknown): void {
+    this.ws.send(JSON.stringify(message));
+  }
+
+  of<T extends ServiceMessage['type']>(type: T): Of<T>['payload'][] {
+    return this.received.filter((m): m is Of<T> => m.type === type).map((m) => m.payload as Of<T>['payload']);
+  }
+
+  snapshots(): ServerSnapshot[] {
+    return this.of('config/snapshot');
+  }
+
+  /** The first snapshot (already received or still to come) that satisfies pred. */
+  snapshot(pred: (s: ServerSnapshot) => boolean, what: string): Promise<ServerSnapshot> {
+    return waitFor(() => this.snapshots().find(pred), what, WAIT_MS, 10);
+  }
+
+  /** Sends acme/slot-request and waits for its reply. */
+  async requestSlot(domain: string): Promise<{ granted: boolean; message: string | null }> {
+    const requestId = this.sendSlotRequest(domain);
+    return this.slotReply(requestId);
+  }
+
+  sendSlotRequest(domain: string): string {
+    const requestId = `slot-${++requestCounter}`;
+    this.send({ type: 'acme/slot-request', payload: { requestId, domain } });
+    return requestId;
+  }
+
+  async slotReply(requestId: string): Promise<{ granted: boolean; message: string | null }> {
+    const reply = await waitFor(() => this.of('acme/slot-reply').find((r) => r.requestId === requestId), `the slot reply ${requestId}`, WAIT_MS, 10);
+    return { granted: reply.granted, message: reply.message };
+  }
+
+  /** Sends acme/challenge-publish and waits for the hub's reply (the number of agents it relayed to). */
+  async publish(challenge: { domain: string; token: string; keyAuthorization: string; action: 'add' | 'remove' }): Promise<number> {
+    const requestId = `pub-${++requestCounter}`;
+    this.send({ type: 'acme/challenge-publish', payload: { requestId, ...challenge } });
+    const reply = await waitFor(() => this.of('acme/challenge-reply').find((r) => r.requestId === requestId), `the challenge reply ${requestId}`, WAIT_MS, 10);
+    return reply.relayedTo;
+  }
+
+  reportCert(domain: string, status: 'pending' | 'active' | 'error', expiresAt: number | null, message: string | null = null): void {
+    this.send({ type: 'cert/status', payload: { domain, status, expiresAt, message } });
+  }
+
+  /**
+   * A round trip through the hub: the hub handles one agent's messages in order, so once this
+   * answer is back, everything this agent sent before has been handled.
+   */
+  async barrier(): Promise<void> {
+    await this.requestSlot('barrier.invalid');
+  }
+
+  close(): void {
+    this.ws.terminate();
+  }
+}
