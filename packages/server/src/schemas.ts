@@ -1,4 +1,4 @@
-import { RULE_TYPES, WAF_LEVELS } from '@rampart/protocol';
+import { RULE_TYPES, SSL_STATUSES, WAF_LEVELS } from '@rampart/protocol';
 import { Type, type Static } from '@sinclair/typebox';
 
 // The HTTP edge: shapes, types and lengths. Semantic checks (hostnames, addresses, rule values)
@@ -94,7 +94,11 @@ export const DomainView = Type.Object({
   origins: Type.Array(Type.Object({ ip: Type.String(), port: Type.Integer() })),
   serverIds: Type.Array(Type.String()),
   sslEnabled: Type.Boolean(),
-  sslExpires: Type.Union([Type.String({ description: 'YYYY-MM-DD' }), Type.Null()]),
+  sslStatus: Type.Union(SSL_STATUSES.map((s) => Type.Literal(s)), {
+    description: 'Certificate state: off (sslEnabled false), pending (being obtained), active (served by a shield server), error (see sslError)',
+  }),
+  sslError: Type.Union([Type.String(), Type.Null()], { description: 'Why the certificate could not be obtained, as a shield server reported it' }),
+  sslExpires: Type.Union([Type.String({ description: 'YYYY-MM-DD' }), Type.Null()], { description: 'Earliest expiry of the certificates in service' }),
   wafEnabled: Type.Boolean(),
   wafLevel: Type.String(),
   status: Type.Union([Type.Literal('active'), Type.Literal('pending'), Type.Literal('error')]),

@@ -35,6 +35,44 @@ for (const backend of await backends()) {
       assert.equal(servers.body[0].desiredRevision, 2, 'the domain assignment bumped the revision');
     });
 
+    test('0005 gives existing domains their SSL state: off without SSL, pending with it', async () => {
+      const { PGlite } = await import('@electric-sql/pglite');
+      const { PGliteDialect } = await import('kysely-pglite-dialect');
+      const { Kysely, Migrator, PostgresDialect, sql } = await import('kysely');
+      const pg = (await import('pg')).default;
+      const { migrationProvider } = await import('../src/db/migrations.js');
+      const { migrate } = await import('../src/db/database.js');
+      const url = backend === 'postgres' ? await postgresUrl() : undefined;
+      const schema = url ? `t_${randomBytes(6).toString('hex')}` : undefined;
+      let db: InstanceType<typeof Kysely<any>>;
+      if (url) {
+        const pool = new pg.Pool({ connectionString: url, max: 2, options: `-c search_path=${schema}` });
+        await pool.query(`CREATE SCHEMA ${schema}`);
+        db = new Kysely<any>({ dialect: new PostgresDialect({ pool }) });
+      } else {
+        db = new Kysely<any>({ dialect: new PGliteDialect(new PGlite()) });
+      }
+      try {
+        const migrator = new Migrator({ db, provider: migrationProvider, ...(schema ? { migrationTableSchema: schema } : {}) });
+        assert.equal((await migrator.migrateTo('0003_waf_events_by_server')).error, undefined);
+        const account = '00000000-0000-4000-8000-000000000001';
+        await sql`insert into accounts (id, email, plan, bot_secret, next_charge_at) values (${account}, 'old@example.com', 'pro', 'aa', now())`.execute(db);
+        const row = (id: string, domain: string, ssl: boolean, status: string) =>
+          sql`insert into domains (id, account_id, domain, origins, ssl_enabled, status) values (${id}, ${account}, ${domain}, '[]', ${ssl}, ${status})`.execute(db);
+        await row('00000000-0000-4000-8000-00000000000a', 'plain.example.com', false, 'active');
+        await row('00000000-0000-4000-8000-00000000000b', 'tls.example.com', true, 'active');
+        await migrate(db, schema);
+        const after = await sql<{ domain: string; ssl_status: string; ssl_error: string | null; status: string }>`select domain, ssl_status, ssl_error, status from domains order by domain`.execute(db);
+        assert.deepEqual(after.rows, [
+          { domain: 'plain.example.com', ssl_status: 'off', ssl_error: null, status: 'active' },
+          { domain: 'tls.example.com', ssl_status: 'pending', ssl_error: null, status: 'pending' },
+        ]);
+      } finally {
+        await db.destroy();
+        if (url && schema) await dropSchema(url, schema);
+      }
+    });
+
     test('a migrated database migrates again as a no-op', async () => {
       const t = await makeTestApp(backend);
       const { migrate } = await import('../src/db/database.js');

@@ -146,6 +146,47 @@ const migrations: Record<string, Migration> = {
       await db.schema.alterTable('servers').addColumn('public_ip', 'text').execute();
     },
   },
+  '0005_certificates': {
+    // Certificates are ordered by the agents (ACME HTTP-01); the service keeps each server's report,
+    // the domain's summary, and the orders it granted (the authority caps them per registered domain).
+    async up(db: Kysely<any>) {
+      await db.schema
+        .alterTable('domains')
+        .addColumn('ssl_status', 'text', (c) => c.notNull().defaultTo('pending'))
+        .addColumn('ssl_error', 'text')
+        // The ssl_expires value an ssl_expiring notification was raised for (one per certificate).
+        .addColumn('ssl_expiring_notified_for', 'timestamptz')
+        .execute();
+      // No certificate existed before: an SSL domain is pending (and so is its status) until its servers report.
+      await sql`update domains set ssl_status = 'off', ssl_expires = null where not ssl_enabled`.execute(db);
+      await sql`update domains set status = 'pending', ssl_expires = null where ssl_enabled`.execute(db);
+      await db.schema.alterTable('domains').alterColumn('ssl_status', (c) => c.dropDefault()).execute();
+
+      await db.schema
+        .createTable('domain_certificates')
+        .addColumn('domain_id', 'uuid', (c) => c.notNull().references('domains.id').onDelete('cascade'))
+        .addColumn('server_id', 'uuid', (c) => c.notNull().references('servers.id').onDelete('cascade'))
+        .addColumn('status', 'text', (c) => c.notNull())
+        .addColumn('expires_at', 'timestamptz')
+        .addColumn('message', 'text')
+        .addColumn('updated_at', 'timestamptz', (c) => c.notNull())
+        .addPrimaryKeyConstraint('domain_certificates_pk', ['domain_id', 'server_id'])
+        .execute();
+      await db.schema.createIndex('domain_certificates_server').on('domain_certificates').column('server_id').execute();
+
+      // Orders outlive their account and server: the authority keeps counting them.
+      await db.schema
+        .createTable('certificate_orders')
+        .addColumn('id', 'uuid', (c) => c.primaryKey())
+        .addColumn('registered_domain', 'text', (c) => c.notNull())
+        .addColumn('domain', 'text', (c) => c.notNull())
+        .addColumn('server_id', 'uuid', (c) => c.references('servers.id').onDelete('set null'))
+        .addColumn('account_id', 'uuid', (c) => c.references('accounts.id').onDelete('set null'))
+        .addColumn('created_at', 'timestamptz', (c) => c.notNull())
+        .execute();
+      await db.schema.createIndex('certificate_orders_registered_time').on('certificate_orders').columns(['registered_domain', 'created_at']).execute();
+    },
+  },
 };
 
 export const migrationProvider: MigrationProvider = {

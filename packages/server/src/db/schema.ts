@@ -1,3 +1,4 @@
+import type { CertState, SslStatus } from '@rampart/protocol';
 import type { ColumnType, Generated } from 'kysely';
 
 type Timestamp = ColumnType<Date, Date | string, Date | string>;
@@ -62,8 +63,31 @@ export interface DomainsTable {
   waf_level: string;
   status: DomainStatus;
   ssl_expires: Timestamp | null;
+  ssl_status: SslStatus;
+  ssl_error: ColumnType<string | null, string | null | undefined, string | null>;
+  ssl_expiring_notified_for: ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
   created_at: Timestamp;
   updated_at: Timestamp;
+}
+
+/** Each shield server's report on its certificate for a domain (cert/status). */
+export interface DomainCertificatesTable {
+  domain_id: string;
+  server_id: string;
+  status: CertState;
+  expires_at: Timestamp | null;
+  message: string | null;
+  updated_at: Timestamp;
+}
+
+/** Every order slot granted, kept for the authority's weekly cap per registered domain. */
+export interface CertificateOrdersTable {
+  id: string;
+  registered_domain: string;
+  domain: string;
+  server_id: string | null;
+  account_id: string | null;
+  created_at: Timestamp;
 }
 
 export interface DomainServersTable {
@@ -121,6 +145,8 @@ export interface DB {
   servers: ServersTable;
   domains: DomainsTable;
   domain_servers: DomainServersTable;
+  domain_certificates: DomainCertificatesTable;
+  certificate_orders: CertificateOrdersTable;
   waf_rules: WafRulesTable;
   waf_events: WafEventsTable;
   notifications: NotificationsTable;

@@ -7,6 +7,7 @@ import { sha256 } from '../crypto.js';
 import { notify } from '../services/notifications.js';
 import { buildSnapshots } from './snapshot.js';
 import { storeEvents } from '../services/events.js';
+import { challengeRecipients, recordCertificateStatus, requestOrderSlot } from '../services/certificates.js';
 import { recordAgentConnected } from '../services/servers.js';
 
 export interface HubOptions {
@@ -25,6 +26,8 @@ interface AgentConn {
   lastSeen: number;
   lastSeenWritten: number;
   closing: boolean;
+  /** Messages of one agent are handled one after another, in the order sent (a later cert/status wins). */
+  handling: Promise<void>;
 }
 
 const HELLO_TIMEOUT_MS = 10_000;
@@ -120,7 +123,7 @@ export class AgentHub {
       previous.closing = true;
       previous.ws.close(CLOSE.replaced, 'replaced by a newer connection');
     }
-    const c: AgentConn = { ws, serverId, accountId, tokenHash, ip, hello: false, lastSeen: Date.now(), lastSeenWritten: Date.now(), closing: false };
+    const c: AgentConn = { ws, serverId, accountId, tokenHash, ip, hello: false, lastSeen: Date.now(), lastSeenWritten: Date.now(), closing: false, handling: Promise.resolve() };
     this.conns.set(serverId, c);
     const helloTimer = setTimeout(() => !c.hello && ws.close(CLOSE.invalidMessage, 'expected agent/hello'), HELLO_TIMEOUT_MS);
     ws.on('pong', () => (c.lastSeen = Date.now()));
@@ -129,7 +132,7 @@ export class AgentHub {
       if (isBinary) return ws.close(CLOSE.invalidMessage, 'binary messages are not part of the protocol');
       const parsed = parseAgentMessage(data.toString());
       if (!parsed.ok) return ws.close(CLOSE.invalidMessage, `invalid message: ${parsed.error}`.slice(0, 120));
-      void this.onMessage(c, parsed.message).catch((err) => this.options.log?.warn(`agent message failed: ${String(err)}`));
+      c.handling = c.handling.then(() => this.onMessage(c, parsed.message)).catch((err) => this.options.log?.warn(`agent message failed: ${String(err)}`));
     });
     ws.on('close', () => {
       clearTimeout(helloTimer);
@@ -168,10 +171,12 @@ export class AgentHub {
             .where('id', '=', c.serverId)
             .where('applied_revision', '<', revision)
             .execute();
+          // A domain with SSL is active once it has a certificate (cert/status), not by being configured.
           await db
             .updateTable('domains')
             .set({ status: 'active' })
             .where('id', 'in', (eb) => eb.selectFrom('domain_servers').select('domain_id').where('server_id', '=', c.serverId))
+            .where('ssl_enabled', '=', false)
             .where('status', '<>', 'active')
             .execute();
         } else {
@@ -182,6 +187,37 @@ export class AgentHub {
       }
       case 'events/batch':
         await storeEvents(this.ctx, c.accountId, c.serverId, m.payload.events);
+        return;
+      case 'acme/slot-request': {
+        const { requestId, domain } = m.payload;
+        const answer = await requestOrderSlot(this.ctx, c, domain).catch((err: unknown) => {
+          this.options.log?.warn(`order slot for ${domain} failed: ${String(err)}`);
+          return { granted: false, message: 'The service could not count certificate orders just now; try again later' };
+        });
+        this.send(c, { type: 'acme/slot-reply', payload: { requestId, ...answer } });
+        return;
+      }
+      case 'acme/challenge-publish': {
+        const { requestId, ...challenge } = m.payload;
+        const recipients = await challengeRecipients(this.ctx, c, challenge.domain);
+        let relayedTo = 0;
+        if (!recipients) {
+          this.options.log?.warn(`server ${c.serverId} published a challenge for ${challenge.domain}, not one of its domains; not relayed`);
+        } else {
+          for (const id of recipients.serverIds) {
+            const peer = this.conns.get(id);
+            if (!peer?.hello || peer.ws.readyState !== peer.ws.OPEN) continue;
+            this.send(peer, { type: 'acme/challenge', payload: { ...challenge, domain: recipients.domain } });
+            relayedTo++;
+          }
+        }
+        this.send(c, { type: 'acme/challenge-reply', payload: { requestId, relayedTo } });
+        return;
+      }
+      case 'cert/status':
+        if (!(await recordCertificateStatus(this.ctx, c, m.payload))) {
+          this.options.log?.warn(`server ${c.serverId} reported a certificate for ${m.payload.domain}, not one of its domains; ignored`);
+        }
         return;
       case 'status/report':
         await notify(this.ctx, { accountId: c.accountId, serverId: c.serverId, kind: m.payload.kind, message: m.payload.message });

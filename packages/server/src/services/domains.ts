@@ -1,4 +1,4 @@
-import { formatHostPort, isHostname, isIP, isPort, normalizeHostname, type WafLevel } from '@rampart/protocol';
+import { formatHostPort, isHostname, isIP, isPort, normalizeHostname, type SslStatus, type WafLevel } from '@rampart/protocol';
 import type { Transaction } from 'kysely';
 import type { ServiceContext } from '../context.js';
 import { iso, isUniqueViolation, isUuid } from '../context.js';
@@ -6,6 +6,7 @@ import { newId } from '../crypto.js';
 import type { DB } from '../db/schema.js';
 import { AppError } from '../errors.js';
 import type { DomainStatus } from '../db/schema.js';
+import { refreshDomainSsl } from './certificates.js';
 import { enforceLimit, lockAccount } from './limits.js';
 import { bumpServers, bumpWafVersion, serversOfDomain } from './revisions.js';
 
@@ -35,6 +36,8 @@ type DomainRow = {
   waf_enabled: boolean;
   waf_level: string;
   status: DomainStatus;
+  ssl_status: SslStatus;
+  ssl_error: string | null;
   ssl_expires: Date | string | null;
   created_at: Date | string;
   updated_at: Date | string;
@@ -51,6 +54,9 @@ function domainView(d: DomainRow, serverIds: string[]) {
     origins: parseOrigins(d.origins),
     serverIds,
     sslEnabled: d.ssl_enabled,
+    sslStatus: d.ssl_status,
+    sslError: d.ssl_error,
+    /** The earliest expiry among the certificates the domain's servers serve. */
     sslExpires: d.ssl_expires ? iso(d.ssl_expires)!.slice(0, 10) : null,
     wafEnabled: d.waf_enabled,
     wafLevel: d.waf_level,
@@ -119,6 +125,7 @@ export async function createDomain(ctx: ServiceContext, accountId: string, input
           domain,
           origins: JSON.stringify(origins),
           ssl_enabled: input.sslEnabled ?? true,
+          ssl_status: (input.sslEnabled ?? true) ? 'pending' : 'off',
           waf_enabled: input.wafEnabled ?? true,
           waf_level: input.wafLevel ?? 'medium',
           status: 'pending',
@@ -185,7 +192,7 @@ export async function updateDomain(ctx: ServiceContext, accountId: string, id: s
         await tx.insertInto('domain_servers').values(after.map((s) => ({ domain_id: id, server_id: s }))).execute();
       }
     }
-    const row = await tx
+    let row = await tx
       .updateTable('domains')
       .set({
         ...(patch.origins ? { origins: JSON.stringify(patch.origins.map((o) => ({ ip: o.ip.toLowerCase(), port: o.port }))) } : {}),
@@ -197,6 +204,10 @@ export async function updateDomain(ctx: ServiceContext, accountId: string, id: s
       .where('id', '=', current.id)
       .returningAll()
       .executeTakeFirstOrThrow();
+    // Turning SSL on or off, or another set of servers, changes which certificate reports count.
+    if ((patch.sslEnabled !== undefined && patch.sslEnabled !== current.ssl_enabled) || patch.serverIds) {
+      row = (await refreshDomainSsl(tx, id)) ?? row;
+    }
     const touched = await bumpServers(tx, accountId, [...new Set([...before, ...after])]);
     return { view: domainView(row, [...after].sort()), touched };
   });

@@ -5,6 +5,7 @@ import { iso, isUuid } from '../context.js';
 import { AppError, invalidField } from '../errors.js';
 import { enforceLimit, lockAccount } from './limits.js';
 import type { ServerStatus } from '../db/schema.js';
+import { refreshDomainSsl } from './certificates.js';
 import { bumpServers, serversSharingDomains } from './revisions.js';
 
 export const MAX_SERVERS = 1000;
@@ -92,8 +93,9 @@ export async function regenerateServerToken(ctx: ServiceContext, accountId: stri
 export async function decommissionServer(ctx: ServiceContext, accountId: string, id: string) {
   await liveServer(ctx, accountId, id);
   const { row, touched } = await ctx.db.transaction().execute(async (tx) => {
-    // Its peers list its address in their snapshots.
+    // Its peers list its address in their snapshots, and its certificates no longer count.
     const peers = await serversSharingDomains(tx, id);
+    const domains = await tx.selectFrom('domain_servers').select('domain_id').where('server_id', '=', id).orderBy('domain_id').execute();
     await tx.deleteFrom('domain_servers').where('server_id', '=', id).execute();
     const row = await tx
       .updateTable('servers')
@@ -102,6 +104,7 @@ export async function decommissionServer(ctx: ServiceContext, accountId: string,
       .where('account_id', '=', accountId)
       .returningAll()
       .executeTakeFirstOrThrow();
+    for (const d of domains) await refreshDomainSsl(tx, d.domain_id);
     return { row, touched: await bumpServers(tx, accountId, peers) };
   });
   ctx.serversChanged([id, ...touched]);

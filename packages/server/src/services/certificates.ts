@@ -1,0 +1,196 @@
+import { isHostname, normalizeHostname, type CertState, type SslStatus } from '@rampart/protocol';
+import { sql, type Kysely, type Transaction } from 'kysely';
+import { getDomain } from 'tldts';
+import type { ServiceContext } from '../context.js';
+import { newId } from '../crypto.js';
+import type { DB, DomainStatus } from '../db/schema.js';
+
+// The service's side of automatic certificates (ACME HTTP-01, done by the agents): it grants
+// order slots within the authority's weekly cap, tells each agent which peers must serve a
+// challenge, and turns every server's certificate report into the domain's sslStatus.
+
+type Tx = Transaction<DB>;
+type Executor = Kysely<DB>;
+
+/** The authority's cap (Let's Encrypt: certificates per registered domain), counted across all accounts as it does. */
+export const ORDERS_PER_REGISTERED_DOMAIN = 50;
+export const ORDER_WINDOW_MS = 7 * 24 * 3600 * 1000;
+/** First key of the advisory locks taken here, so they cannot meet another feature's. */
+const ORDER_LOCK_SPACE = 0x5241_4d50; // "RAMP"
+
+/** The agent a message came from. */
+export interface AgentIdentity {
+  serverId: string;
+  accountId: string;
+}
+
+/**
+ * The registered domain the authority counts orders under: the public suffix plus one label, with
+ * the Public Suffix List's private section too (foo.github.io counts on its own, as the CA does).
+ */
+export function registeredDomain(host: string): string {
+  return getDomain(host, { allowPrivateDomains: true }) ?? host;
+}
+
+/** The domain of that name if it is in this server's account and assigned to this (live) server. */
+async function servedDomain(db: Executor, agent: AgentIdentity, name: string, lock = false) {
+  const domain = normalizeHostname(name);
+  if (!isHostname(domain)) return undefined;
+  return db
+    .selectFrom('domains')
+    .innerJoin('domain_servers', 'domain_servers.domain_id', 'domains.id')
+    .innerJoin('servers', 'servers.id', 'domain_servers.server_id')
+    .select(['domains.id', 'domains.domain', 'domains.ssl_enabled'])
+    .where('domains.account_id', '=', agent.accountId)
+    .where('domains.domain', '=', domain)
+    .where('domain_servers.server_id', '=', agent.serverId)
+    .where('servers.status', '<>', 'decommissioned')
+    .$if(lock, (q) => q.forUpdate('domains'))
+    .executeTakeFirst();
+}
+
+export interface SlotAnswer {
+  granted: boolean;
+  message: string | null;
+}
+
+/**
+ * acme/slot-request: an agent may place one certificate order. Granted only for an SSL domain of
+ * its own, and only while fewer than 50 orders of its registered domain were granted in the last
+ * 7 days. The count and the insert run under a transaction-scoped advisory lock on the registered
+ * domain, so concurrent requests (in this process or another sharing the database) never pass it.
+ */
+export async function requestOrderSlot(ctx: ServiceContext, agent: AgentIdentity, name: string): Promise<SlotAnswer> {
+  const domain = await servedDomain(ctx.db, agent, name);
+  if (!domain) return { granted: false, message: `${name.slice(0, 253)} is not a domain of this shield server` };
+  if (!domain.ssl_enabled) return { granted: false, message: `SSL is turned off for ${domain.domain}` };
+  const registered = registeredDomain(domain.domain);
+  return ctx.db.transaction().execute(async (tx) => {
+    await sql`select pg_advisory_xact_lock(${ORDER_LOCK_SPACE}, hashtext(${registered}))`.execute(tx);
+    const now = ctx.now();
+    const recent = await tx
+      .selectFrom('certificate_orders')
+      .select('created_at')
+      .where('registered_domain', '=', registered)
+      .where('created_at', '>', new Date(now.getTime() - ORDER_WINDOW_MS))
+      .orderBy('created_at')
+      .execute();
+    if (recent.length >= ORDERS_PER_REGISTERED_DOMAIN) {
+      // The slot frees up when enough of the oldest orders have left the window.
+      const freedBy = new Date(recent[recent.length - ORDERS_PER_REGISTERED_DOMAIN]!.created_at);
+      const freeAt = new Date(freedBy.getTime() + ORDER_WINDOW_MS);
+      return {
+        granted: false,
+        message:
+          `The certificate authority allows ${ORDERS_PER_REGISTERED_DOMAIN} certificates a week for ${registered} and its subdomains; ` +
+          `that many were ordered in the last 7 days, the next order can be placed after ${freeAt.toISOString()}`,
+      };
+    }
+    await tx
+      .insertInto('certificate_orders')
+      .values({ id: newId(), registered_domain: registered, domain: domain.domain, server_id: agent.serverId, account_id: agent.accountId, created_at: now })
+      .execute();
+    return { granted: true, message: null };
+  });
+}
+
+/**
+ * acme/challenge-publish: the servers that must serve this challenge besides the publisher (the
+ * domain's other live servers), or null when the domain is not the publisher's to validate.
+ */
+export async function challengeRecipients(ctx: ServiceContext, agent: AgentIdentity, name: string): Promise<{ domain: string; serverIds: string[] } | null> {
+  const domain = await servedDomain(ctx.db, agent, name);
+  if (!domain) return null;
+  const rows = await ctx.db
+    .selectFrom('domain_servers')
+    .innerJoin('servers', 'servers.id', 'domain_servers.server_id')
+    .select('servers.id')
+    .where('domain_servers.domain_id', '=', domain.id)
+    .where('servers.id', '<>', agent.serverId)
+    .where('servers.status', '<>', 'decommissioned')
+    .execute();
+  return { domain: domain.domain, serverIds: rows.map((r) => r.id) };
+}
+
+export interface CertReport {
+  domain: string;
+  status: CertState;
+  /** Unix seconds. */
+  expiresAt: number | null;
+  message: string | null;
+}
+
+/**
+ * cert/status: stores this server's report on its certificate and recomputes the domain. A report
+ * for a domain the server does not serve changes nothing (false).
+ */
+export async function recordCertificateStatus(ctx: ServiceContext, agent: AgentIdentity, report: CertReport): Promise<boolean> {
+  return ctx.db.transaction().execute(async (tx) => {
+    // The domain row lock serializes reports of several servers, so none is lost in the summary.
+    const domain = await servedDomain(tx, agent, report.domain, true);
+    if (!domain) return false;
+    const now = ctx.now();
+    const values = {
+      status: report.status,
+      expires_at: report.expiresAt === null ? null : new Date(report.expiresAt * 1000),
+      message: report.message,
+      updated_at: now,
+    };
+    await tx
+      .insertInto('domain_certificates')
+      .values({ domain_id: domain.id, server_id: agent.serverId, ...values })
+      .onConflict((oc) => oc.columns(['domain_id', 'server_id']).doUpdateSet(values))
+      .execute();
+    await refreshDomainSsl(tx, domain.id);
+    return true;
+  });
+}
+
+/** The domain status an SSL domain shows: its certificate's state. */
+const STATUS_OF_SSL: Record<Exclude<SslStatus, 'off'>, DomainStatus> = { pending: 'pending', active: 'active', error: 'error' };
+
+/**
+ * Recomputes a domain's certificate summary from its current servers' reports (callers hold the
+ * domain row or are inside the transaction that changed it):
+ *  - sslEnabled off: sslStatus off, no error, no expiry; status keeps "active" when it was served,
+ *    otherwise it waits for the next config/ack as for any domain without SSL.
+ *  - else error if any current server reports an error (the latest such message), else active if
+ *    any reports active, else pending; sslExpires is the earliest expiry among the active ones; the
+ *    domain status follows sslStatus.
+ * Reports of servers that left the domain are deleted.
+ */
+export async function refreshDomainSsl(tx: Tx, domainId: string) {
+  const d = await tx.selectFrom('domains').select(['ssl_enabled', 'ssl_status', 'status']).where('id', '=', domainId).forUpdate().executeTakeFirst();
+  if (!d) return undefined;
+  await tx
+    .deleteFrom('domain_certificates')
+    .where('domain_id', '=', domainId)
+    .$if(d.ssl_enabled, (q) => q.where('server_id', 'not in', (eb) => eb.selectFrom('domain_servers').select('server_id').where('domain_id', '=', domainId)))
+    .execute();
+  let set: { ssl_status: SslStatus; ssl_error: string | null; ssl_expires: Date | null; status: DomainStatus };
+  if (!d.ssl_enabled) {
+    const status = d.ssl_status === 'off' || d.status === 'active' ? d.status : 'pending';
+    set = { ssl_status: 'off', ssl_error: null, ssl_expires: null, status };
+  } else {
+    const reports = await tx
+      .selectFrom('domain_certificates')
+      .innerJoin('servers', 'servers.id', 'domain_certificates.server_id')
+      .select(['domain_certificates.status', 'domain_certificates.expires_at', 'domain_certificates.message'])
+      .where('domain_certificates.domain_id', '=', domainId)
+      .where('servers.status', '<>', 'decommissioned')
+      .orderBy('domain_certificates.updated_at', 'desc')
+      .orderBy('domain_certificates.server_id')
+      .execute();
+    const error = reports.find((r) => r.status === 'error');
+    const active = reports.filter((r) => r.status === 'active');
+    const sslStatus = error ? 'error' : active.length > 0 ? 'active' : 'pending';
+    const expiries = active.flatMap((r) => (r.expires_at ? [new Date(r.expires_at).getTime()] : []));
+    set = {
+      ssl_status: sslStatus,
+      ssl_error: error ? (error.message ?? 'Certificate issuance failed') : null,
+      ssl_expires: expiries.length ? new Date(Math.min(...expiries)) : null,
+      status: STATUS_OF_SSL[sslStatus],
+    };
+  }
+  return tx.updateTable('domains').set(set).where('id', '=', domainId).returningAll().executeTakeFirstOrThrow();
+}
