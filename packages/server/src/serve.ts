@@ -2,6 +2,7 @@ import type { FastifyServerOptions } from 'fastify';
 import { buildApp } from './app.js';
 import { AgentHub } from './hub/hub.js';
 import { pruneEvents } from './services/events.js';
+import { healthIntervalFromEnv, runHealthCycle } from './services/health.js';
 import type { ServiceContext } from './context.js';
 import { openDatabase } from './db/database.js';
 import { DEFAULT_PLANS, type PlanTable } from './plans.js';
@@ -16,6 +17,8 @@ export interface ServerOptions {
   plans?: PlanTable;
   logger?: FastifyServerOptions['logger'];
   agentHeartbeatMs?: number | undefined;
+  /** Seconds between health cycles (certificate expiry warnings); default RAMPART_HEALTH_INTERVAL, else 300. */
+  healthIntervalSeconds?: number | undefined;
 }
 
 export interface RunningServer {
@@ -28,6 +31,8 @@ export interface RunningServer {
 
 /** The control plane: opens storage (PGlite or PostgreSQL), migrates, and listens. */
 export async function startServer(options: ServerOptions): Promise<RunningServer> {
+  const healthIntervalSeconds = options.healthIntervalSeconds ?? healthIntervalFromEnv(process.env.RAMPART_HEALTH_INTERVAL);
+  if (!(healthIntervalSeconds > 0)) throw new Error('healthIntervalSeconds must be above 0');
   const database = await openDatabase({ url: options.databaseUrl, dataDir: options.dataDir });
   const ctx: ServiceContext = {
     db: database.db,
@@ -35,7 +40,10 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     now: () => new Date(),
     serversChanged: (ids) => hub.serversChanged(ids),
   };
-  const hub: AgentHub = new AgentHub(ctx, { heartbeatMs: options.agentHeartbeatMs });
+  const hub: AgentHub = new AgentHub(ctx, {
+    heartbeatMs: options.agentHeartbeatMs,
+    log: { info: (msg) => app.log.info(msg), warn: (msg) => app.log.warn(msg) },
+  });
   const app = await buildApp({ ctx, adminToken: options.adminToken, logger: options.logger });
   hub.attach(app.server);
   // Jobs: event retention hourly (idempotent, so several processes may run it).
@@ -43,7 +51,15 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const jobs = setInterval(prune, 3_600_000);
   jobs.unref();
   prune();
-  app.addHook('onClose', async () => clearInterval(jobs));
+  // The health cycle: certificate expiry warnings (idempotent as well).
+  const health = () => void runHealthCycle(ctx).catch((err) => app.log.warn({ err }, 'health cycle failed'));
+  const healthJob = setInterval(health, Math.min(healthIntervalSeconds * 1000, 2 ** 31 - 1));
+  healthJob.unref();
+  health();
+  app.addHook('onClose', async () => {
+    clearInterval(jobs);
+    clearInterval(healthJob);
+  });
   app.addHook('preClose', async () => hub.close()); // live agent sockets would hold the listener open
   try {
     await app.listen({ port: options.port, host: options.host });

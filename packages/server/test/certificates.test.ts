@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, describe, test } from 'node:test';
 import { startServer } from '../src/serve.js';
+import { runHealthCycle } from '../src/services/health.js';
 import { waitFor } from '../../../test/support/processes.js';
 import { FakeAgent, WAIT_MS } from './fake-agent.js';
 import { ADMIN_TOKEN, call, newAccount } from './helpers.js';
@@ -15,7 +16,8 @@ const DAY = 86_400;
 const KEY_AUTH = (token: string) => `${token}.${'k'.repeat(43)}`;
 
 describe('certificates through the agent hub', async () => {
-  const srv = await startServer({ port: 0, host: '127.0.0.1', adminToken: ADMIN_TOKEN });
+  // A short health cycle, so the periodic ssl_expiring check is seen running on its own.
+  const srv = await startServer({ port: 0, host: '127.0.0.1', adminToken: ADMIN_TOKEN, healthIntervalSeconds: 0.2 });
   const agentUrl = `${srv.url.replace(/^http/, 'ws')}/agent`;
   const agents: FakeAgent[] = [];
   after(async () => {
@@ -207,5 +209,23 @@ describe('certificates through the agent hub', async () => {
     assert.deepEqual([on.body.sslStatus, on.body.sslError, on.body.status], ['pending', null, 'pending']);
     g1.reportCert(name, 'active', later);
     await domainWhere(one.key, name, (x) => x.sslStatus === 'active' && x.status === 'active', 'active');
+  });
+
+  test('the periodic health cycle raises ssl_expiring once per certificate', async () => {
+    const s = await newServer(one.key, 'expiring');
+    await newDomain(one.key, 'soon.example.com', [s.id]);
+    const agent = await connect(s.connectionToken);
+    const notifications = async () => {
+      const r = await call(srv.app, 'GET', '/api/notifications', { key: one.key });
+      return (r.body as { kind: string; message: string }[]).filter((n) => n.kind === 'ssl_expiring' && n.message.includes('soon.example.com'));
+    };
+    const expires = Math.floor(Date.now() / 1000) + 3 * DAY;
+    agent.reportCert('soon.example.com', 'active', expires);
+    const raised = await waitFor(async () => (await notifications()).length > 0 && notifications(), 'ssl_expiring from the periodic cycle', WAIT_MS, 50);
+    assert.match(raised[0]!.message, new RegExp(day(expires)));
+    // More cycles (the periodic one keeps running too) warn no more about this certificate.
+    await runHealthCycle(srv.ctx);
+    await runHealthCycle(srv.ctx);
+    assert.equal((await notifications()).length, 1);
   });
 });

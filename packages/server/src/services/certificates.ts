@@ -4,6 +4,7 @@ import { getDomain } from 'tldts';
 import type { ServiceContext } from '../context.js';
 import { newId } from '../crypto.js';
 import type { DB, DomainStatus } from '../db/schema.js';
+import { notify } from './notifications.js';
 
 // The service's side of automatic certificates (ACME HTTP-01, done by the agents): it grants
 // order slots within the authority's weekly cap, tells each agent which peers must serve a
@@ -15,6 +16,8 @@ type Executor = Kysely<DB>;
 /** The authority's cap (Let's Encrypt: certificates per registered domain), counted across all accounts as it does. */
 export const ORDERS_PER_REGISTERED_DOMAIN = 50;
 export const ORDER_WINDOW_MS = 7 * 24 * 3600 * 1000;
+/** ssl_expiring is raised this long before a certificate expires. */
+export const EXPIRY_WARNING_MS = 7 * 24 * 3600 * 1000;
 /** First key of the advisory locks taken here, so they cannot meet another feature's. */
 const ORDER_LOCK_SPACE = 0x5241_4d50; // "RAMP"
 
@@ -193,4 +196,40 @@ export async function refreshDomainSsl(tx: Tx, domainId: string) {
     };
   }
   return tx.updateTable('domains').set(set).where('id', '=', domainId).returningAll().executeTakeFirstOrThrow();
+}
+
+/**
+ * Health cycle: one ssl_expiring notification per certificate expiring within 7 days (or expired)
+ * on a domain with SSL on. The domain remembers the expiry it warned about, so a renewed
+ * certificate warns again when its own time comes; the claim and the notification commit
+ * together, so several processes running the cycle warn once.
+ */
+export async function notifyExpiringCertificates(ctx: ServiceContext, now: Date): Promise<number> {
+  return ctx.db.transaction().execute(async (tx) => {
+    const due = await tx
+      .updateTable('domains')
+      .set({ ssl_expiring_notified_for: sql<Date>`ssl_expires` })
+      .where('ssl_enabled', '=', true)
+      .where('ssl_expires', 'is not', null)
+      .where('ssl_expires', '<=', new Date(now.getTime() + EXPIRY_WARNING_MS))
+      .where((eb) => eb.or([eb('ssl_expiring_notified_for', 'is', null), eb('ssl_expiring_notified_for', '<>', eb.ref('ssl_expires'))]))
+      .returning(['account_id', 'domain', 'ssl_expires'])
+      .execute();
+    for (const d of due) {
+      const expires = new Date(d.ssl_expires!);
+      const day = expires.toISOString().slice(0, 10);
+      const days = Math.ceil((expires.getTime() - now.getTime()) / 86_400_000);
+      const message =
+        expires.getTime() <= now.getTime()
+          ? `The certificate of ${d.domain} expired on ${day} and has not been renewed`
+          : `The certificate of ${d.domain} expires on ${day} (in ${days} day${days === 1 ? '' : 's'}) and has not been renewed yet`;
+      await notify({ ...ctx, db: tx, now: () => now }, { accountId: d.account_id, kind: 'ssl_expiring', message });
+    }
+    return due.length;
+  });
+}
+
+/** Orders older than the window no longer count. */
+export async function pruneCertificateOrders(ctx: ServiceContext, now: Date): Promise<void> {
+  await ctx.db.deleteFrom('certificate_orders').where('created_at', '<=', new Date(now.getTime() - ORDER_WINDOW_MS)).execute();
 }
