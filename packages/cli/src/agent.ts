@@ -1,5 +1,5 @@
 import { Agent } from '@rampart/agent';
-import { parseFlags, portFrom, UsageError } from './args.js';
+import { intFrom, parseFlags, portFrom, UsageError } from './args.js';
 
 export const AGENT_HELP = `Usage: rampart agent --server ws://HOST:PORT/agent --token T [--data-dir DIR] [--http-port 80]
                      [--https-port 443] [--haproxy PATH] [--bind ADDR] [--nbthread N]
@@ -50,11 +50,11 @@ export async function agentCommand(args: string[]): Promise<void> {
     haproxyBin: flags.haproxy ?? 'haproxy',
     ...(flags.bind ? { bindAddress: flags.bind } : {}),
     ...(flags['country-map'] ? { countryMap: flags['country-map'] } : {}),
-    ...(flags.nbthread ? { nbthread: portFrom(flags.nbthread, '--nbthread', 0) } : {}),
+    ...(flags.nbthread ? { nbthread: intFrom(flags.nbthread, '--nbthread', 1, 64) } : {}),
     ...(flags['acme-directory'] ? { acmeDirectory: acmeDirectoryFrom(flags['acme-directory']) } : {}),
     ...(flags['acme-email'] ? { acmeEmail: emailFrom(flags['acme-email']) } : {}),
     ...(flags.resolver ? { resolver: resolverFrom(flags.resolver) } : {}),
-    ...(flags['renew-before-days'] ? { renewBeforeDays: daysFrom(flags['renew-before-days']) } : {}),
+    ...(flags['renew-before-days'] ? { renewBeforeDays: intFrom(flags['renew-before-days'], '--renew-before-days', 1, 3650) } : {}),
   });
   await agent.start();
   const stop = async () => {
@@ -80,10 +80,4 @@ function resolverFrom(v: string): string {
   const m = /^(?:\[([0-9a-fA-F:]+)\]|([0-9.]+)):(\d{1,5})$/.exec(v);
   if (m && Number(m[3]) >= 1 && Number(m[3]) <= 65535) return v;
   throw new UsageError('--resolver must be IP:PORT (e.g. 127.0.0.1:53 or [::1]:53)');
-}
-
-function daysFrom(v: string): number {
-  const n = Number(v);
-  if (Number.isInteger(n) && n >= 1 && n <= 3650) return n;
-  throw new UsageError('--renew-before-days must be a whole number of days from 1 to 3650');
 }

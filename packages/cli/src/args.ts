@@ -21,3 +21,10 @@ export function portFrom(value: string | undefined, flag: string, fallback: numb
   if (!Number.isInteger(n) || n < 0 || n > 65535) throw new UsageError(`${flag} must be a port number from 0 to 65535`);
   return n;
 }
+
+/** A whole number flag within [min, max]; the usage error names the flag and the range. */
+export function intFrom(value: string, flag: string, min: number, max: number): number {
+  const n = Number(value);
+  if (value.trim() === '' || !Number.isInteger(n) || n < min || n > max) throw new UsageError(`${flag} must be a whole number from ${min} to ${max}`);
+  return n;
+}
