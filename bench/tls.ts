@@ -6,8 +6,9 @@
 //     with its SNI that is served that certificate, through the agent's own apply path (render into
 //     a fresh directory, `haproxy -c`, reload through the master socket, new hash on the health socket).
 // Rampart's side is renderHaproxyConfig's output for one domain (sslEnabled, WAF on at level medium,
-// no rules). The baseline is a plain TLS reverse proxy: the same certificate file, TLS settings
-// (TLS_GLOBAL, ALPN) and defaults, no WAF, Lua or maps. Both forward to one bare HAProxy answering
+// no rules). The baseline is what a user would run instead: the configuration export's plain
+// HAProxy (host routing, forwarding headers, health-checked origin) with the same certificate file,
+// TLS settings (TLS_GLOBAL, ALPN) and defaults; no WAF, Lua or maps. Both forward to one bare HAProxy answering
 // a fixed 200, as in bench:waf. Rampart with the WAF off is measured too, for reference only (it
 // separates the WAF's cost from the rest). Every process started here is stopped, and the temporary
 // directory removed, before the bench exits.
@@ -34,8 +35,8 @@ import { join } from 'node:path';
 import type { TLSSocket } from 'node:tls';
 import { promisify } from 'node:util';
 import { Applier, CertificateStore, HaproxyProcess } from '@rampart/agent';
-import type { ServerSnapshot } from '@rampart/protocol';
-import { ALPN, DEFAULTS_SECTION, renderHaproxyConfig, TLS_GLOBAL, type RenderOptions, type ServedCertificate } from '@rampart/proxy';
+import { backendName, type ServerSnapshot } from '@rampart/protocol';
+import { ALPN, DEFAULTS_SECTION, renderBackend, renderHaproxyConfig, TLS_GLOBAL, type RenderOptions, type ServedCertificate } from '@rampart/proxy';
 import { viaProxy } from '../test/support/cluster.js';
 import { freePort, startProcess, waitFor, type Proc } from '../test/support/processes.js';
 
@@ -167,10 +168,15 @@ async function startOrigin(certFile: string): Promise<{ port: number; probePort:
   return { port, probePort };
 }
 
-/** The baseline: TLS termination and forwarding to the origin, nothing else. */
+/**
+ * The baseline: what a user would run instead of Rampart, the configuration export's plain HAProxy
+ * (host routing, the health-checked backend with X-Forwarded-Proto, X-Real-IP and Host, and the
+ * X-Forwarded-For every reverse proxy in front of a website sets), terminating the same TLS.
+ */
 async function startPlain(certFile: string, originPort: number): Promise<Side> {
   const port = await freePort();
   const dir = join(tmp, 'plain');
+  const backend = renderBackend({ domain: HOST, origins: [{ ip: '127.0.0.1', port: originPort }] });
   const { proc } = launch('plain', [
     'global',
     `    stats socket ${dir}/admin.sock mode 600 level admin`,
@@ -182,10 +188,14 @@ async function startPlain(certFile: string, originPort: number): Promise<Side> {
     '',
     'frontend https_in',
     `    bind 127.0.0.1:${port} ssl crt ${certFile} alpn ${ALPN}`,
-    '    default_backend origin',
+    `    use_backend ${backendName(HOST)} if { req.hdr(host),lower,field(1,:) -m str ${HOST} }`,
+    '    default_backend default_404',
     '',
-    'backend origin',
-    `    server origin0 127.0.0.1:${originPort}`,
+    'backend default_404',
+    '    http-request return status 404 content-type text/plain string "Not Found"',
+    '',
+    backend,
+    '    option forwardfor',
     '',
   ].join('\n'));
   return ready({ name: 'plain HAProxy', port, proc, statsSocket: join(dir, 'admin.sock') });
