@@ -39,6 +39,7 @@ import { backendName, type ServerSnapshot } from '@rampart/protocol';
 import { ALPN, DEFAULTS_SECTION, renderBackend, renderHaproxyConfig, TLS_GLOBAL, type RenderOptions, type ServedCertificate } from '@rampart/proxy';
 import { viaProxy } from '../test/support/cluster.js';
 import { freePort, startProcess, waitFor, type Proc } from '../test/support/processes.js';
+import { benchProcesses } from './support.js';
 
 const DURATION = Number(process.env.BENCH_SECONDS ?? 5);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
@@ -55,25 +56,9 @@ const NO_RESUMPTION = '    tune.ssl.cachesize 0';
 
 const run = promisify(execFile);
 const tmp = mkdtempSync(join(tmpdir(), 'rampart-bench-tls-'));
-const procs = new Set<Proc>();
 let agentProxy: HaproxyProcess | undefined;
-
-async function stopHaproxy(p: Proc): Promise<void> {
-  // SIGTERM is HAProxy's immediate stop; SIGKILL only if it has not exited within 5 s.
-  const t = setTimeout(() => p.child.kill('SIGKILL'), 5000);
-  await p.stop('SIGTERM');
-  clearTimeout(t);
-  procs.delete(p);
-}
-
-for (const sig of ['SIGINT', 'SIGTERM'] as const) {
-  process.once(sig, () => {
-    for (const p of procs) p.child.kill('SIGKILL');
-    if (agentProxy?.pid) process.kill(agentProxy.pid, 'SIGTERM'); // the master stops its worker
-    rmSync(tmp, { recursive: true, force: true });
-    process.exit(130);
-  });
-}
+// the agent's HAProxy master stops its worker
+const haproxies = benchProcesses(tmp, () => agentProxy?.pid && process.kill(agentProxy.pid, 'SIGTERM'));
 
 // ------------------------------------------------------------------------------------------------
 // Certificates and HTTPS requests
@@ -129,7 +114,7 @@ function launch(name: string, cfg: string): { proc: Proc; dir: string } {
   mkdirSync(dir, { recursive: true });
   writeFileSync(join(dir, 'haproxy.cfg'), cfg);
   const proc = startProcess(HAPROXY, ['-f', join(dir, 'haproxy.cfg')]);
-  procs.add(proc);
+  haproxies.add(proc);
   return { proc, dir };
 }
 
@@ -395,12 +380,12 @@ try {
       }
     }
   }
-  for (const side of sides) await stopHaproxy(side.proc); // idle, but out of part 3's way
+  for (const side of sides) await haproxies.stop(side.proc); // idle, but out of part 3's way
 
   certs = await certificateGoesLive(origin.port, store, bench);
 } finally {
   await agentProxy?.stop();
-  await Promise.all([...procs].map(stopHaproxy));
+  await haproxies.stopAll();
   rmSync(tmp, { recursive: true, force: true });
 }
 

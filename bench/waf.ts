@@ -16,10 +16,11 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ensureCountrySubset, parseEventLine } from '@rampart/agent';
-import { AI_BOTS, type ServerSnapshot, type SnapshotDomain, type SnapshotRule } from '@rampart/protocol';
+import { AI_BOTS, RATE_LIMIT_MAX, rateLimitOf, type ServerSnapshot, type SnapshotDomain, type SnapshotRule } from '@rampart/protocol';
 import { DEFAULTS_SECTION, renderHaproxyConfig } from '@rampart/proxy';
 import { viaProxy } from '../test/support/cluster.js';
 import { freePort, startProcess, waitFor, type Proc } from '../test/support/processes.js';
+import { benchProcesses } from './support.js';
 
 const DURATION = Number(process.env.BENCH_SECONDS ?? 5);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
@@ -43,27 +44,7 @@ const LONG_PATH = (() => {
 })();
 
 const tmp = mkdtempSync(join(tmpdir(), 'rampart-bench-waf-'));
-const procs = new Set<Proc>();
-
-async function stopAll(): Promise<void> {
-  await Promise.all([...procs].map((p) => stopHaproxy(p)));
-}
-
-async function stopHaproxy(p: Proc): Promise<void> {
-  // SIGTERM is HAProxy's immediate stop; SIGKILL only if it has not exited within 5 s.
-  const t = setTimeout(() => p.child.kill('SIGKILL'), 5000);
-  await p.stop('SIGTERM');
-  clearTimeout(t);
-  procs.delete(p);
-}
-
-for (const sig of ['SIGINT', 'SIGTERM'] as const) {
-  process.once(sig, () => {
-    for (const p of procs) p.child.kill('SIGKILL');
-    rmSync(tmp, { recursive: true, force: true });
-    process.exit(130);
-  });
-}
+const haproxies = benchProcesses(tmp);
 
 // ------------------------------------------------------------------------------------------------
 // HAProxy instances
@@ -96,7 +77,7 @@ async function startBare(): Promise<{ port: number; proc: Proc }> {
 
 function launch(cfg: string): Proc {
   const proc = startProcess(HAPROXY, ['-f', cfg]);
-  procs.add(proc);
+  haproxies.add(proc);
   return proc;
 }
 
@@ -115,11 +96,21 @@ async function startRampart(name: string, snapshot: ServerSnapshot, eventsPort: 
   const runDir = join(tmp, `${name}-run`);
   mkdirSync(configDir);
   mkdirSync(runDir);
-  const { files } = renderHaproxyConfig(snapshot, { httpBind: { address: '127.0.0.1', port }, runDir, eventsPort, countryMap }, { configDir });
+  const { files } = renderHaproxyConfig(withApiLimit(snapshot), { httpBind: { address: '127.0.0.1', port }, runDir, eventsPort, countryMap }, { configDir });
+  // The renderer refuses a limit the API would refuse: the unreached one goes into its data file.
+  const rpm = rateLimitOf(snapshot.rules.find((r) => r.type === 'rate_limit')?.value ?? '{}');
+  files['waf_data.lua'] = files['waf_data.lua']!.replace(`rpm = ${Math.min(rpm, RATE_LIMIT_MAX)},`, `rpm = ${rpm},`);
   for (const [file, content] of Object.entries(files)) writeFileSync(join(configDir, file), content);
   const proc = launch(join(configDir, 'haproxy.cfg'));
   await ready(proc, port, `Rampart HAProxy (${name})`, clientHeaders('127.0.0.1'));
   return { port, proc };
+}
+
+/** The snapshot with its rate limit capped at the API's ceiling (what the renderer accepts). */
+function withApiLimit(snapshot: ServerSnapshot): ServerSnapshot {
+  const cap = (r: ServerSnapshot['rules'][number]) =>
+    r.type === 'rate_limit' ? { ...r, value: JSON.stringify({ requests_per_minute: Math.min(rateLimitOf(r.value), RATE_LIMIT_MAX) }) } : r;
+  return { ...snapshot, rules: snapshot.rules.map(cap) };
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -320,7 +311,7 @@ try {
       await new Promise((r) => setTimeout(r, 200));
       if (eventCount !== before) sanity.push(`${c.name}: ${eventCount - before} WAF events during the measurement`);
     } finally {
-      await stopHaproxy(rp.proc);
+      await haproxies.stop(rp.proc);
     }
   }
 
@@ -343,10 +334,10 @@ try {
     await new Promise((r) => setTimeout(r, 1000));
     memory = { beforeKb, afterKb: rssKb(pid), statuses, seconds };
   } finally {
-    await stopHaproxy(rp.proc);
+    await haproxies.stop(rp.proc);
   }
 } finally {
-  await stopAll();
+  await haproxies.stopAll();
   events.close();
   rmSync(tmp, { recursive: true, force: true });
 }
