@@ -97,7 +97,7 @@ export class Agent {
     const configRoot = join(dataDir, 'haproxy');
     this.clock = options.clock ?? systemClock;
     this.log = options.log ?? ((level, msg) => process.stderr.write(`${new Date().toISOString()} ${level} ${msg}\n`));
-    this.proxy = new HaproxyProcess(options.haproxyBin, join(configRoot, 'current', 'haproxy.cfg'), runDir);
+    this.proxy = new HaproxyProcess(options.haproxyBin, join(configRoot, 'current', 'haproxy.cfg'), runDir, this.clock);
     this.renderOptions = {
       httpBind: { address: options.bindAddress ?? '*', port: options.httpPort },
       httpsPort: options.httpsPort,

@@ -3,6 +3,7 @@ import { EventEmitter, once } from 'node:events';
 import { request } from 'node:http';
 import { connect } from 'node:net';
 import { HEALTH_SOCKET, MASTER_SOCKET } from '@rampart/proxy';
+import { Backoff, systemClock, type Clock } from './backoff.js';
 
 export interface ConfigError {
   line: number | null;
@@ -48,6 +49,7 @@ export class HaproxyProcess extends EventEmitter {
     private readonly bin: string,
     private readonly cfgPath: string,
     private readonly runDir: string,
+    private readonly clock: Clock = systemClock,
   ) {
     super();
   }
@@ -101,14 +103,15 @@ export class HaproxyProcess extends EventEmitter {
    * short while instead of being taken for a failure.
    */
   async masterCommand(command: string, timeoutMs = 5000): Promise<string> {
-    const deadline = Date.now() + timeoutMs;
-    for (let wait = 20; ; wait = Math.min(wait * 2, 200)) {
+    const deadline = this.clock.now() + timeoutMs;
+    const backoff = new Backoff({ baseMs: 20, capMs: 200, jitter: 'equal', clock: this.clock });
+    for (;;) {
       try {
-        return await this.masterCommandOnce(command, Math.max(100, deadline - Date.now()));
+        return await this.masterCommandOnce(command, Math.max(100, deadline - this.clock.now()));
       } catch (err) {
         const code = (err as NodeJS.ErrnoException).code;
-        if ((code !== 'ECONNREFUSED' && code !== 'ENOENT') || Date.now() + wait > deadline || !this.running) throw err;
-        await new Promise((r) => setTimeout(r, wait));
+        if ((code !== 'ECONNREFUSED' && code !== 'ENOENT') || this.clock.now() >= deadline || !this.running) throw err;
+        await backoff.wait();
       }
     }
   }
@@ -157,11 +160,11 @@ export class HaproxyProcess extends EventEmitter {
 
   /** Polls the health socket until the worker runs `hash`. */
   async waitForHash(hash: string, timeoutMs: number): Promise<boolean> {
-    const deadline = Date.now() + timeoutMs;
-    while (Date.now() < deadline) {
+    const deadline = this.clock.now() + timeoutMs;
+    while (this.clock.now() < deadline) {
       if (!this.running) return false;
       if ((await this.health(500)) === hash) return true;
-      await new Promise((r) => setTimeout(r, 50));
+      await this.clock.sleep(50);
     }
     return false;
   }
