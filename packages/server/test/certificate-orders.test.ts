@@ -5,7 +5,7 @@ import { openDatabase } from '../src/db/database.js';
 import { ORDER_WINDOW_MS, ORDERS_PER_REGISTERED_DOMAIN, registeredDomain, requestOrderSlot, type AgentIdentity } from '../src/services/certificates.js';
 import { backends, call, makeTestApp, newAccount, postgresUrl } from './helpers.js';
 
-// The authority's cap (SPEC.md: 50 requests per domain per week), kept by the service for every
+// The authority's cap (docs/api.md, "HTTPS certificates": 50 orders per registered domain per week), kept by the service for every
 // agent of every account: a slot is an order the agent may place; the 51st in 7 days for one
 // registered domain is refused, whichever account or process asks.
 

@@ -4,7 +4,7 @@ import { recordCertificateStatus } from '../src/services/certificates.js';
 import { healthIntervalFromEnv, runHealthCycle } from '../src/services/health.js';
 import { backends, call, makeTestApp, newAccount } from './helpers.js';
 
-// SPEC.md: ssl_expiring when a certificate expires within 7 days, checked in the health cycle.
+// docs/api.md: ssl_expiring when a certificate expires within 7 days, checked in the health cycle.
 // Once per certificate: a renewed certificate (a later expiry) warns again when its time comes.
 
 const DAY_MS = 86_400_000;

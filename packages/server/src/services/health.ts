@@ -1,7 +1,7 @@
 import type { ServiceContext } from '../context.js';
 import { notifyExpiringCertificates, pruneCertificateOrders } from './certificates.js';
 
-/** SPEC.md: the server health check runs every 5 minutes. */
+/** The server health check runs every 5 minutes by default (docs/api.md, "HTTPS certificates"). */
 export const DEFAULT_HEALTH_INTERVAL_SECONDS = 300;
 const MAX_HEALTH_INTERVAL_SECONDS = 86_400;
 
