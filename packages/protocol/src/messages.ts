@@ -129,6 +129,8 @@ const ChallengeFields = {
 export const AcmeSlotRequest = message('acme/slot-request', Type.Object({ requestId: RequestId, domain: Hostname }, { additionalProperties: false }));
 export const AcmeChallengePublish = message('acme/challenge-publish', Type.Object({ requestId: RequestId, ...ChallengeFields }, { additionalProperties: false }));
 export const CERT_STATES = ['pending', 'active', 'error'] as const;
+/** The latest notAfter a certificate can carry (RFC 5280's 99991231235959Z), in Unix seconds. */
+export const MAX_CERT_EXPIRY = 253_402_300_799;
 export type CertState = (typeof CERT_STATES)[number];
 export const CertStatus = message(
   'cert/status',
@@ -137,7 +139,7 @@ export const CertStatus = message(
       domain: Hostname,
       status: Type.Union(CERT_STATES.map((s) => Type.Literal(s))),
       /** Unix time in seconds of the served certificate's notAfter; null while there is none. */
-      expiresAt: Type.Union([Type.Integer({ minimum: 0 }), Type.Null()]),
+      expiresAt: Type.Union([Type.Integer({ minimum: 0, maximum: MAX_CERT_EXPIRY }), Type.Null()]),
       message: Type.Union([Type.String({ maxLength: 1000 }), Type.Null()]),
     },
     { additionalProperties: false },
