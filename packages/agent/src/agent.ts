@@ -293,8 +293,8 @@ export class Agent {
         // Another server of the domain is ordering: answer its validation too, for our own domains only.
         const { domain, token, keyAuthorization, action } = m.payload;
         if (!this.state.desired?.domains.some((d) => d.domain === domain && d.sslEnabled)) return;
-        if (action === 'add') this.responder.add(domain, token, keyAuthorization);
-        else this.responder.remove(domain, token);
+        if (action === 'add') this.responder.add(domain, token, keyAuthorization, 'peer');
+        else this.responder.remove(domain, token, 'peer');
         return;
       }
       case 'service/heartbeat':

@@ -190,11 +190,11 @@ export class CertificateManager {
       this.o.log?.('info', `ordering a certificate for ${name}`);
       const issued = await this.o.issuer.issue(name, {
         publish: async (token, keyAuthorization) => {
-          this.o.responder.add(name, token, keyAuthorization);
+          this.o.responder.add(name, token, keyAuthorization, 'own');
           await this.o.link.relayChallenge(name, token, keyAuthorization, 'add');
         },
         withdraw: async (token, keyAuthorization) => {
-          this.o.responder.remove(name, token);
+          this.o.responder.remove(name, token, 'own');
           await this.o.link.relayChallenge(name, token, keyAuthorization, 'remove').catch(() => undefined);
         },
       });

@@ -6,12 +6,17 @@ interface Challenge {
   domain: string;
   keyAuthorization: string;
   expiresAt: number;
+  /** Published by this server's own order, not relayed from another server of the domain. */
+  own: boolean;
 }
+
+/** Who a challenge comes from: this server's own order, or another server of the domain (relayed by the service). */
+export type ChallengeSource = 'own' | 'peer';
 
 /** A challenge nobody removed (a lost message, a crashed order) is forgotten after this long. */
 const CHALLENGE_TTL_MS = 30 * 60_000;
-/** Bounds what a flood of relayed challenges can hold in memory. */
-const MAX_CHALLENGES = 1000;
+/** Bounds what a flood of relayed challenges can hold in memory (this server's own are always kept). */
+export const MAX_CHALLENGES = 1000;
 
 /**
  * The HTTP-01 responder: HAProxy sends every request under /.well-known/acme-challenge/ here,
@@ -39,14 +44,21 @@ export class ChallengeResponder {
     return typeof addr === 'object' && addr ? addr.port : port;
   }
 
-  add(domain: string, token: string, keyAuthorization: string): void {
+  /**
+   * A peer's challenges are bounded (a flood holds at most MAX_CHALLENGES) and never replace or
+   * withdraw one of this server's own orders: a full responder or a hostile peer of the domain
+   * cannot make this server fail its own validations.
+   */
+  add(domain: string, token: string, keyAuthorization: string, source: ChallengeSource = 'peer'): void {
     this.expire();
-    if (this.challenges.size >= MAX_CHALLENGES && !this.challenges.has(token)) return;
-    this.challenges.set(token, { domain, keyAuthorization, expiresAt: this.now() + CHALLENGE_TTL_MS });
+    const existing = this.challenges.get(token);
+    if (source === 'peer' && (existing?.own || (!existing && this.challenges.size >= MAX_CHALLENGES))) return;
+    this.challenges.set(token, { domain, keyAuthorization, expiresAt: this.now() + CHALLENGE_TTL_MS, own: source === 'own' });
   }
 
-  remove(domain: string, token: string): void {
-    if (this.challenges.get(token)?.domain === domain) this.challenges.delete(token);
+  remove(domain: string, token: string, source: ChallengeSource = 'peer'): void {
+    const c = this.challenges.get(token);
+    if (c?.domain === domain && (source === 'own' || !c.own)) this.challenges.delete(token);
   }
 
   private lookup(host: string, token: string): string | undefined {
