@@ -36,10 +36,13 @@ export interface LiveBackend {
 
 /**
  * Client-sent headers an origin might take for the client's address or scheme. They are dropped
- * before HAProxy sets its own (X-Forwarded-For by `option forwardfor`, X-Real-IP, X-Forwarded-Proto);
+ * before HAProxy sets its own (X-Forwarded-For by `option forwardfor`, X-Real-IP, X-Forwarded-Proto):
+ * every X-Forwarded and X-Forwarded-* (a proxy's word, never a client's: -Ssl and -Scheme make Rack
+ * see https), the names PHP's usual client-address lookups read (Client-IP, Forwarded-For, ...);
  * any header with an underscore goes too, since many servers read "X_Real_IP" as "X-Real-IP".
  */
-const SPOOFABLE_HEADERS = '^(?:x-forwarded-(?:for|host|port|server)|forwarded|true-client-ip|x-client-ip|x-cluster-client-ip|cf-connecting-ip|fastly-client-ip)$';
+const SPOOFABLE_HEADERS =
+  '^(?:x-forwarded(?:-[a-z0-9-]+)?|forwarded(?:-for)?|client-ip|true-client-ip|x-client-ip|x-cluster-client-ip|x-originating-ip|x-remote-ip|x-remote-addr|cf-connecting-ip|fastly-client-ip)$';
 
 /**
  * One backend per domain, as docs/api.md describes the export template: health check on "/", the three request headers,

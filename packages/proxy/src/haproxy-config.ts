@@ -131,8 +131,18 @@ export function renderHaproxyConfig(snapshot: ServerSnapshot, options: RenderOpt
     [
       'frontend http_in',
       `    bind ${bindAddress}:${options.httpBind.port}`,
-      ...(https ? [`    bind ${bindAddress}:${options.httpsPort} ssl crt-list ${target.configDir}/certificates.list alpn ${ALPN}`] : []),
+      // strict-sni: no handshake without an SNI naming one of the certificates (no default one).
+      ...(https ? [`    bind ${bindAddress}:${options.httpsPort} ssl crt-list ${target.configDir}/certificates.list alpn ${ALPN} strict-sni`] : []),
       ...waf.frontend,
+      // Over TLS the Host must name the domain of the certificate (the SNI): every certificate
+      // names one domain, so no browser sends another; one that does is misdirected (domain
+      // fronting, or a domain without its own certificate here), as Cloudflare refuses it too.
+      ...(https
+        ? [
+            '    http-request set-var(txn.rp_host) req.hdr(host),lower,field(1,:) if { ssl_fc }',
+            '    http-request return status 421 content-type text/plain string "Misdirected Request" if { ssl_fc } !{ ssl_fc_sni,lower,strcmp(txn.rp_host) eq 0 }',
+          ]
+        : []),
       // The ACME challenge reaches the agent's responder before host routing, redirects and the
       // WAF (whose decisions are taken in the domain backends), for every host.
       ...(acme ? [`    use_backend acme_responder if { path_beg ${ACME_CHALLENGE_PATH} }`] : []),
