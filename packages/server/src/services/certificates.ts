@@ -13,7 +13,10 @@ import { notify } from './notifications.js';
 type Tx = Transaction<DB>;
 type Executor = Kysely<DB>;
 
-/** The authority's cap (Let's Encrypt: certificates per registered domain), counted across all accounts as it does. */
+/**
+ * The authority's cap (Let's Encrypt: certificates per registered domain), counted per account: counted
+ * across accounts, any account adding a subdomain of someone else's domain could spend its cap.
+ */
 export const ORDERS_PER_REGISTERED_DOMAIN = 50;
 export const ORDER_WINDOW_MS = 7 * 24 * 3600 * 1000;
 /** ssl_expiring is raised this long before a certificate expires. */
@@ -59,9 +62,10 @@ export interface SlotAnswer {
 
 /**
  * acme/slot-request: an agent may place one certificate order. Granted only for an SSL domain of
- * its own, and only while fewer than 50 orders of its registered domain were granted in the last
- * 7 days. The count and the insert run under a transaction-scoped advisory lock on the registered
- * domain, so concurrent requests (in this process or another sharing the database) never pass it.
+ * its own, and only while fewer than 50 orders of its registered domain were granted to its account
+ * in the last 7 days. The count and the insert run under a transaction-scoped advisory lock on the
+ * account and registered domain, so concurrent requests (in this process or another sharing the
+ * database) never pass it.
  */
 export async function requestOrderSlot(ctx: ServiceContext, agent: AgentIdentity, name: string): Promise<SlotAnswer> {
   const domain = await servedDomain(ctx.db, agent, name);
@@ -69,11 +73,12 @@ export async function requestOrderSlot(ctx: ServiceContext, agent: AgentIdentity
   if (!domain.ssl_enabled) return { granted: false, message: `SSL is turned off for ${domain.domain}` };
   const registered = registeredDomain(domain.domain);
   return ctx.db.transaction().execute(async (tx) => {
-    await sql`select pg_advisory_xact_lock(${ORDER_LOCK_SPACE}, hashtext(${registered}))`.execute(tx);
+    await sql`select pg_advisory_xact_lock(${ORDER_LOCK_SPACE}, hashtext(${`${agent.accountId}/${registered}`}))`.execute(tx);
     const now = ctx.now();
     const recent = await tx
       .selectFrom('certificate_orders')
       .select('created_at')
+      .where('account_id', '=', agent.accountId)
       .where('registered_domain', '=', registered)
       .where('created_at', '>', new Date(now.getTime() - ORDER_WINDOW_MS))
       .orderBy('created_at')
@@ -86,7 +91,7 @@ export async function requestOrderSlot(ctx: ServiceContext, agent: AgentIdentity
         granted: false,
         message:
           `The certificate authority allows ${ORDERS_PER_REGISTERED_DOMAIN} certificates a week for ${registered} and its subdomains; ` +
-          `that many were ordered in the last 7 days, the next order can be placed after ${freeAt.toISOString()}`,
+          `this account ordered that many in the last 7 days, the next order can be placed after ${freeAt.toISOString()}`,
       };
     }
     await tx
