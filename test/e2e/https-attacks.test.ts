@@ -354,6 +354,8 @@ describe('HTTPS under attack (real control plane, agent and HAProxy)', () => {
       'Client-IP', 'X-Forwarded', 'Forwarded-For', 'X-Originating-IP', 'X-Remote-IP', 'X-Remote-Addr',
       // the scheme, as Rack, Spring and others also read it
       'X-Forwarded-Ssl', 'X-Forwarded-Scheme', 'X-Forwarded-Protocol', 'X-Forwarded-Prefix',
+      // a path the WAF never saw, as IIS and Symfony route by them
+      'X-Original-URL', 'X-Rewrite-URL',
     ];
     const alternating = (n: string) => [...n].map((c, i) => (i % 2 ? c.toUpperCase() : c.toLowerCase())).join('');
     const spellings = (n: string) => [n, n.toLowerCase(), n.toUpperCase(), alternating(n), n.replace(/-/g, '_'), n.toLowerCase().replace(/-/g, '_')];

@@ -40,9 +40,11 @@ export interface LiveBackend {
  * every X-Forwarded and X-Forwarded-* (a proxy's word, never a client's: -Ssl and -Scheme make Rack
  * see https), the names PHP's usual client-address lookups read (Client-IP, Forwarded-For, ...);
  * any header with an underscore goes too, since many servers read "X_Real_IP" as "X-Real-IP".
+ * X-Original-URL and X-Rewrite-URL go as well: IIS and Symfony route by them, so they would carry a
+ * path past the WAF, which inspects the request line.
  */
 const SPOOFABLE_HEADERS =
-  '^(?:x-forwarded(?:-[a-z0-9-]+)?|forwarded(?:-for)?|client-ip|true-client-ip|x-client-ip|x-cluster-client-ip|x-originating-ip|x-remote-ip|x-remote-addr|cf-connecting-ip|fastly-client-ip)$';
+  '^(?:x-forwarded(?:-[a-z0-9-]+)?|forwarded(?:-for)?|client-ip|true-client-ip|x-client-ip|x-cluster-client-ip|x-originating-ip|x-remote-ip|x-remote-addr|cf-connecting-ip|fastly-client-ip|x-original-url|x-rewrite-url)$';
 
 /**
  * One backend per domain, as docs/api.md describes the export template: health check on "/", the three request headers,
