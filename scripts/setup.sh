@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what Rampart's tests and `rampart up` need: node packages, and from Debian's packages
-# haproxy (with Lua and PCRE2), pebble, pdns-server, wrk, lua5.3 (unit tests of the WAF engine)
-# and chromium (the bot-challenge test) when they are missing. Idempotent.
+# haproxy (with Lua and PCRE2), pebble and pebble-challtestsrv (the ACME tests), pdns-server, wrk,
+# lua5.3 (unit tests of the WAF engine), chromium (the bot-challenge test) and openssl (test
+# certificates) when they are missing. Idempotent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,6 +13,7 @@ command -v pebble >/dev/null 2>&1 || [ -x /usr/bin/pebble ] || need+=(pebble)
 command -v pdns_server >/dev/null 2>&1 || [ -x /usr/sbin/pdns_server ] || need+=(pdns-server pdns-backend-bind)
 command -v lua5.3 >/dev/null 2>&1 || need+=(lua5.3)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
+command -v openssl >/dev/null 2>&1 || need+=(openssl)
 
 if [ ${#need[@]} -gt 0 ]; then
   SUDO=""
