@@ -1,6 +1,7 @@
 import type { FastifyServerOptions } from 'fastify';
 import { buildApp } from './app.js';
 import { AgentHub } from './hub/hub.js';
+import { scheduleJobs } from './jobs.js';
 import { pruneEvents } from './services/events.js';
 import { healthIntervalFromEnv, runHealthCycle } from './services/health.js';
 import type { ServiceContext } from './context.js';
@@ -46,20 +47,18 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   });
   const app = await buildApp({ ctx, adminToken: options.adminToken, logger: options.logger });
   hub.attach(app.server);
-  // Jobs: event retention hourly (idempotent, so several processes may run it).
-  const prune = () => void pruneEvents(ctx).catch((err) => app.log.warn({ err }, 'event retention failed'));
-  const jobs = setInterval(prune, 3_600_000);
-  jobs.unref();
-  prune();
-  // The health cycle: certificate expiry warnings (idempotent as well).
-  const health = () => void runHealthCycle(ctx).catch((err) => app.log.warn({ err }, 'health cycle failed'));
-  const healthJob = setInterval(health, Math.min(healthIntervalSeconds * 1000, 2 ** 31 - 1));
-  healthJob.unref();
-  health();
-  app.addHook('onClose', async () => {
-    clearInterval(jobs);
-    clearInterval(healthJob);
-  });
+  // Periodic jobs, each on one process at a time however many share the database.
+  const stopJobs = scheduleJobs(
+    database.db,
+    database.kind,
+    [
+      { name: 'event-retention', everyMs: 3_600_000, run: () => pruneEvents(ctx) },
+      // The health cycle: certificate expiry warnings.
+      { name: 'health-cycle', everyMs: healthIntervalSeconds * 1000, run: () => runHealthCycle(ctx) },
+    ],
+    (msg, err) => app.log.warn({ err }, msg),
+  );
+  app.addHook('onClose', async () => stopJobs());
   app.addHook('preClose', async () => hub.close()); // live agent sockets would hold the listener open
   try {
     await app.listen({ port: options.port, host: options.host });

@@ -1,0 +1,55 @@
+import { sql } from 'kysely';
+import type { Database } from './db/database.js';
+
+/** First key of the jobs' advisory locks, so they cannot meet another feature's. */
+const JOB_LOCK_SPACE = 0x4a4f_4253; // "JOBS"
+
+export type JobOutcome<T> = { ran: true; result: T } | { ran: false };
+
+/**
+ * Runs a periodic job unless another process sharing the database is running it: a session-level
+ * advisory lock, held on one reserved connection for the job's duration. A process that dies
+ * mid-job loses that connection, and PostgreSQL gives the lock to the next one. The embedded
+ * database is one process by construction (nobody else can open its directory), and it has a
+ * single connection, which the job itself needs: there the job simply runs.
+ */
+export async function runExclusive<T>(db: Database, kind: 'postgres' | 'pglite', job: string, fn: () => Promise<T>): Promise<JobOutcome<T>> {
+  if (kind === 'pglite') return { ran: true, result: await fn() };
+  return db.connection().execute(async (conn) => {
+    const lock = await sql<{ ok: boolean }>`select pg_try_advisory_lock(${JOB_LOCK_SPACE}, hashtext(${job})) as ok`.execute(conn);
+    if (!lock.rows[0]?.ok) return { ran: false };
+    try {
+      return { ran: true, result: await fn() };
+    } finally {
+      await sql`select pg_advisory_unlock(${JOB_LOCK_SPACE}, hashtext(${job}))`.execute(conn);
+    }
+  });
+}
+
+export interface Job {
+  name: string;
+  everyMs: number;
+  run(): Promise<unknown>;
+}
+
+/**
+ * Starts each job now and then every `everyMs`, each run under runExclusive; a failed run is
+ * logged and the next one comes as usual. Returns the function that stops them all.
+ */
+export function scheduleJobs(db: Database, kind: 'postgres' | 'pglite', jobs: readonly Job[], log: (msg: string, err: unknown) => void): () => void {
+  const timers = jobs.map((job) => {
+    let running = false;
+    const tick = () => {
+      if (running) return; // a slow run is not overlapped by the next tick of the same process
+      running = true;
+      void runExclusive(db, kind, job.name, job.run)
+        .catch((err) => log(`${job.name} failed`, err))
+        .finally(() => (running = false));
+    };
+    const timer = setInterval(tick, Math.min(job.everyMs, 2 ** 31 - 1));
+    timer.unref();
+    tick();
+    return timer;
+  });
+  return () => timers.forEach(clearInterval);
+}
