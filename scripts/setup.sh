@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what Rampart's tests and `rampart up` need: node packages, and from Debian's packages
 # haproxy (with Lua and PCRE2), pebble and pebble-challtestsrv (the ACME tests), pdns-server, wrk,
-# lua5.3 (unit tests of the WAF engine), chromium (the bot-challenge test) and openssl (test
-# certificates) when they are missing. Idempotent.
+# lua5.3 (unit tests of the WAF engine), chromium (the bot-challenge test), openssl (test
+# certificates), and nginx with ModSecurity v3 and the OWASP CRS (bench:waf's comparison) when
+# they are missing. Idempotent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,6 +15,9 @@ command -v pdns_server >/dev/null 2>&1 || [ -x /usr/sbin/pdns_server ] || need+=
 command -v lua5.3 >/dev/null 2>&1 || need+=(lua5.3)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v openssl >/dev/null 2>&1 || need+=(openssl)
+command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || need+=(nginx)
+[ -e /usr/lib/nginx/modules/ngx_http_modsecurity_module.so ] || need+=(libnginx-mod-http-modsecurity)
+[ -d /usr/share/modsecurity-crs/rules ] || need+=(modsecurity-crs)
 
 if [ ${#need[@]} -gt 0 ]; then
   SUDO=""
@@ -21,8 +25,9 @@ if [ ${#need[@]} -gt 0 ]; then
   echo "setup: installing ${need[*]} from Debian's packages"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
-  # The packages start their own services; Rampart's agent runs its own HAProxy and tests run their own.
-  for svc in haproxy pdns; do
+  # The packages start their own services; Rampart's agent runs its own HAProxy, tests run their
+  # own and bench:waf its own nginx.
+  for svc in haproxy pdns nginx; do
     if command -v systemctl >/dev/null 2>&1; then $SUDO systemctl disable --now "$svc" >/dev/null 2>&1 || true; fi
     $SUDO service "$svc" stop >/dev/null 2>&1 || true
   done
