@@ -16,6 +16,7 @@ Environment:
   RAMPART_ADMIN_TOKEN   enables the operator API (/admin/...) with this bearer token
   RAMPART_PLAN_PRICES   monthly prices in cents, e.g. '{"pro":2900,"enterprise":29900}'
   RAMPART_LOG_LEVEL     pino log level (default info)
+  RAMPART_HEALTH_INTERVAL  seconds between health cycles (certificate expiry warnings; default 300)
 `;
 
 export async function serveCommand(args: string[]): Promise<void> {
