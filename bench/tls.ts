@@ -35,11 +35,11 @@ import { join } from 'node:path';
 import type { TLSSocket } from 'node:tls';
 import { promisify } from 'node:util';
 import { Applier, CertificateStore, HaproxyProcess } from '@rampart/agent';
-import { backendName, type ServerSnapshot } from '@rampart/protocol';
-import { ALPN, DEFAULTS_SECTION, renderBackend, renderHaproxyConfig, TLS_GLOBAL, type RenderOptions, type ServedCertificate } from '@rampart/proxy';
+import type { ServerSnapshot } from '@rampart/protocol';
+import { ALPN, DEFAULTS_SECTION, renderHaproxyConfig, TLS_GLOBAL, type RenderOptions, type ServedCertificate } from '@rampart/proxy';
 import { viaProxy } from '../test/support/cluster.js';
 import { freePort, startProcess, waitFor, type Proc } from '../test/support/processes.js';
-import { benchProcesses } from './support.js';
+import { benchProcesses, plainHaproxyConfig } from './support.js';
 
 const DURATION = Number(process.env.BENCH_SECONDS ?? 5);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
@@ -161,28 +161,12 @@ async function startOrigin(certFile: string): Promise<{ port: number; probePort:
 async function startPlain(certFile: string, originPort: number): Promise<Side> {
   const port = await freePort();
   const dir = join(tmp, 'plain');
-  const backend = renderBackend({ domain: HOST, origins: [{ ip: '127.0.0.1', port: originPort }] });
-  const { proc } = launch('plain', [
-    'global',
-    `    stats socket ${dir}/admin.sock mode 600 level admin`,
-    '    hard-stop-after 30s',
-    ...TLS_GLOBAL,
-    NO_RESUMPTION,
-    '',
-    ...DEFAULTS_SECTION,
-    '',
-    'frontend https_in',
-    `    bind 127.0.0.1:${port} ssl crt ${certFile} alpn ${ALPN}`,
-    `    use_backend ${backendName(HOST)} if { req.hdr(host),lower,field(1,:) -m str ${HOST} }`,
-    '    default_backend default_404',
-    '',
-    'backend default_404',
-    '    http-request return status 404 content-type text/plain string "Not Found"',
-    '',
-    backend,
-    '    option forwardfor',
-    '',
-  ].join('\n'));
+  const { proc } = launch('plain', plainHaproxyConfig({
+    host: HOST,
+    originPort,
+    bind: `127.0.0.1:${port} ssl crt ${certFile} alpn ${ALPN}`,
+    global: [`    stats socket ${dir}/admin.sock mode 600 level admin`, ...TLS_GLOBAL, NO_RESUMPTION],
+  }));
   return ready({ name: 'plain HAProxy', port, proc, statsSocket: join(dir, 'admin.sock') });
 }
 
