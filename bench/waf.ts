@@ -253,7 +253,7 @@ const clientHeaders = (ip: string) => ({ 'user-agent': UA, cookie: botCookie(ip)
  * crawler (half server-wide, half on the domain), allow_ip entries for documentation addresses and
  * block_country rules for the rest (so the agent's country map of those countries is looked up).
  */
-function wafSnapshot(domain: Omit<SnapshotDomain, 'id' | 'domain' | 'sslEnabled'>, rpm: number): ServerSnapshot {
+function wafSnapshot(domain: Omit<SnapshotDomain, 'id' | 'domain' | 'sslEnabled' | 'serverAddresses'>, rpm: number): ServerSnapshot {
   const rules: SnapshotRule[] = [];
   let priority = 0;
   const add = (type: SnapshotRule['type'], value: string, domainId: string | null) =>
@@ -269,7 +269,7 @@ function wafSnapshot(domain: Omit<SnapshotDomain, 'id' | 'domain' | 'sslEnabled'
   return {
     serverId: 'bench',
     revision: 1,
-    domains: [{ id: DOMAIN_ID, domain: HOST, sslEnabled: false, ...domain }],
+    domains: [{ id: DOMAIN_ID, domain: HOST, sslEnabled: false, serverAddresses: ['127.0.0.1'], ...domain }],
     rules,
     botSecret: BOT_SECRET,
   };
