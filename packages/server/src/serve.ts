@@ -1,11 +1,12 @@
 import type { FastifyServerOptions } from 'fastify';
 import { buildApp } from './app.js';
 import { AgentHub } from './hub/hub.js';
+import { busChannel, InProcessBus, PostgresBus, type ChangeBus } from './bus.js';
 import { scheduleJobs } from './jobs.js';
 import { pruneEvents } from './services/events.js';
 import { healthIntervalFromEnv, runHealthCycle } from './services/health.js';
 import type { ServiceContext } from './context.js';
-import { openDatabase } from './db/database.js';
+import { openDatabase, sql } from './db/database.js';
 import { DEFAULT_PLANS, type PlanTable } from './plans.js';
 import type { App } from './routes/types.js';
 
@@ -20,12 +21,16 @@ export interface ServerOptions {
   agentHeartbeatMs?: number | undefined;
   /** Seconds between health cycles (certificate expiry warnings); default RAMPART_HEALTH_INTERVAL, else 300. */
   healthIntervalSeconds?: number | undefined;
+  /** PostgreSQL only: a schema to create and use (tests, so two instances can share one). */
+  schema?: string | undefined;
 }
 
 export interface RunningServer {
   app: App;
   hub: AgentHub;
   ctx: ServiceContext;
+  /** The change bus between the processes sharing the database. */
+  bus: ChangeBus;
   url: string;
   close(): Promise<void>;
 }
@@ -34,18 +39,54 @@ export interface RunningServer {
 export async function startServer(options: ServerOptions): Promise<RunningServer> {
   const healthIntervalSeconds = options.healthIntervalSeconds ?? healthIntervalFromEnv(process.env.RAMPART_HEALTH_INTERVAL);
   if (!(healthIntervalSeconds > 0)) throw new Error('healthIntervalSeconds must be above 0');
-  const database = await openDatabase({ url: options.databaseUrl, dataDir: options.dataDir });
+  const database = await openDatabase({ url: options.databaseUrl, dataDir: options.dataDir, schema: options.schema });
+  // The app's logger, once the app exists (the bus may log before).
+  let log: { info(msg: string): void; warn(msg: string): void } | undefined;
+  const appLog = { info: (msg: string) => log?.info(msg), warn: (msg: string) => log?.warn(msg) };
+  let bus: ChangeBus;
+  if (database.kind === 'postgres' && options.databaseUrl) {
+    const pgBus = new PostgresBus({
+      url: options.databaseUrl,
+      channel: busChannel(database.schema),
+      // select pg_notify($1, $2), through the pool.
+      notify: (channel, payload) => sql`select pg_notify(${channel}, ${payload})`.execute(database.db),
+      log: appLog,
+    });
+    try {
+      await pgBus.start();
+    } catch (err) {
+      await database.close();
+      throw err;
+    }
+    bus = pgBus;
+  } else {
+    bus = new InProcessBus();
+  }
   const ctx: ServiceContext = {
     db: database.db,
     plans: options.plans ?? DEFAULT_PLANS,
     now: () => new Date(),
-    serversChanged: (ids) => hub.serversChanged(ids),
+    // Every process, this one included, pushes what the bus delivers to it.
+    serversChanged: (ids) => {
+      if (ids.length === 0) return;
+      bus.publish({ kind: 'servers-changed', ids: [...ids] }).catch((err) => appLog.warn(`publishing a change failed: ${String(err)}`));
+    },
   };
   const hub: AgentHub = new AgentHub(ctx, {
     heartbeatMs: options.agentHeartbeatMs,
-    log: { info: (msg) => app.log.info(msg), warn: (msg) => app.log.warn(msg) },
+    log: appLog,
+    publish: (m) => bus.publish(m),
   });
-  const app = await buildApp({ ctx, adminToken: options.adminToken, logger: options.logger });
+  bus.subscribe({ message: (m) => hub.onBusMessage(m), resync: () => hub.resync() });
+  let app: App;
+  try {
+    app = await buildApp({ ctx, adminToken: options.adminToken, logger: options.logger });
+  } catch (err) {
+    await bus.close();
+    await database.close();
+    throw err;
+  }
+  log = { info: (msg) => app.log.info(msg), warn: (msg) => app.log.warn(msg) };
   hub.attach(app.server);
   // Periodic jobs, each on one process at a time however many share the database.
   const stopJobs = scheduleJobs(
@@ -59,10 +100,12 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     (msg, err) => app.log.warn({ err }, msg),
   );
   app.addHook('onClose', async () => stopJobs());
+  app.addHook('onClose', async () => bus.close());
   app.addHook('preClose', async () => hub.close()); // live agent sockets would hold the listener open
   try {
     await app.listen({ port: options.port, host: options.host });
   } catch (err) {
+    await bus.close();
     await database.close();
     throw err;
   }
@@ -73,6 +116,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     app,
     hub,
     ctx,
+    bus,
     url: `http://${host}:${port}`,
     async close() {
       await app.close();

@@ -9,11 +9,17 @@ import { buildSnapshots } from './snapshot.js';
 import { storeEvents } from '../services/events.js';
 import { challengeRecipients, recordCertificateStatus, requestOrderSlot } from '../services/certificates.js';
 import { recordAgentConnected } from '../services/servers.js';
+import type { AcmeChallenge, BusMessage } from '../bus.js';
 
 export interface HubOptions {
   /** How often the hub pings each agent; a connection silent for 3 intervals is dropped (40 s at most by default). */
   heartbeatMs?: number;
   log?: { info(msg: string): void; warn(msg: string): void };
+  /**
+   * The change bus (serve.ts): challenges are published on it, so they reach the agents of every
+   * process, this one included through onBusMessage. Absent, they are delivered here directly.
+   */
+  publish?: (m: BusMessage) => Promise<void>;
 }
 
 interface AgentConn {
@@ -85,7 +91,20 @@ export class AgentHub {
     }
   }
 
-  /** After a commit: send each affected, connected agent its new snapshot (latest wins). */
+  /** What the change bus delivers, whichever process published it. */
+  onBusMessage(m: BusMessage): void {
+    if (m.kind === 'servers-changed') this.serversChanged(m.ids);
+    else this.relayChallenge(m.serverIds, m.challenge);
+  }
+
+  /** The bus may have missed messages: every agent connected here gets its full snapshot. */
+  resync(): void {
+    for (const c of this.conns.values()) {
+      if (c.hello) void this.push(c).catch((err) => this.options.log?.warn(`snapshot push to ${c.serverId} failed: ${String(err)}`));
+    }
+  }
+
+  /** After a commit: send each affected agent connected to this process its new snapshot (latest wins). */
   serversChanged(serverIds: readonly string[]): void {
     for (const id of serverIds) {
       const c = this.conns.get(id);
@@ -152,7 +171,7 @@ export class AgentHub {
         c.hello = true;
         // A new address reaches the snapshots of the servers sharing a domain with this one.
         const peers = await recordAgentConnected(this.ctx, c.serverId, c.ip);
-        this.serversChanged(peers);
+        this.ctx.serversChanged(peers); // the peers may be connected to another process
         await this.push(c);
         return;
       }
@@ -203,12 +222,16 @@ export class AgentHub {
         let relayedTo = 0;
         if (!recipients) {
           this.options.log?.warn(`server ${c.serverId} published a challenge for ${challenge.domain}, not one of its domains; not relayed`);
-        } else {
-          for (const id of recipients.serverIds) {
-            const peer = this.conns.get(id);
-            if (!peer?.hello || peer.ws.readyState !== peer.ws.OPEN) continue;
-            this.send(peer, { type: 'acme/challenge', payload: { ...challenge, domain: recipients.domain } });
-            relayedTo++;
+        } else if (recipients.serverIds.length > 0) {
+          // The domain's other servers only, never the publisher (challengeRecipients), under the
+          // stored name. Their agents may be connected to any process: the count is of the live
+          // ones (status active), not of connections here.
+          const m: BusMessage = { kind: 'acme-challenge', serverIds: recipients.serverIds, challenge: { ...challenge, domain: recipients.domain } };
+          try {
+            await this.publishOnBus(m);
+            relayedTo = recipients.live;
+          } catch (err) {
+            this.options.log?.warn(`challenge relay for ${recipients.domain} failed: ${String(err)}`);
           }
         }
         this.send(c, { type: 'acme/challenge-reply', payload: { requestId, relayedTo } });
@@ -226,6 +249,20 @@ export class AgentHub {
           await notify(this.ctx, { accountId: c.accountId, serverId: c.serverId, kind: 'server_error', message: m.payload.message });
         }
         return;
+    }
+  }
+
+  private publishOnBus(m: BusMessage): Promise<void> {
+    if (this.options.publish) return this.options.publish(m);
+    this.onBusMessage(m);
+    return Promise.resolve();
+  }
+
+  private relayChallenge(serverIds: readonly string[], challenge: AcmeChallenge): void {
+    for (const id of serverIds) {
+      const peer = this.conns.get(id);
+      if (!peer?.hello || peer.ws.readyState !== peer.ws.OPEN) continue;
+      this.send(peer, { type: 'acme/challenge', payload: challenge });
     }
   }
 

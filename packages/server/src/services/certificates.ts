@@ -106,18 +106,19 @@ export async function requestOrderSlot(ctx: ServiceContext, agent: AgentIdentity
  * acme/challenge-publish: the servers that must serve this challenge besides the publisher (the
  * domain's other live servers), or null when the domain is not the publisher's to validate.
  */
-export async function challengeRecipients(ctx: ServiceContext, agent: AgentIdentity, name: string): Promise<{ domain: string; serverIds: string[] } | null> {
+export async function challengeRecipients(ctx: ServiceContext, agent: AgentIdentity, name: string): Promise<{ domain: string; serverIds: string[]; live: number } | null> {
   const domain = await servedDomain(ctx.db, agent, name);
   if (!domain) return null;
   const rows = await ctx.db
     .selectFrom('domain_servers')
     .innerJoin('servers', 'servers.id', 'domain_servers.server_id')
-    .select('servers.id')
+    .select(['servers.id', 'servers.status'])
     .where('domain_servers.domain_id', '=', domain.id)
     .where('servers.id', '<>', agent.serverId)
     .where('servers.status', '<>', 'decommissioned')
     .execute();
-  return { domain: domain.domain, serverIds: rows.map((r) => r.id) };
+  // live: the servers whose agent is connected (to this process or another one).
+  return { domain: domain.domain, serverIds: rows.map((r) => r.id), live: rows.filter((r) => r.status === 'active').length };
 }
 
 export interface CertReport {

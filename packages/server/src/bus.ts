@@ -1,0 +1,261 @@
+import { parseServiceMessage } from '@rampart/protocol';
+import pg from 'pg';
+import { isUuid } from './context.js';
+
+/**
+ * The change bus between the control-plane processes sharing one database. Every process, the
+ * publisher included, acts on the messages it receives, so there is one path for a change whether
+ * the agent it concerns is connected here or to another process.
+ */
+
+export interface AcmeChallenge {
+  domain: string;
+  token: string;
+  keyAuthorization: string;
+  action: 'add' | 'remove';
+}
+
+export type BusMessage =
+  | { kind: 'servers-changed'; ids: string[] }
+  | { kind: 'acme-challenge'; serverIds: string[]; challenge: AcmeChallenge };
+
+export interface BusHandlers {
+  message(m: BusMessage): void;
+  /** After the bus lost messages (its listening connection dropped): act as if everything changed. */
+  resync(): void;
+}
+
+export interface ChangeBus {
+  publish(m: BusMessage): Promise<void>;
+  subscribe(handlers: BusHandlers): void;
+  close(): Promise<void>;
+}
+
+/** PostgreSQL's NOTIFY payload must be shorter than 8000 bytes. */
+export const MAX_PAYLOAD_BYTES = 7900;
+
+/**
+ * Checks a message that came from outside the process (a NOTIFY payload is data from the
+ * database). Returns null for anything not exactly of a known shape.
+ */
+export function parseBusMessage(text: string): BusMessage | null {
+  let v: unknown;
+  try {
+    v = JSON.parse(text);
+  } catch {
+    return null;
+  }
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) return null;
+  const o = v as Record<string, unknown>;
+  const ids = (x: unknown): x is string[] => Array.isArray(x) && x.length > 0 && x.every(isUuid);
+  const keys = Object.keys(o).sort().join(',');
+  if (o.kind === 'servers-changed') {
+    if (keys !== 'ids,kind' || !ids(o.ids)) return null;
+    return { kind: 'servers-changed', ids: o.ids };
+  }
+  if (o.kind === 'acme-challenge') {
+    if (keys !== 'challenge,kind,serverIds' || !ids(o.serverIds)) return null;
+    // The same validator the hub sends acme/challenge through: exactly its fields, its limits.
+    const parsed = parseServiceMessage(JSON.stringify({ type: 'acme/challenge', payload: o.challenge }));
+    if (!parsed.ok || parsed.message.type !== 'acme/challenge') return null;
+    return { kind: 'acme-challenge', serverIds: o.serverIds, challenge: parsed.message.payload as AcmeChallenge };
+  }
+  return null;
+}
+
+/** One message as NOTIFY payloads, each under MAX_PAYLOAD_BYTES: a long id list is split. */
+export function encodeBusMessage(m: BusMessage): string[] {
+  const list = m.kind === 'servers-changed' ? m.ids : m.serverIds;
+  const withIds = (part: string[]): string => JSON.stringify(m.kind === 'servers-changed' ? { kind: m.kind, ids: part } : { kind: m.kind, serverIds: part, challenge: m.challenge });
+  const base = Buffer.byteLength(withIds([]));
+  const out: string[] = [];
+  let part: string[] = [];
+  let size = base;
+  for (const id of list) {
+    const add = Buffer.byteLength(JSON.stringify(id)) + 1;
+    if (part.length > 0 && size + add > MAX_PAYLOAD_BYTES) {
+      out.push(withIds(part));
+      part = [];
+      size = base;
+    }
+    part.push(id);
+    size += add;
+  }
+  if (part.length > 0) out.push(withIds(part));
+  for (const p of out) if (Buffer.byteLength(p) > MAX_PAYLOAD_BYTES) throw new Error(`bus message of ${Buffer.byteLength(p)} bytes is too long`);
+  return out;
+}
+
+/** One process (the embedded database): delivered at once, in the caller's turn. */
+export class InProcessBus implements ChangeBus {
+  private handlers: BusHandlers | undefined;
+
+  async publish(m: BusMessage): Promise<void> {
+    const ids = m.kind === 'servers-changed' ? m.ids : m.serverIds;
+    if (ids.length === 0) return;
+    // A copy, as a NOTIFY would deliver: the handler never shares the caller's arrays.
+    const copy: BusMessage = m.kind === 'servers-changed' ? { kind: m.kind, ids: [...m.ids] } : { kind: m.kind, serverIds: [...m.serverIds], challenge: { ...m.challenge } };
+    this.handlers?.message(copy);
+  }
+
+  subscribe(handlers: BusHandlers): void {
+    this.handlers = handlers;
+  }
+
+  async close(): Promise<void> {
+    this.handlers = undefined;
+  }
+}
+
+export interface PostgresBusOptions {
+  url: string;
+  /** The NOTIFY channel (a suite's own schema gets its own channel). */
+  channel: string;
+  /** Runs `select pg_notify($1, $2)` through the pool (not the listening connection). */
+  notify(channel: string, payload: string): Promise<unknown>;
+  log?: { info(msg: string): void; warn(msg: string): void };
+  /** Reconnect waits: firstMs × 2ⁿ, at most maxMs. */
+  reconnect?: { firstMs?: number; maxMs?: number };
+}
+
+export const BUS_APPLICATION_NAME = 'rampart-bus';
+
+/**
+ * PostgreSQL LISTEN/NOTIFY: a dedicated connection listens on one channel; messages are published
+ * through the pool. A lost listening connection is reopened with capped exponential backoff, and
+ * then resync runs, since notifications sent in between were not received.
+ */
+export class PostgresBus implements ChangeBus {
+  private handlers: BusHandlers | undefined;
+  private client: pg.Client | undefined;
+  private closed = false;
+  private attempt = 0;
+  private timer: NodeJS.Timeout | undefined;
+  private pid: number | undefined;
+  private readonly firstMs: number;
+  private readonly maxMs: number;
+
+  constructor(private readonly options: PostgresBusOptions) {
+    if (!/^[a-z_][a-z0-9_]{0,62}$/.test(options.channel)) throw new Error(`invalid channel name ${options.channel}`);
+    this.firstMs = options.reconnect?.firstMs ?? 100;
+    this.maxMs = options.reconnect?.maxMs ?? 10_000;
+  }
+
+  /** Opens the listening connection; startup fails if it cannot. */
+  async start(): Promise<void> {
+    await this.connect();
+  }
+
+  /** The backend pid of the listening connection (diagnostics and tests), undefined while away. */
+  get listenerPid(): number | undefined {
+    return this.pid;
+  }
+
+  subscribe(handlers: BusHandlers): void {
+    this.handlers = handlers;
+  }
+
+  async publish(m: BusMessage): Promise<void> {
+    const ids = m.kind === 'servers-changed' ? m.ids : m.serverIds;
+    if (ids.length === 0) return;
+    for (const payload of encodeBusMessage(m)) {
+      await this.options.notify(this.options.channel, payload);
+    }
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    if (this.timer) clearTimeout(this.timer);
+    const client = this.client;
+    this.client = undefined;
+    this.pid = undefined;
+    if (client) {
+      // A connection that is already gone may never answer: do not let it hold the shutdown.
+      await Promise.race([client.end().catch(() => undefined), new Promise((r) => setTimeout(r, 1000).unref())]);
+    }
+  }
+
+  private async connect(): Promise<void> {
+    const client = new pg.Client({ connectionString: this.options.url, application_name: BUS_APPLICATION_NAME, keepAlive: true });
+    let lost = false;
+    const onLost = (err?: unknown) => {
+      if (lost) return;
+      lost = true;
+      if (this.client === client) {
+        this.client = undefined;
+        this.pid = undefined;
+      }
+      client.end().catch(() => undefined);
+      if (this.closed) return;
+      this.options.log?.warn(`change bus: listening connection lost${err ? `: ${String(err)}` : ''}; reconnecting`);
+      this.scheduleReconnect();
+    };
+    client.on('notification', (n) => {
+      if (n.channel !== this.options.channel) return;
+      const m = parseBusMessage(n.payload ?? '');
+      if (!m) {
+        this.options.log?.warn(`change bus: ignored a malformed notification (${String(n.payload).slice(0, 80)})`);
+        return;
+      }
+      try {
+        this.handlers?.message(m);
+      } catch (err) {
+        this.options.log?.warn(`change bus: handling a message failed: ${String(err)}`);
+      }
+    });
+    let ready = false;
+    client.on('error', (err) => {
+      if (ready) onLost(err); // before that, the failing connect or query reports it
+    });
+    client.on('end', () => {
+      if (ready) onLost();
+    });
+    try {
+      await client.connect();
+      const pidRes = await client.query<{ pid: number }>('select pg_backend_pid() as pid');
+      await client.query(`LISTEN "${this.options.channel}"`); // last, so pg_stat_activity shows it
+      if (this.closed) {
+        await client.end().catch(() => undefined);
+        return;
+      }
+      ready = true;
+      this.client = client;
+      this.pid = pidRes.rows[0]?.pid;
+    } catch (err) {
+      client.end().catch(() => undefined);
+      throw err;
+    }
+  }
+
+  private scheduleReconnect(): void {
+    if (this.closed || this.timer) return;
+    const wait = Math.min(this.maxMs, this.firstMs * 2 ** this.attempt);
+    this.attempt++;
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      if (this.closed) return;
+      this.connect().then(
+        () => {
+          if (this.closed) return;
+          this.attempt = 0;
+          this.options.log?.info('change bus: listening again; pushing full snapshots');
+          try {
+            this.handlers?.resync();
+          } catch (err) {
+            this.options.log?.warn(`change bus: resync failed: ${String(err)}`);
+          }
+        },
+        (err) => {
+          this.options.log?.warn(`change bus: reconnect failed: ${String(err)}`);
+          this.scheduleReconnect();
+        },
+      );
+    }, wait);
+    this.timer.unref();
+  }
+}
+
+/** The channel of a database, or of one schema in it (test suites share a database). */
+export function busChannel(schema?: string): string {
+  return schema ? `rampart_changes_${schema}` : 'rampart_changes';
+}
