@@ -32,7 +32,11 @@ export interface LiveBackend {
   requestRules: readonly string[];
   /** Set once the domain has a certificate: plain-HTTP requests get a 301 to this origin ("https://host[:port]"). */
   httpsRedirect?: string | undefined;
+  /** HTTPS is bound: a TLS request must have come with this domain's name as SNI (else 421). */
+  checkSni?: boolean | undefined;
 }
+
+export const MISDIRECTED = 'http-request return status 421 content-type text/plain string "Misdirected Request"';
 
 /**
  * Client-sent headers an origin might take for the client's address or scheme. They are dropped
@@ -44,7 +48,7 @@ export interface LiveBackend {
  * path past the WAF, which inspects the request line.
  */
 const SPOOFABLE_HEADERS =
-  '^(?:x-forwarded(?:-[a-z0-9-]+)?|forwarded(?:-for)?|client-ip|true-client-ip|x-client-ip|x-cluster-client-ip|x-originating-ip|x-remote-ip|x-remote-addr|cf-connecting-ip|fastly-client-ip|x-original-url|x-rewrite-url)$';
+  '^(?:x-forwarded(?:-[a-z0-9-]+)?|forwarded(?:-for)?|client-ip|true-client-ip|x-client-ip|x-cluster-client-ip|x-originating-ip|x-remote-ip|x-remote-addr|cf-connecting-ip|fastly-client-ip|x-original-url|x-rewrite-url)$|_';
 
 /**
  * One backend per domain, as docs/api.md describes the export template: health check on "/", the three request headers,
@@ -56,6 +60,11 @@ export function renderBackend(d: RoutedDomain, live?: LiveBackend): string {
   assertRenderable(d);
   const lines = [`backend ${backendName(d.domain)}`, '    option httpchk', `    http-check send meth GET uri / ver HTTP/1.1 hdr Host ${d.domain}`];
   if (live) {
+    // Over TLS the Host (which chose this backend) must be the SNI's domain: every certificate names
+    // one domain, so no browser sends another; one that does is misdirected (domain fronting, or a
+    // domain without its own certificate here), as Cloudflare refuses it too. A static compare
+    // here costs less than comparing two fetched values in the frontend.
+    if (live.checkSni) lines.push(`    ${MISDIRECTED} if { ssl_fc } !{ ssl_fc_sni -i ${d.domain} }`);
     if (live.httpsRedirect !== undefined) {
       if (!/^https:\/\/[a-z0-9.-]+(?::\d{1,5})?$/.test(live.httpsRedirect)) throw new UnsafeValueError('redirect', live.httpsRedirect);
       // Before the WAF: the redirected request comes back over HTTPS and is checked there.
@@ -66,7 +75,6 @@ export function renderBackend(d: RoutedDomain, live?: LiveBackend): string {
       ...live.requestRules,
       // HTX keeps header names lowercased, so one case-sensitive pass finds every spelling.
       `    http-request del-header ${SPOOFABLE_HEADERS} -m reg`,
-      '    http-request del-header _ -m sub',
       '    http-request set-header X-Forwarded-Proto %[ssl_fc,iif(https,http)]',
     );
   } else {

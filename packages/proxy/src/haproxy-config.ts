@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { isAbsolute } from 'node:path';
 import { isHostname, isPort, type ServerSnapshot } from '@rampart/protocol';
 import { backendName } from '@rampart/protocol';
-import { assertRenderable, byDomain, renderBackend, UnsafeValueError } from './backend.js';
+import { assertRenderable, byDomain, MISDIRECTED, renderBackend, UnsafeValueError } from './backend.js';
 import { renderWaf } from './waf.js';
 
 export interface RenderOptions {
@@ -134,15 +134,6 @@ export function renderHaproxyConfig(snapshot: ServerSnapshot, options: RenderOpt
       // strict-sni: no handshake without an SNI naming one of the certificates (no default one).
       ...(https ? [`    bind ${bindAddress}:${options.httpsPort} ssl crt-list ${target.configDir}/certificates.list alpn ${ALPN} strict-sni`] : []),
       ...waf.frontend,
-      // Over TLS the Host must name the domain of the certificate (the SNI): every certificate
-      // names one domain, so no browser sends another; one that does is misdirected (domain
-      // fronting, or a domain without its own certificate here), as Cloudflare refuses it too.
-      ...(https
-        ? [
-            '    http-request set-var(txn.rp_host) req.hdr(host),lower,field(1,:) if { ssl_fc }',
-            '    http-request return status 421 content-type text/plain string "Misdirected Request" if { ssl_fc } !{ ssl_fc_sni,lower,strcmp(txn.rp_host) eq 0 }',
-          ]
-        : []),
       // The ACME challenge reaches the agent's responder before host routing, redirects and the
       // WAF (whose decisions are taken in the domain backends), for every host.
       ...(acme ? [`    use_backend acme_responder if { path_beg ${ACME_CHALLENGE_PATH} }`] : []),
@@ -155,9 +146,14 @@ export function renderHaproxyConfig(snapshot: ServerSnapshot, options: RenderOpt
       `    bind unix@${options.runDir}/${HEALTH_SOCKET} mode 600`,
       `    http-request return status 200 content-type text/plain string ${hash}`,
     ].join('\n'),
-    ['backend default_404', '    http-request return status 404 content-type text/plain string "Not Found"'].join('\n'),
+    [
+      'backend default_404',
+      // Over TLS, a Host this server has no domain for is not the SNI's domain either: misdirected.
+      ...(https ? [`    ${MISDIRECTED} if { ssl_fc }`] : []),
+      '    http-request return status 404 content-type text/plain string "Not Found"',
+    ].join('\n'),
     ...(acme ? [['backend acme_responder', `    server responder 127.0.0.1:${options.acmePort}`].join('\n')] : []),
-    ...domains.map((d) => renderBackend(d, { requestRules: waf.backend(d), httpsRedirect: https && certs.has(d.domain) ? httpsOrigin(d.domain) : undefined })),
+    ...domains.map((d) => renderBackend(d, { requestRules: waf.backend(d), httpsRedirect: https && certs.has(d.domain) ? httpsOrigin(d.domain) : undefined, checkSni: https })),
   ];
   const map = domains.map((d) => `${d.domain} ${backendName(d.domain)}`).join('\n');
   return {

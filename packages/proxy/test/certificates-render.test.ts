@@ -88,11 +88,12 @@ describe('certificates in RenderOptions are re-checked', () => {
   test('HTTPS is strict about SNI and answers 421 when Host is not the SNI\'s domain; without certificates, none of it', () => {
     const cfg = render([{ domain: 'www.example.com', file: GOOD_FILE }]).files['haproxy.cfg']!;
     assert.match(cfg, /\n {4}bind \*:443 ssl crt-list \/var\/lib\/rampart\/haproxy\/cfg-0123456789abcdef\/certificates\.list alpn h2,http\/1\.1 strict-sni\n/);
-    assert.match(cfg, /http-request return status 421 .* if \{ ssl_fc \} !\{ ssl_fc_sni,lower,strcmp\(txn\.rp_host\) eq 0 \}/);
-    // The 421 is decided before any backend is chosen: the ACME path and routing come after it.
-    assert.ok(cfg.indexOf('status 421') < cfg.indexOf('use_backend acme_responder'));
+    // Each domain's backend, first thing: the SNI must be its own name; an unknown Host over TLS is misdirected too.
+    const backend = cfg.slice(cfg.indexOf('backend be_www_example_com'));
+    assert.match(backend, /^backend be_www_example_com\n(?: {4}(?:option|http-check) .*\n)* {4}http-request return status 421 content-type text\/plain string "Misdirected Request" if \{ ssl_fc \} !\{ ssl_fc_sni -i www\.example\.com \}\n/);
+    assert.match(cfg, /backend default_404\n {4}http-request return status 421 content-type text\/plain string "Misdirected Request" if \{ ssl_fc \}\n/);
     const plain = render([]).files['haproxy.cfg']!;
-    for (const line of ['ssl crt-list', 'strict-sni', 'status 421', 'txn.rp_host', 'redirect']) assert.ok(!plain.includes(line), line);
+    for (const line of ['ssl crt-list', 'strict-sni', 'status 421', 'redirect']) assert.ok(!plain.includes(line), line);
   });
 
   test('a redirect target other than https://<hostname>[:port] is refused', () => {
