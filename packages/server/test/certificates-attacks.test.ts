@@ -3,7 +3,7 @@ import { after, describe, test } from 'node:test';
 import { CLOSE } from '@rampart/protocol';
 import { startServer } from '../src/serve.js';
 import { waitFor } from '../../../test/support/processes.js';
-import { FakeAgent, WAIT_MS } from './fake-agent.js';
+import { apiFixtures, FakeAgent, WAIT_MS, type DomainView } from './fake-agent.js';
 import { ADMIN_TOKEN, call, newAccount } from './helpers.js';
 
 // An attacker holding one valid connection token, speaking the agent protocol over a raw
@@ -11,7 +11,6 @@ import { ADMIN_TOKEN, call, newAccount } from './helpers.js';
 // by case or a trailing dot, malformed fields, replays and forged reports. docs/api.md: "The
 // service acts on certificate messages only for domains assigned to the sending server."
 
-type DomainView = { id: string; domain: string; status: string; sslStatus: string; sslError: string | null; sslExpires: string | null };
 
 const DAY = 86_400;
 const KEY_AUTH = (token: string) => `${token}.${'k'.repeat(43)}`;
@@ -27,23 +26,7 @@ describe('certificate messages from a hostile agent', async () => {
   const victim = await newAccount(srv.app, 'pro');
   const evil = await newAccount(srv.app, 'pro');
 
-  async function newServer(key: string, name: string) {
-    const r = await call(srv.app, 'POST', '/api/servers', { key, body: { name } });
-    assert.equal(r.status, 201);
-    return r.body as { id: string; connectionToken: string };
-  }
-  async function newDomain(key: string, domain: string, serverIds: string[], sslEnabled = true) {
-    const r = await call(srv.app, 'POST', '/api/domains', { key, body: { domain, origins: [{ ip: '10.0.0.1', port: 80 }], serverIds, sslEnabled } });
-    assert.equal(r.status, 201, JSON.stringify(r.body));
-    return r.body as DomainView;
-  }
-  async function domain(key: string, name: string): Promise<DomainView> {
-    const r = await call(srv.app, 'GET', '/api/domains', { key });
-    assert.equal(r.status, 200, JSON.stringify(r.body));
-    const d = (r.body as DomainView[]).find((x) => x.domain === name);
-    assert.ok(d, `${name} listed`);
-    return d;
-  }
+  const { newServer, newDomain, domain } = apiFixtures(srv.app);
   async function connect(token: string) {
     const a = await FakeAgent.connect(agentUrl, token);
     agents.push(a);

@@ -3,14 +3,13 @@ import { after, describe, test } from 'node:test';
 import { startServer } from '../src/serve.js';
 import { runHealthCycle } from '../src/services/health.js';
 import { waitFor } from '../../../test/support/processes.js';
-import { FakeAgent, WAIT_MS } from './fake-agent.js';
+import { apiFixtures, FakeAgent, WAIT_MS, type DomainView } from './fake-agent.js';
 import { ADMIN_TOKEN, call, newAccount } from './helpers.js';
 
 // Automatic certificates, the control plane's side (the agents do ACME HTTP-01): order slots
 // within the authority's cap, challenges relayed to the domain's other agents and no one else,
 // and each server's cert/status turned into the domain's sslStatus, sslError, sslExpires and status.
 
-type DomainView = { id: string; domain: string; status: string; sslEnabled: boolean; sslStatus: string; sslError: string | null; sslExpires: string | null };
 
 const DAY = 86_400;
 const KEY_AUTH = (token: string) => `${token}.${'k'.repeat(43)}`;
@@ -27,23 +26,7 @@ describe('certificates through the agent hub', async () => {
   const one = await newAccount(srv.app, 'pro');
   const two = await newAccount(srv.app, 'pro');
 
-  async function newServer(key: string, name: string) {
-    const r = await call(srv.app, 'POST', '/api/servers', { key, body: { name } });
-    assert.equal(r.status, 201);
-    return r.body as { id: string; connectionToken: string };
-  }
-  async function newDomain(key: string, domain: string, serverIds: string[], sslEnabled = true) {
-    const r = await call(srv.app, 'POST', '/api/domains', { key, body: { domain, origins: [{ ip: '10.0.0.1', port: 80 }], serverIds, sslEnabled } });
-    assert.equal(r.status, 201, JSON.stringify(r.body));
-    return r.body as DomainView;
-  }
-  async function domain(key: string, name: string): Promise<DomainView> {
-    const r = await call(srv.app, 'GET', '/api/domains', { key });
-    assert.equal(r.status, 200);
-    const d = (r.body as DomainView[]).find((x) => x.domain === name);
-    assert.ok(d, `${name} listed`);
-    return d;
-  }
+  const { newServer, newDomain, domain } = apiFixtures(srv.app);
   function domainWhere(key: string, name: string, pred: (d: DomainView) => boolean, what: string) {
     return waitFor(async () => {
       const d = await domain(key, name);

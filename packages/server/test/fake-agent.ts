@@ -1,5 +1,8 @@
 import { parseServiceMessage, PROTOCOL_VERSION, type ServerSnapshot, type ServiceMessage } from '@rampart/protocol';
+import assert from 'node:assert/strict';
 import WebSocket from 'ws';
+import type { App } from '../src/routes/types.js';
+import { call } from './helpers.js';
 import { waitFor } from '../../../test/support/processes.js';
 
 // A shield-server agent reduced to its wire protocol, over a real WebSocket to a real hub.
@@ -97,4 +100,29 @@ export class FakeAgent {
   close(): void {
     this.ws.terminate();
   }
+}
+
+export type DomainView = { id: string; domain: string; status: string; sslEnabled: boolean; sslStatus: string; sslError: string | null; sslExpires: string | null };
+
+/** Servers and domains made through the API of one in-process control plane, for the hub tests. */
+export function apiFixtures(app: App) {
+  return {
+    async newServer(key: string, name: string) {
+      const r = await call(app, 'POST', '/api/servers', { key, body: { name } });
+      assert.equal(r.status, 201);
+      return r.body as { id: string; connectionToken: string };
+    },
+    async newDomain(key: string, domain: string, serverIds: string[], sslEnabled = true) {
+      const r = await call(app, 'POST', '/api/domains', { key, body: { domain, origins: [{ ip: '10.0.0.1', port: 80 }], serverIds, sslEnabled } });
+      assert.equal(r.status, 201, JSON.stringify(r.body));
+      return r.body as DomainView;
+    },
+    async domain(key: string, name: string): Promise<DomainView> {
+      const r = await call(app, 'GET', '/api/domains', { key });
+      assert.equal(r.status, 200, JSON.stringify(r.body));
+      const d = (r.body as DomainView[]).find((x) => x.domain === name);
+      assert.ok(d, `${name} listed`);
+      return d;
+    },
+  };
 }
