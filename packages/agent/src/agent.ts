@@ -118,7 +118,7 @@ export class Agent {
       responder: this.responder,
       resolve: options.resolve ?? makeResolver(options.resolver),
       link: this.certificateLink(),
-      onServedChanged: () => this.state.desired && this.submit(this.state.desired),
+      onServedChanged: () => !this.controller.signal.aborted && this.state.desired && this.submit(this.state.desired),
       clock: this.clock,
       ...(options.renewBeforeDays !== undefined ? { renewBeforeMs: options.renewBeforeDays * 86_400_000 } : {}),
       log: this.log,
@@ -149,7 +149,9 @@ export class Agent {
     if (this.healthTimer) clearInterval(this.healthTimer);
     this.ws?.terminate();
     this.events.close();
-    await this.certificates.stopped();
+    // The certificate loop is not waited for: an order in flight cannot be cancelled (the ACME
+    // client polls the authority for up to minutes), and stopping must be prompt. The loop ends
+    // at its next step; an order that completes meanwhile is stored, and served on the next start.
     await this.state.applying;
     await this.responder.close();
     await this.proxy.stop();
