@@ -54,10 +54,6 @@ export class Backoff {
   reset(): void {
     this.attempt = 0;
   }
-
-  get attempts(): number {
-    return this.attempt;
-  }
 }
 
 /** Resolves after ms, or at once when the signal aborts. */
