@@ -1,5 +1,5 @@
 import { createSocket, type Socket } from 'node:dgram';
-import { isHostname, isIP, WAF_REASONS, type WafEventItem } from '@rampart/protocol';
+import { EVENT_FIELD_MAX, isHostname, isIP, WAF_REASONS, type WafEventItem } from '@rampart/protocol';
 
 /** docs/architecture.md "The event log": at most 5,000 events per server per (UTC) day are stored; blocking goes on regardless. */
 export const DAILY_EVENT_CAP = 5000;
@@ -7,14 +7,70 @@ const MAX_BUFFERED = 5000;
 const BATCH = 500;
 const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const REASONS = new Set<string>(WAF_REASONS);
+/** <action> -> blocked */
+const ACTIONS = new Map([
+  ['block', true],
+  ['detect', false],
+]);
+// Keeps a leading U+FEFF (the default decoder drops it) and replaces invalid sequences with U+FFFD.
+const UTF8 = new TextDecoder('utf-8', { ignoreBOM: true });
 
-/** One syslog line from HAProxy's log-format ("rampart-waf <ts> <ip> <domain> <reason> <rule>"). */
+/**
+ * A field the proxy percent-encoded (every byte outside 0x21-0x7E, and '%' itself, as %XX): the
+ * escapes become bytes, the bytes are read as UTF-8 with U+FFFD for invalid sequences. A '%' not
+ * followed by two hex digits is kept as it is.
+ */
+export function decodeField(field: string): string {
+  const bytes: number[] = [];
+  for (let i = 0; i < field.length; i++) {
+    const c = field.charCodeAt(i);
+    if (c === 0x25 && /^[0-9A-Fa-f]{2}$/.test(field.slice(i + 1, i + 3))) {
+      bytes.push(parseInt(field.slice(i + 1, i + 3), 16));
+      i += 2;
+    } else if (c < 0x80) {
+      bytes.push(c);
+    } else {
+      const cp = field.codePointAt(i)!;
+      bytes.push(...Buffer.from(String.fromCodePoint(cp), 'utf8'));
+      if (cp > 0xffff) i++;
+    }
+  }
+  return UTF8.decode(Uint8Array.from(bytes));
+}
+
+/** At most max UTF-16 code units (the service's measure), never cutting a surrogate pair in two. */
+export function capLength(s: string, max: number): string {
+  if (s.length <= max) return s;
+  const code = s.charCodeAt(max - 1);
+  return s.slice(0, code >= 0xd800 && code <= 0xdbff ? max - 1 : max);
+}
+
+const optional = (field: string, max: number): string | null => (field === '-' ? null : capLength(decodeField(field), max));
+
+/**
+ * One syslog line from HAProxy's log-format:
+ * "rampart-waf <ts> <ip> <domain> <reason> <rule> <action> <method> <location> <path> <matched>",
+ * <action> block or detect, <rule>, <location> and <matched> "-" when absent, the last four
+ * percent-encoded by the proxy. The older five-field form ("... <reason> <rule>") still parses,
+ * as a blocked event without request details, so that a mixed fleet keeps working.
+ */
 export function parseEventLine(line: string): WafEventItem | undefined {
-  const m = /rampart-waf (\d+) (\S+) (\S+) (\S+) (\S+)\s*$/.exec(line);
+  const m = /rampart-waf (\d+) (\S+) (\S+) (\S+) (\S+)(?: (\S+) (\S+) (\S+) (\S+) (\S+))?\s*$/.exec(line);
   if (!m) return undefined;
-  const [, ts, ip, domain, reason, rule] = m as unknown as [string, string, string, string, string, string];
+  const [, ts, ip, domain, reason, rule, action, method, location, path, matched] = m as unknown as [string, string, string, string, string, string, ...(string | undefined)[]];
   if (!isIP(ip) || !isHostname(domain) || !REASONS.has(reason)) return undefined;
-  return { ts: Number(ts), ip, domain, reason: reason as WafEventItem['reason'], ruleId: UUID_RE.test(rule) ? rule : null };
+  const base = { ts: Number(ts), ip, domain, reason: reason as WafEventItem['reason'], ruleId: UUID_RE.test(rule) ? rule : null };
+  if (action === undefined) return { ...base, method: null, path: null, location: null, matched: null, blocked: true };
+  const blocked = ACTIONS.get(action);
+  if (blocked === undefined) return undefined;
+  return {
+    ...base,
+    method: capLength(decodeField(method!), EVENT_FIELD_MAX.method),
+    path: capLength(decodeField(path!), EVENT_FIELD_MAX.path),
+    location: optional(location!, EVENT_FIELD_MAX.location),
+    matched: optional(matched!, EVENT_FIELD_MAX.matched),
+    blocked,
+  };
 }
 
 /**

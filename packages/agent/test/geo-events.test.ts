@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import fc from 'fast-check';
-import { EventCollector, ensureCountryMap, ensureCountrySubset, ipv6ToText, parseEventLine, rangeToCidrs, rangeToCidrs4 } from '../src/index.js';
+import { capLength, decodeField, EventCollector, ensureCountryMap, ensureCountrySubset, ipv6ToText, parseEventLine, rangeToCidrs, rangeToCidrs4 } from '../src/index.js';
 
 describe('country map', () => {
   test('a range becomes the fewest aligned CIDR blocks that cover exactly the range', () => {
@@ -60,11 +60,117 @@ describe('WAF event collection', () => {
   const line = (ip: string, reason = 'ip_blocked') => `<134>Nov 22 07:20:00 haproxy[12]: rampart-waf 1795329600 ${ip} shop.example.com ${reason} 3f1c2e1a-9b0d-4c55-8f3e-0123456789ab`;
 
   test('parses HAProxy log lines and drops anything malformed', () => {
-    assert.deepEqual(parseEventLine(line('127.0.0.9')), { ts: 1795329600, ip: '127.0.0.9', domain: 'shop.example.com', reason: 'ip_blocked', ruleId: '3f1c2e1a-9b0d-4c55-8f3e-0123456789ab' });
+    assert.deepEqual(parseEventLine(line('127.0.0.9')), {
+      ts: 1795329600,
+      ip: '127.0.0.9',
+      domain: 'shop.example.com',
+      reason: 'ip_blocked',
+      ruleId: '3f1c2e1a-9b0d-4c55-8f3e-0123456789ab',
+      method: null,
+      path: null,
+      location: null,
+      matched: null,
+      blocked: true,
+    });
     assert.equal(parseEventLine(line('127.0.0.9', 'sqli_detected').replace(/ 3f1c\S+$/, ' -'))?.ruleId, null);
     assert.equal(parseEventLine(line('not-an-ip')), undefined);
     assert.equal(parseEventLine(line('127.0.0.9', 'made_up')), undefined);
     assert.equal(parseEventLine('rampart-waf 1 127.0.0.1 -'), undefined);
+  });
+
+  // The current format: <action> <method> <location> <path> <matched> after the rule, the last four percent-encoded.
+  const detail = (rest: string, reason = 'sqli_detected', rule = '-') =>
+    `<134>Nov 22 07:20:00 haproxy[12]: rampart-waf 1795329600 2001:db8::7 shop.example.com ${reason} ${rule} ${rest}`;
+
+  test('the ten-field line carries method, location, path, matched and whether the request was blocked', () => {
+    assert.deepEqual(parseEventLine(detail('block GET query:id /items %27%20OR%201%3D1')), {
+      ts: 1795329600,
+      ip: '2001:db8::7',
+      domain: 'shop.example.com',
+      reason: 'sqli_detected',
+      ruleId: null,
+      method: 'GET',
+      path: '/items',
+      location: 'query:id',
+      matched: "' OR 1=1",
+      blocked: true,
+    });
+    const detected = parseEventLine(detail('detect POST body:comment /comments/new %3Cscript%3Ealert(1)', 'xss_detected'));
+    assert.equal(detected?.blocked, false, 'detect: logged, not blocked');
+    assert.deepEqual([detected?.method, detected?.location, detected?.path, detected?.matched], ['POST', 'body:comment', '/comments/new', '<script>alert(1)']);
+    // '-' is absent for rule, location and matched; a rule id is kept as for the old format.
+    const plain = parseEventLine(detail('block GET - / -', 'ip_blocked', '3f1c2e1a-9b0d-4c55-8f3e-0123456789ab'));
+    assert.deepEqual(
+      [plain?.ruleId, plain?.method, plain?.path, plain?.location, plain?.matched, plain?.blocked],
+      ['3f1c2e1a-9b0d-4c55-8f3e-0123456789ab', 'GET', '/', null, null, true],
+    );
+    for (const [reason, location] of [['cmdi_detected', 'header:referer'], ['traversal_detected', 'path'], ['ssrf_detected', 'cookie:sid'], ['xxe_detected', 'body:*'], ['injection_detected', 'query:q'], ['upload_blocked', 'body:file']]) {
+      const e = parseEventLine(detail(`block PUT ${location} /x a`, reason));
+      assert.deepEqual([e?.reason, e?.location], [reason, location], reason);
+    }
+  });
+
+  test('ten-field lines with an unknown action, or a field count other than 5 or 10, are dropped', () => {
+    for (const rest of ['allow GET - / -', 'BLOCK GET - / -', 'constructor GET - / -', 'toString GET - / -', 'block GET - /', 'block GET - / - extra', 'block', 'block GET']) {
+      assert.equal(parseEventLine(detail(rest)), undefined, rest);
+    }
+  });
+
+  test('percent-escapes decode to bytes, then UTF-8 with U+FFFD for invalid sequences', () => {
+    assert.equal(decodeField('%2F%25%20%0A%00'), '/% \n\u0000');
+    assert.equal(decodeField('caf%C3%A9'), 'café', 'a multi-byte character split over escapes');
+    assert.equal(decodeField('%c3%a9'), 'é', 'lowercase hex too');
+    assert.equal(decodeField('%F0%9F%98%80'), '😀');
+    assert.equal(decodeField('a%FFb'), 'a\ufffdb', 'an invalid byte');
+    assert.equal(decodeField('%C3'), '\ufffd', 'a truncated sequence');
+    assert.equal(decodeField('%ED%A0%80'), '\ufffd\ufffd\ufffd', 'an encoded surrogate is invalid UTF-8');
+    assert.equal(decodeField('%EF%BB%BFx'), '\ufeffx', 'a leading BOM is kept');
+    assert.equal(decodeField('100%'), '100%', "a '%' without two hex digits stays");
+    assert.equal(decodeField('%zz%4'), '%zz%4');
+    assert.equal(decodeField('plain-text_1.2~'), 'plain-text_1.2~');
+    const e = parseEventLine(detail('detect GET header:user-agent /%E2%9C%93 a%FF%20b'));
+    assert.deepEqual([e?.path, e?.matched], ['/✓', 'a\ufffd b']);
+  });
+
+  test('caps after decoding: method 16, path 256, matched 64, location 80 characters', () => {
+    const e = parseEventLine(detail(`block ${'M'.repeat(40)} query:${'n'.repeat(200)} /${'p'.repeat(400)} ${'%41'.repeat(100)}`))!;
+    assert.equal(e.method, 'M'.repeat(16));
+    assert.equal(e.path, `/${'p'.repeat(255)}`);
+    assert.equal(e.location, `query:${'n'.repeat(74)}`);
+    assert.equal(e.matched, 'A'.repeat(64), 'counted after decoding, not on the escapes');
+    const short = parseEventLine(detail(`block GET query:id /x ${'%41'.repeat(64)}`))!;
+    assert.equal(short.matched, 'A'.repeat(64));
+    // An astral character is two UTF-16 code units (the service's measure) and is never cut in half.
+    const astral = parseEventLine(detail(`block GET - /x a${'%F0%9F%98%80'.repeat(40)}`))!;
+    assert.equal(astral.matched, `a${'😀'.repeat(31)}`);
+    assert.ok(astral.matched!.length <= 64);
+    assert.equal(capLength('😀😀', 3), '😀');
+    assert.equal(capLength('abc', 3), 'abc');
+    fc.assert(
+      fc.property(fc.string({ unit: 'binary', maxLength: 100 }), fc.integer({ min: 1, max: 80 }), (s, max) => {
+        const c = capLength(s, max);
+        assert.ok(c.length <= max && s.startsWith(c));
+        assert.ok(c.length >= max - 1 || c === s);
+      }),
+    );
+  });
+
+  test('property: whatever the bytes, a percent-encoded field decodes back to their UTF-8 reading', () => {
+    const encode = (b: Uint8Array) => [...b].map((x) => (x >= 0x21 && x <= 0x7e && x !== 0x25 ? String.fromCharCode(x) : `%${x.toString(16).toUpperCase().padStart(2, '0')}`)).join('');
+    fc.assert(
+      fc.property(fc.uint8Array({ minLength: 1, maxLength: 80 }), (bytes) => {
+        const field = encode(bytes);
+        assert.ok(/^[\x21-\x7e]+$/.test(field), 'no spaces or control bytes on the log line');
+        assert.equal(decodeField(field), new TextDecoder('utf-8', { ignoreBOM: true }).decode(bytes));
+      }),
+      { numRuns: 300 },
+    );
+    fc.assert(
+      fc.property(fc.string({ unit: 'grapheme', minLength: 1, maxLength: 40 }), (s) => {
+        assert.equal(decodeField(encode(new TextEncoder().encode(s))), s);
+      }),
+      { numRuns: 300 },
+    );
   });
 
   test('caps events at 5,000 per UTC day: logging stops at the cap and starts again the next day', () => {
@@ -79,6 +185,18 @@ describe('WAF event collection', () => {
     c.accept(line('127.0.0.9'));
     c.flush();
     assert.equal(shipped.reduce((a, b) => a + b, 0), 5001);
+  });
+
+  test('detect-mode events count toward the same daily cap as blocks', () => {
+    const now = new Date('2026-11-22T10:00:00Z');
+    const shipped: { blocked?: boolean | undefined }[] = [];
+    const c = new EventCollector((batch) => (shipped.push(...batch), true), () => now);
+    for (let i = 0; i < 3000; i++) c.accept(detail('detect GET query:q /s x'));
+    for (let i = 0; i < 3000; i++) c.accept(detail('block GET query:q /s x'));
+    c.flush();
+    assert.equal(shipped.length, 5000);
+    assert.equal(shipped.filter((e) => e.blocked === false).length, 3000);
+    assert.equal(c.dropped, 1000);
   });
 
   test('keeps events while the service is unreachable and ships them when it returns', () => {

@@ -282,7 +282,7 @@ function renderAccount() {
     stat('State', a.state, a.state === 'frozen' ? 'renew the plan to make changes' : 'changes allowed', a.state === 'frozen' ? 'bad' : 'good'),
     stat('Shield servers', `${active} / ${live.length}`, 'connected'),
     stat('Domains', String(state.domains.length), `${state.domains.filter((d) => d.status === 'active').length} active`),
-    stat('WAF rules', String(state.rules.length), `${state.events.length} recent blocks`),
+    stat('WAF rules', String(state.rules.length), `${state.events.length} recent events`),
   );
 
   const list = clear($('overview-servers'));
@@ -424,7 +424,8 @@ function renderDomains() {
         h('td', null, d.origins.map((o) => h('code', { class: 'pill' }, origin(o)))),
         h('td', null, d.serverIds.length ? d.serverIds.map((id) => h('span', { class: 'pill' }, serverName(id))) : h('span', { class: 'muted' }, 'none')),
         h('td', null, d.sslEnabled ? badge('on', 'on') : badge('off', 'off'), d.sslEnabled && d.sslExpires ? h('div', { class: 'muted small' }, `until ${d.sslExpires}`) : null),
-        h('td', null, d.wafEnabled ? badge(d.wafLevel, 'on') : badge('off', 'off')),
+        // h() flattens one level of arrays: keep the children flat.
+        h('td', null, d.wafEnabled ? [badge(d.wafLevel, 'on'), ...(d.wafMode === 'detect' ? [' ', badge('detect only', 'pending')] : [])] : badge('off', 'off')),
         h('td', null, badge(d.status)),
         h('td', { class: 'actions' }, h('button', { type: 'button', class: 'danger small', onclick: () => deleteDomain(d) }, 'Delete')),
       ),
@@ -506,19 +507,30 @@ function renderRules() {
   }
 }
 
+/** A value from the request as text in a <code>, or a muted dash when there is none. */
+function codeOrDash(text) {
+  return text === null || text === undefined || text === '' ? h('span', { class: 'muted' }, '—') : h('code', { class: 'excerpt' }, text);
+}
+
 function renderEvents() {
   const body = clear($('events-body'));
-  if (state.events.length === 0) emptyRow(body, 5, 'No blocked requests recorded.');
+  if (state.events.length === 0) emptyRow(body, 9, 'No WAF events recorded.');
   for (const e of state.events) {
     const rule = e.rule_id ? state.rules.find((r) => r.id === e.rule_id) : undefined;
+    // blocked is false for a detection let through in detect mode; events from older agents have no details.
+    const blocked = e.blocked !== false;
     body.append(
       h(
         'tr',
-        null,
+        { class: blocked ? undefined : 'detected' },
         h('td', null, timeCell(e.timestamp, false)),
         h('td', null, h('code', null, e.source_ip)),
         h('td', null, e.domain),
+        h('td', null, e.method || e.path ? [e.method ? h('strong', null, e.method) : null, ' ', codeOrDash(e.path)] : h('span', { class: 'muted' }, '—')),
         h('td', null, badge(e.reason, 'rule')),
+        h('td', null, codeOrDash(e.location)),
+        h('td', null, codeOrDash(e.matched)),
+        h('td', null, blocked ? badge('blocked', 'error') : badge('not blocked', 'pending')),
         h('td', null, rule ? h('code', null, `${rule.rule_type} ${rule.value}`) : e.rule_id ? h('code', null, e.rule_id) : h('span', { class: 'muted' }, '—')),
       ),
     );

@@ -1,6 +1,6 @@
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
 import { TypeCompiler } from '@sinclair/typebox/compiler';
-import { RULE_TYPES, WAF_LEVELS } from './waf.js';
+import { RULE_TYPES, WAF_LEVELS, WAF_MODES } from './waf.js';
 
 /** Raised on both ends; an agent speaking another version is refused with a close reason. */
 export const PROTOCOL_VERSION = 1;
@@ -28,6 +28,8 @@ export const SnapshotDomain = Type.Object(
     sslEnabled: Type.Boolean(),
     wafEnabled: Type.Boolean(),
     wafLevel: Type.Union(WAF_LEVELS.map((l) => Type.Literal(l))),
+    /** block: the attack-detection step answers 403; detect: it logs the event (not blocked) and lets the request through. */
+    wafMode: Type.Union(WAF_MODES.map((m) => Type.Literal(m))),
     /**
      * The addresses of every live shield server of this domain (each one's publicIp, else the
      * address its agent connected from): before ordering a certificate the agent checks that the
@@ -98,7 +100,32 @@ export const StatusReport = message(
     { additionalProperties: false },
   ),
 );
-export const WAF_REASONS = ['ip_blocked', 'country_blocked', 'bot_blocked', 'ai_bot_blocked', 'bot_challenge', 'rate_limited', 'sqli_detected', 'xss_detected'] as const;
+export const WAF_REASONS = [
+  'ip_blocked',
+  'country_blocked',
+  'bot_blocked',
+  'ai_bot_blocked',
+  'bot_challenge',
+  'rate_limited',
+  'sqli_detected',
+  'xss_detected',
+  'cmdi_detected',
+  'traversal_detected',
+  'ssrf_detected',
+  'xxe_detected',
+  'injection_detected',
+  'upload_blocked',
+] as const;
+export type WafReason = (typeof WAF_REASONS)[number];
+
+/**
+ * Caps on an event's request details, in UTF-16 code units (JavaScript string length, which is
+ * what the schema below checks). The agent truncates to them; the service refuses longer ones.
+ */
+export const EVENT_FIELD_MAX = { method: 16, path: 256, location: 80, matched: 64 } as const;
+
+const nullableText = (maxLength: number) => Type.Union([Type.String({ maxLength }), Type.Null()]);
+
 export const WafEventItem = Type.Object(
   {
     /** Unix time in seconds. */
@@ -107,6 +134,18 @@ export const WafEventItem = Type.Object(
     domain: Type.String({ maxLength: 253 }),
     reason: Type.Union(WAF_REASONS.map((r) => Type.Literal(r))),
     ruleId: Type.Union([Type.String({ maxLength: 36 }), Type.Null()]),
+    // The fields below are optional on the wire: agents from before them send none (then method,
+    // path, location and matched are null and blocked is true), and they must keep working.
+    /** The request method, e.g. GET. */
+    method: Type.Optional(nullableText(EVENT_FIELD_MAX.method)),
+    /** The request path. */
+    path: Type.Optional(nullableText(EVENT_FIELD_MAX.path)),
+    /** Where the detector matched: query:<name>, body:<name>, cookie:<name>, header:<name> or path; null when not a detection. */
+    location: Type.Optional(nullableText(EVENT_FIELD_MAX.location)),
+    /** A short excerpt of what matched; null when not a detection. */
+    matched: Type.Optional(nullableText(EVENT_FIELD_MAX.matched)),
+    /** false for a request let through in detect mode. */
+    blocked: Type.Optional(Type.Boolean()),
   },
   { additionalProperties: false },
 );

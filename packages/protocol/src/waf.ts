@@ -1,14 +1,41 @@
 import aiBotsFile from './ai-bots.json' with { type: 'json' };
 import { isCidr, isCountryCode } from './validate.js';
 
-export const RULE_TYPES = ['block_ip', 'allow_ip', 'block_country', 'rate_limit', 'block_bot', 'block_ai_bot'] as const;
+export const RULE_TYPES = ['block_ip', 'allow_ip', 'block_country', 'rate_limit', 'block_bot', 'block_ai_bot', 'waf_exception'] as const;
 export type RuleType = (typeof RULE_TYPES)[number];
 
 /** Rule types that apply to the whole shield server and so take no domain_id. */
 export const SERVER_WIDE_RULE_TYPES: readonly RuleType[] = ['rate_limit', 'block_bot'];
 
+/** Rule types that belong to one domain and so require a domain_id. */
+export const DOMAIN_ONLY_RULE_TYPES: readonly RuleType[] = ['waf_exception'];
+
 export const WAF_LEVELS = ['low', 'medium', 'high'] as const;
 export type WafLevel = (typeof WAF_LEVELS)[number];
+
+/**
+ * What the attack-detection step (level high) does with a request it flags: `block` answers 403,
+ * `detect` logs the event as not blocked and lets the request through. IP lists, bot rules and the
+ * rate limiter act in both modes.
+ */
+export const WAF_MODES = ['block', 'detect'] as const;
+export type WafMode = (typeof WAF_MODES)[number];
+
+/** The attack detectors a waf_exception can name. */
+export const WAF_DETECTORS = ['sqli', 'xss', 'cmdi', 'traversal', 'ssrf', 'xxe', 'injection', 'upload'] as const;
+export type WafDetector = (typeof WAF_DETECTORS)[number];
+
+/** Where in a request a waf_exception applies; `path`, or a named (or `*`: any) parameter, cookie or header. */
+export const WAF_EXCEPTION_LOCATION_KINDS = ['query', 'body', 'cookie', 'header'] as const;
+export const WAF_EXCEPTION_PATH_MAX = 256;
+export const WAF_EXCEPTION_NAME_MAX = 64;
+
+/** A waf_exception's value, parsed: detection is skipped for requests whose path starts with `path`, in `location` (any when absent), for `detector` (all when absent). */
+export interface WafException {
+  path: string;
+  location?: string;
+  detector?: WafDetector;
+}
 
 export const RATE_LIMIT_MIN = 1;
 export const RATE_LIMIT_MAX = 10_000;
@@ -25,6 +52,47 @@ const AI_BOTS_BY_LOWER_NAME = new Map(AI_BOTS.map((b) => [b.name.toLowerCase(), 
 
 export function findAiBot(name: string): AiBot | undefined {
   return AI_BOTS_BY_LOWER_NAME.get(name.toLowerCase());
+}
+
+const EXCEPTION_PATH_RE = new RegExp(`^/[\\x21-\\x7e]{0,${WAF_EXCEPTION_PATH_MAX - 1}}$`);
+const EXCEPTION_LOCATION_RE = new RegExp(`^(${WAF_EXCEPTION_LOCATION_KINDS.join('|')}):(\\*|[A-Za-z0-9_.\\-\\[\\]]{1,${WAF_EXCEPTION_NAME_MAX}})$`);
+const EXCEPTION_FIELDS = ['path', 'location', 'detector'];
+const EXCEPTION_EXAMPLE = '{"path":"/comments","location":"body:content","detector":"xss"}';
+
+/** A waf_exception location in canonical form (header names lowercased), or undefined when it is not one. */
+function canonicalLocation(location: string): string | undefined {
+  if (location === 'path') return location;
+  const m = EXCEPTION_LOCATION_RE.exec(location);
+  if (!m) return undefined;
+  return m[1] === 'header' ? location.toLowerCase() : location;
+}
+
+function checkWafException(value: string): RuleValueCheck {
+  const obj = parseJsonObject(value);
+  if (!obj) return { ok: false, message: `value must be a JSON object with a path and an optional location and detector, e.g. ${EXCEPTION_EXAMPLE}` };
+  const unknown = Object.keys(obj).filter((k) => !EXCEPTION_FIELDS.includes(k));
+  if (unknown.length > 0) return { ok: false, message: `value has an unknown field: ${unknown[0]}` };
+  const pathRule = `a string that starts with / and has 1 to ${WAF_EXCEPTION_PATH_MAX} printable ASCII characters, no spaces`;
+  if (!('path' in obj)) return { ok: false, message: `value needs a path: ${pathRule}` };
+  if (typeof obj.path !== 'string' || !EXCEPTION_PATH_RE.test(obj.path)) return { ok: false, message: `value has an invalid path: it must be ${pathRule}` };
+  const out: WafException = { path: obj.path };
+  if ('location' in obj) {
+    const location = typeof obj.location === 'string' ? canonicalLocation(obj.location) : undefined;
+    if (location === undefined) {
+      return {
+        ok: false,
+        message: `value has an invalid location: it must be path, or ${WAF_EXCEPTION_LOCATION_KINDS.map((k) => `${k}:`).join(', ')} followed by * or a name of 1 to ${WAF_EXCEPTION_NAME_MAX} characters from A-Z a-z 0-9 _ . - [ ]`,
+      };
+    }
+    out.location = location;
+  }
+  if ('detector' in obj) {
+    if (typeof obj.detector !== 'string' || !(WAF_DETECTORS as readonly string[]).includes(obj.detector)) {
+      return { ok: false, message: `value has an invalid detector: it must be one of ${WAF_DETECTORS.join(', ')}` };
+    }
+    out.detector = obj.detector as WafDetector;
+  }
+  return { ok: true, value: JSON.stringify(out) };
 }
 
 export type RuleValueCheck = { ok: true; value: string } | { ok: false; message: string };
@@ -80,7 +148,15 @@ export function checkRuleValue(ruleType: RuleType, value: string): RuleValueChec
         ? { ok: true, value: bot.name }
         : { ok: false, message: 'value must be one of the supported AI crawler names (GET /api/waf/ai-bots)' };
     }
+    case 'waf_exception':
+      return checkWafException(value);
   }
+}
+
+/** The fields of a stored (canonical) waf_exception value; undefined for a value that does not pass checkRuleValue. */
+export function wafExceptionOf(value: string): WafException | undefined {
+  const checked = checkRuleValue('waf_exception', value);
+  return checked.ok ? (JSON.parse(checked.value) as WafException) : undefined;
 }
 
 /** requests_per_minute of a stored (canonical) rate_limit value. */

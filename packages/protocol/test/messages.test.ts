@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { parseAgentMessage, parseServiceMessage, PROTOCOL_VERSION, type AgentMessage, type ServerSnapshot, type ServiceMessage } from '../src/index.js';
+import { EVENT_FIELD_MAX, parseAgentMessage, parseServiceMessage, PROTOCOL_VERSION, WAF_MODES, WAF_REASONS, type AgentMessage, type ServerSnapshot, type ServiceMessage } from '../src/index.js';
 
 // docs/architecture.md "The agent connection": WebSocket messages are named area/verb, each with a schema; no `any` crosses the
 // wire. Both ends parse through these functions, so anything they let through reaches the hub or
@@ -17,12 +17,14 @@ const SNAPSHOT: ServerSnapshot = {
       sslEnabled: true,
       wafEnabled: false,
       wafLevel: 'high',
+      wafMode: 'detect',
       serverAddresses: ['198.51.100.4', '2001:db8::4'],
     },
   ],
   rules: [
     { id: 'r1', type: 'block_ip', value: '192.0.2.0/24', domainId: 'd1', priority: 1 },
     { id: 'r2', type: 'rate_limit', value: '{"requests_per_minute":60}', domainId: null, priority: 10 },
+    { id: 'r3', type: 'waf_exception', value: '{"path":"/comments","location":"body:content","detector":"xss"}', domainId: 'd1', priority: 100 },
   ],
 };
 
@@ -219,6 +221,8 @@ describe('parseServiceMessage', () => {
       ['serverAddresses missing', (s) => delete s.payload.domains[0].serverAddresses],
       ['serverAddresses not strings', (s) => (s.payload.domains[0].serverAddresses = [4])],
       ['unknown waf level', (s) => (s.payload.domains[0].wafLevel = 'paranoid')],
+      ['unknown waf mode', (s) => (s.payload.domains[0].wafMode = 'log')],
+      ['waf mode missing', (s) => delete s.payload.domains[0].wafMode],
       ['unknown rule type', (s) => (s.payload.rules[0].type = 'block_everything')],
       ['rule priority fractional', (s) => (s.payload.rules[0].priority = 1.5)],
       ['rule domainId a number', (s) => (s.payload.rules[0].domainId = 7)],
@@ -228,6 +232,61 @@ describe('parseServiceMessage', () => {
       const m = clone(VALID_SERVICE[0]);
       mutate(m);
       refused(parseServiceMessage(JSON.stringify(m)), label);
+    }
+  });
+});
+
+describe('events/batch', () => {
+  const batch = (events: unknown[]) => JSON.stringify({ type: 'events/batch', payload: { events } });
+  const base = { ts: 1795329600, ip: '203.0.113.9', domain: 'shop.example.com', reason: 'sqli_detected', ruleId: null };
+  const full = { ...base, method: 'POST', path: '/comments', location: 'body:content', matched: "' OR 1=1", blocked: false };
+
+  test('snapshot domains carry wafMode block or detect', () => {
+    assert.deepEqual([...WAF_MODES], ['block', 'detect']);
+    for (const wafMode of WAF_MODES) {
+      const m = clone(VALID_SERVICE[0]);
+      m.payload.domains[0].wafMode = wafMode;
+      assert.equal(accepted(parseServiceMessage(JSON.stringify(m)), wafMode).type, 'config/snapshot');
+    }
+  });
+
+  test('every reason code, including the new detectors, is accepted', () => {
+    for (const r of ['sqli_detected', 'xss_detected', 'cmdi_detected', 'traversal_detected', 'ssrf_detected', 'xxe_detected', 'injection_detected', 'upload_blocked']) {
+      assert.ok((WAF_REASONS as readonly string[]).includes(r), r);
+    }
+    for (const reason of WAF_REASONS) accepted(parseAgentMessage(batch([{ ...full, reason }])), reason);
+    refused(parseAgentMessage(batch([{ ...full, reason: 'rce_detected' }])), 'an unknown reason');
+  });
+
+  test('accepts events with request details, and without them (agents from before them)', () => {
+    const m = accepted(parseAgentMessage(batch([full, base, { ...base, method: null, path: null, location: null, matched: null, blocked: true }])), 'batch');
+    assert.equal(m.type, 'events/batch');
+    if (m.type === 'events/batch') assert.deepEqual(m.payload.events[0], full);
+  });
+
+  test('details are capped: method 16, path 256, location 80, matched 64 (UTF-16 code units)', () => {
+    assert.deepEqual(EVENT_FIELD_MAX, { method: 16, path: 256, location: 80, matched: 64 });
+    for (const [field, max] of Object.entries(EVENT_FIELD_MAX)) {
+      accepted(parseAgentMessage(batch([{ ...full, [field]: 'x'.repeat(max) }])), `${field} at ${max}`);
+      refused(parseAgentMessage(batch([{ ...full, [field]: 'x'.repeat(max + 1) }])), `${field} over ${max}`);
+      // An astral character is two code units: max/2 of them fit, one more does not.
+      accepted(parseAgentMessage(batch([{ ...full, [field]: '😀'.repeat(max / 2) }])), `${field} astral at ${max}`);
+      refused(parseAgentMessage(batch([{ ...full, [field]: '😀'.repeat(max / 2) + 'x' }])), `${field} astral over ${max}`);
+    }
+  });
+
+  test('refuses wrong types and extra fields in an event', () => {
+    for (const bad of [
+      { ...full, blocked: 'false' },
+      { ...full, blocked: null },
+      { ...full, blocked: 0 },
+      { ...full, method: 5 },
+      { ...full, path: ['/'] },
+      { ...full, location: {} },
+      { ...full, matched: false },
+      { ...full, action: 'detect' },
+    ]) {
+      refused(parseAgentMessage(batch([bad])), JSON.stringify(bad));
     }
   });
 });

@@ -10,6 +10,9 @@ import {
   isIPv4,
   isIPv6,
   RATE_LIMIT_DEFAULT,
+  RULE_TYPES,
+  WAF_DETECTORS,
+  wafExceptionOf,
   type RuleType,
 } from '../src/index.js';
 
@@ -190,6 +193,101 @@ describe('checkRuleValue', () => {
       ok('block_ai_bot', b.name.toUpperCase(), b.name);
     }
     for (const v of ['NotABot', '', 'GPTBot ', ' GPTBot', 'GPTBot\n', 'GPT Bot', 'Googlebot']) bad('block_ai_bot', v);
+  });
+
+  describe('waf_exception', () => {
+    const ex = (o: Record<string, unknown>) => JSON.stringify(o);
+    const message = (v: string) => {
+      const r = checkRuleValue('waf_exception', v);
+      assert.equal(r.ok, false, `should reject ${v}`);
+      return r.ok ? '' : r.message;
+    };
+
+    test('is a rule type', () => {
+      assert.ok((RULE_TYPES as readonly string[]).includes('waf_exception'));
+    });
+
+    test('path alone, and with a location and a detector; canonical order path, location, detector', () => {
+      ok('waf_exception', '{"path":"/comments"}');
+      ok('waf_exception', '{"path":"/comments","location":"body:content","detector":"xss"}');
+      ok('waf_exception', ' { "detector" : "xss", "location": "body:content", "path": "/comments" } ', '{"path":"/comments","location":"body:content","detector":"xss"}');
+      ok('waf_exception', ex({ detector: 'sqli', path: '/' }), '{"path":"/","detector":"sqli"}');
+      ok('waf_exception', ex({ location: 'path', path: '/search' }), '{"path":"/search","location":"path"}');
+    });
+
+    test('path: starts with /, 1 to 256 printable ASCII characters 0x21-0x7E', () => {
+      const printable = Array.from({ length: 0x7e - 0x21 + 1 }, (_, i) => String.fromCharCode(0x21 + i)).join('');
+      ok('waf_exception', ex({ path: `/${printable}` }));
+      ok('waf_exception', ex({ path: `/${'a'.repeat(255)}` }));
+      ok('waf_exception', ex({ path: '/api/v1/items?x=1#frag' }));
+      for (const path of ['', 'comments', ' /comments', '/com ments', '/tab\t', '/nl\n', '/nul\u0000', '/del\u007f', '/caf\u00e9', '/\u2028', `/${'a'.repeat(256)}`, 5, null, true, ['/'], { p: '/' }]) {
+        assert.match(message(ex({ path })), /^value has an invalid path: it must be a string that starts with \//, JSON.stringify(path));
+      }
+      assert.match(message('{}'), /^value needs a path/);
+      assert.match(message(ex({ location: 'path' })), /^value needs a path/);
+    });
+
+    test('location: query, body, cookie or header with a name or *, or exactly path; header names lowercased', () => {
+      for (const kind of ['query', 'body', 'cookie']) {
+        ok('waf_exception', ex({ path: '/', location: `${kind}:*` }));
+        ok('waf_exception', ex({ path: '/', location: `${kind}:Item[0].Name_x-y` })); // case is kept
+        ok('waf_exception', ex({ path: '/', location: `${kind}:${'n'.repeat(64)}` }));
+      }
+      ok('waf_exception', ex({ path: '/', location: 'header:X-Forwarded-For' }), ex({ path: '/', location: 'header:x-forwarded-for' }));
+      ok('waf_exception', ex({ path: '/', location: 'header:*' }));
+      ok('waf_exception', ex({ path: '/', location: 'header:Referer' }), ex({ path: '/', location: 'header:referer' }));
+      for (const location of [
+        '', 'query', 'query:', 'body:', 'query:a b', 'query:a*', 'query:**', 'query:é', 'query:a=b', 'query:a/b', `query:${'n'.repeat(65)}`,
+        'QUERY:id', 'Header:referer', 'path:x', 'PATH', 'paths', 'url:x', 'args:id', 'query:id\n', 'cookie:a;b', 5, null, false, ['path'],
+      ]) {
+        assert.match(message(ex({ path: '/', location })), /^value has an invalid location: it must be path, or query:, body:, cookie:, header: followed by \*/, JSON.stringify(location));
+      }
+    });
+
+    test('detector: one of the detectors', () => {
+      assert.deepEqual([...WAF_DETECTORS], ['sqli', 'xss', 'cmdi', 'traversal', 'ssrf', 'xxe', 'injection', 'upload']);
+      for (const detector of WAF_DETECTORS) ok('waf_exception', ex({ path: '/x', detector }));
+      for (const detector of ['SQLI', 'sql', '', 'all', 'xss ', 1, null, ['xss']]) {
+        assert.match(message(ex({ path: '/', detector })), /^value has an invalid detector: it must be one of sqli, xss, cmdi, traversal, ssrf, xxe, injection, upload$/, JSON.stringify(detector));
+      }
+    });
+
+    test('anything else is refused: not an object, unknown fields', () => {
+      for (const v of ['', 'not json', '[]', '"/"', 'null', '/comments', '[{"path":"/"}]']) {
+        assert.match(message(v), /^value must be a JSON object with a path/, v);
+      }
+      assert.equal(message(ex({ path: '/', action: 'allow' })), 'value has an unknown field: action');
+      assert.equal(message('{"path":"/","__proto__":{}}'), 'value has an unknown field: __proto__');
+      assert.equal(message(ex({ path: '/', Path: '/' })), 'value has an unknown field: Path');
+    });
+
+    test('wafExceptionOf gives the fields of a valid value, undefined otherwise', () => {
+      assert.deepEqual(wafExceptionOf('{"path":"/c","location":"header:Referer","detector":"xss"}'), { path: '/c', location: 'header:referer', detector: 'xss' });
+      assert.deepEqual(wafExceptionOf('{"path":"/c"}'), { path: '/c' });
+      assert.equal(wafExceptionOf('{"path":"c"}'), undefined);
+    });
+
+    test('property: an accepted value is canonical (checking it again gives itself) and its path is a plain token', () => {
+      const location = fc.oneof(
+        fc.constant('path'),
+        fc.tuple(fc.constantFrom('query', 'body', 'cookie', 'header', 'Header', 'x'), fc.oneof(fc.constant('*'), fc.string({ maxLength: 70 }))).map(([k, n]) => `${k}:${n}`),
+        fc.string(),
+      );
+      fc.assert(
+        fc.property(
+          fc.record({ path: fc.oneof(fc.string({ maxLength: 300 }).map((s) => `/${s}`), fc.string()), location, detector: fc.oneof(fc.constantFrom(...WAF_DETECTORS), fc.string()) }, { requiredKeys: ['path'] }),
+          (o) => {
+            const r = checkRuleValue('waf_exception', JSON.stringify(o));
+            if (!r.ok) return;
+            assert.deepEqual(checkRuleValue('waf_exception', r.value), r);
+            const parsed = JSON.parse(r.value);
+            assert.match(parsed.path, /^\/[\x21-\x7e]{0,255}$/);
+            assert.deepEqual(Object.keys(parsed), ['path', 'location', 'detector'].filter((k) => k in o));
+          },
+        ),
+        { numRuns: 500 },
+      );
+    });
   });
 });
 

@@ -1,4 +1,4 @@
-import { RULE_TYPES, SSL_STATUSES, WAF_LEVELS } from '@rampart/protocol';
+import { EVENT_FIELD_MAX, RULE_TYPES, SSL_STATUSES, WAF_LEVELS, WAF_MODES } from '@rampart/protocol';
 import { Type, type Static } from '@sinclair/typebox';
 
 // The HTTP edge: shapes, types and lengths. Semantic checks (hostnames, addresses, rule values)
@@ -75,6 +75,9 @@ const domainSettable = {
   sslEnabled: Type.Boolean({ description: 'Default true' }),
   wafEnabled: Type.Boolean({ description: 'Default true' }),
   wafLevel: Type.Union(WAF_LEVELS.map((l) => Type.Literal(l)), { description: 'Default medium' }),
+  wafMode: Type.Union(WAF_MODES.map((m) => Type.Literal(m)), {
+    description: 'Default block. detect: the attack-detection step (level high) logs events marked not blocked and lets the request through; IP lists, bots and rate limits still act',
+  }),
 };
 export const DomainCreate = Type.Object(
   {
@@ -84,6 +87,7 @@ export const DomainCreate = Type.Object(
     sslEnabled: Type.Optional(domainSettable.sslEnabled),
     wafEnabled: Type.Optional(domainSettable.wafEnabled),
     wafLevel: Type.Optional(domainSettable.wafLevel),
+    wafMode: Type.Optional(domainSettable.wafMode),
   },
   strict,
 );
@@ -101,6 +105,7 @@ export const DomainView = Type.Object({
   sslExpires: Type.Union([Type.String({ description: 'YYYY-MM-DD' }), Type.Null()], { description: 'Earliest expiry of the certificates in service' }),
   wafEnabled: Type.Boolean(),
   wafLevel: Type.String(),
+  wafMode: Type.String({ description: 'block or detect' }),
   status: Type.Union([Type.Literal('active'), Type.Literal('pending'), Type.Literal('error')]),
   createdAt: Type.String({ format: 'date-time' }),
   updatedAt: Type.String({ format: 'date-time' }),
@@ -113,7 +118,7 @@ export const RuleCreate = Type.Object(
   {
     rule_type: Type.Union(RULE_TYPES.map((t) => Type.Literal(t))),
     value: RuleValue,
-    domain_id: Type.Optional(Type.String({ maxLength: 100, description: 'Omitted: global. Not allowed for rate_limit and block_bot' })),
+    domain_id: Type.Optional(Type.String({ maxLength: 100, description: 'Omitted: global. Not allowed for rate_limit and block_bot; required for waf_exception' })),
     enabled: Type.Optional(Type.Boolean()),
     priority: Type.Optional(Priority),
   },
@@ -140,6 +145,13 @@ export const WafEvent = Type.Object({
   reason: Type.String(),
   rule_id: Type.Union([Type.String(), Type.Null()]),
   server_id: Type.Union([Type.String(), Type.Null()]),
+  method: Type.Union([Type.String({ maxLength: EVENT_FIELD_MAX.method }), Type.Null()], { description: 'The request method; null for events from agents that predate it' }),
+  path: Type.Union([Type.String({ maxLength: EVENT_FIELD_MAX.path }), Type.Null()], { description: 'The request path; null for events from agents that predate it' }),
+  location: Type.Union([Type.String({ maxLength: EVENT_FIELD_MAX.location }), Type.Null()], {
+    description: 'Where a detector matched: query:<name>, body:<name>, cookie:<name>, header:<name> or path; null when no detector matched',
+  }),
+  matched: Type.Union([Type.String({ maxLength: EVENT_FIELD_MAX.matched }), Type.Null()], { description: 'A short excerpt of what a detector matched; null when no detector matched' }),
+  blocked: Type.Boolean({ description: 'false: detected in detect mode and let through' }),
 });
 export const AiBotView = Type.Object({ name: Type.String(), pattern: Type.String(), operator: Type.String() });
 

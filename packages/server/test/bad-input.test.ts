@@ -93,6 +93,8 @@ const ENDPOINTS: Endpoint[] = [
       ['sslEnabled', { domain: 'new.example.com', origins: [origin], sslEnabled: 'true' }],
       ['wafEnabled', { domain: 'new.example.com', origins: [origin], wafEnabled: 1 }],
       ['wafLevel', { domain: 'new.example.com', origins: [origin], wafLevel: 'extreme' }],
+      ['wafMode', { domain: 'new.example.com', origins: [origin], wafMode: 'log' }],
+      ['wafMode', { domain: 'new.example.com', origins: [origin], wafMode: true }],
     ],
   },
   {
@@ -106,6 +108,8 @@ const ENDPOINTS: Endpoint[] = [
       ['sslEnabled', { sslEnabled: 'false' }],
       ['wafEnabled', { wafEnabled: null }],
       ['wafLevel', { wafLevel: 'HIGH' }],
+      ['wafMode', { wafMode: 'DETECT' }],
+      ['wafMode', { wafMode: null }],
       ['domain', { domain: 'renamed.example.com' }],
     ],
   },

@@ -45,7 +45,7 @@ describe('configuration export', async () => {
   const key = owner.key;
 
   // A full account: two servers (one decommissioned, one with a regenerated token), two domains
-  // (one IPv6), every rule type, a deposit and an extra API key.
+  // (one IPv6, in detect mode), every rule type, a deposit and an extra API key.
   const mustCreate = async (method: string, url: string, body?: unknown) => {
     const r = await call(app, method, url, { key, ...(body !== undefined ? { body } : {}) });
     assert.ok(r.status === 200 || r.status === 201, `${method} ${url}: ${r.status} ${JSON.stringify(r.body)}`);
@@ -68,6 +68,7 @@ describe('configuration export', async () => {
     serverIds: [edge.id],
     sslEnabled: false,
     wafLevel: 'high',
+    wafMode: 'detect',
   });
   await mustCreate('POST', '/api/waf', { rule_type: 'block_ip', value: '203.0.113.0/24' });
   await mustCreate('POST', '/api/waf', { rule_type: 'block_ip', value: '198.51.100.9', domain_id: shop.id, enabled: false });
@@ -76,6 +77,7 @@ describe('configuration export', async () => {
   await mustCreate('POST', '/api/waf', { rule_type: 'block_country', value: 'KP' });
   await mustCreate('POST', '/api/waf', { rule_type: 'block_bot', value: JSON.stringify({ enabled: true }) });
   await mustCreate('POST', '/api/waf', { rule_type: 'block_ai_bot', value: 'GPTBot' });
+  await mustCreate('POST', '/api/waf', { rule_type: 'waf_exception', value: '{"path":"/exported-never","location":"body:content","detector":"xss"}', domain_id: shop.id });
   const extraKey = await mustCreate('POST', '/api/settings/api-keys', { name: 'exporter' });
   await mustCreate('POST', '/api/billing/deposits', { amount: 12.34 });
 
@@ -147,10 +149,14 @@ describe('configuration export', async () => {
       { type: 'ip_blacklist', value: '203.0.113.0/24', enabled: true },
       { type: 'rate_limit', value: JSON.stringify({ requests_per_minute: 120 }), enabled: true },
     ]);
-    // allow_ip, block_country, block_bot and block_ai_bot rules are absent, in any form.
-    for (const absent of ['192.0.2.77', 'KP', 'GPTBot', '{\\"enabled\\":true}', 'allow_ip', 'block_country', 'block_bot', 'block_ai_bot']) {
+    // allow_ip, block_country, block_bot, block_ai_bot and waf_exception rules are absent, in any form.
+    for (const absent of ['192.0.2.77', 'KP', 'GPTBot', '{\\"enabled\\":true}', 'allow_ip', 'block_country', 'block_bot', 'block_ai_bot', 'waf_exception', 'exported-never', 'body:content']) {
       assert.ok(!raw.includes(absent), `${absent} must not be exported`);
     }
+  });
+
+  test('a domain\'s wafMode is not exported (the export\'s domain fields are fixed)', () => {
+    assert.ok(!raw.includes('wafMode') && !raw.includes('waf_mode') && !raw.includes('detect'), 'no wafMode in any form');
   });
 
   test('no connection token anywhere', () => {

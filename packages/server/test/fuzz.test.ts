@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
-import { AI_BOTS, isCidr, isCountryCode, isHostname, isIP, isPort, RATE_LIMIT_MAX, RATE_LIMIT_MIN, RULE_TYPES, WAF_LEVELS } from '@rampart/protocol';
+import { AI_BOTS, checkRuleValue, isCidr, isCountryCode, isHostname, isIP, isPort, RATE_LIMIT_MAX, RATE_LIMIT_MIN, RULE_TYPES, WAF_DETECTORS, WAF_LEVELS, WAF_MODES } from '@rampart/protocol';
 import { call, makeTestApp, newAccount, type CallOptions, type TestApp } from './helpers.js';
 
 // One app for the whole file. Created at top level rather than in before(): makeTestApp registers
@@ -69,8 +69,24 @@ const ruleValue = fc.oneof(
   fc.boolean().map((b) => JSON.stringify({ enabled: b })),
   fc.constantFrom('{"enabled":"yes"}', '{"enabled":true,"x":1}', '{}', '[]', 'null', 'not json'),
   fc.constantFrom(...AI_BOTS.map((b) => b.name)).chain((n) => fc.constantFrom(n, n.toLowerCase(), n.toUpperCase(), ` ${n}`, `${n}\n`)),
+  fc.record({ path: fc.oneof(fc.constantFrom('/', '/comments', 'comments'), hostileString), location: hostileValue, detector: hostileValue }, { requiredKeys: [] }).map((o) => JSON.stringify(o)),
   hostileString,
 );
+/** Mostly valid waf_exception values, some with a hostile piece in the path or the location name. */
+const exceptionValue = fc
+  .record(
+    {
+      path: fc.oneof(fc.constantFrom('/', '/comments', '/api/v1/items'), spliced(fc.constant('/search')), fc.string({ maxLength: 20 }).map((s) => `/${s}`)),
+      location: fc.oneof(
+        fc.constant('path'),
+        fc.tuple(fc.constantFrom('query', 'body', 'cookie', 'header'), fc.oneof(fc.constantFrom('*', 'id', 'Content', 'X-Forwarded-For', 'a[0]'), hostileString)).map(([k, n]) => `${k}:${n}`),
+        hostileString,
+      ),
+      detector: fc.oneof(fc.constantFrom(...WAF_DETECTORS), hostileString),
+    },
+    { requiredKeys: ['path'] },
+  )
+  .map((o) => JSON.stringify(o));
 const ruleType = fc.oneof({ weight: 6, arbitrary: fc.constantFrom(...RULE_TYPES) }, { weight: 1, arbitrary: hostileString });
 const email = fc.oneof({ weight: 1, arbitrary: fc.emailAddress() }, { weight: 1, arbitrary: hostileString }, { weight: 3, arbitrary: spliced(fc.emailAddress()) });
 const password = fc.oneof(fc.string({ minLength: 8, maxLength: 30 }), hostileString);
@@ -108,8 +124,14 @@ const validRule = fc.constantFrom(...RULE_TYPES).chain((rule_type) => {
     rate_limit: fc.option(fc.integer({ min: 0, max: 10_001 })).map((n) => JSON.stringify(n === null ? {} : { requests_per_minute: n })),
     block_bot: fc.boolean().map((enabled) => JSON.stringify({ enabled })),
     block_ai_bot: fc.constantFrom(...AI_BOTS.map((b) => b.name)).map((n) => n.toLowerCase()),
+    waf_exception: exceptionValue,
   }[rule_type];
-  return fc.record({ rule_type: fc.constant(rule_type), value, enabled: fc.boolean(), priority: fc.integer({ min: 0, max: 1000 }) }, { requiredKeys: ['rule_type', 'value'] });
+  // A waf_exception needs its domain (the fixture domains, below); the other per-domain types may have one.
+  const domainId = rule_type === 'waf_exception' ? { domain_id: fc.constantFrom(...domains) } : {};
+  return fc.record(
+    { rule_type: fc.constant(rule_type), value, enabled: fc.boolean(), priority: fc.integer({ min: 0, max: 1000 }), ...domainId },
+    { requiredKeys: rule_type === 'waf_exception' ? ['rule_type', 'value', 'domain_id'] : ['rule_type', 'value'] },
+  );
 });
 
 // ---------- fixtures ----------
@@ -129,6 +151,7 @@ const rules: string[] = [];
 for (const [rule_type, value] of [['block_ip', '192.0.2.0/24'], ['allow_ip', '2001:db8::/32'], ['block_country', 'CN'], ['rate_limit', '{"requests_per_minute":60}'], ['block_bot', '{"enabled":true}'], ['block_ai_bot', 'GPTBot']]) {
   rules.push((await ok('POST', '/api/waf', { rule_type, value })).id);
 }
+rules.push((await ok('POST', '/api/waf', { rule_type: 'waf_exception', value: '{"path":"/comments","detector":"xss"}', domain_id: domains[0] })).id);
 const spareKeys: string[] = [];
 for (let i = 0; i < 3; i++) spareKeys.push((await ok('POST', '/api/settings/api-keys', { name: `spare-${i}` })).id);
 
@@ -168,6 +191,7 @@ const domainFields = {
   sslEnabled: field(fc.boolean()),
   wafEnabled: field(fc.boolean()),
   wafLevel: field(fc.constantFrom(...WAF_LEVELS, 'HIGH', 'off')),
+  wafMode: field(fc.constantFrom(...WAF_MODES, 'DETECT', 'log')),
 };
 const validDomainFields = {
   origins: fc.array(validOrigin, { minLength: 1, maxLength: 3 }),
@@ -175,6 +199,7 @@ const validDomainFields = {
   sslEnabled: fc.boolean(),
   wafEnabled: fc.boolean(),
   wafLevel: fc.constantFrom(...WAF_LEVELS),
+  wafMode: fc.constantFrom(...WAF_MODES),
 };
 const priority = fc.oneof(fc.integer({ min: 0, max: 1000 }), hostileNumber);
 const money = fc.integer({ min: 1, max: 1_000_000 }).map((c) => c / 100);
@@ -242,7 +267,10 @@ const CASES: FuzzCase[] = [
       rules,
       '',
       bodies(
-        validRule.map(({ rule_type: _t, ...rest }) => rest),
+        validRule.map(({ rule_type: _t, ...rest }) => {
+          const { domain_id: _d, ...body } = rest as Record<string, unknown>; // both fixed at creation
+          return body;
+        }),
         fc.record({ value: field(ruleValue), enabled: field(fc.boolean()), priority: field(priority), rule_type: ruleType, domain_id: fc.uuid() }, { requiredKeys: [] }),
       ),
     ),
@@ -322,7 +350,7 @@ describe('fuzz: everything stored is well-formed', () => {
   });
 
   test('every stored domain is a hostname; every origin is an IP address and a port 1..65535', async () => {
-    const rows = await t.ctx.db.selectFrom('domains').select(['domain', 'origins', 'waf_level']).execute();
+    const rows = await t.ctx.db.selectFrom('domains').select(['domain', 'origins', 'waf_level', 'waf_mode']).execute();
     const bad: unknown[] = [];
     for (const r of rows) {
       if (!isHostname(r.domain)) bad.push({ domain: r.domain });
@@ -332,6 +360,7 @@ describe('fuzz: everything stored is well-formed', () => {
         if (typeof o.ip !== 'string' || !isIP(o.ip) || !isPort(o.port) || Object.keys(o).sort().join() !== 'ip,port') bad.push({ domain: r.domain, origin: o });
       }
       if (!(WAF_LEVELS as readonly string[]).includes(r.waf_level)) bad.push({ domain: r.domain, waf_level: r.waf_level });
+      if (!(WAF_MODES as readonly string[]).includes(r.waf_mode)) bad.push({ domain: r.domain, waf_mode: r.waf_mode });
     }
     assert.deepEqual(bad, []);
   });
@@ -369,6 +398,12 @@ describe('fuzz: everything stored is well-formed', () => {
         case 'block_ai_bot':
           good = names.has(r.value);
           break;
+        case 'waf_exception': {
+          // Stored canonical (checking it again gives it back unchanged), printable ASCII path, on a domain.
+          const checked = checkRuleValue('waf_exception', r.value);
+          good = checked.ok && checked.value === r.value && /^\/[\x21-\x7e]{0,255}$/.test(JSON.parse(r.value).path) && r.domain_id !== null;
+          break;
+        }
         default:
           good = false;
       }

@@ -157,7 +157,7 @@ describe('servers and domains', async () => {
 
   // ---------------------------------------------------------------- domains
 
-  test('POST /api/domains answers 201 with defaults wafEnabled true, wafLevel medium, status pending; domain lowercased', async () => {
+  test('POST /api/domains answers 201 with defaults wafEnabled true, wafLevel medium, wafMode block, status pending; domain lowercased', async () => {
     const { key } = await newAccount(app);
     const s = await newServer(key);
     const r = await call(app, 'POST', '/api/domains', {
@@ -172,6 +172,7 @@ describe('servers and domains', async () => {
     assert.equal(r.body.sslEnabled, true);
     assert.equal(r.body.wafEnabled, true);
     assert.equal(r.body.wafLevel, 'medium');
+    assert.equal(r.body.wafMode, 'block');
     assert.equal(r.body.status, 'pending');
     const listed = await domains(key);
     assert.deepEqual(listed, [r.body], 'the list shows the same record');
@@ -412,6 +413,48 @@ describe('servers and domains', async () => {
     assert.deepEqual(await domains(key), before, 'the foreign update changed nothing');
   });
 
+  test('wafMode: detect or block on create, changed by PUT alone or with other fields, shown by the list', async () => {
+    const { key } = await newAccount(app);
+    const d = await newDomain(key, { domain: uniqueDomain(), wafMode: 'detect', wafLevel: 'high' });
+    assert.equal(d.wafMode, 'detect');
+    assert.equal(d.wafLevel, 'high');
+    const explicit = await newDomain(key, { domain: uniqueDomain(), wafMode: 'block' });
+    assert.equal(explicit.wafMode, 'block');
+    const steps: [Record<string, unknown>, string][] = [
+      [{ wafMode: 'block' }, 'block'],
+      [{ wafMode: 'detect', wafLevel: 'medium' }, 'detect'],
+      [{ wafEnabled: false }, 'detect'],
+      [{ wafMode: 'block' }, 'block'],
+    ];
+    for (const [body, mode] of steps) {
+      const r = await call(app, 'PUT', `/api/domains/${d.id}`, { key, body });
+      assert.equal(r.status, 200, `${JSON.stringify(body)}: ${JSON.stringify(r.body)}`);
+      assert.equal(r.body.wafMode, mode, JSON.stringify(body));
+      assert.equal((await domains(key)).find((x) => x.id === d.id)!.wafMode, mode, `listed after ${JSON.stringify(body)}`);
+    }
+    const row = await t.database.db.selectFrom('domains').select('waf_mode').where('id', '=', d.id).executeTakeFirstOrThrow();
+    assert.equal(row.waf_mode, 'block', 'stored in its column');
+  });
+
+  test('an invalid wafMode is 400 naming wafMode, on create and on update, and nothing is stored', async () => {
+    const { key } = await newAccount(app);
+    const d = await newDomain(key, { domain: uniqueDomain() });
+    const before = await domains(key);
+    for (const wafMode of ['log', 'DETECT', 'Block', '', 'off', 1, true, null, ['detect'], { mode: 'detect' }]) {
+      const created = await call(app, 'POST', '/api/domains', { key, body: { domain: uniqueDomain(), origins: [{ ip: '10.0.0.1', port: 80 }], wafMode } });
+      assert.equal(created.status, 400, `create ${JSON.stringify(wafMode)}: ${JSON.stringify(created.body)}`);
+      assert.match(created.body.error, /^wafMode: /, `create ${JSON.stringify(wafMode)}`);
+      const updated = await call(app, 'PUT', `/api/domains/${d.id}`, { key, body: { wafMode } });
+      assert.equal(updated.status, 400, `update ${JSON.stringify(wafMode)}: ${JSON.stringify(updated.body)}`);
+      assert.match(updated.body.error, /^wafMode: /, `update ${JSON.stringify(wafMode)}`);
+    }
+    const enumMessage = (await call(app, 'PUT', `/api/domains/${d.id}`, { key, body: { wafMode: 'log' } })).body.error;
+    assert.equal(enumMessage, 'wafMode: must be one of block, detect');
+    const mixed = await call(app, 'PUT', `/api/domains/${d.id}`, { key, body: { wafLevel: 'high', wafMode: 'log' } });
+    assert.equal(mixed.status, 400, 'one bad field refuses the whole change');
+    assert.deepEqual(await domains(key), before, 'nothing stored');
+  });
+
   test('DELETE /api/domains/:id answers {success:true}, then 404; foreign and unknown ids 404', async () => {
     const { key } = await newAccount(app);
     const stranger = await newAccount(app);
@@ -458,7 +501,7 @@ describe('servers and domains', async () => {
     assert.deepEqual(t.changed.at(-1), [s1.id], 'the change is pushed to server one');
     await newDomain(key, { domain: uniqueDomain(), serverIds: [] });
     await expect(0, 0, 'create on no server');
-    for (const body of [{ wafLevel: 'high' }, { wafEnabled: false }, { sslEnabled: false }, { origins: [{ ip: '10.9.9.9', port: 81 }] }]) {
+    for (const body of [{ wafLevel: 'high' }, { wafMode: 'detect' }, { wafEnabled: false }, { sslEnabled: false }, { origins: [{ ip: '10.9.9.9', port: 81 }] }]) {
       const r = await call(app, 'PUT', `/api/domains/${d.id}`, { key, body });
       assert.equal(r.status, 200);
       await expect(1, 0, JSON.stringify(body));

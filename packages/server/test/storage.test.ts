@@ -73,6 +73,44 @@ for (const backend of await backends()) {
       }
     });
 
+    test('0006 leaves existing domains in block mode and existing events blocked, without request details', async () => {
+      const { PGlite } = await import('@electric-sql/pglite');
+      const { PGliteDialect } = await import('kysely-pglite-dialect');
+      const { Kysely, Migrator, PostgresDialect, sql } = await import('kysely');
+      const pg = (await import('pg')).default;
+      const { migrationProvider } = await import('../src/db/migrations.js');
+      const { migrate } = await import('../src/db/database.js');
+      const url = backend === 'postgres' ? await postgresUrl() : undefined;
+      const schema = url ? `t_${randomBytes(6).toString('hex')}` : undefined;
+      let db: InstanceType<typeof Kysely<any>>;
+      if (url) {
+        const pool = new pg.Pool({ connectionString: url, max: 2, options: `-c search_path=${schema}` });
+        await pool.query(`CREATE SCHEMA ${schema}`);
+        db = new Kysely<any>({ dialect: new PostgresDialect({ pool }) });
+      } else {
+        db = new Kysely<any>({ dialect: new PGliteDialect(new PGlite()) });
+      }
+      try {
+        const migrator = new Migrator({ db, provider: migrationProvider, ...(schema ? { migrationTableSchema: schema } : {}) });
+        assert.equal((await migrator.migrateTo('0005_certificates')).error, undefined);
+        const account = '00000000-0000-4000-8000-000000000001';
+        await sql`insert into accounts (id, email, plan, bot_secret, next_charge_at) values (${account}, 'old@example.com', 'pro', 'aa', now())`.execute(db);
+        await sql`insert into domains (id, account_id, domain, origins, ssl_enabled, ssl_status, waf_level) values ('00000000-0000-4000-8000-00000000000a', ${account}, 'old.example.com', '[]', false, 'off', 'high')`.execute(db);
+        await sql`insert into waf_events (account_id, domain, source_ip, reason, occurred_at) values (${account}, 'old.example.com', '203.0.113.1', 'sqli_detected', now())`.execute(db);
+        await migrate(db, schema);
+        const domains = await sql<{ waf_level: string; waf_mode: string }>`select waf_level, waf_mode from domains`.execute(db);
+        assert.deepEqual(domains.rows, [{ waf_level: 'high', waf_mode: 'block' }]);
+        const events = await sql<Record<string, unknown>>`select reason, method, path, location, matched, blocked from waf_events`.execute(db);
+        assert.deepEqual(events.rows, [{ reason: 'sqli_detected', method: null, path: null, location: null, matched: null, blocked: true }]);
+        // blocked cannot be null; the details can.
+        await assert.rejects(sql`insert into waf_events (account_id, domain, source_ip, reason, occurred_at, blocked) values (${account}, 'old.example.com', '203.0.113.1', 'xss_detected', now(), null)`.execute(db));
+        await assert.rejects(sql`update domains set waf_mode = null`.execute(db));
+      } finally {
+        await db.destroy();
+        if (url && schema) await dropSchema(url, schema);
+      }
+    });
+
     test('a migrated database migrates again as a no-op', async () => {
       const t = await makeTestApp(backend);
       const { migrate } = await import('../src/db/database.js');

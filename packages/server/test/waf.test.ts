@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { describe, test } from 'node:test';
+import { buildSnapshots } from '../src/hub/snapshot.js';
 import { call, makeTestApp, newAccount, type TestApp } from './helpers.js';
 
 // One app for the whole file. Created at top level rather than in before(): makeTestApp registers
@@ -169,6 +170,120 @@ describe('POST /api/waf', () => {
   });
 });
 
+describe('waf_exception rules', () => {
+  const EXAMPLE = '{"path":"/comments","location":"body:content","detector":"xss"}';
+
+  test('created on a domain, stored in canonical form (key order, lowercased header name) and listed', async () => {
+    const { key } = await newAccount(t.app);
+    const d = await domain(key, 'exceptions.example.com');
+    const full = await rule(key, { rule_type: 'waf_exception', value: EXAMPLE, domain_id: d });
+    assert.deepEqual([full.rule_type, full.value, full.domain_id, full.enabled, full.priority], ['waf_exception', EXAMPLE, d, true, 100]);
+    const reordered = await rule(key, { rule_type: 'waf_exception', value: ' { "detector": "sqli", "location": "header:X-Search", "path": "/search" } ', domain_id: d });
+    assert.equal(reordered.value, '{"path":"/search","location":"header:x-search","detector":"sqli"}');
+    assert.equal((await rule(key, { rule_type: 'waf_exception', value: '{"path":"/upload"}', domain_id: d, enabled: false })).value, '{"path":"/upload"}');
+    assert.equal((await rule(key, { rule_type: 'waf_exception', value: '{"path":"/a","location":"path"}', domain_id: d })).value, '{"path":"/a","location":"path"}');
+    assert.equal((await rule(key, { rule_type: 'waf_exception', value: '{"path":"/a","location":"cookie:*"}', domain_id: d })).value, '{"path":"/a","location":"cookie:*"}');
+    const listed = (await rules(key)).filter((r) => r.rule_type === 'waf_exception');
+    assert.equal(listed.length, 5);
+    assert.ok(listed.every((r) => r.domain_id === d));
+  });
+
+  test('without domain_id it is 400 naming domain_id, and nothing is stored', async () => {
+    const { key } = await newAccount(t.app);
+    const r = await call(t.app, 'POST', '/api/waf', { key, body: { rule_type: 'waf_exception', value: EXAMPLE } });
+    expect400(r, 'domain_id');
+    assert.equal(r.body.error, 'domain_id: is required for waf_exception rules, which apply to one domain');
+    // A bad value too: both problems at once.
+    const both = await call(t.app, 'POST', '/api/waf', { key, body: { rule_type: 'waf_exception', value: '{"path":"x"}' } });
+    expect400(both, 'domain_id');
+    assert.match(both.body.error, /value has an invalid path/);
+    assert.deepEqual(await rules(key), []);
+  });
+
+  test('invalid values are 400 naming value and saying what is wrong; nothing is stored', async () => {
+    const { key } = await newAccount(t.app);
+    const d = await domain(key, 'bad-exceptions.example.com');
+    const cases: [string, RegExp][] = [
+      ['not json', /^value must be a JSON object with a path/],
+      ['"/comments"', /^value must be a JSON object/],
+      ['{}', /^value needs a path/],
+      ['{"path":"comments"}', /^value has an invalid path: it must be a string that starts with \/ and has 1 to 256 printable ASCII characters, no spaces$/],
+      ['{"path":"/a b"}', /^value has an invalid path/],
+      ['{"path":"/caf\u00e9"}', /^value has an invalid path/],
+      [JSON.stringify({ path: `/${'a'.repeat(256)}` }), /^value has an invalid path/],
+      ['{"path":"/","location":"query:a b"}', /^value has an invalid location: it must be path, or query:, body:, cookie:, header: followed by \* or a name of 1 to 64 characters/],
+      ['{"path":"/","location":"args:id"}', /^value has an invalid location/],
+      [JSON.stringify({ path: '/', location: `body:${'n'.repeat(65)}` }), /^value has an invalid location/],
+      ['{"path":"/","detector":"rce"}', /^value has an invalid detector: it must be one of sqli, xss, cmdi, traversal, ssrf, xxe, injection, upload$/],
+      ['{"path":"/","detector":null}', /^value has an invalid detector/],
+      ['{"path":"/","action":"allow"}', /^value has an unknown field: action$/],
+    ];
+    for (const [value, re] of cases) {
+      const r = await call(t.app, 'POST', '/api/waf', { key, body: { rule_type: 'waf_exception', value, domain_id: d } });
+      expect400(r, 'value', value);
+      assert.match(r.body.error, re, value);
+    }
+    assert.deepEqual(await rules(key), []);
+  });
+
+  test('domain_id of another account or of no domain is 404', async () => {
+    const a = await newAccount(t.app);
+    const b = await newAccount(t.app);
+    const dA = await domain(a.key, 'exception-owner.example.com');
+    for (const domain_id of [dA, randomUUID(), 'not-a-uuid']) {
+      const r = await call(t.app, 'POST', '/api/waf', { key: b.key, body: { rule_type: 'waf_exception', value: EXAMPLE, domain_id } });
+      assert.equal(r.status, 404);
+      assert.deepEqual(r.body, { error: 'Domain not found' });
+    }
+    assert.deepEqual(await rules(b.key), []);
+  });
+
+  test('PUT re-validates the value as a waf_exception and canonicalizes it', async () => {
+    const { key } = await newAccount(t.app);
+    const d = await domain(key, 'put-exception.example.com');
+    const r = await rule(key, { rule_type: 'waf_exception', value: EXAMPLE, domain_id: d });
+    const bad = await call(t.app, 'PUT', `/api/waf/${r.id}`, { key, body: { value: '{"path":"/","location":"header:"}' } });
+    expect400(bad, 'value');
+    assert.match(bad.body.error, /^value: has an invalid location/);
+    expect400(await call(t.app, 'PUT', `/api/waf/${r.id}`, { key, body: { value: '1.2.3.4' } }), 'value');
+    const good = await call(t.app, 'PUT', `/api/waf/${r.id}`, { key, body: { value: '{"detector":"cmdi","path":"/run","location":"header:X-Cmd"}' } });
+    assert.equal(good.status, 200, JSON.stringify(good.body));
+    assert.equal(good.body.value, '{"path":"/run","location":"header:x-cmd","detector":"cmdi"}');
+    assert.equal(good.body.domain_id, d);
+  });
+
+  test('reaches only the servers of its domain, in the snapshot with its domainId; domains carry wafMode', async () => {
+    const { key } = await newAccount(t.app);
+    const s1 = await server(key, 'exc-1');
+    const s2 = await server(key, 'exc-2');
+    const d1 = await domain(key, 'exc-one.example.com', [s1]);
+    await domain(key, 'exc-two.example.com', [s2]);
+    assert.equal((await call(t.app, 'PUT', `/api/domains/${d1}`, { key, body: { wafMode: 'detect', wafLevel: 'high' } })).status, 200);
+    const before = await revisions(key);
+    const exc = await rule(key, { rule_type: 'waf_exception', value: EXAMPLE, domain_id: d1 });
+    await rule(key, { rule_type: 'waf_exception', value: '{"path":"/off"}', domain_id: d1, enabled: false });
+    const after = await revisions(key);
+    assert.equal(after[s1], before[s1]! + 2, 'the domain\'s server is bumped');
+    assert.equal(after[s2], before[s2], 'another domain\'s server is not');
+
+    const { snapshots } = await buildSnapshots(t.ctx.db, [s1, s2]);
+    const one = snapshots.get(s1)!;
+    const two = snapshots.get(s2)!;
+    assert.deepEqual(one.domains.map((d) => [d.domain, d.wafLevel, d.wafMode]), [['exc-one.example.com', 'high', 'detect']]);
+    assert.deepEqual(two.domains.map((d) => [d.domain, d.wafMode]), [['exc-two.example.com', 'block']]);
+    assert.deepEqual(
+      one.rules.filter((r) => r.type === 'waf_exception'),
+      [{ id: exc.id, type: 'waf_exception', value: EXAMPLE, domainId: d1, priority: 100 }],
+      'enabled exceptions only',
+    );
+    assert.deepEqual(two.rules.filter((r) => r.type === 'waf_exception'), []);
+    // What the hub sends passes the agent's own parser.
+    const { parseServiceMessage } = await import('@rampart/protocol');
+    const parsed = parseServiceMessage(JSON.stringify({ type: 'config/snapshot', payload: one }));
+    assert.ok(parsed.ok, parsed.ok ? '' : parsed.error);
+  });
+});
+
 describe('GET /api/waf', () => {
   test('lists every rule of the caller, lower priority first', async () => {
     const { key } = await newAccount(t.app);
@@ -316,6 +431,25 @@ describe('GET /api/waf/events', () => {
     });
     const otherEvents = await call(t.app, 'GET', '/api/waf/events', { key: other.key });
     assert.deepEqual(otherEvents.body.map((e: { source_ip: string }) => e.source_ip), ['6.6.6.6']);
+  });
+});
+
+describe('OpenAPI', () => {
+  test('documents wafMode on domains, waf_exception, and the event fields', async () => {
+    const doc = (await call(t.app, 'GET', '/api/openapi.json')).body;
+    const json = (op: any) => op.requestBody.content['application/json'].schema;
+    const ok = (op: any, status: string) => op.responses[status].content['application/json'].schema;
+    const modes = (s: any) => (s.anyOf ?? []).map((x: any) => x.const ?? x.enum?.[0]);
+    assert.deepEqual(modes(json(doc.paths['/api/domains'].post).properties.wafMode), ['block', 'detect']);
+    assert.deepEqual(modes(json(doc.paths['/api/domains/{id}'].put).properties.wafMode), ['block', 'detect']);
+    assert.ok(ok(doc.paths['/api/domains'].get, '200').items.properties.wafMode, 'the domain record has wafMode');
+    assert.ok(modes(json(doc.paths['/api/waf'].post).properties.rule_type).includes('waf_exception'));
+    const event = ok(doc.paths['/api/waf/events'].get, '200').items;
+    for (const f of ['timestamp', 'source_ip', 'domain', 'reason', 'rule_id', 'server_id', 'method', 'path', 'location', 'matched', 'blocked']) {
+      assert.ok(event.properties[f], `event field ${f}`);
+      assert.ok(event.required.includes(f), `event field ${f} is always present`);
+    }
+    assert.equal(event.properties.blocked.type, 'boolean');
   });
 });
 

@@ -187,6 +187,21 @@ const migrations: Record<string, Migration> = {
       await db.schema.createIndex('certificate_orders_registered_time').on('certificate_orders').columns(['registered_domain', 'created_at']).execute();
     },
   },
+  '0006_waf_mode_and_event_details': {
+    // A domain's WAF mode (block, or detect: detections are logged, not blocked), and each event's
+    // request details. Existing domains keep blocking; existing events were all blocks and have no details.
+    async up(db: Kysely<any>) {
+      await db.schema.alterTable('domains').addColumn('waf_mode', 'text', (c) => c.notNull().defaultTo('block')).execute();
+      await db.schema
+        .alterTable('waf_events')
+        .addColumn('method', 'text')
+        .addColumn('path', 'text')
+        .addColumn('location', 'text')
+        .addColumn('matched', 'text')
+        .addColumn('blocked', 'boolean', (c) => c.notNull().defaultTo(true))
+        .execute();
+    },
+  },
 };
 
 export const migrationProvider: MigrationProvider = {

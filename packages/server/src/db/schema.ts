@@ -61,6 +61,7 @@ export interface DomainsTable {
   ssl_enabled: boolean;
   waf_enabled: boolean;
   waf_level: string;
+  waf_mode: ColumnType<string, string | undefined, string>;
   status: DomainStatus;
   ssl_expires: Timestamp | null;
   ssl_status: SslStatus;
@@ -116,6 +117,12 @@ export interface WafEventsTable {
   reason: string;
   rule_id: string | null;
   occurred_at: Timestamp;
+  method: ColumnType<string | null, string | null | undefined, string | null>;
+  path: ColumnType<string | null, string | null | undefined, string | null>;
+  location: ColumnType<string | null, string | null | undefined, string | null>;
+  matched: ColumnType<string | null, string | null | undefined, string | null>;
+  /** false: detected in detect mode and let through. */
+  blocked: ColumnType<boolean, boolean | undefined, boolean>;
 }
 
 export interface NotificationsTable {

@@ -1,4 +1,4 @@
-import { isIP, type RuleType, type ServerSnapshot, type WafLevel } from '@rampart/protocol';
+import { isIP, type RuleType, type ServerSnapshot, type WafLevel, type WafMode } from '@rampart/protocol';
 import type { Database } from '../db/database.js';
 import { parseOrigins } from '../services/domains.js';
 
@@ -32,7 +32,7 @@ export async function buildSnapshots(db: Database, serverIds: readonly string[])
     db
       .selectFrom('domains')
       .innerJoin('domain_servers', 'domain_servers.domain_id', 'domains.id')
-      .select(['domain_servers.server_id', 'domains.id', 'domains.domain', 'domains.origins', 'domains.ssl_enabled', 'domains.waf_enabled', 'domains.waf_level'])
+      .select(['domain_servers.server_id', 'domains.id', 'domains.domain', 'domains.origins', 'domains.ssl_enabled', 'domains.waf_enabled', 'domains.waf_level', 'domains.waf_mode'])
       .where('domain_servers.server_id', 'in', liveIds)
       .orderBy('domains.domain')
       .execute(),
@@ -78,6 +78,7 @@ export async function buildSnapshots(db: Database, serverIds: readonly string[])
         sslEnabled: d.ssl_enabled,
         wafEnabled: d.waf_enabled,
         wafLevel: d.waf_level as WafLevel,
+        wafMode: d.waf_mode as WafMode,
         serverAddresses: addresses.get(d.id) ?? [],
       })),
       rules: rules

@@ -40,7 +40,7 @@ export async function wafRoutes(app: App, { ctx }: RouteDeps) {
     handler: async (req) => deleteRule(ctx, req.principal.accountId, req.params.id),
   });
   app.get('/api/waf/events', {
-    schema: { tags, security: SECURITY, summary: 'The 50 most recent blocked requests, newest first', response: { 200: Type.Array(WafEvent), ...ERROR_RESPONSES } },
+    schema: { tags, security: SECURITY, summary: 'The 50 most recent WAF events (blocked, challenged, or detected and let through in detect mode), newest first', response: { 200: Type.Array(WafEvent), ...ERROR_RESPONSES } },
     handler: async (req) => listEvents(ctx, req.principal.accountId),
   });
   app.get('/api/waf/ai-bots', {

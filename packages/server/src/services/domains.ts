@@ -1,4 +1,4 @@
-import { formatHostPort, isHostname, isIP, isPort, normalizeHostname, type SslStatus, type WafLevel } from '@rampart/protocol';
+import { formatHostPort, isHostname, isIP, isPort, normalizeHostname, type SslStatus, type WafLevel, type WafMode } from '@rampart/protocol';
 import type { Transaction } from 'kysely';
 import type { ServiceContext } from '../context.js';
 import { iso, isUniqueViolation, isUuid } from '../context.js';
@@ -24,6 +24,7 @@ export interface DomainInput {
   sslEnabled?: boolean | undefined;
   wafEnabled?: boolean | undefined;
   wafLevel?: WafLevel | undefined;
+  wafMode?: WafMode | undefined;
 }
 
 export type DomainPatch = Partial<Omit<DomainInput, 'domain'>>;
@@ -35,6 +36,7 @@ type DomainRow = {
   ssl_enabled: boolean;
   waf_enabled: boolean;
   waf_level: string;
+  waf_mode: string;
   status: DomainStatus;
   ssl_status: SslStatus;
   ssl_error: string | null;
@@ -60,6 +62,7 @@ function domainView(d: DomainRow, serverIds: string[]) {
     sslExpires: d.ssl_expires ? iso(d.ssl_expires)!.slice(0, 10) : null,
     wafEnabled: d.waf_enabled,
     wafLevel: d.waf_level,
+    wafMode: d.waf_mode,
     status: d.status,
     createdAt: iso(d.created_at)!,
     updatedAt: iso(d.updated_at)!,
@@ -128,6 +131,7 @@ export async function createDomain(ctx: ServiceContext, accountId: string, input
           ssl_status: (input.sslEnabled ?? true) ? 'pending' : 'off',
           waf_enabled: input.wafEnabled ?? true,
           waf_level: input.wafLevel ?? 'medium',
+          waf_mode: input.wafMode ?? 'block',
           status: 'pending',
           created_at: now,
           updated_at: now,
@@ -199,6 +203,7 @@ export async function updateDomain(ctx: ServiceContext, accountId: string, id: s
         ...(patch.sslEnabled !== undefined ? { ssl_enabled: patch.sslEnabled } : {}),
         ...(patch.wafEnabled !== undefined ? { waf_enabled: patch.wafEnabled } : {}),
         ...(patch.wafLevel !== undefined ? { waf_level: patch.wafLevel } : {}),
+        ...(patch.wafMode !== undefined ? { waf_mode: patch.wafMode } : {}),
         updated_at: ctx.now(),
       })
       .where('id', '=', current.id)

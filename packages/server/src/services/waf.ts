@@ -1,4 +1,4 @@
-import { checkRuleValue, SERVER_WIDE_RULE_TYPES, type RuleType } from '@rampart/protocol';
+import { checkRuleValue, DOMAIN_ONLY_RULE_TYPES, SERVER_WIDE_RULE_TYPES, type RuleType } from '@rampart/protocol';
 import type { Transaction } from 'kysely';
 import type { ServiceContext } from '../context.js';
 import { iso, isUuid } from '../context.js';
@@ -77,6 +77,9 @@ export async function createRule(ctx: ServiceContext, accountId: string, input: 
   const domainId = input.domain_id ?? null;
   if (domainId !== null && SERVER_WIDE_RULE_TYPES.includes(input.rule_type)) {
     problems.push(`domain_id: must be omitted for ${input.rule_type} rules, which apply to the whole server`);
+  }
+  if (domainId === null && DOMAIN_ONLY_RULE_TYPES.includes(input.rule_type)) {
+    problems.push(`domain_id: is required for ${input.rule_type} rules, which apply to one domain`);
   }
   if (problems.length) throw new AppError('invalid_body', problems.join('; '));
   if (domainId !== null && !isUuid(domainId)) throw new AppError('domain_not_found');
@@ -161,7 +164,7 @@ export async function deleteRule(ctx: ServiceContext, accountId: string, id: str
 export async function listEvents(ctx: ServiceContext, accountId: string) {
   const rows = await ctx.db
     .selectFrom('waf_events')
-    .select(['occurred_at', 'source_ip', 'domain', 'reason', 'rule_id', 'server_id'])
+    .select(['occurred_at', 'source_ip', 'domain', 'reason', 'rule_id', 'server_id', 'method', 'path', 'location', 'matched', 'blocked'])
     .where('account_id', '=', accountId)
     .orderBy('occurred_at', 'desc')
     .orderBy('id', 'desc')
@@ -174,5 +177,10 @@ export async function listEvents(ctx: ServiceContext, accountId: string) {
     reason: e.reason,
     rule_id: e.rule_id,
     server_id: e.server_id,
+    method: e.method,
+    path: e.path,
+    location: e.location,
+    matched: e.matched,
+    blocked: e.blocked,
   }));
 }
