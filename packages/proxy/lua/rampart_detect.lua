@@ -1,0 +1,1418 @@
+-- Rampart attack detection (level high), loaded into every HAProxy thread with
+-- `lua-load-per-thread`: each thread has its own Lua state, so detection never serialises the
+-- threads (the shared state of rampart_waf.lua keeps only the per-IP rate limiter).
+--
+-- Three layers, each pure and tested on its own (test/lua/detect_test.lua):
+--   decoders   percent (+ twice where double encoding is common), '+', HTML entities,
+--              \uXXXX / %uXXXX / \xHH / \u{...} / octal escapes, UTF-7 brackets, overlong UTF-8
+--   parts      the path, query parameters (repeated names also joined), cookies, the headers that
+--              carry user input, and the body (form, JSON, multipart, XML, text) up to BODY_LIMIT
+--   detectors  sqli, xss, cmdi, traversal, ssrf, xxe, injection, upload: each takes one decoded
+--              value and returns the byte offset of what it recognised, or nil
+--
+-- Every loop walks its input once and every pattern is anchored or starts with a literal, so the
+-- cost stays linear in the size of the request (test/lua/detect_test.lua's fuzz test checks it).
+
+local D = {}
+
+local find, sub, byte, char, lower, gsub, match, gmatch, format =
+  string.find, string.sub, string.byte, string.char, string.lower, string.gsub, string.match, string.gmatch, string.format
+local concat = table.concat
+
+D.BODY_LIMIT = 65536      -- bytes of a request body that are inspected
+D.VALUE_LIMIT = 16384     -- bytes of one value given to the detectors
+D.MATCH_LEN = 48          -- bytes of the excerpt an event shows
+
+---------------------------------------------------------------------------------------------------
+-- Decoders
+---------------------------------------------------------------------------------------------------
+
+local function hexbyte(h) return char(tonumber(h, 16)) end
+
+-- Percent-decoding as frameworks do it: a malformed escape stays as it is; '+' is a space in
+-- form data (plus = true).
+function D.url_decode(s, plus)
+  if plus and find(s, "+", 1, true) then s = gsub(s, "+", " ") end
+  if not find(s, "%", 1, true) then return s end
+  s = gsub(s, "%%[uU](%x%x%x%x)", function(h) return D.utf8(tonumber(h, 16)) end)
+  return (gsub(s, "%%(%x%x)", hexbyte))
+end
+
+function D.utf8(cp)
+  if cp < 0 or cp > 0x10FFFF then return "" end
+  if cp < 0x80 then return char(cp) end
+  if cp < 0x800 then return char(0xC0 | (cp >> 6), 0x80 | (cp & 0x3F)) end
+  if cp < 0x10000 then return char(0xE0 | (cp >> 12), 0x80 | ((cp >> 6) & 0x3F), 0x80 | (cp & 0x3F)) end
+  return char(0xF0 | (cp >> 18), 0x80 | ((cp >> 12) & 0x3F), 0x80 | ((cp >> 6) & 0x3F), 0x80 | (cp & 0x3F))
+end
+
+local ENTITIES = {
+  lt = "<", gt = ">", amp = "&", quot = '"', apos = "'", sol = "/", bsol = "\\", lpar = "(", rpar = ")",
+  colon = ":", semi = ";", comma = ",", period = ".", excl = "!", quest = "?", equals = "=", plus = "+",
+  num = "#", percnt = "%", lsqb = "[", rsqb = "]", lbrack = "[", rbrack = "]", lcub = "{", rcub = "}",
+  grave = "`", Tab = "\t", NewLine = "\n", nbsp = " ", dollar = "$", ast = "*", midast = "*", vert = "|",
+  verbar = "|", lowbar = "_", hyphen = "-", dash = "-", bne = "=",
+}
+
+-- HTML character references as a browser reads them: the ';' is optional, leading zeros allowed.
+function D.html_decode(s)
+  if not find(s, "&", 1, true) then return s end
+  s = gsub(s, "&#[xX]0*(%x%x?%x?%x?%x?%x?);?", function(h) return D.utf8(tonumber(h, 16)) end)
+  s = gsub(s, "&#0*(%d%d?%d?%d?%d?%d?%d?);?", function(d) return D.utf8(tonumber(d)) end)
+  return (gsub(s, "&(%a%a+);?", function(name) return ENTITIES[name] or ENTITIES[lower(name)] end))
+end
+
+-- Escapes of JavaScript, JSON, C and PHP strings.
+function D.unescape(s)
+  if not find(s, "\\", 1, true) then return s end
+  s = gsub(s, "\\[uU]{0*(%x%x?%x?%x?%x?%x?)}", function(h) return D.utf8(tonumber(h, 16)) end)
+  s = gsub(s, "\\[uU](%x%x%x%x)", function(h) return D.utf8(tonumber(h, 16)) end)
+  s = gsub(s, "\\[xX](%x%x)", hexbyte)
+  s = gsub(s, "\\([0-3][0-7][0-7])", function(o) return char(tonumber(o, 8)) end)
+  return s
+end
+
+-- UTF-7's encodings of '<' and '>' (+ADw- and +AD4-), which old browsers honoured.
+local function utf7(s)
+  if not find(s, "+AD", 1, true) then return s end
+  return (gsub(gsub(s, "%+ADw%-", "<"), "%+AD4%-", ">"))
+end
+
+-- Overlong UTF-8 forms of ASCII characters, which some decoders accept: C0/C1 xx is
+-- (first & 1) << 6 | (xx & 0x3F) (%c0%ae is '.'), E0 80 xx is xx & 0x3F.
+local function overlong(s)
+  if not find(s, "[\192\193]") then return s end
+  s = gsub(s, "([\192\193])([\128-\191])", function(a, b) return char(((byte(a) & 1) << 6) | (byte(b) & 0x3F)) end)
+  return (gsub(s, "\224\128([\128-\191])", function(b) return char(byte(b) & 0x3F) end))
+end
+
+-- The value an application may end up with: percent-decoded again (double encoding), entities,
+-- string escapes, UTF-7 brackets, overlong forms, until nothing changes (at most 3 rounds).
+function D.canonical(s)
+  for _ = 1, 3 do
+    local t = s
+    if find(t, "%%%x%x") or find(t, "%%[uU]%x%x%x%x") then t = D.url_decode(t, false) end
+    t = D.html_decode(t)
+    t = D.unescape(t)
+    t = utf7(t)
+    t = overlong(t)
+    if t == s then break end
+    s = t
+  end
+  return s
+end
+
+---------------------------------------------------------------------------------------------------
+-- SQL injection: a tokenizer and the structures an injection leaves behind.
+---------------------------------------------------------------------------------------------------
+
+-- Token kinds: s string, n number, k keyword, f function (word followed by '('), w other word,
+-- o operator, l logic (and/or/xor/&&/||), c comment, ( ) , ; v variable (@x, @@x).
+local SQL_KEYWORDS = {}
+for w in gmatch([[select union from where insert into values update set delete drop table database
+  schema view exec execute declare create alter truncate shutdown waitfor delay having group order
+  by limit offset like rlike regexp sounds between is not null true false case when then else end
+  as distinct distinctrow all any exists procedure outfile dumpfile load_file information_schema
+  cast convert char nchar varchar join inner outer left right on desc asc collate escape div mod
+  begin returns function replace grant revoke top dual sysdate current_user session_user in]], "%S+") do
+  SQL_KEYWORDS[w] = true
+end
+local SQL_LOGIC = { ["and"] = true, ["or"] = true, xor = true, ["&&"] = true, ["||"] = true, ["not"] = false }
+
+-- Functions no ordinary value calls: time delays, error-based extraction, file and network access.
+local SQL_DANGER = {}
+for w in gmatch([[sleep benchmark pg_sleep extractvalue updatexml load_file xp_cmdshell xp_dirtree
+  xp_regread sp_oacreate sp_executesql sys_eval sys_exec dbms_pipe.receive_message
+  utl_inaddr.get_host_address utl_http.request dbms_lock.sleep randomblob make_set elt
+  name_const geometrycollection multipoint polygon linestring exp floor rand gtid_subset
+  json_keys pg_read_file pg_ls_dir lo_import copy dblink_connect utl_file.fopen
+  dbms_xmlgen.getxml xmltype ctxsys.drithsx.sn version database user schema current_database
+  group_concat concat_ws concat char chr ascii substring substr mid ord hex unhex if iif
+  count length instr]], "%S+") do
+  SQL_DANGER[w] = true
+end
+-- of those, the ones that alone make a value an attack (the others need SQL around them)
+local SQL_DANGER_ALONE = {
+  sleep = true, benchmark = true, pg_sleep = true, extractvalue = true, updatexml = true, load_file = true,
+  xp_cmdshell = true, xp_dirtree = true, sys_eval = true, sys_exec = true, ["dbms_pipe.receive_message"] = true,
+  ["utl_inaddr.get_host_address"] = true, ["utl_http.request"] = true, ["dbms_lock.sleep"] = true,
+  pg_read_file = true, pg_ls_dir = true, ["ctxsys.drithsx.sn"] = true, gtid_subset = true, name_const = true,
+}
+
+-- Tokenizes s from position i (a string already open with quote q when q is given).
+-- Returns an array of {kind, text, pos}; at most max tokens.
+local function sql_tokens(s, q, max)
+  local toks, n, i, len = {}, 0, 1, #s
+  local function push(kind, text, pos)
+    n = n + 1
+    toks[n] = { kind, text, pos }
+  end
+  if q then
+    -- the value continues a string opened by the application: it ends at the first unescaped q
+    local j = 1
+    while true do
+      local k = find(s, q, j, true)
+      if not k then return toks, true end -- never broke out
+      if sub(s, k + 1, k + 1) == q then j = k + 2 -- doubled quote: still inside
+      elseif k > 1 and sub(s, k - 1, k - 1) == "\\" then j = k + 1
+      else i = k + 1 break end
+    end
+    push("s", "", 1)
+    toks.breakout = i - 1
+  end
+  while i <= len and n < max do
+    local c = sub(s, i, i)
+    local b = byte(c)
+    if find(c, "^[%s\v\f]") or b < 32 or b == 160 then
+      i = i + 1
+    elseif c == "/" and sub(s, i + 1, i + 1) == "*" then
+      if sub(s, i + 2, i + 2) == "!" then
+        -- MySQL executable comment: its content is SQL
+        local _, e = find(s, "^/%*!%d*", i)
+        i = e + 1
+        toks.comment = true
+      else
+        -- a block comment separates tokens like a blank (UNION/**/SELECT)
+        local e = find(s, "*/", i + 2, true)
+        toks.comment = true
+        i = e and e + 2 or len + 1
+      end
+    elseif c == "*" and sub(s, i + 1, i + 1) == "/" then
+      i = i + 2 -- end of an executable comment
+    elseif c == "#" or (c == "-" and sub(s, i + 1, i + 1) == "-") then
+      local e = find(s, "\n", i, true)
+      push("c", c, i)
+      toks.comment = true
+      i = e and e + 1 or len + 1
+    elseif c == "'" or c == '"' or c == "`" then
+      local j = i + 1
+      while true do
+        local k = find(s, c, j, true)
+        if not k then j = len + 1 break end
+        if sub(s, k + 1, k + 1) == c then j = k + 2 else j = k + 1 break end
+      end
+      push(c == "`" and "w" or "s", sub(s, i + 1, j - 2), i)
+      i = j
+    elseif find(c, "^%d") or (c == "." and find(s, "^%.%d", i)) then
+      local _, e = find(s, "^0[xX]%x+", i)
+      if not e then _, e = find(s, "^%d*%.?%d*[eE][%+%-]?%d+", i) end
+      if not e then _, e = find(s, "^%d*%.?%d*", i) end
+      push("n", sub(s, i, e), i)
+      i = e + 1
+    elseif c == "@" then
+      local _, e = find(s, "^@@?[%w_%.$]*", i)
+      push("v", lower(sub(s, i, e)), i)
+      i = e + 1
+    elseif find(c, "^[%a_$]") or b >= 128 then
+      local _, e = find(s, "^[%w_$\128-\255]+", i)
+      -- qualified names: dbms_pipe.receive_message, master..xp_dirtree
+      local _, e2 = find(s, "^%.%.?[%a_][%w_$]*", e + 1)
+      while e2 do e = e2; _, e2 = find(s, "^%.%.?[%a_][%w_$]*", e + 1) end
+      local w = lower(sub(s, i, e))
+      local _, p = find(s, "^[%s]*%(", e + 1)
+      if not p then
+        -- MySQL allows comments between a function name and its '('
+        local _, p2 = find(s, "^/%*[^*]*%*/%(", e + 1)
+        p = p2
+      end
+      local bare = w
+      local dot = find(w, "%.[^%.]*$")
+      if dot and not SQL_DANGER[w] then bare = sub(w, dot + 1) end
+      if p and (SQL_DANGER[w] or SQL_DANGER[bare] or not SQL_KEYWORDS[w]) then
+        push("f", w, i)
+      elseif SQL_LOGIC[w] then
+        push("l", w, i)
+      elseif SQL_KEYWORDS[w] then
+        push("k", w, i)
+      else
+        push("w", w, i)
+      end
+      i = e + 1
+    elseif c == "(" or c == ")" or c == "," or c == ";" then
+      push(c, c, i)
+      i = i + 1
+    elseif c == "|" and sub(s, i + 1, i + 1) == "|" then
+      push("l", "||", i)
+      i = i + 2
+    elseif c == "&" and sub(s, i + 1, i + 1) == "&" then
+      push("l", "&&", i)
+      i = i + 2
+    else
+      local _, e = find(s, "^[=<>!]+", i)
+      if e then
+        push("o", sub(s, i, e), i)
+        i = e + 1
+      else
+        push("o", c, i)
+        i = i + 1
+      end
+    end
+  end
+  return toks, false
+end
+
+local COMPARE = { ["="] = true, ["<"] = true, [">"] = true, ["<>"] = true, ["!="] = true, ["<="] = true,
+  [">="] = true, ["<=>"] = true, ["=="] = true }
+local COMPARE_WORD = { like = true, rlike = true, regexp = true, ["in"] = true, is = true, between = true, sounds = true }
+local STATEMENT_AFTER_SEMI = { select = true, drop = true, delete = true, insert = true, update = true,
+  exec = true, execute = true, declare = true, create = true, alter = true, truncate = true, shutdown = true,
+  waitfor = true, set = true, grant = true, union = true, replace = true, begin = true, copy = true }
+
+local function kind(t) return t and t[1] end
+local function text(t) return t and t[2] end
+
+-- An operand: a literal, a word, a variable, a function call or a parenthesis.
+local function operand(t)
+  local k = kind(t)
+  return k == "s" or k == "n" or k == "w" or k == "v" or k == "f" or k == "(" or
+    (k == "k" and (t[2] == "true" or t[2] == "false" or t[2] == "null" or t[2] == "select" or t[2] == "not"
+      or t[2] == "exists" or t[2] == "case" or t[2] == "current_user"))
+end
+
+-- Does the expression starting at token i look like a condition an injection appends
+-- (x = y, x like y, true, a function call, a subquery)?
+local function condition_at(toks, i)
+  local t = toks[i]
+  if not t then return false end
+  if t[1] == "k" and (t[2] == "true" or t[2] == "false" or t[2] == "not" or t[2] == "exists" or t[2] == "null") then return true end
+  if t[1] == "f" then return true end
+  if t[1] == "(" then
+    -- (1=1), (select ...)
+    local u = toks[i + 1]
+    if kind(u) == "k" and u[2] == "select" then return true end
+    return condition_at(toks, i + 1)
+  end
+  if operand(t) then
+    local o = toks[i + 1]
+    if not o then
+      -- a lone literal or word that ends the value: "' or 'x", "1 or true"; words need a comment or quote
+      return t[1] == "n" or t[1] == "s" or t[1] == "v"
+    end
+    if o[1] == "o" and COMPARE[o[2]] then return true end
+    if o[1] == "k" and COMPARE_WORD[o[2]] then return true end
+    if o[1] == "k" and (o[2] == "limit" or o[2] == "union" or o[2] == "having" or o[2] == "procedure") then return true end
+    if o[1] == "k" and (o[2] == "order" or o[2] == "group") and kind(toks[i + 2]) == "k" and toks[i + 2][2] == "by" then return true end
+    if o[1] == "w" and COMPARE_WORD[o[2]] then return true end
+    if o[1] == "c" then return true end
+    if o[1] == "l" and (t[1] == "n" or t[1] == "s") then return true end
+    if o[1] == ")" and (t[1] == "n" or t[1] == "s") then return true end
+  end
+  return false
+end
+
+-- The structures; returns the position of the first one found.
+local function sql_structure(all, context)
+  -- line comments end a statement but separate tokens here (UNION#x\nSELECT)
+  local toks, n = { comment = all.comment }, 0
+  for _, t in ipairs(all) do
+    if t[1] ~= "c" then n = n + 1; toks[n] = t end
+  end
+  for i = 1, n do
+    local t = toks[i]
+    local k, w = t[1], t[2]
+    local nx = toks[i + 1]
+    if k == "k" and w == "union" then
+      local j = i + 1
+      local u = toks[j]
+      if kind(u) == "k" and (u[2] == "all" or u[2] == "distinct" or u[2] == "distinctrow") then j = j + 1 end
+      if kind(toks[j]) == "(" then j = j + 1 end
+      local sel = toks[j]
+      if kind(sel) == "k" and sel[2] == "select" then
+        -- what follows must be a select list, not prose ("union select 关键字怎么用")
+        local a, b = toks[j + 1], toks[j + 2]
+        local ka = kind(a)
+        if ka == "n" or ka == "s" or ka == "f" or ka == "v" or ka == "(" or (ka == "o" and a[2] == "*") or
+          (ka == "k" and (a[2] == "null" or a[2] == "case" or a[2] == "distinct" or a[2] == "all" or a[2] == "top" or a[2] == "current_user")) or
+          (ka == "w" and (kind(b) == "," or (kind(b) == "k" and (b[2] == "from" or b[2] == "into")) or b == nil and toks.comment)) then
+          return t[3]
+        end
+      end
+    elseif k == "k" and w == "select" then
+      -- SELECT <list> FROM, SELECT with SQL-shaped list: *, functions, literals, variables
+      local j, words, shaped = i + 1, 0, false
+      while toks[j] and j <= i + 12 do
+        local u = toks[j]
+        if u[1] == "k" and (u[2] == "from" or u[2] == "into") then
+          -- a plain "select a, b from t" is also what people search for; system tables are not
+          local tbl = toks[j + 1]
+          if kind(tbl) == "w" and (find(tbl[2], "^all_") or find(tbl[2], "^sys") or find(tbl[2], "^mysql%.") or
+            find(tbl[2], "^pg_") or tbl[2] == "dual" or find(tbl[2], "^v%$")) and (shaped or words > 0) then
+            return t[3]
+          end
+          break
+        elseif u[1] == "f" or u[1] == "v" or u[1] == "s" or u[1] == "n" or u[2] == "*" or u[1] == "," or
+          (u[1] == "k" and (u[2] == "null" or u[2] == "case" or u[2] == "distinct" or u[2] == "all" or u[2] == "top")) then
+          shaped = true
+          if j == i + 1 and (u[1] == "f" or (u[1] == "v" and u[2] == "@@version") or u[2] == "*" or u[2] == "case") then return t[3] end
+        elseif u[1] == "w" then
+          words = words + 1
+        else
+          break
+        end
+        j = j + 1
+      end
+    elseif k == ";" and nx and nx[1] == "k" and STATEMENT_AFTER_SEMI[nx[2]] then
+      local a = toks[i + 2]
+      local sw = nx[2]
+      if sw == "drop" or sw == "create" or sw == "alter" or sw == "truncate" then
+        if kind(a) == "k" and (a[2] == "table" or a[2] == "database" or a[2] == "schema" or a[2] == "view"
+          or a[2] == "procedure" or a[2] == "function" or a[2] == "user") then return t[3] end
+      elseif sw == "shutdown" or sw == "waitfor" or sw == "declare" or sw == "exec" or sw == "execute" or sw == "begin" then
+        if a == nil or kind(a) ~= "w" or sw ~= "begin" then return t[3] end
+      elseif sw == "set" then
+        if kind(a) == "v" or (kind(a) == "w" and kind(toks[i + 3]) == "o") then return t[3] end
+      elseif a ~= nil then
+        if sw == "select" or sw == "union" then
+          if operand(a) or kind(a) == "o" then return t[3] end
+        elseif sw == "insert" or sw == "replace" then
+          if kind(a) == "k" and a[2] == "into" then return t[3] end
+        elseif sw == "delete" then
+          if kind(a) == "k" and a[2] == "from" then return t[3] end
+        elseif sw == "update" then
+          if kind(toks[i + 3]) == "k" and toks[i + 3][2] == "set" then return t[3] end
+        else
+          return t[3]
+        end
+      end
+    elseif k == "k" and (w == "insert" or w == "delete" or w == "update" or w == "drop") and (toks.comment or context) then
+      -- statements hidden by comments (INSERT/**/INTO) or appended after a breakout
+      local a, b = nx, toks[i + 2]
+      if w == "insert" and kind(a) == "k" and a[2] == "into" then return t[3] end
+      if w == "delete" and kind(a) == "k" and a[2] == "from" then return t[3] end
+      if w == "update" and kind(b) == "k" and b[2] == "set" then return t[3] end
+      if w == "drop" and kind(a) == "k" and (a[2] == "table" or a[2] == "database") then return t[3] end
+    elseif k == "k" and (w == "insert" or w == "delete") and i == 1 then
+      local a, b, c = nx, toks[i + 2], toks[i + 3]
+      if kind(a) == "k" and (a[2] == "into" or a[2] == "from") and kind(b) == "w" and
+        (kind(c) == "(" or (kind(c) == "k" and (c[2] == "values" or c[2] == "where" or c[2] == "select"))) then
+        return t[3]
+      end
+    elseif k == "k" and w == "update" and i == 1 then
+      local c, d = toks[i + 2], toks[i + 4]
+      if kind(c) == "k" and c[2] == "set" and kind(d) == "o" and d[2] == "=" then return t[3] end
+    elseif k == "k" and w == "drop" and i == 1 then
+      local a, b, c = nx, toks[i + 2], toks[i + 3]
+      if kind(a) == "k" and (a[2] == "table" or a[2] == "database") and kind(b) == "w" and (c == nil or kind(c) == ";" or kind(c) == "c") then
+        return t[3]
+      end
+    elseif k == "o" and COMPARE[w] and kind(nx) == "(" and kind(toks[i + 2]) == "k" and toks[i + 2][2] == "select" then
+      return t[3] -- = (SELECT ...)
+    elseif k == "f" and SQL_DANGER_ALONE[w] then
+      return t[3]
+    elseif k == "v" and (w == "@@version" or w == "@@hostname" or w == "@@datadir" or w == "@@basedir" or
+      w == "@@servername" or w == "@@tmpdir" or w == "@@version_compile_os" or find(w, "^@@global%.") or
+      find(w, "^@@session%.")) then
+      return t[3]
+    elseif k == "k" and (w == "outfile" or w == "dumpfile") and i > 1 and kind(toks[i - 1]) == "k" and toks[i - 1][2] == "into"
+      and kind(nx) == "s" then
+      return t[3]
+    elseif k == "k" and w == "waitfor" and kind(nx) == "k" and (nx[2] == "delay" or nx[2] == "time") then
+      return t[3]
+    elseif k == "w" and find(w, "^information_schema") or (k == "k" and w == "information_schema") then
+      return t[3]
+    elseif k == "w" and (find(w, "^master%.%.") or find(w, "^sys%.") or find(w, "^mysql%.user") or find(w, "^pg_catalog") or find(w, "^all_tables$")) and i > 1 then
+      return t[3]
+    end
+  end
+  return nil
+end
+
+-- What an injection appends right after breaking out of a string or number: a condition joined
+-- by a logic operator, a comment, a statement separator, a set operation, a clause.
+local function sql_tail(toks, first, breakout)
+  local t = toks[first]
+  if not t then return nil end
+  local k, w = t[1], t[2]
+  if k == "l" then
+    if condition_at(toks, first + 1) then return t[3] end
+    -- "' or 'x" as the last token: a string compared by truthiness
+    return nil
+  end
+  if k == "c" and breakout then
+    -- admin'-- , admin'#, 1'/*: but "#" only when followed by nothing or SQL
+    if w ~= "#" or not toks[first + 1] then return t[3] end
+  end
+  if k == ";" and toks[first + 1] and (toks[first + 1][1] == "k" or toks[first + 1][1] == "c") then return t[3] end
+  if k == ";" and breakout and not toks[first + 1] then return t[3] end
+  if k == "k" and (w == "union" or w == "having" or w == "procedure" or w == "into") then return t[3] end
+  if k == "k" and (w == "order" or w == "group") and kind(toks[first + 1]) == "k" and toks[first + 1][2] == "by" then
+    local x = toks[first + 2]
+    if kind(x) == "n" or kind(x) == "f" or (breakout and x ~= nil) then return t[3] end
+  end
+  if k == "k" and w == "limit" and kind(toks[first + 1]) == "n" then return t[3] end
+  if breakout then
+    if k == "o" and (COMPARE[w] or w == "+" or w == "-" or w == "*" or w == "/" or w == "|" or w == "^") then
+      -- ' = ', '+(select...)+', '-sleep(5)-'
+      local u = toks[first + 1]
+      if kind(u) == "f" or (kind(u) == "(" and kind(toks[first + 2]) == "k") or (COMPARE[w] and kind(u) == "s" and toks[first + 2]) then return t[3] end
+      if COMPARE[w] and (kind(u) == "s" or kind(u) == "n") and kind(toks[first + 2]) == "l" then return t[3] end
+    end
+    if k == ")" then
+      -- ') or ('1'='1, ')) union select
+      local j = first
+      while kind(toks[j]) == ")" do j = j + 1 end
+      return sql_tail(toks, j, true)
+    end
+    if k == "k" and (w == "and" or w == "or") then return nil end
+    if k == "k" and (COMPARE_WORD[w]) then
+      local u = toks[first + 1]
+      if kind(u) == "s" or kind(u) == "(" or kind(u) == "n" then return t[3] end
+    end
+    if k == "f" then return t[3] end
+  end
+  return nil
+end
+
+-- SQL injection: the value tried as it stands (a number or keyword context) and as the rest of a
+-- single- or double-quoted string.
+function D.sqli(v)
+  local lv = lower(v)
+  -- cheap exit: nothing SQL could use
+  if not find(lv, "['\"`;#%(%)=<>|&@%-%*/]") and not find(lv, "union", 1, true) and not find(lv, "select", 1, true) then
+    return nil
+  end
+  local toks = sql_tokens(v, nil, 64)
+  local p = sql_structure(toks, false)
+  if p then return p end
+  -- numeric context: a number (or a closing parenthesis) then the injected tail
+  local first = toks[1]
+  if first and (first[1] == "n" or (first[1] == "o" and first[2] == "-" and kind(toks[2]) == "n")) then
+    local j = first[1] == "n" and 2 or 3
+    while kind(toks[j]) == ")" do j = j + 1 end
+    p = sql_tail(toks, j, false)
+    if p then return p end
+  end
+  for _, q in ipairs({ "'", '"' }) do
+    if find(v, q, 1, true) then
+      local qt, inside = sql_tokens(v, q, 64)
+      if not inside then
+        p = sql_tail(qt, 2, true) or sql_structure(qt, true)
+        if p then return p end
+      end
+    end
+  end
+  return nil
+end
+
+---------------------------------------------------------------------------------------------------
+-- Cross-site scripting: what a browser would execute.
+---------------------------------------------------------------------------------------------------
+
+local EVENT_HANDLERS = {}
+for w in gmatch([[abort activate afterprint afterscriptexecute animationcancel animationend
+  animationiteration animationstart auxclick beforeactivate beforecopy beforecut beforedeactivate
+  beforeinput beforeprint beforescriptexecute beforetoggle beforeunload begin blur bounce canplay
+  canplaythrough change click close contextmenu copy cuechange cut dblclick drag dragend dragenter
+  dragexit dragleave dragover dragstart drop durationchange end ended error finish focus focusin
+  focusout formdata fullscreenchange hashchange input invalid keydown keypress keyup load
+  loadeddata loadedmetadata loadend loadstart message mousedown mouseenter mouseleave mousemove
+  mouseout mouseover mouseup mousewheel pagehide pageshow paste pause play playing pointercancel
+  pointerdown pointerenter pointerleave pointermove pointerout pointerover pointerrawupdate
+  pointerup popstate progress ratechange readystatechange repeat reset resize scroll scrollend
+  search seeked seeking select selectionchange selectstart show start stalled storage submit
+  suspend timeupdate toggle touchend touchmove touchstart transitioncancel transitionend
+  transitionrun transitionstart unhandledrejection unload volumechange waiting webkitanimationend
+  webkitanimationiteration webkitanimationstart webkittransitionend wheel zoom]], "%S+") do
+  EVENT_HANDLERS[w] = true
+end
+
+-- Tags that run script or load active content whatever their attributes.
+local DANGER_TAGS = {}
+for w in gmatch([[script iframe frame frameset embed object applet base xss import isindex portal]], "%S+") do
+  DANGER_TAGS[w] = true
+end
+
+local URL_ATTRS = { href = true, src = true, action = true, formaction = true, data = true, ["xlink:href"] = true,
+  from = true, to = true, values = true, background = true, lowsrc = true, dynsrc = true, poster = true,
+  codebase = true, srcdoc = true, code = true, archive = true, by = true, ["attributename"] = false }
+
+-- Removes what a browser ignores inside a URL scheme: tabs, newlines, NULs and other controls.
+local function squash(s)
+  return (gsub(s, "[%c]", ""))
+end
+
+-- A script URL: javascript:/vbscript:/livescript: or data:text/html, followed by code.
+local function script_url(lv, from)
+  local p = find(lv, "script", from, true)
+  while p do
+    local before = sub(lv, 1, p - 1)
+    local scheme = match(before, "([%a]*)$")
+    if scheme == "java" or scheme == "vb" or scheme == "live" or scheme == "ecma" then
+      local _, e = find(lv, "^script%s*:", p)
+      if e then
+        local s0 = p - #scheme
+        local prev = s0 > 1 and sub(lv, s0 - 1, s0 - 1) or ""
+        if prev == "" or not find(prev, "[%w]") then
+          -- what follows looks like code: an identifier followed by ( [ . = ` or any punctuation
+          local rest = sub(lv, e + 1, e + 40)
+          -- javascript:void(0) and javascript:; are the web's placeholders for "no link"
+          if find(rest, "^%s*[%w_$%.]*%s*[^%w%s]") and not find(rest, "^%s*void%s*%(?%s*0%s*%)?%s*;?%s*[\"'>]?$") and
+            not find(rest, "^%s*void%s*%(?%s*0%s*%)?%s*;?%s*[\"'>]") and not find(rest, "^%s*;?%s*[\"'>]") and rest ~= ";" then
+            return s0
+          end
+        end
+      end
+    end
+    p = find(lv, "script", p + 6, true)
+  end
+  local d = find(lv, "data:text/html", from, true) or find(lv, "data:image/svg", from, true) or
+    find(lv, "data:application/x-javascript", from, true) or find(lv, "data:text/javascript", from, true)
+  return d
+end
+
+-- JavaScript that calls a sink or reaches one through a global object, the DOM or a constructor.
+local JS_SINKS = { alert = true, prompt = true, confirm = true, eval = true, settimeout = true,
+  setinterval = true, atob = true, print = true, fetch = true, import = true,
+  execscript = true, msgbox = true }
+local JS_GLOBALS = { window = true, self = true, top = true, parent = true, frames = true, globalthis = true,
+  this = true, document = true, content = true, opener = true }
+
+function D.js(lv)
+  -- sink calls: alert(1), alert`1`, (alert)(1), eval.call
+  for name, p in gmatch(lv, "([%a_$][%w_$]*)%s*()[%(`]") do
+    if JS_SINKS[name] then
+      local st = p - 1
+      while st > 1 and find(sub(lv, st - 1, st - 1), "[%w_$%s]") do st = st - 1 end
+      local prev = sub(lv, st - 1, st - 1)
+      -- "alert(" preceded by code punctuation or at the start; prose "please confirm (yes)" has a space
+      if name == "alert" or name == "prompt" or name == "eval" or name == "atob" or name == "execscript" or
+        (sub(lv, p - 1, p - 1) ~= " " and sub(lv, p - 2, p - 2) ~= " ") then
+        if sub(lv, p, p) == "`" or not find(sub(lv, p + 1, p + 1), "^[%a]") or name ~= "print" then
+          return st
+        end
+      end
+    end
+  end
+  for name, p in gmatch(lv, "([%a_$][%w_$]*)%s*()%[") do
+    if JS_GLOBALS[name] then
+      local inner = sub(lv, p + 1, p + 1)
+      if find(inner, "^['\"`/%(%[%a%d!+]") then return p - #name end
+    end
+  end
+  local p = find(lv, "document%s*%.%s*[cdwl]") -- document.cookie/domain/write/location
+  if p then
+    local w = match(lv, "^document%s*%.%s*([%a]+)", p)
+    if w == "cookie" or w == "domain" or w == "write" or w == "writeln" or w == "location" then return p end
+  end
+  p = find(lv, "constructor%s*[%.%(%[]") or find(lv, "fromcharcode%s*%(") or find(lv, "%.innerhtml%s*=") or
+    find(lv, "%.outerhtml%s*=") or find(lv, "location%s*%.%s*href%s*=") or find(lv, "location%s*=%s*['\"`]") or
+    find(lv, "__proto__") or find(lv, "%.source%s*%+") or find(lv, "!%[%]") or find(lv, "%+%[%]") or
+    find(lv, "%.srcdoc%s*=") or find(lv, "insertadjacenthtml") or find(lv, "importscripts")
+  return p
+end
+
+-- Attributes of a tag starting at position p (after "<name"), up to the closing '>' or the end.
+local function tag_attrs(lv, p)
+  local close = find(lv, ">", p, true) or #lv + 1
+  local attrs = sub(lv, p, close - 1)
+  return attrs, close
+end
+
+function D.xss(v)
+  if not find(v, "[<>:%(`%[=&\\]") then return nil end
+  local lv = lower(v)
+  local sq = squash(lv)
+  -- tags
+  local i = 1
+  while true do
+    local lt = find(sq, "<", i, true)
+    if not lt then break end
+    local _, e, name = find(sq, "^<%s*/?%s*([%a][%w:%-]*)", lt)
+    if e then
+      local base = match(name, "([%w%-]+)$")
+      local attrs = tag_attrs(sq, e + 1)
+      -- a tag the browser would build: closed by '>' or with attributes ("binary<script is" is text)
+      local complete = sub(sq, e + 1, e + 1) == ">" or find(attrs, "=", 1, true) or
+        (find(sq, "^[%s/][^<]*>", e + 1) ~= nil)
+      if (DANGER_TAGS[name] or DANGER_TAGS[base]) and complete then return lt end
+      -- event handlers, separated from the name by blanks, '/', quotes or nothing after a quote
+      for h, q in gmatch(attrs, "[%s/\"'`]on([%a]+)%s*=%s*()") do
+        -- JSX's onChange={handler} is code in a code field, not markup
+        if EVENT_HANDLERS[h] and sub(attrs, q, q) ~= "{" then return lt end
+      end
+      for a, val in gmatch(attrs, "([%a:%-]+)%s*=%s*([^%s>]*)") do
+        if URL_ATTRS[a] and (script_url(val, 1) or find(val, "^[\"']?%s*javascript")) then return lt end
+      end
+      if script_url(attrs, 1) then return lt end
+      i = e + 1
+    else
+      -- "<!--" comments hiding tags, "<!ENTITY" are not scripts; a bare '<' is text
+      i = lt + 1
+    end
+  end
+  -- attribute breakouts without a tag: " onfocus=alert(1) autofocus x="
+  for q, h in gmatch(sq, "([\"'`/%s])on([%a]+)%s*=") do
+    if EVENT_HANDLERS[h] then
+      local p = find(sq, "on" .. h, 1, true)
+      local after = match(sq, "on" .. h .. "%s*=%s*(.?.?.?.?.?.?.?.?.?.?.?.?.?.?.?.?.?.?.?.?)", p)
+      if after and find(after, "^[\"'`]?[%w_$%.]*%s*[%(`%[=%.]") then return p end
+    end
+  end
+  local p = script_url(sq, 1)
+  if p then return p end
+  return D.js(sq)
+end
+
+---------------------------------------------------------------------------------------------------
+-- Shell command injection: a separator followed by a command.
+---------------------------------------------------------------------------------------------------
+
+-- Commands that are an attack wherever they follow a separator.
+local CMD_STRONG = {}
+for w in gmatch([[wget curl nc ncat netcat bash sh zsh ksh csh tcsh dash busybox powershell pwsh
+  cmd cmd.exe whoami uname ifconfig ipconfig nslookup base64 python python2 python3 perl php ruby
+  lua certutil bitsadmin mkfifo telnet xterm systeminfo tasklist netstat chmod chown crontab
+  passwd sudo useradd rm wmic reg regsvr32 mshta rundll32 cscript wscript nmap tftp ftp socat
+  openssl getent id hostname]], "%S+") do
+  CMD_STRONG[w] = true
+end
+-- Commands that are also English words: an attack only with arguments a shell would take.
+local CMD_WEAK = {}
+for w in gmatch([[cat ls echo ping sleep find head tail more less type dir net env printenv kill
+  ps touch cp mv awk sed xargs sort who date pwd uptime dig host ssh scp expr eval exec
+  timeout grep od xxd strings nohup tar zip unzip gzip which export]], "%S+") do
+  CMD_WEAK[w] = true
+end
+
+-- What follows a command: the arguments a shell would take (-flag, /path, ~, $var, quotes, c:\),
+-- or nothing at all (the command ends the value or the line).
+local function shell_args(lv, e, newline)
+  local rest = sub(lv, e + 1, e + 24)
+  if newline then
+    -- a word alone on a line is text (GraphQL's "id"); a command line has arguments
+    return find(rest, "^[\t ]+[%-/~\\$'\"]") ~= nil or find(rest, "^[\t ]+%a:\\") ~= nil
+  end
+  return rest == "" or find(rest, "^%s+[%-/~%.\\$'\"%d]") ~= nil or find(rest, "^%s+%a:\\") ~= nil or
+    find(rest, "^%${ifs}") ~= nil or find(rest, "^%s*[`)]") ~= nil or find(rest, "^%s*[;|&]+%s*$") ~= nil or
+    find(rest, "^[\t ]*[\r\n]") ~= nil or find(rest, "^%s*[<>]+%s*[/&%d]") ~= nil
+end
+
+-- The command starting at i (after a separator), when it is one: returns i.
+local function command_at(lv, i, newline)
+  -- skip blanks, quotes and the characters a shell ignores here ({ ( ! $IFS)
+  local _, e = find(lv, "^[%s'\"{(!]*", i)
+  i = e + 1
+  if sub(lv, i, i + 5) == "${ifs}" or sub(lv, i, i + 3) == "$ifs" then return i end
+  local _, we, word = find(lv, "^([%w_%.%-/\\:]+)", i)
+  if not we then return nil end
+  -- /bin/cat, /usr/bin/id, c:\windows\system32\cmd.exe
+  local base = match(word, "([^/\\]+)$") or word
+  base = gsub(base, "%.exe$", "")
+  if #base == 0 then return nil end
+  if CMD_STRONG[base] and #base > 2 and not newline and base ~= "hostname" and base ~= "openssl" then return i end
+  -- short names, and any command after a line break (text has lines too), need shell arguments
+  if (CMD_STRONG[base] or CMD_WEAK[base]) and shell_args(lv, we, newline) then return i end
+  return nil
+end
+
+function D.cmdi(v)
+  if not find(v, "[;|&`$\n\r%(%)]") then return nil end
+  local lv = lower(v)
+  local p = find(lv, "${ifs", 1, true) or find(lv, "$ifs$", 1, true) or find(lv, "/dev/tcp/", 1, true) or
+    find(lv, "/dev/udp/", 1, true) or find(lv, "^%s*%(%)%s*{%s*[:%w_]*%s*;%s*}") -- Shellshock
+  if p then return p end
+  -- separators: ; | || & && newline, command substitution `...` and $(...)
+  local i = 1
+  while true do
+    local s = find(lv, "[;|&`\n\r$]", i)
+    if not s then break end
+    local c = sub(lv, s, s)
+    local from = s + 1
+    if c == "$" then
+      if sub(lv, s + 1, s + 1) == "(" then from = s + 2 else from = nil end
+    elseif c == "|" or c == "&" then
+      if sub(lv, s + 1, s + 1) == c then from = s + 2 end
+      -- "&" is also a parameter separator or an entity: &amp; &x=
+      if c == "&" and find(lv, "^[%w_%-]*[=;]", from) and not find(lv, "^%s", from) then from = nil end
+    end
+    if from then
+      local at = command_at(lv, from, c == "\n" or c == "\r")
+      if at then return s end
+    end
+    i = s + 1
+  end
+  return nil
+end
+
+---------------------------------------------------------------------------------------------------
+-- Path traversal and file inclusion.
+---------------------------------------------------------------------------------------------------
+
+local SENSITIVE = { "/etc/passwd", "/etc/shadow", "/etc/group", "/etc/hosts", "/etc/issue", "/proc/self/",
+  "/proc/version", "win.ini", "boot.ini", "system32/", "web-inf/", "meta-inf/", ".htaccess", ".htpasswd",
+  "/.git/", "/.svn/", "/.hg/", "/.env", "id_rsa", "wp-config.php", "/etc/mysql/", "/var/log/",
+  "/.ssh/", ".bash_history", "/.aws/", "/etc/nginx/", "/etc/apache2/", "/usr/local/etc/" }
+local INCLUDE_SCHEMES = { "php://", "file://", "zip://", "phar://", "expect://", "data://", "glob://",
+  "compress.zlib://", "compress.bzip2://", "jar:file:", "ogg://", "rar://", "ssh2." }
+
+local function traversal_common(lv)
+  local s = gsub(lv, "\\", "/")
+  local p = find(s, "../", 1, true) or find(s, "..;/", 1, true)
+  if p then return p end
+  p = find(s, "%z[%.%w]*%.%w+$") -- ../../etc/passwd%00.png
+  if p then return p end
+  for _, f in ipairs(SENSITIVE) do
+    p = find(s, f, 1, true)
+    if p then return p end
+  end
+  return nil
+end
+
+function D.traversal(v)
+  if not find(v, "[/\\:%.%z]") then return nil end
+  local lv = lower(v)
+  local p = traversal_common(lv)
+  if p then return p end
+  for _, sch in ipairs(INCLUDE_SCHEMES) do
+    p = find(lv, sch, 1, true)
+    if p then return p end
+  end
+  -- a value that is a file name alone: .env, .git/config, .htaccess
+  if find(lv, "^%s*%.env%s*$") or find(lv, "^%s*%.git/") then return 1 end
+  return nil
+end
+
+-- The request path (already decoded and normalised): dot-dot segments and sensitive files.
+function D.path_traversal(lv)
+  local p = traversal_common(lv)
+  if p then return p end
+  p = find(lv, "/%.git$") or find(lv, "/%.svn$") or find(lv, "/%.env%.") or find(lv, "/%.ds_store")
+  return p
+end
+
+---------------------------------------------------------------------------------------------------
+-- Server-side request forgery: URLs aimed at the server's own network.
+---------------------------------------------------------------------------------------------------
+
+local SSRF_SCHEMES = { "gopher://", "dict://", "ldap://", "ldaps://", "tftp://", "sftp://", "netdoc://",
+  "jar:http", "rmi://", "iiop://", "ftp://127.", "ftp://localhost", "file://", "smb://", "telnet://" }
+
+local function internal_host(h)
+  h = gsub(h, "%.$", "")
+  if h == "localhost" or find(h, "%.localhost$") or h == "0" or h == "0.0.0.0" or h == "[::]" or h == "[::1]" or
+    find(h, "^%[0*:") or find(h, "^%[::ffff:") or h == "metadata.google.internal" or h == "metadata" or
+    h == "instance-data" or find(h, "^169%.254%.") or h == "100.100.100.200" or h == "localtest.me" or
+    find(h, "%.localtest%.me$") or find(h, "^127%.") or h == "127.1" or find(h, "^10%.") or find(h, "^192%.168%.") or
+    h == "fd00:ec2::254" or find(h, "^%[fd00:ec2") or find(h, "^%[fe80:") then
+    return true
+  end
+  local a, b = match(h, "^172%.(%d+)%.")
+  if a and tonumber(a) >= 16 and tonumber(a) <= 31 then return true end
+  -- integer, hexadecimal and octal forms of addresses: 2130706433, 0x7f000001, 0177.0.0.1
+  if find(h, "^%d+$") and #h >= 8 then return true end
+  if find(h, "^0x%x+") or find(h, "^0%d+%.") or find(h, "%.0x%x") then return true end
+  if find(h, "%.nip%.io$") or find(h, "%.xip%.io$") or find(h, "%.sslip%.io$") then
+    return internal_host(match(h, "^(.-)%.[%a]+%.io$") or "")
+  end
+  return false
+end
+
+function D.ssrf(v)
+  if not find(v, ":", 1, true) then return nil end
+  local lv = lower(v)
+  -- Apache's proxy to a unix socket (unix:AAAA...|http://...)
+  if find(lv, "^unix:[^|]*|%a+://") then return 1 end
+  for _, sch in ipairs(SSRF_SCHEMES) do
+    local p = find(lv, sch, 1, true)
+    if p then return p end
+  end
+  -- http(s) URLs anywhere in the value
+  local i = 1
+  while true do
+    local p, e = find(lv, "https?://", i)
+    if not p then break end
+    local authority = match(lv, "^[^/?#%s\"'<>]*", e + 1) or ""
+    local host = gsub(authority, "^.*@", "")
+    if sub(host, 1, 1) == "[" then host = match(host, "^%[[^%]]*%]") or host
+    else host = gsub(host, ":%d*$", "") end
+    if internal_host(host) then return p end
+    i = e + 1
+  end
+  return nil
+end
+
+---------------------------------------------------------------------------------------------------
+-- XML external entities.
+---------------------------------------------------------------------------------------------------
+
+function D.xxe(v)
+  if not find(v, "<!", 1, true) and not find(v, "include", 1, true) then return nil end
+  local lv = lower(v)
+  local p = find(lv, "<!entity", 1, true)
+  if p and (find(lv, "system", p, true) or find(lv, "public", p, true) or find(lv, "%", p, true)) then return p end
+  p = find(lv, "<!doctype", 1, true)
+  if p then
+    local decl = sub(lv, p, p + 400)
+    local kw = match(decl, "^<!doctype%s+[%w:_%-%.]+%s+(%a+)")
+    if kw == "system" then return p end
+    if kw == "public" and not find(decl, "w3%.org") then return p end
+    if find(decl, "<!entity", 1, true) then return p end
+  end
+  p = find(lv, "xi:include", 1, true) or find(lv, "www.w3.org/2001/xinclude", 1, true)
+  return p
+end
+
+---------------------------------------------------------------------------------------------------
+-- Code, template and expression injection, and serialized objects.
+---------------------------------------------------------------------------------------------------
+
+-- Log4j lookups hidden by nested lookups (${${lower:j}ndi:...}, ${${::-j}ndi:...}).
+local function unlookup(s)
+  for _ = 1, 6 do
+    local t = gsub(s, "%${[^${}]*:%-([^${}]*)}", "%1")
+    t = gsub(t, "%${%a+:([^${}]*)}", "%1")
+    if t == s then break end
+    s = t
+  end
+  return s
+end
+
+local CODE_CALLS = {}
+for w in gmatch([[system passthru shell_exec popen proc_open pcntl_exec phpinfo assert
+  call_user_func call_user_func_array create_function base64_decode file_put_contents
+  file_get_contents fputs fwrite preg_replace include_once require_once str_rot13 gzinflate
+  __import__ getruntime processbuilder exec_command]], "%S+") do
+  CODE_CALLS[w] = true
+end
+
+local CODE_MARKERS = { "java.lang.runtime", "java.lang.processbuilder", "java.lang.system", "java.lang.class",
+  "javax.script", "scriptenginemanager", "getruntime()", ".getruntime", "processbuilder(", "#_memberaccess",
+  "#context[", "@java.lang.", "@ognl", "ognl.ognlcontext", "xwork2.", "freemarker.template.utility",
+  "?new()", "child_process", "process.mainmodule", "process.binding", "__globals__", "__builtins__",
+  "__subclasses__", "__class__", "__mro__", "__init__.", "os.system(", "os.popen(", "subprocess.",
+  "$_get[", "$_post[", "$_request[", "$_cookie[", "$_server[", "<?php", "<?=", "com.sun.rowset.",
+  "jdbcrowsetimpl", "com.mchange.v2.c3p0", "org.apache.commons.collections", "org.apache.xalan",
+  "templatesimpl", "bsh.interpreter", "groovy.lang.", "java.net.url", "java.io.file", "getclass(",
+  "classloader", ".forname(", "$class.inspect", "#set(", "#foreach", "<#assign", "${class", "<%=", "<%@",
+  "java.beans.xmldecoder", "org.springframework.context.support", "javax.naming", "jndi:", "@type\":\"com.",
+  "@type\":\"java.", "@type\":\"org.", "\"@type\":\"", "\".execute()", "'.execute()" }
+
+function D.injection(v)
+  if not find(v, "[%${}<%(%.#@:%[]") and not find(v, "rO0AB", 1, true) and not find(v, "aced0005", 1, true) then return nil end
+  local lv = lower(v)
+  local p
+  if find(lv, "${", 1, true) then
+    local u = unlookup(lv)
+    p = find(u, "${jndi:", 1, true) or find(u, "jndi:ldap", 1, true) or find(u, "jndi:rmi", 1, true) or find(u, "jndi:dns", 1, true)
+    if p then return find(lv, "${", 1, true) end
+  end
+  for _, m in ipairs(CODE_MARKERS) do
+    p = find(lv, m, 1, true)
+    if p then return p end
+  end
+  -- OGNL and SpEL expressions: %{...#...}, ${#...}, T(java...), #{...}
+  p = find(lv, "%%{%s*[%(#@']") or find(lv, "%${%s*#") or find(lv, "t%s*%(%s*java%.") or find(lv, "#{%s*t%s*%(") or
+    find(lv, "%(#[%a_]+%s*=")
+  if p then return p end
+  -- template expressions that compute: {{7*7}}, ${7*7}, #{7*7}, {233*233}, <%= 7*7 %>
+  p = find(lv, "[{$#]%s*%d+%s*[%*%+/%-]%s*%d+%s*}")
+  if p then return p end
+  p = find(lv, "{{[^}]-[%.%[%(|][^}]-}}")
+  if p then
+    local expr = match(lv, "{{([^}]*)}}", p) or ""
+    if find(expr, "[%a_]+%.[%a_]+") and find(expr, "[%(%[]") or find(expr, "config") or find(expr, "self") or
+      find(expr, "request") or find(expr, "lipsum") or find(expr, "cycler") or find(expr, "|attr") or find(expr, "constructor") then
+      return p
+    end
+  end
+  -- calls of functions that run code or commands
+  for name, q in gmatch(lv, "([%a_][%w_]*)%s*()%(") do
+    if CODE_CALLS[name] then
+      local arg = sub(lv, q + 1, q + 1)
+      if find(arg, "^['\"$%)`]") or find(lv, "^[%s]*[%a_][%w_]*%s*%(", q + 1) or name == "phpinfo" then return q - #name end
+    end
+  end
+  -- serialized Java objects (base64 or hex) and PHP objects
+  p = find(v, "rO0AB", 1, true) or find(lv, "aced0005", 1, true) or find(v, "^[Oa]:%d+:[\"{]") or find(v, "[;{]O:%d+:\"")
+  return p
+end
+
+---------------------------------------------------------------------------------------------------
+-- Executable uploads: file names whose extension a server would run.
+---------------------------------------------------------------------------------------------------
+
+local EXEC_EXT = {}
+for w in gmatch([[php php2 php3 php4 php5 php6 php7 php8 phtml pht phtm phar phps pgif shtml shtm
+  jsp jspx jsw jsv jspf jhtml asp aspx asa asax ascx ashx asmx asp cer cgi pl war htaccess
+  htpasswd cfm cfml]], "%S+") do
+  EXEC_EXT[w] = true
+end
+
+function D.upload(filename)
+  local f = lower(filename)
+  f = match(f, "^[^%z]*") -- x.php\0.jpg
+  f = gsub(f, "::%$data$", "")
+  f = gsub(f, "[%s%.]+$", "")
+  local base = match(f, "([^/\\]*)$") or f
+  if base == ".htaccess" or base == ".user.ini" or base == "web.config" then return 1 end
+  local ext = match(base, "%.([%w]+)$")
+  if ext and EXEC_EXT[ext] then return 1 end
+  -- x.php;.jpg (IIS), x.php%00.jpg
+  if find(base, "%.php[%d]?[;%%]") or find(base, "%.asp[x]?;") or find(base, "%.jsp[x]?;") then return 1 end
+  return nil
+end
+
+-- Server-side script inside an uploaded file (a PHP shell named cmd.png); text files may hold code.
+function D.webshell(filename, content)
+  local ext = match(lower(filename), "%.(%w+)$")
+  if ext == "txt" or ext == "md" or ext == "log" or ext == "csv" then return nil end
+  local head = sub(content, 1, 65536)
+  return find(head, "<%?[pP][hH][pP]") or find(head, "<%?=") or find(head, "<%%[@=!]") or
+    find(head, "<[sS][cC][rR][iI][pP][tT]%s+[lL][aA][nN][gG][uU][aA][gG][eE]%s*=%s*[\"']?[pP][hH][pP]")
+end
+
+---------------------------------------------------------------------------------------------------
+-- Running the detectors over one value.
+---------------------------------------------------------------------------------------------------
+
+D.DETECTORS = { "sqli", "xss", "cmdi", "traversal", "ssrf", "xxe", "injection" }
+D.REASONS = { sqli = "sqli_detected", xss = "xss_detected", cmdi = "cmdi_detected",
+  traversal = "traversal_detected", ssrf = "ssrf_detected", xxe = "xxe_detected",
+  injection = "injection_detected", upload = "upload_blocked" }
+
+-- Values that cannot carry an attack: letters, digits, blanks and harmless punctuation.
+local function plain(v)
+  return not find(v, "[^%w%s%.,_@:/%-\128-\255]") and not find(v, "//", 1, true)
+end
+
+-- Runs every detector not excepted (skip(detector) true) over v; returns detector, position.
+function D.check(v, skip, only)
+  if #v > D.VALUE_LIMIT then v = sub(v, 1, D.VALUE_LIMIT) end
+  if plain(v) then
+    -- "1 union select ..." and keyword-only SQL still need the SQL detector
+    local lv = lower(v)
+    if (find(lv, "union", 1, true) or find(lv, "select", 1, true)) and not (skip and skip("sqli")) then
+      local p = D.sqli(v)
+      if p then return "sqli", p, v end
+    end
+    return nil
+  end
+  local c = D.canonical(v)
+  for _, name in ipairs(only or D.DETECTORS) do
+    if not (skip and skip(name)) then
+      local p = D[name](c)
+      if p then return name, p, c end
+    end
+  end
+  return nil
+end
+
+---------------------------------------------------------------------------------------------------
+-- Request parts
+---------------------------------------------------------------------------------------------------
+
+-- Headers whose values have a fixed structure and are not inspected (the rest are).
+D.STRUCTURED_HEADERS = {}
+for w in gmatch([[host accept accept-encoding accept-language accept-charset connection content-length
+  cache-control pragma upgrade-insecure-requests te upgrade if-modified-since if-unmodified-since
+  if-none-match if-match if-range range dnt priority sec-fetch-site sec-fetch-mode sec-fetch-user
+  sec-fetch-dest sec-ch-ua sec-ch-ua-mobile sec-ch-ua-platform sec-ch-ua-platform-version
+  sec-ch-ua-full-version-list sec-ch-ua-arch sec-ch-ua-model sec-ch-ua-bitness sec-ch-ua-wow64
+  sec-ch-prefers-color-scheme sec-purpose purpose sec-gpc sec-websocket-key sec-websocket-version
+  sec-websocket-extensions sec-websocket-protocol content-encoding transfer-encoding keep-alive
+  expect date x-requested-with authorization proxy-authorization x-forwarded-for x-forwarded-proto
+  x-forwarded-port x-real-ip forwarded via x-request-id traceparent tracestate cookie
+  access-control-request-method access-control-request-headers save-data viewport-width
+  device-memory rtt downlink ect x-csrf-token x-xsrf-token if-schedule-tag-match
+  content-md5 x-http-method-override baggage sentry-trace]], "%S+") do
+  D.STRUCTURED_HEADERS[w] = true
+end
+
+-- Splits a query string or form body into (name, value) pairs, percent- and plus-decoded.
+function D.form_pairs(s, out, limit)
+  out = out or {}
+  local n = #out
+  for pair in gmatch(s, "[^&]+") do
+    local eq = find(pair, "=", 1, true)
+    local name, value
+    if eq then name, value = sub(pair, 1, eq - 1), sub(pair, eq + 1) else name, value = pair, "" end
+    n = n + 1
+    out[n] = { D.url_decode(name, true), D.url_decode(value, true) }
+    if limit and n >= limit then break end
+  end
+  return out
+end
+
+function D.cookie_pairs(s, out)
+  out = out or {}
+  for pair in gmatch(s, "[^;]+") do
+    local name, value = match(pair, "^%s*([^=]*)=?(.*)$")
+    name = gsub(name or "", "%s+$", "")
+    value = gsub(value or "", "^\"(.*)\"$", "%1")
+    out[#out + 1] = { name, D.url_decode(value, false) }
+  end
+  return out
+end
+
+-- Every string of a JSON document (keys and values, at any depth), with the key it belongs to.
+-- A scanner, not a parser: it never builds the document, and malformed JSON is still scanned.
+function D.json_strings(s, out)
+  out = out or {}
+  local i, len, key = 1, #s, ""
+  local last_key = ""
+  while i <= len do
+    local q = find(s, '"', i, true)
+    if not q then break end
+    local j = q + 1
+    local parts = nil
+    while true do
+      local k = find(s, '["\\]', j)
+      if not k then j = len + 1 break end
+      if sub(s, k, k) == '"' then j = k break end
+      j = k + 2
+      parts = true
+    end
+    local raw = sub(s, q + 1, j - 1)
+    if parts then
+      raw = gsub(raw, "\\(.)", function(c)
+        if c == "n" then return "\n" elseif c == "t" then return "\t" elseif c == "r" then return "\r"
+        elseif c == "b" then return "\b" elseif c == "f" then return "\f" elseif c == "u" then return "\\u" end
+        return c
+      end)
+      raw = gsub(raw, "\\u(%x%x%x%x)", function(h) return D.utf8(tonumber(h, 16)) end)
+    end
+    -- a key is followed by ':'
+    local _, colon = find(s, "^%s*:", j + 1)
+    if colon then
+      last_key = raw
+      out[#out + 1] = { raw, raw, true }
+      i = colon + 1
+    else
+      out[#out + 1] = { last_key, raw }
+      i = j + 1
+    end
+  end
+  return out
+end
+
+-- multipart/form-data: field values (name -> value) and file names.
+function D.multipart(body, boundary, fields, files)
+  local delim = "--" .. boundary
+  local i = 1
+  local len = #body
+  while true do
+    local s = find(body, delim, i, true)
+    if not s then break end
+    local hs = s + #delim
+    if sub(body, hs, hs + 1) == "--" then break end
+    local he = find(body, "\r\n\r\n", hs, true)
+    local sep = 4
+    if not he then he = find(body, "\n\n", hs, true); sep = 2 end
+    if not he then break end
+    local headers = sub(body, hs, he - 1)
+    local nexts = find(body, "\r\n" .. delim, he + sep, true) or find(body, "\n" .. delim, he + sep, true) or len + 1
+    local content = sub(body, he + sep, nexts - 1)
+    local lh = lower(headers)
+    local disp = match(headers, "[Cc][Oo][Nn][Tt][Ee][Nn][Tt]%-[Dd][Ii][Ss][Pp][Oo][Ss][Ii][Tt][Ii][Oo][Nn]:[^\r\n]*") or ""
+    local name = match(disp, ';%s*[Nn][Aa][Mm][Ee]%s*=%s*"([^"]*)"') or match(disp, ";%s*[Nn][Aa][Mm][Ee]%s*=%s*([^;%s]*)") or ""
+    local filename = match(disp, ';%s*[Ff][Ii][Ll][Ee][Nn][Aa][Mm][Ee]%*?%s*=%s*"([^"]*)"') or
+      match(disp, ";%s*[Ff][Ii][Ll][Ee][Nn][Aa][Mm][Ee]%*?%s*=%s*([^;%s]*)")
+    if filename then files[#files + 1] = { name, D.url_decode(filename, false), content } end
+    if filename then
+      -- the file's content is not inspected, except for the parts headers (content-type)
+      fields[#fields + 1] = { name, disp }
+    else
+      fields[#fields + 1] = { name, content }
+    end
+    if find(lh, "content-type:", 1, true) then
+      fields[#fields + 1] = { name, match(headers, "[Cc][Oo][Nn][Tt][Ee][Nn][Tt]%-[Tt][Yy][Pp][Ee]:([^\r\n]*)") or "" }
+    end
+    i = nexts
+    if nexts > len then break end
+  end
+end
+
+-- Text content and attribute values of an XML document.
+function D.xml_values(body, out)
+  out = out or {}
+  for tag, textv in gmatch(body, "<([%w:_%-%.]+)[^>]*>([^<]+)") do
+    if find(textv, "%S") then out[#out + 1] = { tag, D.html_decode(textv) } end
+  end
+  for cdata in gmatch(body, "<!%[CDATA%[(.-)%]%]>") do out[#out + 1] = { "cdata", cdata } end
+  return out
+end
+
+-- The path as the origin will see it: decoded (twice), backslashes as slashes, ';' parameters
+-- and empty or '.' segments removed. '..' segments are kept: they are what traversal looks for.
+function D.normalize_path(p)
+  local d = D.url_decode(p, false)
+  if find(d, "%%%x%x") then d = D.url_decode(d, false) end
+  d = overlong(d)
+  d = gsub(d, "\\", "/")
+  d = gsub(d, ";[^/]*", "")
+  d = gsub(d, "//+", "/")
+  d = gsub(d, "/%./", "/")
+  d = gsub(d, "/%./", "/")
+  d = gsub(d, "/%.$", "/")
+  return d
+end
+
+---------------------------------------------------------------------------------------------------
+-- The whole request
+---------------------------------------------------------------------------------------------------
+
+local function excerpt(v, p)
+  local from = p or 1
+  if from > 8 then from = from - 8 else from = 1 end
+  return sub(v, from, from + D.MATCH_LEN - 1)
+end
+
+-- exceptions: array of { path = prefix, loc = location or nil, det = detector or nil }
+local function exception_filter(exceptions, path, loc)
+  if not exceptions then return nil end
+  local all, dets = false, nil
+  for _, x in ipairs(exceptions) do
+    if sub(path, 1, #x.path) == x.path then
+      local lm = x.loc == nil or x.loc == loc
+      if not lm and sub(x.loc, -2) == ":*" then
+        local prefix = sub(x.loc, 1, -2)
+        lm = sub(loc, 1, #prefix) == prefix
+      end
+      if lm then
+        if x.det == nil then all = true else dets = dets or {}; dets[x.det] = true end
+      end
+    end
+  end
+  if all then return function() return true end end
+  if dets then return function(d) return dets[d] == true end end
+  return nil
+end
+
+-- Inspects one value at a location; returns a finding or nil.
+local function inspect_value(ctx, loc, v, only)
+  if v == nil or v == "" then return nil end
+  local skip = exception_filter(ctx.exceptions, ctx.path, loc)
+  if skip and skip("*all*") == true and skip("sqli") and skip("xss") and skip("cmdi") and skip("traversal") and
+    skip("ssrf") and skip("xxe") and skip("injection") then return nil end
+  local det, p, c = D.check(v, skip, only)
+  if det then return { detector = det, reason = D.REASONS[det], location = loc, matched = excerpt(c, p) } end
+  return nil
+end
+
+-- The per-thread cache of header values already found clean (User-Agent, Referer...).
+local clean_cache, clean_count = {}, 0
+local CLEAN_MAX = 4096
+local function cached_clean(key)
+  return clean_cache[key] == true
+end
+local function remember_clean(key)
+  if clean_count >= CLEAN_MAX then clean_cache, clean_count = {}, 0 end
+  clean_cache[key] = true
+  clean_count = clean_count + 1
+end
+function D.cache_reset() clean_cache, clean_count = {}, 0 end
+
+local function inspect_pairs(ctx, prefix, pairs_)
+  local seen = {}
+  for _, kv in ipairs(pairs_) do
+    local name, value = kv[1], kv[2]
+    local loc = prefix .. name
+    local f = inspect_value(ctx, loc, value)
+    if f then return f end
+    -- parameter names are user input too (PHP's _(new java...)=x)
+    if #name > 0 and not kv[3] then
+      f = inspect_value(ctx, loc, name)
+      if f then return f end
+    end
+    -- repeated names: joined as frameworks join them
+    if seen[name] then seen[name] = seen[name] .. "," .. value else seen[name] = value end
+  end
+  for _, kv in ipairs(pairs_) do
+    local name = kv[1]
+    local joined = seen[name]
+    if joined and joined ~= kv[2] then
+      seen[name] = nil
+      local f = inspect_value(ctx, prefix .. name, joined)
+      if f then return f end
+      -- and without the separator, as concatenating frameworks do
+      f = inspect_value(ctx, prefix .. name, (gsub(joined, ",", " ")))
+      if f then return f end
+    end
+  end
+  return nil
+end
+
+local function header_value(h, name)
+  local v = h[name]
+  if v == nil then return nil end
+  if type(v) == "table" then return v[0] or v[1] end
+  return v
+end
+
+-- req: { method, path (raw, without query), query (raw or nil), headers = { lname = value or
+-- {[0]=v1, v2...} }, body (or nil) }; ctx: { exceptions }. Returns a finding or nil:
+-- { detector, reason, location, matched }.
+function D.inspect(req, exceptions)
+  local ctx = { exceptions = exceptions, path = req.path or "/" }
+  -- 1. the path
+  local np = D.normalize_path(req.path or "/")
+  ctx.path = np
+  local skip = exception_filter(exceptions, np, "path")
+  if not (skip and skip("traversal")) then
+    local lp = lower(np)
+    local p = D.path_traversal(lp)
+    if not p and find(req.path or "", "%.%.", 1) then
+      local raw = lower(D.url_decode(req.path, false))
+      p = find(gsub(raw, "\\", "/"), "/%.%./") or find(raw, "/%.%.$")
+    end
+    if p then return { detector = "traversal", reason = D.REASONS.traversal, location = "path", matched = excerpt(np, p) } end
+  end
+  -- CR or LF in the path: response splitting and header injection
+  local crlf = find(np, "[\r\n]")
+  if crlf and not (skip and skip("injection")) then
+    return { detector = "injection", reason = D.REASONS.injection, location = "path", matched = excerpt(np, crlf) }
+  end
+  local f = inspect_value(ctx, "path", np, { "sqli", "xss", "cmdi", "injection" })
+  if f then return f end
+  -- 2. the query string
+  if req.query and req.query ~= "" then
+    f = inspect_pairs(ctx, "query:", D.form_pairs(req.query, nil, 512))
+    if f then return f end
+  end
+  -- 3. headers: cookies, Referer (and its query string), everything not well-known
+  local h = req.headers or {}
+  for name, vals in pairs(h) do
+    local list = type(vals) == "table" and vals or { [0] = vals }
+    local i = list[0] ~= nil and 0 or 1
+    while list[i] ~= nil do
+      local v = list[i]
+      if name == "cookie" then
+        f = inspect_pairs(ctx, "cookie:", D.cookie_pairs(v))
+        if f then return f end
+      elseif not D.STRUCTURED_HEADERS[name] then
+        local key = name .. "\0" .. v
+        if not cached_clean(key) then
+          if name == "referer" or name == "origin" then
+            local q = match(v, "%?([^#]*)")
+            if q then
+              f = inspect_pairs(ctx, "header:" .. name .. ":", D.form_pairs(q, nil, 512))
+              if f then f.location = "header:" .. name; return f end
+            end
+            local pathpart = match(v, "^%a[%w+.-]*://[^/]*(/[^?#]*)") or ""
+            f = inspect_value(ctx, "header:" .. name, pathpart, { "xss", "sqli", "traversal", "injection" })
+          else
+            f = inspect_value(ctx, "header:" .. name, v)
+          end
+          if f then return f end
+          if not exceptions or #exceptions == 0 then remember_clean(key) end
+        end
+      end
+      i = i + 1
+    end
+  end
+  -- 4. the body
+  local body = req.body
+  if body and body ~= "" then
+    if #body > D.BODY_LIMIT then body = sub(body, 1, D.BODY_LIMIT) end
+    local ct = lower(header_value(h, "content-type") or "")
+    local fields = {}
+    if find(ct, "multipart/form-data", 1, true) then
+      local boundary = match(header_value(h, "content-type") or "", "[Bb][Oo][Uu][Nn][Dd][Aa][Rr][Yy]=\"?([^\";]+)")
+      if boundary then
+        local files = {}
+        D.multipart(body, boundary, fields, files)
+        for _, fl in ipairs(files) do
+          local loc = "body:" .. fl[1]
+          local sk = exception_filter(exceptions, np, loc)
+          if not (sk and sk("upload")) then
+            if D.upload(fl[2]) then
+              return { detector = "upload", reason = D.REASONS.upload, location = loc, matched = excerpt(fl[2], 1) }
+            end
+            local p = D.webshell(fl[2], fl[3])
+            if p then return { detector = "upload", reason = D.REASONS.upload, location = loc, matched = excerpt(fl[3], p) } end
+          end
+          f = inspect_value(ctx, loc, fl[2], { "traversal", "xss", "sqli", "cmdi" })
+          if f then return f end
+        end
+        return inspect_pairs(ctx, "body:", fields)
+      end
+    end
+    local first = match(body, "^%s*(.)")
+    -- binary bodies (protobuf, compressed, images) are not text an application parses as such;
+    -- only a serialized Java object (AC ED 00 05) is looked for in them
+    if not find(ct, "form", 1, true) and find(sub(body, 1, 512), "[%z\1-\8\14-\31]") then
+      if sub(body, 1, 4) == "\172\237\0\5" then
+        return { detector = "injection", reason = D.REASONS.injection, location = "body", matched = "aced0005" }
+      end
+      return nil
+    end
+    if find(ct, "json", 1, true) or ((first == "{" or first == "[") and not find(ct, "x-www-form-urlencoded", 1, true)) then
+      f = inspect_pairs(ctx, "body:", D.json_strings(body))
+      if f then return f end
+      -- a serialized object anywhere (fastjson's "@type")
+      return inspect_value(ctx, "body", body, { "injection" })
+    elseif find(ct, "xml", 1, true) or first == "<" then
+      f = inspect_value(ctx, "body", body, { "xxe", "injection" })
+      if f then return f end
+      return inspect_pairs(ctx, "body:", D.xml_values(body))
+    elseif find(ct, "x-www-form-urlencoded", 1, true) then
+      return inspect_pairs(ctx, "body:", D.form_pairs(body, nil, 1024))
+    else
+      -- text/plain or no type: the whole body, and as form data when it looks like it
+      if find(body, "=", 1, true) then
+        f = inspect_pairs(ctx, "body:", D.form_pairs(body, nil, 1024))
+        if f then return f end
+      end
+      return inspect_value(ctx, "body", body)
+    end
+  end
+  return nil
+end
+
+---------------------------------------------------------------------------------------------------
+-- Events: fields travel in a syslog line, so they are percent-encoded (no blanks, no controls).
+---------------------------------------------------------------------------------------------------
+
+function D.log_escape(s, max)
+  if s == nil or s == "" then return "-" end
+  if max and #s > max then s = sub(s, 1, max) end
+  return (gsub(s, "[^\33-\36\38-\126]", function(c) return format("%%%02X", byte(c)) end))
+end
+
+---------------------------------------------------------------------------------------------------
+-- Settings (generated detect_data.lua) and the HAProxy glue.
+---------------------------------------------------------------------------------------------------
+
+D.domains = {}
+
+-- domains: { [domain id] = { mode = "block"|"detect", exceptions = { {path=, loc=, det=}, ... } } }
+function rampart_detect_configure(domains)
+  D.domains = domains or {}
+end
+
+if core ~= nil and core.register_action ~= nil then
+  local function detect(txn, domain_id)
+    local d = D.domains[domain_id] or {}
+    local req = {
+      method = txn.f:method(),
+      path = txn.f:path() or "/",
+      query = txn.f:query(),
+      headers = txn.http:req_get_headers(),
+      body = txn.f:req_body(),
+    }
+    local ok, finding = pcall(D.inspect, req, d.exceptions)
+    if not ok then
+      core.Warning("rampart detect: " .. tostring(finding))
+      return
+    end
+    if finding == nil then return end
+    local block = d.mode ~= "detect"
+    txn:set_var("txn.rp_reason", finding.reason)
+    txn:set_var("txn.rp_rule", "-")
+    txn:set_var("txn.rp_action", block and "block" or "detect")
+    txn:set_var("txn.rp_method", D.log_escape(req.method, 16))
+    txn:set_var("txn.rp_loc", D.log_escape(finding.location, 80))
+    txn:set_var("txn.rp_path", D.log_escape(req.path, 256))
+    txn:set_var("txn.rp_match", D.log_escape(finding.matched, D.MATCH_LEN))
+    txn:set_loglevel(core.info)
+    if not block then return end
+    txn:done(txn:reply({
+      status = 403,
+      headers = { ["content-type"] = { "text/plain; charset=utf-8" }, ["cache-control"] = { "no-store" } },
+      body = "Forbidden: the request was blocked by the web application firewall.\n",
+    }))
+  end
+  core.register_action("rampart_detect", { "http-req" }, detect, 1)
+end
+
+return D
