@@ -166,6 +166,7 @@ local function sql_tokens(s, q, max)
     if find(c, "^[%s\v\f]") or b < 32 or b == 160 then
       i = i + 1
     elseif c == "/" and sub(s, i + 1, i + 1) == "*" then
+      if n == 1 and q then toks.comment_first = true end
       if sub(s, i + 2, i + 2) == "!" then
         -- MySQL executable comment: its content is SQL
         local _, e = find(s, "^/%*!%d*", i)
@@ -218,7 +219,7 @@ local function sql_tokens(s, q, max)
       local bare = w
       local dot = find(w, "%.[^%.]*$")
       if dot and not SQL_DANGER[w] then bare = sub(w, dot + 1) end
-      if p and (SQL_DANGER[w] or SQL_DANGER[bare] or not SQL_KEYWORDS[w]) then
+      if p and (SQL_DANGER[w] or SQL_DANGER[bare] or not (SQL_KEYWORDS[w] or SQL_LOGIC[w] ~= nil)) then
         push("f", w, i)
       elseif SQL_LOGIC[w] then
         push("l", w, i)
@@ -351,6 +352,8 @@ local function sql_structure(all, context)
         end
         j = j + 1
       end
+    elseif k == ";" and nx and nx[1] == "f" and (nx[2] == "copy" or nx[2] == "exec" or nx[2] == "execute") then
+      return t[3]
     elseif k == ";" and nx and nx[1] == "k" and STATEMENT_AFTER_SEMI[nx[2]] then
       local a = toks[i + 2]
       local sw = nx[2]
@@ -486,6 +489,7 @@ function D.sqli(v)
     if find(v, q, 1, true) then
       local qt, inside = sql_tokens(v, q, 64)
       if not inside then
+        if qt.comment_first then return qt.breakout + 1 end -- admin'/*
         p = sql_tail(qt, 2, true) or sql_structure(qt, true)
         if p then return p end
       end
@@ -526,6 +530,43 @@ local URL_ATTRS = { href = true, src = true, action = true, formaction = true, d
   from = true, to = true, values = true, background = true, lowsrc = true, dynsrc = true, poster = true,
   codebase = true, srcdoc = true, code = true, archive = true, by = true, ["attributename"] = false }
 
+-- The identifier (letters, digits, _ and $) that ends just before position p, blanks between
+-- allowed; scans back at most 40 bytes, so looking at every '(' of a value stays linear.
+local function word_before(s, p)
+  local e = p - 1
+  local stop = p - 40
+  while e > stop and e > 0 do
+    local b = byte(s, e)
+    if b ~= 32 and b ~= 9 then break end
+    e = e - 1
+  end
+  local st = e
+  while st > stop and st > 0 do
+    local b = byte(s, st)
+    if not ((b >= 97 and b <= 122) or (b >= 65 and b <= 90) or (b >= 48 and b <= 57) or b == 95 or b == 36) then break end
+    st = st - 1
+  end
+  if st == e then return nil end
+  return sub(s, st + 1, e), st + 1
+end
+
+-- Calls fn(name, name_pos, punct_pos) for every identifier followed by one of the characters
+-- of class (a Lua pattern class such as "[%(`]"); stops at the first truthy result.
+local function each_call(s, class, fn)
+  local i = 1
+  while true do
+    local p = find(s, class, i)
+    if not p then return nil end
+    local name, at = word_before(s, p)
+    if name then
+      local r = fn(name, at, p)
+      if r then return r end
+    end
+    i = p + 1
+  end
+end
+D.word_before = word_before
+
 -- Removes what a browser ignores inside a URL scheme: tabs, newlines, NULs and other controls.
 local function squash(s)
   return (gsub(s, "[%c]", ""))
@@ -535,8 +576,7 @@ end
 local function script_url(lv, from)
   local p = find(lv, "script", from, true)
   while p do
-    local before = sub(lv, 1, p - 1)
-    local scheme = match(before, "([%a]*)$")
+    local scheme = match(sub(lv, p > 4 and p - 4 or 1, p - 1), "([%a]*)$")
     if scheme == "java" or scheme == "vb" or scheme == "live" or scheme == "ecma" then
       local _, e = find(lv, "^script%s*:", p)
       if e then
@@ -562,34 +602,34 @@ end
 
 -- JavaScript that calls a sink or reaches one through a global object, the DOM or a constructor.
 local JS_SINKS = { alert = true, prompt = true, confirm = true, eval = true, settimeout = true,
-  setinterval = true, atob = true, print = true, fetch = true, import = true,
+  setinterval = true, atob = true, fetch = true, import = true,
   execscript = true, msgbox = true }
 local JS_GLOBALS = { window = true, self = true, top = true, parent = true, frames = true, globalthis = true,
   this = true, document = true, content = true, opener = true }
 
 function D.js(lv)
   -- sink calls: alert(1), alert`1`, (alert)(1), eval.call
-  for name, p in gmatch(lv, "([%a_$][%w_$]*)%s*()[%(`]") do
+  local p = each_call(lv, "[%(`]", function(name, at, p)
     if JS_SINKS[name] then
-      local st = p - 1
-      while st > 1 and find(sub(lv, st - 1, st - 1), "[%w_$%s]") do st = st - 1 end
-      local prev = sub(lv, st - 1, st - 1)
-      -- "alert(" preceded by code punctuation or at the start; prose "please confirm (yes)" has a space
+      -- "alert(" anywhere; the words that are also prose ("please confirm (yes)") only when
+      -- written as code, without a blank before the parenthesis
       if name == "alert" or name == "prompt" or name == "eval" or name == "atob" or name == "execscript" or
-        (sub(lv, p - 1, p - 1) ~= " " and sub(lv, p - 2, p - 2) ~= " ") then
-        if sub(lv, p, p) == "`" or not find(sub(lv, p + 1, p + 1), "^[%a]") or name ~= "print" then
-          return st
-        end
+        byte(lv, p - 1) ~= 32 then
+        return at
       end
     end
-  end
-  for name, p in gmatch(lv, "([%a_$][%w_$]*)%s*()%[") do
+  end) or each_call(lv, "%[", function(name, at, p)
     if JS_GLOBALS[name] then
       local inner = sub(lv, p + 1, p + 1)
-      if find(inner, "^['\"`/%(%[%a%d!+]") then return p - #name end
+      if find(inner, "^['\"`/%(%[%a%d!+]") then return at end
     end
-  end
-  local p = find(lv, "document%s*%.%s*[cdwl]") -- document.cookie/domain/write/location
+  end)
+  if p then return p end
+  -- (alert)(1), (0,eval)('...')
+  p = find(lv, "%(%s*[%d,%s]*alert%s*%)%s*[%(`]") or find(lv, "%(%s*[%d,%s]*eval%s*%)%s*[%(`]") or
+    find(lv, "%(%s*[%d,%s]*prompt%s*%)%s*[%(`]") or find(lv, "%(%s*[%d,%s]*confirm%s*%)%s*[%(`]")
+  if p then return p end
+  p = find(lv, "document%s*%.%s*[cdwl]") -- document.cookie/domain/write/location
   if p then
     local w = match(lv, "^document%s*%.%s*([%a]+)", p)
     if w == "cookie" or w == "domain" or w == "write" or w == "writeln" or w == "location" then return p end
@@ -603,13 +643,13 @@ end
 
 -- Attributes of a tag starting at position p (after "<name"), up to the closing '>' or the end.
 local function tag_attrs(lv, p)
-  local close = find(lv, ">", p, true) or #lv + 1
+  local close = find(lv, "[<>]", p) or #lv + 1
   local attrs = sub(lv, p, close - 1)
   return attrs, close
 end
 
 function D.xss(v)
-  if not find(v, "[<>:%(`%[=&\\]") then return nil end
+  if not find(v, "[<>:%(`%[=&\\]") and not find(v, "document", 1, true) then return nil end
   local lv = lower(v)
   local sq = squash(lv)
   -- tags
@@ -625,13 +665,14 @@ function D.xss(v)
       local complete = sub(sq, e + 1, e + 1) == ">" or find(attrs, "=", 1, true) or
         (find(sq, "^[%s/][^<]*>", e + 1) ~= nil)
       if (DANGER_TAGS[name] or DANGER_TAGS[base]) and complete then return lt end
+      if name == "style" and complete then
+        local css = sub(sq, e + 1, e + 2000)
+        if find(css, "@import", 1, true) or find(css, "expression%s*%(") or find(css, "url%s*%(%s*['\"]?%s*javascript") then return lt end
+      end
       -- event handlers, separated from the name by blanks, '/', quotes or nothing after a quote
       for h, q in gmatch(attrs, "[%s/\"'`]on([%a]+)%s*=%s*()") do
         -- JSX's onChange={handler} is code in a code field, not markup
         if EVENT_HANDLERS[h] and sub(attrs, q, q) ~= "{" then return lt end
-      end
-      for a, val in gmatch(attrs, "([%a:%-]+)%s*=%s*([^%s>]*)") do
-        if URL_ATTRS[a] and (script_url(val, 1) or find(val, "^[\"']?%s*javascript")) then return lt end
       end
       if script_url(attrs, 1) then return lt end
       i = e + 1
@@ -680,10 +721,10 @@ local function shell_args(lv, e, newline)
   local rest = sub(lv, e + 1, e + 24)
   if newline then
     -- a word alone on a line is text (GraphQL's "id"); a command line has arguments
-    return find(rest, "^[\t ]+[%-/~\\$'\"]") ~= nil or find(rest, "^[\t ]+%a:\\") ~= nil
+    return rest == "" or find(rest, "^[\t ]+[%-/~\\$'\"]") ~= nil or find(rest, "^[\t ]+%a:\\") ~= nil
   end
   return rest == "" or find(rest, "^%s+[%-/~%.\\$'\"%d]") ~= nil or find(rest, "^%s+%a:\\") ~= nil or
-    find(rest, "^%${ifs}") ~= nil or find(rest, "^%s*[`)]") ~= nil or find(rest, "^%s*[;|&]+%s*$") ~= nil or
+    find(rest, "^%$%{?ifs") ~= nil or find(rest, "^,") ~= nil or find(rest, "^%s*[`)]") ~= nil or find(rest, "^%s*[;|&]+%s*$") ~= nil or
     find(rest, "^[\t ]*[\r\n]") ~= nil or find(rest, "^%s*[<>]+%s*[/&%d]") ~= nil
 end
 
@@ -693,8 +734,12 @@ local function command_at(lv, i, newline)
   local _, e = find(lv, "^[%s'\"{(!]*", i)
   i = e + 1
   if sub(lv, i, i + 5) == "${ifs}" or sub(lv, i, i + 3) == "$ifs" then return i end
-  local _, we, word = find(lv, "^([%w_%.%-/\\:]+)", i)
+  local _, we, word = find(lv, "^([%w_%.%-/\\:'\"?*]+)", i)
   if not we then return nil end
+  -- quotes and backslashes inside a word vanish in a shell: c'a't, c\at
+  word = gsub(word, "['\"]", "")
+  if find(word, "^/[%w?*/]*[?*]") then return i end -- /???/c?t, /bin/ca*
+  word = gsub(word, "\\(%a)", "%1")
   -- /bin/cat, /usr/bin/id, c:\windows\system32\cmd.exe
   local base = match(word, "([^/\\]+)$") or word
   base = gsub(base, "%.exe$", "")
@@ -702,6 +747,7 @@ local function command_at(lv, i, newline)
   if CMD_STRONG[base] and #base > 2 and not newline and base ~= "hostname" and base ~= "openssl" then return i end
   -- short names, and any command after a line break (text has lines too), need shell arguments
   if (CMD_STRONG[base] or CMD_WEAK[base]) and shell_args(lv, we, newline) then return i end
+  if base == "net" and find(lv, "^%s+user", we + 1) or find(lv, "^%s+localgroup", we + 1) then return i end
   return nil
 end
 
@@ -714,12 +760,15 @@ function D.cmdi(v)
   -- separators: ; | || & && newline, command substitution `...` and $(...)
   local i = 1
   while true do
-    local s = find(lv, "[;|&`\n\r$]", i)
+    local s = find(lv, "[;|&`\n\r$<>]", i)
     if not s then break end
     local c = sub(lv, s, s)
     local from = s + 1
-    if c == "$" then
+    if c == "$" or c == "<" or c == ">" then
+      -- $(cmd), and the process substitutions <(cmd) and >(cmd)
       if sub(lv, s + 1, s + 1) == "(" then from = s + 2 else from = nil end
+    elseif c == "`" and (sub(lv, s + 1, s + 1) == "`" or sub(lv, s - 1, s - 1) == "`") then
+      from = nil -- ``` and `` are Markdown code, not a substitution
     elseif c == "|" or c == "&" then
       if sub(lv, s + 1, s + 1) == c then from = s + 2 end
       -- "&" is also a parameter separator or an entity: &amp; &x=
@@ -741,12 +790,16 @@ end
 local SENSITIVE = { "/etc/passwd", "/etc/shadow", "/etc/group", "/etc/hosts", "/etc/issue", "/proc/self/",
   "/proc/version", "win.ini", "boot.ini", "system32/", "web-inf/", "meta-inf/", ".htaccess", ".htpasswd",
   "/.git/", "/.svn/", "/.hg/", "/.env", "id_rsa", "wp-config.php", "/etc/mysql/", "/var/log/",
-  "/.ssh/", ".bash_history", "/.aws/", "/etc/nginx/", "/etc/apache2/", "/usr/local/etc/" }
+  "/.ssh/", ".bash_history", ".aws/", "web.config", ".svn/", "wwwroot/", "/etc/nginx/", "/etc/apache2/", "/usr/local/etc/" }
 local INCLUDE_SCHEMES = { "php://", "file://", "zip://", "phar://", "expect://", "data://", "glob://",
   "compress.zlib://", "compress.bzip2://", "jar:file:", "ogg://", "rar://", "ssh2." }
 
 local function traversal_common(lv)
   local s = gsub(lv, "\\", "/")
+  if find(s, "[\226\239]") then
+    -- fullwidth and other look-alike dots and slashes that some decoders fold to ASCII
+    s = gsub(gsub(gsub(s, "\239\188\142", "."), "\239\188\143", "/"), "\226\136\149", "/")
+  end
   local p = find(s, "../", 1, true) or find(s, "..;/", 1, true)
   if p then return p end
   p = find(s, "%z[%.%w]*%.%w+$") -- ../../etc/passwd%00.png
@@ -755,11 +808,13 @@ local function traversal_common(lv)
     p = find(s, f, 1, true)
     if p then return p end
   end
+  p = find(s, "/proc/%d+/")
+  if p then return p end
   return nil
 end
 
 function D.traversal(v)
-  if not find(v, "[/\\:%.%z]") then return nil end
+  if not find(v, "[/\\:%.%z\226\239]") then return nil end
   local lv = lower(v)
   local p = traversal_common(lv)
   if p then return p end
@@ -793,7 +848,9 @@ local function internal_host(h)
     find(h, "^%[0*:") or find(h, "^%[::ffff:") or h == "metadata.google.internal" or h == "metadata" or
     h == "instance-data" or find(h, "^169%.254%.") or h == "100.100.100.200" or h == "localtest.me" or
     find(h, "%.localtest%.me$") or find(h, "^127%.") or h == "127.1" or find(h, "^10%.") or find(h, "^192%.168%.") or
-    h == "fd00:ec2::254" or find(h, "^%[fd00:ec2") or find(h, "^%[fe80:") then
+    find(h, "^%[f[cd]%x*:") or find(h, "^%[fe80:") or not find(h, ".", 1, true) or find(h, "%.internal$") or
+    find(h, "%.local$") or find(h, "%.svc$") or find(h, "%.svc%.cluster%.local$") or find(h, "%.consul$") or
+    find(h, "%.corp$") or find(h, "%.lan$") or find(h, "%.intranet$") or find(h, "%.home%.arpa$") then
     return true
   end
   local a, b = match(h, "^172%.(%d+)%.")
@@ -802,7 +859,7 @@ local function internal_host(h)
   if find(h, "^%d+$") and #h >= 8 then return true end
   if find(h, "^0x%x+") or find(h, "^0%d+%.") or find(h, "%.0x%x") then return true end
   if find(h, "%.nip%.io$") or find(h, "%.xip%.io$") or find(h, "%.sslip%.io$") then
-    return internal_host(match(h, "^(.-)%.[%a]+%.io$") or "")
+    return internal_host(match(h, "(%d+[%.%-]%d+[%.%-]%d+[%.%-]%d+)%.[%a]+%.io$") or "example.com")
   end
   return false
 end
@@ -819,10 +876,13 @@ function D.ssrf(v)
   -- http(s) URLs anywhere in the value
   local i = 1
   while true do
-    local p, e = find(lv, "https?://", i)
+    local p, e = find(lv, "%a[%w+%-.]*://", i)
     if not p then break end
+    local scheme = match(sub(lv, p, e), "^([%a]+)")
     local authority = match(lv, "^[^/?#%s\"'<>]*", e + 1) or ""
     local host = gsub(authority, "^.*@", "")
+    -- "https://android-app://..." names an app, not a host
+    if find(host, ":$") or host == "" or (scheme ~= "http" and scheme ~= "https" and scheme ~= "ftp") then host = "example.com" end
     if sub(host, 1, 1) == "[" then host = match(host, "^%[[^%]]*%]") or host
     else host = gsub(host, ":%d*$", "") end
     if internal_host(host) then return p end
@@ -857,21 +917,23 @@ end
 ---------------------------------------------------------------------------------------------------
 
 -- Log4j lookups hidden by nested lookups (${${lower:j}ndi:...}, ${${::-j}ndi:...}).
-local function unlookup(s)
-  for _ = 1, 6 do
+-- Returns true when resolving them yields a JNDI lookup.
+local function jndi(s)
+  for _ = 1, 8 do
+    if find(s, "${jndi:", 1, true) then return true end
     local t = gsub(s, "%${[^${}]*:%-([^${}]*)}", "%1")
-    t = gsub(t, "%${%a+:([^${}]*)}", "%1")
+    t = gsub(t, "%${[%w]+:['\"]?([^${}'\"]*)['\"]?}", "%1")
     if t == s then break end
     s = t
   end
-  return s
+  return find(s, "${jndi:", 1, true) ~= nil
 end
 
 local CODE_CALLS = {}
 for w in gmatch([[system passthru shell_exec popen proc_open pcntl_exec phpinfo assert
   call_user_func call_user_func_array create_function base64_decode file_put_contents
   file_get_contents fputs fwrite preg_replace include_once require_once str_rot13 gzinflate
-  __import__ getruntime processbuilder exec_command]], "%S+") do
+  __import__ getruntime processbuilder exec_command exec]], "%S+") do
   CODE_CALLS[w] = true
 end
 
@@ -885,16 +947,30 @@ local CODE_MARKERS = { "java.lang.runtime", "java.lang.processbuilder", "java.la
   "templatesimpl", "bsh.interpreter", "groovy.lang.", "java.net.url", "java.io.file", "getclass(",
   "classloader", ".forname(", "$class.inspect", "#set(", "#foreach", "<#assign", "${class", "<%=", "<%@",
   "java.beans.xmldecoder", "org.springframework.context.support", "javax.naming", "jndi:", "@type\":\"com.",
-  "@type\":\"java.", "@type\":\"org.", "\"@type\":\"", "\".execute()", "'.execute()" }
+  "@type\":\"java.", "@type\":\"org.", "\"@type\":\"", "\"$type\":\"system.", "objectdataprovider",
+  "system.diagnostics.process", "!!python/", "!ruby/", "kernel.exec", "kernel.system", "io.popen", "{php}",
+  "cos\nsystem", "cposix\nsystem", "cbuiltins\n", "c__builtin__\n", "csubprocess\n", "\".execute()", "'.execute()" }
 
 function D.injection(v)
-  if not find(v, "[%${}<%(%.#@:%[]") and not find(v, "rO0AB", 1, true) and not find(v, "aced0005", 1, true) then return nil end
+  if not find(v, "[%${}<%(%.#@:%[!\n]") and not find(v, "rO0AB", 1, true) and not find(v, "^gA[SJNR][VjW]") and
+    not find(v, "[aA][cC]%s?[eE][dD]%s?00%s?05") then return nil end
   local lv = lower(v)
   local p
   if find(lv, "${", 1, true) then
-    local u = unlookup(lv)
-    p = find(u, "${jndi:", 1, true) or find(u, "jndi:ldap", 1, true) or find(u, "jndi:rmi", 1, true) or find(u, "jndi:dns", 1, true)
-    if p then return find(lv, "${", 1, true) end
+    if jndi(lv) then return find(lv, "${", 1, true) end
+    -- other Log4j lookups (secrets from the environment) and JSP/JSF expression language
+    p = find(lv, "%${%s*[%w]+:[^}]*}")
+    if p then
+      local name = match(lv, "^%${%s*([%w]+):", p)
+      if name == "env" or name == "sys" or name == "java" or name == "ctx" or name == "main" or name == "lower" or
+        name == "upper" or name == "date" or name == "k8s" or name == "docker" or name == "spring" or
+        name == "base64" or name == "bundle" or name == "web" or name == "jvmrunargs" or name == "log4j" then
+        return p
+      end
+    end
+    p = find(lv, "${applicationscope", 1, true) or find(lv, "${sessionscope", 1, true) or find(lv, "${pagecontext", 1, true) or
+      find(lv, "${requestscope", 1, true) or find(lv, "${initparam", 1, true) or find(lv, "%${[^}]-%.[%a_]+%s*%(")
+    if p then return p end
   end
   for _, m in ipairs(CODE_MARKERS) do
     p = find(lv, m, 1, true)
@@ -905,25 +981,29 @@ function D.injection(v)
     find(lv, "%(#[%a_]+%s*=")
   if p then return p end
   -- template expressions that compute: {{7*7}}, ${7*7}, #{7*7}, {233*233}, <%= 7*7 %>
-  p = find(lv, "[{$#]%s*%d+%s*[%*%+/%-]%s*%d+%s*}")
+  p = find(lv, "[{$#]%s*%d+%s*[%*%+/%-]%s*['\"]?%d+['\"]?%s*}") or find(lv, "{{#with%s+[\"']")
   if p then return p end
-  p = find(lv, "{{[^}]-[%.%[%(|][^}]-}}")
-  if p then
-    local expr = match(lv, "{{([^}]*)}}", p) or ""
+  p = find(lv, "{{", 1, true)
+  while p do
+    local expr = match(sub(lv, p + 2, p + 202), "^([^}]*)}}") or ""
     if find(expr, "[%a_]+%.[%a_]+") and find(expr, "[%(%[]") or find(expr, "config") or find(expr, "self") or
       find(expr, "request") or find(expr, "lipsum") or find(expr, "cycler") or find(expr, "|attr") or find(expr, "constructor") then
       return p
     end
+    p = find(lv, "{{", p + 2, true)
   end
   -- calls of functions that run code or commands
-  for name, q in gmatch(lv, "([%a_][%w_]*)%s*()%(") do
+  p = each_call(lv, "%(", function(name, at, q)
     if CODE_CALLS[name] then
       local arg = sub(lv, q + 1, q + 1)
-      if find(arg, "^['\"$%)`]") or find(lv, "^[%s]*[%a_][%w_]*%s*%(", q + 1) or name == "phpinfo" then return q - #name end
+      if find(arg, "^['\"$%)`]") or find(sub(lv, q + 1, q + 41), "^[%s]*[%a_][%w_]*%s*%(") or name == "phpinfo" then return at end
     end
-  end
+  end)
+  if p then return p end
   -- serialized Java objects (base64 or hex) and PHP objects
-  p = find(v, "rO0AB", 1, true) or find(lv, "aced0005", 1, true) or find(v, "^[Oa]:%d+:[\"{]") or find(v, "[;{]O:%d+:\"")
+  -- and pickles (protocol 2 to 5, base64)
+  p = find(v, "rO0AB", 1, true) or find(lv, "ac%s?ed%s?00%s?05") or find(v, "^[Oa]:%d+:[\"{]") or find(v, "[;{]O:%d+:\"") or
+    find(v, "^gA[SJNR][VjW]")
   return p
 end
 
@@ -934,12 +1014,12 @@ end
 local EXEC_EXT = {}
 for w in gmatch([[php php2 php3 php4 php5 php6 php7 php8 phtml pht phtm phar phps pgif shtml shtm
   jsp jspx jsw jsv jspf jhtml asp aspx asa asax ascx ashx asmx asp cer cgi pl war htaccess
-  htpasswd cfm cfml]], "%S+") do
+  htpasswd cfm cfml stm]], "%S+") do
   EXEC_EXT[w] = true
 end
 
 function D.upload(filename)
-  local f = lower(filename)
+  local f = lower(D.url_decode(filename, false))
   f = match(f, "^[^%z]*") -- x.php\0.jpg
   f = gsub(f, "::%$data$", "")
   f = gsub(f, "[%s%.]+$", "")
@@ -1128,7 +1208,15 @@ function D.xml_values(body, out)
   for tag, textv in gmatch(body, "<([%w:_%-%.]+)[^>]*>([^<]+)") do
     if find(textv, "%S") then out[#out + 1] = { tag, D.html_decode(textv) } end
   end
-  for cdata in gmatch(body, "<!%[CDATA%[(.-)%]%]>") do out[#out + 1] = { "cdata", cdata } end
+  local i = 1
+  while true do
+    local s0, e0 = find(body, "<![CDATA[", i, true)
+    if not s0 then break end
+    local e1 = find(body, "]]>", e0 + 1, true)
+    if not e1 then out[#out + 1] = { "cdata", sub(body, e0 + 1) } break end
+    out[#out + 1] = { "cdata", sub(body, e0 + 1, e1 - 1) }
+    i = e1 + 3
+  end
   return out
 end
 

@@ -5,7 +5,8 @@
 -- and leaves the results in txn variables; this engine applies docs/architecture.md's processing order to them,
 -- first decisive step wins:
 --   1 whitelist -> pass   2 blacklist/country -> 403   3 bad bot / AI crawler -> 403, challenge -> 200
---   4 rate limit -> 429   5 OWASP (high only) -> 403   6 pass
+--   4 rate limit -> 429   then 5, attack detection (level high), runs per thread in
+--   rampart_detect.lua, after this engine has passed the request
 -- Decisions are pure functions (M.decide); I/O (txn, core) stays in the action at the bottom.
 
 local M = {}
@@ -62,8 +63,8 @@ end
 
 ---------------------------------------------------------------------------------------------------
 -- Decision: r holds what the native lookups found; returns {action, status, reason, rule}.
---   r.wl, r.bl, r.ai: rule ids or nil; r.country: ISO code or nil; r.badbot, r.crawler, r.sqli,
---   r.xss: booleans; r.cookie_ok: the challenge cookie verified; r.ip, r.now.
+--   r.wl, r.bl, r.ai: rule ids or nil; r.country: ISO code or nil; r.badbot, r.crawler:
+--   booleans; r.cookie_ok: the challenge cookie verified; r.ip, r.now.
 ---------------------------------------------------------------------------------------------------
 local PASS = { action = "pass" }
 
@@ -90,11 +91,6 @@ function M.decide(domain_id, r)
   local rl = M.settings.rate_limit
   if rl and d.level ~= "low" and M.limiter_hit(r.ip, r.now, rl.rpm) then
     return { action = "deny", status = 429, reason = "rate_limited", rule = rl.id }
-  end
-  -- 5. OWASP patterns (high)
-  if d.level == "high" then
-    if r.sqli then return { action = "deny", status = 403, reason = "sqli_detected" } end
-    if r.xss then return { action = "deny", status = 403, reason = "xss_detected" } end
   end
   return PASS
 end
@@ -133,6 +129,14 @@ function M.body(status)
   return BODIES[status] or ""
 end
 
+-- An event field in the syslog line: percent-encoded, so it holds no blank or control byte
+-- (the same encoding as rampart_detect.lua's, which the agent decodes).
+function M.log_escape(s, max)
+  if s == nil or s == "" then return "-" end
+  if #s > max then s = string.sub(s, 1, max) end
+  return (string.gsub(s, "[^\33-\36\38-\126]", function(c) return string.format("%%%02X", string.byte(c)) end))
+end
+
 -- Called by the generated data file.
 function rampart_waf_configure(settings)
   M.settings = settings
@@ -163,8 +167,6 @@ if core ~= nil and core.register_action ~= nil then
     crawler = function(txn) return var(txn, "txn.rp_crawler") ~= nil end,
     -- the challenge cookie is verified natively (hmac converter); see waf.ts
     cookie_ok = function(txn) return var(txn, "txn.rp_cookie_ok") ~= nil end,
-    sqli = function(txn) return var(txn, "txn.rp_sqli") ~= nil end,
-    xss = function(txn) return var(txn, "txn.rp_xss") ~= nil end,
   }
   local LAZY = {
     __index = function(t, k)
@@ -184,6 +186,9 @@ if core ~= nil and core.register_action ~= nil then
     if d.action == "pass" then return end
     txn:set_var("txn.rp_reason", d.reason)
     txn:set_var("txn.rp_rule", d.rule or "-")
+    txn:set_var("txn.rp_action", "block")
+    txn:set_var("txn.rp_method", M.log_escape(txn.f:method(), 16))
+    txn:set_var("txn.rp_path", M.log_escape(txn.f:path(), 256))
     txn:set_loglevel(core.info)
     local body
     if d.action == "challenge" then
