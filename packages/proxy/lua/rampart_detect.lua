@@ -969,8 +969,14 @@ function D.injection(v)
       end
     end
     p = find(lv, "${applicationscope", 1, true) or find(lv, "${sessionscope", 1, true) or find(lv, "${pagecontext", 1, true) or
-      find(lv, "${requestscope", 1, true) or find(lv, "${initparam", 1, true) or find(lv, "%${[^}]-%.[%a_]+%s*%(")
+      find(lv, "${requestscope", 1, true) or find(lv, "${initparam", 1, true)
     if p then return p end
+    -- ${obj.method(...)}: an expression that calls something (within 200 bytes of its "${")
+    p = find(lv, "${", 1, true)
+    while p do
+      if find(match(sub(lv, p + 2, p + 202), "^[^}]*") or "", "%.[%a_]+%s*%(") then return p end
+      p = find(lv, "${", p + 2, true)
+    end
   end
   for _, m in ipairs(CODE_MARKERS) do
     p = find(lv, m, 1, true)
@@ -1045,25 +1051,26 @@ end
 -- Running the detectors over one value.
 ---------------------------------------------------------------------------------------------------
 
-D.DETECTORS = { "sqli", "xss", "cmdi", "traversal", "ssrf", "xxe", "injection" }
+D.DETECTORS = { "sqli", "xss", "cmdi", "traversal", "injection", "ssrf", "xxe" }
 D.REASONS = { sqli = "sqli_detected", xss = "xss_detected", cmdi = "cmdi_detected",
   traversal = "traversal_detected", ssrf = "ssrf_detected", xxe = "xxe_detected",
   injection = "injection_detected", upload = "upload_blocked" }
 
--- Values that cannot carry an attack: letters, digits, blanks and harmless punctuation.
+-- Values made of letters, digits, blanks (not line breaks) and harmless punctuation: only
+-- keyword SQL ("1 union select 2") and serialized objects (base64 or hex) can hide in them.
 local function plain(v)
-  return not find(v, "[^%w%s%.,_@:/%-\128-\255]") and not find(v, "//", 1, true)
+  return not find(v, "[^%w \t,_@:%-\128-\238\240-\255]") -- \239: fullwidth forms fold to ASCII
 end
 
 -- Runs every detector not excepted (skip(detector) true) over v; returns detector, position.
 function D.check(v, skip, only)
   if #v > D.VALUE_LIMIT then v = sub(v, 1, D.VALUE_LIMIT) end
   if plain(v) then
-    -- "1 union select ..." and keyword-only SQL still need the SQL detector
-    local lv = lower(v)
-    if (find(lv, "union", 1, true) or find(lv, "select", 1, true)) and not (skip and skip("sqli")) then
-      local p = D.sqli(v)
-      if p then return "sqli", p, v end
+    for _, name in ipairs({ "sqli", "injection" }) do
+      if not (skip and skip(name)) then
+        local p = D[name](v)
+        if p then return name, p, v end
+      end
     end
     return nil
   end

@@ -8,44 +8,8 @@ core = nil
 local path = assert(arg[1], "usage: lua5.3 waf_engine_test.lua <path to rampart_waf.lua>")
 local M = dofile(path)
 
----------------------------------------------------------------------------------------------------
--- A tiny test harness
----------------------------------------------------------------------------------------------------
-local passed, failed = 0, 0
-local current
-
-local function show(v)
-  if type(v) == "string" then return string.format("%q", v) end
-  if type(v) ~= "table" then return tostring(v) end
-  local keys = {}
-  for k in pairs(v) do keys[#keys + 1] = tostring(k) end
-  table.sort(keys)
-  local parts = {}
-  for _, k in ipairs(keys) do
-    local val = v[k]
-    if val == nil then val = v[tonumber(k)] end
-    parts[#parts + 1] = k .. "=" .. show(val)
-  end
-  return "{" .. table.concat(parts, ", ") .. "}"
-end
-
-local function fail(msg)
-  error(msg, 3)
-end
-
-local function eq(actual, expected, what)
-  if actual ~= expected then
-    fail(string.format("%s: expected %s, got %s", what or "value", show(expected), show(actual)))
-  end
-end
-
-local function truthy(v, what)
-  if not v then fail((what or "condition") .. ": expected true, got " .. show(v)) end
-end
-
-local function falsy(v, what)
-  if v then fail((what or "condition") .. ": expected false/nil, got " .. show(v)) end
-end
+local H = dofile((arg[0]:match("^(.*)/") or ".") .. "/harness.lua")
+local show, fail, eq, truthy, falsy, test = H.show, H.fail, H.eq, H.truthy, H.falsy, H.test
 
 -- Asserts a decision: expected is { action, status, reason, rule } (absent keys not compared,
 -- except that a "pass" must carry no status/reason).
@@ -59,18 +23,6 @@ local function decision(d, expected, what)
   end
   if expected.action == "pass" and (d.status ~= nil or d.reason ~= nil) then
     fail(string.format("%s: a pass must not carry a status or reason, got %s", what, show(d)))
-  end
-end
-
-local function test(name, fn)
-  current = name
-  local ok, err = pcall(fn)
-  if ok then
-    passed = passed + 1
-    print("ok     " .. name)
-  else
-    failed = failed + 1
-    print("FAILED " .. name .. "\n       " .. tostring(err))
   end
 end
 
@@ -563,5 +515,4 @@ test("cookie payload, challenge page and response bodies", function()
   truthy(M.body(403):find("Forbidden", 1, true), "403 body")
 end)
 
-print(string.format("%d passed, %d failed", passed, failed))
-if failed > 0 then os.exit(1) end
+H.finish()

@@ -1,0 +1,274 @@
+-- Unit tests of the attack detectors (lua/rampart_detect.lua) in plain Lua 5.3, outside HAProxy.
+-- Usage: lua5.3 detect_test.lua path/to/rampart_detect.lua path/to/test/corpus
+-- Each detector is a pure function of one decoded value; D.inspect walks the parts of a request.
+-- The corpora (test/corpus) were written for these tests: ordinary values that must pass and
+-- attacks of every class that must not.
+
+core = nil
+local D = dofile(assert(arg[1], "usage: lua5.3 detect_test.lua <rampart_detect.lua> <corpus dir>"))
+local CORPUS = assert(arg[2], "usage: lua5.3 detect_test.lua <rampart_detect.lua> <corpus dir>")
+local H = dofile((arg[0]:match("^(.*)/") or ".") .. "/harness.lua")
+local show, fail, eq, truthy, falsy, test = H.show, H.fail, H.eq, H.truthy, H.falsy, H.test
+
+-- One JSON string a line.
+local function corpus(file)
+  local out = {}
+  for line in io.lines(CORPUS .. "/" .. file) do
+    local s = D.json_strings(line)[1]
+    if s then out[#out + 1] = s[2] end
+  end
+  return out
+end
+
+local function detector(v)
+  local d = D.check(v)
+  return d
+end
+
+-- A request as HAProxy hands it to the action.
+local function req(t)
+  t.method = t.method or "GET"
+  t.path = t.path or "/"
+  t.headers = t.headers or {}
+  return t
+end
+
+---------------------------------------------------------------------------------------------------
+-- The bypasses of issue 8: each was valid SQL or HTML that got through the old regexes
+---------------------------------------------------------------------------------------------------
+local BYPASSES = {
+  { "UNION/*x*/SELECT 1", "sqli" }, { "1 UNION%23x%0aSELECT 1", "sqli" }, { "1 UNION/*!50000SELECT*/ 1", "sqli" },
+  { "1 UNION DISTINCTROW SELECT 1", "sqli" }, { "1union select 1", "sqli" }, { "1e0union select 1", "sqli" },
+  { "1'/**/OR/**/1=1--", "sqli" }, { "1' or true-- ", "sqli" }, { "' || 1=1--", "sqli" }, { "' OR 1 IN (1)--", "sqli" },
+  { "1;/**/DROP/**/TABLE users", "sqli" }, { "INSERT/**/INTO users VALUES (1)", "sqli" },
+  { "UPDATE/**/users/**/SET admin=1", "sqli" }, { "DELETE/**/FROM users", "sqli" },
+  { "java\tscript:alert(1)", "xss" }, { "&#106;avascript:alert(1)", "xss" }, { "<img src=x onmouseover=alert(1)>", "xss" },
+  { "<details open ontoggle=alert(1)>", "xss" }, { "<input autofocus onfocus=alert(1)>", "xss" },
+  { "%253Cscript%253Ealert(1)%253C/script%253E", "xss" },
+}
+
+test("every bypass of issue 8 is caught by the right detector", function()
+  for _, b in ipairs(BYPASSES) do eq(detector(b[1]), b[2], b[1]) end
+end)
+
+test("a payload split over a repeated parameter is caught once the values are joined", function()
+  local f = D.inspect(req({ path = "/items", query = "id=1%20UNION/*&id=*/SELECT%201" }))
+  truthy(f, "joined values")
+  eq(f.reason, "sqli_detected", "reason")
+  eq(f.location, "query:id", "location")
+  falsy(D.check("*/SELECT 1"), "the second value alone")
+end)
+
+---------------------------------------------------------------------------------------------------
+-- Corpora
+---------------------------------------------------------------------------------------------------
+test("no ordinary value is flagged (test/corpus/benign.jsonl)", function()
+  local values = corpus("benign.jsonl")
+  truthy(#values >= 2000, "at least 2,000 ordinary values, got " .. #values)
+  local flagged = {}
+  for _, v in ipairs(values) do
+    local d, p, c = D.check(v)
+    if d then flagged[#flagged + 1] = d .. ": " .. show(v) end
+  end
+  if #flagged > 0 then fail(#flagged .. " ordinary values flagged:\n         " .. table.concat(flagged, "\n         ")) end
+end)
+
+test("no ordinary file name is an executable upload (test/corpus/benign-upload-names.jsonl)", function()
+  for _, v in ipairs(corpus("benign-upload-names.jsonl")) do falsy(D.upload(v), v) end
+end)
+
+-- Attacks no detector catches yet, each with the reason; anything else in the corpora must be caught.
+local KNOWN_MISSES = {
+  ["1 -- comment"] = "a number then a comment is also how people write prose",
+  ["; echo vulnerable"] = "echo followed by a plain word reads like text",
+  ["; ps aux"] = "ps followed by a plain word reads like text",
+  ["http://①②⑦.⓪.⓪.①/"] = "enclosed alphanumerics are not folded to digits",
+}
+
+for _, class in ipairs({ "sqli", "xss", "cmdi", "traversal", "ssrf", "xxe", "injection", "upload" }) do
+  test("every " .. class .. " attack is caught (test/corpus/attacks/" .. class .. ".jsonl)", function()
+    local values = corpus("attacks/" .. class .. ".jsonl")
+    truthy(#values >= 25, "corpus size")
+    local missed, own = {}, 0
+    for _, v in ipairs(values) do
+      local hit
+      if class == "upload" then
+        hit = D.upload(v) and "upload"
+      else
+        hit = D.check(v)
+        if D[class](D.canonical(v)) then own = own + 1 end
+      end
+      if not hit and not KNOWN_MISSES[v] then missed[#missed + 1] = show(v) end
+    end
+    if #missed > 0 then fail(#missed .. " attacks missed:\n         " .. table.concat(missed, "\n         ")) end
+    -- and nearly all by the detector of their own class (a few overlap: file:// is SSRF and LFI)
+    if class ~= "upload" then truthy(own >= #values * 0.95, class .. " detector caught " .. own .. " of " .. #values) end
+  end)
+end
+
+---------------------------------------------------------------------------------------------------
+-- Decoders
+---------------------------------------------------------------------------------------------------
+test("decoders: percent, plus, %u, entities, string escapes, UTF-7, overlong UTF-8", function()
+  eq(D.url_decode("a%20b+c", true), "a b c", "form")
+  eq(D.url_decode("a+b%zz", false), "a+b%zz", "malformed escapes stay")
+  eq(D.url_decode("%u003cx", false), "<x", "%u")
+  eq(D.html_decode("&#x6a;&#0000106&lt;&colon;&NewLine;"), "jj<:\n", "entities, ';' optional")
+  eq(D.unescape("\\u0061\\x62\\143\\u{64}"), "abcd", "escapes")
+  eq(D.canonical("%253Cb%253E"), "<b>", "double encoding")
+  eq(D.canonical("+ADw-script+AD4-"), "<script>", "UTF-7")
+  eq(D.canonical("%c0%ae%c0%ae%c0%af"), "../", "overlong UTF-8")
+  eq(D.normalize_path("/a//b/./c;jsessionid=1/%2e%2e\\d"), "/a/b/c/../d", "path")
+end)
+
+---------------------------------------------------------------------------------------------------
+-- Request parts: each is inspected, and the event names where
+---------------------------------------------------------------------------------------------------
+local XSS = "<script>alert(1)</script>"
+local SQLI = "1' OR '1'='1"
+
+local PARTS = {
+  { "path", req({ path = "/search/%3Cscript%3Ealert(1)%3C%2Fscript%3E" }), "xss_detected", "path" },
+  { "path traversal", req({ path = "/static/..%252f..%252fetc/passwd" }), "traversal_detected", "path" },
+  { "query value", req({ query = "q=" .. XSS }), "xss_detected", "query:q" },
+  { "query name", req({ query = "%3Cscript%3Ealert(1)%3C/script%3E=1" }), "xss_detected", "query:<script>alert(1)</script>" },
+  { "cookie", req({ headers = { cookie = { [0] = "a=1; sid=" .. SQLI } } }), "sqli_detected", "cookie:sid" },
+  { "referer query", req({ headers = { referer = { [0] = "https://x.test/p?q=%3Cscript%3Ealert(1)%3C/script%3E" } } }), "xss_detected", "header:referer" },
+  { "user-agent", req({ headers = { ["user-agent"] = { [0] = "() { :; }; /bin/bash -c id" } } }), "cmdi_detected", "header:user-agent" },
+  { "x-forwarded-host", req({ headers = { ["x-forwarded-host"] = { [0] = "x.test\"><script>alert(1)</script>" } } }), "xss_detected", "header:x-forwarded-host" },
+  { "other header", req({ headers = { ["x-api-version"] = { [0] = "${jndi:ldap://x/a}" } } }), "injection_detected", "header:x-api-version" },
+  { "form body", req({ method = "POST", headers = { ["content-type"] = { [0] = "application/x-www-form-urlencoded" } }, body = "comment=" .. XSS }), "xss_detected", "body:comment" },
+  { "json body, deep", req({ method = "POST", headers = { ["content-type"] = { [0] = "application/json" } }, body = '{"a":[{"b":{"name":"1\' OR \'1\'=\'1"}}]}' }), "sqli_detected", "body:name" },
+  { "json escapes", req({ method = "POST", headers = { ["content-type"] = { [0] = "application/json" } }, body = '{"c":"\\u003cscript\\u003ealert(1)\\u003c/script\\u003e"}' }), "xss_detected", "body:c" },
+  { "multipart field", req({ method = "POST", headers = { ["content-type"] = { [0] = "multipart/form-data; boundary=XX" } },
+    body = "--XX\r\nContent-Disposition: form-data; name=\"bio\"\r\n\r\n" .. XSS .. "\r\n--XX--\r\n" }), "xss_detected", "body:bio" },
+  { "multipart file name", req({ method = "POST", headers = { ["content-type"] = { [0] = "multipart/form-data; boundary=XX" } },
+    body = "--XX\r\nContent-Disposition: form-data; name=\"f\"; filename=\"shell.php\"\r\nContent-Type: image/png\r\n\r\nPNG\r\n--XX--\r\n" }), "upload_blocked", "body:f" },
+  { "xml body", req({ method = "POST", headers = { ["content-type"] = { [0] = "application/xml" } },
+    body = '<?xml version="1.0"?><!DOCTYPE r [<!ENTITY x SYSTEM "file:///etc/passwd">]><r>&x;</r>' }), "xxe_detected", "body" },
+  { "text body", req({ method = "POST", headers = { ["content-type"] = { [0] = "text/plain" } }, body = "hello; cat /etc/passwd" }), "cmdi_detected", "body" },
+}
+
+for _, c in ipairs(PARTS) do
+  test("request part: " .. c[1], function()
+    local f = D.inspect(c[2])
+    truthy(f, "finding")
+    eq(f.reason, c[3], "reason")
+    eq(f.location, c[4], "location")
+    truthy(#f.matched > 0 and #f.matched <= D.MATCH_LEN, "a short excerpt: " .. show(f.matched))
+  end)
+end
+
+test("an ordinary browser request passes, headers, cookies and all", function()
+  falsy(D.inspect(req({
+    path = "/products/shoes", query = "size=42&colour=dark+blue&q=O%27Brien%27s",
+    headers = {
+      ["user-agent"] = { [0] = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0 Safari/537.36" },
+      accept = { [0] = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8" },
+      referer = { [0] = "https://shop.example/search?q=running+shoes&page=2" },
+      cookie = { [0] = "session=eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.abc; theme=dark" },
+    },
+  })), "ordinary request")
+end)
+
+test("a binary body is not read as text; a serialized Java object in it is", function()
+  falsy(D.inspect(req({ method = "POST", headers = { ["content-type"] = { [0] = "application/octet-stream" } }, body = "\0\1\2; cat /etc/passwd" })), "binary")
+  local f = D.inspect(req({ method = "POST", headers = { ["content-type"] = { [0] = "application/octet-stream" } }, body = "\172\237\0\5sr\0" }))
+  eq(f and f.reason, "injection_detected", "AC ED 00 05")
+end)
+
+test("only the first BODY_LIMIT bytes of a body are read", function()
+  local pad = string.rep("a", D.BODY_LIMIT)
+  falsy(D.inspect(req({ method = "POST", headers = { ["content-type"] = { [0] = "text/plain" } }, body = pad .. XSS })), "past the limit")
+  truthy(D.inspect(req({ method = "POST", headers = { ["content-type"] = { [0] = "text/plain" } }, body = XSS .. pad })), "within")
+end)
+
+---------------------------------------------------------------------------------------------------
+-- Exceptions (waf_exception rules)
+---------------------------------------------------------------------------------------------------
+test("an exception lets one field of one path carry what it names, and nothing else", function()
+  local ex = { { path = "/comments", loc = "body:content", det = "xss" } }
+  local function post(path, body) return req({ method = "POST", path = path, headers = { ["content-type"] = { [0] = "application/x-www-form-urlencoded" } }, body = body }) end
+  falsy(D.inspect(post("/comments/new", "content=" .. XSS), ex), "excepted field, path prefix")
+  eq(D.inspect(post("/comments/new", "title=" .. XSS), ex).location, "body:title", "another field")
+  eq(D.inspect(post("/posts", "content=" .. XSS), ex).reason, "xss_detected", "another path")
+  eq(D.inspect(post("/comments", "content=" .. SQLI), ex).reason, "sqli_detected", "another detector")
+end)
+
+test("exceptions: any detector, any cookie, the whole path", function()
+  local XSS_COOKIE = req({ path = "/app", headers = { cookie = { [0] = "pref=" .. XSS } } })
+  falsy(D.inspect(XSS_COOKIE, { { path = "/", loc = "cookie:*" } }), "cookie:*")
+  truthy(D.inspect(XSS_COOKIE, { { path = "/", loc = "query:*" } }), "query:* does not cover cookies")
+  falsy(D.inspect(XSS_COOKIE, { { path = "/app" } }), "every location, every detector")
+  truthy(D.inspect(XSS_COOKIE, { { path = "/application" } }), "prefix is a prefix of the request path, not the reverse")
+end)
+
+---------------------------------------------------------------------------------------------------
+-- Event fields and linear cost
+---------------------------------------------------------------------------------------------------
+test("event fields are percent-encoded without blanks, controls or '%'", function()
+  eq(D.log_escape("a b%\n\"<", 64), "a%20b%25%0A\"<", "escaped")
+  eq(D.log_escape("", 64), "-", "empty")
+  falsy(D.log_escape(string.rep("\0 ", 100), 64):find("[%s%z]"), "no blank or NUL")
+end)
+
+-- CPU time of inspecting a request whose query value is `unit` repeated n times.
+local function cost(unit, n, where)
+  local v = string.rep(unit, n)
+  local r
+  if where == "body" then
+    r = req({ method = "POST", headers = { ["content-type"] = { [0] = "application/json" } }, body = '{"k":"' .. v .. '"}' })
+  elseif where == "xml" then
+    r = req({ method = "POST", headers = { ["content-type"] = { [0] = "application/xml" } }, body = v })
+  else
+    r = req({ query = "q=" .. v })
+  end
+  local t0 = os.clock()
+  local rounds = 0
+  repeat
+    D.inspect(r)
+    rounds = rounds + 1
+  until os.clock() - t0 > 0.05
+  return (os.clock() - t0) / rounds
+end
+
+-- Inputs built to make backtracking patterns or nested loops blow up: long words without the
+-- character a pattern waits for, many openers without closers, deep nesting, long comments.
+local ADVERSARIAL = {
+  { "a", "query" }, { "<a ", "query" }, { "<", "query" }, { "'", "query" }, { "/*", "query" }, { "((", "query" },
+  { "{{", "query" }, { "${", "query" }, { "%25", "query" }, { "&#x", "query" }, { "\\u00", "query" },
+  { "../", "query" }, { "; x", "query" }, { "http://a", "query" }, { "on", "query" }, { "union ", "query" },
+  { "\\\"", "body" }, { "<![CDATA[", "xml" }, { "<a>", "xml" }, { "<!DOCTYPE ", "xml" }, { "script", "query" },
+  { "alert", "query" }, { "javascript", "query" }, { "[", "query" }, { "$(", "query" }, { "O:1:\"", "query" },
+}
+
+test("cost stays linear in input size for adversarial inputs (fuzz)", function()
+  local worst, name = 0, nil
+  for _, a in ipairs(ADVERSARIAL) do
+    local small = cost(a[1], 500, a[2])
+    local large = cost(a[1], 4000, a[2])
+    -- 8 times the input: a linear engine takes about 8 times as long; quadratic would be 64
+    local ratio = large / math.max(small, 1e-7)
+    if ratio > worst then worst, name = ratio, a[1] end
+  end
+  truthy(worst < 24, string.format("worst growth %.1fx for 8x the input (%s)", worst, show(name)))
+end)
+
+test("random inputs never raise an error", function()
+  math.randomseed(8)
+  local alphabet = "<>'\"`;|&$(){}[]/\\%#=-+*.,: \n\t\0abcxyzABC019<script>union select../${jndi:"
+  for _ = 1, 3000 do
+    local n = math.random(0, 200)
+    local t = {}
+    for i = 1, n do
+      local k = math.random(1, #alphabet)
+      t[i] = alphabet:sub(k, k)
+    end
+    local v = table.concat(t)
+    local ok, err = pcall(D.inspect, req({ path = "/" .. v, query = "a=" .. v, headers = { cookie = { [0] = v }, ["x-h"] = { [0] = v } },
+      body = v, method = "POST" }))
+    if not ok then fail("error on " .. show(v) .. ": " .. tostring(err)) end
+  end
+end)
+
+H.finish()
