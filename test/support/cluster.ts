@@ -1,6 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, request as httpRequest, type Server } from 'node:http';
 import { once } from 'node:events';
+import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CLI, freePort, startProcess, startServe, waitFor, type Proc } from './processes.js';
@@ -159,4 +160,25 @@ export async function settle(api: ApiClient, timeoutMs = 20_000): Promise<void> 
     const servers = (await api.call('GET', '/api/servers')).body as { status: string; desiredRevision: number; appliedRevision: number }[];
     return servers.filter((s) => s.status !== 'decommissioned').every((s) => s.appliedRevision === s.desiredRevision);
   }, 'the configuration to be applied', timeoutMs, 25);
+}
+
+/**
+ * One raw HTTP/1.1 request on its own connection (repeated headers, raw paths and bodies exactly
+ * as given; Content-Length is the caller's business). Resolves with the status and body text.
+ */
+export function rawRequest(port: number, raw: string | Buffer, from?: string): Promise<{ status: number; text: string }> {
+  return new Promise((resolve, reject) => {
+    const socket = connect({ host: '127.0.0.1', port, ...(from ? { localAddress: from } : {}) });
+    const chunks: Buffer[] = [];
+    socket.setTimeout(10_000, () => socket.destroy(new Error('request timed out')));
+    socket.on('data', (d) => chunks.push(d));
+    socket.on('error', reject);
+    socket.on('end', () => {
+      const text = Buffer.concat(chunks).toString('utf8');
+      const m = /^HTTP\/1\.[01] (\d{3})/.exec(text);
+      const body = text.slice(text.indexOf('\r\n\r\n') + 4);
+      resolve({ status: m ? Number(m[1]) : 0, text: body });
+    });
+    socket.write(raw);
+  });
 }

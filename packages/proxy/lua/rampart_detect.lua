@@ -180,7 +180,8 @@ local function sql_tokens(s, q, max)
       end
     elseif c == "*" and sub(s, i + 1, i + 1) == "/" then
       i = i + 2 -- end of an executable comment
-    elseif c == "#" or (c == "-" and sub(s, i + 1, i + 1) == "-") then
+    elseif c == "#" or (c == "-" and find(s, "^%-%-[%s%c%+%-]", i)) or (c == "-" and i == len - 1 and sub(s, i + 1) == "-") then
+      -- "--" comments need a blank, a control or the end after them (MySQL's rule; "--save-dev" is not one)
       local e = find(s, "\n", i, true)
       push("c", c, i)
       toks.comment = true
@@ -437,7 +438,12 @@ local function sql_tail(toks, first, breakout)
   end
   if k == ";" and toks[first + 1] and (toks[first + 1][1] == "k" or toks[first + 1][1] == "c") then return t[3] end
   if k == ";" and breakout and not toks[first + 1] then return t[3] end
-  if k == "k" and (w == "union" or w == "having" or w == "procedure" or w == "into") then return t[3] end
+  if k == "k" and w == "union" then
+    local u = toks[first + 1]
+    if kind(u) == "k" and (u[2] == "all" or u[2] == "distinct" or u[2] == "distinctrow") then u = toks[first + 2] end
+    if kind(u) == "k" and u[2] == "select" or kind(u) == "(" or (breakout and u == nil) then return t[3] end
+  end
+  if k == "k" and (w == "having" or w == "procedure" or w == "into") and toks[first + 1] then return t[3] end
   if k == "k" and (w == "order" or w == "group") and kind(toks[first + 1]) == "k" and toks[first + 1][2] == "by" then
     local x = toks[first + 2]
     if kind(x) == "n" or kind(x) == "f" or (breakout and x ~= nil) then return t[3] end
