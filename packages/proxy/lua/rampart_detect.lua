@@ -957,6 +957,42 @@ local CODE_MARKERS = { "java.lang.runtime", "java.lang.processbuilder", "java.la
   "system.diagnostics.process", "!!python/", "!ruby/", "kernel.exec", "kernel.system", "io.popen", "{php}",
   "cos\nsystem", "cposix\nsystem", "cbuiltins\n", "c__builtin__\n", "csubprocess\n", "\".execute()", "'.execute()" }
 
+D.CODE_MARKERS = CODE_MARKERS
+
+-- The markers are looked for through their first character or word: a value's words are looked
+-- up in a set, so a value meets a handful of the markers' searches instead of all of them.
+local MARKERS_BY_WORD, MARKERS_BY_CHAR = {}, {}
+for _, m in ipairs(CODE_MARKERS) do
+  local w = match(m, "^(%a%w*)")
+  local key, bucket = w or sub(m, 1, 1), w and MARKERS_BY_WORD or MARKERS_BY_CHAR
+  bucket[key] = bucket[key] or {}
+  table.insert(bucket[key], m)
+end
+
+local function code_marker(lv)
+  for c, list in pairs(MARKERS_BY_CHAR) do
+    if find(lv, c, 1, true) then
+      for _, m in ipairs(list) do
+        local p = find(lv, m, 1, true)
+        if p then return p end
+      end
+    end
+  end
+  local seen = nil
+  for w in gmatch(lv, "%a%w*") do
+    local list = MARKERS_BY_WORD[w]
+    if list and not (seen and seen[w]) then
+      seen = seen or {}
+      seen[w] = true
+      for _, m in ipairs(list) do
+        local p = find(lv, m, 1, true)
+        if p then return p end
+      end
+    end
+  end
+  return nil
+end
+
 function D.injection(v)
   if not find(v, "[%${}<%(%.#@:%[!\n]") and not find(v, "rO0AB", 1, true) and not find(v, "^gA[SJNR][VjW]") and
     not find(v, "[aA][cC]%s?[eE][dD]%s?00%s?05") then return nil end
@@ -984,10 +1020,8 @@ function D.injection(v)
       p = find(lv, "${", p + 2, true)
     end
   end
-  for _, m in ipairs(CODE_MARKERS) do
-    p = find(lv, m, 1, true)
-    if p then return p end
-  end
+  p = code_marker(lv)
+  if p then return p end
   -- OGNL and SpEL expressions: %{...#...}, ${#...}, T(java...), #{...}
   p = find(lv, "%%{%s*[%(#@']") or find(lv, "%${%s*#") or find(lv, "t%s*%(%s*java%.") or find(lv, "#{%s*t%s*%(") or
     find(lv, "%(#[%a_]+%s*=")
@@ -1279,18 +1313,7 @@ local function exception_filter(exceptions, path, loc)
   return nil
 end
 
--- Inspects one value at a location; returns a finding or nil.
-local function inspect_value(ctx, loc, v, only)
-  if v == nil or v == "" then return nil end
-  local skip = exception_filter(ctx.exceptions, ctx.path, loc)
-  if skip and skip("*all*") == true and skip("sqli") and skip("xss") and skip("cmdi") and skip("traversal") and
-    skip("ssrf") and skip("xxe") and skip("injection") then return nil end
-  local det, p, c = D.check(v, skip, only)
-  if det then return { detector = det, reason = D.REASONS[det], location = loc, matched = excerpt(c, p) } end
-  return nil
-end
-
--- The per-thread cache of header values already found clean (User-Agent, Referer...).
+-- The per-thread cache of values already found clean (User-Agent, cookies, ...).
 local clean_cache, clean_count = {}, 0
 local CLEAN_MAX = 4096
 local function cached_clean(key)
@@ -1303,7 +1326,27 @@ local function remember_clean(key)
 end
 function D.cache_reset() clean_cache, clean_count = {}, 0 end
 
-local function inspect_pairs(ctx, prefix, pairs_)
+-- Inspects one value at a location; returns a finding or nil.
+local function inspect_value(ctx, loc, v, only)
+  if v == nil or v == "" then return nil end
+  -- short values found clean are remembered (per thread): a browser sends the same cookies and
+  -- headers with every request; with exceptions the answer also depends on path and location
+  local key
+  if #v <= 512 and not ctx.exceptions then
+    key = (only and concat(only, ",") or "") .. "\0" .. v
+    if cached_clean(key) then return nil end
+  end
+  local skip = exception_filter(ctx.exceptions, ctx.path, loc)
+  if skip and skip("*all*") == true and skip("sqli") and skip("xss") and skip("cmdi") and skip("traversal") and
+    skip("ssrf") and skip("xxe") and skip("injection") then return nil end
+  local det, p, c = D.check(v, skip, only)
+  if det then return { detector = det, reason = D.REASONS[det], location = loc, matched = excerpt(c, p) } end
+  if key then remember_clean(key) end
+  return nil
+end
+
+
+local function inspect_pairs(ctx, prefix, pairs_, nojoin)
   local seen = {}
   for _, kv in ipairs(pairs_) do
     local name, value = kv[1], kv[2]
@@ -1315,8 +1358,12 @@ local function inspect_pairs(ctx, prefix, pairs_)
       f = inspect_value(ctx, loc, name)
       if f then return f end
     end
-    -- repeated names: joined as frameworks join them
-    if seen[name] then seen[name] = seen[name] .. "," .. value else seen[name] = value end
+    -- repeated names: joined as frameworks join them (not the keys of JSON objects in an array)
+    if not nojoin then
+      local prev = seen[name]
+      if prev == nil then seen[name] = value
+      elseif #prev + #value < D.VALUE_LIMIT then seen[name] = prev .. "," .. value end
+    end
   end
   for _, kv in ipairs(pairs_) do
     local name = kv[1]
@@ -1344,6 +1391,7 @@ end
 -- {[0]=v1, v2...} }, body (or nil) }; ctx: { exceptions }. Returns a finding or nil:
 -- { detector, reason, location, matched }.
 function D.inspect(req, exceptions)
+  if exceptions and #exceptions == 0 then exceptions = nil end
   local ctx = { exceptions = exceptions, path = req.path or "/" }
   -- 1. the path
   local np = D.normalize_path(req.path or "/")
@@ -1438,14 +1486,14 @@ function D.inspect(req, exceptions)
       return nil
     end
     if find(ct, "json", 1, true) or ((first == "{" or first == "[") and not find(ct, "x-www-form-urlencoded", 1, true)) then
-      f = inspect_pairs(ctx, "body:", D.json_strings(body))
+      f = inspect_pairs(ctx, "body:", D.json_strings(body), true)
       if f then return f end
       -- a serialized object anywhere (fastjson's "@type")
       return inspect_value(ctx, "body", body, { "injection" })
     elseif find(ct, "xml", 1, true) or first == "<" then
       f = inspect_value(ctx, "body", body, { "xxe", "injection" })
       if f then return f end
-      return inspect_pairs(ctx, "body:", D.xml_values(body))
+      return inspect_pairs(ctx, "body:", D.xml_values(body), true)
     elseif find(ct, "x-www-form-urlencoded", 1, true) then
       return inspect_pairs(ctx, "body:", D.form_pairs(body, nil, 1024))
     else

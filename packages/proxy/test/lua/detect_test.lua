@@ -206,6 +206,17 @@ end)
 ---------------------------------------------------------------------------------------------------
 -- Event fields and linear cost
 ---------------------------------------------------------------------------------------------------
+test("every code marker is recognised on its own", function()
+  for _, m in ipairs(D.CODE_MARKERS) do truthy(D.injection("x." .. m), m) end
+end)
+
+test("a value found clean is remembered, an attack never is", function()
+  D.cache_reset()
+  local r = req({ query = "q=hello%20world", headers = { cookie = { [0] = "sid=" .. XSS } } })
+  truthy(D.inspect(r), "first time")
+  truthy(D.inspect(r), "second time: still refused")
+end)
+
 test("event fields are percent-encoded without blanks, controls or '%'", function()
   eq(D.log_escape("a b%\n\"<", 64), "a%20b%25%0A\"<", "escaped")
   eq(D.log_escape("", 64), "-", "empty")
@@ -226,6 +237,7 @@ local function cost(unit, n, where)
   local t0 = os.clock()
   local rounds = 0
   repeat
+    D.cache_reset()
     D.inspect(r)
     rounds = rounds + 1
   until os.clock() - t0 > 0.05
