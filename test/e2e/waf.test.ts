@@ -151,6 +151,16 @@ describe('WAF through real HAProxy', () => {
       await second.stop();
       await api.call('DELETE', `/api/servers/${other.body.id}`);
     }
+
+    // Challenged requests never reach the rate limiter: eight challenges, then the full quota of
+    // five (medium, rate_limit 5) with the cookie, then 429.
+    const from = '127.0.16.5';
+    for (let i = 0; i < 8; i++) assert.match((await get('medium.waf.test', from, '/', { 'user-agent': ua })).text, /Checking your browser/, `challenge ${i + 1}`);
+    const earned = /document\.cookie="([^;"]+)/.exec((await get('medium.waf.test', from, '/', { 'user-agent': ua })).text)?.[1];
+    assert.ok(earned);
+    for (let i = 0; i < 5; i++) assert.equal((await get('medium.waf.test', from, '/', { 'user-agent': ua, cookie: earned })).status, 200, `request ${i + 1} with the cookie`);
+    assert.equal((await get('medium.waf.test', from, '/', { 'user-agent': ua, cookie: earned })).status, 429, 'the 6th');
+
     await api.call('DELETE', `/api/waf/${bot.body.id}`);
     await settle(api);
   });

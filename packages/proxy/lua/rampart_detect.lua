@@ -1561,12 +1561,7 @@ if core ~= nil and core.register_action ~= nil then
       body = "Forbidden: the request was blocked by the web application firewall.\n",
     }))
   end
-  -- HAProxy binds a stream to the Lua state of its first Lua action. A domain whose requests
-  -- first go through the shared engine (rampart_waf.lua) therefore needs the detectors in the
-  -- shared state too: the configuration loads this file there as well, after setting
-  -- RAMPART_DETECT_ACTION, so the two registrations never share a name (a name registered in the
-  -- shared state would pull every stream into it).
-  core.register_action(RAMPART_DETECT_ACTION or "rampart_detect", { "http-req" }, detect, 1)
+  core.register_action("rampart_detect", { "http-req" }, detect, 1)
 end
 
 return D

@@ -1,65 +1,17 @@
--- Rampart WAF engine, loaded once per HAProxy process with `lua-load` (one Lua state shared by
--- all threads, so rate-limit counters are per source IP for the whole shield server).
+-- Rampart WAF engine, loaded into every HAProxy thread's own Lua state (`lua-load-per-thread`):
+-- it keeps no state of its own, so threads never wait for each other.
 --
--- The native part of the configuration looks things up (IP maps, user-agent lists, OWASP regexes)
--- and leaves the results in txn variables; this engine applies docs/architecture.md's processing order to them,
--- first decisive step wins:
+-- The native part of the configuration looks things up (IP maps, user-agent lists, the country
+-- map) and leaves the results in txn variables; this engine applies docs/architecture.md's
+-- processing order to them, first decisive step wins:
 --   1 whitelist -> pass   2 blacklist/country -> 403   3 bad bot / AI crawler -> 403, challenge -> 200
---   4 rate limit -> 429   then 5, attack detection (level high), runs per thread in
---   rampart_detect.lua, after this engine has passed the request
+-- then, natively, 4 the rate limit (a stick table shared by all threads; its 429 is
+-- rampart_rate_limited below), and 5 attack detection at level high (rampart_detect.lua).
 -- Decisions are pure functions (M.decide); I/O (txn, core) stays in the action at the bottom.
 
 local M = {}
 
-M.settings = { domains = {}, rate_limit = nil, bot = nil, secret = nil }
-
----------------------------------------------------------------------------------------------------
--- Rate limiter: fixed 60 s window per IP from its first request; 50,000 tracked IPs, then a full
--- reset; entries idle over 5 minutes evicted by a task every 5 minutes. Memory only.
--- One integer per IP (window start * 2^16 + count) keeps 50,000 entries small.
----------------------------------------------------------------------------------------------------
-M.WINDOW = 60
-M.MAX_TRACKED = 50000
-M.IDLE = 300
-
-local SHIFT = 65536
-local counters, tracked = {}, 0
-
-function M.limiter_reset()
-  counters, tracked = {}, 0
-end
-
-function M.limiter_size()
-  return tracked
-end
-
--- Counts one request of ip at time now; true when it is over the limit.
-function M.limiter_hit(ip, now, limit)
-  local v = counters[ip]
-  local start, count
-  if v == nil then
-    if tracked >= M.MAX_TRACKED then M.limiter_reset() end
-    tracked = tracked + 1
-    start, count = now, 0
-  else
-    start, count = v // SHIFT, v % SHIFT
-    if now - start >= M.WINDOW then start, count = now, 0 end
-  end
-  if count <= limit then count = count + 1 end -- saturates just past the limit
-  counters[ip] = start * SHIFT + count
-  return count > limit
-end
-
--- A request always lands inside its window, so an entry whose window started more than
--- IDLE + WINDOW ago has been idle for more than IDLE: it goes; an active one never does.
-function M.limiter_cleanup(now)
-  for ip, v in pairs(counters) do
-    if now - v // SHIFT > M.IDLE + M.WINDOW then
-      counters[ip] = nil
-      tracked = tracked - 1
-    end
-  end
-end
+M.settings = { domains = {}, bot = nil, secret = nil }
 
 ---------------------------------------------------------------------------------------------------
 -- Decision: r holds what the native lookups found; returns {action, status, reason, rule}.
@@ -87,11 +39,7 @@ function M.decide(domain_id, r)
   if bot and not r.crawler and not r.cookie_ok then
     return { action = "challenge", status = 200, reason = "bot_challenge", rule = bot }
   end
-  -- 4. rate limit (medium and high)
-  local rl = M.settings.rate_limit
-  if rl and d.level ~= "low" and M.limiter_hit(r.ip, r.now, rl.rpm) then
-    return { action = "deny", status = 429, reason = "rate_limited", rule = rl.id }
-  end
+  -- 4. the rate limit is counted natively after this engine has passed the request (waf.ts)
   return PASS
 end
 
@@ -178,12 +126,8 @@ if core ~= nil and core.register_action ~= nil then
     end,
   }
 
-  local function waf(txn, domain_id)
-    local now = os.time()
-    local ip = txn.f:src()
-    local r = setmetatable({ _txn = txn, ip = ip, now = now }, LAZY)
-    local d = M.decide(domain_id, r)
-    if d.action == "pass" then return end
+  -- Ends the transaction with decision d (deny or challenge) and marks it for the event log.
+  local function refuse(txn, d, ip, now)
     txn:set_var("txn.rp_reason", d.reason)
     txn:set_var("txn.rp_rule", d.rule or "-")
     txn:set_var("txn.rp_action", "block")
@@ -209,15 +153,21 @@ if core ~= nil and core.register_action ~= nil then
     txn:done(reply)
   end
 
-  -- Collect garbage sooner than Lua's default (heap twice the live data): counters are long-lived.
-  collectgarbage("setpause", 100)
+  local function waf(txn, domain_id)
+    local now = os.time()
+    local ip = txn.f:src()
+    local r = setmetatable({ _txn = txn, ip = ip, now = now }, LAZY)
+    local d = M.decide(domain_id, r)
+    if d.action ~= "pass" then refuse(txn, d, ip, now) end
+  end
+
+  -- Step 4's answer, once the stick table has counted the address over the limit.
+  local function rate_limited(txn, rule_id)
+    refuse(txn, { action = "deny", status = 429, reason = "rate_limited", rule = rule_id })
+  end
+
   core.register_action("rampart_waf", { "http-req" }, waf, 1)
-  core.register_task(function()
-    while true do
-      core.sleep(M.IDLE)
-      M.limiter_cleanup(os.time())
-    end
-  end)
+  core.register_action("rampart_rate_limited", { "http-req" }, rate_limited, 1)
 end
 
 return M

@@ -152,6 +152,7 @@ export function renderHaproxyConfig(snapshot: ServerSnapshot, options: RenderOpt
       ...(https ? [`    ${MISDIRECTED} if { ssl_fc }`] : []),
       '    http-request return status 404 content-type text/plain string "Not Found"',
     ].join('\n'),
+    ...waf.sections,
     ...(acme ? [['backend acme_responder', `    server responder 127.0.0.1:${options.acmePort}`].join('\n')] : []),
     ...domains.map((d) => renderBackend(d, { requestRules: waf.backend(d), httpsRedirect: https && certs.has(d.domain) ? httpsOrigin(d.domain) : undefined, checkSni: https })),
   ];

@@ -285,9 +285,11 @@ describe('the renderer re-checks every rule and WAF setting itself', () => {
     assert.throws(() => render(enabled), UnsafeValueError);
   });
 
-  test('a valid rate_limit value is written in canonical form', () => {
+  test('a valid rate_limit value becomes the limit of the native counter, with its rule id', () => {
     const s = base();
     s.rules = [{ id: id(3), type: 'rate_limit', value: '{ "requests_per_minute": 120 }', domainId: null, priority: 1 }];
-    assert.match(render(s).files['waf_data.lua']!, /rate_limit = \{ rpm = 120, id = "00000000-0000-4000-8000-000000000003" \}/);
+    const cfg = render(s).files['haproxy.cfg']!;
+    assert.match(cfg, /http-request lua\.rampart_rate_limited 00000000-0000-4000-8000-000000000003 if .* \{ sc_get_gpc0\(0\) gt 120 \}/);
+    assert.match(cfg, /stick-table type ipv6 size 50000 expire 6m store gpt0,gpc0/);
   });
 });
