@@ -214,7 +214,7 @@ async function startRampart(name: string, snapshot: ServerSnapshot, eventsPort: 
   const { files } = renderHaproxyConfig(withApiLimit(snapshot), { httpBind: { address: '127.0.0.1', port }, runDir, eventsPort, countryMap }, { configDir });
   // The renderer refuses a limit the API would refuse: the unreached one goes into its data file.
   const rpm = rateLimitOf(snapshot.rules.find((r) => r.type === 'rate_limit')?.value ?? '{}');
-  files['waf_data.lua'] = files['waf_data.lua']!.replace(`rpm = ${Math.min(rpm, RATE_LIMIT_MAX)},`, `rpm = ${rpm},`);
+  files['haproxy.cfg'] = files['haproxy.cfg']!.replace(`{ sc_get_gpc0(0) gt ${Math.min(rpm, RATE_LIMIT_MAX)} }`, `{ sc_get_gpc0(0) gt ${rpm} }`);
   for (const [file, content] of Object.entries(files)) writeFileSync(join(configDir, file), content);
   const proc = launch(join(configDir, 'haproxy.cfg'));
   await ready(proc, port, `Rampart HAProxy (${name})`, clientHeaders('127.0.0.1'));
@@ -381,8 +381,8 @@ const eventsPort = events.address().port;
 // requests of a run would be answered 429 by the engine, and the run would measure the denial path,
 // not the WAF in front of traffic it lets through. Spreading wrk over many source addresses is not
 // possible, and allow-listing 127.0.0.1 would skip every check. So the throughput cases render the
-// rate_limit rule with a limit no run reaches: the engine still counts every request in its per-IP
-// table (limiter_hit's lookup, window check and increment do not depend on the limit), and any 429
+// rate_limit rule with a limit no run reaches: HAProxy still counts every request in its stick
+// table (the lookup, window check and increment do not depend on the limit), and any 429
 // would show in the non-2xx column. The memory case uses the real ceiling, 10,000 per minute.
 const UNREACHED_RPM = 1_000_000_000;
 
