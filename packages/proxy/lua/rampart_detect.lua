@@ -102,6 +102,79 @@ function D.canonical(s)
   return s
 end
 
+-- The identifier (letters, digits, _ and $) that ends just before position p, blanks between
+-- allowed; scans back at most 40 bytes, so looking at every '(' of a value stays linear.
+local function word_before(s, p)
+  local e = p - 1
+  local stop = p - 40
+  while e > stop and e > 0 do
+    local b = byte(s, e)
+    if b ~= 32 and b ~= 9 then break end
+    e = e - 1
+  end
+  local st = e
+  while st > stop and st > 0 do
+    local b = byte(s, st)
+    if not ((b >= 97 and b <= 122) or (b >= 65 and b <= 90) or (b >= 48 and b <= 57) or b == 95 or b == 36) then break end
+    st = st - 1
+  end
+  if st == e then return nil end
+  return sub(s, st + 1, e), st + 1
+end
+
+-- Calls fn(name, name_pos, punct_pos) for every identifier followed by one of the characters
+-- of class (a Lua pattern class such as "[%(`]"); stops at the first truthy result.
+local function each_call(s, class, fn)
+  local i = 1
+  while true do
+    local p = find(s, class, i)
+    if not p then return nil end
+    local name, at = word_before(s, p)
+    if name then
+      local r = fn(name, at, p)
+      if r then return r end
+    end
+    i = p + 1
+  end
+end
+D.word_before = word_before
+
+-- A finder for a list of literal markers: each marker is filed under its first word (letters and
+-- digits), and a value's words are looked up in that index, so a value meets only the searches of
+-- markers whose word it contains (a handful) instead of every marker's. Markers without a word
+-- ("<?=") are searched for always. Returns function(lv) -> position of the first marker found.
+local function marker_finder(markers)
+  local by_word, always = {}, {}
+  for _, m in ipairs(markers) do
+    local w = match(m, "%a%w*")
+    if w then
+      by_word[w] = by_word[w] or {}
+      table.insert(by_word[w], m)
+    else
+      always[#always + 1] = m
+    end
+  end
+  return function(lv)
+    for _, m in ipairs(always) do
+      local p = find(lv, m, 1, true)
+      if p then return p end
+    end
+    local seen = nil
+    for w in gmatch(lv, "%a%w*") do
+      local list = by_word[w]
+      if list and not (seen and seen[w]) then
+        seen = seen or {}
+        seen[w] = true
+        for _, m in ipairs(list) do
+          local p = find(lv, m, 1, true)
+          if p then return p end
+        end
+      end
+    end
+    return nil
+  end
+end
+
 ---------------------------------------------------------------------------------------------------
 -- SQL injection: a tokenizer and the structures an injection leaves behind.
 ---------------------------------------------------------------------------------------------------
@@ -258,7 +331,12 @@ local COMPARE = { ["="] = true, ["<"] = true, [">"] = true, ["<>"] = true, ["!="
 local COMPARE_WORD = { like = true, rlike = true, regexp = true, ["in"] = true, is = true, between = true, sounds = true }
 local STATEMENT_AFTER_SEMI = { select = true, drop = true, delete = true, insert = true, update = true,
   exec = true, execute = true, declare = true, create = true, alter = true, truncate = true, shutdown = true,
-  waitfor = true, set = true, grant = true, union = true, replace = true, begin = true, copy = true }
+  waitfor = true, set = true, union = true, replace = true, copy = true }
+
+-- Statements an injection stacks after ";" (not "set", "begin", "grant", "replace": words of prose).
+local STACKED = { select = true, drop = true, delete = true, insert = true, update = true, exec = true,
+  execute = true, declare = true, shutdown = true, waitfor = true, union = true, truncate = true,
+  alter = true, create = true, copy = true }
 
 local function kind(t) return t and t[1] end
 local function text(t) return t and t[2] end
@@ -325,7 +403,8 @@ local function sql_structure(all, context)
         local ka = kind(a)
         if ka == "n" or ka == "s" or ka == "f" or ka == "v" or ka == "(" or (ka == "o" and a[2] == "*") or
           (ka == "k" and (a[2] == "null" or a[2] == "case" or a[2] == "distinct" or a[2] == "all" or a[2] == "top" or a[2] == "current_user")) or
-          (ka == "w" and (kind(b) == "," or (kind(b) == "k" and (b[2] == "from" or b[2] == "into")) or b == nil and toks.comment)) then
+          (ka == "w" and find(a[2], "^[%a_][%w_%.]*$") and
+            (kind(b) == "," or (kind(b) == "k" and (b[2] == "from" or b[2] == "into")) or b == nil and toks.comment)) then
           return t[3]
         end
       end
@@ -361,8 +440,8 @@ local function sql_structure(all, context)
       if sw == "drop" or sw == "create" or sw == "alter" or sw == "truncate" then
         if kind(a) == "k" and (a[2] == "table" or a[2] == "database" or a[2] == "schema" or a[2] == "view"
           or a[2] == "procedure" or a[2] == "function" or a[2] == "user") then return t[3] end
-      elseif sw == "shutdown" or sw == "waitfor" or sw == "declare" or sw == "exec" or sw == "execute" or sw == "begin" then
-        if a == nil or kind(a) ~= "w" or sw ~= "begin" then return t[3] end
+      elseif sw == "shutdown" or sw == "waitfor" or sw == "declare" or sw == "exec" or sw == "execute" then
+        return t[3]
       elseif sw == "set" then
         if kind(a) == "v" or (kind(a) == "w" and kind(toks[i + 3]) == "o") then return t[3] end
       elseif a ~= nil then
@@ -436,7 +515,11 @@ local function sql_tail(toks, first, breakout)
     -- admin'-- , admin'#, 1'/*: but "#" only when followed by nothing or SQL
     if w ~= "#" or not toks[first + 1] then return t[3] end
   end
-  if k == ";" and toks[first + 1] and (toks[first + 1][1] == "k" or toks[first + 1][1] == "c") then return t[3] end
+  if k == ";" then
+    -- a stacked statement: a comment, or a statement keyword that cannot start prose
+    local u = toks[first + 1]
+    if kind(u) == "c" or (kind(u) == "k" and STACKED[u[2]]) or (kind(u) == "f" and STACKED[u[2]]) then return t[3] end
+  end
   if k == ";" and breakout and not toks[first + 1] then return t[3] end
   if k == "k" and w == "union" then
     local u = toks[first + 1]
@@ -474,18 +557,35 @@ end
 
 -- SQL injection: the value tried as it stands (a number or keyword context) and as the rest of a
 -- single- or double-quoted string.
+-- Words without which no structure of sql_structure can be there (plain searches: fast).
+local SQL_STRUCTURE_WORDS = { "select", "union", "insert", "delete", "update", "drop", "exec", "declare",
+  "create", "alter", "truncate", "shutdown", "waitfor", "grant", "replace", "begin", "copy", "set",
+  "@@", "outfile", "dumpfile", "information_schema", "master.", "sys.", "mysql.", "pg_", "all_tables" }
+
+local function sql_danger_call(name)
+  return SQL_DANGER_ALONE[name] or name == "receive_message" or name == "get_host_address" or name == "sn"
+end
+
 function D.sqli(v)
   local lv = lower(v)
-  -- cheap exit: nothing SQL could use
-  if not find(lv, "['\"`;#%(%)=<>|&@%-%*/]") and not find(lv, "union", 1, true) and not find(lv, "select", 1, true) then
-    return nil
+  -- Gates, each a necessary condition of one way in: structure words or a dangerous call (as
+  -- it stands), a leading number (numeric context), a quote (string context).
+  local structure = false
+  for _, w in ipairs(SQL_STRUCTURE_WORDS) do
+    if find(lv, w, 1, true) then structure = true break end
   end
-  local toks = sql_tokens(v, nil, 64)
-  local p = sql_structure(toks, false)
+  if not structure and find(lv, "(", 1, true) then
+    structure = each_call(lv, "%(", sql_danger_call) ~= nil or find(lv, "%*/%s*%(") ~= nil
+  end
+  local numeric = find(lv, "^%s*[%-%(]?%s*%.?%d") and not find(lv, "^%s*%-?[%d%.]*%s*$")
+  local quoted = find(v, "['\"]")
+  if not (structure or numeric or quoted) then return nil end
+  local toks = sql_tokens(v, nil, 4096)
+  local p = structure and sql_structure(toks, false)
   if p then return p end
   -- numeric context: a number (or a closing parenthesis) then the injected tail
   local first = toks[1]
-  if first and (first[1] == "n" or (first[1] == "o" and first[2] == "-" and kind(toks[2]) == "n")) then
+  if numeric and first and (first[1] == "n" or (first[1] == "o" and first[2] == "-" and kind(toks[2]) == "n")) then
     local j = first[1] == "n" and 2 or 3
     while kind(toks[j]) == ")" do j = j + 1 end
     p = sql_tail(toks, j, false)
@@ -493,7 +593,7 @@ function D.sqli(v)
   end
   for _, q in ipairs({ "'", '"' }) do
     if find(v, q, 1, true) then
-      local qt, inside = sql_tokens(v, q, 64)
+      local qt, inside = sql_tokens(v, q, 4096)
       if not inside then
         if qt.comment_first then return qt.breakout + 1 end -- admin'/*
         p = sql_tail(qt, 2, true) or sql_structure(qt, true)
@@ -536,42 +636,6 @@ local URL_ATTRS = { href = true, src = true, action = true, formaction = true, d
   from = true, to = true, values = true, background = true, lowsrc = true, dynsrc = true, poster = true,
   codebase = true, srcdoc = true, code = true, archive = true, by = true, ["attributename"] = false }
 
--- The identifier (letters, digits, _ and $) that ends just before position p, blanks between
--- allowed; scans back at most 40 bytes, so looking at every '(' of a value stays linear.
-local function word_before(s, p)
-  local e = p - 1
-  local stop = p - 40
-  while e > stop and e > 0 do
-    local b = byte(s, e)
-    if b ~= 32 and b ~= 9 then break end
-    e = e - 1
-  end
-  local st = e
-  while st > stop and st > 0 do
-    local b = byte(s, st)
-    if not ((b >= 97 and b <= 122) or (b >= 65 and b <= 90) or (b >= 48 and b <= 57) or b == 95 or b == 36) then break end
-    st = st - 1
-  end
-  if st == e then return nil end
-  return sub(s, st + 1, e), st + 1
-end
-
--- Calls fn(name, name_pos, punct_pos) for every identifier followed by one of the characters
--- of class (a Lua pattern class such as "[%(`]"); stops at the first truthy result.
-local function each_call(s, class, fn)
-  local i = 1
-  while true do
-    local p = find(s, class, i)
-    if not p then return nil end
-    local name, at = word_before(s, p)
-    if name then
-      local r = fn(name, at, p)
-      if r then return r end
-    end
-    i = p + 1
-  end
-end
-D.word_before = word_before
 
 -- Removes what a browser ignores inside a URL scheme: tabs, newlines, NULs and other controls.
 local function squash(s)
@@ -799,6 +863,7 @@ local SENSITIVE = { "/etc/passwd", "/etc/shadow", "/etc/group", "/etc/hosts", "/
   "/.ssh/", ".bash_history", ".aws/", "web.config", ".svn/", "wwwroot/", "/etc/nginx/", "/etc/apache2/", "/usr/local/etc/" }
 local INCLUDE_SCHEMES = { "php://", "file://", "zip://", "phar://", "expect://", "data://", "glob://",
   "compress.zlib://", "compress.bzip2://", "jar:file:", "ogg://", "rar://", "ssh2." }
+local sensitive_file, include_scheme = marker_finder(SENSITIVE), marker_finder(INCLUDE_SCHEMES)
 
 local function traversal_common(lv)
   local s = gsub(lv, "\\", "/")
@@ -810,10 +875,8 @@ local function traversal_common(lv)
   if p then return p end
   p = find(s, "%z[%.%w]*%.%w+$") -- ../../etc/passwd%00.png
   if p then return p end
-  for _, f in ipairs(SENSITIVE) do
-    p = find(s, f, 1, true)
-    if p then return p end
-  end
+  p = sensitive_file(s)
+  if p then return p end
   p = find(s, "/proc/%d+/")
   if p then return p end
   return nil
@@ -824,10 +887,8 @@ function D.traversal(v)
   local lv = lower(v)
   local p = traversal_common(lv)
   if p then return p end
-  for _, sch in ipairs(INCLUDE_SCHEMES) do
-    p = find(lv, sch, 1, true)
-    if p then return p end
-  end
+  p = include_scheme(lv)
+  if p then return p end
   -- a value that is a file name alone: .env, .git/config, .htaccess
   if find(lv, "^%s*%.env%s*$") or find(lv, "^%s*%.git/") then return 1 end
   return nil
@@ -847,6 +908,7 @@ end
 
 local SSRF_SCHEMES = { "gopher://", "dict://", "ldap://", "ldaps://", "tftp://", "sftp://", "netdoc://",
   "jar:http", "rmi://", "iiop://", "ftp://127.", "ftp://localhost", "file://", "smb://", "telnet://" }
+local ssrf_scheme = marker_finder(SSRF_SCHEMES)
 
 local function internal_host(h)
   h = gsub(h, "%.$", "")
@@ -875,10 +937,8 @@ function D.ssrf(v)
   local lv = lower(v)
   -- Apache's proxy to a unix socket (unix:AAAA...|http://...)
   if find(lv, "^unix:[^|]*|%a+://") then return 1 end
-  for _, sch in ipairs(SSRF_SCHEMES) do
-    local p = find(lv, sch, 1, true)
-    if p then return p end
-  end
+  local p0 = ssrf_scheme(lv)
+  if p0 then return p0 end
   -- http(s) URLs anywhere in the value
   local i = 1
   while true do
@@ -959,39 +1019,7 @@ local CODE_MARKERS = { "java.lang.runtime", "java.lang.processbuilder", "java.la
 
 D.CODE_MARKERS = CODE_MARKERS
 
--- The markers are looked for through their first character or word: a value's words are looked
--- up in a set, so a value meets a handful of the markers' searches instead of all of them.
-local MARKERS_BY_WORD, MARKERS_BY_CHAR = {}, {}
-for _, m in ipairs(CODE_MARKERS) do
-  local w = match(m, "^(%a%w*)")
-  local key, bucket = w or sub(m, 1, 1), w and MARKERS_BY_WORD or MARKERS_BY_CHAR
-  bucket[key] = bucket[key] or {}
-  table.insert(bucket[key], m)
-end
-
-local function code_marker(lv)
-  for c, list in pairs(MARKERS_BY_CHAR) do
-    if find(lv, c, 1, true) then
-      for _, m in ipairs(list) do
-        local p = find(lv, m, 1, true)
-        if p then return p end
-      end
-    end
-  end
-  local seen = nil
-  for w in gmatch(lv, "%a%w*") do
-    local list = MARKERS_BY_WORD[w]
-    if list and not (seen and seen[w]) then
-      seen = seen or {}
-      seen[w] = true
-      for _, m in ipairs(list) do
-        local p = find(lv, m, 1, true)
-        if p then return p end
-      end
-    end
-  end
-  return nil
-end
+local code_marker = marker_finder(CODE_MARKERS)
 
 function D.injection(v)
   if not find(v, "[%${}<%(%.#@:%[!\n]") and not find(v, "rO0AB", 1, true) and not find(v, "^gA[SJNR][VjW]") and
@@ -1102,11 +1130,23 @@ local function plain(v)
   return not find(v, "[^%w \t,_@:%-\128-\238\240-\255]") -- \239: fullwidth forms fold to ASCII
 end
 
+-- Of the plain values, those an attack could still be: keyword SQL after a number or with
+-- UNION/SELECT ("1 or true", "1 order by 5", "1 union select 2"), lookups and markers (":", "@"),
+-- serialized objects (rO0AB..., aced0005..., pickles).
+local function plain_suspect(v)
+  return (find(v, "^%s*%-?%.?%d") and find(v, "%a")) or find(v, "[uU][nN][iI][oO][nN]") or
+    find(v, "[sS][eE][lL][eE][cC][tT]") or find(v, "[:@]") or find(v, "rO0AB", 1, true) or
+    find(v, "^gA[SJNR][VjW]") or find(v, "[aA][cC]%s?[eE][dD]%s?00%s?05")
+end
+
+local PLAIN_DETECTORS = { "sqli", "injection" }
+
 -- Runs every detector not excepted (skip(detector) true) over v; returns detector, position.
 function D.check(v, skip, only)
   if #v > D.VALUE_LIMIT then v = sub(v, 1, D.VALUE_LIMIT) end
   if plain(v) then
-    for _, name in ipairs({ "sqli", "injection" }) do
+    if not plain_suspect(v) then return nil end
+    for _, name in ipairs(PLAIN_DETECTORS) do
       if not (skip and skip(name)) then
         local p = D[name](v)
         if p then return name, p, v end
@@ -1329,6 +1369,7 @@ function D.cache_reset() clean_cache, clean_count = {}, 0 end
 -- Inspects one value at a location; returns a finding or nil.
 local function inspect_value(ctx, loc, v, only)
   if v == nil or v == "" then return nil end
+  if plain(v) and not plain_suspect(v) then return nil end -- cheaper than the cache
   -- short values found clean are remembered (per thread): a browser sends the same cookies and
   -- headers with every request; with exceptions the answer also depends on path and location
   local key
@@ -1413,10 +1454,15 @@ function D.inspect(req, exceptions)
   end
   local f = inspect_value(ctx, "path", np, { "sqli", "xss", "cmdi", "injection" })
   if f then return f end
-  -- 2. the query string
-  if req.query and req.query ~= "" then
-    f = inspect_pairs(ctx, "query:", D.form_pairs(req.query, nil, 512))
-    if f then return f end
+  -- 2. the query string (remembered whole when clean, like the headers below)
+  local q = req.query
+  if q and q ~= "" then
+    local key = not exceptions and #q <= 4096 and "?" .. q
+    if not (key and cached_clean(key)) then
+      f = inspect_pairs(ctx, "query:", D.form_pairs(q, nil, 512))
+      if f then return f end
+      if key then remember_clean(key) end
+    end
   end
   -- 3. headers: cookies, Referer (and its query string), everything not well-known
   local h = req.headers or {}
@@ -1426,8 +1472,12 @@ function D.inspect(req, exceptions)
     while list[i] ~= nil do
       local v = list[i]
       if name == "cookie" then
-        f = inspect_pairs(ctx, "cookie:", D.cookie_pairs(v))
-        if f then return f end
+        local key = not exceptions and #v <= 4096 and "cookie\0" .. v
+        if not (key and cached_clean(key)) then
+          f = inspect_pairs(ctx, "cookie:", D.cookie_pairs(v))
+          if f then return f end
+          if key then remember_clean(key) end
+        end
       elseif not D.STRUCTURED_HEADERS[name] then
         local key = name .. "\0" .. v
         if not cached_clean(key) then
@@ -1443,7 +1493,7 @@ function D.inspect(req, exceptions)
             f = inspect_value(ctx, "header:" .. name, v)
           end
           if f then return f end
-          if not exceptions or #exceptions == 0 then remember_clean(key) end
+          if not exceptions then remember_clean(key) end
         end
       end
       i = i + 1
