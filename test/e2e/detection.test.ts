@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict';
+import { createSocket } from 'node:dgram';
 import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { apiClient, ADMIN, rawRequest, settle, startAgent, startOrigin, viaProxy, type AgentProc, type ApiClient } from '../support/cluster.js';
 import { freePort, startServe, waitFor } from '../support/processes.js';
@@ -184,6 +186,25 @@ describe('attack detection through real HAProxy (level high)', () => {
     let seen: Event | undefined;
     await waitFor(async () => (seen = (await events()).find((e) => e.source_ip === from)) !== undefined, 'the detect-mode event', 15_000, 100);
     assert.deepEqual([seen!.domain, seen!.reason, seen!.location, seen!.blocked], [DETECT_HOST, 'xss_detected', 'query:q', false]);
+  });
+
+  test("another local process cannot inject events through the agent's syslog port", async () => {
+    const { eventsPort } = JSON.parse(readFileSync(join(agent.dataDir, 'state.json'), 'utf8')) as { eventsPort: number };
+    const forged = (token: string) =>
+      `<134>Nov 22 07:20:00 haproxy[1]: rampart-waf ${token}${token ? ' ' : ''}${Math.floor(Date.now() / 1000)} 127.0.32.9 ${HOST} sqli_detected - block GET - /forged -`;
+    const udp = createSocket('udp4');
+    try {
+      for (const token of ['', '0123456789abcdef0123456789abcdef']) {
+        await new Promise<void>((resolve, reject) => udp.send(forged(token), eventsPort, '127.0.0.1', (err) => (err ? reject(err) : resolve())));
+      }
+    } finally {
+      udp.close();
+    }
+    // A real event sent after the forged lines: once it is listed, they would have been too.
+    const r = await rawRequest(agent.httpPort, raw('GET', `/search?q=${encodeURIComponent(XSS)}`, {}), '127.0.32.10');
+    assert.equal(r.status, 403);
+    await waitFor(async () => (await events()).some((e) => e.source_ip === '127.0.32.10'), 'the real event', 15_000, 100);
+    assert.deepEqual((await events()).filter((e) => e.source_ip === '127.0.32.9'), []);
   });
 
   test('a waf_exception opens one field of one path for one detector, and nothing else', async () => {

@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdir } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { CLOSE, parseServiceMessage, PROTOCOL_VERSION, type AgentMessage, type ServerSnapshot, type ServiceMessage } from '@rampart/protocol';
@@ -76,6 +76,7 @@ export class Agent {
   readonly proxy: HaproxyProcess;
   readonly applier: Applier;
   readonly events: EventCollector;
+  private eventsSecret: string;
   readonly certificates: CertificateManager;
   readonly responder: ChallengeResponder;
   readonly state: AgentLoopState = { connection: 'connecting', desired: undefined, queued: undefined, applying: undefined };
@@ -106,7 +107,12 @@ export class Agent {
       ...(options.nbthread ? { nbthread: options.nbthread } : {}),
     };
     this.applier = new Applier(options.haproxyBin, this.proxy, { configRoot, runDir, stateFile: join(dataDir, 'state.json') }, this.renderOptions);
-    this.events = new EventCollector((events) => this.send({ type: 'events/batch', payload: { events } }));
+    // Event lines must carry this secret, which only the agent and its HAProxy configuration
+    // know: any other local process can send UDP to the listener, but not forge an event. Kept
+    // with the ports in the state file (0600, data directory 0700), so the last-known-good
+    // configuration HAProxy boots with still names it.
+    this.eventsSecret = randomBytes(16).toString('hex');
+    this.events = new EventCollector((events) => this.send({ type: 'events/batch', payload: { events } }), undefined, undefined, () => this.eventsSecret);
     this.backoff = options.backoff ?? reconnectBackoff({ clock: this.clock });
     this.store = new CertificateStore(join(dataDir, 'certs'));
     this.responder = new ChallengeResponder(() => this.clock.now());
@@ -134,6 +140,8 @@ export class Agent {
     const eventsPort = await this.events.listen(this.options.eventsPort ?? saved.eventsPort ?? 0).catch(() => this.events.listen(0));
     const acmePort = await this.responder.listen(saved.acmePort ?? 0).catch(() => this.responder.listen(0));
     this.renderOptions.eventsPort = saved.eventsPort = eventsPort;
+    if (saved.eventsSecret && /^[0-9a-f]{32}$/.test(saved.eventsSecret)) this.eventsSecret = saved.eventsSecret;
+    this.renderOptions.eventsSecret = saved.eventsSecret = this.eventsSecret;
     this.renderOptions.acmePort = saved.acmePort = acmePort;
     await this.applier.ensureBootConfig('boot');
     await this.startProxy();

@@ -20,6 +20,8 @@ export interface AgentState {
   revision: number | null;
   hash: string | null;
   eventsPort?: number;
+  /** The secret every WAF event line carries (packages/agent/src/events.ts), part of the configuration. */
+  eventsSecret?: string;
   acmePort?: number;
 }
 
@@ -62,7 +64,7 @@ export class Applier {
 
   private async saveState(): Promise<void> {
     const tmp = `${this.paths.stateFile}.tmp`;
-    await writeFile(tmp, JSON.stringify(this.state));
+    await writeFile(tmp, JSON.stringify(this.state), { mode: 0o600 });
     await rename(tmp, this.paths.stateFile);
   }
 

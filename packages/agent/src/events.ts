@@ -1,3 +1,4 @@
+import { timingSafeEqual } from 'node:crypto';
 import { createSocket, type Socket } from 'node:dgram';
 import { EVENT_FIELD_MAX, isHostname, isIP, WAF_REASONS, type WafEventItem } from '@rampart/protocol';
 
@@ -49,15 +50,18 @@ const optional = (field: string, max: number): string | null => (field === '-' ?
 
 /**
  * One syslog line from HAProxy's log-format:
- * "rampart-waf <ts> <ip> <domain> <reason> <rule> <action> <method> <location> <path> <matched>",
+ * "rampart-waf [<secret>] <ts> <ip> <domain> <reason> <rule> <action> <method> <location> <path> <matched>",
+ * <secret> the agent's per-start secret (hex), required when `secret` is given: a line without it,
+ * or with another, comes from some other local process and is dropped.
  * <action> block or detect, <rule>, <location> and <matched> "-" when absent, the last four
  * percent-encoded by the proxy. The older five-field form ("... <reason> <rule>") still parses,
  * as a blocked event without request details, so that a mixed fleet keeps working.
  */
-export function parseEventLine(line: string): WafEventItem | undefined {
-  const m = /rampart-waf (\d+) (\S+) (\S+) (\S+) (\S+)(?: (\S+) (\S+) (\S+) (\S+) (\S+))?\s*$/.exec(line);
+export function parseEventLine(line: string, secret?: string): WafEventItem | undefined {
+  const m = /rampart-waf (?:([0-9a-f]{32,64}) )?(\d+) (\S+) (\S+) (\S+) (\S+)(?: (\S+) (\S+) (\S+) (\S+) (\S+))?\s*$/.exec(line);
   if (!m) return undefined;
-  const [, ts, ip, domain, reason, rule, action, method, location, path, matched] = m as unknown as [string, string, string, string, string, string, ...(string | undefined)[]];
+  const [, token, ts, ip, domain, reason, rule, action, method, location, path, matched] = m as unknown as [string, string | undefined, string, string, string, string, string, ...(string | undefined)[]];
+  if (secret !== undefined && !sameSecret(token, secret)) return undefined;
   if (!isIP(ip) || !isHostname(domain) || !REASONS.has(reason)) return undefined;
   const base = { ts: Number(ts), ip, domain, reason: reason as WafEventItem['reason'], ruleId: UUID_RE.test(rule) ? rule : null };
   if (action === undefined) return { ...base, method: null, path: null, location: null, matched: null, blocked: true };
@@ -71,6 +75,11 @@ export function parseEventLine(line: string): WafEventItem | undefined {
     matched: optional(matched!, EVENT_FIELD_MAX.matched),
     blocked,
   };
+}
+
+function sameSecret(token: string | undefined, secret: string): boolean {
+  if (token === undefined || token.length !== secret.length) return false;
+  return timingSafeEqual(Buffer.from(token), Buffer.from(secret));
 }
 
 /**
@@ -89,6 +98,8 @@ export class EventCollector {
     private readonly ship: (events: WafEventItem[]) => boolean,
     private readonly now: () => Date = () => new Date(),
     private readonly cap = DAILY_EVENT_CAP,
+    /** The secret the HAProxy configuration puts in every line (see parseEventLine). */
+    private readonly secret?: () => string,
   ) {}
 
   /** Binds 127.0.0.1:port (0 for any) and returns the port. */
@@ -109,7 +120,7 @@ export class EventCollector {
   }
 
   accept(line: string): void {
-    const e = parseEventLine(line);
+    const e = parseEventLine(line, this.secret?.());
     if (!e) return;
     const day = this.now().toISOString().slice(0, 10);
     if (day !== this.day) {

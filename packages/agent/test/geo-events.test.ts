@@ -59,6 +59,23 @@ describe('country map', () => {
 describe('WAF event collection', () => {
   const line = (ip: string, reason = 'ip_blocked') => `<134>Nov 22 07:20:00 haproxy[12]: rampart-waf 1795329600 ${ip} shop.example.com ${reason} 3f1c2e1a-9b0d-4c55-8f3e-0123456789ab`;
 
+  test('with a secret, only lines carrying it are events: another local process cannot forge one', () => {
+    const secret = 'a1'.repeat(16);
+    const withSecret = (token: string) => line('127.0.0.9').replace('rampart-waf ', `rampart-waf ${token} `);
+    assert.equal(parseEventLine(withSecret(secret), secret)?.ip, '127.0.0.9');
+    assert.equal(parseEventLine(line('127.0.0.9'), secret), undefined, 'no secret');
+    assert.equal(parseEventLine(withSecret('b2'.repeat(16)), secret), undefined, 'another secret');
+    assert.equal(parseEventLine(withSecret(secret.slice(0, 31)), secret), undefined, 'a prefix of it');
+    assert.equal(parseEventLine(withSecret(secret + '00'), secret), undefined, 'it, extended');
+    const shipped: unknown[] = [];
+    const c = new EventCollector((batch) => (shipped.push(...batch), true), undefined, undefined, () => secret);
+    c.accept(line('127.0.0.7'));
+    c.accept(withSecret('c3'.repeat(16)));
+    c.accept(withSecret(secret));
+    c.flush();
+    assert.equal(shipped.length, 1);
+  });
+
   test('parses HAProxy log lines and drops anything malformed', () => {
     assert.deepEqual(parseEventLine(line('127.0.0.9')), {
       ts: 1795329600,

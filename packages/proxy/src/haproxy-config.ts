@@ -18,6 +18,8 @@ export interface RenderOptions {
   runDir: string;
   /** Loopback UDP port of the agent's syslog listener for WAF events. */
   eventsPort?: number | undefined;
+  /** The agent's per-start secret every event line carries (hex), so no other local process can inject events. */
+  eventsSecret?: string | undefined;
   /** Worker threads (HAProxy's default: one per CPU). */
   nbthread?: number | undefined;
   /** Absolute path of the CIDR -> country map, looked up only when a block_country rule exists. */
@@ -81,6 +83,7 @@ function checkOptions(o: RenderOptions, t: RenderTarget): void {
   if (!isPort(o.httpBind.port)) throw new UnsafeValueError('bind port', o.httpBind.port);
   if (o.countryMap !== undefined && (!isAbsolute(o.countryMap) || !SAFE_PATH.test(o.countryMap))) throw new UnsafeValueError('countryMap', o.countryMap);
   if (o.eventsPort !== undefined && !isPort(o.eventsPort)) throw new UnsafeValueError('events port', o.eventsPort);
+  if (o.eventsSecret !== undefined && !/^[0-9a-f]{32,64}$/.test(o.eventsSecret)) throw new UnsafeValueError('events secret', '<redacted>');
   if (o.httpsPort !== undefined && !isPort(o.httpsPort)) throw new UnsafeValueError('https port', o.httpsPort);
   if (o.acmePort !== undefined && !isPort(o.acmePort)) throw new UnsafeValueError('acme port', o.acmePort);
   for (const c of o.certificates ?? []) {
@@ -107,7 +110,7 @@ export function renderHaproxyConfig(snapshot: ServerSnapshot, options: RenderOpt
   const domains = [...snapshot.domains].sort(byDomain);
   domains.forEach(assertRenderable);
   const hash = inputHash(snapshot, options);
-  const waf = renderWaf(snapshot, target.configDir, { eventsPort: options.eventsPort, botSecret: snapshot.botSecret, countryMap: options.countryMap });
+  const waf = renderWaf(snapshot, target.configDir, { eventsPort: options.eventsPort, eventsSecret: options.eventsSecret, botSecret: snapshot.botSecret, countryMap: options.countryMap });
   const bindAddress = options.httpBind.address;
   // Only the certificates of domains this snapshot serves with sslEnabled; each domain once.
   const sslDomains = new Set(domains.filter((d) => d.sslEnabled).map((d) => d.domain));

@@ -118,7 +118,7 @@ export interface WafRender {
  * OWASP regexes) whose results land in txn variables, then one Lua action that applies docs/architecture.md's
  * processing order. Rules and settings reach HAProxy only as map/list data and escaped Lua data.
  */
-export function renderWaf(snapshot: ServerSnapshot, dir: string, opts: { eventsPort?: number | undefined; botSecret?: string | undefined; countryMap?: string | undefined }): WafRender {
+export function renderWaf(snapshot: ServerSnapshot, dir: string, opts: { eventsPort?: number | undefined; eventsSecret?: string | undefined; botSecret?: string | undefined; countryMap?: string | undefined }): WafRender {
   const rules = checkedRules(snapshot.rules);
   const global = collect(rules, null);
   // Rules come by priority, so the first rate_limit is the one with the lowest number.
@@ -178,7 +178,7 @@ export function renderWaf(snapshot: ServerSnapshot, dir: string, opts: { eventsP
     frontend.push(
       `    log 127.0.0.1:${opts.eventsPort} len 1024 local0 info`,
       // Method, location, path and excerpt arrive percent-encoded by the Lua actions (no blanks).
-      '    log-format "rampart-waf %Ts %ci %[var(txn.rp_domain)] %[var(txn.rp_reason)] %[var(txn.rp_rule)] %[var(txn.rp_action)] %[var(txn.rp_method)] %[var(txn.rp_loc)] %[var(txn.rp_path)] %[var(txn.rp_match)]"',
+      `    log-format "rampart-waf${opts.eventsSecret ? ` ${opts.eventsSecret}` : ''} %Ts %ci %[var(txn.rp_domain)] %[var(txn.rp_reason)] %[var(txn.rp_rule)] %[var(txn.rp_action)] %[var(txn.rp_method)] %[var(txn.rp_loc)] %[var(txn.rp_path)] %[var(txn.rp_match)]"`,
     );
   }
   frontend.push('    http-request set-log-level silent');

@@ -285,6 +285,13 @@ describe('the renderer re-checks every rule and WAF setting itself', () => {
     assert.throws(() => render(enabled), UnsafeValueError);
   });
 
+  test('the events secret is hex or refused, and every event line starts with it', () => {
+    const s = base();
+    assert.throws(() => renderHaproxyConfig(s, { ...OPTIONS, eventsPort: 5140, eventsSecret: 'not hex; log stdout' }, TARGET), UnsafeValueError);
+    const cfg = renderHaproxyConfig(s, { ...OPTIONS, eventsPort: 5140, eventsSecret: 'ab'.repeat(16) }, TARGET).files['haproxy.cfg']!;
+    assert.match(cfg, new RegExp(`log-format "rampart-waf ${'ab'.repeat(16)} %Ts `));
+  });
+
   test('a valid rate_limit value becomes the limit of the native counter, with its rule id', () => {
     const s = base();
     s.rules = [{ id: id(3), type: 'rate_limit', value: '{ "requests_per_minute": 120 }', domainId: null, priority: 1 }];
