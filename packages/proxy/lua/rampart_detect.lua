@@ -580,7 +580,7 @@ function D.sqli(v)
   local numeric = find(lv, "^%s*[%-%(]?%s*%.?%d") and not find(lv, "^%s*%-?[%d%.]*%s*$")
   local quoted = find(v, "['\"]")
   if not (structure or numeric or quoted) then return nil end
-  local toks = sql_tokens(v, nil, 4096)
+  local toks = (structure or numeric) and sql_tokens(v, nil, 4096) or {}
   local p = structure and sql_structure(toks, false)
   if p then return p end
   -- numeric context: a number (or a closing parenthesis) then the injected tail
@@ -593,10 +593,11 @@ function D.sqli(v)
   end
   for _, q in ipairs({ "'", '"' }) do
     if find(v, q, 1, true) then
-      local qt, inside = sql_tokens(v, q, 4096)
+      -- the tail needs the few tokens after the breakout; structures the whole value
+      local qt, inside = sql_tokens(v, q, structure and 4096 or 16)
       if not inside then
         if qt.comment_first then return qt.breakout + 1 end -- admin'/*
-        p = sql_tail(qt, 2, true) or sql_structure(qt, true)
+        p = sql_tail(qt, 2, true) or (structure and sql_structure(qt, true))
         if p then return p end
       end
     end
