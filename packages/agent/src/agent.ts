@@ -1,7 +1,7 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdir } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
-import { CLOSE, parseServiceMessage, PROTOCOL_VERSION, type AgentMessage, type ServerSnapshot, type ServiceMessage } from '@rampart/protocol';
+import { AGENT_LIMITS, CLOSE, parseServiceMessage, PROTOCOL_VERSION, type AgentMessage, type ServerSnapshot, type ServiceMessage } from '@rampart/protocol';
 import type { RenderOptions } from '@rampart/proxy';
 import WebSocket from 'ws';
 import { Applier, type ApplyResult } from './apply.js';
@@ -194,7 +194,7 @@ export class Agent {
   private report(r: Report): void {
     if (!this.send({ type: 'status/report', payload: r })) {
       this.reports.push(r); // kept until the service is back
-      if (this.reports.length > 100) this.reports.shift();
+      if (this.reports.length > AGENT_LIMITS.bufferedReports) this.reports.shift();
     }
   }
 
@@ -280,11 +280,13 @@ export class Agent {
     }
     const detail = result.errors.map((e) => e.message).join('; ');
     this.log('error', `revision ${result.revision} failed at ${result.stage}: ${detail}`);
-    this.send({ type: 'config/ack', payload: { revision: result.revision, ok: false, errors: result.errors.slice(0, 50) } });
+    // Within the channel's caps (the service closes the connection on a message past them).
+    const errors = result.errors.slice(0, AGENT_LIMITS.ackErrors).map((e) => ({ line: e.line, message: e.message.slice(0, AGENT_LIMITS.ackErrorMessage) }));
+    this.send({ type: 'config/ack', payload: { revision: result.revision, ok: false, errors } });
     if (result.stage === 'reload') {
-      this.report({ kind: 'proxy_reload_failed', message: `Reload to revision ${result.revision} failed and the previous configuration was restored: ${detail}`.slice(0, 4000) });
+      this.report({ kind: 'proxy_reload_failed', message: `Reload to revision ${result.revision} failed and the previous configuration was restored: ${detail}`.slice(0, AGENT_LIMITS.statusMessage) });
     } else if (result.stage === 'rollback') {
-      this.report({ kind: 'server_error', message: `Reload to revision ${result.revision} failed, and so did restoring the previous configuration: ${detail}`.slice(0, 4000) });
+      this.report({ kind: 'server_error', message: `Reload to revision ${result.revision} failed, and so did restoring the previous configuration: ${detail}`.slice(0, AGENT_LIMITS.statusMessage) });
     }
   }
 

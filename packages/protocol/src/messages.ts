@@ -14,6 +14,45 @@ export const CLOSE = {
   replaced: 4004,
 } as const;
 
+/**
+ * The limits of the agent channel, in one place: the service holds every agent to them (an agent
+ * holding a valid token is not trusted to keep them) and the agent keeps within them.
+ */
+export const AGENT_LIMITS = {
+  /**
+   * Bytes of one agent -> service WebSocket message (the service's ws maxPayload); a longer one
+   * closes the connection with 1009 (message too big). It is above the largest valid message (a
+   * full events/batch with every string at its cap, each character escaped: about 2.4 MB), so an
+   * honest agent never meets it.
+   */
+  messageBytes: 4 * 1024 * 1024,
+  /** WAF events in one events/batch. */
+  eventsPerBatch: 500,
+  /**
+   * WAF events stored per shield server per UTC day, counted by the time the service received
+   * them (whatever time the events carry); the agent logs no more than this either.
+   */
+  eventsPerServerPerDay: 5000,
+  /** WAF events an agent holds while the service is away. */
+  bufferedEvents: 5000,
+  /** Status reports an agent holds while the service is away. */
+  bufferedReports: 100,
+  /** Errors in one config/ack, and characters in each one's message. */
+  ackErrors: 50,
+  ackErrorMessage: 1000,
+  /** Characters in a status/report message. */
+  statusMessage: 4000,
+  /** Characters in a cert/status message. */
+  certMessage: 1000,
+  /** Characters in agent/hello's agentVersion. */
+  agentVersion: 64,
+} as const;
+
+/** Revisions and line numbers: non-negative integers a JavaScript number holds exactly. */
+const Count = Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER });
+/** The latest Unix time (seconds) an event or certificate can carry: 9999-12-31T23:59:59Z. */
+export const MAX_UNIX_SECONDS = 253_402_300_799;
+
 export const AGENT_PATH = '/agent';
 /** The agent sends its connection token in this header, never in the URL. */
 export const TOKEN_HEADER = 'authorization';
@@ -68,7 +107,7 @@ export type ServerSnapshot = Static<typeof ServerSnapshot>;
 export type SnapshotDomain = Static<typeof SnapshotDomain>;
 export type SnapshotRule = Static<typeof SnapshotRule>;
 
-const ApplyError = Type.Object({ line: Type.Union([Type.Integer(), Type.Null()]), message: Type.String() }, { additionalProperties: false });
+const ApplyError = Type.Object({ line: Type.Union([Count, Type.Null()]), message: Type.String({ maxLength: AGENT_LIMITS.ackErrorMessage }) }, { additionalProperties: false });
 
 function message<N extends string, P extends TSchema>(type: N, payload: P) {
   return Type.Object({ type: Type.Literal(type), payload }, { additionalProperties: false });
@@ -78,15 +117,15 @@ function message<N extends string, P extends TSchema>(type: N, payload: P) {
 export const AgentHello = message(
   'agent/hello',
   Type.Object(
-    { protocol: Type.Integer(), agentVersion: Type.String({ maxLength: 64 }), runningRevision: Type.Union([Type.Integer(), Type.Null()]) },
+    { protocol: Count, agentVersion: Type.String({ maxLength: AGENT_LIMITS.agentVersion }), runningRevision: Type.Union([Count, Type.Null()]) },
     { additionalProperties: false },
   ),
 );
-export const AgentHeartbeat = message('agent/heartbeat', Type.Object({ runningRevision: Type.Union([Type.Integer(), Type.Null()]) }, { additionalProperties: false }));
+export const AgentHeartbeat = message('agent/heartbeat', Type.Object({ runningRevision: Type.Union([Count, Type.Null()]) }, { additionalProperties: false }));
 export const ConfigAck = message(
   'config/ack',
   Type.Object(
-    { revision: Type.Integer(), ok: Type.Boolean(), errors: Type.Array(ApplyError, { maxItems: 50 }) },
+    { revision: Count, ok: Type.Boolean(), errors: Type.Array(ApplyError, { maxItems: AGENT_LIMITS.ackErrors }) },
     { additionalProperties: false },
   ),
 );
@@ -95,7 +134,7 @@ export const StatusReport = message(
   Type.Object(
     {
       kind: Type.Union([Type.Literal('proxy_crash'), Type.Literal('proxy_reload_failed'), Type.Literal('server_error')]),
-      message: Type.String({ maxLength: 4000 }),
+      message: Type.String({ maxLength: AGENT_LIMITS.statusMessage }),
     },
     { additionalProperties: false },
   ),
@@ -129,7 +168,7 @@ const nullableText = (maxLength: number) => Type.Union([Type.String({ maxLength 
 export const WafEventItem = Type.Object(
   {
     /** Unix time in seconds. */
-    ts: Type.Integer({ minimum: 0 }),
+    ts: Type.Integer({ minimum: 0, maximum: MAX_UNIX_SECONDS }),
     ip: Type.String({ maxLength: 45 }),
     domain: Type.String({ maxLength: 253 }),
     reason: Type.Union(WAF_REASONS.map((r) => Type.Literal(r))),
@@ -150,7 +189,7 @@ export const WafEventItem = Type.Object(
   { additionalProperties: false },
 );
 export type WafEventItem = Static<typeof WafEventItem>;
-export const EventsBatch = message('events/batch', Type.Object({ events: Type.Array(WafEventItem, { maxItems: 500 }) }, { additionalProperties: false }));
+export const EventsBatch = message('events/batch', Type.Object({ events: Type.Array(WafEventItem, { maxItems: AGENT_LIMITS.eventsPerBatch }) }, { additionalProperties: false }));
 
 // Certificates (HTTP-01). An agent asks for an order slot before every order (the service keeps
 // the authority's cap per registered domain), publishes each key authorization so every server of
@@ -169,7 +208,7 @@ export const AcmeSlotRequest = message('acme/slot-request', Type.Object({ reques
 export const AcmeChallengePublish = message('acme/challenge-publish', Type.Object({ requestId: RequestId, ...ChallengeFields }, { additionalProperties: false }));
 export const CERT_STATES = ['pending', 'active', 'error'] as const;
 /** The latest notAfter a certificate can carry (RFC 5280's 99991231235959Z), in Unix seconds. */
-export const MAX_CERT_EXPIRY = 253_402_300_799;
+export const MAX_CERT_EXPIRY = MAX_UNIX_SECONDS;
 export type CertState = (typeof CERT_STATES)[number];
 export const CertStatus = message(
   'cert/status',
@@ -179,7 +218,7 @@ export const CertStatus = message(
       status: Type.Union(CERT_STATES.map((s) => Type.Literal(s))),
       /** Unix time in seconds of the served certificate's notAfter; null while there is none. */
       expiresAt: Type.Union([Type.Integer({ minimum: 0, maximum: MAX_CERT_EXPIRY }), Type.Null()]),
-      message: Type.Union([Type.String({ maxLength: 1000 }), Type.Null()]),
+      message: Type.Union([Type.String({ maxLength: AGENT_LIMITS.certMessage }), Type.Null()]),
     },
     { additionalProperties: false },
   ),

@@ -1,4 +1,4 @@
-import type { CertState, ServerSnapshot } from '@rampart/protocol';
+import { AGENT_LIMITS, type CertState, type ServerSnapshot } from '@rampart/protocol';
 import type { ServedCertificate } from '@rampart/proxy';
 import { Backoff, systemClock, type Clock } from '../backoff.js';
 import type { CertificateIssuer } from './issuer.js';
@@ -214,7 +214,7 @@ export class CertificateManager {
   private report(domain: string, d: DomainCert, status: CertState, message: string | null): void {
     const c = this.o.store.get(domain);
     const expiresAt = c && c.notAfter > this.clock.now() ? Math.floor(c.notAfter / 1000) : null;
-    d.last = { domain, status, expiresAt, message: message?.slice(0, 1000) ?? null };
+    d.last = { domain, status, expiresAt, message: message?.slice(0, AGENT_LIMITS.certMessage) ?? null };
     this.o.link.report(d.last);
   }
 }
