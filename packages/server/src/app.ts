@@ -3,6 +3,8 @@ import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { type FastifyError, type FastifyServerOptions } from 'fastify';
+import { maxHeaderSize, STATUS_CODES } from 'node:http';
+import type { Socket } from 'node:net';
 import { authenticate, SESSION_COOKIE, type Principal } from './auth.js';
 import type { ServiceContext } from './context.js';
 import { AppError } from './errors.js';
@@ -40,7 +42,39 @@ export interface AppOptions {
 }
 
 export const BODY_LIMIT = 1024 * 1024;
+/** A path segment longer than this matches no route (404). */
+export const MAX_PARAM_LENGTH = 200;
 const MUTATING = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
+
+/** What Node's parser refused, by its error code: status and message. */
+function clientErrorAnswer(code: string | undefined): [number, string] {
+  switch (code) {
+    case 'HPE_HEADER_OVERFLOW':
+      return [431, `request line and headers are larger than the ${Math.floor(maxHeaderSize / 1024)} KiB limit`];
+    case 'HPE_INVALID_CONTENT_LENGTH':
+    case 'HPE_UNEXPECTED_CONTENT_LENGTH':
+      return [400, 'Content-Length is not valid'];
+    case 'HPE_INVALID_METHOD':
+      return [400, 'method is not supported'];
+    case 'ERR_HTTP_REQUEST_TIMEOUT':
+      return [408, 'request took too long to arrive'];
+    default:
+      return [400, 'malformed HTTP request'];
+  }
+}
+
+function clientError(err: Error & { code?: string }, socket: Socket): void {
+  if (err.code === 'ECONNRESET' || err.code === 'EPIPE' || !socket.writable) {
+    socket.destroy();
+    return;
+  }
+  const [status, message] = clientErrorAnswer(err.code);
+  const body = JSON.stringify({ error: message });
+  socket.end(
+    `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\n` +
+      `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+  );
+}
 
 export async function buildApp(options: AppOptions): Promise<App> {
   const app = Fastify({
@@ -49,7 +83,15 @@ export async function buildApp(options: AppOptions): Promise<App> {
     trustProxy: options.trustProxy ?? false,
     onProtoPoisoning: 'error',
     onConstructorPoisoning: 'error',
-    routerOptions: { maxParamLength: 200 },
+    routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
+    // Errors Fastify answers before any route or hook runs: the same { error } body as the rest.
+    frameworkErrors: (err, _req, reply) => {
+      if (err.code === 'FST_ERR_BAD_URL') return reply.code(400).send({ error: 'url: is not valid percent-encoding' });
+      if (err.code === 'FST_ERR_MAX_PARAM_LENGTH') return reply.code(414).send({ error: `url: a path segment is longer than ${MAX_PARAM_LENGTH} characters` });
+      return reply.code(500).send({ error: 'Internal server error' });
+    },
+    // Requests Node's HTTP parser refuses never reach Fastify: answered here, on the socket.
+    clientErrorHandler: clientError,
     ajv: { customOptions: { removeAdditional: false, coerceTypes: false, useDefaults: false, allErrors: true } },
   }).withTypeProvider<TypeBoxTypeProvider>();
   const { ctx } = options;
@@ -100,7 +142,10 @@ export async function buildApp(options: AppOptions): Promise<App> {
   });
 
   app.setErrorHandler((err: FastifyError | AppError, req, reply) => {
-    if (err instanceof AppError) return reply.code(err.status).send({ error: err.message });
+    if (err instanceof AppError) {
+      if (err.retryAfterSeconds !== undefined) reply.header('retry-after', String(err.retryAfterSeconds));
+      return reply.code(err.status).send({ error: err.message });
+    }
     if (err.validation) return reply.code(400).send({ error: validationMessage(err.validation, err.validationContext ?? 'body') });
     switch (err.code) {
       case 'FST_ERR_CTP_BODY_TOO_LARGE':
@@ -113,7 +158,7 @@ export async function buildApp(options: AppOptions): Promise<App> {
         return reply.code(400).send({ error: 'body: is not valid JSON' });
     }
     if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500) {
-      return reply.code(err.statusCode).send({ error: err.statusCode === 400 && err instanceof SyntaxError ? 'body: is not valid JSON' : err.message });
+      return reply.code(err.statusCode).send({ error: err.statusCode === 400 && err instanceof SyntaxError ? 'body: is not valid JSON' : err.message || STATUS_CODES[err.statusCode] || 'Bad request' });
     }
     req.log.error({ err }, 'unhandled error');
     return reply.code(500).send({ error: 'Internal server error' });

@@ -28,12 +28,15 @@ export type ErrorCode = keyof typeof ERRORS;
 export class AppError extends Error {
   readonly code: ErrorCode;
   readonly status: number;
+  /** Sent as the Retry-After header (429 and 503 answers). */
+  readonly retryAfterSeconds: number | undefined;
 
-  constructor(code: ErrorCode, message?: string) {
+  constructor(code: ErrorCode, message?: string, options?: { retryAfterSeconds?: number }) {
     super(message ?? ERRORS[code].message);
     this.name = 'AppError';
     this.code = code;
     this.status = ERRORS[code].status;
+    this.retryAfterSeconds = options?.retryAfterSeconds;
   }
 }
 

@@ -7,6 +7,11 @@ function fieldName(instancePath: string, extra?: string): string {
   return parts.reduce((acc, p) => (/^\d+$/.test(p) ? `${acc}[${p}]` : acc ? `${acc}.${p}` : p), '');
 }
 
+/** A message names at most this many problems; the rest are counted ("; and 5 more"). */
+export const MAX_LISTED = 10;
+/** A body may be 1 MiB of one field name: a message part is cut at this many characters. */
+const MAX_PART_LENGTH = 200;
+
 /**
  * Turns schema errors into one message that names each field, e.g.
  * "name: must NOT have fewer than 1 characters; unknown field: account_id".
@@ -29,7 +34,7 @@ export function validationMessage(errors: FastifySchemaValidationError[], contex
     } else {
       msg = `${fieldName(e.instancePath) || root}: ${e.message ?? 'is invalid'}`;
     }
-    seen.add(msg);
+    seen.add(msg.length > MAX_PART_LENGTH ? `${msg.slice(0, MAX_PART_LENGTH)}...` : msg);
   }
   for (const e of errors) {
     if (e.keyword !== 'anyOf') continue;
@@ -40,5 +45,7 @@ export function validationMessage(errors: FastifySchemaValidationError[], contex
     seen.add(allowed.length ? `${field}: must be one of ${allowed.join(', ')}` : `${field}: is invalid`);
   }
   if (seen.size === 0) seen.add(`${root}: is invalid`);
-  return [...seen].join('; ');
+  const all = [...seen];
+  if (all.length <= MAX_LISTED) return all.join('; ');
+  return `${all.slice(0, MAX_LISTED).join('; ')}; and ${all.length - MAX_LISTED} more`;
 }
