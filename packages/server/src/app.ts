@@ -2,7 +2,7 @@ import cookie from '@fastify/cookie';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import Fastify, { type FastifyError, type FastifyServerOptions } from 'fastify';
+import Fastify, { type FastifyError, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from 'fastify';
 import { maxHeaderSize, STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import { authenticate, SESSION_COOKIE, type Principal } from './auth.js';
@@ -63,6 +63,12 @@ function clientErrorAnswer(code: string | undefined): [number, string] {
   }
 }
 
+function frameworkErrors(err: FastifyError, _req: FastifyRequest, reply: FastifyReply): void {
+  if (err.code === 'FST_ERR_BAD_URL') reply.code(400).send({ error: 'url: is not valid percent-encoding' });
+  else if (err.code === 'FST_ERR_MAX_PARAM_LENGTH') reply.code(414).send({ error: `url: a path segment is longer than ${MAX_PARAM_LENGTH} characters` });
+  else reply.code(500).send({ error: 'Internal server error' });
+}
+
 function clientError(err: Error & { code?: string }, socket: Socket): void {
   if (err.code === 'ECONNRESET' || err.code === 'EPIPE' || !socket.writable) {
     socket.destroy();
@@ -85,11 +91,7 @@ export async function buildApp(options: AppOptions): Promise<App> {
     onConstructorPoisoning: 'error',
     routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
     // Errors Fastify answers before any route or hook runs: the same { error } body as the rest.
-    frameworkErrors: (err, _req, reply) => {
-      if (err.code === 'FST_ERR_BAD_URL') return reply.code(400).send({ error: 'url: is not valid percent-encoding' });
-      if (err.code === 'FST_ERR_MAX_PARAM_LENGTH') return reply.code(414).send({ error: `url: a path segment is longer than ${MAX_PARAM_LENGTH} characters` });
-      return reply.code(500).send({ error: 'Internal server error' });
-    },
+    frameworkErrors,
     // Requests Node's HTTP parser refuses never reach Fastify: answered here, on the socket.
     clientErrorHandler: clientError,
     ajv: { customOptions: { removeAdditional: false, coerceTypes: false, useDefaults: false, allErrors: true } },
