@@ -20,7 +20,7 @@ local find, sub, byte, char, lower, gsub, match, gmatch, format =
 local concat = table.concat
 
 D.BODY_LIMIT = 65536      -- bytes of a request body that are inspected
-D.VALUE_LIMIT = 16384     -- bytes of one value given to the detectors
+D.VALUE_LIMIT = 65536     -- bytes of one value given to the detectors (a whole inspected body)
 D.MATCH_LEN = 48          -- bytes of the excerpt an event shows
 
 ---------------------------------------------------------------------------------------------------
@@ -69,6 +69,11 @@ function D.unescape(s)
   s = gsub(s, "\\[uU](%x%x%x%x)", function(h) return D.utf8(tonumber(h, 16)) end)
   s = gsub(s, "\\[xX](%x%x)", hexbyte)
   s = gsub(s, "\\([0-3][0-7][0-7])", function(o) return char(tonumber(o, 8)) end)
+  -- two-digit octal only where it makes markup (\74 is '<'): "\16" in a Windows path stays
+  s = gsub(s, "\\([0-7][0-7])", function(o)
+    local c = char(tonumber(o, 8))
+    if find(c, "[<>\"'()/=]") then return c end
+  end)
   return s
 end
 
@@ -81,7 +86,7 @@ end
 -- Overlong UTF-8 forms of ASCII characters, which some decoders accept: C0/C1 xx is
 -- (first & 1) << 6 | (xx & 0x3F) (%c0%ae is '.'), E0 80 xx is xx & 0x3F.
 local function overlong(s)
-  if not find(s, "[\192\193]") then return s end
+  if not find(s, "[\192\193\224]") then return s end
   s = gsub(s, "([\192\193])([\128-\191])", function(a, b) return char(((byte(a) & 1) << 6) | (byte(b) & 0x3F)) end)
   return (gsub(s, "\224\128([\128-\191])", function(b) return char(byte(b) & 0x3F) end))
 end
@@ -109,7 +114,7 @@ local function word_before(s, p)
   local stop = p - 40
   while e > stop and e > 0 do
     local b = byte(s, e)
-    if b ~= 32 and b ~= 9 then break end
+    if b ~= 32 and b ~= 9 and b ~= 10 and b ~= 13 then break end
     e = e - 1
   end
   local st = e
@@ -187,7 +192,7 @@ for w in gmatch([[select union from where insert into values update set delete d
   by limit offset like rlike regexp sounds between is not null true false case when then else end
   as distinct distinctrow all any exists procedure outfile dumpfile load_file information_schema
   cast convert char nchar varchar join inner outer left right on desc asc collate escape div mod
-  begin returns function replace grant revoke top dual sysdate current_user session_user in]], "%S+") do
+  begin returns function replace grant revoke top dual sysdate current_user session_user in copy program]], "%S+") do
   SQL_KEYWORDS[w] = true
 end
 local SQL_LOGIC = { ["and"] = true, ["or"] = true, xor = true, ["&&"] = true, ["||"] = true, ["not"] = false }
@@ -269,9 +274,16 @@ local function sql_tokens(s, q, max)
       push(c == "`" and "w" or "s", sub(s, i + 1, j - 2), i)
       i = j
     elseif find(c, "^%d") or (c == "." and find(s, "^%.%d", i)) then
+      -- digits, an optional fraction, an optional exponent, each run found once (no backtracking
+      -- over a long run of digits)
       local _, e = find(s, "^0[xX]%x+", i)
-      if not e then _, e = find(s, "^%d*%.?%d*[eE][%+%-]?%d+", i) end
-      if not e then _, e = find(s, "^%d*%.?%d*", i) end
+      if not e then
+        _, e = find(s, "^%d*", i)
+        local _, f = find(s, "^%.%d*", e + 1)
+        if f then e = f end
+        local _, x = find(s, "^[eE][%+%-]?%d+", e + 1)
+        if x then e = x end
+      end
       push("n", sub(s, i, e), i)
       i = e + 1
     elseif c == "@" then
@@ -279,7 +291,8 @@ local function sql_tokens(s, q, max)
       push("v", lower(sub(s, i, e)), i)
       i = e + 1
     elseif find(c, "^[%a_$]") or b >= 128 then
-      local _, e = find(s, "^[%w_$\128-\255]+", i)
+      -- (byte A0, a blank to MySQL in latin1, ends a word)
+      local _, e = find(s, "^[%w_$\128-\159\161-\255]+", i)
       -- qualified names: dbms_pipe.receive_message, master..xp_dirtree
       local _, e2 = find(s, "^%.%.?[%a_][%w_$]*", e + 1)
       while e2 do e = e2; _, e2 = find(s, "^%.%.?[%a_][%w_$]*", e + 1) end
@@ -462,7 +475,7 @@ local function sql_structure(all, context)
       local a, b = nx, toks[i + 2]
       if w == "insert" and kind(a) == "k" and a[2] == "into" then return t[3] end
       if w == "delete" and kind(a) == "k" and a[2] == "from" then return t[3] end
-      if w == "update" and kind(b) == "k" and b[2] == "set" then return t[3] end
+      if w == "update" and kind(b) == "k" and b[2] == "set" and kind(a) == "w" and kind(toks[i + 3]) == "w" and kind(toks[i + 4]) == "o" then return t[3] end
       if w == "drop" and kind(a) == "k" and (a[2] == "table" or a[2] == "database") then return t[3] end
     elseif k == "k" and (w == "insert" or w == "delete") and i == 1 then
       local a, b, c = nx, toks[i + 2], toks[i + 3]
@@ -478,7 +491,7 @@ local function sql_structure(all, context)
       if kind(a) == "k" and (a[2] == "table" or a[2] == "database") and kind(b) == "w" and (c == nil or kind(c) == ";" or kind(c) == "c") then
         return t[3]
       end
-    elseif k == "o" and COMPARE[w] and kind(nx) == "(" and kind(toks[i + 2]) == "k" and toks[i + 2][2] == "select" then
+    elseif ((k == "o" and COMPARE[w]) or (k == "k" and COMPARE_WORD[w])) and kind(nx) == "(" and kind(toks[i + 2]) == "k" and toks[i + 2][2] == "select" then
       return t[3] -- = (SELECT ...)
     elseif k == "f" and SQL_DANGER_ALONE[w] then
       return t[3]
@@ -538,6 +551,8 @@ local function sql_tail(toks, first, breakout)
       local u = toks[first + 1]
       if kind(u) == "f" or (kind(u) == "(" and kind(toks[first + 2]) == "k") or (COMPARE[w] and kind(u) == "s" and toks[first + 2]) then return t[3] end
       if COMPARE[w] and (kind(u) == "s" or kind(u) == "n") and kind(toks[first + 2]) == "l" then return t[3] end
+      if COMPARE[w] and kind(u) == "s" and toks[first + 2] == nil and first == 2 then return t[3] end -- the login bypass '='
+
     end
     if k == ")" then
       -- ') or ('1'='1, ')) union select
@@ -623,7 +638,8 @@ for w in gmatch([[abort activate afterprint afterscriptexecute animationcancel a
   search seeked seeking select selectionchange selectstart show start stalled storage submit
   suspend timeupdate toggle touchend touchmove touchstart transitioncancel transitionend
   transitionrun transitionstart unhandledrejection unload volumechange waiting webkitanimationend
-  webkitanimationiteration webkitanimationstart webkittransitionend wheel zoom]], "%S+") do
+  webkitanimationiteration webkitanimationstart webkittransitionend wheel zoom pagereveal pageswap
+  beforematch command scrollsnapchange scrollsnapchanging contentvisibilityautostatechange]], "%S+") do
   EVENT_HANDLERS[w] = true
 end
 
@@ -675,6 +691,7 @@ end
 local JS_SINKS = { alert = true, prompt = true, confirm = true, eval = true, settimeout = true,
   setinterval = true, atob = true, fetch = true, import = true,
   execscript = true, msgbox = true }
+local SINK_VALUES = { "alert", "eval", "prompt", "confirm" }
 local JS_GLOBALS = { window = true, self = true, top = true, parent = true, frames = true, globalthis = true,
   this = true, document = true, content = true, opener = true }
 
@@ -697,9 +714,17 @@ function D.js(lv)
   end)
   if p then return p end
   -- (alert)(1), (0,eval)('...')
-  p = find(lv, "%(%s*[%d,%s]*alert%s*%)%s*[%(`]") or find(lv, "%(%s*[%d,%s]*eval%s*%)%s*[%(`]") or
-    find(lv, "%(%s*[%d,%s]*prompt%s*%)%s*[%(`]") or find(lv, "%(%s*[%d,%s]*confirm%s*%)%s*[%(`]")
-  if p then return p end
+  -- (alert)(1), (0,eval)('...'), [1].find(alert), (x=alert)(1), Reflect.apply(alert, ...): a sink
+  -- used as a value. Each name is found first, then a few bytes around it are looked at.
+  for _, sink in ipairs(SINK_VALUES) do
+    local q = find(lv, sink, 1, true)
+    while q do
+      local before = sub(lv, q > 12 and q - 12 or 1, q - 1)
+      local after = sub(lv, q + #sink, q + #sink + 12)
+      if (find(before, "[%(,=%[]%s*$") or find(before, "[%(,]%s*[%d,%s]*$")) and find(after, "^%s*[%),;%]]") then return q end
+      q = find(lv, sink, q + #sink, true)
+    end
+  end
   p = find(lv, "document%s*%.%s*[cdwl]") -- document.cookie/domain/write/location
   if p then
     local w = match(lv, "^document%s*%.%s*([%a]+)", p)
@@ -775,9 +800,12 @@ for w in gmatch([[wget curl nc ncat netcat bash sh zsh ksh csh tcsh dash busybox
   cmd cmd.exe whoami uname ifconfig ipconfig nslookup base64 python python2 python3 perl php ruby
   lua certutil bitsadmin mkfifo telnet xterm systeminfo tasklist netstat chmod chown crontab
   passwd sudo useradd rm wmic reg regsvr32 mshta rundll32 cscript wscript nmap tftp ftp socat
-  openssl getent id hostname]], "%S+") do
+  openssl getent id hostname msiexec schtasks docker tclsh kubectl]], "%S+") do
   CMD_STRONG[w] = true
 end
+local INTERPRETERS = { python = true, python2 = true, python3 = true, perl = true, php = true, ruby = true,
+  lua = true, bash = true, sh = true, zsh = true, ksh = true, csh = true, tcsh = true, dash = true, node = true, tclsh = true }
+
 -- Commands that are also English words: an attack only with arguments a shell would take.
 local CMD_WEAK = {}
 for w in gmatch([[cat ls echo ping sleep find head tail more less type dir net env printenv kill
@@ -800,9 +828,9 @@ local function shell_args(lv, e, newline)
 end
 
 -- The command starting at i (after a separator), when it is one: returns i.
-local function command_at(lv, i, newline)
+local function command_at(lv, i, newline, single, sep)
   -- skip blanks, quotes and the characters a shell ignores here ({ ( ! $IFS)
-  local _, e = find(lv, "^[%s'\"{(!]*", i)
+  local _, e = find(lv, "^[%s'\"{(!]*%$?['\"]?", i)
   i = e + 1
   if sub(lv, i, i + 5) == "${ifs}" or sub(lv, i, i + 3) == "$ifs" then return i end
   local _, we, word = find(lv, "^([%w_%.%-/\\:'\"?*]+)", i)
@@ -815,7 +843,18 @@ local function command_at(lv, i, newline)
   local base = match(word, "([^/\\]+)$") or word
   base = gsub(base, "%.exe$", "")
   if #base == 0 then return nil end
-  if CMD_STRONG[base] and #base > 2 and not newline and base ~= "hostname" and base ~= "openssl" then return i end
+  -- "bash & zsh", "Java & Python developer": after a single & or |, an interpreter's name is
+  -- also a word of prose; it needs shell arguments
+  if single and INTERPRETERS[base] and find(sub(lv, 1, sep - 1), "%a%s*$") then
+    return shell_args(lv, we) and sub(lv, we + 1) ~= "" and i or nil
+  end
+  if CMD_STRONG[base] and #base > 2 and base ~= "hostname" and base ~= "openssl" then
+    -- a line break then "wget http://...": a command that is only a command, with any argument
+    if not newline or we == #lv or shell_args(lv, we, true) or find(lv, "^[\t ]+%a[%w+.-]*://", we + 1) or
+      find(lv, "^[\t ]+[%w%-]+%.[%w%-]+[%.%w%-]*[%s/:]", we + 1) or find(lv, "^[\t ]+[%w%-]+%.[%w%-]+$", we + 1) then
+      return i
+    end
+  end
   -- short names, and any command after a line break (text has lines too), need shell arguments
   if (CMD_STRONG[base] or CMD_WEAK[base]) and shell_args(lv, we, newline) then return i end
   if base == "net" and find(lv, "^%s+user", we + 1) or find(lv, "^%s+localgroup", we + 1) then return i end
@@ -826,6 +865,7 @@ function D.cmdi(v)
   if not find(v, "[;|&`$\n\r%(%)]") then return nil end
   local lv = lower(v)
   local p = find(lv, "${ifs", 1, true) or find(lv, "$ifs$", 1, true) or find(lv, "/dev/tcp/", 1, true) or
+    find(lv, "$'\\", 1, true) or
     find(lv, "/dev/udp/", 1, true) or find(lv, "^%s*%(%)%s*{%s*[:%w_]*%s*;%s*}") -- Shellshock
   if p then return p end
   -- separators: ; | || & && newline, command substitution `...` and $(...)
@@ -844,9 +884,11 @@ function D.cmdi(v)
       if sub(lv, s + 1, s + 1) == c then from = s + 2 end
       -- "&" is also a parameter separator or an entity: &amp; &x=
       if c == "&" and find(lv, "^[%w_%-]*[=;]", from) and not find(lv, "^%s", from) then from = nil end
+    elseif c == ";" and find(lv, "^base64,", from) then
+      from = nil -- data:image/png;base64,...
     end
     if from then
-      local at = command_at(lv, from, c == "\n" or c == "\r")
+      local at = command_at(lv, from, c == "\n" or c == "\r", (c == "&" or c == "|") and sub(lv, s + 1, s + 1) ~= c, s)
       if at then return s end
     end
     i = s + 1
@@ -863,14 +905,16 @@ local SENSITIVE = { "/etc/passwd", "/etc/shadow", "/etc/group", "/etc/hosts", "/
   "/.git/", "/.svn/", "/.hg/", "/.env", "id_rsa", "wp-config.php", "/etc/mysql/", "/var/log/",
   "/.ssh/", ".bash_history", ".aws/", "web.config", ".svn/", "wwwroot/", "/etc/nginx/", "/etc/apache2/", "/usr/local/etc/" }
 local INCLUDE_SCHEMES = { "php://", "file://", "zip://", "phar://", "expect://", "data://", "glob://",
-  "compress.zlib://", "compress.bzip2://", "jar:file:", "ogg://", "rar://", "ssh2." }
+  "compress.zlib://", "compress.bzip2://", "jar:file:", "ogg://", "rar://", "ssh2.", "data:text/plain;base64,",
+  "data:;base64,", "data:text/plain," }
 local sensitive_file, include_scheme = marker_finder(SENSITIVE), marker_finder(INCLUDE_SCHEMES)
 
 local function traversal_common(lv)
   local s = gsub(lv, "\\", "/")
+  if find(s, "//", 1, true) or find(s, "/./", 1, true) then s = gsub(gsub(s, "/%./", "/"), "//+", "/") end
   if find(s, "[\226\239]") then
     -- fullwidth and other look-alike dots and slashes that some decoders fold to ASCII
-    s = gsub(gsub(gsub(s, "\239\188\142", "."), "\239\188\143", "/"), "\226\136\149", "/")
+    s = gsub(gsub(gsub(gsub(s, "\239\188\142", "."), "\239\188\143", "/"), "\226\136\149", "/"), "\239\188\188", "/")
   end
   local p = find(s, "../", 1, true) or find(s, "..;/", 1, true)
   if p then return p end
@@ -916,6 +960,7 @@ local function internal_host(h)
   if h == "localhost" or find(h, "%.localhost$") or h == "0" or h == "0.0.0.0" or h == "[::]" or h == "[::1]" or
     find(h, "^%[0*:") or find(h, "^%[::ffff:") or h == "metadata.google.internal" or h == "metadata" or
     h == "instance-data" or find(h, "^169%.254%.") or h == "100.100.100.200" or h == "localtest.me" or
+    h == "192.0.0.192" or h == "lvh.me" or find(h, "%.lvh%.me$") or h == "vcap.me" or find(h, "%.vcap%.me$") or
     find(h, "%.localtest%.me$") or find(h, "^127%.") or h == "127.1" or find(h, "^10%.") or find(h, "^192%.168%.") or
     find(h, "^%[f[cd]%x*:") or find(h, "^%[fe80:") or not find(h, ".", 1, true) or find(h, "%.internal$") or
     find(h, "%.local$") or find(h, "%.svc$") or find(h, "%.svc%.cluster%.local$") or find(h, "%.consul$") or
@@ -928,13 +973,17 @@ local function internal_host(h)
   if find(h, "^%d+$") and #h >= 8 then return true end
   if find(h, "^0x%x+") or find(h, "^0%d+%.") or find(h, "%.0x%x") then return true end
   if find(h, "%.nip%.io$") or find(h, "%.xip%.io$") or find(h, "%.sslip%.io$") then
-    return internal_host(match(h, "(%d+[%.%-]%d+[%.%-]%d+[%.%-]%d+)%.[%a]+%.io$") or "example.com")
+    local dotted = match(h, "(%d+[%.%-]%d+[%.%-]%d+[%.%-]%d+)%.[%a]+%.io$")
+    if dotted then return internal_host(gsub(dotted, "%-", ".")) end
+    local hex = match(h, "^(%x%x%x%x%x%x%x%x)%.[%a]+%.io$") or match(h, "%.(%x%x%x%x%x%x%x%x)%.[%a]+%.io$")
+    if hex then return internal_host("0x" .. hex) end
+    return false
   end
   return false
 end
 
 function D.ssrf(v)
-  if not find(v, ":", 1, true) then return nil end
+  if not find(v, "[:\\]") then return nil end
   local lv = lower(v)
   -- Apache's proxy to a unix socket (unix:AAAA...|http://...)
   if find(lv, "^unix:[^|]*|%a+://") then return 1 end
@@ -943,18 +992,32 @@ function D.ssrf(v)
   -- http(s) URLs anywhere in the value
   local i = 1
   while true do
-    local p, e = find(lv, "%a[%w+%-.]*://", i)
-    if not p then break end
-    local scheme = match(sub(lv, p, e), "^([%a]+)")
-    local authority = match(lv, "^[^/?#%s\"'<>]*", e + 1) or ""
+    -- "http:" (browsers and URL parsers also take "http:/x", "http:\\x" and "http:x"), or any
+    -- scheme before "://"; the scheme is read back from the ':' (at most 32 bytes)
+    local colon = find(lv, ":", i, true)
+    if not colon then break end
+    local scheme = match(sub(lv, colon > 32 and colon - 32 or 1, colon - 1), "([%a][%w+%-.]*)$")
+    local _, e = find(lv, "^:[/\\]*", colon)
+    local slashes = e - colon
+    if not scheme or (slashes < 2 and scheme ~= "http" and scheme ~= "https" and scheme ~= "ws" and scheme ~= "wss") then
+      i = colon + 1
+      goto continue
+    end
+    do
+    local p = colon - #scheme
+    local authority = match(lv, "^[^/\\?#%s\"'<>]*", e + 1) or ""
     local host = gsub(authority, "^.*@", "")
     -- "https://android-app://..." names an app, not a host
-    if find(host, ":$") or host == "" or (scheme ~= "http" and scheme ~= "https" and scheme ~= "ftp") then host = "example.com" end
+    if find(host, ":$") or host == "" or (scheme ~= "http" and scheme ~= "https" and scheme ~= "ftp" and scheme ~= "ws" and scheme ~= "wss") then host = "example.com" end
     if sub(host, 1, 1) == "[" then host = match(host, "^%[[^%]]*%]") or host
     else host = gsub(host, ":%d*$", "") end
     if internal_host(host) then return p end
     i = e + 1
+    end
+    ::continue::
   end
+  -- a UNC path (\\host\share) makes Windows connect out
+  if find(lv, "^%s*\\\\[%w%-%.]+\\") then return 1 end
   return nil
 end
 
@@ -972,7 +1035,11 @@ function D.xxe(v)
     local decl = sub(lv, p, p + 400)
     local kw = match(decl, "^<!doctype%s+[%w:_%-%.]+%s+(%a+)")
     if kw == "system" then return p end
-    if kw == "public" and not find(decl, "w3%.org") then return p end
+    if kw == "public" then
+      -- PUBLIC "<public id>" "<system URL>": fetched unless it is the W3C's own DTD
+      local url = match(decl, '^<!doctype%s+[%w:_%-%.]+%s+public%s+["\'][^"\']*["\']%s+["\']([^"\']*)')
+      if url and not find(url, "^https?://www%.w3%.org/") then return p end
+    end
     if find(decl, "<!entity", 1, true) then return p end
   end
   p = find(lv, "xi:include", 1, true) or find(lv, "www.w3.org/2001/xinclude", 1, true)
@@ -982,6 +1049,20 @@ end
 ---------------------------------------------------------------------------------------------------
 -- Code, template and expression injection, and serialized objects.
 ---------------------------------------------------------------------------------------------------
+
+-- Removes /* ... */ comments (an unterminated one runs to the end), in one pass.
+local function strip_block_comments(s)
+  local out, i = {}, 1
+  while true do
+    local a = find(s, "/*", i, true)
+    if not a then out[#out + 1] = sub(s, i) break end
+    out[#out + 1] = sub(s, i, a - 1)
+    local b = find(s, "*/", a + 2, true)
+    if not b then break end
+    i = b + 2
+  end
+  return concat(out)
+end
 
 -- Log4j lookups hidden by nested lookups (${${lower:j}ndi:...}, ${${::-j}ndi:...}).
 -- Returns true when resolving them yields a JNDI lookup.
@@ -1016,7 +1097,8 @@ local CODE_MARKERS = { "java.lang.runtime", "java.lang.processbuilder", "java.la
   "java.beans.xmldecoder", "org.springframework.context.support", "javax.naming", "jndi:", "@type\":\"com.",
   "@type\":\"java.", "@type\":\"org.", "\"@type\":\"", "\"$type\":\"system.", "objectdataprovider",
   "system.diagnostics.process", "!!python/", "!ruby/", "kernel.exec", "kernel.system", "io.popen", "{php}",
-  "cos\nsystem", "cposix\nsystem", "cbuiltins\n", "c__builtin__\n", "csubprocess\n", "\".execute()", "'.execute()" }
+  "cos\nsystem", "cposix\nsystem", "cbuiltins\n", "c__builtin__\n", "csubprocess\n", "_$$nd_func$$_",
+  "|map(", "|filter(", "|sort(", "|reduce(", "|map (", "|filter (", "\".execute()", "'.execute()" }
 
 D.CODE_MARKERS = CODE_MARKERS
 
@@ -1024,13 +1106,14 @@ local code_marker = marker_finder(CODE_MARKERS)
 
 function D.injection(v)
   if not find(v, "[%${}<%(%.#@:%[!\n]") and not find(v, "rO0AB", 1, true) and not find(v, "^gA[SJNR][VjW]") and
+    not find(v, "AAEAAAD", 1, true) and not find(v, "BAhvOk", 1, true) and
     not find(v, "[aA][cC]%s?[eE][dD]%s?00%s?05") then return nil end
   local lv = lower(v)
   local p
   if find(lv, "${", 1, true) then
     if jndi(lv) then return find(lv, "${", 1, true) end
     -- other Log4j lookups (secrets from the environment) and JSP/JSF expression language
-    p = find(lv, "%${%s*[%w]+:[^}]*}")
+    p = find(lv, "%${%s*[%w]+:")
     if p then
       local name = match(lv, "^%${%s*([%w]+):", p)
       if name == "env" or name == "sys" or name == "java" or name == "ctx" or name == "main" or name == "lower" or
@@ -1067,7 +1150,11 @@ function D.injection(v)
     end
     p = find(lv, "{{", p + 2, true)
   end
-  -- calls of functions that run code or commands
+  -- fastjson's "@type" and Json.NET's "$type", whatever the blanks around ':'
+  p = find(lv, '"[@$]type"%s*:%s*"')
+  if p then return p end
+  -- calls of functions that run code or commands; comments between name and '(' removed first
+  if find(lv, "/*", 1, true) then lv = strip_block_comments(lv) end
   p = each_call(lv, "%(", function(name, at, q)
     if CODE_CALLS[name] then
       local arg = sub(lv, q + 1, q + 1)
@@ -1077,7 +1164,8 @@ function D.injection(v)
   if p then return p end
   -- serialized Java objects (base64 or hex) and PHP objects
   -- and pickles (protocol 2 to 5, base64)
-  p = find(v, "rO0AB", 1, true) or find(lv, "ac%s?ed%s?00%s?05") or find(v, "^[Oa]:%d+:[\"{]") or find(v, "[;{]O:%d+:\"") or
+  -- (Java, .NET BinaryFormatter, Ruby Marshal, in base64 or hex)
+  p = find(v, "rO0AB", 1, true) or find(lv, "ac%s?ed%s?00%s?05") or find(v, "AAEAAAD/////", 1, true) or find(v, "BAhvOk", 1, true) or find(v, "^[Oa]:%d+:[\"{]") or find(v, "[;{]O:%d+:\"") or
     find(v, "^gA[SJNR][VjW]")
   return p
 end
@@ -1128,7 +1216,8 @@ D.REASONS = { sqli = "sqli_detected", xss = "xss_detected", cmdi = "cmdi_detecte
 -- Values made of letters, digits, blanks (not line breaks) and harmless punctuation: only
 -- keyword SQL ("1 union select 2") and serialized objects (base64 or hex) can hide in them.
 local function plain(v)
-  return not find(v, "[^%w \t,_@:%-\128-\238\240-\255]") -- \239: fullwidth forms fold to ASCII
+  -- not \192, \193, \224 (overlong forms of ASCII) nor \239 (fullwidth forms): they fold to ASCII
+  return not find(v, "[^%w \t,_@:%-\128-\191\194-\223\225-\238\240-\255]")
 end
 
 -- Of the plain values, those an attack could still be: keyword SQL after a number or with
@@ -1137,7 +1226,8 @@ end
 local function plain_suspect(v)
   return (find(v, "^%s*%-?%.?%d") and find(v, "%a")) or find(v, "[uU][nN][iI][oO][nN]") or
     find(v, "[sS][eE][lL][eE][cC][tT]") or find(v, "[:@]") or find(v, "rO0AB", 1, true) or
-    find(v, "^gA[SJNR][VjW]") or find(v, "[aA][cC]%s?[eE][dD]%s?00%s?05")
+    find(v, "^gA[SJNR][VjW]") or find(v, "[aA][cC]%s?[eE][dD]%s?00%s?05") or find(v, "AAEAAAD", 1, true) or
+    find(v, "BAhvOk", 1, true)
 end
 
 local PLAIN_DETECTORS = { "sqli", "injection" }
@@ -1254,45 +1344,83 @@ function D.json_strings(s, out)
 end
 
 -- multipart/form-data: field values (name -> value) and file names.
+-- The next delimiter line ("--" boundary at the start of a line) from position i: its start and
+-- the position just after it. Parsers differ on the line break before it (CRLF or a bare LF), so
+-- the earlier of the two counts.
+local function next_delimiter(body, delim, i)
+  if i == 1 and sub(body, 1, #delim) == delim then return 1, #delim + 1 end
+  local a = find(body, "\n" .. delim, i, true)
+  if not a then return nil end
+  local start = (a > 1 and sub(body, a - 1, a - 1) == "\r") and a - 1 or a
+  return start, a + 1 + #delim
+end
+
+local DISPOSITION = "[Cc][Oo][Nn][Tt][Ee][Nn][Tt]%-[Dd][Ii][Ss][Pp][Oo][Ss][Ii][Tt][Ii][Oo][Nn]:[^\r\n]*"
+local FILENAME = "[Ff][Ii][Ll][Ee][Nn][Aa][Mm][Ee]%*?%s*=%s*"
+
+-- multipart/form-data: field values (name -> value) and file names. Every Content-Disposition
+-- and every filename parameter of a part counts (servers differ on which they take).
 function D.multipart(body, boundary, fields, files)
   local delim = "--" .. boundary
-  local i = 1
   local len = #body
-  while true do
-    local s = find(body, delim, i, true)
-    if not s then break end
-    local hs = s + #delim
-    if sub(body, hs, hs + 1) == "--" then break end
-    local he = find(body, "\r\n\r\n", hs, true)
-    local sep = 4
-    if not he then he = find(body, "\n\n", hs, true); sep = 2 end
+  local _, pos = next_delimiter(body, delim, 1)
+  while pos do
+    if sub(body, pos, pos + 1) == "--" then break end
+    local he, sep = find(body, "\r\n\r\n", pos, true), 4
+    local lf = find(body, "\n\n", pos, true)
+    if lf and (not he or lf < he) then he, sep = lf, 2 end
     if not he then break end
-    local headers = sub(body, hs, he - 1)
-    local nexts = find(body, "\r\n" .. delim, he + sep, true) or find(body, "\n" .. delim, he + sep, true) or len + 1
-    local content = sub(body, he + sep, nexts - 1)
-    local lh = lower(headers)
-    local disp = match(headers, "[Cc][Oo][Nn][Tt][Ee][Nn][Tt]%-[Dd][Ii][Ss][Pp][Oo][Ss][Ii][Tt][Ii][Oo][Nn]:[^\r\n]*") or ""
-    local name = match(disp, ';%s*[Nn][Aa][Mm][Ee]%s*=%s*"([^"]*)"') or match(disp, ";%s*[Nn][Aa][Mm][Ee]%s*=%s*([^;%s]*)") or ""
-    local filename = match(disp, ';%s*[Ff][Ii][Ll][Ee][Nn][Aa][Mm][Ee]%*?%s*=%s*"([^"]*)"') or
-      match(disp, ";%s*[Ff][Ii][Ll][Ee][Nn][Aa][Mm][Ee]%*?%s*=%s*([^;%s]*)")
-    if filename then files[#files + 1] = { name, D.url_decode(filename, false), content } end
-    if filename then
-      -- the file's content is not inspected, except for the parts headers (content-type)
+    local headers = sub(body, pos, he - 1)
+    local nstart, npos = next_delimiter(body, delim, he + sep)
+    local content = sub(body, he + sep, (nstart or len + 1) - 1)
+    local name, names = "", {}
+    for disp in gmatch(headers, DISPOSITION) do
+      name = match(disp, ';%s*[Nn][Aa][Mm][Ee]%s*=%s*"([^"]*)"') or match(disp, ";%s*[Nn][Aa][Mm][Ee]%s*=%s*([^;%s]*)") or name
+      for q in gmatch(disp, ";%s*" .. FILENAME .. '"([^"]*)"') do names[#names + 1] = q end
+      for q in gmatch(disp, ";%s*" .. FILENAME .. "([^;%s\"]+)") do names[#names + 1] = q end
       fields[#fields + 1] = { name, disp }
-    else
-      fields[#fields + 1] = { name, content }
     end
-    if find(lh, "content-type:", 1, true) then
-      fields[#fields + 1] = { name, match(headers, "[Cc][Oo][Nn][Tt][Ee][Nn][Tt]%-[Tt][Yy][Pp][Ee]:([^\r\n]*)") or "" }
+    local ctype = match(headers, "[Cc][Oo][Nn][Tt][Ee][Nn][Tt]%-[Tt][Yy][Pp][Ee]:([^\r\n]*)")
+    if ctype then fields[#fields + 1] = { name, ctype } end
+    local named = false
+    for _, fname in ipairs(names) do
+      if fname ~= "" then
+        named = true
+        files[#files + 1] = { name, D.url_decode(fname, false), content, lower(ctype or "") }
+      end
     end
-    i = nexts
-    if nexts > len then break end
+    -- a file's content is not a field, unless it has no file name (filename="" reads as a field)
+    if not named then fields[#fields + 1] = { name, content } end
+    pos = npos
   end
 end
 
 -- Text content and attribute values of an XML document.
 function D.xml_values(body, out)
   out = out or {}
+  local i = 1
+  while true do
+    local a, e, tag = find(body, "<([%w:_%-%.]+)", i)
+    if not a then break end
+    local close = find(body, "[<>]", e + 1) or #body + 1
+    local attrs = sub(body, e + 1, close - 1)
+    -- each '=' then its quoted value (found with plain searches: linear in the tag's length)
+    local j = 1
+    while true do
+      local eq = find(attrs, "=", j, true)
+      if not eq then break end
+      local name = match(sub(attrs, eq > 64 and eq - 64 or 1, eq - 1), "([%w:_%-%.]*)%s*$") or ""
+      local _, qe, q = find(attrs, "^%s*([\"'])", eq + 1)
+      if q then
+        local cq = find(attrs, q, qe + 1, true) or #attrs + 1
+        out[#out + 1] = { name, D.html_decode(sub(attrs, qe + 1, cq - 1)) }
+        j = cq + 1
+      else
+        j = eq + 1
+      end
+    end
+    i = close
+  end
   for tag, textv in gmatch(body, "<([%w:_%-%.]+)[^>]*>([^<]+)") do
     if find(textv, "%S") then out[#out + 1] = { tag, D.html_decode(textv) } end
   end
@@ -1357,10 +1485,12 @@ end
 -- The per-thread cache of values already found clean (User-Agent, cookies, ...).
 local clean_cache, clean_count = {}, 0
 local CLEAN_MAX = 4096
+local CLEAN_KEY_MAX = 4096 -- bytes: longer values are inspected every time (at most 16 MB per thread)
 local function cached_clean(key)
   return clean_cache[key] == true
 end
 local function remember_clean(key)
+  if #key > CLEAN_KEY_MAX then return end
   if clean_count >= CLEAN_MAX then clean_cache, clean_count = {}, 0 end
   clean_cache[key] = true
   clean_count = clean_count + 1
@@ -1448,6 +1578,14 @@ function D.inspect(req, exceptions)
     end
     if p then return { detector = "traversal", reason = D.REASONS.traversal, location = "path", matched = excerpt(np, p) } end
   end
+  -- path parameters (;x=... , read by JAX-RS and Spring as matrix variables) are values too
+  local decoded = D.url_decode(req.path or "/", false)
+  if find(decoded, ";", 1, true) then
+    for param in gmatch(decoded, ";([^/;]+)") do
+      local f = inspect_value(ctx, "path", param)
+      if f then return f end
+    end
+  end
   -- CR or LF in the path: response splitting and header injection
   local crlf = find(np, "[\r\n]")
   if crlf and not (skip and skip("injection")) then
@@ -1460,7 +1598,7 @@ function D.inspect(req, exceptions)
   if q and q ~= "" then
     local key = not exceptions and #q <= 4096 and "?" .. q
     if not (key and cached_clean(key)) then
-      f = inspect_pairs(ctx, "query:", D.form_pairs(q, nil, 512))
+      f = inspect_pairs(ctx, "query:", D.form_pairs(q))
       if f then return f end
       if key then remember_clean(key) end
     end
@@ -1479,13 +1617,19 @@ function D.inspect(req, exceptions)
           if f then return f end
           if key then remember_clean(key) end
         end
-      elseif not D.STRUCTURED_HEADERS[name] then
+      elseif D.STRUCTURED_HEADERS[name] then
+        -- structured, but applications log them: Log4j and template lookups still count
+        if find(v, "[%$%%#{]{") then
+          f = inspect_value(ctx, "header:" .. name, v, { "injection" })
+          if f then return f end
+        end
+      else
         local key = name .. "\0" .. v
         if not cached_clean(key) then
           if name == "referer" or name == "origin" then
             local q = match(v, "%?([^#]*)")
             if q then
-              f = inspect_pairs(ctx, "header:" .. name .. ":", D.form_pairs(q, nil, 512))
+              f = inspect_pairs(ctx, "header:" .. name .. ":", D.form_pairs(q))
               if f then f.location = "header:" .. name; return f end
             end
             local pathpart = match(v, "^%a[%w+.-]*://[^/]*(/[^?#]*)") or ""
@@ -1507,10 +1651,13 @@ function D.inspect(req, exceptions)
     local ct = lower(header_value(h, "content-type") or "")
     local fields = {}
     if find(ct, "multipart/form-data", 1, true) then
-      local boundary = match(header_value(h, "content-type") or "", "[Bb][Oo][Uu][Nn][Dd][Aa][Rr][Yy]=\"?([^\";]+)")
-      if boundary then
+      local boundaries = {}
+      for b in gmatch(header_value(h, "content-type") or "", "[Bb][Oo][Uu][Nn][Dd][Aa][Rr][Yy]%s*=%s*\"?([^\";]+)") do
+        boundaries[#boundaries + 1] = (gsub(b, "%s+$", ""))
+      end
+      if #boundaries > 0 then
         local files = {}
-        D.multipart(body, boundary, fields, files)
+        for _, boundary in ipairs(boundaries) do D.multipart(body, boundary, fields, files) end
         for _, fl in ipairs(files) do
           local loc = "body:" .. fl[1]
           local sk = exception_filter(exceptions, np, loc)
@@ -1521,11 +1668,21 @@ function D.inspect(req, exceptions)
             local p = D.webshell(fl[2], fl[3])
             if p then return { detector = "upload", reason = D.REASONS.upload, location = loc, matched = excerpt(fl[3], p) } end
           end
+          -- an SVG is XML and HTML a browser or an image library will parse: its content is inspected
+          if find(lower(fl[2]), "%.svgz?$") or find(fl[4], "svg", 1, true) then
+            f = inspect_value(ctx, loc, fl[3], { "xxe", "xss", "injection" })
+            if f then return f end
+          end
           f = inspect_value(ctx, loc, fl[2], { "traversal", "xss", "sqli", "cmdi" })
           if f then return f end
         end
         return inspect_pairs(ctx, "body:", fields)
       end
+    end
+    -- UTF-16 (a byte-order mark, or NULs between ASCII characters): read as its ASCII characters
+    if find(body, "^\255\254") or find(body, "^\254\255") or find(sub(body, 1, 16), "^%z[\1-\127]%z[\1-\127]") or
+      find(sub(body, 1, 16), "^[\1-\127]%z[\1-\127]%z") then
+      body = gsub(gsub(body, "^[\254\255][\254\255]", ""), "%z", "")
     end
     local first = match(body, "^%s*(.)")
     -- binary bodies (protobuf, compressed, images) are not text an application parses as such;
@@ -1537,20 +1694,25 @@ function D.inspect(req, exceptions)
       return nil
     end
     if find(ct, "json", 1, true) or ((first == "{" or first == "[") and not find(ct, "x-www-form-urlencoded", 1, true)) then
-      f = inspect_pairs(ctx, "body:", D.json_strings(body), true)
+      local strings = D.json_strings(body)
+      f = inspect_pairs(ctx, "body:", strings, true)
       if f then return f end
+      -- JSON5 and lenient parsers take single-quoted strings: without double quotes, read it as text
+      if #strings == 0 then return inspect_value(ctx, "body", body) end
       -- a serialized object anywhere (fastjson's "@type")
       return inspect_value(ctx, "body", body, { "injection" })
     elseif find(ct, "xml", 1, true) or first == "<" then
-      f = inspect_value(ctx, "body", body, { "xxe", "injection" })
+      -- HTML (text/html, or markup without an XML type) is markup a browser runs: all detectors
+      local html = find(ct, "html", 1, true) or not find(ct, "xml", 1, true)
+      f = inspect_value(ctx, "body", body, not html and { "xxe", "injection" } or nil)
       if f then return f end
       return inspect_pairs(ctx, "body:", D.xml_values(body), true)
     elseif find(ct, "x-www-form-urlencoded", 1, true) then
-      return inspect_pairs(ctx, "body:", D.form_pairs(body, nil, 1024))
+      return inspect_pairs(ctx, "body:", D.form_pairs(body))
     else
       -- text/plain or no type: the whole body, and as form data when it looks like it
       if find(body, "=", 1, true) then
-        f = inspect_pairs(ctx, "body:", D.form_pairs(body, nil, 1024))
+        f = inspect_pairs(ctx, "body:", D.form_pairs(body))
         if f then return f end
       end
       return inspect_value(ctx, "body", body)

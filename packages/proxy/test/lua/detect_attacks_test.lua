@@ -1,10 +1,11 @@
 -- An attacker's pass over the attack detectors (lua/rampart_detect.lua), in plain Lua 5.3.
 -- Usage: lua5.3 detect_attacks_test.lua path/to/rampart_detect.lua
 --
--- Every attempt is kept. What the engine gets right today is an ordinary test. What it gets wrong
--- (a bypass, a false positive on ordinary traffic, a slow input) is written as the CORRECT
--- behaviour in KNOWN: those run too, and print "known  <name>: still fails" without failing the
--- suite; once the engine is fixed they say "now passes" and belong in the ordinary tests.
+-- Every attempt is kept. The first tests are what the engine got right from the start. KNOWN holds
+-- what it got wrong when the pass was made (a bypass, a false positive on ordinary traffic, a slow
+-- input), each written as the CORRECT behaviour: the fixed ones run as ordinary tests ("fixed
+-- ..."); the few in OPEN print "still fails" without failing the suite, and are listed in the
+-- docs as known gaps.
 
 core = nil
 local D = dofile(assert(arg[1], "usage: lua5.3 detect_attacks_test.lua <rampart_detect.lua>"))
@@ -586,18 +587,30 @@ KNOWN = {
   end },
 }
 
-local still, fixed = 0, {}
+-- The problems found by the attacker's pass that are fixed run as ordinary tests, under the name
+-- of what they once did wrong; those still open print "still fails" without failing the suite.
+local OPEN = {
+  ["bypass: a form body in EBCDIC (charset=ibm037, honoured by IIS/.NET Framework) is neither decoded nor refused"] = true,
+  ["bypass: a payload split between the query and the body (ASP.NET Request.Params joins them with ',') (sqli)"] = true,
+  ["bypass: MySQL's \\N (NULL) glued to UNION: \\Nunion select ... from users (sqli)"] = true,
+  ["bypass: PHP calls split by a comment or a line break, or built from strings (injection)"] = true,
+  ["false positive: an OAuth native-app loopback redirect_uri (RFC 8252) is SSRF"] = true,
+}
+local still = 0
 for _, k in ipairs(KNOWN) do
-  local ok, err = pcall(k[2])
-  if ok then
-    fixed[#fixed + 1] = k[1]
-    print("known  " .. k[1] .. ": now passes (move it into the tests)")
+  if OPEN[k[1]] then
+    local ok, err = pcall(k[2])
+    if ok then
+      print("known  " .. k[1] .. ": now passes (move it into the tests)")
+    else
+      still = still + 1
+      print("known  " .. k[1] .. ": still fails")
+      if os.getenv("KNOWN_VERBOSE") then print("       " .. tostring(err)) end
+    end
   else
-    still = still + 1
-    print("known  " .. k[1] .. ": still fails")
-    if os.getenv("KNOWN_VERBOSE") then print("       " .. tostring(err)) end
+    test("fixed " .. k[1], k[2])
   end
 end
-print(string.format("%d known problems, %d still fail, %d now pass", #KNOWN, still, #fixed))
+print(string.format("%d problems found, %d still open", #KNOWN, still))
 
 H.finish()
