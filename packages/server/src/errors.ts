@@ -21,6 +21,8 @@ export const ERRORS = {
   rule_limit: { status: 403, message: 'Maximum 10000 WAF rules allowed' },
   domain_limit: { status: 403, message: 'Maximum 1000 domains allowed' },
   server_limit: { status: 403, message: 'Maximum 1000 servers allowed' },
+  too_many_logins: { status: 429, message: 'Too many failed sign-ins, try again later' },
+  hashing_busy: { status: 503, message: 'Too many password checks at once, try again in a moment' },
 } as const satisfies Record<string, { status: number; message: string }>;
 
 export type ErrorCode = keyof typeof ERRORS;

@@ -1,6 +1,7 @@
 import { newSessionToken, sha256, verifyPassword } from '../crypto.js';
 import type { ServiceContext } from '../context.js';
 import { AppError } from '../errors.js';
+import type { LoginLimiter, LoginOutcome } from '../login-limiter.js';
 import { createAccount } from './accounts.js';
 
 export const SESSION_DAYS = 30;
@@ -19,16 +20,36 @@ export async function register(ctx: ServiceContext, email: string, password: str
   return { accountId, email: email.toLowerCase(), plan: 'free' as const, session: await startSession(ctx, accountId) };
 }
 
-export async function login(ctx: ServiceContext, email: string, password: string) {
-  const account = await ctx.db
-    .selectFrom('accounts')
-    .select(['id', 'email', 'plan', 'password_hash'])
-    .where('email', '=', email.toLowerCase())
-    .executeTakeFirst();
-  // verifyPassword does the same work for a missing account, so timing does not reveal which emails exist.
-  const ok = await verifyPassword(password, account?.password_hash ?? null);
-  if (!account || !ok) throw new AppError('invalid_credentials');
-  return { accountId: account.id, email: account.email, plan: account.plan, session: await startSession(ctx, account.id) };
+export interface LoginGuard {
+  limiter: LoginLimiter;
+  /** The address the attempt comes from (the socket's, unless the app trusts a proxy). */
+  address: string | undefined;
+}
+
+/**
+ * Signs in with email and password. With a guard, failures are counted per account and per
+ * address, and an attempt over a limit is refused (429) before any password is hashed.
+ */
+export async function login(ctx: ServiceContext, email: string, password: string, guard?: LoginGuard) {
+  const end = guard?.limiter.begin(email, guard.address);
+  let outcome: LoginOutcome = 'aborted';
+  try {
+    const account = await ctx.db
+      .selectFrom('accounts')
+      .select(['id', 'email', 'plan', 'password_hash'])
+      .where('email', '=', email.toLowerCase())
+      .executeTakeFirst();
+    // verifyPassword does the same work for a missing account, so timing does not reveal which emails exist.
+    const ok = await verifyPassword(password, account?.password_hash ?? null);
+    if (!account || !ok) {
+      outcome = 'failure';
+      throw new AppError('invalid_credentials');
+    }
+    outcome = 'success';
+    return { accountId: account.id, email: account.email, plan: account.plan, session: await startSession(ctx, account.id) };
+  } finally {
+    end?.(outcome);
+  }
 }
 
 export async function logout(ctx: ServiceContext, token: string | undefined): Promise<void> {
