@@ -17,7 +17,9 @@ export interface AcmeChallenge {
 
 export type BusMessage =
   | { kind: 'servers-changed'; ids: string[] }
-  | { kind: 'acme-challenge'; serverIds: string[]; challenge: AcmeChallenge };
+  | { kind: 'acme-challenge'; serverIds: string[]; challenge: AcmeChallenge }
+  /** A newer agent connection of the server was recorded: the process holding this one closes it (4004). */
+  | { kind: 'connection-replaced'; serverId: string; connectionId: string };
 
 export interface BusHandlers {
   message(m: BusMessage): void;
@@ -60,11 +62,16 @@ export function parseBusMessage(text: string): BusMessage | null {
     if (!parsed.ok || parsed.message.type !== 'acme/challenge') return null;
     return { kind: 'acme-challenge', serverIds: o.serverIds, challenge: parsed.message.payload as AcmeChallenge };
   }
+  if (o.kind === 'connection-replaced') {
+    if (keys !== 'connectionId,kind,serverId' || !isUuid(o.serverId) || !isUuid(o.connectionId)) return null;
+    return { kind: 'connection-replaced', serverId: o.serverId, connectionId: o.connectionId };
+  }
   return null;
 }
 
 /** One message as NOTIFY payloads, each under MAX_PAYLOAD_BYTES: a long id list is split. */
 export function encodeBusMessage(m: BusMessage): string[] {
+  if (m.kind === 'connection-replaced') return [JSON.stringify({ kind: m.kind, serverId: m.serverId, connectionId: m.connectionId })];
   const list = m.kind === 'servers-changed' ? m.ids : m.serverIds;
   const withIds = (part: string[]): string => JSON.stringify(m.kind === 'servers-changed' ? { kind: m.kind, ids: part } : { kind: m.kind, serverIds: part, challenge: m.challenge });
   const base = Buffer.byteLength(withIds([]));
@@ -91,6 +98,10 @@ export class InProcessBus implements ChangeBus {
   private handlers: BusHandlers | undefined;
 
   async publish(m: BusMessage): Promise<void> {
+    if (m.kind === 'connection-replaced') {
+      this.handlers?.message({ ...m });
+      return;
+    }
     const ids = m.kind === 'servers-changed' ? m.ids : m.serverIds;
     if (ids.length === 0) return;
     // A copy, as a NOTIFY would deliver: the handler never shares the caller's arrays.
@@ -156,8 +167,7 @@ export class PostgresBus implements ChangeBus {
   }
 
   async publish(m: BusMessage): Promise<void> {
-    const ids = m.kind === 'servers-changed' ? m.ids : m.serverIds;
-    if (ids.length === 0) return;
+    if (m.kind !== 'connection-replaced' && (m.kind === 'servers-changed' ? m.ids : m.serverIds).length === 0) return;
     for (const payload of encodeBusMessage(m)) {
       await this.options.notify(this.options.channel, payload);
     }

@@ -186,7 +186,9 @@ export const NotificationView = Type.Object({
   kind: Type.String(),
   message: Type.String(),
   serverId: Type.Union([Type.String(), Type.Null()]),
-  createdAt: Type.String({ format: 'date-time' }),
+  count: Type.Integer({ minimum: 1, description: 'Identical notifications (same server, kind and message) within a minute, folded into this one' }),
+  createdAt: Type.String({ format: 'date-time', description: 'The first occurrence' }),
+  updatedAt: Type.String({ format: 'date-time', description: 'The last occurrence folded in (createdAt when count is 1)' }),
 });
 
 // Sessions

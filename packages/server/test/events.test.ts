@@ -5,22 +5,34 @@ import { startServer } from '../src/serve.js';
 import { pruneEvents, storeEvents } from '../src/services/events.js';
 import { waitFor } from '../../../test/support/processes.js';
 import { apiFixtures, FakeAgent, WAIT_MS } from './fake-agent.js';
-import { ADMIN_TOKEN, backends, call, makeTestApp, newAccount } from './helpers.js';
+import { ADMIN_TOKEN, backends, call, makeTestApp, newAccount, type TestApp } from './helpers.js';
 
 const t = await makeTestApp();
 const outer = t;
 const RULE = '3f1c2e1a-9b0d-4c55-8f3e-0123456789ab';
 
+/** A server with these domains assigned: the service stores events only for a server's own domains. */
+async function serverWith(t: TestApp, key: string, ...domains: string[]) {
+  const srv = await call(t.app, 'POST', '/api/servers', { key, body: { name: 'edge' } });
+  assert.equal(srv.status, 201);
+  for (const domain of domains) {
+    const r = await call(t.app, 'POST', '/api/domains', { key, body: { domain, origins: [{ ip: '10.0.0.1', port: 80 }], serverIds: [srv.body.id], sslEnabled: false } });
+    assert.equal(r.status, 201, JSON.stringify(r.body));
+  }
+  return srv;
+}
+const stored = async (p: Promise<{ stored: number }>) => (await p).stored;
+
 test('stored events are capped at 5,000 per server per UTC day, and listed 50 newest first', async () => {
   t.clock.set(new Date('2026-11-22T12:00:00Z')); // mid-day, so the whole batch falls on one UTC day
   const { key, accountId } = await newAccount(t.app);
-  const srv = await call(t.app, 'POST', '/api/servers', { key, body: { name: 'edge' } });
+  const srv = await serverWith(t, key, 'shop.example.com');
   const base = Math.floor(t.clock.now().getTime() / 1000) - 7200;
   const batch = (n: number, from: number) =>
     Array.from({ length: n }, (_, i) => ({ ts: base + from + i, ip: '203.0.113.9', domain: 'shop.example.com', reason: 'ip_blocked' as const, ruleId: null }));
-  let stored = 0;
-  for (let i = 0; i < 11; i++) stored += await storeEvents(t.ctx, accountId, srv.body.id, batch(500, i * 500));
-  assert.equal(stored, 5000);
+  let total = 0;
+  for (let i = 0; i < 11; i++) total += await stored(storeEvents(t.ctx, accountId, srv.body.id, batch(500, i * 500)));
+  assert.equal(total, 5000);
   const events = await call(t.app, 'GET', '/api/waf/events', { key });
   assert.equal(events.body.length, 50);
   assert.equal(Date.parse(events.body[0].timestamp) / 1000, base + 4999, 'the newest first');
@@ -29,7 +41,7 @@ test('stored events are capped at 5,000 per server per UTC day, and listed 50 ne
 
 test('the retention job deletes events older than 7 days and keeps the rest', async () => {
   const { key, accountId } = await newAccount(t.app);
-  const srv = await call(t.app, 'POST', '/api/servers', { key, body: { name: 'edge' } });
+  const srv = await serverWith(t, key, 'old.example.com', 'recent.example.com');
   const now = Math.floor(t.clock.now().getTime() / 1000);
   await storeEvents(t.ctx, accountId, srv.body.id, [
     { ts: now - 8 * 86400, ip: '203.0.113.1', domain: 'old.example.com', reason: 'rate_limited', ruleId: null },
@@ -45,9 +57,9 @@ describe('request details and detect mode', async () => {
 
   test('method, path, location, matched and blocked are stored and listed next to the other fields', async () => {
     const { key, accountId } = await newAccount(t.app);
-    const srv = await call(t.app, 'POST', '/api/servers', { key, body: { name: 'edge' } });
+    const srv = await serverWith(t, key, 'shop.example.com');
     const now = Math.floor(t.clock.now().getTime() / 1000);
-    const stored = await storeEvents(t.ctx, accountId, srv.body.id, [
+    const { stored } = await storeEvents(t.ctx, accountId, srv.body.id, [
       { ts: now - 3, ip: '203.0.113.1', domain: 'shop.example.com', reason: 'ip_blocked', ruleId: RULE, method: 'GET', path: '/', location: null, matched: null, blocked: true },
       { ts: now - 2, ip: '203.0.113.2', domain: 'shop.example.com', reason: 'xss_detected', ruleId: null, ...details },
       { ts: now - 1, ip: '2001:db8::3', domain: 'shop.example.com', reason: 'traversal_detected', ruleId: null, method: 'GET', path: '/static/..%2f', location: 'path', matched: '../../etc/passwd', blocked: true },
@@ -100,9 +112,9 @@ describe('request details and detect mode', async () => {
 
   test('events without details (agents from before them) are stored as blocked, with null details', async () => {
     const { key, accountId } = await newAccount(t.app);
-    const srv = await call(t.app, 'POST', '/api/servers', { key, body: { name: 'old-agent' } });
+    const srv = await serverWith(t, key, 'old.example.com');
     const now = Math.floor(t.clock.now().getTime() / 1000);
-    assert.equal(await storeEvents(t.ctx, accountId, srv.body.id, [{ ts: now, ip: '203.0.113.4', domain: 'old.example.com', reason: 'sqli_detected', ruleId: null }]), 1);
+    assert.equal(await stored(storeEvents(t.ctx, accountId, srv.body.id, [{ ts: now, ip: '203.0.113.4', domain: 'old.example.com', reason: 'sqli_detected', ruleId: null }])), 1);
     const [e] = (await call(t.app, 'GET', '/api/waf/events', { key })).body;
     assert.deepEqual([e.method, e.path, e.location, e.matched, e.blocked], [null, null, null, null, true]);
   });
@@ -111,13 +123,13 @@ describe('request details and detect mode', async () => {
     test(`details over their caps drop the event; NUL and lone surrogates are stored as U+FFFD (${backend})`, async () => {
       const t = backend === 'pglite' ? outer : await makeTestApp(backend);
       const { key, accountId } = await newAccount(t.app);
-      const srv = await call(t.app, 'POST', '/api/servers', { key, body: { name: 'edge' } });
+      const srv = await serverWith(t, key, 'caps.example.com');
       const now = Math.floor(t.clock.now().getTime() / 1000);
       const base = { ts: now, ip: '203.0.113.5', domain: 'caps.example.com', reason: 'sqli_detected' as const, ruleId: null, ...details };
       const over = Object.entries(EVENT_FIELD_MAX).map(([field, max]) => ({ ...base, [field]: 'x'.repeat(max + 1) }));
       const atCap = Object.entries(EVENT_FIELD_MAX).map(([field, max]) => ({ ...base, [field]: 'y'.repeat(max) }));
-      assert.equal(await storeEvents(t.ctx, accountId, srv.body.id, [...over, ...atCap]), atCap.length);
-      assert.equal(await storeEvents(t.ctx, accountId, srv.body.id, [{ ...base, method: 'GE\u0000T', matched: "a\u0000b\ud800c\udc00d😀" }]), 1);
+      assert.equal(await stored(storeEvents(t.ctx, accountId, srv.body.id, [...over, ...atCap])), atCap.length);
+      assert.equal(await stored(storeEvents(t.ctx, accountId, srv.body.id, [{ ...base, method: 'GE\u0000T', matched: "a\u0000b\ud800c\udc00d😀" }])), 1);
       const events = (await call(t.app, 'GET', '/api/waf/events', { key })).body as { method: string; matched: string }[];
       assert.equal(events.length, atCap.length + 1);
       assert.ok(events.some((e) => e.method === 'GE\ufffdT' && e.matched === 'a\ufffdb\ufffdc\ufffdd😀'), JSON.stringify(events.map((e) => [e.method, e.matched])));
@@ -127,13 +139,13 @@ describe('request details and detect mode', async () => {
   test('detect events count toward the 5,000 per server per day, and go after 7 days like the rest', async () => {
     t.clock.set(new Date('2026-12-01T12:00:00Z'));
     const { key, accountId } = await newAccount(t.app);
-    const srv = await call(t.app, 'POST', '/api/servers', { key, body: { name: 'edge' } });
+    const srv = await serverWith(t, key, 'cap.example.com');
     const now = Math.floor(t.clock.now().getTime() / 1000);
     const ev = (i: number, blocked: boolean) => ({ ts: now - 3600 + (i % 3000), ip: '203.0.113.6', domain: 'cap.example.com', reason: 'xss_detected' as const, ruleId: null, ...details, blocked });
-    let stored = 0;
-    for (let b = 0; b < 8; b++) stored += await storeEvents(t.ctx, accountId, srv.body.id, Array.from({ length: 500 }, (_, i) => ev(b * 500 + i, false)));
-    for (let b = 0; b < 4; b++) stored += await storeEvents(t.ctx, accountId, srv.body.id, Array.from({ length: 500 }, (_, i) => ev(i, true)));
-    assert.equal(stored, 5000, '4,000 detect events, then only 1,000 blocks fit');
+    let total = 0;
+    for (let b = 0; b < 8; b++) total += await stored(storeEvents(t.ctx, accountId, srv.body.id, Array.from({ length: 500 }, (_, i) => ev(b * 500 + i, false))));
+    for (let b = 0; b < 4; b++) total += await stored(storeEvents(t.ctx, accountId, srv.body.id, Array.from({ length: 500 }, (_, i) => ev(i, true))));
+    assert.equal(total, 5000, '4,000 detect events, then only 1,000 blocks fit');
     const counts = await t.ctx.db
       .selectFrom('waf_events')
       .select(['blocked', (eb) => eb.fn.countAll<number>().as('n')])
@@ -157,7 +169,7 @@ describe('events through the agent hub', async () => {
     await srv.close();
   });
   const { key } = await newAccount(srv.app, 'pro');
-  const { newServer } = apiFixtures(srv.app);
+  const { newServer, newDomain } = apiFixtures(srv.app);
   const connect = async (token: string) => {
     const a = await FakeAgent.connect(agentUrl, token);
     agents.push(a);
@@ -167,6 +179,7 @@ describe('events through the agent hub', async () => {
 
   test('an events/batch with details, and one in the older shape, are both stored and listed', async () => {
     const s = await newServer(key, 'events-edge');
+    await newDomain(key, 'shop.example.com', [s.id], false);
     const agent = await connect(s.connectionToken);
     const ts = Math.floor(Date.now() / 1000) - 60;
     agent.send({

@@ -18,6 +18,8 @@ export class FakeAgent {
   readonly received: ServiceMessage[] = [];
   readonly invalid: string[] = [];
   readonly opened: Promise<void>;
+  /** The close code and reason, once the connection has closed. */
+  readonly closed: Promise<{ code: number; reason: string }>;
 
   constructor(agentUrl: string, token: string) {
     this.ws = new WebSocket(agentUrl, { headers: { authorization: `Bearer ${token}` } });
@@ -26,6 +28,7 @@ export class FakeAgent {
       this.ws.once('unexpected-response', (_req, res) => reject(new Error(`upgrade refused: HTTP ${res.statusCode}`)));
     });
     this.opened.catch(() => undefined);
+    this.closed = new Promise((resolve) => this.ws.once('close', (code, reason) => resolve({ code, reason: reason.toString() })));
     this.ws.on('error', () => undefined);
     this.ws.on('message', (data) => {
       const parsed = parseServiceMessage(data.toString());
@@ -95,6 +98,17 @@ export class FakeAgent {
    */
   async barrier(): Promise<void> {
     await this.requestSlot('barrier.invalid');
+  }
+
+  /** The close code and reason, waiting for the close (with a deadline). */
+  closedWithin(what: string): Promise<{ code: number; reason: string }> {
+    let closed: { code: number; reason: string } | undefined;
+    void this.closed.then((c) => (closed = c));
+    return waitFor(() => closed, what, WAIT_MS, 10);
+  }
+
+  get isOpen(): boolean {
+    return this.ws.readyState === WebSocket.OPEN;
   }
 
   close(): void {

@@ -202,6 +202,39 @@ const migrations: Record<string, Migration> = {
         .execute();
     },
   },
+  '0007_agent_channel': {
+    async up(db: Kysely<any>) {
+      // The daily event cap counts by the time the service received an event, not the time the
+      // event carries. Events stored before have none (null) and count toward no day's cap.
+      await db.schema.alterTable('waf_events').addColumn('received_at', 'timestamptz').execute();
+      await db.schema.createIndex('waf_events_server_received').on('waf_events').columns(['server_id', 'received_at']).execute();
+
+      // Identical notifications from one server within a minute are one row with a count.
+      await db.schema
+        .alterTable('notifications')
+        .addColumn('count', 'integer', (c) => c.notNull().defaultTo(1))
+        // The last occurrence folded into the row; null: only the first (created_at).
+        .addColumn('updated_at', 'timestamptz')
+        .execute();
+      await db.schema.createIndex('notifications_server_kind_time').on('notifications').columns(['server_id', 'kind', 'created_at']).execute();
+
+      // The live agent connection of each server, whichever control-plane process holds it: a
+      // server is active while its row has a recent heartbeat.
+      await db.schema
+        .createTable('agent_connections')
+        .addColumn('server_id', 'uuid', (c) => c.primaryKey().references('servers.id').onDelete('cascade'))
+        .addColumn('connection_id', 'uuid', (c) => c.notNull())
+        .addColumn('process_id', 'text', (c) => c.notNull())
+        .addColumn('ip', 'text', (c) => c.notNull())
+        .addColumn('connected_at', 'timestamptz', (c) => c.notNull())
+        .addColumn('last_heartbeat_at', 'timestamptz', (c) => c.notNull())
+        .execute();
+      await db.schema.createIndex('agent_connections_heartbeat').on('agent_connections').column('last_heartbeat_at').execute();
+      await db.schema.createIndex('agent_connections_process').on('agent_connections').column('process_id').execute();
+      // No connection is recorded yet: every agent says hello again after the upgrade.
+      await sql`update servers set status = 'offline' where status = 'active'`.execute(db);
+    },
+  },
 };
 
 export const migrationProvider: MigrationProvider = {

@@ -123,6 +123,8 @@ export interface WafEventsTable {
   matched: ColumnType<string | null, string | null | undefined, string | null>;
   /** false: detected in detect mode and let through. */
   blocked: ColumnType<boolean, boolean | undefined, boolean>;
+  /** When the service received it (the daily cap counts by this); null for events stored before it was kept. */
+  received_at: ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
 }
 
 export interface NotificationsTable {
@@ -132,6 +134,23 @@ export interface NotificationsTable {
   message: string;
   server_id: string | null;
   created_at: Timestamp;
+  /** Identical notifications folded into this one (1: just itself). */
+  count: ColumnType<number, number | undefined, number>;
+  /** The last occurrence folded in; null while there is only the first. */
+  updated_at: ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
+}
+
+/** The live agent connection of a server, held by one control-plane process. */
+export interface AgentConnectionsTable {
+  server_id: string;
+  /** Unique per WebSocket connection. */
+  connection_id: string;
+  /** The control-plane process holding it (random per process start). */
+  process_id: string;
+  ip: string;
+  connected_at: Timestamp;
+  /** Written by the holding process while the connection lives; older than the timeout means gone. */
+  last_heartbeat_at: Timestamp;
 }
 
 export interface TransactionsTable {
@@ -157,5 +176,6 @@ export interface DB {
   waf_rules: WafRulesTable;
   waf_events: WafEventsTable;
   notifications: NotificationsTable;
+  agent_connections: AgentConnectionsTable;
   transactions: TransactionsTable;
 }

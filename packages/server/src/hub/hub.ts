@@ -1,26 +1,37 @@
+import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { AGENT_PATH, CLOSE, parseAgentMessage, PROTOCOL_VERSION, type AgentMessage, type ServiceMessage } from '@rampart/protocol';
+import { AGENT_LIMITS, AGENT_PATH, CLOSE, parseAgentMessage, PROTOCOL_VERSION, type AgentMessage, type ServiceMessage } from '@rampart/protocol';
 import { WebSocketServer, type WebSocket } from 'ws';
 import type { ServiceContext } from '../context.js';
 import { sha256 } from '../crypto.js';
-import { notify } from '../services/notifications.js';
+import { recordStatusReport, SERVER_NOTIFICATION_LIMIT } from '../services/notifications.js';
 import { buildSnapshots } from './snapshot.js';
 import { storeEvents } from '../services/events.js';
 import { challengeRecipients, recordCertificateStatus, requestOrderSlot } from '../services/certificates.js';
-import { recordAgentConnected } from '../services/servers.js';
+import { expireAgentConnections, recordAgentConnected, recordAgentDisconnected, releaseAgentConnections, touchAgentConnections } from '../services/servers.js';
+import { recordConfigAck } from '../services/revisions.js';
 import type { AcmeChallenge, BusMessage } from '../bus.js';
 
 export interface HubOptions {
-  /** How often the hub pings each agent; a connection silent for 3 intervals is dropped (40 s at most by default). */
+  /**
+   * How often the hub pings each agent and writes its connections' heartbeats to the database; a
+   * connection silent for 3 intervals is dropped. Keep it well under AGENT_CONNECTION_TIMEOUT_MS.
+   */
   heartbeatMs?: number;
   log?: { info(msg: string): void; warn(msg: string): void };
   /**
-   * The change bus (serve.ts): challenges are published on it, so they reach the agents of every
-   * process, this one included through onBusMessage. Absent, they are delivered here directly.
+   * The change bus (serve.ts): challenges and replaced connections are published on it, so they
+   * reach the agents of every process, this one included through onBusMessage. Absent, they are
+   * delivered here directly.
    */
   publish?: (m: BusMessage) => Promise<void>;
+  /** This process in agent_connections; random by default (a restarted process is a new one). */
+  processId?: string;
 }
+
+/** Why the service closed a connection itself; such a close raises no server_down. */
+type CloseReason = 'decommissioned' | 'token' | 'replaced' | 'shutdown';
 
 interface AgentConn {
   ws: WebSocket;
@@ -28,16 +39,18 @@ interface AgentConn {
   accountId: string;
   tokenHash: string;
   ip: string;
+  /** Unique per WebSocket connection: what agent_connections records. */
+  connectionId: string;
   hello: boolean;
   lastSeen: number;
-  lastSeenWritten: number;
-  closing: boolean;
-  /** Messages of one agent are handled one after another, in the order sent (a later cert/status wins). */
+  closeReason: CloseReason | undefined;
+  /** Messages of one agent are handled one after another, in the order sent (a later cert/status wins); the close comes last. */
   handling: Promise<void>;
+  /** Notifications this agent caused that were over the limit, since the last log line about them. */
+  dropped: { count: number; loggedAt: number };
 }
 
 const HELLO_TIMEOUT_MS = 10_000;
-const LAST_SEEN_WRITE_MS = 10_000;
 
 function clientIp(req: IncomingMessage): string {
   const a = req.socket.remoteAddress ?? '';
@@ -45,15 +58,22 @@ function clientIp(req: IncomingMessage): string {
 }
 
 /**
- * The agent hub: authenticates shield-server agents at the WebSocket upgrade (token in the
- * Authorization header, found by SHA-256), tracks their status, pushes full snapshots on connect
- * and after every change, and turns their reports into notifications.
+ * The agent hub, a transport: authenticates shield-server agents at the WebSocket upgrade (token
+ * in the Authorization header, found by SHA-256), parses their messages through the protocol's
+ * validators, hands each one to the service function that decides what it means, and pushes full
+ * snapshots on hello and after every change. Which connection is a server's live one, and so its
+ * status, is in the database (services/servers.ts), whichever process holds it.
  */
 export class AgentHub {
-  private readonly wss = new WebSocketServer({ noServer: true, maxPayload: 1024 * 1024 });
+  private readonly wss = new WebSocketServer({ noServer: true, maxPayload: AGENT_LIMITS.messageBytes });
+  /** Every open connection, by connection id (before hello too). */
   private readonly conns = new Map<string, AgentConn>();
+  /** The connection of each server that said hello here, by server id. */
+  private readonly live = new Map<string, AgentConn>();
   private readonly heartbeatMs: number;
+  readonly processId: string;
   private timer: NodeJS.Timeout | undefined;
+  private sweeping: Promise<void> | undefined;
   private readonly dirty = new Set<string>();
   private flushing: Promise<void> | undefined;
 
@@ -62,6 +82,7 @@ export class AgentHub {
     private readonly options: HubOptions = {},
   ) {
     this.heartbeatMs = options.heartbeatMs ?? 10_000;
+    this.processId = options.processId ?? randomUUID();
   }
 
   attach(server: Server): void {
@@ -70,36 +91,32 @@ export class AgentHub {
     this.timer.unref();
   }
 
-  /** On shutdown: the agents of this process are no longer connected (they will reconnect). */
+  /** On shutdown: the agents of this process are no longer connected (they will reconnect), without server_down. */
   async close(): Promise<void> {
     if (this.timer) clearInterval(this.timer);
-    const ids = [...this.conns.keys()];
-    for (const c of this.conns.values()) {
-      c.closing = true;
+    const all = [...this.conns.values()];
+    for (const c of all) {
+      c.closeReason = 'shutdown';
       c.ws.terminate();
     }
-    this.conns.clear();
     this.wss.close();
-    if (ids.length) {
-      await this.ctx.db
-        .updateTable('servers')
-        .set({ status: 'offline' })
-        .where('id', 'in', ids)
-        .where('status', '=', 'active')
-        .execute()
-        .catch((err) => this.options.log?.warn(`marking agents offline failed: ${String(err)}`));
-    }
+    // A hello being recorded finishes first, so its row is released below.
+    await Promise.all([...all.map((c) => c.handling), this.sweeping]);
+    this.conns.clear();
+    this.live.clear();
+    await releaseAgentConnections(this.ctx, this.processId).catch((err) => this.options.log?.warn(`releasing agent connections failed: ${String(err)}`));
   }
 
   /** What the change bus delivers, whichever process published it. */
   onBusMessage(m: BusMessage): void {
     if (m.kind === 'servers-changed') this.serversChanged(m.ids);
-    else this.relayChallenge(m.serverIds, m.challenge);
+    else if (m.kind === 'acme-challenge') this.relayChallenge(m.serverIds, m.challenge);
+    else this.closeReplaced(m.connectionId);
   }
 
   /** The bus may have missed messages: every agent connected here gets its full snapshot. */
   resync(): void {
-    for (const c of this.conns.values()) {
+    for (const c of this.live.values()) {
       if (c.hello) void this.push(c).catch((err) => this.options.log?.warn(`snapshot push to ${c.serverId} failed: ${String(err)}`));
     }
   }
@@ -107,7 +124,7 @@ export class AgentHub {
   /** After a commit: send each affected agent connected to this process its new snapshot (latest wins). */
   serversChanged(serverIds: readonly string[]): void {
     for (const id of serverIds) {
-      const c = this.conns.get(id);
+      const c = this.live.get(id);
       if (c?.hello) void this.push(c).catch((err) => this.options.log?.warn(`snapshot push to ${id} failed: ${String(err)}`));
     }
   }
@@ -137,76 +154,115 @@ export class AgentHub {
   }
 
   private onConnection(ws: WebSocket, serverId: string, accountId: string, tokenHash: string, ip: string): void {
-    const previous = this.conns.get(serverId);
-    if (previous) {
-      previous.closing = true;
-      previous.ws.close(CLOSE.replaced, 'replaced by a newer connection');
-    }
-    const c: AgentConn = { ws, serverId, accountId, tokenHash, ip, hello: false, lastSeen: Date.now(), lastSeenWritten: Date.now(), closing: false, handling: Promise.resolve() };
-    this.conns.set(serverId, c);
+    const c: AgentConn = {
+      ws,
+      serverId,
+      accountId,
+      tokenHash,
+      ip,
+      connectionId: randomUUID(),
+      hello: false,
+      lastSeen: Date.now(),
+      closeReason: undefined,
+      handling: Promise.resolve(),
+      dropped: { count: 0, loggedAt: 0 },
+    };
+    this.conns.set(c.connectionId, c);
     const helloTimer = setTimeout(() => !c.hello && ws.close(CLOSE.invalidMessage, 'expected agent/hello'), HELLO_TIMEOUT_MS);
     ws.on('pong', () => (c.lastSeen = Date.now()));
     ws.on('message', (data, isBinary) => {
+      if (ws.readyState !== ws.OPEN) return; // closing: nothing more is handled
       c.lastSeen = Date.now();
       if (isBinary) return ws.close(CLOSE.invalidMessage, 'binary messages are not part of the protocol');
       const parsed = parseAgentMessage(data.toString());
       if (!parsed.ok) return ws.close(CLOSE.invalidMessage, `invalid message: ${parsed.error}`.slice(0, 120));
-      c.handling = c.handling.then(() => this.onMessage(c, parsed.message)).catch((err) => this.options.log?.warn(`agent message failed: ${String(err)}`));
+      this.enqueue(c, () => this.onMessage(c, parsed.message));
     });
     ws.on('close', () => {
       clearTimeout(helloTimer);
-      void this.onClose(c).catch((err) => this.options.log?.warn(`agent close handling failed: ${String(err)}`));
+      this.enqueue(c, () => this.onClose(c));
     });
-    ws.on('error', () => ws.terminate());
+    ws.on('error', (err: Error & { code?: string }) => {
+      // A protocol error (a message over AGENT_LIMITS.messageBytes is WS_ERR_UNSUPPORTED_MESSAGE_LENGTH)
+      // is already being closed by ws with its code (1009 for the size); anything else ends the socket.
+      if (typeof err.code === 'string' && err.code.startsWith('WS_ERR_')) {
+        this.options.log?.warn(`server ${c.serverId}: ${err.message}; connection closed`);
+        return;
+      }
+      ws.terminate();
+    });
+  }
+
+  private enqueue(c: AgentConn, step: () => Promise<void>): void {
+    c.handling = c.handling.then(step).catch((err) => this.options.log?.warn(`agent message from server ${c.serverId} failed: ${String(err)}`));
+  }
+
+  private closeWith(c: AgentConn, reason: CloseReason, code: number, text: string): void {
+    c.closeReason ??= reason;
+    c.ws.close(code, text);
+  }
+
+  /** A newer connection of the same server was recorded (here or on another process): this one goes. */
+  private closeReplaced(connectionId: string): void {
+    const c = this.conns.get(connectionId);
+    if (c) this.closeWith(c, 'replaced', CLOSE.replaced, 'replaced by a newer connection');
+  }
+
+  private countDropped(c: AgentConn, dropped: number): void {
+    if (dropped === 0) return;
+    c.dropped.count += dropped;
+    const now = Date.now();
+    if (now - c.dropped.loggedAt < SERVER_NOTIFICATION_LIMIT.windowMs) return;
+    this.options.log?.warn(`server ${c.serverId}: ${c.dropped.count} notifications over the limit (${SERVER_NOTIFICATION_LIMIT.perWindow} a minute per kind) dropped`);
+    c.dropped = { count: 0, loggedAt: now };
   }
 
   private async onMessage(c: AgentConn, m: AgentMessage): Promise<void> {
-    const db = this.ctx.db;
+    if (c.closeReason) return;
+    const server = { accountId: c.accountId, serverId: c.serverId };
     switch (m.type) {
       case 'agent/hello': {
         if (m.payload.protocol !== PROTOCOL_VERSION) {
           c.ws.close(CLOSE.protocolMismatch, `protocol version ${m.payload.protocol} is not supported; this service speaks ${PROTOCOL_VERSION}`);
           return;
         }
+        if (c.hello) return;
+        const r = await recordAgentConnected(this.ctx, { serverId: c.serverId, connectionId: c.connectionId, processId: this.processId, ip: c.ip });
+        if (!r.recorded) return this.closeWith(c, 'decommissioned', CLOSE.decommissioned, 'server decommissioned');
         c.hello = true;
+        const previous = this.live.get(c.serverId);
+        this.live.set(c.serverId, c);
+        // The newer connection wins: the older one, here or on another process, is closed (4004).
+        if (previous && previous !== c) this.closeReplaced(previous.connectionId);
+        if (r.replaced && r.replaced.connectionId !== previous?.connectionId) {
+          await this.publishOnBus({ kind: 'connection-replaced', serverId: c.serverId, connectionId: r.replaced.connectionId }).catch((err) =>
+            this.options.log?.warn(`publishing the replaced connection of server ${c.serverId} failed: ${String(err)}`),
+          );
+        }
         // A new address reaches the snapshots of the servers sharing a domain with this one.
-        const peers = await recordAgentConnected(this.ctx, c.serverId, c.ip);
-        this.ctx.serversChanged(peers); // the peers may be connected to another process
+        this.ctx.serversChanged(r.peers); // the peers may be connected to another process
         await this.push(c);
         return;
       }
-      case 'agent/heartbeat': {
-        if (Date.now() - c.lastSeenWritten < LAST_SEEN_WRITE_MS) return;
-        c.lastSeenWritten = Date.now();
-        await db.updateTable('servers').set({ last_seen_at: this.ctx.now() }).where('id', '=', c.serverId).execute();
+      case 'agent/heartbeat':
+        return; // liveness only (lastSeen); the connection's heartbeat is written by the sweep
+      case 'config/ack': {
+        const { outcome, desiredRevision } = await recordConfigAck(this.ctx, server, m.payload);
+        if (outcome === 'refused') {
+          this.options.log?.warn(`server ${c.serverId} acknowledged revision ${m.payload.revision}, above its desired revision ${desiredRevision}: refused, nothing stored`);
+        }
+        this.countDropped(c, outcome === 'dropped' ? 1 : 0);
         return;
       }
-      case 'config/ack': {
-        const { revision, ok, errors } = m.payload;
-        if (ok) {
-          await db
-            .updateTable('servers')
-            .set({ applied_revision: revision, last_seen_at: this.ctx.now() })
-            .where('id', '=', c.serverId)
-            .where('applied_revision', '<', revision)
-            .execute();
-          // A domain with SSL is active once it has a certificate (cert/status), not by being configured.
-          await db
-            .updateTable('domains')
-            .set({ status: 'active' })
-            .where('id', 'in', (eb) => eb.selectFrom('domain_servers').select('domain_id').where('server_id', '=', c.serverId))
-            .where('ssl_enabled', '=', false)
-            .where('status', '<>', 'active')
-            .execute();
-        } else {
-          const detail = errors.map((e) => (e.line ? `line ${e.line}: ${e.message}` : e.message)).join('; ');
-          await notify(this.ctx, { accountId: c.accountId, serverId: c.serverId, kind: 'server_error', message: `Configuration update to revision ${revision} failed: ${detail}`.slice(0, 4000) });
+      case 'events/batch': {
+        const r = await storeEvents(this.ctx, c.accountId, c.serverId, m.payload.events);
+        if (r.unassigned || r.invalid || r.overCap) {
+          this.options.log?.warn(
+            `server ${c.serverId} sent ${m.payload.events.length} events: stored ${r.stored}; dropped ${r.unassigned} for domains not assigned to it, ${r.invalid} invalid, ${r.overCap} over the daily cap`,
+          );
         }
         return;
       }
-      case 'events/batch':
-        await storeEvents(this.ctx, c.accountId, c.serverId, m.payload.events);
-        return;
       case 'acme/slot-request': {
         const { requestId, domain } = m.payload;
         const answer = await requestOrderSlot(this.ctx, c, domain).catch((err: unknown) => {
@@ -243,11 +299,7 @@ export class AgentHub {
         }
         return;
       case 'status/report':
-        await notify(this.ctx, { accountId: c.accountId, serverId: c.serverId, kind: m.payload.kind, message: m.payload.message });
-        // docs/api.md: server_error covers a proxy crash too (a failed reload raises it through its ack).
-        if (m.payload.kind === 'proxy_crash') {
-          await notify(this.ctx, { accountId: c.accountId, serverId: c.serverId, kind: 'server_error', message: m.payload.message });
-        }
+        this.countDropped(c, await recordStatusReport(this.ctx, server, m.payload));
         return;
     }
   }
@@ -260,26 +312,27 @@ export class AgentHub {
 
   private relayChallenge(serverIds: readonly string[], challenge: AcmeChallenge): void {
     for (const id of serverIds) {
-      const peer = this.conns.get(id);
+      const peer = this.live.get(id);
       if (!peer?.hello || peer.ws.readyState !== peer.ws.OPEN) continue;
       this.send(peer, { type: 'acme/challenge', payload: challenge });
     }
   }
 
+  /** Runs after every message of the connection was handled (its hello recorded, if any). */
   private async onClose(c: AgentConn): Promise<void> {
-    if (this.conns.get(c.serverId) !== c) return; // replaced by a newer connection
-    this.conns.delete(c.serverId);
-    if (c.closing) return;
-    const res = await this.ctx.db
-      .updateTable('servers')
-      .set({ status: 'offline' })
-      .where('id', '=', c.serverId)
-      .where('status', '=', 'active')
-      .returning(['name'])
-      .executeTakeFirst();
-    if (res && c.hello) {
-      await notify(this.ctx, { accountId: c.accountId, serverId: c.serverId, kind: 'server_down', message: `Shield server ${res.name} disconnected` });
+    if (this.live.get(c.serverId) === c) this.live.delete(c.serverId);
+    try {
+      if (!c.hello || c.closeReason === 'shutdown') return;
+      // Only the server's live connection clears its row; server_down only for a drop.
+      await recordAgentDisconnected(this.ctx, c, c.closeReason === undefined);
+    } finally {
+      this.conns.delete(c.connectionId);
     }
+  }
+
+  /** Open connections here, including those whose close is still being recorded. */
+  get connectionCount(): number {
+    return this.conns.size;
   }
 
   private send(c: AgentConn, m: ServiceMessage): void {
@@ -302,18 +355,16 @@ export class AgentHub {
       this.dirty.clear();
       const { states, snapshots } = await buildSnapshots(this.ctx.db, ids);
       for (const id of ids) {
-        const c = this.conns.get(id);
-        if (!c) continue;
+        const c = this.live.get(id);
+        if (!c || c.closeReason) continue;
         const state = states.get(id);
         if (!state || state.status === 'decommissioned') {
-          c.closing = true;
-          c.ws.close(CLOSE.decommissioned, 'server decommissioned');
+          this.closeWith(c, 'decommissioned', CLOSE.decommissioned, 'server decommissioned');
           continue;
         }
         if (state.tokenHash !== c.tokenHash) {
-          c.closing = true;
-          c.ws.close(CLOSE.tokenRevoked, 'connection token regenerated');
-          await this.ctx.db.updateTable('servers').set({ status: 'offline' }).where('id', '=', id).where('status', '=', 'active').execute();
+          // Its close clears the connection (onClose), without server_down.
+          this.closeWith(c, 'token', CLOSE.tokenRevoked, 'connection token regenerated');
           continue;
         }
         const snapshot = snapshots.get(id);
@@ -322,14 +373,36 @@ export class AgentHub {
     }
   }
 
+  /**
+   * Every heartbeat interval: silent connections are dropped and the others pinged; this
+   * process's live connections get their heartbeat written (a connection another one replaced
+   * meanwhile is closed), and connections whose heartbeat is too old, whatever process held
+   * them, are cleared with their server_down.
+   */
   private sweep(): void {
     const deadline = Date.now() - this.heartbeatMs * 3;
     for (const c of this.conns.values()) {
+      if (c.ws.readyState !== c.ws.OPEN) continue;
       if (c.lastSeen < deadline) {
         c.ws.terminate();
         continue;
       }
       c.ws.ping();
     }
+    if (this.sweeping) return;
+    this.sweeping = this.heartbeat()
+      .catch((err) => this.options.log?.warn(`agent connection heartbeat failed: ${String(err)}`))
+      .finally(() => (this.sweeping = undefined));
+  }
+
+  private async heartbeat(): Promise<void> {
+    const mine = [...this.live.values()].filter((c) => !c.closeReason && c.ws.readyState === c.ws.OPEN);
+    const replaced = await touchAgentConnections(
+      this.ctx,
+      mine.map((c) => ({ serverId: c.serverId, connectionId: c.connectionId, processId: this.processId, ip: c.ip })),
+    );
+    for (const id of replaced) this.closeReplaced(id);
+    const expired = await expireAgentConnections(this.ctx);
+    if (expired.length) this.options.log?.info(`agent connections without a heartbeat expired: servers ${expired.join(', ')}`);
   }
 }

@@ -1,8 +1,7 @@
-import { EVENT_FIELD_MAX, isHostname, isIP, type WafEventItem } from '@rampart/protocol';
+import { AGENT_LIMITS, EVENT_FIELD_MAX, isHostname, isIP, type WafEventItem } from '@rampart/protocol';
 import type { ServiceContext } from '../context.js';
 import { isUuid } from '../context.js';
 
-export const EVENTS_PER_SERVER_PER_DAY = 5000;
 export const EVENT_RETENTION_DAYS = 7;
 
 type Detail = keyof typeof EVENT_FIELD_MAX;
@@ -23,13 +22,26 @@ function storable(v: string | null | undefined): string | null {
   return v.replace(/\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g, '\ufffd');
 }
 
+export interface StoredEvents {
+  stored: number;
+  /** Dropped: a bad address, domain, rule id or an over-long detail. */
+  invalid: number;
+  /** Dropped: for a domain not assigned to the sending server. */
+  unassigned: number;
+  /** Dropped: past the server's cap for the day. */
+  overCap: number;
+}
+
 /**
  * Stores a batch of WAF events (blocked, challenged, or detected in detect mode) from one agent.
- * The agent already caps them at 5,000 a UTC day; the service holds the same line, so a
- * misbehaving agent cannot flood the table. An event with a bad address, domain, rule id or an
- * over-long detail is dropped.
+ * Nothing an agent says is taken on trust: an event with a bad address, domain, rule id or an
+ * over-long detail is dropped, and so is one for a domain not assigned to that server. At most
+ * AGENT_LIMITS.eventsPerServerPerDay are stored per server per UTC day, counted by the time the
+ * service received them, so an event that claims an earlier time is stored with that time but
+ * counts toward today. The server's row is locked meanwhile, so concurrent batches (from
+ * another process too) cannot both take the last room.
  */
-export async function storeEvents(ctx: ServiceContext, accountId: string, serverId: string, events: readonly WafEventItem[]): Promise<number> {
+export async function storeEvents(ctx: ServiceContext, accountId: string, serverId: string, events: readonly WafEventItem[]): Promise<StoredEvents> {
   const valid = events.filter(
     (e) =>
       isIP(e.ip) &&
@@ -38,33 +50,55 @@ export async function storeEvents(ctx: ServiceContext, accountId: string, server
       DETAILS.every((f) => detailOk(e, f)) &&
       (e.blocked === undefined || typeof e.blocked === 'boolean'),
   );
-  if (valid.length === 0) return 0;
-  const now = ctx.now();
-  const dayStart = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate()));
-  const { count } = await ctx.db
-    .selectFrom('waf_events')
-    .select((eb) => eb.fn.countAll<number>().as('count'))
-    .where('server_id', '=', serverId)
-    .where('occurred_at', '>=', dayStart)
-    .executeTakeFirstOrThrow();
-  const room = Math.max(0, EVENTS_PER_SERVER_PER_DAY - Number(count));
-  const rows = valid.slice(0, room).map((e) => ({
-    account_id: accountId,
-    server_id: serverId,
-    domain: e.domain,
-    source_ip: e.ip,
-    reason: e.reason,
-    rule_id: e.ruleId,
-    // HAProxy's timestamp, but never in the future of the service's clock
-    occurred_at: new Date(Math.min(e.ts * 1000, now.getTime())),
-    method: storable(e.method),
-    path: storable(e.path),
-    location: storable(e.location),
-    matched: storable(e.matched),
-    blocked: e.blocked ?? true,
-  }));
-  if (rows.length) await ctx.db.insertInto('waf_events').values(rows).execute();
-  return rows.length;
+  const result: StoredEvents = { stored: 0, invalid: events.length - valid.length, unassigned: 0, overCap: 0 };
+  if (valid.length === 0) return result;
+  return ctx.db.transaction().execute(async (tx) => {
+    const server = await tx.selectFrom('servers').select('id').where('id', '=', serverId).where('account_id', '=', accountId).forUpdate().executeTakeFirst();
+    const assigned = new Set(
+      server
+        ? (
+            await tx
+              .selectFrom('domain_servers')
+              .innerJoin('domains', 'domains.id', 'domain_servers.domain_id')
+              .select('domains.domain')
+              .where('domain_servers.server_id', '=', serverId)
+              .execute()
+          ).map((d) => d.domain)
+        : [],
+    );
+    const own = valid.filter((e) => assigned.has(e.domain.toLowerCase()));
+    result.unassigned = valid.length - own.length;
+    if (own.length === 0) return result;
+    const now = ctx.now();
+    const dayStart = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate()));
+    const { count } = await tx
+      .selectFrom('waf_events')
+      .select((eb) => eb.fn.countAll<number>().as('count'))
+      .where('server_id', '=', serverId)
+      .where('received_at', '>=', dayStart)
+      .executeTakeFirstOrThrow();
+    const room = Math.max(0, AGENT_LIMITS.eventsPerServerPerDay - Number(count));
+    const rows = own.slice(0, room).map((e) => ({
+      account_id: accountId,
+      server_id: serverId,
+      domain: e.domain,
+      source_ip: e.ip,
+      reason: e.reason,
+      rule_id: e.ruleId,
+      // HAProxy's timestamp, but never in the future of the service's clock
+      occurred_at: new Date(Math.min(e.ts * 1000, now.getTime())),
+      received_at: now,
+      method: storable(e.method),
+      path: storable(e.path),
+      location: storable(e.location),
+      matched: storable(e.matched),
+      blocked: e.blocked ?? true,
+    }));
+    result.overCap = own.length - rows.length;
+    if (rows.length) await tx.insertInto('waf_events').values(rows).execute();
+    result.stored = rows.length;
+    return result;
+  });
 }
 
 /** The retention job: events older than 7 days go. */

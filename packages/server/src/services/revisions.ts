@@ -1,5 +1,7 @@
 import { sql, type Transaction } from 'kysely';
+import type { ServiceContext } from '../context.js';
 import type { DB } from '../db/schema.js';
+import { notifyFromServer } from './notifications.js';
 
 type Tx = Transaction<DB>;
 
@@ -52,4 +54,54 @@ export async function serversSharingDomains(tx: Tx, serverId: string): Promise<s
     .where('mine.server_id', '=', serverId)
     .execute();
   return rows.map((r) => r.server_id);
+}
+
+export interface ConfigAck {
+  revision: number;
+  ok: boolean;
+  errors: readonly { line: number | null; message: string }[];
+}
+
+/**
+ * What a config/ack means:
+ * - `refused`: a revision above the server's desired one was never sent to it; nothing is stored
+ *   (it would otherwise hold appliedRevision above every real ack, and mark domains active);
+ * - `applied`: the revision is stored as appliedRevision (it only moves forward) and the
+ *   server's domains without SSL become active (an SSL domain is active by its certificate);
+ * - `stale`: an ok ack for a revision below the applied one: nothing changes;
+ * - `failed`: a server_error notification with HAProxy's messages (`dropped` when over the
+ *   server's notification limit).
+ */
+export async function recordConfigAck(
+  ctx: ServiceContext,
+  server: { accountId: string; serverId: string },
+  ack: ConfigAck,
+): Promise<{ outcome: 'refused' | 'applied' | 'stale' | 'failed' | 'dropped'; desiredRevision: number }> {
+  const row = await ctx.db.selectFrom('servers').select('desired_revision').where('id', '=', server.serverId).executeTakeFirst();
+  const desiredRevision = Number(row?.desired_revision ?? 0);
+  if (!row || !Number.isSafeInteger(ack.revision) || ack.revision < 0 || ack.revision > desiredRevision) return { outcome: 'refused', desiredRevision };
+  if (!ack.ok) {
+    const detail = ack.errors.map((e) => (e.line ? `line ${e.line}: ${e.message}` : e.message)).join('; ');
+    const message = `Configuration update to revision ${ack.revision} failed: ${detail}`.slice(0, 4000);
+    const outcome = await notifyFromServer(ctx, { ...server, kind: 'server_error', message });
+    return { outcome: outcome === 'dropped' ? 'dropped' : 'failed', desiredRevision };
+  }
+  return ctx.db.transaction().execute(async (tx) => {
+    const current = await tx
+      .updateTable('servers')
+      .set((eb) => ({ applied_revision: sql<number>`greatest(${eb.ref('applied_revision')}, ${ack.revision})`, last_seen_at: ctx.now() }))
+      .where('id', '=', server.serverId)
+      .returning('applied_revision')
+      .executeTakeFirst();
+    // An older revision than the one already running says nothing about the domains.
+    if (!current || Number(current.applied_revision) > ack.revision) return { outcome: 'stale' as const, desiredRevision };
+    await tx
+      .updateTable('domains')
+      .set({ status: 'active' })
+      .where('id', 'in', (eb) => eb.selectFrom('domain_servers').select('domain_id').where('server_id', '=', server.serverId))
+      .where('ssl_enabled', '=', false)
+      .where('status', '<>', 'active')
+      .execute();
+    return { outcome: 'applied' as const, desiredRevision };
+  });
 }

@@ -1,12 +1,14 @@
 import { isIP } from '@rampart/protocol';
+import type { Transaction } from 'kysely';
 import { newId, newServerToken, sha256 } from '../crypto.js';
 import type { ServiceContext } from '../context.js';
 import { iso, isUuid } from '../context.js';
 import { AppError, invalidField } from '../errors.js';
 import { enforceLimit, lockAccount } from './limits.js';
-import type { ServerStatus } from '../db/schema.js';
+import type { DB, ServerStatus } from '../db/schema.js';
 import { refreshDomainSsl } from './certificates.js';
 import { bumpServers, serversSharingDomains } from './revisions.js';
+import { notifyFromServer } from './notifications.js';
 
 export const MAX_SERVERS = 1000;
 
@@ -53,12 +55,25 @@ export async function createServer(ctx: ServiceContext, accountId: string, name:
 export async function listServers(ctx: ServiceContext, accountId: string) {
   const rows = await ctx.db
     .selectFrom('servers')
-    .select(['id', 'name', 'status', 'ip', 'public_ip', 'last_seen_at', 'desired_revision', 'applied_revision', 'created_at'])
-    .where('account_id', '=', accountId)
-    .orderBy('created_at')
-    .orderBy('id')
+    .leftJoin('agent_connections', 'agent_connections.server_id', 'servers.id')
+    .select([
+      'servers.id',
+      'servers.name',
+      'servers.status',
+      'servers.ip',
+      'servers.public_ip',
+      'servers.last_seen_at',
+      'servers.desired_revision',
+      'servers.applied_revision',
+      'servers.created_at',
+      'agent_connections.last_heartbeat_at',
+    ])
+    .where('servers.account_id', '=', accountId)
+    .orderBy('servers.created_at')
+    .orderBy('servers.id')
     .execute();
-  return rows.map(serverView);
+  const now = ctx.now();
+  return rows.map((r) => serverView({ ...r, status: serverStatus(r.status, r.last_heartbeat_at === null ? null : { last_heartbeat_at: r.last_heartbeat_at }, now) }));
 }
 
 async function liveServer(ctx: ServiceContext, accountId: string, id: string) {
@@ -86,7 +101,7 @@ export async function regenerateServerToken(ctx: ServiceContext, accountId: stri
     .returningAll()
     .executeTakeFirstOrThrow();
   ctx.serversChanged([id]); // the hub drops a connection made with the old token
-  return { ...serverView(row), connectionToken: token };
+  return { ...(await viewWithStatus(ctx, row)), connectionToken: token };
 }
 
 /** Decommissioning is final: the token is erased and the server leaves every domain. */
@@ -97,6 +112,7 @@ export async function decommissionServer(ctx: ServiceContext, accountId: string,
     const peers = await serversSharingDomains(tx, id);
     const domains = await tx.selectFrom('domain_servers').select('domain_id').where('server_id', '=', id).orderBy('domain_id').execute();
     await tx.deleteFrom('domain_servers').where('server_id', '=', id).execute();
+    await tx.deleteFrom('agent_connections').where('server_id', '=', id).execute(); // its agent is closed (4001)
     const row = await tx
       .updateTable('servers')
       .set({ status: 'decommissioned', token_hash: null })
@@ -142,19 +158,187 @@ export async function updateServer(ctx: ServiceContext, accountId: string, id: s
     return { row, touched: moved ? await bumpServers(tx, accountId, await serversSharingDomains(tx, id)) : [] };
   });
   ctx.serversChanged(touched);
-  return serverView(row);
+  return viewWithStatus(ctx, row);
+}
+
+// ------------------------------------------------------------------------------------------------
+// Agent connections and status. Whichever control-plane process holds a server's agent
+// connection records it in agent_connections (one row per server) and writes its heartbeat there;
+// every process decides the server's status from that row (serverStatus), so all of them agree.
+// servers.status keeps 'decommissioned' and a copy of the last decision ('active' or 'offline'),
+// written in the same transactions as the rows, for queries that filter on it.
+
+/**
+ * A connection whose heartbeat is older than this is gone: its process died or lost the database.
+ * Each process writes its connections' heartbeats every agent heartbeat interval (10 s).
+ */
+export const AGENT_CONNECTION_TIMEOUT_MS = 60_000;
+
+type Time = Date | string;
+const ms = (t: Time) => (t instanceof Date ? t : new Date(t)).getTime();
+
+/**
+ * The one place a server's status is decided: `decommissioned` is final; otherwise `active` while
+ * some process holds its agent's connection with a heartbeat younger than the timeout, `offline`
+ * when there is no connection or its heartbeat is older.
+ */
+export function serverStatus(lifecycle: ServerStatus, connection: { last_heartbeat_at: Time } | null | undefined, now: Date): ServerStatus {
+  if (lifecycle === 'decommissioned') return 'decommissioned';
+  return connection && ms(connection.last_heartbeat_at) > now.getTime() - AGENT_CONNECTION_TIMEOUT_MS ? 'active' : 'offline';
+}
+
+/** The last heartbeat of each server's connection, for serverStatus. */
+async function heartbeats(ctx: ServiceContext, ids: readonly string[]): Promise<Map<string, { last_heartbeat_at: Time }>> {
+  if (ids.length === 0) return new Map();
+  const rows = await ctx.db.selectFrom('agent_connections').select(['server_id', 'last_heartbeat_at']).where('server_id', 'in', [...ids]).execute();
+  return new Map(rows.map((r) => [r.server_id, r]));
+}
+
+/** A server record as the API shows it, its status decided from its connection row. */
+async function viewWithStatus(ctx: ServiceContext, row: ServerRow) {
+  const conn = (await heartbeats(ctx, [row.id])).get(row.id);
+  return serverView({ ...row, status: serverStatus(row.status, conn, ctx.now()) });
+}
+
+export interface AgentConnection {
+  serverId: string;
+  /** Unique per WebSocket connection. */
+  connectionId: string;
+  /** The control-plane process holding it. */
+  processId: string;
+  ip: string;
+}
+
+export interface ConnectedResult {
+  /** False for a decommissioned or missing server: nothing was recorded. */
+  recorded: boolean;
+  /** The connection this one replaced (same server, another socket), to be closed by the process holding it. */
+  replaced: { connectionId: string; processId: string } | null;
+  /** When the server's address moved: the servers sharing a domain with it, whose snapshots list the address (already bumped). */
+  peers: string[];
 }
 
 /**
- * An agent said hello from this address: the server is active. When that moves its address (no
- * publicIp set), the servers sharing a domain with it get new snapshots; their ids are returned.
+ * An agent said hello: this connection becomes the server's live one (a newer connection wins,
+ * on whatever process the older one is) and the server is active from this address.
  */
-export async function recordAgentConnected(ctx: ServiceContext, serverId: string, ip: string): Promise<string[]> {
+export async function recordAgentConnected(ctx: ServiceContext, conn: AgentConnection): Promise<ConnectedResult> {
   return ctx.db.transaction().execute(async (tx) => {
-    const current = await tx.selectFrom('servers').select(['account_id', 'ip', 'public_ip', 'status']).where('id', '=', serverId).forUpdate().executeTakeFirst();
-    if (!current || current.status === 'decommissioned') return [];
-    await tx.updateTable('servers').set({ status: 'active', ip, last_seen_at: ctx.now() }).where('id', '=', serverId).execute();
-    if (serverAddress(current) === serverAddress({ public_ip: current.public_ip, ip })) return [];
-    return bumpServers(tx, current.account_id, await serversSharingDomains(tx, serverId));
+    const current = await tx.selectFrom('servers').select(['account_id', 'ip', 'public_ip', 'status']).where('id', '=', conn.serverId).forUpdate().executeTakeFirst();
+    if (!current || current.status === 'decommissioned') return { recorded: false, replaced: null, peers: [] };
+    const now = ctx.now();
+    const previous = await tx.selectFrom('agent_connections').select(['connection_id', 'process_id']).where('server_id', '=', conn.serverId).executeTakeFirst();
+    const row = { connection_id: conn.connectionId, process_id: conn.processId, ip: conn.ip, connected_at: now, last_heartbeat_at: now };
+    await tx
+      .insertInto('agent_connections')
+      .values({ server_id: conn.serverId, ...row })
+      .onConflict((oc) => oc.column('server_id').doUpdateSet(row))
+      .execute();
+    await tx.updateTable('servers').set({ status: 'active', ip: conn.ip, last_seen_at: now }).where('id', '=', conn.serverId).execute();
+    const replaced = previous && previous.connection_id !== conn.connectionId ? { connectionId: previous.connection_id, processId: previous.process_id } : null;
+    const moved = serverAddress(current) !== serverAddress({ public_ip: current.public_ip, ip: conn.ip });
+    return { recorded: true, replaced, peers: moved ? await bumpServers(tx, current.account_id, await serversSharingDomains(tx, conn.serverId)) : [] };
+  });
+}
+
+/** Clears connection rows (those given, as found) and raises server_down for each when asked, in the caller's transaction. */
+async function clearConnections(tx: Transaction<DB>, ctx: ServiceContext, serverIds: readonly string[], raiseDown: boolean): Promise<void> {
+  if (serverIds.length === 0) return;
+  const servers = await tx
+    .updateTable('servers')
+    .set({ status: 'offline' })
+    .where('id', 'in', [...serverIds])
+    .where('status', '<>', 'decommissioned')
+    .returning(['id', 'account_id', 'name'])
+    .execute();
+  if (!raiseDown) return;
+  for (const s of servers) {
+    await notifyFromServer({ db: tx, now: ctx.now }, { accountId: s.account_id, serverId: s.id, kind: 'server_down', message: `Shield server ${s.name} disconnected` });
+  }
+}
+
+/**
+ * An agent's connection ended. If it is still the server's live one (not replaced by a newer
+ * connection), its row goes, the server turns offline and, when `raiseDown` (a drop, not a
+ * decommission or a regenerated token), server_down is raised in the same transaction: once per
+ * disconnect, whichever processes see it end. Returns whether the row was there.
+ */
+export async function recordAgentDisconnected(ctx: ServiceContext, conn: Pick<AgentConnection, 'serverId' | 'connectionId'>, raiseDown: boolean): Promise<boolean> {
+  return ctx.db.transaction().execute(async (tx) => {
+    await tx.selectFrom('servers').select('id').where('id', '=', conn.serverId).forUpdate().executeTakeFirst();
+    const gone = await tx.deleteFrom('agent_connections').where('server_id', '=', conn.serverId).where('connection_id', '=', conn.connectionId).returning('server_id').execute();
+    await clearConnections(tx, ctx, gone.map((g) => g.server_id), raiseDown);
+    return gone.length > 0;
+  });
+}
+
+/**
+ * The heartbeat of one process's live connections (and the servers' lastSeenAt). Returns the
+ * connections that are no longer their server's live one (a newer connection replaced them,
+ * here or on another process), which the process closes. A connection whose row expired while
+ * it lived (the database was away longer than the timeout) is recorded again.
+ */
+export async function touchAgentConnections(ctx: ServiceContext, conns: readonly AgentConnection[]): Promise<string[]> {
+  if (conns.length === 0) return [];
+  const now = ctx.now();
+  const byId = new Map(conns.map((c) => [c.connectionId, c]));
+  const touched = await ctx.db
+    .updateTable('agent_connections')
+    .set({ last_heartbeat_at: now })
+    .where('connection_id', 'in', [...byId.keys()])
+    .returning('connection_id')
+    .execute();
+  const live = touched.map((t) => t.connection_id);
+  const liveServers = live.map((id) => byId.get(id)!.serverId);
+  if (liveServers.length) await ctx.db.updateTable('servers').set({ last_seen_at: now }).where('id', 'in', liveServers).execute();
+  for (const id of live) byId.delete(id);
+  const replaced: string[] = [];
+  for (const c of byId.values()) {
+    const held = await ctx.db.selectFrom('agent_connections').select('connection_id').where('server_id', '=', c.serverId).executeTakeFirst();
+    if (held) replaced.push(c.connectionId);
+    else {
+      const again = await recordAgentConnected(ctx, c);
+      if (!again.recorded) replaced.push(c.connectionId);
+      ctx.serversChanged(again.peers);
+    }
+  }
+  return replaced;
+}
+
+/**
+ * Connections whose heartbeat is older than the timeout are gone (their process died, or lost the
+ * database): their rows go, their servers turn offline and raise server_down, once, whichever
+ * processes run this. Returns the servers concerned.
+ */
+export async function expireAgentConnections(ctx: ServiceContext): Promise<string[]> {
+  const cutoff = new Date(ctx.now().getTime() - AGENT_CONNECTION_TIMEOUT_MS);
+  const stale = await ctx.db.selectFrom('agent_connections').select(['server_id', 'connection_id']).where('last_heartbeat_at', '<=', cutoff).execute();
+  const expired: string[] = [];
+  for (const s of stale) {
+    const gone = await ctx.db.transaction().execute(async (tx) => {
+      await tx.selectFrom('servers').select('id').where('id', '=', s.server_id).forUpdate().executeTakeFirst();
+      const rows = await tx
+        .deleteFrom('agent_connections')
+        .where('server_id', '=', s.server_id)
+        .where('connection_id', '=', s.connection_id)
+        .where('last_heartbeat_at', '<=', cutoff)
+        .returning('server_id')
+        .execute();
+      await clearConnections(tx, ctx, rows.map((r) => r.server_id), true);
+      return rows.length > 0;
+    });
+    if (gone) expired.push(s.server_id);
+  }
+  return expired;
+}
+
+/**
+ * A process shutting down: its connections end without server_down (their agents reconnect,
+ * to another process or to this one restarted).
+ */
+export async function releaseAgentConnections(ctx: ServiceContext, processId: string): Promise<void> {
+  await ctx.db.transaction().execute(async (tx) => {
+    const gone = await tx.deleteFrom('agent_connections').where('process_id', '=', processId).returning('server_id').execute();
+    await clearConnections(tx, ctx, gone.map((g) => g.server_id), false);
   });
 }
