@@ -604,7 +604,9 @@ async function deleteRule(r) {
 // ---------------------------------------------------------------- notifications
 
 function notificationItem(n) {
-  return h('li', null, badge(n.kind, 'rule'), ' ', h('span', null, n.message), ' ', h('span', { class: 'muted small' }, '· ', timeCell(n.createdAt, true)));
+  // Identical notifications within a minute come folded into one with a count (docs/api.md).
+  const times = n.count > 1 ? h('span', { class: 'muted small' }, ` ×${n.count}, last `, timeCell(n.updatedAt, true)) : null;
+  return h('li', null, badge(n.kind, 'rule'), ' ', h('span', null, n.message), ' ', h('span', { class: 'muted small' }, '· ', timeCell(n.createdAt, true)), times);
 }
 
 function renderNotifications() {
