@@ -22,6 +22,9 @@ describe('bus messages', () => {
   test('well-formed messages are read back as sent', () => {
     assert.deepEqual(parseBusMessage(JSON.stringify({ kind: 'servers-changed', ids: [id] })), { kind: 'servers-changed', ids: [id] });
     assert.deepEqual(parseBusMessage(JSON.stringify({ kind: 'acme-challenge', serverIds: [id], challenge })), { kind: 'acme-challenge', serverIds: [id], challenge });
+    const replaced = { kind: 'connection-replaced', serverId: id, connectionId: randomUUID() };
+    assert.deepEqual(parseBusMessage(JSON.stringify(replaced)), replaced);
+    assert.deepEqual(encodeBusMessage(replaced as BusMessage).map(parseBusMessage), [replaced]);
   });
 
   test('anything else is refused', () => {
@@ -40,6 +43,10 @@ describe('bus messages', () => {
       { kind: 'acme-challenge', serverIds: [id], challenge: { ...challenge, action: 'replace' } },
       { kind: 'acme-challenge', serverIds: [id], challenge: { ...challenge, extra: true } },
       { kind: 'acme-challenge', serverIds: ['x'], challenge },
+      { kind: 'connection-replaced', serverId: id },
+      { kind: 'connection-replaced', serverId: id, connectionId: 'not-a-uuid' },
+      { kind: 'connection-replaced', serverId: 'x', connectionId: id },
+      { kind: 'connection-replaced', serverId: id, connectionId: id, extra: 1 },
     ];
     for (const b of bad) assert.equal(parseBusMessage(typeof b === 'string' ? b : JSON.stringify(b)), null, JSON.stringify(b));
   });
