@@ -48,9 +48,13 @@ interface AgentConn {
   handling: Promise<void>;
   /** Notifications this agent caused that were over the limit, since the last log line about them. */
   dropped: { count: number; loggedAt: number };
+  /** Messages read and not yet handled; past PENDING_MAX the socket is not read until they are. */
+  pending: number;
 }
 
 const HELLO_TIMEOUT_MS = 10_000;
+/** Backpressure: an agent sending faster than its messages are handled is not read meanwhile. */
+const PENDING_MAX = 32;
 
 function clientIp(req: IncomingMessage): string {
   const a = req.socket.remoteAddress ?? '';
@@ -166,6 +170,7 @@ export class AgentHub {
       closeReason: undefined,
       handling: Promise.resolve(),
       dropped: { count: 0, loggedAt: 0 },
+      pending: 0,
     };
     this.conns.set(c.connectionId, c);
     const helloTimer = setTimeout(() => !c.hello && ws.close(CLOSE.invalidMessage, 'expected agent/hello'), HELLO_TIMEOUT_MS);
@@ -176,7 +181,14 @@ export class AgentHub {
       if (isBinary) return ws.close(CLOSE.invalidMessage, 'binary messages are not part of the protocol');
       const parsed = parseAgentMessage(data.toString());
       if (!parsed.ok) return ws.close(CLOSE.invalidMessage, `invalid message: ${parsed.error}`.slice(0, 120));
-      this.enqueue(c, () => this.onMessage(c, parsed.message));
+      if (++c.pending >= PENDING_MAX) ws.pause();
+      this.enqueue(c, async () => {
+        try {
+          await this.onMessage(c, parsed.message);
+        } finally {
+          if (--c.pending < PENDING_MAX / 2 && ws.isPaused) ws.resume();
+        }
+      });
     });
     ws.on('close', () => {
       clearTimeout(helloTimer);
