@@ -7,7 +7,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { freshPostgresSchema, PG_URL } from './postgres.js';
+import { freshPostgresSchema, PG_URL } from '../test/support/postgres.js';
 import { freePort, ROOT, startProcess, startServe, waitFor } from '../test/support/processes.js';
 
 const DURATION = Number(process.env.BENCH_SECONDS ?? 5);

@@ -13,7 +13,7 @@ import { renderHaproxyConfig } from '@rampart/proxy';
 import WebSocket from 'ws';
 import { apiClient, ADMIN, startAgent, startOrigin, viaProxy, waitForOrigin } from '../test/support/cluster.js';
 import { freePort, startServe, waitFor } from '../test/support/processes.js';
-import { freshPostgresSchema } from './postgres.js';
+import { freshPostgresSchema } from '../test/support/postgres.js';
 
 const CHANGES = Number(process.env.BENCH_CHANGES ?? 100);
 const AGENTS = Number(process.env.BENCH_AGENTS ?? 1000);

@@ -1,0 +1,113 @@
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { apiClient, ADMIN, startAgent, startOrigin, waitForOrigin, type AgentProc, type ApiClient } from '../support/cluster.js';
+import { freshPostgresSchema } from '../support/postgres.js';
+import { freePort, startProcess, startServe, waitFor, type Proc } from '../support/processes.js';
+
+// docs/architecture.md "Several control-plane processes": two `rampart serve` processes on one
+// PostgreSQL, real agents and HAProxy. A change made through either process reaches the agents of
+// both; a revoked key fails on both at once; when a process dies, the agents it held reconnect
+// through the load balancer to the other one and resync.
+
+describe('two control-plane processes on one PostgreSQL', () => {
+  let databaseUrl: string | undefined;
+  const serves: (Awaited<ReturnType<typeof startServe>> | undefined)[] = [];
+  let lb: Proc;
+  let lbUrl: string;
+  let lbDir: string;
+  let apis: ApiClient[];
+  const agents: AgentProc[] = [];
+  let a: Awaited<ReturnType<typeof startOrigin>>;
+  let b: Awaited<ReturnType<typeof startOrigin>>;
+
+  before(async () => {
+    databaseUrl = await freshPostgresSchema('multiproc');
+    if (!databaseUrl) return;
+    for (let i = 0; i < 2; i++) serves.push(await startServe({ port: await freePort(), adminToken: ADMIN, databaseUrl }));
+    // A load balancer in front of both, as a customer would run one: health-checked, WebSockets
+    // passed through, a dead process's connections sent to the other.
+    const port = await freePort();
+    lbDir = mkdtempSync(join(tmpdir(), 'rampart-lb-'));
+    writeFileSync(join(lbDir, 'lb.cfg'), [
+      'defaults', '    mode http', '    timeout connect 2s', '    timeout client 60s', '    timeout server 60s', '    timeout tunnel 1h',
+      '    option redispatch', '    retries 3',
+      'frontend in', `    bind 127.0.0.1:${port}`, '    default_backend cp',
+      'backend cp', '    balance roundrobin', '    option httpchk GET /healthz',
+      ...serves.map((s, i) => `    server p${i} 127.0.0.1:${new URL(s!.url).port} check inter 200 fall 1 rise 1`), '',
+    ].join('\n'));
+    lb = startProcess('haproxy', ['-f', join(lbDir, 'lb.cfg'), '-db']);
+    lbUrl = `http://127.0.0.1:${port}`;
+    await waitFor(async () => (await fetch(`${lbUrl}/healthz`).catch(() => undefined))?.ok === true, 'the load balancer');
+    apis = [await apiClient(serves[0]!.url)];
+    apis.push({ ...apis[0]!, url: serves[1]!.url, call: (m, p, body) => callWith(serves[1]!.url, apis[0]!.key, m, p, body) });
+    a = await startOrigin('a');
+    b = await startOrigin('b');
+  });
+  after(async () => {
+    for (const agent of agents) await agent.stop();
+    await lb?.stop();
+    for (const s of serves) await s?.stop();
+    await a?.close();
+    await b?.close();
+    if (lbDir) rmSync(lbDir, { recursive: true, force: true });
+  });
+
+  async function callWith(url: string, key: string, method: string, path: string, body?: unknown) {
+    const res = await fetch(url + path, { method, headers: { 'x-api-key': key, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) }, body: body === undefined ? undefined : JSON.stringify(body) });
+    const text = await res.text();
+    return { status: res.status, body: text ? JSON.parse(text) : undefined };
+  }
+
+  test('a change made through either process reaches the agents of both', async (t) => {
+    if (!databaseUrl) return t.skip('PostgreSQL is not reachable');
+    const ids: string[] = [];
+    // one agent held by each process (connected to it directly)
+    for (let i = 0; i < 2; i++) {
+      const srv = await apis[0]!.call('POST', '/api/servers', { name: `edge-${i}` });
+      assert.equal(srv.status, 201);
+      ids.push(srv.body.id);
+      agents.push(await startAgent({ serverUrl: serves[i]!.url, token: srv.body.connectionToken }));
+    }
+    const d = await apis[0]!.call('POST', '/api/domains', { domain: 'multi.example.test', origins: [{ ip: '127.0.0.1', port: a.port }], serverIds: ids, sslEnabled: false });
+    assert.equal(d.status, 201, JSON.stringify(d.body));
+    for (const agent of agents) await waitForOrigin(agent.httpPort, 'multi.example.test', 'a', 30_000);
+    // through process 1 this time
+    assert.equal((await apis[1]!.call('PUT', `/api/domains/${d.body.id}`, { origins: [{ ip: '127.0.0.1', port: b.port }] })).status, 200);
+    for (const agent of agents) await waitForOrigin(agent.httpPort, 'multi.example.test', 'b', 30_000);
+    // both processes show both servers active
+    for (const api of apis) {
+      await waitFor(async () => ((await api.call('GET', '/api/servers')).body as { status: string }[]).every((s) => s.status === 'active'), 'both servers active on every process', 20_000);
+    }
+  });
+
+  test('a key deleted through one process fails on the other at once', async (t) => {
+    if (!databaseUrl) return t.skip('PostgreSQL is not reachable');
+    const created = await apis[0]!.call('POST', '/api/settings/api-keys', { name: 'short-lived' });
+    assert.equal(created.status, 201, JSON.stringify(created.body));
+    const key = created.body.key as string;
+    assert.equal((await callWith(serves[1]!.url, key, 'GET', '/api/servers')).status, 200, 'the new key works on the other process');
+    assert.equal((await apis[0]!.call('DELETE', `/api/settings/api-keys?id=${created.body.id}`)).status, 200);
+    assert.equal((await callWith(serves[1]!.url, key, 'GET', '/api/servers')).status, 401, 'the very next request on the other process');
+    assert.equal((await callWith(serves[0]!.url, key, 'GET', '/api/servers')).status, 401);
+  });
+
+  test("a killed process's agents reconnect to the other one through the load balancer and resync", async (t) => {
+    if (!databaseUrl) return t.skip('PostgreSQL is not reachable');
+    const srv = await apis[0]!.call('POST', '/api/servers', { name: 'edge-lb' });
+    const viaLb = await startAgent({ serverUrl: lbUrl, token: srv.body.connectionToken });
+    agents.push(viaLb);
+    const d = await apis[0]!.call('POST', '/api/domains', { domain: 'lb.example.test', origins: [{ ip: '127.0.0.1', port: a.port }], serverIds: [srv.body.id], sslEnabled: false });
+    assert.equal(d.status, 201);
+    await waitForOrigin(viaLb.httpPort, 'lb.example.test', 'a', 30_000);
+    // kill both in turn is not needed: kill process 0, then change through process 1; whichever
+    // process held the agent, it must end up on process 1 with the change
+    await serves[0]!.stop('SIGKILL');
+    serves[0] = undefined;
+    assert.equal((await apis[1]!.call('PUT', `/api/domains/${d.body.id}`, { origins: [{ ip: '127.0.0.1', port: b.port }] })).status, 200);
+    await waitForOrigin(viaLb.httpPort, 'lb.example.test', 'b', 60_000);
+    await waitFor(async () => ((await apis[1]!.call('GET', '/api/servers')).body as { id: string; status: string }[]).find((s) => s.id === srv.body.id)?.status === 'active', 'the agent active again', 60_000);
+  });
+});
