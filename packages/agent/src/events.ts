@@ -1,11 +1,11 @@
 import { timingSafeEqual } from 'node:crypto';
 import { createSocket, type Socket } from 'node:dgram';
-import { EVENT_FIELD_MAX, isHostname, isIP, WAF_REASONS, type WafEventItem } from '@rampart/protocol';
+import { AGENT_LIMITS, EVENT_FIELD_MAX, isHostname, isIP, WAF_REASONS, type WafEventItem } from '@rampart/protocol';
 
 /** docs/architecture.md "The event log": at most 5,000 events per server per (UTC) day are stored; blocking goes on regardless. */
-export const DAILY_EVENT_CAP = 5000;
-const MAX_BUFFERED = 5000;
-const BATCH = 500;
+export const DAILY_EVENT_CAP = AGENT_LIMITS.eventsPerServerPerDay;
+const MAX_BUFFERED = AGENT_LIMITS.bufferedEvents;
+const BATCH = AGENT_LIMITS.eventsPerBatch;
 const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const REASONS = new Set<string>(WAF_REASONS);
 /** <action> -> blocked */
