@@ -1,12 +1,11 @@
 import { timingSafeEqual } from 'node:crypto';
 import { createSocket, type Socket } from 'node:dgram';
-import { AGENT_LIMITS, EVENT_FIELD_MAX, isHostname, isIP, WAF_REASONS, type WafEventItem } from '@rampart/protocol';
+import { AGENT_LIMITS, EVENT_FIELD_MAX, isHostname, isIP, isUuid, WAF_REASONS, type WafEventItem } from '@rampart/protocol';
 
 /** docs/architecture.md "The event log": at most 5,000 events per server per (UTC) day are stored; blocking goes on regardless. */
 export const DAILY_EVENT_CAP = AGENT_LIMITS.eventsPerServerPerDay;
 const MAX_BUFFERED = AGENT_LIMITS.bufferedEvents;
 const BATCH = AGENT_LIMITS.eventsPerBatch;
-const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const REASONS = new Set<string>(WAF_REASONS);
 /** <action> -> blocked */
 const ACTIONS = new Map([
@@ -63,7 +62,7 @@ export function parseEventLine(line: string, secret?: string): WafEventItem | un
   const [, token, ts, ip, domain, reason, rule, action, method, location, path, matched] = m as unknown as [string, string | undefined, string, string, string, string, string, ...(string | undefined)[]];
   if (secret !== undefined && !sameSecret(token, secret)) return undefined;
   if (!isIP(ip) || !isHostname(domain) || !REASONS.has(reason)) return undefined;
-  const base = { ts: Number(ts), ip, domain, reason: reason as WafEventItem['reason'], ruleId: UUID_RE.test(rule) ? rule : null };
+  const base = { ts: Number(ts), ip, domain, reason: reason as WafEventItem['reason'], ruleId: isUuid(rule) ? rule : null };
   if (action === undefined) return { ...base, method: null, path: null, location: null, matched: null, blocked: true };
   const blocked = ACTIONS.get(action);
   if (blocked === undefined) return undefined;

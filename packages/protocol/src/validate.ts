@@ -60,6 +60,16 @@ export function isIPv4Cidr(value: string): boolean {
   return isIPv4(addr) && isCidr(value);
 }
 
+const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+/**
+ * The one UUID check of the project: canonical (lowercase) form, as the service stores and sends
+ * ids; `anyCase` also takes the upper-case spelling an id may have in a URL.
+ */
+export function isUuid(value: unknown, anyCase = false): value is string {
+  return typeof value === 'string' && UUID_RE.test(anyCase ? value.toLowerCase() : value);
+}
+
 /**
  * A fully qualified domain name: at least two labels of [a-z0-9-], no label starting or ending with
  * '-', 253 characters at most, a top-level label that is not all digits. Callers lowercase first.

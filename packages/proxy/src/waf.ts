@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { checkRuleValue, findAiBot, rateLimitOf, wafExceptionOf, WAF_LEVELS, WAF_MODES, type ServerSnapshot, type SnapshotDomain, type SnapshotRule } from '@rampart/protocol';
+import { checkRuleValue, findAiBot, isUuid, rateLimitOf, wafExceptionOf, WAF_LEVELS, WAF_MODES, type ServerSnapshot, type SnapshotDomain, type SnapshotRule } from '@rampart/protocol';
 import { UnsafeValueError } from './backend.js';
 
 // The proxy package's own assets: the Lua engine and the curated lists. Read once at load.
@@ -20,11 +20,10 @@ export const RATE_WINDOW = 60;
 /** Bytes of a request body the detectors read (rampart_detect.lua's BODY_LIMIT). */
 export const BODY_INSPECT_LIMIT = 65536;
 
-const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const HEX_RE = /^[0-9a-f]{16,128}$/;
 
 function checkId(id: string): string {
-  if (!UUID_RE.test(id)) throw new UnsafeValueError('id', id);
+  if (!isUuid(id)) throw new UnsafeValueError('id', id);
   return id;
 }
 
