@@ -1,5 +1,6 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { ServiceContext } from './context.js';
+import { credentialCache, credentialCacheUsable, type CachedCredential } from './credential-cache.js';
 import { secretsEqual, sha256 } from './crypto.js';
 import { AppError } from './errors.js';
 import type { Plan } from './plans.js';
@@ -11,49 +12,88 @@ export interface Principal {
   plan: Plan;
   state: 'active' | 'frozen';
   via: 'api_key' | 'session';
-  /** accounts.waf_version, read with the credentials at no extra cost. */
-  wafVersion: number;
 }
 
 /** How often lastUsedAt is refreshed: a key used every second does not write every second. */
 const LAST_USED_RESOLUTION_MS = 60_000;
 
-function principal(row: { accountId: string; plan: string; state: string; waf_version: number }, via: Principal['via']): Principal {
-  return { accountId: row.accountId, plan: row.plan as Plan, state: row.state as Principal['state'], via, wafVersion: row.waf_version };
+/**
+ * The database reads and writes of authentication, on an object so tests can count them (the
+ * management API must not pay a round trip for authentication on every request).
+ */
+export const credentialStore = {
+  async findKey(ctx: ServiceContext, keyHash: string) {
+    return ctx.db
+      .selectFrom('api_keys')
+      .innerJoin('accounts', 'accounts.id', 'api_keys.account_id')
+      .select(['api_keys.id as keyId', 'api_keys.last_used_at', 'accounts.id as accountId', 'accounts.plan', 'accounts.state'])
+      .where('api_keys.key_hash', '=', keyHash)
+      .executeTakeFirst();
+  },
+  async findSession(ctx: ServiceContext, tokenHash: string) {
+    return ctx.db
+      .selectFrom('sessions')
+      .innerJoin('accounts', 'accounts.id', 'sessions.account_id')
+      .select(['sessions.expires_at', 'accounts.id as accountId', 'accounts.plan', 'accounts.state'])
+      .where('sessions.token_hash', '=', tokenHash)
+      .where('sessions.expires_at', '>', ctx.now())
+      .executeTakeFirst();
+  },
+  async touchKey(ctx: ServiceContext, keyId: string, now: Date) {
+    await ctx.db.updateTable('api_keys').set({ last_used_at: now }).where('id', '=', keyId).execute();
+  },
+};
+
+function principal(c: CachedCredential): Principal {
+  return { accountId: c.accountId, plan: c.plan as Plan, state: c.state as Principal['state'], via: c.kind === 'key' ? 'api_key' : 'session' };
 }
 
+const ms = (d: Date | string | null | undefined): number | null => (d == null ? null : new Date(d).getTime());
+
 /**
- * Resolves x-api-key (by SHA-256, through the unique index) or the session cookie to an account,
- * fresh from the database on every request, so a deleted key or a changed account state is seen
- * at once by every control-plane process. Any failure is the same 401.
+ * Resolves x-api-key (by SHA-256, through the unique index) or the session cookie to an account.
+ * A credential seen recently comes from this process's cache (src/credential-cache.ts), which
+ * every process empties of a credential as soon as it is revoked or its account changes state, so
+ * a deleted key, an ended session or a frozen account is seen at once everywhere. Any failure is
+ * the same 401.
  */
 export async function authenticate(ctx: ServiceContext, request: FastifyRequest): Promise<Principal> {
+  const cache = credentialCache(ctx);
+  const usable = credentialCacheUsable(ctx);
   const header = request.headers['x-api-key'];
   if (header !== undefined) {
     if (typeof header !== 'string' || header.length > 200) throw new AppError('unauthorized');
-    const row = await ctx.db
-      .selectFrom('api_keys')
-      .innerJoin('accounts', 'accounts.id', 'api_keys.account_id')
-      .select(['api_keys.id as keyId', 'api_keys.last_used_at', 'accounts.id as accountId', 'accounts.plan', 'accounts.state', 'accounts.waf_version'])
-      .where('api_keys.key_hash', '=', sha256(header))
-      .executeTakeFirst();
-    if (!row) throw new AppError('unauthorized');
+    const keyHash = sha256(header);
     const now = ctx.now();
-    if (!row.last_used_at || now.getTime() - new Date(row.last_used_at).getTime() > LAST_USED_RESOLUTION_MS) {
-      await ctx.db.updateTable('api_keys').set({ last_used_at: now }).where('id', '=', row.keyId).execute();
+    let c = usable ? cache.get(`k:${keyHash}`, now.getTime()) : undefined;
+    if (!c) {
+      const generation = cache.generation;
+      const row = await credentialStore.findKey(ctx, keyHash);
+      if (!row) throw new AppError('unauthorized');
+      c = { kind: 'key', accountId: row.accountId, plan: row.plan, state: row.state, keyId: row.keyId, lastUsedMs: ms(row.last_used_at) };
+      if (usable) cache.set(`k:${keyHash}`, c, now.getTime(), generation);
     }
-    return principal(row, 'api_key');
+    if (c.lastUsedMs == null || now.getTime() - c.lastUsedMs > LAST_USED_RESOLUTION_MS) {
+      c.lastUsedMs = now.getTime();
+      await credentialStore.touchKey(ctx, c.keyId!, now);
+    }
+    return principal(c);
   }
   const cookie = request.cookies?.[SESSION_COOKIE];
   if (cookie) {
-    const row = await ctx.db
-      .selectFrom('sessions')
-      .innerJoin('accounts', 'accounts.id', 'sessions.account_id')
-      .select(['accounts.id as accountId', 'accounts.plan', 'accounts.state', 'accounts.waf_version'])
-      .where('sessions.token_hash', '=', sha256(cookie))
-      .where('sessions.expires_at', '>', ctx.now())
-      .executeTakeFirst();
-    if (row) return principal(row, 'session');
+    const tokenHash = sha256(cookie);
+    const now = ctx.now().getTime();
+    let c = usable ? cache.get(`s:${tokenHash}`, now) : undefined;
+    if (c && !(now < c.expiresMs!)) c = undefined; // expired while cached
+    else if (!c) {
+      const generation = cache.generation;
+      const row = await credentialStore.findSession(ctx, tokenHash);
+      if (row) {
+        c = { kind: 'session', accountId: row.accountId, plan: row.plan, state: row.state, tokenHash, expiresMs: ms(row.expires_at)! };
+        if (usable) cache.set(`s:${tokenHash}`, c, now, generation);
+      }
+    }
+    if (c) return principal(c);
   }
   throw new AppError('unauthorized');
 }

@@ -1,6 +1,7 @@
 import { parseServiceMessage } from '@rampart/protocol';
 import pg from 'pg';
 import { isUuid } from './context.js';
+import { copyCredentialMessage, encodeCredentialMessage, isCredentialMessage, parseCredentialMessage, type CredentialMessage } from './credential-messages.js';
 
 /**
  * The change bus between the control-plane processes sharing one database. Every process, the
@@ -23,12 +24,14 @@ export type BusMessage =
 
 export interface BusHandlers {
   message(m: BusMessage): void;
+  /** Credential changes (src/credential-messages.ts): drop what is cached of them. */
+  credentials?(m: CredentialMessage): void;
   /** After the bus lost messages (its listening connection dropped): act as if everything changed. */
   resync(): void;
 }
 
 export interface ChangeBus {
-  publish(m: BusMessage): Promise<void>;
+  publish(m: BusMessage | CredentialMessage): Promise<void>;
   subscribe(handlers: BusHandlers): void;
   close(): Promise<void>;
 }
@@ -97,7 +100,11 @@ export function encodeBusMessage(m: BusMessage): string[] {
 export class InProcessBus implements ChangeBus {
   private handlers: BusHandlers | undefined;
 
-  async publish(m: BusMessage): Promise<void> {
+  async publish(m: BusMessage | CredentialMessage): Promise<void> {
+    if (isCredentialMessage(m)) {
+      this.handlers?.credentials?.(copyCredentialMessage(m));
+      return;
+    }
     if (m.kind === 'connection-replaced') {
       this.handlers?.message({ ...m });
       return;
@@ -166,7 +173,11 @@ export class PostgresBus implements ChangeBus {
     this.handlers = handlers;
   }
 
-  async publish(m: BusMessage): Promise<void> {
+  async publish(m: BusMessage | CredentialMessage): Promise<void> {
+    if (isCredentialMessage(m)) {
+      await this.options.notify(this.options.channel, encodeCredentialMessage(m));
+      return;
+    }
     if (m.kind !== 'connection-replaced' && (m.kind === 'servers-changed' ? m.ids : m.serverIds).length === 0) return;
     for (const payload of encodeBusMessage(m)) {
       await this.options.notify(this.options.channel, payload);
@@ -202,6 +213,15 @@ export class PostgresBus implements ChangeBus {
     };
     client.on('notification', (n) => {
       if (n.channel !== this.options.channel) return;
+      const credential = parseCredentialMessage(n.payload ?? '');
+      if (credential) {
+        try {
+          this.handlers?.credentials?.(credential);
+        } catch (err) {
+          this.options.log?.warn(`change bus: handling a message failed: ${String(err)}`);
+        }
+        return;
+      }
       const m = parseBusMessage(n.payload ?? '');
       if (!m) {
         this.options.log?.warn(`change bus: ignored a malformed notification (${String(n.payload).slice(0, 80)})`);

@@ -1,3 +1,4 @@
+import type { CredentialMessage } from './credential-messages.js';
 import type { Database } from './db/database.js';
 import type { PlanTable } from './plans.js';
 
@@ -8,6 +9,18 @@ export interface ServiceContext {
   now(): Date;
   /** Called after a commit that changed the desired state of these shield servers. */
   serversChanged(serverIds: readonly string[]): void;
+  /**
+   * The change bus for credential changes (src/credential-cache.ts). Absent (one process, tests),
+   * they are dropped from this process's cache only.
+   */
+  credentialBus?: {
+    publish(m: CredentialMessage): Promise<void>;
+    /** False while the bus may be missing messages (its listening connection is down). */
+    live(): boolean;
+    /** How many processes listen on the bus (each acknowledges a credential change); absent: 1. */
+    listeners?(): Promise<number>;
+    warn?(msg: string): void;
+  };
 }
 
 const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;

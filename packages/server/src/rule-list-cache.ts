@@ -1,6 +1,6 @@
 /**
- * Serialized rule lists by account, valid for one accounts.waf_version. The version comes from the
- * database with the credentials, so every process sees a change at once and a stale entry is
+ * Serialized rule lists by account, valid for one accounts.waf_version. The version is read from
+ * the database on every GET /api/waf, so every process sees a change at once and a stale entry is
  * simply never served. Bounded by total bytes; least recently used entries go first.
  */
 export class RuleListCache {

@@ -1,11 +1,12 @@
 import type { FastifyServerOptions } from 'fastify';
 import { buildApp } from './app.js';
 import { AgentHub } from './hub/hub.js';
-import { busChannel, InProcessBus, PostgresBus, type ChangeBus } from './bus.js';
+import { BUS_APPLICATION_NAME, busChannel, InProcessBus, PostgresBus, type ChangeBus } from './bus.js';
 import { scheduleJobs } from './jobs.js';
 import { pruneEvents } from './services/events.js';
 import { healthIntervalFromEnv, runHealthCycle } from './services/health.js';
 import type { ServiceContext } from './context.js';
+import { credentialCache } from './credential-cache.js';
 import { openDatabase, sql } from './db/database.js';
 import { DEFAULT_PLANS, type PlanTable } from './plans.js';
 import type { App } from './routes/types.js';
@@ -71,13 +72,36 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       if (ids.length === 0) return;
       bus.publish({ kind: 'servers-changed', ids: [...ids] }).catch((err) => appLog.warn(`publishing a change failed: ${String(err)}`));
     },
+    // Revoked keys, ended sessions and frozen accounts leave every process's credential cache.
+    credentialBus: {
+      publish: (m) => bus.publish(m),
+      live: () => !(bus instanceof PostgresBus) || bus.listenerPid !== undefined,
+      // The bus's listening connections, found as the bus test finds them: by application name and LISTEN.
+      listeners: async () => {
+        if (!(bus instanceof PostgresBus)) return 1;
+        const r = await sql<{ n: number }>`select count(*)::int as n from pg_stat_activity
+          where datname = current_database() and application_name = ${BUS_APPLICATION_NAME} and query = ${`LISTEN "${busChannel(database.schema)}"`}`.execute(database.db);
+        return r.rows[0]?.n ?? 1;
+      },
+      warn: (msg) => appLog.warn(msg),
+    },
   };
   const hub: AgentHub = new AgentHub(ctx, {
     heartbeatMs: options.agentHeartbeatMs,
     log: appLog,
     publish: (m) => bus.publish(m),
   });
-  bus.subscribe({ message: (m) => hub.onBusMessage(m), resync: () => hub.resync() });
+  const credentials = credentialCache(ctx);
+  bus.subscribe({
+    message: (m) => hub.onBusMessage(m),
+    // Drop, then acknowledge, so a publisher knows when every process has dropped it.
+    credentials: (m) => credentials.receive(m, (ack) => void bus.publish(ack).catch((err) => appLog.warn(`acknowledging ${m.kind} failed: ${String(err)}`))),
+    // Messages may have been lost: cached credentials are read again from the database.
+    resync: () => {
+      credentials.clear();
+      hub.resync();
+    },
+  });
   let app: App;
   try {
     app = await buildApp({ ctx, adminToken: options.adminToken, logger: options.logger });

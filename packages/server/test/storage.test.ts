@@ -2,6 +2,9 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, describe, test } from 'node:test';
 import { buildApp } from '../src/app.js';
+import type { ServiceContext } from '../src/context.js';
+import { credentialCache } from '../src/credential-cache.js';
+import type { CredentialMessage } from '../src/credential-messages.js';
 import { dropSchema, openDatabase } from '../src/db/database.js';
 import { DEFAULT_PLANS } from '../src/plans.js';
 import { ADMIN_TOKEN, backends, call, makeTestApp, newAccount, postgresUrl } from './helpers.js';
@@ -127,7 +130,16 @@ describe('several control-plane processes on one PostgreSQL', async () => {
     const schema = `t_${randomBytes(6).toString('hex')}`;
     const open = () => openDatabase({ url, schema, poolSize: 2 });
     const [d1, d2] = [await open(), await open()];
-    const ctxOf = (db: typeof d1) => ({ db: db.db, plans: DEFAULT_PLANS, now: () => new Date(), serversChanged: () => {} });
+    // Processes share a change bus (serve.ts): here one in memory, for the credential messages.
+    const ctxs: ServiceContext[] = [];
+    const deliver = (m: CredentialMessage) => {
+      for (const c of ctxs) credentialCache(c).receive(m, deliver);
+    };
+    const ctxOf = (db: typeof d1): ServiceContext => {
+      const ctx: ServiceContext = { db: db.db, plans: DEFAULT_PLANS, now: () => new Date(), serversChanged: () => {}, credentialBus: { publish: async (m) => deliver(m), live: () => true, listeners: async () => 2 } };
+      ctxs.push(ctx);
+      return ctx;
+    };
     const [a1, a2] = [await buildApp({ ctx: ctxOf(d1), adminToken: ADMIN_TOKEN }), await buildApp({ ctx: ctxOf(d2), adminToken: ADMIN_TOKEN })];
     after(async () => {
       await a1.close();

@@ -11,7 +11,9 @@ export async function wafRoutes(app: App, { ctx }: RouteDeps) {
   app.get('/api/waf', {
     schema: { tags, security: SECURITY, summary: 'All WAF rules of the account, by priority', response: { 200: Type.Array(RuleView), ...ERROR_RESPONSES } },
     handler: async (req, reply) => {
-      const { accountId, wafVersion } = req.principal;
+      const { accountId } = req.principal;
+      // Read fresh (one row by primary key): credentials come from a cache, the rule set must not.
+      const { waf_version: wafVersion } = await ctx.db.selectFrom('accounts').select('waf_version').where('id', '=', accountId).executeTakeFirstOrThrow();
       let body = cache.get(accountId, wafVersion);
       if (body === undefined) {
         body = JSON.stringify(await listRules(ctx, accountId));

@@ -1,4 +1,5 @@
 import type { Transaction } from 'kysely';
+import { credentialsChanged } from '../credential-cache.js';
 import { hashPassword, newApiKey, newId, newSecret, sha256 } from '../crypto.js';
 import type { ServiceContext } from '../context.js';
 import { iso, isUniqueViolation, isUuid } from '../context.js';
@@ -131,11 +132,14 @@ export type ChargeResult = Awaited<ReturnType<typeof chargeLocked>>;
 export async function runMonthlyCharge(ctx: ServiceContext, accountId?: string): Promise<ChargeResult[]> {
   if (accountId !== undefined) {
     if (!isUuid(accountId)) throw new AppError('account_not_found');
-    return ctx.db.transaction().execute(async (tx) => {
+    const { result, changed } = await ctx.db.transaction().execute(async (tx) => {
       const account = await lockAccount(tx, accountId);
       if (!account) throw new AppError('account_not_found');
-      return [await chargeLocked(ctx, tx, account)];
+      const r = await chargeLocked(ctx, tx, account);
+      return { result: r, changed: r.state !== account.state };
     });
+    if (changed) await credentialsChanged(ctx, { kind: 'account-changed', accountIds: [accountId] });
+    return [result];
   }
   const due = await ctx.db
     .selectFrom('accounts')
@@ -144,6 +148,7 @@ export async function runMonthlyCharge(ctx: ServiceContext, accountId?: string):
     .where('next_charge_at', '<=', ctx.now())
     .execute();
   const results: ChargeResult[] = [];
+  const frozen: string[] = [];
   for (const { id } of due) {
     const r = await ctx.db.transaction().execute(async (tx) => {
       const account = await lockAccount(tx, id);
@@ -152,7 +157,10 @@ export async function runMonthlyCharge(ctx: ServiceContext, accountId?: string):
       return chargeLocked(ctx, tx, account);
     });
     if (r) results.push(r);
+    if (r?.state === 'frozen') frozen.push(r.accountId);
   }
+  // Every process sees the frozen accounts before this answers (src/credential-cache.ts).
+  await credentialsChanged(ctx, { kind: 'account-changed', accountIds: frozen });
   return results;
 }
 
@@ -182,7 +190,7 @@ export async function createDeposit(ctx: ServiceContext, accountId: string, amou
  */
 export async function confirmDeposit(ctx: ServiceContext, depositId: string, txHash: string | undefined) {
   if (!isUuid(depositId)) throw new AppError('deposit_not_found');
-  return ctx.db.transaction().execute(async (tx) => {
+  const result = await ctx.db.transaction().execute(async (tx) => {
     const dep = await tx
       .selectFrom('transactions')
       .selectAll()
@@ -210,8 +218,10 @@ export async function confirmDeposit(ctx: ServiceContext, depositId: string, txH
       state = r.state;
       if (r.charged) finalBalance = balance - ctx.plans[account.plan as Plan].priceCents;
     }
-    return { deposit: depositView(confirmed), account: { id: account.id, state, balance: dollars(finalBalance) } };
+    return { deposit: depositView(confirmed), account: { id: account.id, state, balance: dollars(finalBalance) }, changed: state !== account.state };
   });
+  if (result.changed) await credentialsChanged(ctx, { kind: 'account-changed', accountIds: [result.account.id] });
+  return { deposit: result.deposit, account: result.account };
 }
 
 export async function listTransactions(ctx: ServiceContext, accountId: string) {

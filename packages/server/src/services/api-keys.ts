@@ -1,3 +1,4 @@
+import { credentialsChanged } from '../credential-cache.js';
 import { newApiKey, newId, sha256 } from '../crypto.js';
 import type { ServiceContext } from '../context.js';
 import { iso, isUuid } from '../context.js';
@@ -44,5 +45,7 @@ export async function deleteApiKey(ctx: ServiceContext, accountId: string, id: s
   if (!isUuid(id)) throw new AppError('api_key_not_found');
   const res = await ctx.db.deleteFrom('api_keys').where('id', '=', id).where('account_id', '=', accountId).executeTakeFirst();
   if (Number(res.numDeletedRows) === 0) throw new AppError('api_key_not_found');
+  // Every process forgets the key before this answers (src/credential-cache.ts).
+  await credentialsChanged(ctx, { kind: 'key-revoked', keyIds: [id] });
   return { success: true as const };
 }

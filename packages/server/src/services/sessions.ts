@@ -1,3 +1,4 @@
+import { credentialsChanged } from '../credential-cache.js';
 import { newSessionToken, sha256, verifyPassword } from '../crypto.js';
 import type { ServiceContext } from '../context.js';
 import { AppError } from '../errors.js';
@@ -53,6 +54,10 @@ export async function login(ctx: ServiceContext, email: string, password: string
 }
 
 export async function logout(ctx: ServiceContext, token: string | undefined): Promise<void> {
-  if (token) await ctx.db.deleteFrom('sessions').where('token_hash', '=', sha256(token)).execute();
+  if (!token) return;
+  const tokenHash = sha256(token);
+  const res = await ctx.db.deleteFrom('sessions').where('token_hash', '=', tokenHash).executeTakeFirst();
+  // Every process forgets the session before this answers; an unknown cookie publishes nothing.
+  if (Number(res.numDeletedRows) > 0) await credentialsChanged(ctx, { kind: 'session-ended', tokenHashes: [tokenHash] });
 }
 
