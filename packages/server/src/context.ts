@@ -1,3 +1,4 @@
+import { isUuid as isProtocolUuid } from '@rampart/protocol';
 import type { CredentialMessage } from './credential-messages.js';
 import type { Database } from './db/database.js';
 import type { PlanTable } from './plans.js';
@@ -23,11 +24,9 @@ export interface ServiceContext {
   };
 }
 
-const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
 /** Ids come from URLs and bodies; anything that is not a UUID cannot name a row, so it is "not found". */
 export function isUuid(value: unknown): value is string {
-  return typeof value === 'string' && UUID_RE.test(value);
+  return isProtocolUuid(value, true);
 }
 
 export const iso = (d: Date | string | null | undefined): string | null =>
