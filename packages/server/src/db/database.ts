@@ -1,12 +1,14 @@
 import { mkdirSync } from 'node:fs';
 import { PGlite } from '@electric-sql/pglite';
-import { Kysely, Migrator, PostgresDialect, sql } from 'kysely';
+import { Kysely, Migrator, PostgresDialect, sql, type Transaction } from 'kysely';
 import { PGliteDialect } from 'kysely-pglite-dialect';
 import pg from 'pg';
 import { migrationProvider } from './migrations.js';
 import type { DB } from './schema.js';
 
 export type Database = Kysely<DB>;
+/** The one transaction type of the data-access code. */
+export type Tx = Transaction<DB>;
 
 export interface DatabaseOptions {
   /** postgres://... ; when absent the embedded PGlite is used. */

@@ -1,9 +1,8 @@
-import type { Transaction } from 'kysely';
 import { credentialsChanged } from '../credential-cache.js';
+import type { Tx } from '../db/database.js';
 import { hashPassword, newApiKey, newId, newSecret, sha256 } from '../crypto.js';
 import type { ServiceContext } from '../context.js';
 import { iso, isUniqueViolation, isUuid } from '../context.js';
-import type { DB } from '../db/schema.js';
 import { AppError } from '../errors.js';
 import { dollars, type Plan } from '../plans.js';
 
@@ -82,7 +81,6 @@ export async function getAccount(ctx: ServiceContext, accountId: string) {
   };
 }
 
-type Tx = Transaction<DB>;
 
 async function lockAccount(tx: Tx, accountId: string) {
   return tx.selectFrom('accounts').selectAll().where('id', '=', accountId).forUpdate().executeTakeFirst();

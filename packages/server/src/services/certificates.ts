@@ -1,5 +1,6 @@
 import { isHostname, normalizeHostname, type CertState, type SslStatus } from '@rampart/protocol';
-import { sql, type Kysely, type Transaction } from 'kysely';
+import type { Tx } from '../db/database.js';
+import { sql, type Kysely } from 'kysely';
 import { getDomain } from 'tldts';
 import type { ServiceContext } from '../context.js';
 import { newId } from '../crypto.js';
@@ -10,7 +11,6 @@ import { notify } from './notifications.js';
 // order slots within the authority's weekly cap, tells each agent which peers must serve a
 // challenge, and turns every server's certificate report into the domain's sslStatus.
 
-type Tx = Transaction<DB>;
 type Executor = Kysely<DB>;
 
 /**

@@ -1,9 +1,8 @@
 import { formatHostPort, isHostname, isIP, isPort, normalizeHostname, type SslStatus, type WafLevel, type WafMode } from '@rampart/protocol';
-import type { Transaction } from 'kysely';
+import type { Tx } from '../db/database.js';
 import type { ServiceContext } from '../context.js';
 import { iso, isUniqueViolation, isUuid } from '../context.js';
 import { newId } from '../crypto.js';
-import type { DB } from '../db/schema.js';
 import { AppError } from '../errors.js';
 import type { DomainStatus } from '../db/schema.js';
 import { refreshDomainSsl } from './certificates.js';
@@ -89,7 +88,6 @@ function fail(problems: string[]): never {
   throw new AppError('invalid_body', problems.join('; '));
 }
 
-type Tx = Transaction<DB>;
 
 /** serverIds must all be live servers of this account; anything else is "not found", as for a missing one. */
 async function checkServerIds(tx: Tx, accountId: string, serverIds: string[]): Promise<string[]> {

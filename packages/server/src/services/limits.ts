@@ -1,8 +1,7 @@
-import { sql, type Transaction } from 'kysely';
-import type { DB } from '../db/schema.js';
+import { sql } from 'kysely';
+import type { Tx } from '../db/database.js';
 import { AppError, type ErrorCode } from '../errors.js';
 
-type Tx = Transaction<DB>;
 type Counted = 'api_keys' | 'servers' | 'domains' | 'waf_rules';
 
 /**

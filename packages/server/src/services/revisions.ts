@@ -1,9 +1,8 @@
-import { sql, type Transaction } from 'kysely';
+import { sql } from 'kysely';
+import type { Tx } from '../db/database.js';
 import type { ServiceContext } from '../context.js';
-import type { DB } from '../db/schema.js';
 import { notifyFromServer } from './notifications.js';
 
-type Tx = Transaction<DB>;
 
 /** Bumps desired_revision of the given servers (of this account) and returns their ids. */
 export async function bumpServers(tx: Tx, accountId: string, serverIds: readonly string[]): Promise<string[]> {

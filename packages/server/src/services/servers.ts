@@ -1,11 +1,11 @@
 import { isIP } from '@rampart/protocol';
-import type { Transaction } from 'kysely';
+import type { Tx } from '../db/database.js';
 import { newId, newServerToken, sha256 } from '../crypto.js';
 import type { ServiceContext } from '../context.js';
 import { iso, isUuid } from '../context.js';
 import { AppError, invalidField } from '../errors.js';
 import { enforceLimit, lockAccount } from './limits.js';
-import type { DB, ServerStatus } from '../db/schema.js';
+import type { ServerStatus } from '../db/schema.js';
 import { refreshDomainSsl } from './certificates.js';
 import { bumpServers, serversSharingDomains } from './revisions.js';
 import { notifyFromServer } from './notifications.js';
@@ -242,7 +242,7 @@ export async function recordAgentConnected(ctx: ServiceContext, conn: AgentConne
 }
 
 /** Clears connection rows (those given, as found) and raises server_down for each when asked, in the caller's transaction. */
-async function clearConnections(tx: Transaction<DB>, ctx: ServiceContext, serverIds: readonly string[], raiseDown: boolean): Promise<void> {
+async function clearConnections(tx: Tx, ctx: ServiceContext, serverIds: readonly string[], raiseDown: boolean): Promise<void> {
   if (serverIds.length === 0) return;
   const servers = await tx
     .updateTable('servers')

@@ -1,9 +1,8 @@
 import { checkRuleValue, DOMAIN_ONLY_RULE_TYPES, SERVER_WIDE_RULE_TYPES, type RuleType } from '@rampart/protocol';
-import type { Transaction } from 'kysely';
+import type { Tx } from '../db/database.js';
 import type { ServiceContext } from '../context.js';
 import { iso, isUuid } from '../context.js';
 import { newId } from '../crypto.js';
-import type { DB } from '../db/schema.js';
 import { AppError, invalidField } from '../errors.js';
 import { enforceLimit, lockAccount } from './limits.js';
 import { bumpAllServers, bumpServers, bumpWafVersion, serversOfDomain } from './revisions.js';
@@ -50,7 +49,6 @@ export function ruleView(r: RuleRow) {
   };
 }
 
-type Tx = Transaction<DB>;
 
 /** The servers a rule reaches: its domain's, or every server of the account for a global rule. */
 async function bumpForRule(tx: Tx, accountId: string, domainId: string | null): Promise<string[]> {
