@@ -89,6 +89,8 @@ export async function buildApp(options: AppOptions): Promise<App> {
     trustProxy: options.trustProxy ?? false,
     onProtoPoisoning: 'error',
     onConstructorPoisoning: 'error',
+    // Fastify's own 503 while closing has a body of its own; the hook below answers { error }.
+    return503OnClosing: false,
     routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
     // Errors Fastify answers before any route or hook runs: the same { error } body as the rest.
     frameworkErrors,
@@ -125,6 +127,17 @@ export async function buildApp(options: AppOptions): Promise<App> {
   app.get('/api/openapi.json', { config: { public: true }, schema: { hide: true } }, async () => app.swagger());
   app.get('/healthz', { config: { public: true }, schema: { hide: true } }, async () => ({ ok: true }));
 
+  // A request that reaches a closing app (pipelined, or on a busy keep-alive connection) is
+  // turned away at once, as Fastify would, with the usual body.
+  let closing = false;
+  app.addHook('preClose', async () => {
+    closing = true;
+  });
+  app.addHook('onRequest', async (_req, reply) => {
+    if (!closing) return;
+    reply.header('connection', 'close');
+    throw new AppError('shutting_down', undefined, { retryAfterSeconds: 1 });
+  });
   app.addHook('onRequest', async (req) => {
     const config = req.routeOptions.config;
     // Decided on the matched route, not the raw URL, so an encoded path cannot skip authentication.

@@ -23,6 +23,7 @@ export const ERRORS = {
   server_limit: { status: 403, message: 'Maximum 1000 servers allowed' },
   too_many_logins: { status: 429, message: 'Too many failed sign-ins, try again later' },
   hashing_busy: { status: 503, message: 'Too many password checks at once, try again in a moment' },
+  shutting_down: { status: 503, message: 'The server is shutting down, try again' },
 } as const satisfies Record<string, { status: number; message: string }>;
 
 export type ErrorCode = keyof typeof ERRORS;

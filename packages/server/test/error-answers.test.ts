@@ -1,6 +1,10 @@
 import assert from 'node:assert/strict';
 import { connect } from 'node:net';
 import { describe, test } from 'node:test';
+import { waitFor } from '../../../test/support/processes.js';
+import { buildApp } from '../src/app.js';
+import { openDatabase } from '../src/db/database.js';
+import { DEFAULT_PLANS } from '../src/plans.js';
 import { call, makeTestApp, newAccount } from './helpers.js';
 
 // docs/api.md "Conventions": every error answer is exactly {"error": "<message>"}, including the
@@ -114,6 +118,51 @@ describe('every error answer is { error }', () => {
       assert.equal(r.status, status, `${label}: ${r.status} ${r.body}`);
       assert.match(r.headers, /content-type: application\/json/, label);
       assertErrorBody(JSON.parse(r.body), label);
+    }
+  });
+
+  test('a request that reaches a closing app: 503 { error } with Retry-After, the connection closed', async () => {
+    const database = await openDatabase({});
+    const app = await buildApp({ ctx: { db: database.db, plans: DEFAULT_PLANS, now: () => new Date(), serversChanged: () => {} } });
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    let started = false;
+    app.get('/api/slow-for-test', { config: { public: true } }, async () => {
+      started = true;
+      await gate;
+      return { ok: true };
+    });
+    try {
+      await app.listen({ port: 0, host: '127.0.0.1' });
+      const port = (app.server.address() as { port: number }).port;
+      let requests = 0;
+      app.server.on('request', () => requests++);
+      // A second request on a connection kept open by a first one still in its handler, sent once close began.
+      const socket = connect(port, '127.0.0.1', () => socket.write('GET /api/slow-for-test HTTP/1.1\r\nHost: x\r\n\r\n'));
+      let received = '';
+      socket.setEncoding('utf8');
+      socket.on('data', (d: string) => (received += d));
+      const ended = new Promise<void>((resolve) => socket.on('close', () => resolve()));
+      await waitFor(() => started, 'the first request in its handler', 10_000, 1);
+      const closed = app.close();
+      await waitFor(() => !app.server.listening, 'the app closing', 10_000, 1);
+      socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
+      await waitFor(() => requests === 2, 'the second request read', 10_000, 1);
+      release();
+      await ended; // the server closes the connection after the second answer
+      await closed;
+      const text = received;
+      assert.match(text, /^HTTP\/1\.1 200/, text);
+      const second = text.slice(text.lastIndexOf('HTTP/1.1 '));
+      assert.match(second, /^HTTP\/1\.1 503/, text);
+      assert.match(second, /retry-after: 1/i);
+      assert.match(second, /connection: close/i);
+      const body = second.slice(second.lastIndexOf('\r\n\r\n') + 4);
+      assert.deepEqual(JSON.parse(body), { error: 'The server is shutting down, try again' });
+    } finally {
+      release();
+      await app.close();
+      await database.close();
     }
   });
 
