@@ -1,6 +1,7 @@
 -- Rampart attack detection (level high), loaded into every HAProxy thread with
 -- `lua-load-per-thread`: each thread has its own Lua state, so detection never serialises the
--- threads (the shared state of rampart_waf.lua keeps only the per-IP rate limiter).
+-- threads (like rampart_waf.lua; the only thing threads share, the rate limiter's counters, is a
+-- native stick table).
 --
 -- Three layers, each pure and tested on its own (test/lua/detect_test.lua):
 --   decoders   percent (+ twice where double encoding is common), '+', HTML entities,
@@ -10,8 +11,9 @@
 --   detectors  sqli, xss, cmdi, traversal, ssrf, xxe, injection, upload: each takes one decoded
 --              value and returns the byte offset of what it recognised, or nil
 --
--- Every loop walks its input once and every pattern is anchored or starts with a literal, so the
--- cost stays linear in the size of the request (test/lua/detect_test.lua's fuzz test checks it).
+-- Every loop walks its input once and every pattern is anchored, starts with a literal or looks
+-- at a bounded window, so the cost stays linear in the size of the request (the fuzz tests of
+-- test/lua/detect_test.lua and detect_attacks_test.lua check it).
 
 local D = {}
 
