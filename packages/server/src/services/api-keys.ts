@@ -1,3 +1,4 @@
+import { ACCOUNT_LIMITS } from '@rampart/protocol';
 import { credentialsChanged } from '../credential-cache.js';
 import { newApiKey, newId, sha256 } from '../crypto.js';
 import type { ServiceContext } from '../context.js';
@@ -6,7 +7,7 @@ import { AppError } from '../errors.js';
 import type { Plan } from '../plans.js';
 import { enforceLimit, lockAccount } from './limits.js';
 
-export const MAX_API_KEYS = 10;
+export const MAX_API_KEYS = ACCOUNT_LIMITS.apiKeys;
 
 export async function createApiKey(ctx: ServiceContext, accountId: string, name: string) {
   return ctx.db.transaction().execute(async (tx) => {
