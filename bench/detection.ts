@@ -23,7 +23,7 @@
 import { randomUUID } from 'node:crypto';
 import { createSocket } from 'node:dgram';
 import { once } from 'node:events';
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -35,20 +35,13 @@ import type { ServerSnapshot, SnapshotDomain, WafEventItem } from '@rampart/prot
 import { renderHaproxyConfig } from '@rampart/proxy';
 import { viaProxy } from '../test/support/cluster.js';
 import { freePort, startProcess, waitFor, type Proc } from '../test/support/processes.js';
-import { benchProcesses } from './support.js';
+import { benchProcesses, modsecNginxInstalled, startModsecNginx } from './support.js';
 
 const REPO_ROOT = resolve(fileURLToPath(new URL('..', import.meta.url)));
 const CORPUS = process.env.BENCH_CORPUS ?? resolve(REPO_ROOT, '../shared/corpora/blazehttp-dev/requests.jsonl.gz');
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 8);
 const TIMEOUT_MS = 10_000;
 const HAPROXY = process.env.HAPROXY ?? 'haproxy';
-const NGINX = process.env.NGINX ?? (existsSync('/usr/sbin/nginx') ? '/usr/sbin/nginx' : 'nginx');
-// Debian's paths, as in bench:waf.
-const NGINX_MODULES = '/usr/lib/nginx/modules';
-const MODSECURITY_RECOMMENDED = '/etc/nginx/modsecurity.conf';
-const CRS_ETC = '/etc/modsecurity/crs';
-const CRS_RULES = '/usr/share/modsecurity-crs/rules';
-
 const HOST = 'detect.bench.test';
 /** The origin's answer: body and header, so a HEAD request (no body) is recognised too. */
 const MARKER = 'origin-ok';
@@ -364,89 +357,19 @@ async function startRampart(originPort: number, eventsPort: number): Promise<{ p
   return { port, proc };
 }
 
-const nginxInstalled = () =>
-  [NGINX_MODULES + '/ngx_http_modsecurity_module.so', MODSECURITY_RECOMMENDED, `${CRS_ETC}/crs-setup.conf`, CRS_RULES].every((f) => existsSync(f)) &&
-  (NGINX.includes('/') ? existsSync(NGINX) : true);
-
 /**
- * nginx + ModSecurity v3 + the CRS at paranoia level 1, as bench:waf builds it (Debian's recommended
- * ModSecurity configuration with SecRuleEngine On; SecRequestBodyAccess On is in it). Changes, since
- * this bench sends headers and bodies bench:waf never does: large_client_header_buffers 4 32k
- * (nginx's default is 8k), so that the corpus's long request lines and headers (up to 17 KB of
- * head) reach ModSecurity instead of nginx's own 414/400, as they reach Rampart's detectors
- * (HAProxy's buffer is 80 KB at level high): the WAFs are compared, not the servers' limits;
- * client_body_buffer_size 256k, so that bodies (up to 163 KB here) stay in memory. The workers run
- * as nobody when the bench runs as root: the temporary directory is opened to them (0711), and
- * ModSecurity's own directories made writable, else a body written to a temporary file fails (500).
+ * nginx + ModSecurity + CRS PL1 as bench:waf runs it (bench/support.ts), with two changes since this
+ * bench sends headers and bodies bench:waf never does: large_client_header_buffers 4 32k (nginx's
+ * default is 8k), so that the corpus's long request lines and headers (up to 17 KB of head) reach
+ * ModSecurity instead of nginx's own 414/400, as they reach Rampart's detectors (HAProxy's buffer
+ * is 80 KB at level high): the WAFs are compared, not the servers' limits; and
+ * client_body_buffer_size 256k, so that bodies (up to 163 KB here) stay in memory.
  */
 async function startNginx(originPort: number): Promise<{ port: number; proc: Proc; dir: string }> {
   const port = await freePort();
   const dir = join(tmp, 'nginx');
-  mkdirSync(dir);
-  chmodSync(tmp, 0o711);
-  for (const sub of ['modsec-tmp', 'modsec-data']) {
-    mkdirSync(join(dir, sub));
-    chmodSync(join(dir, sub), 0o1777);
-  }
-  writeFileSync(
-    join(dir, 'modsecurity.conf'),
-    [
-      `Include ${MODSECURITY_RECOMMENDED}`,
-      'SecRuleEngine On',
-      'SecAuditEngine Off',
-      `SecAuditLog ${dir}/modsec_audit.log`,
-      `SecTmpDir ${dir}/modsec-tmp`,
-      `SecDataDir ${dir}/modsec-data`,
-      'SecStatusEngine Off',
-      'SecAction "id:900000,phase:1,nolog,pass,t:none,setvar:tx.paranoia_level=1"',
-      `Include ${CRS_ETC}/crs-setup.conf`,
-      `Include ${CRS_ETC}/REQUEST-900-EXCLUSION-RULES-BEFORE-CRS.conf`,
-      `Include ${CRS_RULES}/*.conf`,
-      `Include ${CRS_ETC}/RESPONSE-999-EXCLUSION-RULES-AFTER-CRS.conf`,
-      '',
-    ].join('\n'),
-  );
-  writeFileSync(
-    join(dir, 'nginx.conf'),
-    [
-      `load_module ${NGINX_MODULES}/ndk_http_module.so;`,
-      `load_module ${NGINX_MODULES}/ngx_http_modsecurity_module.so;`,
-      'daemon off;',
-      'master_process on;',
-      'worker_processes auto;',
-      `pid ${dir}/nginx.pid;`,
-      `error_log ${dir}/error.log warn;`,
-      'events { worker_connections 4096; }',
-      'http {',
-      '    access_log off;',
-      ...['client_body', 'proxy', 'fastcgi', 'uwsgi', 'scgi'].map((t) => `    ${t}_temp_path ${dir}/${t}_temp;`),
-      '    large_client_header_buffers 4 32k;',
-      '    client_body_buffer_size 256k;',
-      `    upstream origin { server 127.0.0.1:${originPort}; keepalive ${CONCURRENCY}; }`,
-      '    server {',
-      `        listen 127.0.0.1:${port} default_server;`,
-      '        return 404;',
-      '    }',
-      '    server {',
-      `        listen 127.0.0.1:${port};`,
-      `        server_name ${HOST};`,
-      '        modsecurity on;',
-      `        modsecurity_rules_file ${dir}/modsecurity.conf;`,
-      '        location / {',
-      '            proxy_pass http://origin;',
-      '            proxy_http_version 1.1;',
-      '            proxy_set_header Connection "";',
-      `            proxy_set_header Host ${HOST};`,
-      '            proxy_set_header X-Real-IP $remote_addr;',
-      '            proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;',
-      '            proxy_set_header X-Forwarded-Proto $scheme;',
-      '        }',
-      '    }',
-      '}',
-      '',
-    ].join('\n'),
-  );
-  const proc = startProcess(NGINX, ['-p', `${dir}/`, '-c', join(dir, 'nginx.conf'), '-e', join(dir, 'error.log')]);
+  const http = ['large_client_header_buffers 4 32k;', 'client_body_buffer_size 256k;'];
+  const proc = startModsecNginx({ dir, port, originPort, host: HOST, keepalive: CONCURRENCY, http });
   procs.add(proc, 'SIGQUIT', 'SIGTERM');
   await ready(proc, port, 'nginx + ModSecurity');
   return { port, proc, dir };
@@ -484,7 +407,7 @@ try {
     await procs.stop(rp.proc);
   }
 
-  if (nginxInstalled()) {
+  if (modsecNginxInstalled()) {
     const ngx = await startNginx(originPort);
     try {
       const sqli = await viaProxy(ngx.port, HOST, probe.path);

@@ -200,6 +200,8 @@ function renderTime() {
       sslEnabled: true,
       wafEnabled: true,
       wafLevel: 'medium' as const,
+      wafMode: 'block' as const,
+      serverAddresses: [],
     })),
     rules: [],
   };

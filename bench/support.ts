@@ -1,7 +1,8 @@
-import { rmSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { backendName } from '@rampart/protocol';
 import { DEFAULTS_SECTION, renderBackend } from '@rampart/proxy';
-import type { Proc } from '../test/support/processes.js';
+import { startProcess, type Proc } from '../test/support/processes.js';
 
 /**
  * The processes a benchmark starts: stopped one by one or all together, and on Ctrl+C killed (with
@@ -69,4 +70,105 @@ export function plainHaproxyConfig(o: { host: string; originPort: number; bind: 
     '    option forwardfor',
     '',
   ].join('\n');
+}
+
+// nginx + ModSecurity v3 + the OWASP CRS, where Debian's packages put them: nginx, the module (and
+// NDK, which it needs, as Debian's modules-enabled loads it), ModSecurity's recommended
+// configuration (Debian ships modsecurity.conf-recommended as /etc/nginx/modsecurity.conf, with
+// unicode.mapping beside it), and the CRS: its setup and exclusion files in /etc/modsecurity/crs,
+// its rules in /usr/share.
+export const NGINX = process.env.NGINX ?? (existsSync('/usr/sbin/nginx') ? '/usr/sbin/nginx' : 'nginx');
+const NGINX_MODULES = '/usr/lib/nginx/modules';
+const MODSECURITY_RECOMMENDED = '/etc/nginx/modsecurity.conf';
+const CRS_ETC = '/etc/modsecurity/crs';
+const CRS_RULES = '/usr/share/modsecurity-crs/rules';
+
+export const modsecNginxInstalled = () =>
+  [NGINX_MODULES + '/ngx_http_modsecurity_module.so', MODSECURITY_RECOMMENDED, `${CRS_ETC}/crs-setup.conf`, CRS_RULES].every((f) => existsSync(f)) &&
+  (NGINX.includes('/') ? existsSync(NGINX) : true);
+
+/**
+ * What a user would run as a WAF instead of Rampart, for bench:waf and bench:detection: nginx +
+ * ModSecurity v3 + OWASP CRS (paranoia level 1) as the same reverse proxy: host routing (unknown
+ * hosts 404), Host, X-Real-IP, X-Forwarded-For and X-Forwarded-Proto set, the origin in an upstream
+ * with keep-alive connections (as HAProxy reuses its server connections; nginx open source has
+ * passive health checks only: max_fails/fail_timeout, at their defaults). ModSecurity is on for
+ * the domain, its rules file in `dir`: Debian's copy of the recommended configuration with
+ * SecRuleEngine On (it ships DetectionOnly; SecRequestBodyAccess On is in it) and the audit log off
+ * (pointed into `dir` anyway), then the CRS as Debian's owasp-crs.load lists it (libmodsecurity
+ * 3.0.9 has no IncludeOptional, so its lines are spelled out). One worker per CPU, as HAProxy runs
+ * one thread per CPU; the access log is off, as on the HAProxy sides; the error log (where
+ * ModSecurity logs its denials) is in `dir`. The workers run as nobody when the bench runs as
+ * root: `dir`'s parent is opened to them (0711) and ModSecurity's directories made writable, else
+ * a body written to a temporary file fails (500). `http` adds lines to the http block.
+ * Started as its own process (stopped with SIGQUIT, the master's graceful stop).
+ */
+export function startModsecNginx(o: { dir: string; port: number; originPort: number; host: string; keepalive: number; http?: readonly string[] }): Proc {
+  const { dir } = o;
+  mkdirSync(dir);
+  chmodSync(dirname(dir), 0o711);
+  for (const sub of ['modsec-tmp', 'modsec-data']) {
+    mkdirSync(join(dir, sub));
+    chmodSync(join(dir, sub), 0o1777);
+  }
+  writeFileSync(
+    join(dir, 'modsecurity.conf'),
+    [
+      `Include ${MODSECURITY_RECOMMENDED}`,
+      'SecRuleEngine On',
+      'SecAuditEngine Off',
+      `SecAuditLog ${dir}/modsec_audit.log`,
+      `SecTmpDir ${dir}/modsec-tmp`,
+      `SecDataDir ${dir}/modsec-data`,
+      'SecStatusEngine Off',
+      // crs-setup.conf leaves this rule commented out (level 1 is the CRS's default): said outright here
+      'SecAction "id:900000,phase:1,nolog,pass,t:none,setvar:tx.paranoia_level=1"',
+      `Include ${CRS_ETC}/crs-setup.conf`,
+      `Include ${CRS_ETC}/REQUEST-900-EXCLUSION-RULES-BEFORE-CRS.conf`,
+      `Include ${CRS_RULES}/*.conf`,
+      `Include ${CRS_ETC}/RESPONSE-999-EXCLUSION-RULES-AFTER-CRS.conf`,
+      '',
+    ].join('\n'),
+  );
+  writeFileSync(
+    join(dir, 'nginx.conf'),
+    [
+      `load_module ${NGINX_MODULES}/ndk_http_module.so;`,
+      `load_module ${NGINX_MODULES}/ngx_http_modsecurity_module.so;`,
+      'daemon off;',
+      'master_process on;',
+      'worker_processes auto;',
+      `pid ${dir}/nginx.pid;`,
+      `error_log ${dir}/error.log warn;`,
+      'events { worker_connections 4096; }',
+      'http {',
+      '    access_log off;',
+      ...['client_body', 'proxy', 'fastcgi', 'uwsgi', 'scgi'].map((t) => `    ${t}_temp_path ${dir}/${t}_temp;`),
+      ...(o.http ?? []).map((l) => `    ${l}`),
+      `    upstream origin { server 127.0.0.1:${o.originPort}; keepalive ${o.keepalive}; }`,
+      '    server {',
+      `        listen 127.0.0.1:${o.port} default_server;`,
+      '        return 404;',
+      '    }',
+      '    server {',
+      `        listen 127.0.0.1:${o.port};`,
+      `        server_name ${o.host};`,
+      '        modsecurity on;',
+      `        modsecurity_rules_file ${dir}/modsecurity.conf;`,
+      '        location / {',
+      '            proxy_pass http://origin;',
+      '            proxy_http_version 1.1;',
+      '            proxy_set_header Connection "";',
+      `            proxy_set_header Host ${o.host};`,
+      '            proxy_set_header X-Real-IP $remote_addr;',
+      '            proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;',
+      '            proxy_set_header X-Forwarded-Proto $scheme;',
+      '        }',
+      '    }',
+      '}',
+      '',
+    ].join('\n'),
+  );
+  // -e: the error log before the configuration is read (the compiled-in one is /var/log/nginx's)
+  return startProcess(NGINX, ['-p', `${dir}/`, '-c', join(dir, 'nginx.conf'), '-e', join(dir, 'error.log')]);
 }

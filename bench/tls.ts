@@ -179,7 +179,7 @@ function snapshot(domains: string[], originPort: number, wafEnabled = true): Ser
     revision: 1,
     domains: domains.map((domain) => {
       if (!DOMAIN_IDS.has(domain)) DOMAIN_IDS.set(domain, randomUUID());
-      return { id: DOMAIN_IDS.get(domain)!, domain, origins: [{ ip: '127.0.0.1', port: originPort }], sslEnabled: true, wafEnabled, wafLevel: 'medium' as const, serverAddresses: ['127.0.0.1'] };
+      return { id: DOMAIN_IDS.get(domain)!, domain, origins: [{ ip: '127.0.0.1', port: originPort }], sslEnabled: true, wafEnabled, wafLevel: 'medium' as const, wafMode: 'block' as const, serverAddresses: ['127.0.0.1'] };
     }),
     rules: [],
   };

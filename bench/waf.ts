@@ -28,23 +28,13 @@ import { AI_BOTS, RATE_LIMIT_MAX, rateLimitOf, type ServerSnapshot, type Snapsho
 import { DEFAULTS_SECTION, renderHaproxyConfig } from '@rampart/proxy';
 import { viaProxy } from '../test/support/cluster.js';
 import { freePort, startProcess, waitFor, type Proc } from '../test/support/processes.js';
-import { benchProcesses, plainHaproxyConfig } from './support.js';
+import { benchProcesses, modsecNginxInstalled, plainHaproxyConfig, startModsecNginx } from './support.js';
 
 const DURATION = Number(process.env.BENCH_SECONDS ?? 5);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
 const TRACKED_IPS = Number(process.env.BENCH_IPS ?? 50_000);
 const HAPROXY = process.env.HAPROXY ?? 'haproxy';
 const WRK = process.env.WRK ?? 'wrk';
-const NGINX = process.env.NGINX ?? (existsSync('/usr/sbin/nginx') ? '/usr/sbin/nginx' : 'nginx');
-// Where Debian's packages put them: the module (and NDK, which it needs, as Debian's
-// modules-enabled loads it), ModSecurity's recommended configuration (Debian ships
-// modsecurity.conf-recommended as /etc/nginx/modsecurity.conf, with unicode.mapping beside it),
-// and the CRS: its setup and exclusion files in /etc/modsecurity/crs, its rules in /usr/share.
-const NGINX_MODULES = '/usr/lib/nginx/modules';
-const MODSECURITY_RECOMMENDED = '/etc/nginx/modsecurity.conf';
-const CRS_ETC = '/etc/modsecurity/crs';
-const CRS_RULES = '/usr/share/modsecurity-crs/rules';
-
 const HOST = 'bench.example.com';
 // The exact User-Agent wrk sends: the bot cookie is bound to it. Matches no bad-bot, crawler or AI list.
 const UA = 'Mozilla/5.0 (X11; Linux x86_64) rampart-bench/1.0';
@@ -117,87 +107,11 @@ async function startPlain(originPort: number): Promise<{ port: number; proc: Pro
   return { port, proc };
 }
 
-const nginxInstalled = () =>
-  [NGINX_MODULES + '/ngx_http_modsecurity_module.so', MODSECURITY_RECOMMENDED, `${CRS_ETC}/crs-setup.conf`, CRS_RULES].every((f) => existsSync(f)) &&
-  (NGINX.includes('/') ? existsSync(NGINX) : true);
-
-/**
- * nginx + ModSecurity v3 + OWASP CRS (paranoia level 1) as the same reverse proxy: host routing
- * (unknown hosts 404), Host, X-Real-IP, X-Forwarded-For and X-Forwarded-Proto set, the origin in an
- * upstream with keep-alive connections (as HAProxy reuses its server connections; nginx open source
- * has passive health checks only: max_fails/fail_timeout, at their defaults). ModSecurity is on for
- * the domain, its rules file in the temporary directory: Debian's copy of the recommended
- * configuration with SecRuleEngine On (it ships DetectionOnly) and the audit log off (pointed into
- * the temporary directory anyway), then the CRS as Debian's owasp-crs.load lists it (libmodsecurity
- * 3.0.9 has no IncludeOptional, so its lines are spelled out). One worker per CPU, as HAProxy runs
- * one thread per CPU; the access log is off, as on the HAProxy sides; the error log (where
- * ModSecurity logs its denials) is in the temporary directory.
- */
+/** nginx + ModSecurity + CRS PL1 (bench/support.ts), started and checked to answer. */
 async function startNginx(originPort: number): Promise<{ port: number; proc: Proc; dir: string }> {
   const port = await freePort();
   const dir = join(tmp, 'nginx');
-  mkdirSync(dir);
-  for (const sub of ['modsec-tmp', 'modsec-data']) mkdirSync(join(dir, sub));
-  writeFileSync(
-    join(dir, 'modsecurity.conf'),
-    [
-      `Include ${MODSECURITY_RECOMMENDED}`,
-      'SecRuleEngine On',
-      'SecAuditEngine Off',
-      `SecAuditLog ${dir}/modsec_audit.log`,
-      `SecTmpDir ${dir}/modsec-tmp`,
-      `SecDataDir ${dir}/modsec-data`,
-      'SecStatusEngine Off',
-      // crs-setup.conf leaves this rule commented out (level 1 is the CRS's default): said outright here
-      'SecAction "id:900000,phase:1,nolog,pass,t:none,setvar:tx.paranoia_level=1"',
-      `Include ${CRS_ETC}/crs-setup.conf`,
-      `Include ${CRS_ETC}/REQUEST-900-EXCLUSION-RULES-BEFORE-CRS.conf`,
-      `Include ${CRS_RULES}/*.conf`,
-      `Include ${CRS_ETC}/RESPONSE-999-EXCLUSION-RULES-AFTER-CRS.conf`,
-      '',
-    ].join('\n'),
-  );
-  writeFileSync(
-    join(dir, 'nginx.conf'),
-    [
-      `load_module ${NGINX_MODULES}/ndk_http_module.so;`,
-      `load_module ${NGINX_MODULES}/ngx_http_modsecurity_module.so;`,
-      'daemon off;',
-      'master_process on;',
-      'worker_processes auto;',
-      `pid ${dir}/nginx.pid;`,
-      `error_log ${dir}/error.log warn;`,
-      'events { worker_connections 4096; }',
-      'http {',
-      '    access_log off;',
-      ...['client_body', 'proxy', 'fastcgi', 'uwsgi', 'scgi'].map((t) => `    ${t}_temp_path ${dir}/${t}_temp;`),
-      '    keepalive_requests 100000;',
-      `    upstream origin { server 127.0.0.1:${originPort}; keepalive ${CONNECTIONS}; }`,
-      '    server {',
-      `        listen 127.0.0.1:${port} default_server;`,
-      '        return 404;',
-      '    }',
-      '    server {',
-      `        listen 127.0.0.1:${port};`,
-      `        server_name ${HOST};`,
-      '        modsecurity on;',
-      `        modsecurity_rules_file ${dir}/modsecurity.conf;`,
-      '        location / {',
-      '            proxy_pass http://origin;',
-      '            proxy_http_version 1.1;',
-      '            proxy_set_header Connection "";',
-      `            proxy_set_header Host ${HOST};`,
-      '            proxy_set_header X-Real-IP $remote_addr;',
-      '            proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;',
-      '            proxy_set_header X-Forwarded-Proto $scheme;',
-      '        }',
-      '    }',
-      '}',
-      '',
-    ].join('\n'),
-  );
-  // -e: the error log before the configuration is read (the compiled-in one is /var/log/nginx's)
-  const proc = startProcess(NGINX, ['-p', `${dir}/`, '-c', join(dir, 'nginx.conf'), '-e', join(dir, 'error.log')]);
+  const proc = startModsecNginx({ dir, port, originPort, host: HOST, keepalive: CONNECTIONS, http: ['keepalive_requests 100000;'] });
   // SIGQUIT: the master's graceful stop; SIGTERM on Ctrl+C still stops its workers
   procs.add(proc, 'SIGQUIT', 'SIGTERM');
   await ready(proc, port, 'nginx + ModSecurity');
@@ -407,7 +321,7 @@ try {
     await procs.stop(plain.proc);
   }
 
-  if (nginxInstalled()) {
+  if (modsecNginxInstalled()) {
     const ngx = await startNginx(bare.port);
     try {
       // ModSecurity is live with the CRS (an SQL injection is refused; its error log names the CRS
@@ -441,7 +355,7 @@ try {
     { name: 'Rampart, WAF high, 2 KB query string', enabled: true, level: 'high', long: true },
   ];
   for (const [i, c] of cases.entries()) {
-    const snapshot = wafSnapshot({ origins: origin(), wafEnabled: c.enabled, wafLevel: c.level }, UNREACHED_RPM);
+    const snapshot = wafSnapshot({ origins: origin(), wafEnabled: c.enabled, wafLevel: c.level, wafMode: 'block' }, UNREACHED_RPM);
     const rp = await startRampart(`case${i}`, snapshot, eventsPort, countryMap);
     try {
       // The WAF is live (a blacklisted source is refused), the bot cookie is accepted (without it the
@@ -474,10 +388,10 @@ try {
   // Memory: level medium, the rate limit at the API's ceiling, one request from each of 50,000
   // loopback addresses (Linux accepts any 127.0.0.0/8 source), each with its own valid bot cookie
   // so it reaches the rate limiter. The first address also does the warm-up (64 concurrent
-  // connections, as in the measured part), so exactly 50,000 addresses end up tracked: one more
-  // and the limiter's full reset at MAX_TRACKED would run.
+  // connections, as in the measured part), so exactly 50,000 addresses end up tracked, the stick
+  // table's size.
   const ips = Array.from({ length: TRACKED_IPS }, (_, i) => `127.${10 + (Math.floor(i / 254) >> 8)}.${Math.floor(i / 254) & 255}.${1 + (i % 254)}`);
-  const snapshot = wafSnapshot({ origins: origin(), wafEnabled: true, wafLevel: 'medium' }, 10_000);
+  const snapshot = wafSnapshot({ origins: origin(), wafEnabled: true, wafLevel: 'medium', wafMode: 'block' }, 10_000);
   const rp = await startRampart('memory', snapshot, eventsPort, countryMap);
   try {
     const pid = rp.proc.child.pid!;
