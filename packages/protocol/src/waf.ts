@@ -97,7 +97,8 @@ function checkWafException(value: string): RuleValueCheck {
 
 export type RuleValueCheck = { ok: true; value: string } | { ok: false; message: string };
 
-function parseJsonObject(value: string): Record<string, unknown> | undefined {
+/** A JSON object (not an array, not null), or undefined for anything else or invalid JSON. */
+export function parseJsonObject(value: string): Record<string, unknown> | undefined {
   try {
     const parsed: unknown = JSON.parse(value);
     return parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed)

@@ -1,4 +1,4 @@
-import { parseServiceMessage } from '@rampart/protocol';
+import { parseJsonObject, parseServiceMessage } from '@rampart/protocol';
 import pg from 'pg';
 import { isUuid } from './context.js';
 import { copyCredentialMessage, encodeCredentialMessage, isCredentialMessage, parseCredentialMessage, type CredentialMessage } from './credential-messages.js';
@@ -44,14 +44,8 @@ export const MAX_PAYLOAD_BYTES = 7900;
  * database). Returns null for anything not exactly of a known shape.
  */
 export function parseBusMessage(text: string): BusMessage | null {
-  let v: unknown;
-  try {
-    v = JSON.parse(text);
-  } catch {
-    return null;
-  }
-  if (typeof v !== 'object' || v === null || Array.isArray(v)) return null;
-  const o = v as Record<string, unknown>;
+  const o = parseJsonObject(text);
+  if (!o) return null;
   const ids = (x: unknown): x is string[] => Array.isArray(x) && x.length > 0 && x.every(isUuid);
   const keys = Object.keys(o).sort().join(',');
   if (o.kind === 'servers-changed') {

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { parseJsonObject } from '@rampart/protocol';
 import { isUuid } from './context.js';
 
 /**
@@ -87,14 +88,8 @@ export function copyCredentialMessage(m: CredentialMessage): CredentialMessage {
  * credential message: other kinds (the hub's), unknown fields, ids that are not UUIDs or hashes.
  */
 export function parseCredentialMessage(text: string): CredentialMessage | null {
-  let v: unknown;
-  try {
-    v = JSON.parse(text);
-  } catch {
-    return null;
-  }
-  if (typeof v !== 'object' || v === null || Array.isArray(v)) return null;
-  const o = v as Record<string, unknown>;
+  const o = parseJsonObject(text);
+  if (!o) return null;
   if (typeof o.kind !== 'string' || !KINDS.has(o.kind) || typeof o.nonce !== 'string' || !NONCE_RE.test(o.nonce)) return null;
   const keys = Object.keys(o).sort().join(',');
   if (o.kind === 'credential-ack') {
