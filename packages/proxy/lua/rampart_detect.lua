@@ -1234,27 +1234,25 @@ end
 
 local PLAIN_DETECTORS = { "sqli", "injection" }
 
--- Runs every detector not excepted (skip(detector) true) over v; returns detector, position.
+-- The first detector of names, not excepted (skip(detector) true), that recognises v.
+local function first_detection(names, v, skip)
+  for _, name in ipairs(names) do
+    if not (skip and skip(name)) then
+      local p = D[name](v)
+      if p then return name, p, v end
+    end
+  end
+  return nil
+end
+
+-- Runs every detector not excepted over v; returns detector, position, the value it read.
 function D.check(v, skip, only)
   if #v > D.VALUE_LIMIT then v = sub(v, 1, D.VALUE_LIMIT) end
   if plain(v) then
     if not plain_suspect(v) then return nil end
-    for _, name in ipairs(PLAIN_DETECTORS) do
-      if not (skip and skip(name)) then
-        local p = D[name](v)
-        if p then return name, p, v end
-      end
-    end
-    return nil
+    return first_detection(PLAIN_DETECTORS, v, skip)
   end
-  local c = D.canonical(v)
-  for _, name in ipairs(only or D.DETECTORS) do
-    if not (skip and skip(name)) then
-      local p = D[name](c)
-      if p then return name, p, c end
-    end
-  end
-  return nil
+  return first_detection(only or D.DETECTORS, D.canonical(v), skip)
 end
 
 ---------------------------------------------------------------------------------------------------

@@ -77,13 +77,7 @@ local function utf16le(s) return (s:gsub(".", "%0\0")) end
 
 -- CPU seconds of one D.inspect of r (the clean-value cache emptied each time).
 local function cost(r)
-  local t0, rounds = os.clock(), 0
-  repeat
-    D.cache_reset()
-    D.inspect(r)
-    rounds = rounds + 1
-  until os.clock() - t0 > 0.05
-  return (os.clock() - t0) / rounds
+  return H.cpu_per_call(function() D.cache_reset(); D.inspect(r) end)
 end
 -- Growth of the cost for 4 times the input (make(n) builds a request of about n bytes): about 4
 -- for a linear engine, 16 for a quadratic one.

@@ -234,14 +234,7 @@ local function cost(unit, n, where)
   else
     r = req({ query = "q=" .. v })
   end
-  local t0 = os.clock()
-  local rounds = 0
-  repeat
-    D.cache_reset()
-    D.inspect(r)
-    rounds = rounds + 1
-  until os.clock() - t0 > 0.05
-  return (os.clock() - t0) / rounds
+  return H.cpu_per_call(function() D.cache_reset(); D.inspect(r) end)
 end
 
 -- Inputs built to make backtracking patterns or nested loops blow up: long words without the

@@ -46,6 +46,16 @@ function H.test(name, fn)
   end
 end
 
+-- CPU seconds of one call of fn, averaged over at least 50 ms of calls.
+function H.cpu_per_call(fn)
+  local t0, rounds = os.clock(), 0
+  repeat
+    fn()
+    rounds = rounds + 1
+  until os.clock() - t0 > 0.05
+  return (os.clock() - t0) / rounds
+end
+
 -- The last line the Node wrapper checks.
 function H.finish()
   print(string.format("%d passed, %d failed", passed, failed))
