@@ -1,9 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, describe, test } from 'node:test';
 import { CLOSE } from '@rampart/protocol';
-import { startServer } from '../src/serve.js';
 import { waitFor } from '../../../test/support/processes.js';
-import { apiFixtures, FakeAgent, WAIT_MS, type DomainView } from './fake-agent.js';
+import { apiFixtures, type DomainView, FakeAgent, hubServer, WAIT_MS } from './fake-agent.js';
 import { ADMIN_TOKEN, call, newAccount } from './helpers.js';
 
 // An attacker holding one valid connection token, speaking the agent protocol over a raw
@@ -16,13 +15,7 @@ const DAY = 86_400;
 const KEY_AUTH = (token: string) => `${token}.${'k'.repeat(43)}`;
 
 describe('certificate messages from a hostile agent', async () => {
-  const srv = await startServer({ port: 0, host: '127.0.0.1', adminToken: ADMIN_TOKEN });
-  const agentUrl = `${srv.url.replace(/^http/, 'ws')}/agent`;
-  const agents: FakeAgent[] = [];
-  after(async () => {
-    for (const a of agents) a.close();
-    await srv.close();
-  });
+  const { srv, agentUrl, agents } = await hubServer();
   const victim = await newAccount(srv.app, 'pro');
   const evil = await newAccount(srv.app, 'pro');
 

@@ -1,9 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, describe, test } from 'node:test';
-import { startServer } from '../src/serve.js';
 import { runHealthCycle } from '../src/services/health.js';
 import { waitFor } from '../../../test/support/processes.js';
-import { apiFixtures, FakeAgent, WAIT_MS, type DomainView } from './fake-agent.js';
+import { apiFixtures, type DomainView, FakeAgent, hubServer, WAIT_MS } from './fake-agent.js';
 import { ADMIN_TOKEN, call, newAccount } from './helpers.js';
 
 // Automatic certificates, the control plane's side (the agents do ACME HTTP-01): order slots
@@ -16,13 +15,7 @@ const KEY_AUTH = (token: string) => `${token}.${'k'.repeat(43)}`;
 
 describe('certificates through the agent hub', async () => {
   // A short health cycle, so the periodic ssl_expiring check is seen running on its own.
-  const srv = await startServer({ port: 0, host: '127.0.0.1', adminToken: ADMIN_TOKEN, healthIntervalSeconds: 0.2 });
-  const agentUrl = `${srv.url.replace(/^http/, 'ws')}/agent`;
-  const agents: FakeAgent[] = [];
-  after(async () => {
-    for (const a of agents) a.close();
-    await srv.close();
-  });
+  const { srv, agentUrl, agents } = await hubServer({ healthIntervalSeconds: 0.2 });
   const one = await newAccount(srv.app, 'pro');
   const two = await newAccount(srv.app, 'pro');
 

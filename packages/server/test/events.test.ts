@@ -1,10 +1,9 @@
 import assert from 'node:assert/strict';
 import { after, describe, test } from 'node:test';
 import { CLOSE, EVENT_FIELD_MAX } from '@rampart/protocol';
-import { startServer } from '../src/serve.js';
 import { pruneEvents, storeEvents } from '../src/services/events.js';
 import { waitFor } from '../../../test/support/processes.js';
-import { apiFixtures, FakeAgent, WAIT_MS } from './fake-agent.js';
+import { apiFixtures, FakeAgent, hubServer, WAIT_MS } from './fake-agent.js';
 import { ADMIN_TOKEN, backends, call, makeTestApp, newAccount, type TestApp } from './helpers.js';
 
 const t = await makeTestApp();
@@ -161,13 +160,7 @@ describe('request details and detect mode', async () => {
 });
 
 describe('events through the agent hub', async () => {
-  const srv = await startServer({ port: 0, host: '127.0.0.1', adminToken: ADMIN_TOKEN });
-  const agentUrl = `${srv.url.replace(/^http/, 'ws')}/agent`;
-  const agents: FakeAgent[] = [];
-  after(async () => {
-    for (const a of agents) a.close();
-    await srv.close();
-  });
+  const { srv, agentUrl, agents } = await hubServer();
   const { key } = await newAccount(srv.app, 'pro');
   const { newServer, newDomain } = apiFixtures(srv.app);
   const connect = async (token: string) => {

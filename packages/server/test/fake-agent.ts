@@ -1,8 +1,10 @@
 import { parseServiceMessage, PROTOCOL_VERSION, type ServerSnapshot, type ServiceMessage } from '@rampart/protocol';
 import assert from 'node:assert/strict';
 import WebSocket from 'ws';
+import { after } from 'node:test';
 import type { App } from '../src/routes/types.js';
-import { call } from './helpers.js';
+import { startServer, type ServerOptions } from '../src/serve.js';
+import { ADMIN_TOKEN, call } from './helpers.js';
 import { waitFor } from '../../../test/support/processes.js';
 
 // A shield-server agent reduced to its wire protocol, over a real WebSocket to a real hub.
@@ -139,4 +141,19 @@ export function apiFixtures(app: App) {
       return d;
     },
   };
+}
+
+/**
+ * A control plane on a free loopback port for hub tests, its agent URL, and the list the suite
+ * puts its fake agents in: they are closed, then the server, once the suite is done.
+ */
+export async function hubServer(options: Partial<ServerOptions> = {}) {
+  const srv = await startServer({ port: 0, host: '127.0.0.1', adminToken: ADMIN_TOKEN, ...options });
+  const agentUrl = `${srv.url.replace(/^http/, 'ws')}/agent`;
+  const agents: FakeAgent[] = [];
+  after(async () => {
+    for (const a of agents) a.ws.terminate();
+    await srv.close();
+  });
+  return { srv, agentUrl, agents };
 }

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, describe, test } from 'node:test';
 import { CLOSE, parseServiceMessage, PROTOCOL_VERSION, type ServerSnapshot, type ServiceMessage } from '@rampart/protocol';
 import WebSocket from 'ws';
-import { startServer } from '../src/serve.js';
+import { hubServer } from './fake-agent.js';
 import { waitFor } from '../../../test/support/processes.js';
 import { ADMIN_TOKEN, call, newAccount } from './helpers.js';
 
@@ -26,13 +26,7 @@ function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
 }
 
 describe('agent hub', async () => {
-  const srv = await startServer({ port: 0, host: '127.0.0.1', agentHeartbeatMs: HEARTBEAT_MS, adminToken: ADMIN_TOKEN });
-  const agentUrl = `${srv.url.replace(/^http/, 'ws')}/agent`;
-  const agents: FakeAgent[] = [];
-  after(async () => {
-    for (const a of agents) a.ws.terminate();
-    await srv.close();
-  });
+  const { srv, agentUrl, agents } = await hubServer({ agentHeartbeatMs: HEARTBEAT_MS });
   const { key } = await newAccount(srv.app, 'pro');
 
   /** A shield-server agent reduced to its wire protocol. */

@@ -1,8 +1,7 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, describe, test } from 'node:test';
-import { startServer } from '../src/serve.js';
-import { FakeAgent } from './fake-agent.js';
+import { FakeAgent, hubServer } from './fake-agent.js';
 import { ADMIN_TOKEN, call, makeTestApp, newAccount } from './helpers.js';
 
 // PUT /api/servers/{id} {name?, publicIp?}: the public address is what DNS points at, so every
@@ -147,13 +146,7 @@ describe('PUT /api/servers/{id}', async () => {
 });
 
 describe('serverAddresses in the pushed snapshots', async () => {
-  const srv = await startServer({ port: 0, host: '127.0.0.1', adminToken: ADMIN_TOKEN });
-  const agentUrl = `${srv.url.replace(/^http/, 'ws')}/agent`;
-  const agents: FakeAgent[] = [];
-  after(async () => {
-    for (const a of agents) a.close();
-    await srv.close();
-  });
+  const { srv, agentUrl, agents } = await hubServer();
   const { key } = await newAccount(srv.app, 'pro');
   const newServer = async (name: string) => {
     const r = await call(srv.app, 'POST', '/api/servers', { key, body: { name } });

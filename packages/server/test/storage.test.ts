@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
+import { Kysely, Migrator, PostgresDialect, sql } from 'kysely';
 import { after, describe, test } from 'node:test';
 import { buildApp } from '../src/app.js';
 import type { ServiceContext } from '../src/context.js';
@@ -38,16 +39,19 @@ for (const backend of await backends()) {
       assert.equal(servers.body[0].desiredRevision, 2, 'the domain assignment bumped the revision');
     });
 
-    test('0005 gives existing domains their SSL state: off without SSL, pending with it', async () => {
+    /**
+     * A database migrated up to `until`, where `before` writes rows as they were then; then the
+     * remaining migrations run, and `check` reads what they made of the rows.
+     */
+    async function migrateOver(until: string, before: (db: Kysely<any>) => Promise<void>, check: (db: Kysely<any>) => Promise<void>) {
       const { PGlite } = await import('@electric-sql/pglite');
       const { PGliteDialect } = await import('kysely-pglite-dialect');
-      const { Kysely, Migrator, PostgresDialect, sql } = await import('kysely');
       const pg = (await import('pg')).default;
       const { migrationProvider } = await import('../src/db/migrations.js');
       const { migrate } = await import('../src/db/database.js');
       const url = backend === 'postgres' ? await postgresUrl() : undefined;
       const schema = url ? `t_${randomBytes(6).toString('hex')}` : undefined;
-      let db: InstanceType<typeof Kysely<any>>;
+      let db: Kysely<any>;
       if (url) {
         const pool = new pg.Pool({ connectionString: url, max: 2, options: `-c search_path=${schema}` });
         await pool.query(`CREATE SCHEMA ${schema}`);
@@ -57,61 +61,56 @@ for (const backend of await backends()) {
       }
       try {
         const migrator = new Migrator({ db, provider: migrationProvider, ...(schema ? { migrationTableSchema: schema } : {}) });
-        assert.equal((await migrator.migrateTo('0003_waf_events_by_server')).error, undefined);
-        const account = '00000000-0000-4000-8000-000000000001';
-        await sql`insert into accounts (id, email, plan, bot_secret, next_charge_at) values (${account}, 'old@example.com', 'pro', 'aa', now())`.execute(db);
-        const row = (id: string, domain: string, ssl: boolean, status: string) =>
-          sql`insert into domains (id, account_id, domain, origins, ssl_enabled, status) values (${id}, ${account}, ${domain}, '[]', ${ssl}, ${status})`.execute(db);
-        await row('00000000-0000-4000-8000-00000000000a', 'plain.example.com', false, 'active');
-        await row('00000000-0000-4000-8000-00000000000b', 'tls.example.com', true, 'active');
+        assert.equal((await migrator.migrateTo(until)).error, undefined);
+        await before(db);
         await migrate(db, schema);
-        const after = await sql<{ domain: string; ssl_status: string; ssl_error: string | null; status: string }>`select domain, ssl_status, ssl_error, status from domains order by domain`.execute(db);
-        assert.deepEqual(after.rows, [
-          { domain: 'plain.example.com', ssl_status: 'off', ssl_error: null, status: 'active' },
-          { domain: 'tls.example.com', ssl_status: 'pending', ssl_error: null, status: 'pending' },
-        ]);
+        await check(db);
       } finally {
         await db.destroy();
         if (url && schema) await dropSchema(url, schema);
       }
+    }
+
+    test('0005 gives existing domains their SSL state: off without SSL, pending with it', async () => {
+      const account = '00000000-0000-4000-8000-000000000001';
+      await migrateOver(
+        '0003_waf_events_by_server',
+        async (db) => {
+          await sql`insert into accounts (id, email, plan, bot_secret, next_charge_at) values (${account}, 'old@example.com', 'pro', 'aa', now())`.execute(db);
+          const row = (id: string, domain: string, ssl: boolean, status: string) =>
+            sql`insert into domains (id, account_id, domain, origins, ssl_enabled, status) values (${id}, ${account}, ${domain}, '[]', ${ssl}, ${status})`.execute(db);
+          await row('00000000-0000-4000-8000-00000000000a', 'plain.example.com', false, 'active');
+          await row('00000000-0000-4000-8000-00000000000b', 'tls.example.com', true, 'active');
+        },
+        async (db) => {
+          const after = await sql<{ domain: string; ssl_status: string; ssl_error: string | null; status: string }>`select domain, ssl_status, ssl_error, status from domains order by domain`.execute(db);
+          assert.deepEqual(after.rows, [
+            { domain: 'plain.example.com', ssl_status: 'off', ssl_error: null, status: 'active' },
+            { domain: 'tls.example.com', ssl_status: 'pending', ssl_error: null, status: 'pending' },
+          ]);
+        },
+      );
     });
 
     test('0006 leaves existing domains in block mode and existing events blocked, without request details', async () => {
-      const { PGlite } = await import('@electric-sql/pglite');
-      const { PGliteDialect } = await import('kysely-pglite-dialect');
-      const { Kysely, Migrator, PostgresDialect, sql } = await import('kysely');
-      const pg = (await import('pg')).default;
-      const { migrationProvider } = await import('../src/db/migrations.js');
-      const { migrate } = await import('../src/db/database.js');
-      const url = backend === 'postgres' ? await postgresUrl() : undefined;
-      const schema = url ? `t_${randomBytes(6).toString('hex')}` : undefined;
-      let db: InstanceType<typeof Kysely<any>>;
-      if (url) {
-        const pool = new pg.Pool({ connectionString: url, max: 2, options: `-c search_path=${schema}` });
-        await pool.query(`CREATE SCHEMA ${schema}`);
-        db = new Kysely<any>({ dialect: new PostgresDialect({ pool }) });
-      } else {
-        db = new Kysely<any>({ dialect: new PGliteDialect(new PGlite()) });
-      }
-      try {
-        const migrator = new Migrator({ db, provider: migrationProvider, ...(schema ? { migrationTableSchema: schema } : {}) });
-        assert.equal((await migrator.migrateTo('0005_certificates')).error, undefined);
-        const account = '00000000-0000-4000-8000-000000000001';
-        await sql`insert into accounts (id, email, plan, bot_secret, next_charge_at) values (${account}, 'old@example.com', 'pro', 'aa', now())`.execute(db);
-        await sql`insert into domains (id, account_id, domain, origins, ssl_enabled, ssl_status, waf_level) values ('00000000-0000-4000-8000-00000000000a', ${account}, 'old.example.com', '[]', false, 'off', 'high')`.execute(db);
-        await sql`insert into waf_events (account_id, domain, source_ip, reason, occurred_at) values (${account}, 'old.example.com', '203.0.113.1', 'sqli_detected', now())`.execute(db);
-        await migrate(db, schema);
-        const domains = await sql<{ waf_level: string; waf_mode: string }>`select waf_level, waf_mode from domains`.execute(db);
-        assert.deepEqual(domains.rows, [{ waf_level: 'high', waf_mode: 'block' }]);
-        const events = await sql<Record<string, unknown>>`select reason, method, path, location, matched, blocked from waf_events`.execute(db);
-        assert.deepEqual(events.rows, [{ reason: 'sqli_detected', method: null, path: null, location: null, matched: null, blocked: true }]);
-        // blocked cannot be null; the details can.
-        await assert.rejects(sql`insert into waf_events (account_id, domain, source_ip, reason, occurred_at, blocked) values (${account}, 'old.example.com', '203.0.113.1', 'xss_detected', now(), null)`.execute(db));
-        await assert.rejects(sql`update domains set waf_mode = null`.execute(db));
-      } finally {
-        await db.destroy();
-        if (url && schema) await dropSchema(url, schema);
-      }
+      const account = '00000000-0000-4000-8000-000000000001';
+      await migrateOver(
+        '0005_certificates',
+        async (db) => {
+          await sql`insert into accounts (id, email, plan, bot_secret, next_charge_at) values (${account}, 'old@example.com', 'pro', 'aa', now())`.execute(db);
+          await sql`insert into domains (id, account_id, domain, origins, ssl_enabled, ssl_status, waf_level) values ('00000000-0000-4000-8000-00000000000a', ${account}, 'old.example.com', '[]', false, 'off', 'high')`.execute(db);
+          await sql`insert into waf_events (account_id, domain, source_ip, reason, occurred_at) values (${account}, 'old.example.com', '203.0.113.1', 'sqli_detected', now())`.execute(db);
+        },
+        async (db) => {
+          const domains = await sql<{ waf_level: string; waf_mode: string }>`select waf_level, waf_mode from domains`.execute(db);
+          assert.deepEqual(domains.rows, [{ waf_level: 'high', waf_mode: 'block' }]);
+          const events = await sql<Record<string, unknown>>`select reason, method, path, location, matched, blocked from waf_events`.execute(db);
+          assert.deepEqual(events.rows, [{ reason: 'sqli_detected', method: null, path: null, location: null, matched: null, blocked: true }]);
+          // blocked cannot be null; the details can.
+          await assert.rejects(sql`insert into waf_events (account_id, domain, source_ip, reason, occurred_at, blocked) values (${account}, 'old.example.com', '203.0.113.1', 'xss_detected', now(), null)`.execute(db));
+          await assert.rejects(sql`update domains set waf_mode = null`.execute(db));
+        },
+      );
     });
 
     test('a migrated database migrates again as a no-op', async () => {
