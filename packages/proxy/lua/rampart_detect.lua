@@ -1579,9 +1579,8 @@ function D.inspect(req, exceptions)
     if p then return { detector = "traversal", reason = D.REASONS.traversal, location = "path", matched = excerpt(np, p) } end
   end
   -- path parameters (;x=... , read by JAX-RS and Spring as matrix variables) are values too
-  local decoded = D.url_decode(req.path or "/", false)
-  if find(decoded, ";", 1, true) then
-    for param in gmatch(decoded, ";([^/;]+)") do
+  if find(req.path or "", ";", 1, true) or find(req.path or "", "%%3[bB]") then
+    for param in gmatch(D.url_decode(req.path, false), ";([^/;]+)") do
       local f = inspect_value(ctx, "path", param)
       if f then return f end
     end
