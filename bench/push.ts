@@ -7,8 +7,8 @@
 //     restart, the simulated agents retrying with the real agent's backoff (peak / mean rate);
 //  4. render time for 10,000 domains.
 import { readFileSync } from 'node:fs';
-import { PROTOCOL_VERSION, type ServerSnapshot } from '@rampart/protocol';
-import { reconnectBackoff } from '@rampart/agent';
+import { CLOSE, PROTOCOL_VERSION, type ServerSnapshot } from '@rampart/protocol';
+import { reconnectBackoff, RESTART_SPREAD_MS } from '@rampart/agent';
 import { renderHaproxyConfig } from '@rampart/proxy';
 import WebSocket from 'ws';
 import { apiClient, ADMIN, startAgent, startOrigin, viaProxy, waitForOrigin } from '../test/support/cluster.js';
@@ -105,7 +105,8 @@ async function fanOut() {
 
 /**
  * A simulated agent: says hello, acks every snapshot, and reconnects after a close with the real
- * agent's backoff (1 s doubling to 60 s, full jitter; reset once a snapshot arrives).
+ * agent's backoff (1 s doubling to 60 s, full jitter; reset once a snapshot arrives; one wait
+ * spread over RESTART_SPREAD_MS after the service announces its restart with CLOSE.restarting).
  */
 class SimAgent {
   ws: WebSocket | undefined;
@@ -135,7 +136,8 @@ class SimAgent {
       this.onSnapshot(this, m.payload.rules.length);
     });
     ws.on('error', () => undefined);
-    ws.on('close', () => {
+    ws.on('close', (code) => {
+      if (code === CLOSE.restarting) this.backoff.spreadNext(RESTART_SPREAD_MS);
       if (!this.stopped) setTimeout(() => this.connect(), this.backoff.next());
     });
   }
@@ -170,13 +172,13 @@ async function twoProcesses() {
     await api.call('POST', '/api/waf', { rule_type: 'block_ip', value: '198.51.100.0/24' });
     await waitFor(() => withRule >= AGENTS, 'every agent on either process to ack', 60_000, 1);
     const fanOutMs = performance.now() - t0;
-    // a restart of process 1: its agents retry with backoff until it is back
+    // a restart of the control plane (both processes, as a deploy does): every agent retries
+    // with the real agent's backoff until its process is back
     connects.length = 0;
-    const before = agents.filter((_, i) => i % 2 === 1).map((a) => a.snapshots);
-    await serves[1]!.stop();
-    serves[1] = await startServe({ port: ports[1]!, adminToken: ADMIN, databaseUrl });
-    const restarted = agents.filter((_, i) => i % 2 === 1);
-    await waitFor(() => restarted.every((a, k) => a.snapshots > before[k]!), 'the restarted process\'s agents to resync', 120_000, 20);
+    const before = agents.map((a) => a.snapshots);
+    await Promise.all(serves.map((s) => s.stop()));
+    for (const [i, s] of (await Promise.all(ports.map((port) => startServe({ port, adminToken: ADMIN, databaseUrl })))).entries()) serves[i] = s;
+    await waitFor(() => agents.every((a, k) => a.snapshots > before[k]!), 'every agent to resync', 120_000, 20);
     const span = Math.max(1, connects.at(-1)! - connects[0]!);
     const buckets = new Map<number, number>();
     for (const t of connects) buckets.set(Math.floor((t - connects[0]!) / 100), (buckets.get(Math.floor((t - connects[0]!) / 100)) ?? 0) + 1);

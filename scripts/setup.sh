@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what Rampart's tests and `rampart up` need: node packages, and from Debian's packages
-# haproxy (with Lua and PCRE2), pebble and pebble-challtestsrv (the ACME tests), pdns-server, wrk,
+# haproxy (with Lua and PCRE2), pebble and pebble-challtestsrv (the ACME tests), pdns-server with
+# its SQLite backend and sqlite3 (DNS failover), wrk,
 # lua5.3 (unit tests of the WAF engine), chromium (the bot-challenge test), openssl (test
 # certificates), and nginx with ModSecurity v3 and the OWASP CRS (bench:waf's comparison) when
 # they are missing. Idempotent.
@@ -12,6 +13,9 @@ command -v haproxy >/dev/null 2>&1 || need+=(haproxy)
 command -v wrk >/dev/null 2>&1 || need+=(wrk)
 command -v pebble >/dev/null 2>&1 || [ -x /usr/bin/pebble ] || need+=(pebble)
 command -v pdns_server >/dev/null 2>&1 || [ -x /usr/sbin/pdns_server ] || need+=(pdns-server pdns-backend-bind)
+# DNS failover's end-to-end test runs PowerDNS with its SQLite backend (records edited over its HTTP API).
+[ -e /usr/share/doc/pdns-backend-sqlite3 ] || need+=(pdns-backend-sqlite3)
+command -v sqlite3 >/dev/null 2>&1 || need+=(sqlite3)
 command -v lua5.3 >/dev/null 2>&1 || need+=(lua5.3)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v openssl >/dev/null 2>&1 || need+=(openssl)

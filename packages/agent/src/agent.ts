@@ -5,7 +5,7 @@ import { AGENT_LIMITS, CLOSE, parseServiceMessage, PROTOCOL_VERSION, type AgentM
 import type { RenderOptions } from '@rampart/proxy';
 import WebSocket from 'ws';
 import { Applier, type ApplyResult } from './apply.js';
-import { reconnectBackoff, systemClock, type Backoff, type Clock } from './backoff.js';
+import { reconnectBackoff, RESTART_SPREAD_MS, systemClock, type Backoff, type Clock } from './backoff.js';
 import { AcmeIssuer, directoryUrl, type CertificateIssuer } from './certificates/issuer.js';
 import { CertificateManager, type CertificateLink, type CertStatusReport } from './certificates/manager.js';
 import { makeResolver, type ResolveFn } from './certificates/resolve.js';
@@ -364,6 +364,7 @@ export class Agent {
       ws.on('close', (code, reason) => {
         clearInterval(beat);
         for (const r of [...this.requests.values()]) r.reject(new Error('the connection to the service closed'));
+        if (code === CLOSE.restarting) this.backoff.spreadNext(RESTART_SPREAD_MS);
         if (code === CLOSE.protocolMismatch || code === CLOSE.decommissioned || code === CLOSE.tokenRevoked) {
           this.log('error', `the service closed the connection: ${reason.toString()}`);
         }

@@ -28,6 +28,8 @@ export interface BackoffOptions {
  */
 export class Backoff {
   private attempt = 0;
+  /** Set by spreadNext: the next wait is uniform over this window, whatever the attempt. */
+  private spreadMs: number | undefined;
   readonly clock: Clock;
   private readonly random: () => number;
 
@@ -38,6 +40,11 @@ export class Backoff {
 
   /** The next wait in ms (and one step further up). */
   next(): number {
+    if (this.spreadMs !== undefined) {
+      const ms = Math.floor(this.random() * this.spreadMs);
+      this.spreadMs = undefined;
+      return ms;
+    }
     const ceiling = Math.min(this.options.capMs, this.options.baseMs * 2 ** this.attempt);
     this.attempt = Math.min(this.attempt + 1, 30);
     const floor = this.options.jitter === 'equal' ? ceiling / 2 : 0;
@@ -51,7 +58,18 @@ export class Backoff {
     return ms;
   }
 
+  /** Back to the first step (a pending spreadNext still applies). */
   reset(): void {
+    this.attempt = 0;
+  }
+
+  /**
+   * The next wait only: uniform in [0, windowMs], then the steps start over from the first. Used
+   * when the other end announced its restart, so the retries of many clients arrive evenly
+   * across the window rather than in a burst followed by an exponential tail.
+   */
+  spreadNext(windowMs: number): void {
+    this.spreadMs = windowMs;
     this.attempt = 0;
   }
 }
@@ -69,6 +87,9 @@ export function delay(ms: number, signal?: AbortSignal): Promise<void> {
     signal?.addEventListener('abort', done, { once: true });
   });
 }
+
+/** After a close with CLOSE.restarting, an agent's one wait before reconnecting is uniform over this window. */
+export const RESTART_SPREAD_MS = 10_000;
 
 /** Reconnects to the service: 1 s doubling to 60 s, full jitter. */
 export function reconnectBackoff(extra: Pick<BackoffOptions, 'random' | 'clock'> = {}): Backoff {

@@ -58,6 +58,20 @@ describe('Backoff', () => {
     assertNearCeiling(b.next(), 1000, 0);
   });
 
+  test('spreadNext: the next wait only is the random fraction of the window, then the steps start over; reset keeps it', () => {
+    let r = 0.5;
+    const b = new Backoff({ baseMs: 1000, capMs: 60_000, random: () => r });
+    for (let i = 0; i < 6; i++) b.next(); // deep into the steps
+    b.spreadNext(10_000);
+    b.reset(); // what the agent does after a healthy connection closes: the spread survives
+    assert.equal(b.next(), 5000);
+    assert.deepEqual([b.next(), b.next()], [500, 1000]);
+    r = ALMOST_ONE;
+    b.spreadNext(10_000);
+    assert.ok(b.next() >= 9999);
+    assertNearCeiling(b.next(), 1000, 0);
+  });
+
   test('the random source is called once per wait', () => {
     let calls = 0;
     const b = new Backoff({ baseMs: 1000, capMs: 60_000, random: () => {

@@ -5,8 +5,13 @@ import { RULE_TYPES, WAF_LEVELS, WAF_MODES } from './waf.js';
 /** Raised on both ends; an agent speaking another version is refused with a close reason. */
 export const PROTOCOL_VERSION = 1;
 
-/** WebSocket close codes of the agent channel (4000-4999 are application codes). */
+/**
+ * WebSocket close codes of the agent channel (4000-4999 are application codes; 1012 is the
+ * standard "service restart").
+ */
 export const CLOSE = {
+  /** The process is shutting down: reconnect, spread over RESTART_SPREAD_MS so a fleet does not arrive at once. */
+  restarting: 1012,
   protocolMismatch: 4000,
   decommissioned: 4001,
   tokenRevoked: 4002,

@@ -144,6 +144,26 @@ describe('two connections with one token on one process', async () => {
   });
 });
 
+describe('a process shutting down', async () => {
+  const t = await makeTestApp();
+  const h = await hubFor(t.ctx);
+  const { newServer } = apiFixtures(t.app);
+  const { key } = await newAccount(t.app, 'pro');
+
+  test('tells its agents it restarts (1012, so they spread their reconnects), raises no server_down and leaves them offline', async () => {
+    const s = await newServer(key, 'restarting');
+    const agent = await h.connect(s.connectionToken);
+    assert.equal(await statusOf(t.app, key, s.id), 'active');
+    await h.hub.close();
+    const closed = await agent.closedWithin('the shutdown close');
+    assert.equal(closed.code, CLOSE.restarting);
+    assert.equal(closed.code, 1012);
+    assert.equal(h.hub.connectionCount, 0);
+    assert.equal(await statusOf(t.app, key, s.id), 'offline', 'its connection row released');
+    assert.equal(await downs(t.app, key, s.id), 0);
+  });
+});
+
 const url = await postgresUrl();
 
 describe('an agent moving between two control-plane processes', { skip: url ? false : 'no PostgreSQL answers (set RAMPART_TEST_DATABASE_URL)' }, async () => {

@@ -55,6 +55,8 @@ interface AgentConn {
 const HELLO_TIMEOUT_MS = 10_000;
 /** Backpressure: an agent sending faster than its messages are handled is not read meanwhile. */
 const PENDING_MAX = 32;
+/** On shutdown, how long agents get to answer the close before their sockets are cut. */
+const SHUTDOWN_CLOSE_MS = 2_000;
 
 function clientIp(req: IncomingMessage): string {
   const a = req.socket.remoteAddress ?? '';
@@ -95,14 +97,22 @@ export class AgentHub {
     this.timer.unref();
   }
 
-  /** On shutdown: the agents of this process are no longer connected (they will reconnect), without server_down. */
+  /**
+   * On shutdown: the agents of this process are no longer connected, without server_down. They
+   * are told the service restarts (1012), so they reconnect spread over a window instead of all
+   * at once; a socket that does not finish its close handshake in time is cut.
+   */
   async close(): Promise<void> {
     if (this.timer) clearInterval(this.timer);
     const all = [...this.conns.values()];
+    const closed = all.map((c) => new Promise<void>((resolve) => (c.ws.readyState === c.ws.CLOSED ? resolve() : c.ws.once('close', () => resolve()))));
     for (const c of all) {
       c.closeReason = 'shutdown';
-      c.ws.terminate();
+      c.ws.close(CLOSE.restarting, 'service restarting');
     }
+    const cut = setTimeout(() => all.forEach((c) => c.ws.terminate()), SHUTDOWN_CLOSE_MS);
+    await Promise.all(closed);
+    clearTimeout(cut);
     this.wss.close();
     // A hello being recorded finishes first, so its row is released below.
     await Promise.all([...all.map((c) => c.handling), this.sweeping]);
