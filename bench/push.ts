@@ -105,13 +105,14 @@ async function fanOut() {
 
 /**
  * A simulated agent: says hello, acks every snapshot, and reconnects after a close with the real
- * agent's backoff (1 s doubling to 60 s, full jitter; reset once a snapshot arrives; one wait
- * spread over RESTART_SPREAD_MS after the service announces its restart with CLOSE.restarting).
+ * agent's backoff (1 s doubling to 60 s, full jitter; reset after a connection that got a snapshot;
+ * retries spread over RESTART_SPREAD_MS after the service announces its restart with CLOSE.restarting).
  */
 class SimAgent {
   ws: WebSocket | undefined;
   private readonly backoff = reconnectBackoff();
   private stopped = false;
+  private healthy = false;
   snapshots = 0;
   constructor(
     private readonly url: () => string,
@@ -130,14 +131,17 @@ class SimAgent {
     ws.on('message', (data) => {
       const m = JSON.parse(data.toString());
       if (m.type !== 'config/snapshot') return;
-      this.backoff.reset();
+      this.healthy = true;
       this.snapshots++;
       ws.send(JSON.stringify({ type: 'config/ack', payload: { revision: m.payload.revision, ok: true, errors: [] } }));
       this.onSnapshot(this, m.payload.rules.length);
     });
     ws.on('error', () => undefined);
     ws.on('close', (code) => {
-      if (code === CLOSE.restarting) this.backoff.spreadNext(RESTART_SPREAD_MS);
+      // as the agent's connectLoop does
+      if (this.healthy) this.backoff.reset();
+      this.healthy = false;
+      if (code === CLOSE.restarting) this.backoff.spread(RESTART_SPREAD_MS);
       if (!this.stopped) setTimeout(() => this.connect(), this.backoff.next());
     });
   }
@@ -176,15 +180,19 @@ async function twoProcesses() {
     // with the real agent's backoff until its process is back
     connects.length = 0;
     const before = agents.map((a) => a.snapshots);
+    const down = performance.now();
     await Promise.all(serves.map((s) => s.stop()));
     for (const [i, s] of (await Promise.all(ports.map((port) => startServe({ port, adminToken: ADMIN, databaseUrl })))).entries()) serves[i] = s;
+    const downMs = performance.now() - down;
     await waitFor(() => agents.every((a, k) => a.snapshots > before[k]!), 'every agent to resync', 120_000, 20);
     const span = Math.max(1, connects.at(-1)! - connects[0]!);
-    const buckets = new Map<number, number>();
-    for (const t of connects) buckets.set(Math.floor((t - connects[0]!) / 100), (buckets.get(Math.floor((t - connects[0]!) / 100)) ?? 0) + 1);
-    const peak = Math.max(...buckets.values());
-    const mean = connects.length / Math.max(1, Math.ceil(span / 100));
-    return { fanOutMs, reconnects: connects.length, spanMs: span, peakToMean: peak / mean };
+    /** Peak / mean of the connection rate counted in buckets of bucketMs. */
+    const peakToMean = (bucketMs: number) => {
+      const buckets = new Map<number, number>();
+      for (const t of connects) buckets.set(Math.floor((t - connects[0]!) / bucketMs), (buckets.get(Math.floor((t - connects[0]!) / bucketMs)) ?? 0) + 1);
+      return Math.max(...buckets.values()) / (connects.length / Math.max(1, Math.ceil(span / bucketMs)));
+    };
+    return { fanOutMs, reconnects: connects.length, spanMs: span, downMs, peakToMean: peakToMean(1000), peakToMean100ms: peakToMean(100) };
   } finally {
     for (const a of agents) a.stop();
     for (const s of serves) await s.stop();
@@ -231,7 +239,9 @@ line(`one change to ${f.connected} agents, all acked (${f.storage})`, `${f.fanOu
 line('server memory per idle agent connection', `${f.perConnKb.toFixed(1)} KB`, '< 20 KB', f.perConnKb < 20);
 if (two) {
   line(`one change via process 1 of 2, all ${AGENTS} acked`, `${two.fanOutMs.toFixed(0)} ms`, '< 1000 ms', two.fanOutMs < 1000);
-  line(`restart: ${two.reconnects} reconnects over ${(two.spanMs / 1000).toFixed(1)} s, peak / mean rate`, `${two.peakToMean.toFixed(2)}x`, '<= 3x', two.peakToMean <= 3);
+  line(`restart (down ${(two.downMs / 1000).toFixed(1)} s): ${two.reconnects} reconnects in ${(two.spanMs / 1000).toFixed(1)} s`, '', '', true);
+  line('  peak / mean connections per second', `${two.peakToMean.toFixed(2)}x`, '<= 3x', two.peakToMean <= 3);
+  console.log(`  (per 100 ms: ${two.peakToMean100ms.toFixed(2)}x)`);
 } else {
   console.log('two processes: PostgreSQL is not reachable, not measured');
 }

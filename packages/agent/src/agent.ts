@@ -318,17 +318,19 @@ export class Agent {
     const signal = this.controller.signal;
     while (!signal.aborted) {
       this.state.connection = 'connecting';
-      const opened = await this.connectOnce();
+      const { healthy, closeCode } = await this.connectOnce();
       if (signal.aborted) break;
       this.state.connection = 'waiting';
-      if (opened) this.backoff.reset();
+      if (healthy) this.backoff.reset();
+      // The service announced its restart: reconnect somewhere in the window, as the whole fleet does.
+      if (closeCode === CLOSE.restarting) this.backoff.spread(RESTART_SPREAD_MS);
       const wait = await this.backoff.wait(signal);
       this.log('info', `reconnected after waiting ${wait} ms`);
     }
   }
 
-  /** One connection, until it closes; true when it reached a snapshot (a healthy connection). */
-  private connectOnce(): Promise<boolean> {
+  /** One connection, until it closes: whether it reached a snapshot (a healthy connection), and its close code. */
+  private connectOnce(): Promise<{ healthy: boolean; closeCode: number | undefined }> {
     return new Promise((resolveConn) => {
       let healthy = false;
       const ws = new WebSocket(this.options.serverUrl, { headers: { authorization: `Bearer ${this.options.token}` }, handshakeTimeout: 10_000 });
@@ -364,11 +366,10 @@ export class Agent {
       ws.on('close', (code, reason) => {
         clearInterval(beat);
         for (const r of [...this.requests.values()]) r.reject(new Error('the connection to the service closed'));
-        if (code === CLOSE.restarting) this.backoff.spreadNext(RESTART_SPREAD_MS);
         if (code === CLOSE.protocolMismatch || code === CLOSE.decommissioned || code === CLOSE.tokenRevoked) {
           this.log('error', `the service closed the connection: ${reason.toString()}`);
         }
-        resolveConn(healthy);
+        resolveConn({ healthy, closeCode: code });
       });
       ws.on('error', (err) => this.log('warn', `connection error: ${err.message}`));
     });

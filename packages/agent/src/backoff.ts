@@ -28,8 +28,9 @@ export interface BackoffOptions {
  */
 export class Backoff {
   private attempt = 0;
-  /** Set by spreadNext: the next wait is uniform over this window, whatever the attempt. */
-  private spreadMs: number | undefined;
+  /** Set by spread(): the next waits are uniform over this window, whatever the attempt. */
+  private spreadMs = 0;
+  private spreadLeft = 0;
   readonly clock: Clock;
   private readonly random: () => number;
 
@@ -40,10 +41,9 @@ export class Backoff {
 
   /** The next wait in ms (and one step further up). */
   next(): number {
-    if (this.spreadMs !== undefined) {
-      const ms = Math.floor(this.random() * this.spreadMs);
-      this.spreadMs = undefined;
-      return ms;
+    if (this.spreadLeft > 0) {
+      this.spreadLeft--;
+      return Math.floor(this.random() * this.spreadMs);
     }
     const ceiling = Math.min(this.options.capMs, this.options.baseMs * 2 ** this.attempt);
     this.attempt = Math.min(this.attempt + 1, 30);
@@ -58,19 +58,24 @@ export class Backoff {
     return ms;
   }
 
-  /** Back to the first step (a pending spreadNext still applies). */
+  /** Back to the first step, and out of a spread. */
   reset(): void {
     this.attempt = 0;
+    this.spreadLeft = 0;
   }
 
   /**
-   * The next wait only: uniform in [0, windowMs], then the steps start over from the first. Used
-   * when the other end announced its restart, so the retries of many clients arrive evenly
-   * across the window rather than in a burst followed by an exponential tail.
+   * The next `attempts` waits are each uniform in [0, windowMs]; after them the steps go on from
+   * the first whose ceiling reaches the window. For when the other end announced its restart:
+   * the retries of many clients arrive evenly across the window, and one whose try came while the
+   * other end was still down picks again over the whole window instead of over a short first
+   * step, so the retries do not bunch up the moment it is back.
    */
-  spreadNext(windowMs: number): void {
+  spread(windowMs: number, attempts = 3): void {
     this.spreadMs = windowMs;
+    this.spreadLeft = attempts;
     this.attempt = 0;
+    while (this.attempt < 30 && this.options.baseMs * 2 ** this.attempt < windowMs) this.attempt++;
   }
 }
 

@@ -58,18 +58,19 @@ describe('Backoff', () => {
     assertNearCeiling(b.next(), 1000, 0);
   });
 
-  test('spreadNext: the next wait only is the random fraction of the window, then the steps start over; reset keeps it', () => {
+  test('spread: the next waits are the random fraction of the window, then the steps go on from the window; reset ends it', () => {
     let r = 0.5;
     const b = new Backoff({ baseMs: 1000, capMs: 60_000, random: () => r });
     for (let i = 0; i < 6; i++) b.next(); // deep into the steps
-    b.spreadNext(10_000);
-    b.reset(); // what the agent does after a healthy connection closes: the spread survives
-    assert.equal(b.next(), 5000);
-    assert.deepEqual([b.next(), b.next()], [500, 1000]);
+    b.spread(10_000, 3);
+    assert.deepEqual([b.next(), b.next(), b.next()], [5000, 5000, 5000], 'three waits over the window, whatever the attempt');
+    assert.deepEqual([b.next(), b.next()], [8000, 16_000], 'then the steps from the first whose ceiling reaches 10 s (16 s)');
+    b.spread(10_000, 3);
+    b.reset();
+    assert.equal(b.next(), 500, 'a reset (a healthy connection) ends the spread');
     r = ALMOST_ONE;
-    b.spreadNext(10_000);
+    b.spread(10_000);
     assert.ok(b.next() >= 9999);
-    assertNearCeiling(b.next(), 1000, 0);
   });
 
   test('the random source is called once per wait', () => {
