@@ -235,6 +235,107 @@ const migrations: Record<string, Migration> = {
       await sql`update servers set status = 'offline' where status = 'active'`.execute(db);
     },
   },
+  '0008_ledger_notifications_health': {
+    async up(db: Kysely<any>) {
+      // The ledger: a row's delta is its signed effect on the balance (0 while pending or failed),
+      // so an account's balance is the sum of its deltas. Rows from before get theirs, and each
+      // account an opening adjustment for whatever its balance held beyond them (admin credits).
+      await db.schema
+        .alterTable('transactions')
+        .addColumn('delta_cents', 'bigint', (c) => c.notNull().defaultTo(0))
+        .addColumn('period_start', 'timestamptz') // charges: the start of the period paid for
+        .addColumn('description', 'text')
+        .addColumn('address', 'text') // deposits: where to pay
+        .addColumn('address_index', 'integer')
+        .addColumn('network', 'text')
+        .addColumn('token', 'text')
+        .execute();
+      await sql`update transactions set delta_cents = case when kind = 'charge' then -amount_cents else amount_cents end where status = 'confirmed'`.execute(db);
+      await sql`insert into transactions (id, account_id, kind, amount_cents, delta_cents, status, description, created_at, confirmed_at)
+        select gen_random_uuid(), a.id, 'adjustment', a.balance_cents - coalesce(t.sum, 0), a.balance_cents - coalesce(t.sum, 0), 'confirmed', 'Opening balance', now(), now()
+        from accounts a left join (select account_id, sum(delta_cents) as sum from transactions group by account_id) t on t.account_id = a.id
+        where a.balance_cents <> coalesce(t.sum, 0)`.execute(db);
+      // One charge per account and period, whatever the number of processes or retries.
+      await sql`create unique index transactions_one_charge_per_period on transactions (account_id, period_start) where kind = 'charge' and status = 'confirmed'`.execute(db);
+      // One credit per on-chain transaction, and one deposit per address.
+      await sql`create unique index transactions_tx_hash on transactions (tx_hash) where tx_hash is not null`.execute(db);
+      await sql`create unique index transactions_address on transactions (address) where address is not null`.execute(db);
+      await sql`create sequence deposit_address_index minvalue 0 start 0`.execute(db);
+      // A payment processor's webhook events, each applied once.
+      await db.schema
+        .createTable('payment_events')
+        .addColumn('id', 'text', (c) => c.primaryKey())
+        .addColumn('deposit_id', 'uuid')
+        .addColumn('received_at', 'timestamptz', (c) => c.notNull())
+        .execute();
+
+      await db.schema
+        .alterTable('notifications')
+        .addColumn('read_at', 'timestamptz')
+        .addColumn('domain_id', 'uuid')
+        .execute();
+      await db.schema
+        .createTable('notification_settings')
+        .addColumn('account_id', 'uuid', (c) => c.primaryKey().references('accounts.id').onDelete('cascade'))
+        .addColumn('webhook_url', 'text')
+        .addColumn('webhook_secret_enc', 'text') // encrypted with RAMPART_SECRET_KEY: it signs, so it is kept, never shown
+        .addColumn('email', 'text')
+        .addColumn('kinds', 'jsonb', (c) => c.notNull().defaultTo(sql`'[]'::jsonb`)) // empty: every kind
+        .addColumn('updated_at', 'timestamptz', (c) => c.notNull())
+        .execute();
+      await db.schema
+        .createTable('notification_deliveries')
+        .addColumn('id', 'uuid', (c) => c.primaryKey())
+        .addColumn('notification_id', 'uuid', (c) => c.notNull().references('notifications.id').onDelete('cascade'))
+        .addColumn('account_id', 'uuid', (c) => c.notNull().references('accounts.id').onDelete('cascade'))
+        .addColumn('channel', 'text', (c) => c.notNull()) // webhook | email
+        .addColumn('target', 'text', (c) => c.notNull())
+        .addColumn('status', 'text', (c) => c.notNull()) // pending | delivered | given_up
+        .addColumn('attempts', 'integer', (c) => c.notNull().defaultTo(0))
+        .addColumn('next_attempt_at', 'timestamptz')
+        .addColumn('last_status', 'integer')
+        .addColumn('last_error', 'text')
+        .addColumn('created_at', 'timestamptz', (c) => c.notNull())
+        .addColumn('updated_at', 'timestamptz', (c) => c.notNull())
+        .execute();
+      await db.schema.createIndex('notification_deliveries_due').on('notification_deliveries').columns(['status', 'next_attempt_at']).execute();
+      await db.schema.createIndex('notification_deliveries_account_time').on('notification_deliveries').columns(['account_id', 'created_at']).execute();
+
+      // Health: what the agent reports (its HTTP port for the probe, whether HAProxy serves) and
+      // what the last cycle decided.
+      await db.schema
+        .alterTable('servers')
+        .addColumn('http_port', 'integer')
+        .addColumn('proxy_serving', 'boolean')
+        .addColumn('healthy', 'boolean')
+        .addColumn('health_error', 'text')
+        .addColumn('health_checked_at', 'timestamptz')
+        .execute();
+
+      // DNS failover: the account's provider (credentials encrypted) and, per domain, the switch
+      // and the addresses last published.
+      await db.schema
+        .createTable('dns_settings')
+        .addColumn('account_id', 'uuid', (c) => c.primaryKey().references('accounts.id').onDelete('cascade'))
+        .addColumn('provider', 'text', (c) => c.notNull())
+        .addColumn('credentials_enc', 'text', (c) => c.notNull())
+        .addColumn('updated_at', 'timestamptz', (c) => c.notNull())
+        .execute();
+      await db.schema
+        .alterTable('domains')
+        .addColumn('dns_failover', 'boolean', (c) => c.notNull().defaultTo(false))
+        .addColumn('dns_addresses', 'jsonb')
+        .addColumn('dns_error', 'text')
+        .execute();
+
+      // Small state of the periodic jobs (the chain watcher's block cursor).
+      await db.schema
+        .createTable('job_state')
+        .addColumn('name', 'text', (c) => c.primaryKey())
+        .addColumn('value', 'text', (c) => c.notNull())
+        .execute();
+    },
+  },
 };
 
 export const migrationProvider: MigrationProvider = {

@@ -51,6 +51,13 @@ export interface ServersTable {
   desired_revision: Int8WithDefault;
   applied_revision: Int8WithDefault;
   created_at: Timestamp;
+  /** Reported by the agent: the port its HAProxy serves HTTP on (the health probe's), and whether HAProxy is serving. */
+  http_port: ColumnType<number | null, number | null | undefined, number | null>;
+  proxy_serving: ColumnType<boolean | null, boolean | null | undefined, boolean | null>;
+  /** The last health cycle's verdict; null before the first. */
+  healthy: ColumnType<boolean | null, boolean | null | undefined, boolean | null>;
+  health_error: ColumnType<string | null, string | null | undefined, string | null>;
+  health_checked_at: ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
 }
 
 export interface DomainsTable {
@@ -69,6 +76,10 @@ export interface DomainsTable {
   ssl_expiring_notified_for: ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
   created_at: Timestamp;
   updated_at: Timestamp;
+  dns_failover: ColumnType<boolean, boolean | undefined, boolean>;
+  /** The addresses last published for DNS failover (JSON array). */
+  dns_addresses: ColumnType<string[] | null, string | null | undefined, string | null>;
+  dns_error: ColumnType<string | null, string | null | undefined, string | null>;
 }
 
 /** Each shield server's report on its certificate for a domain (cert/status). */
@@ -138,6 +149,8 @@ export interface NotificationsTable {
   count: ColumnType<number, number | undefined, number>;
   /** The last occurrence folded in; null while there is only the first. */
   updated_at: ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
+  read_at: ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
+  domain_id: ColumnType<string | null, string | null | undefined, string | null>;
 }
 
 /** The live agent connection of a server, held by one control-plane process. */
@@ -153,15 +166,80 @@ export interface AgentConnectionsTable {
   last_heartbeat_at: Timestamp;
 }
 
+type Nullable<T> = ColumnType<T | null, T | null | undefined, T | null>;
+type NullableTime = ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
+
+/** The ledger: every charge, deposit and adjustment; an account's balance is the sum of delta_cents. */
 export interface TransactionsTable {
   id: string;
   account_id: string;
+  /** charge | deposit | adjustment */
   kind: string;
+  /** What the row is about, positive (a charge's price, a deposit's amount); adjustments signed. */
   amount_cents: Int8;
+  /** The signed effect on the balance: 0 while pending or failed. */
+  delta_cents: Int8WithDefault;
+  /** pending | confirmed | failed */
   status: string;
   tx_hash: string | null;
   created_at: Timestamp;
   confirmed_at: Timestamp | null;
+  /** Charges: the start of the period paid for (one confirmed charge per account and period). */
+  period_start: NullableTime;
+  description: Nullable<string>;
+  /** Deposits: the address derived for it, its derivation index, network and token. */
+  address: Nullable<string>;
+  address_index: Nullable<number>;
+  network: Nullable<string>;
+  token: Nullable<string>;
+}
+
+/** A payment processor's webhook events, applied once each. */
+export interface PaymentEventsTable {
+  id: string;
+  deposit_id: string | null;
+  received_at: Timestamp;
+}
+
+export interface NotificationSettingsTable {
+  account_id: string;
+  webhook_url: string | null;
+  /** Encrypted with RAMPART_SECRET_KEY (it signs every delivery, so it is kept, never shown). */
+  webhook_secret_enc: string | null;
+  email: string | null;
+  /** The kinds delivered; empty: every kind. */
+  kinds: ColumnType<string[], string | undefined, string>;
+  updated_at: Timestamp;
+}
+
+export interface NotificationDeliveriesTable {
+  id: string;
+  notification_id: string;
+  account_id: string;
+  /** webhook | email */
+  channel: string;
+  target: string;
+  /** pending | delivered | given_up */
+  status: string;
+  attempts: ColumnType<number, number | undefined, number>;
+  next_attempt_at: NullableTime;
+  last_status: Nullable<number>;
+  last_error: Nullable<string>;
+  created_at: Timestamp;
+  updated_at: Timestamp;
+}
+
+export interface DnsSettingsTable {
+  account_id: string;
+  provider: string;
+  /** The provider's credentials as JSON, encrypted with RAMPART_SECRET_KEY; never returned. */
+  credentials_enc: string;
+  updated_at: Timestamp;
+}
+
+export interface JobStateTable {
+  name: string;
+  value: string;
 }
 
 export interface DB {
@@ -178,4 +256,9 @@ export interface DB {
   notifications: NotificationsTable;
   agent_connections: AgentConnectionsTable;
   transactions: TransactionsTable;
+  payment_events: PaymentEventsTable;
+  notification_settings: NotificationSettingsTable;
+  notification_deliveries: NotificationDeliveriesTable;
+  dns_settings: DnsSettingsTable;
+  job_state: JobStateTable;
 }
