@@ -2,6 +2,8 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { ServiceContext } from './context.js';
 import { credentialCache, credentialCacheUsable, type CachedCredential } from './credential-cache.js';
 import { secretsEqual, sha256 } from './crypto.js';
+import { findKeyCredential, touchApiKey } from './data/api-keys.js';
+import { findLiveSession } from './data/sessions.js';
 import { AppError } from './errors.js';
 import type { Plan } from './plans.js';
 
@@ -22,26 +24,9 @@ const LAST_USED_RESOLUTION_MS = 60_000;
  * management API must not pay a round trip for authentication on every request).
  */
 export const credentialStore = {
-  async findKey(ctx: ServiceContext, keyHash: string) {
-    return ctx.db
-      .selectFrom('api_keys')
-      .innerJoin('accounts', 'accounts.id', 'api_keys.account_id')
-      .select(['api_keys.id as keyId', 'api_keys.last_used_at', 'accounts.id as accountId', 'accounts.plan', 'accounts.state'])
-      .where('api_keys.key_hash', '=', keyHash)
-      .executeTakeFirst();
-  },
-  async findSession(ctx: ServiceContext, tokenHash: string) {
-    return ctx.db
-      .selectFrom('sessions')
-      .innerJoin('accounts', 'accounts.id', 'sessions.account_id')
-      .select(['sessions.expires_at', 'accounts.id as accountId', 'accounts.plan', 'accounts.state'])
-      .where('sessions.token_hash', '=', tokenHash)
-      .where('sessions.expires_at', '>', ctx.now())
-      .executeTakeFirst();
-  },
-  async touchKey(ctx: ServiceContext, keyId: string, now: Date) {
-    await ctx.db.updateTable('api_keys').set({ last_used_at: now }).where('id', '=', keyId).execute();
-  },
+  findKey: (ctx: ServiceContext, keyHash: string) => findKeyCredential(ctx.db, keyHash),
+  findSession: (ctx: ServiceContext, tokenHash: string) => findLiveSession(ctx.db, tokenHash, ctx.now()),
+  touchKey: (ctx: ServiceContext, keyId: string, now: Date) => touchApiKey(ctx.db, keyId, now),
 };
 
 function principal(c: CachedCredential): Principal {

@@ -1,8 +1,5 @@
-import { sql } from 'kysely';
+import { releaseJobLock, tryJobLock } from './data/jobs.js';
 import type { Database } from './db/database.js';
-
-/** First key of the jobs' advisory locks, so they cannot meet another feature's. */
-const JOB_LOCK_SPACE = 0x4a4f_4253; // "JOBS"
 
 export type JobOutcome<T> = { ran: true; result: T } | { ran: false };
 
@@ -16,12 +13,11 @@ export type JobOutcome<T> = { ran: true; result: T } | { ran: false };
 export async function runExclusive<T>(db: Database, kind: 'postgres' | 'pglite', job: string, fn: () => Promise<T>): Promise<JobOutcome<T>> {
   if (kind === 'pglite') return { ran: true, result: await fn() };
   return db.connection().execute(async (conn) => {
-    const lock = await sql<{ ok: boolean }>`select pg_try_advisory_lock(${JOB_LOCK_SPACE}, hashtext(${job})) as ok`.execute(conn);
-    if (!lock.rows[0]?.ok) return { ran: false };
+    if (!(await tryJobLock(conn, job))) return { ran: false };
     try {
       return { ran: true, result: await fn() };
     } finally {
-      await sql`select pg_advisory_unlock(${JOB_LOCK_SPACE}, hashtext(${job}))`.execute(conn);
+      await releaseJobLock(conn, job);
     }
   });
 }

@@ -7,7 +7,8 @@ import { pruneEvents } from './services/events.js';
 import { healthIntervalFromEnv, runHealthCycle } from './services/health.js';
 import type { ServiceContext } from './context.js';
 import { credentialCache } from './credential-cache.js';
-import { openDatabase, sql } from './db/database.js';
+import { countListeners, pgNotify } from './data/bus.js';
+import { openDatabase } from './db/database.js';
 import { DEFAULT_PLANS, type PlanTable } from './plans.js';
 import type { App } from './routes/types.js';
 
@@ -49,8 +50,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     const pgBus = new PostgresBus({
       url: options.databaseUrl,
       channel: busChannel(database.schema),
-      // select pg_notify($1, $2), through the pool.
-      notify: (channel, payload) => sql`select pg_notify(${channel}, ${payload})`.execute(database.db),
+      notify: (channel, payload) => pgNotify(database.db, channel, payload), // through the pool
       log: appLog,
     });
     try {
@@ -79,9 +79,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       // The bus's listening connections, found as the bus test finds them: by application name and LISTEN.
       listeners: async () => {
         if (!(bus instanceof PostgresBus)) return 1;
-        const r = await sql<{ n: number }>`select count(*)::int as n from pg_stat_activity
-          where datname = current_database() and application_name = ${BUS_APPLICATION_NAME} and query = ${`LISTEN "${busChannel(database.schema)}"`}`.execute(database.db);
-        return r.rows[0]?.n ?? 1;
+        return (await countListeners(database.db, BUS_APPLICATION_NAME, busChannel(database.schema))) ?? 1;
       },
       warn: (msg) => appLog.warn(msg),
     },

@@ -5,6 +5,7 @@ import { AGENT_LIMITS, AGENT_PATH, CLOSE, parseAgentMessage, PROTOCOL_VERSION, t
 import { WebSocketServer, type WebSocket } from 'ws';
 import type { ServiceContext } from '../context.js';
 import { sha256 } from '../crypto.js';
+import { findServerByTokenHash } from '../data/servers.js';
 import { recordStatusReport, SERVER_NOTIFICATION_LIMIT } from '../services/notifications.js';
 import { buildSnapshots } from './snapshot.js';
 import { storeEvents } from '../services/events.js';
@@ -154,11 +155,7 @@ export class AgentHub {
       const token = header.startsWith('Bearer ') ? header.slice(7) : '';
       if (!token || token.length > 200) return refuse('401 Unauthorized');
       const tokenHash = sha256(token);
-      const server = await this.ctx.db
-        .selectFrom('servers')
-        .select(['id', 'account_id', 'status'])
-        .where('token_hash', '=', tokenHash)
-        .executeTakeFirst();
+      const server = await findServerByTokenHash(this.ctx.db, tokenHash);
       if (!server || server.status === 'decommissioned') return refuse('401 Unauthorized');
       this.wss.handleUpgrade(req, socket, head, (ws) => this.onConnection(ws, server.id, server.account_id, tokenHash, clientIp(req)));
     } catch (err) {

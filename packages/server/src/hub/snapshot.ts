@@ -1,4 +1,5 @@
 import { isIP, type RuleType, type ServerSnapshot, type WafLevel, type WafMode } from '@rampart/protocol';
+import { snapshotContents, snapshotServers } from '../data/snapshot.js';
 import type { Database } from '../db/database.js';
 import { parseOrigins } from '../services/domains.js';
 
@@ -9,52 +10,22 @@ export interface ServerState {
 }
 
 /**
- * The full desired state of many shield servers in a few queries (not a few per server): their
- * domains, and the enabled rules that reach each (global and server-wide rules of the account,
- * and the rules of its own domains), and each domain's server addresses. Decommissioned or missing
- * servers get no snapshot.
+ * The full desired state of many shield servers, from a few queries (data/snapshot.ts), not a few
+ * per server: their domains, and the enabled rules that reach each (global and server-wide rules
+ * of the account, and the rules of its own domains), and each domain's server addresses.
+ * Decommissioned or missing servers get no snapshot.
  */
 export async function buildSnapshots(db: Database, serverIds: readonly string[]): Promise<{ states: Map<string, ServerState>; snapshots: Map<string, ServerSnapshot> }> {
   const states = new Map<string, ServerState>();
   const snapshots = new Map<string, ServerSnapshot>();
   if (serverIds.length === 0) return { states, snapshots };
-  const servers = await db
-    .selectFrom('servers')
-    .select(['id', 'account_id', 'desired_revision', 'status', 'token_hash'])
-    .where('id', 'in', [...serverIds])
-    .execute();
+  const servers = await snapshotServers(db, serverIds);
   const live = servers.filter((s) => s.status !== 'decommissioned');
   for (const s of servers) states.set(s.id, { id: s.id, status: s.status, tokenHash: s.token_hash });
   if (live.length === 0) return { states, snapshots };
   const accountIds = [...new Set(live.map((s) => s.account_id))];
   const liveIds = live.map((s) => s.id);
-  const [domains, peers, rules, accounts] = await Promise.all([
-    db
-      .selectFrom('domains')
-      .innerJoin('domain_servers', 'domain_servers.domain_id', 'domains.id')
-      .select(['domain_servers.server_id', 'domains.id', 'domains.domain', 'domains.origins', 'domains.ssl_enabled', 'domains.waf_enabled', 'domains.waf_level', 'domains.waf_mode'])
-      .where('domain_servers.server_id', 'in', liveIds)
-      .orderBy('domains.domain')
-      .execute(),
-    // Every live server of those domains, for each domain's serverAddresses.
-    db
-      .selectFrom('domain_servers')
-      .innerJoin('servers', 'servers.id', 'domain_servers.server_id')
-      .select(['domain_servers.domain_id', 'servers.public_ip', 'servers.ip'])
-      .where('domain_servers.domain_id', 'in', (eb) => eb.selectFrom('domain_servers').select('domain_id').where('server_id', 'in', liveIds))
-      .where('servers.status', '<>', 'decommissioned')
-      .execute(),
-    db
-      .selectFrom('waf_rules')
-      .select(['id', 'account_id', 'rule_type', 'value', 'domain_id', 'priority'])
-      .where('account_id', 'in', accountIds)
-      .where('enabled', '=', true)
-      .orderBy('priority')
-      .orderBy('created_at')
-      .orderBy('id')
-      .execute(),
-    db.selectFrom('accounts').select(['id', 'bot_secret']).where('id', 'in', accountIds).execute(),
-  ]);
+  const { domains, peers, rules, accounts } = await snapshotContents(db, liveIds, accountIds);
   const secrets = new Map(accounts.map((a) => [a.id, a.bot_secret]));
   const addressSets = new Map<string, Set<string>>();
   for (const p of peers) {

@@ -1,6 +1,7 @@
 import { AI_BOTS } from '@rampart/protocol';
 import { Type } from '@sinclair/typebox';
 import { createRule, deleteRule, listEvents, listRules, updateRule } from '../services/waf.js';
+import { wafVersion as readWafVersion } from '../data/accounts.js';
 import { RuleListCache } from '../rule-list-cache.js';
 import { AiBotView, IdParams, RuleCreate, RuleUpdate, RuleView, WafEvent } from '../schemas.js';
 import { ERROR_RESPONSES, SECURITY, type App, type RouteDeps } from './types.js';
@@ -13,7 +14,7 @@ export async function wafRoutes(app: App, { ctx }: RouteDeps) {
     handler: async (req, reply) => {
       const { accountId } = req.principal;
       // Read fresh (one row by primary key): credentials come from a cache, the rule set must not.
-      const { waf_version: wafVersion } = await ctx.db.selectFrom('accounts').select('waf_version').where('id', '=', accountId).executeTakeFirstOrThrow();
+      const wafVersion = await readWafVersion(ctx.db, accountId);
       let body = cache.get(accountId, wafVersion);
       if (body === undefined) {
         body = JSON.stringify(await listRules(ctx, accountId));

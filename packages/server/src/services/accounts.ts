@@ -1,4 +1,7 @@
 import { credentialsChanged } from '../credential-cache.js';
+import { accountsDueForCharge, findAccount, freezeAccount, insertAccount, lockAccount, recordCharge, setBalance } from '../data/accounts.js';
+import { insertApiKey } from '../data/api-keys.js';
+import { confirmTransaction, insertTransaction, latestTransactions, lockDeposit } from '../data/transactions.js';
 import type { Tx } from '../db/database.js';
 import { hashPassword, newApiKey, newId, newSecret, sha256 } from '../crypto.js';
 import type { ServiceContext } from '../context.js';
@@ -30,32 +33,19 @@ export async function createAccount(
   const apiKey = ctx.plans[input.plan].apiKeys ? newApiKey() : null;
   try {
     await ctx.db.transaction().execute(async (tx) => {
-      await tx
-        .insertInto('accounts')
-        .values({
-          id: accountId,
-          email: input.email.toLowerCase(),
-          password_hash: passwordHash,
-          plan: input.plan,
-          balance_cents: input.balanceCents,
-          state: 'active',
-          bot_secret: newSecret(),
-          next_charge_at: addMonth(now),
-          created_at: now,
-        })
-        .execute();
+      await insertAccount(tx, {
+        id: accountId,
+        email: input.email.toLowerCase(),
+        password_hash: passwordHash,
+        plan: input.plan,
+        balance_cents: input.balanceCents,
+        state: 'active',
+        bot_secret: newSecret(),
+        next_charge_at: addMonth(now),
+        created_at: now,
+      });
       if (apiKey) {
-        await tx
-          .insertInto('api_keys')
-          .values({
-            id: newId(),
-            account_id: accountId,
-            name: 'default',
-            key_hash: sha256(apiKey),
-            key_prefix: apiKey.slice(0, 12),
-            created_at: now,
-          })
-          .execute();
+        await insertApiKey(tx, { id: newId(), account_id: accountId, name: 'default', key_hash: sha256(apiKey), key_prefix: apiKey.slice(0, 12), created_at: now });
       }
     });
   } catch (err) {
@@ -66,7 +56,7 @@ export async function createAccount(
 }
 
 export async function getAccount(ctx: ServiceContext, accountId: string) {
-  const a = await ctx.db.selectFrom('accounts').selectAll().where('id', '=', accountId).executeTakeFirst();
+  const a = await findAccount(ctx.db, accountId);
   if (!a) throw new AppError('account_not_found');
   const plan = a.plan as Plan;
   return {
@@ -82,10 +72,6 @@ export async function getAccount(ctx: ServiceContext, accountId: string) {
 }
 
 
-async function lockAccount(tx: Tx, accountId: string) {
-  return tx.selectFrom('accounts').selectAll().where('id', '=', accountId).forUpdate().executeTakeFirst();
-}
-
 /**
  * The monthly charge of one account, inside the caller's transaction: a balance below the price
  * freezes the account; otherwise the price is debited, the account is active, and the next charge
@@ -96,31 +82,13 @@ async function chargeLocked(ctx: ServiceContext, tx: Tx, account: NonNullable<Aw
   const price = ctx.plans[account.plan as Plan].priceCents;
   const balance = Number(account.balance_cents);
   if (balance < price) {
-    await tx.updateTable('accounts').set({ state: 'frozen' }).where('id', '=', account.id).execute();
-    await tx
-      .insertInto('transactions')
-      .values({ id: newId(), account_id: account.id, kind: 'charge', amount_cents: price, status: 'failed', created_at: now })
-      .execute();
+    await freezeAccount(tx, account.id);
+    await insertTransaction(tx, { id: newId(), account_id: account.id, kind: 'charge', amount_cents: price, status: 'failed', created_at: now });
     return { accountId: account.id, charged: false, state: 'frozen', balance: dollars(balance) };
   }
   const due = new Date(account.next_charge_at);
-  await tx
-    .updateTable('accounts')
-    .set({ state: 'active', balance_cents: balance - price, next_charge_at: addMonth(due > now ? due : now) })
-    .where('id', '=', account.id)
-    .execute();
-  await tx
-    .insertInto('transactions')
-    .values({
-      id: newId(),
-      account_id: account.id,
-      kind: 'charge',
-      amount_cents: price,
-      status: 'confirmed',
-      created_at: now,
-      confirmed_at: now,
-    })
-    .execute();
+  await recordCharge(tx, account.id, balance - price, addMonth(due > now ? due : now));
+  await insertTransaction(tx, { id: newId(), account_id: account.id, kind: 'charge', amount_cents: price, status: 'confirmed', created_at: now, confirmed_at: now });
   return { accountId: account.id, charged: true, state: 'active', balance: dollars(balance - price) };
 }
 
@@ -139,12 +107,7 @@ export async function runMonthlyCharge(ctx: ServiceContext, accountId?: string):
     if (changed) await credentialsChanged(ctx, { kind: 'account-changed', accountIds: [accountId] });
     return [result];
   }
-  const due = await ctx.db
-    .selectFrom('accounts')
-    .select('id')
-    .where('state', '=', 'active')
-    .where('next_charge_at', '<=', ctx.now())
-    .execute();
+  const due = await accountsDueForCharge(ctx.db, ctx.now());
   const results: ChargeResult[] = [];
   const frozen: string[] = [];
   for (const { id } of due) {
@@ -174,11 +137,7 @@ function depositView(t: { id: string; amount_cents: unknown; status: string; tx_
 }
 
 export async function createDeposit(ctx: ServiceContext, accountId: string, amountCents: number) {
-  const row = await ctx.db
-    .insertInto('transactions')
-    .values({ id: newId(), account_id: accountId, kind: 'deposit', amount_cents: amountCents, status: 'pending', created_at: ctx.now() })
-    .returningAll()
-    .executeTakeFirstOrThrow();
+  const row = await insertTransaction(ctx.db, { id: newId(), account_id: accountId, kind: 'deposit', amount_cents: amountCents, status: 'pending', created_at: ctx.now() });
   return depositView(row);
 }
 
@@ -189,26 +148,15 @@ export async function createDeposit(ctx: ServiceContext, accountId: string, amou
 export async function confirmDeposit(ctx: ServiceContext, depositId: string, txHash: string | undefined) {
   if (!isUuid(depositId)) throw new AppError('deposit_not_found');
   const result = await ctx.db.transaction().execute(async (tx) => {
-    const dep = await tx
-      .selectFrom('transactions')
-      .selectAll()
-      .where('id', '=', depositId)
-      .where('kind', '=', 'deposit')
-      .forUpdate()
-      .executeTakeFirst();
+    const dep = await lockDeposit(tx, depositId);
     if (!dep) throw new AppError('deposit_not_found');
     if (dep.status !== 'pending') throw new AppError('deposit_not_pending');
     const account = await lockAccount(tx, dep.account_id);
     if (!account) throw new AppError('account_not_found');
     const now = ctx.now();
-    const confirmed = await tx
-      .updateTable('transactions')
-      .set({ status: 'confirmed', confirmed_at: now, tx_hash: txHash ?? null })
-      .where('id', '=', depositId)
-      .returningAll()
-      .executeTakeFirstOrThrow();
+    const confirmed = await confirmTransaction(tx, depositId, now, txHash ?? null);
     const balance = Number(account.balance_cents) + Number(dep.amount_cents);
-    await tx.updateTable('accounts').set({ balance_cents: balance }).where('id', '=', account.id).execute();
+    await setBalance(tx, account.id, balance);
     let state = account.state;
     let finalBalance = balance;
     if (account.state === 'frozen' && balance >= ctx.plans[account.plan as Plan].priceCents) {
@@ -223,14 +171,7 @@ export async function confirmDeposit(ctx: ServiceContext, depositId: string, txH
 }
 
 export async function listTransactions(ctx: ServiceContext, accountId: string) {
-  const rows = await ctx.db
-    .selectFrom('transactions')
-    .selectAll()
-    .where('account_id', '=', accountId)
-    .orderBy('created_at', 'desc')
-    .orderBy('id')
-    .limit(500)
-    .execute();
+  const rows = await latestTransactions(ctx.db, accountId, 500);
   return rows.map((t) => ({ kind: t.kind, ...depositView(t) }));
 }
 

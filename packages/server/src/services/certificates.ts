@@ -1,17 +1,16 @@
 import { isHostname, normalizeHostname, type CertState, type SslStatus } from '@rampart/protocol';
-import type { Tx } from '../db/database.js';
-import { sql, type Kysely } from 'kysely';
+import type { Database, Tx } from '../db/database.js';
 import { getDomain } from 'tldts';
 import type { ServiceContext } from '../context.js';
 import { newId } from '../crypto.js';
-import type { DB, DomainStatus } from '../db/schema.js';
+import { deleteOrdersUpTo, deleteReports, insertOrder, liveReports, lockOrders, ordersSince, upsertReport } from '../data/certificates.js';
+import { claimExpiringCertificates, lockDomainSsl, otherServersOfDomain, servedDomain as servedDomainRow, updateDomainFields } from '../data/domains.js';
+import type { DomainStatus } from '../db/schema.js';
 import { notify } from './notifications.js';
 
 // The service's side of automatic certificates (ACME HTTP-01, done by the agents): it grants
 // order slots within the authority's weekly cap, tells each agent which peers must serve a
 // challenge, and turns every server's certificate report into the domain's sslStatus.
-
-type Executor = Kysely<DB>;
 
 /**
  * The authority's cap (Let's Encrypt: certificates per registered domain), counted per account: counted
@@ -21,8 +20,6 @@ export const ORDERS_PER_REGISTERED_DOMAIN = 50;
 export const ORDER_WINDOW_MS = 7 * 24 * 3600 * 1000;
 /** ssl_expiring is raised this long before a certificate expires. */
 export const EXPIRY_WARNING_MS = 7 * 24 * 3600 * 1000;
-/** First key of the advisory locks taken here, so they cannot meet another feature's. */
-const ORDER_LOCK_SPACE = 0x5241_4d50; // "RAMP"
 
 /** The agent a message came from. */
 export interface AgentIdentity {
@@ -39,20 +36,10 @@ export function registeredDomain(host: string): string {
 }
 
 /** The domain of that name if it is in this server's account and assigned to this (live) server. */
-async function servedDomain(db: Executor, agent: AgentIdentity, name: string, lock = false) {
+async function servedDomain(db: Database, agent: AgentIdentity, name: string, lock = false) {
   const domain = normalizeHostname(name);
   if (!isHostname(domain)) return undefined;
-  return db
-    .selectFrom('domains')
-    .innerJoin('domain_servers', 'domain_servers.domain_id', 'domains.id')
-    .innerJoin('servers', 'servers.id', 'domain_servers.server_id')
-    .select(['domains.id', 'domains.domain', 'domains.ssl_enabled'])
-    .where('domains.account_id', '=', agent.accountId)
-    .where('domains.domain', '=', domain)
-    .where('domain_servers.server_id', '=', agent.serverId)
-    .where('servers.status', '<>', 'decommissioned')
-    .$if(lock, (q) => q.forUpdate('domains'))
-    .executeTakeFirst();
+  return servedDomainRow(db, agent, domain, lock);
 }
 
 export interface SlotAnswer {
@@ -73,16 +60,9 @@ export async function requestOrderSlot(ctx: ServiceContext, agent: AgentIdentity
   if (!domain.ssl_enabled) return { granted: false, message: `SSL is turned off for ${domain.domain}` };
   const registered = registeredDomain(domain.domain);
   return ctx.db.transaction().execute(async (tx) => {
-    await sql`select pg_advisory_xact_lock(${ORDER_LOCK_SPACE}, hashtext(${`${agent.accountId}/${registered}`}))`.execute(tx);
+    await lockOrders(tx, agent.accountId, registered);
     const now = ctx.now();
-    const recent = await tx
-      .selectFrom('certificate_orders')
-      .select('created_at')
-      .where('account_id', '=', agent.accountId)
-      .where('registered_domain', '=', registered)
-      .where('created_at', '>', new Date(now.getTime() - ORDER_WINDOW_MS))
-      .orderBy('created_at')
-      .execute();
+    const recent = await ordersSince(tx, agent.accountId, registered, new Date(now.getTime() - ORDER_WINDOW_MS));
     if (recent.length >= ORDERS_PER_REGISTERED_DOMAIN) {
       // The slot frees up when enough of the oldest orders have left the window.
       const freedBy = new Date(recent[recent.length - ORDERS_PER_REGISTERED_DOMAIN]!.created_at);
@@ -94,10 +74,7 @@ export async function requestOrderSlot(ctx: ServiceContext, agent: AgentIdentity
           `this account ordered that many in the last 7 days, the next order can be placed after ${freeAt.toISOString()}`,
       };
     }
-    await tx
-      .insertInto('certificate_orders')
-      .values({ id: newId(), registered_domain: registered, domain: domain.domain, server_id: agent.serverId, account_id: agent.accountId, created_at: now })
-      .execute();
+    await insertOrder(tx, { id: newId(), registered_domain: registered, domain: domain.domain, server_id: agent.serverId, account_id: agent.accountId, created_at: now });
     return { granted: true, message: null };
   });
 }
@@ -109,14 +86,7 @@ export async function requestOrderSlot(ctx: ServiceContext, agent: AgentIdentity
 export async function challengeRecipients(ctx: ServiceContext, agent: AgentIdentity, name: string): Promise<{ domain: string; serverIds: string[]; live: number } | null> {
   const domain = await servedDomain(ctx.db, agent, name);
   if (!domain) return null;
-  const rows = await ctx.db
-    .selectFrom('domain_servers')
-    .innerJoin('servers', 'servers.id', 'domain_servers.server_id')
-    .select(['servers.id', 'servers.status'])
-    .where('domain_servers.domain_id', '=', domain.id)
-    .where('servers.id', '<>', agent.serverId)
-    .where('servers.status', '<>', 'decommissioned')
-    .execute();
+  const rows = await otherServersOfDomain(ctx.db, domain.id, agent.serverId);
   // live: the servers whose agent is connected (to this process or another one).
   return { domain: domain.domain, serverIds: rows.map((r) => r.id), live: rows.filter((r) => r.status === 'active').length };
 }
@@ -145,11 +115,7 @@ export async function recordCertificateStatus(ctx: ServiceContext, agent: AgentI
       message: report.message,
       updated_at: now,
     };
-    await tx
-      .insertInto('domain_certificates')
-      .values({ domain_id: domain.id, server_id: agent.serverId, ...values })
-      .onConflict((oc) => oc.columns(['domain_id', 'server_id']).doUpdateSet(values))
-      .execute();
+    await upsertReport(tx, domain.id, agent.serverId, values);
     await refreshDomainSsl(tx, domain.id);
     return true;
   });
@@ -169,27 +135,15 @@ const STATUS_OF_SSL: Record<Exclude<SslStatus, 'off'>, DomainStatus> = { pending
  * Reports of servers that left the domain are deleted.
  */
 export async function refreshDomainSsl(tx: Tx, domainId: string) {
-  const d = await tx.selectFrom('domains').select(['ssl_enabled', 'ssl_status', 'status']).where('id', '=', domainId).forUpdate().executeTakeFirst();
+  const d = await lockDomainSsl(tx, domainId);
   if (!d) return undefined;
-  await tx
-    .deleteFrom('domain_certificates')
-    .where('domain_id', '=', domainId)
-    .$if(d.ssl_enabled, (q) => q.where('server_id', 'not in', (eb) => eb.selectFrom('domain_servers').select('server_id').where('domain_id', '=', domainId)))
-    .execute();
+  await deleteReports(tx, domainId, d.ssl_enabled);
   let set: { ssl_status: SslStatus; ssl_error: string | null; ssl_expires: Date | null; status: DomainStatus };
   if (!d.ssl_enabled) {
     const status = d.ssl_status === 'off' || d.status === 'active' ? d.status : 'pending';
     set = { ssl_status: 'off', ssl_error: null, ssl_expires: null, status };
   } else {
-    const reports = await tx
-      .selectFrom('domain_certificates')
-      .innerJoin('servers', 'servers.id', 'domain_certificates.server_id')
-      .select(['domain_certificates.status', 'domain_certificates.expires_at', 'domain_certificates.message'])
-      .where('domain_certificates.domain_id', '=', domainId)
-      .where('servers.status', '<>', 'decommissioned')
-      .orderBy('domain_certificates.updated_at', 'desc')
-      .orderBy('domain_certificates.server_id')
-      .execute();
+    const reports = await liveReports(tx, domainId);
     const error = reports.find((r) => r.status === 'error');
     const active = reports.filter((r) => r.status === 'active');
     const sslStatus = error ? 'error' : active.length > 0 ? 'active' : 'pending';
@@ -201,7 +155,7 @@ export async function refreshDomainSsl(tx: Tx, domainId: string) {
       status: STATUS_OF_SSL[sslStatus],
     };
   }
-  return tx.updateTable('domains').set(set).where('id', '=', domainId).returningAll().executeTakeFirstOrThrow();
+  return updateDomainFields(tx, domainId, set);
 }
 
 /**
@@ -212,15 +166,7 @@ export async function refreshDomainSsl(tx: Tx, domainId: string) {
  */
 export async function notifyExpiringCertificates(ctx: ServiceContext, now: Date): Promise<number> {
   return ctx.db.transaction().execute(async (tx) => {
-    const due = await tx
-      .updateTable('domains')
-      .set({ ssl_expiring_notified_for: sql<Date>`ssl_expires` })
-      .where('ssl_enabled', '=', true)
-      .where('ssl_expires', 'is not', null)
-      .where('ssl_expires', '<=', new Date(now.getTime() + EXPIRY_WARNING_MS))
-      .where((eb) => eb.or([eb('ssl_expiring_notified_for', 'is', null), eb('ssl_expiring_notified_for', '<>', eb.ref('ssl_expires'))]))
-      .returning(['account_id', 'domain', 'ssl_expires'])
-      .execute();
+    const due = await claimExpiringCertificates(tx, new Date(now.getTime() + EXPIRY_WARNING_MS));
     for (const d of due) {
       const expires = new Date(d.ssl_expires!);
       const day = expires.toISOString().slice(0, 10);
@@ -237,5 +183,5 @@ export async function notifyExpiringCertificates(ctx: ServiceContext, now: Date)
 
 /** Orders older than the window no longer count. */
 export async function pruneCertificateOrders(ctx: ServiceContext, now: Date): Promise<void> {
-  await ctx.db.deleteFrom('certificate_orders').where('created_at', '<=', new Date(now.getTime() - ORDER_WINDOW_MS)).execute();
+  await deleteOrdersUpTo(ctx.db, new Date(now.getTime() - ORDER_WINDOW_MS));
 }

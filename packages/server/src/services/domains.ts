@@ -3,11 +3,23 @@ import type { Tx } from '../db/database.js';
 import type { ServiceContext } from '../context.js';
 import { iso, isUniqueViolation, isUuid } from '../context.js';
 import { newId } from '../crypto.js';
+import { bumpWafVersion, lockAccount } from '../data/accounts.js';
+import {
+  deleteDomain as deleteDomainRow,
+  insertDomain,
+  linkServers,
+  listDomains as listDomainRows,
+  lockDomain,
+  serverLinksOfAccount,
+  serversOfDomain,
+  unlinkServers,
+  updateDomainFields,
+} from '../data/domains.js';
+import { bumpServers, liveServerIds } from '../data/servers.js';
 import { AppError } from '../errors.js';
 import type { DomainStatus } from '../db/schema.js';
 import { refreshDomainSsl } from './certificates.js';
-import { enforceLimit, lockAccount } from './limits.js';
-import { bumpServers, bumpWafVersion, serversOfDomain } from './revisions.js';
+import { enforceLimit } from './limits.js';
 
 export const MAX_DOMAINS = 1000;
 
@@ -94,14 +106,7 @@ async function checkServerIds(tx: Tx, accountId: string, serverIds: string[]): P
   const unique = [...new Set(serverIds)];
   if (unique.length === 0) return [];
   if (!unique.every(isUuid)) throw new AppError('server_not_found');
-  const rows = await tx
-    .selectFrom('servers')
-    .select('id')
-    .where('account_id', '=', accountId)
-    .where('id', 'in', unique)
-    .where('status', '<>', 'decommissioned')
-    .execute();
-  if (rows.length !== unique.length) throw new AppError('server_not_found');
+  if ((await liveServerIds(tx, accountId, unique)).length !== unique.length) throw new AppError('server_not_found');
   return unique;
 }
 
@@ -118,27 +123,21 @@ export async function createDomain(ctx: ServiceContext, accountId: string, input
       await enforceLimit(tx, accountId, 'domains', MAX_DOMAINS, 'domain_limit');
       const serverIds = await checkServerIds(tx, accountId, input.serverIds ?? []);
       const now = ctx.now();
-      const row = await tx
-        .insertInto('domains')
-        .values({
-          id: newId(),
-          account_id: accountId,
-          domain,
-          origins: JSON.stringify(origins),
-          ssl_enabled: input.sslEnabled ?? true,
-          ssl_status: (input.sslEnabled ?? true) ? 'pending' : 'off',
-          waf_enabled: input.wafEnabled ?? true,
-          waf_level: input.wafLevel ?? 'medium',
-          waf_mode: input.wafMode ?? 'block',
-          status: 'pending',
-          created_at: now,
-          updated_at: now,
-        })
-        .returningAll()
-        .executeTakeFirstOrThrow();
-      if (serverIds.length) {
-        await tx.insertInto('domain_servers').values(serverIds.map((s) => ({ domain_id: row.id, server_id: s }))).execute();
-      }
+      const row = await insertDomain(tx, {
+        id: newId(),
+        account_id: accountId,
+        domain,
+        origins: JSON.stringify(origins),
+        ssl_enabled: input.sslEnabled ?? true,
+        ssl_status: (input.sslEnabled ?? true) ? 'pending' : 'off',
+        waf_enabled: input.wafEnabled ?? true,
+        waf_level: input.wafLevel ?? 'medium',
+        waf_mode: input.wafMode ?? 'block',
+        status: 'pending',
+        created_at: now,
+        updated_at: now,
+      });
+      await linkServers(tx, row.id, serverIds);
       const touched = await bumpServers(tx, accountId, serverIds);
       return { view: domainView(row, serverIds), touched };
     });
@@ -151,15 +150,7 @@ export async function createDomain(ctx: ServiceContext, accountId: string, input
 }
 
 export async function listDomains(ctx: ServiceContext, accountId: string) {
-  const [rows, links] = await Promise.all([
-    ctx.db.selectFrom('domains').selectAll().where('account_id', '=', accountId).orderBy('domain').execute(),
-    ctx.db
-      .selectFrom('domain_servers')
-      .innerJoin('domains', 'domains.id', 'domain_servers.domain_id')
-      .select(['domain_servers.domain_id', 'domain_servers.server_id'])
-      .where('domains.account_id', '=', accountId)
-      .execute(),
-  ]);
+  const [rows, links] = await Promise.all([listDomainRows(ctx.db, accountId), serverLinksOfAccount(ctx.db, accountId)]);
   const byDomain = new Map<string, string[]>();
   for (const l of links) byDomain.set(l.domain_id, [...(byDomain.get(l.domain_id) ?? []), l.server_id]);
   return rows.map((r) => domainView(r, (byDomain.get(r.id) ?? []).sort()));
@@ -167,13 +158,7 @@ export async function listDomains(ctx: ServiceContext, accountId: string) {
 
 async function ownedDomain(tx: Tx, accountId: string, id: string) {
   if (!isUuid(id)) throw new AppError('domain_not_found');
-  const row = await tx
-    .selectFrom('domains')
-    .selectAll()
-    .where('id', '=', id)
-    .where('account_id', '=', accountId)
-    .forUpdate()
-    .executeTakeFirst();
+  const row = await lockDomain(tx, accountId, id);
   if (!row) throw new AppError('domain_not_found');
   return row;
 }
@@ -189,24 +174,17 @@ export async function updateDomain(ctx: ServiceContext, accountId: string, id: s
     let after = before;
     if (patch.serverIds) {
       after = await checkServerIds(tx, accountId, patch.serverIds);
-      await tx.deleteFrom('domain_servers').where('domain_id', '=', id).execute();
-      if (after.length) {
-        await tx.insertInto('domain_servers').values(after.map((s) => ({ domain_id: id, server_id: s }))).execute();
-      }
+      await unlinkServers(tx, id);
+      await linkServers(tx, id, after);
     }
-    let row = await tx
-      .updateTable('domains')
-      .set({
-        ...(patch.origins ? { origins: JSON.stringify(patch.origins.map((o) => ({ ip: o.ip.toLowerCase(), port: o.port }))) } : {}),
-        ...(patch.sslEnabled !== undefined ? { ssl_enabled: patch.sslEnabled } : {}),
-        ...(patch.wafEnabled !== undefined ? { waf_enabled: patch.wafEnabled } : {}),
-        ...(patch.wafLevel !== undefined ? { waf_level: patch.wafLevel } : {}),
-        ...(patch.wafMode !== undefined ? { waf_mode: patch.wafMode } : {}),
-        updated_at: ctx.now(),
-      })
-      .where('id', '=', current.id)
-      .returningAll()
-      .executeTakeFirstOrThrow();
+    let row = await updateDomainFields(tx, current.id, {
+      ...(patch.origins ? { origins: JSON.stringify(patch.origins.map((o) => ({ ip: o.ip.toLowerCase(), port: o.port }))) } : {}),
+      ...(patch.sslEnabled !== undefined ? { ssl_enabled: patch.sslEnabled } : {}),
+      ...(patch.wafEnabled !== undefined ? { waf_enabled: patch.wafEnabled } : {}),
+      ...(patch.wafLevel !== undefined ? { waf_level: patch.wafLevel } : {}),
+      ...(patch.wafMode !== undefined ? { waf_mode: patch.wafMode } : {}),
+      updated_at: ctx.now(),
+    });
     // Turning SSL on or off, or another set of servers, changes which certificate reports count.
     if ((patch.sslEnabled !== undefined && patch.sslEnabled !== current.ssl_enabled) || patch.serverIds) {
       row = (await refreshDomainSsl(tx, id)) ?? row;
@@ -222,7 +200,7 @@ export async function deleteDomain(ctx: ServiceContext, accountId: string, id: s
   const touched = await ctx.db.transaction().execute(async (tx) => {
     await ownedDomain(tx, accountId, id);
     const servers = await serversOfDomain(tx, id);
-    await tx.deleteFrom('domains').where('id', '=', id).where('account_id', '=', accountId).execute();
+    await deleteDomainRow(tx, accountId, id);
     await bumpWafVersion(tx, accountId); // the domain's own rules went with it
     return bumpServers(tx, accountId, servers);
   });

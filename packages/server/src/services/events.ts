@@ -1,6 +1,8 @@
 import { AGENT_LIMITS, EVENT_FIELD_MAX, isHostname, isIP, type WafEventItem } from '@rampart/protocol';
 import type { ServiceContext } from '../context.js';
 import { isUuid } from '../context.js';
+import { deleteEventsBefore } from '../data/events.js';
+import { agentChannelStore, type AgentChannelStore } from './agent-channel.js';
 
 export const EVENT_RETENTION_DAYS = 7;
 
@@ -41,7 +43,13 @@ export interface StoredEvents {
  * counts toward today. The server's row is locked meanwhile, so concurrent batches (from
  * another process too) cannot both take the last room.
  */
-export async function storeEvents(ctx: ServiceContext, accountId: string, serverId: string, events: readonly WafEventItem[]): Promise<StoredEvents> {
+export async function storeEvents(
+  ctx: ServiceContext,
+  accountId: string,
+  serverId: string,
+  events: readonly WafEventItem[],
+  store: AgentChannelStore = agentChannelStore,
+): Promise<StoredEvents> {
   const valid = events.filter(
     (e) =>
       isIP(e.ip) &&
@@ -53,31 +61,14 @@ export async function storeEvents(ctx: ServiceContext, accountId: string, server
   const result: StoredEvents = { stored: 0, invalid: events.length - valid.length, unassigned: 0, overCap: 0 };
   if (valid.length === 0) return result;
   return ctx.db.transaction().execute(async (tx) => {
-    const server = await tx.selectFrom('servers').select('id').where('id', '=', serverId).where('account_id', '=', accountId).forUpdate().executeTakeFirst();
-    const assigned = new Set(
-      server
-        ? (
-            await tx
-              .selectFrom('domain_servers')
-              .innerJoin('domains', 'domains.id', 'domain_servers.domain_id')
-              .select('domains.domain')
-              .where('domain_servers.server_id', '=', serverId)
-              .execute()
-          ).map((d) => d.domain)
-        : [],
-    );
+    const server = await store.findServer(tx, accountId, serverId, true);
+    const assigned = new Set(server ? await store.domainNamesOfServer(tx, serverId) : []);
     const own = valid.filter((e) => assigned.has(e.domain.toLowerCase()));
     result.unassigned = valid.length - own.length;
     if (own.length === 0) return result;
     const now = ctx.now();
     const dayStart = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate()));
-    const { count } = await tx
-      .selectFrom('waf_events')
-      .select((eb) => eb.fn.countAll<number>().as('count'))
-      .where('server_id', '=', serverId)
-      .where('received_at', '>=', dayStart)
-      .executeTakeFirstOrThrow();
-    const room = Math.max(0, AGENT_LIMITS.eventsPerServerPerDay - Number(count));
+    const room = Math.max(0, AGENT_LIMITS.eventsPerServerPerDay - (await store.countEventsReceivedSince(tx, serverId, dayStart)));
     const rows = own.slice(0, room).map((e) => ({
       account_id: accountId,
       server_id: serverId,
@@ -95,7 +86,7 @@ export async function storeEvents(ctx: ServiceContext, accountId: string, server
       blocked: e.blocked ?? true,
     }));
     result.overCap = own.length - rows.length;
-    if (rows.length) await tx.insertInto('waf_events').values(rows).execute();
+    await store.insertEvents(tx, rows);
     result.stored = rows.length;
     return result;
   });
@@ -104,6 +95,5 @@ export async function storeEvents(ctx: ServiceContext, accountId: string, server
 /** The retention job: events older than 7 days go. */
 export async function pruneEvents(ctx: ServiceContext): Promise<number> {
   const cutoff = new Date(ctx.now().getTime() - EVENT_RETENTION_DAYS * 86_400_000);
-  const res = await ctx.db.deleteFrom('waf_events').where('occurred_at', '<', cutoff).executeTakeFirst();
-  return Number(res.numDeletedRows);
+  return deleteEventsBefore(ctx.db, cutoff);
 }

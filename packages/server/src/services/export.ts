@@ -1,6 +1,7 @@
 import { formatHostPort } from '@rampart/protocol';
 import { renderExportTemplate } from '@rampart/proxy';
 import type { ServiceContext } from '../context.js';
+import { portableRules } from '../data/waf-rules.js';
 import { listDomains } from './domains.js';
 import { listServers } from './servers.js';
 
@@ -15,15 +16,7 @@ export async function buildExport(ctx: ServiceContext, accountId: string) {
   const [servers, domains, rules] = await Promise.all([
     listServers(ctx, accountId),
     listDomains(ctx, accountId),
-    ctx.db
-      .selectFrom('waf_rules')
-      .select(['rule_type', 'value', 'enabled'])
-      .where('account_id', '=', accountId)
-      .where('rule_type', 'in', ['block_ip', 'rate_limit'])
-      .orderBy('priority')
-      .orderBy('created_at')
-      .orderBy('id')
-      .execute(),
+    portableRules(ctx.db, accountId),
   ]);
   const now = ctx.now();
   return {

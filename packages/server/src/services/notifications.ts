@@ -1,8 +1,9 @@
-import type { Kysely } from 'kysely';
 import type { ServiceContext } from '../context.js';
 import { iso } from '../context.js';
 import { newId } from '../crypto.js';
-import type { DB } from '../db/schema.js';
+import { insertNotification, latestNotifications } from '../data/notifications.js';
+import type { Database } from '../db/database.js';
+import { agentChannelStore, type AgentChannelStore } from './agent-channel.js';
 
 export const NOTIFICATION_KINDS = ['server_down', 'server_error', 'ssl_expiring', 'proxy_crash', 'proxy_reload_failed', 'account_frozen'] as const;
 export type NotificationKind = (typeof NOTIFICATION_KINDS)[number];
@@ -21,10 +22,7 @@ export async function notify(
   ctx: ServiceContext,
   n: { accountId: string; kind: NotificationKind; message: string; serverId?: string | null },
 ): Promise<void> {
-  await ctx.db
-    .insertInto('notifications')
-    .values({ id: newId(), account_id: n.accountId, kind: n.kind, message: n.message, server_id: n.serverId ?? null, created_at: ctx.now() })
-    .execute();
+  await insertNotification(ctx.db, { id: newId(), account_id: n.accountId, kind: n.kind, message: n.message, server_id: n.serverId ?? null, created_at: ctx.now() });
 }
 
 const droppedNotice = (kind: NotificationKind) =>
@@ -37,61 +35,30 @@ const droppedNotice = (kind: NotificationKind) =>
  * the same rows.
  */
 export async function notifyFromServer(
-  ctx: { db: Kysely<DB>; now(): Date },
+  ctx: { db: Database; now(): Date },
   n: { accountId: string; serverId: string; kind: NotificationKind; message: string },
+  store: AgentChannelStore = agentChannelStore,
 ): Promise<ServerNotifyOutcome> {
-  if (!ctx.db.isTransaction) return ctx.db.transaction().execute((tx) => notifyFromServer({ ...ctx, db: tx }, n));
+  if (!ctx.db.isTransaction) return ctx.db.transaction().execute((tx) => notifyFromServer({ ...ctx, db: tx }, n, store));
   const db = ctx.db;
   const now = ctx.now();
-  const since = new Date(now.getTime() - SERVER_NOTIFICATION_LIMIT.windowMs);
-  await db.selectFrom('servers').select('id').where('id', '=', n.serverId).forUpdate().executeTakeFirst();
-  const fold = async (message: string): Promise<boolean> => {
-    const res = await db
-      .updateTable('notifications')
-      .set((eb) => ({ count: eb('count', '+', 1), updated_at: now }))
-      .where('id', '=', (eb) =>
-        eb
-          .selectFrom('notifications')
-          .select('id')
-          .where('server_id', '=', n.serverId)
-          .where('kind', '=', n.kind)
-          .where('message', '=', message)
-          .where('created_at', '>', since)
-          .orderBy('created_at', 'desc')
-          .limit(1),
-      )
-      .executeTakeFirst();
-    return Number(res.numUpdatedRows) > 0;
-  };
+  const window = { serverId: n.serverId, kind: n.kind, since: new Date(now.getTime() - SERVER_NOTIFICATION_LIMIT.windowMs) };
+  await store.lockServer(db, n.serverId);
   const insert = (message: string) =>
-    db.insertInto('notifications').values({ id: newId(), account_id: n.accountId, kind: n.kind, message, server_id: n.serverId, created_at: now }).execute();
+    store.insertNotification(db, { id: newId(), account_id: n.accountId, kind: n.kind, message, server_id: n.serverId, created_at: now });
 
-  if (await fold(n.message)) return 'folded';
-  const { recent } = await db
-    .selectFrom('notifications')
-    .select((eb) => eb.fn.countAll<number>().as('recent'))
-    .where('server_id', '=', n.serverId)
-    .where('kind', '=', n.kind)
-    .where('created_at', '>', since)
-    .executeTakeFirstOrThrow();
-  if (Number(recent) < SERVER_NOTIFICATION_LIMIT.perWindow) {
+  if (await store.foldNotification(db, window, n.message, now)) return 'folded';
+  if ((await store.countNotifications(db, window)) < SERVER_NOTIFICATION_LIMIT.perWindow) {
     await insert(n.message);
     return 'created';
   }
   const notice = droppedNotice(n.kind);
-  if (!(await fold(notice))) await insert(notice);
+  if (!(await store.foldNotification(db, window, notice, now))) await insert(notice);
   return 'dropped';
 }
 
 export async function listNotifications(ctx: ServiceContext, accountId: string) {
-  const rows = await ctx.db
-    .selectFrom('notifications')
-    .selectAll()
-    .where('account_id', '=', accountId)
-    .orderBy('created_at', 'desc')
-    .orderBy('id')
-    .limit(200)
-    .execute();
+  const rows = await latestNotifications(ctx.db, accountId, 200);
   return rows.map((n) => ({
     id: n.id,
     kind: n.kind,
@@ -112,11 +79,16 @@ export interface StatusReport {
  * status/report: the agent's own notification. A proxy crash is a server error too (docs/api.md).
  * Returns the notifications dropped by the limit (0, 1 or 2).
  */
-export async function recordStatusReport(ctx: ServiceContext, server: { accountId: string; serverId: string }, report: StatusReport): Promise<number> {
+export async function recordStatusReport(
+  ctx: ServiceContext,
+  server: { accountId: string; serverId: string },
+  report: StatusReport,
+  store: AgentChannelStore = agentChannelStore,
+): Promise<number> {
   let dropped = 0;
   const kinds: NotificationKind[] = report.kind === 'proxy_crash' ? ['proxy_crash', 'server_error'] : [report.kind];
   for (const kind of kinds) {
-    if ((await notifyFromServer(ctx, { ...server, kind, message: report.message })) === 'dropped') dropped++;
+    if ((await notifyFromServer(ctx, { ...server, kind, message: report.message }, store)) === 'dropped') dropped++;
   }
   return dropped;
 }

@@ -3,11 +3,23 @@ import type { Tx } from '../db/database.js';
 import { newId, newServerToken, sha256 } from '../crypto.js';
 import type { ServiceContext } from '../context.js';
 import { iso, isUuid } from '../context.js';
+import { lockAccount } from '../data/accounts.js';
+import { deleteConnectionOfServer, heartbeatsOf } from '../data/agent-connections.js';
+import { domainIdsOfServer, serversSharingDomains, unlinkServer } from '../data/domains.js';
+import {
+  bumpServers,
+  findServer,
+  insertServer,
+  listServersWithHeartbeat,
+  markServerDecommissioned,
+  setServerTokenHash,
+  updateServerFields,
+} from '../data/servers.js';
 import { AppError, invalidField } from '../errors.js';
-import { enforceLimit, lockAccount } from './limits.js';
+import { enforceLimit } from './limits.js';
 import type { ServerStatus } from '../db/schema.js';
+import { agentChannelStore, type AgentChannelStore } from './agent-channel.js';
 import { refreshDomainSsl } from './certificates.js';
-import { bumpServers, serversSharingDomains } from './revisions.js';
 import { notifyFromServer } from './notifications.js';
 
 export const MAX_SERVERS = 1000;
@@ -43,47 +55,20 @@ export async function createServer(ctx: ServiceContext, accountId: string, name:
     await lockAccount(tx, accountId);
     await enforceLimit(tx, accountId, 'servers', MAX_SERVERS, 'server_limit');
     const token = newServerToken();
-    const row = await tx
-      .insertInto('servers')
-      .values({ id: newId(), account_id: accountId, name, token_hash: sha256(token), status: 'offline', created_at: ctx.now() })
-      .returningAll()
-      .executeTakeFirstOrThrow();
+    const row = await insertServer(tx, { id: newId(), account_id: accountId, name, token_hash: sha256(token), status: 'offline', created_at: ctx.now() });
     return { ...serverView(row), connectionToken: token };
   });
 }
 
 export async function listServers(ctx: ServiceContext, accountId: string) {
-  const rows = await ctx.db
-    .selectFrom('servers')
-    .leftJoin('agent_connections', 'agent_connections.server_id', 'servers.id')
-    .select([
-      'servers.id',
-      'servers.name',
-      'servers.status',
-      'servers.ip',
-      'servers.public_ip',
-      'servers.last_seen_at',
-      'servers.desired_revision',
-      'servers.applied_revision',
-      'servers.created_at',
-      'agent_connections.last_heartbeat_at',
-    ])
-    .where('servers.account_id', '=', accountId)
-    .orderBy('servers.created_at')
-    .orderBy('servers.id')
-    .execute();
+  const rows = await listServersWithHeartbeat(ctx.db, accountId);
   const now = ctx.now();
   return rows.map((r) => serverView({ ...r, status: serverStatus(r.status, r.last_heartbeat_at === null ? null : { last_heartbeat_at: r.last_heartbeat_at }, now) }));
 }
 
 async function liveServer(ctx: ServiceContext, accountId: string, id: string) {
   if (!isUuid(id)) throw new AppError('server_not_found');
-  const row = await ctx.db
-    .selectFrom('servers')
-    .selectAll()
-    .where('id', '=', id)
-    .where('account_id', '=', accountId)
-    .executeTakeFirst();
+  const row = await findServer(ctx.db, accountId, id);
   if (!row) throw new AppError('server_not_found');
   if (row.status === 'decommissioned') throw new AppError('server_decommissioned');
   return row;
@@ -93,13 +78,7 @@ async function liveServer(ctx: ServiceContext, accountId: string, id: string) {
 export async function regenerateServerToken(ctx: ServiceContext, accountId: string, id: string) {
   await liveServer(ctx, accountId, id);
   const token = newServerToken();
-  const row = await ctx.db
-    .updateTable('servers')
-    .set({ token_hash: sha256(token) })
-    .where('id', '=', id)
-    .where('account_id', '=', accountId)
-    .returningAll()
-    .executeTakeFirstOrThrow();
+  const row = await setServerTokenHash(ctx.db, accountId, id, sha256(token));
   ctx.serversChanged([id]); // the hub drops a connection made with the old token
   return { ...(await viewWithStatus(ctx, row)), connectionToken: token };
 }
@@ -110,17 +89,11 @@ export async function decommissionServer(ctx: ServiceContext, accountId: string,
   const { row, touched } = await ctx.db.transaction().execute(async (tx) => {
     // Its peers list its address in their snapshots, and its certificates no longer count.
     const peers = await serversSharingDomains(tx, id);
-    const domains = await tx.selectFrom('domain_servers').select('domain_id').where('server_id', '=', id).orderBy('domain_id').execute();
-    await tx.deleteFrom('domain_servers').where('server_id', '=', id).execute();
-    await tx.deleteFrom('agent_connections').where('server_id', '=', id).execute(); // its agent is closed (4001)
-    const row = await tx
-      .updateTable('servers')
-      .set({ status: 'decommissioned', token_hash: null })
-      .where('id', '=', id)
-      .where('account_id', '=', accountId)
-      .returningAll()
-      .executeTakeFirstOrThrow();
-    for (const d of domains) await refreshDomainSsl(tx, d.domain_id);
+    const domains = await domainIdsOfServer(tx, id);
+    await unlinkServer(tx, id);
+    await deleteConnectionOfServer(tx, id); // its agent is closed (4001)
+    const row = await markServerDecommissioned(tx, accountId, id);
+    for (const domainId of domains) await refreshDomainSsl(tx, domainId);
     return { row, touched: await bumpServers(tx, accountId, peers) };
   });
   ctx.serversChanged([id, ...touched]);
@@ -144,15 +117,10 @@ export async function updateServer(ctx: ServiceContext, accountId: string, id: s
   }
   if (!isUuid(id)) throw new AppError('server_not_found');
   const { row, touched } = await ctx.db.transaction().execute(async (tx) => {
-    const current = await tx.selectFrom('servers').selectAll().where('id', '=', id).where('account_id', '=', accountId).forUpdate().executeTakeFirst();
+    const current = await findServer(tx, accountId, id, true);
     if (!current) throw new AppError('server_not_found');
     if (current.status === 'decommissioned') throw new AppError('server_decommissioned');
-    const row = await tx
-      .updateTable('servers')
-      .set({ ...(patch.name !== undefined ? { name: patch.name } : {}), ...(publicIp !== undefined ? { public_ip: publicIp } : {}) })
-      .where('id', '=', id)
-      .returningAll()
-      .executeTakeFirstOrThrow();
+    const row = await updateServerFields(tx, id, { ...(patch.name !== undefined ? { name: patch.name } : {}), ...(publicIp !== undefined ? { public_ip: publicIp } : {}) });
     // A new address changes the serverAddresses of every domain this server is on.
     const moved = serverAddress(current) !== serverAddress(row);
     return { row, touched: moved ? await bumpServers(tx, accountId, await serversSharingDomains(tx, id)) : [] };
@@ -190,7 +158,7 @@ export function serverStatus(lifecycle: ServerStatus, connection: { last_heartbe
 /** The last heartbeat of each server's connection, for serverStatus. */
 async function heartbeats(ctx: ServiceContext, ids: readonly string[]): Promise<Map<string, { last_heartbeat_at: Time }>> {
   if (ids.length === 0) return new Map();
-  const rows = await ctx.db.selectFrom('agent_connections').select(['server_id', 'last_heartbeat_at']).where('server_id', 'in', [...ids]).execute();
+  const rows = await heartbeatsOf(ctx.db, ids);
   return new Map(rows.map((r) => [r.server_id, r]));
 }
 
@@ -222,38 +190,27 @@ export interface ConnectedResult {
  * An agent said hello: this connection becomes the server's live one (a newer connection wins,
  * on whatever process the older one is) and the server is active from this address.
  */
-export async function recordAgentConnected(ctx: ServiceContext, conn: AgentConnection): Promise<ConnectedResult> {
+export async function recordAgentConnected(ctx: ServiceContext, conn: AgentConnection, store: AgentChannelStore = agentChannelStore): Promise<ConnectedResult> {
   return ctx.db.transaction().execute(async (tx) => {
-    const current = await tx.selectFrom('servers').select(['account_id', 'ip', 'public_ip', 'status']).where('id', '=', conn.serverId).forUpdate().executeTakeFirst();
+    const current = await store.lockServer(tx, conn.serverId);
     if (!current || current.status === 'decommissioned') return { recorded: false, replaced: null, peers: [] };
     const now = ctx.now();
-    const previous = await tx.selectFrom('agent_connections').select(['connection_id', 'process_id']).where('server_id', '=', conn.serverId).executeTakeFirst();
-    const row = { connection_id: conn.connectionId, process_id: conn.processId, ip: conn.ip, connected_at: now, last_heartbeat_at: now };
-    await tx
-      .insertInto('agent_connections')
-      .values({ server_id: conn.serverId, ...row })
-      .onConflict((oc) => oc.column('server_id').doUpdateSet(row))
-      .execute();
-    await tx.updateTable('servers').set({ status: 'active', ip: conn.ip, last_seen_at: now }).where('id', '=', conn.serverId).execute();
+    const previous = await store.connectionOfServer(tx, conn.serverId);
+    await store.upsertConnection(tx, conn.serverId, { connection_id: conn.connectionId, process_id: conn.processId, ip: conn.ip, connected_at: now, last_heartbeat_at: now });
+    await store.markServerConnected(tx, conn.serverId, conn.ip, now);
     const replaced = previous && previous.connection_id !== conn.connectionId ? { connectionId: previous.connection_id, processId: previous.process_id } : null;
     const moved = serverAddress(current) !== serverAddress({ public_ip: current.public_ip, ip: conn.ip });
-    return { recorded: true, replaced, peers: moved ? await bumpServers(tx, current.account_id, await serversSharingDomains(tx, conn.serverId)) : [] };
+    return { recorded: true, replaced, peers: moved ? await store.bumpServers(tx, current.account_id, await store.serversSharingDomains(tx, conn.serverId)) : [] };
   });
 }
 
 /** Clears connection rows (those given, as found) and raises server_down for each when asked, in the caller's transaction. */
-async function clearConnections(tx: Tx, ctx: ServiceContext, serverIds: readonly string[], raiseDown: boolean): Promise<void> {
+async function clearConnections(tx: Tx, ctx: ServiceContext, serverIds: readonly string[], raiseDown: boolean, store: AgentChannelStore): Promise<void> {
   if (serverIds.length === 0) return;
-  const servers = await tx
-    .updateTable('servers')
-    .set({ status: 'offline' })
-    .where('id', 'in', [...serverIds])
-    .where('status', '<>', 'decommissioned')
-    .returning(['id', 'account_id', 'name'])
-    .execute();
+  const servers = await store.markServersOffline(tx, serverIds);
   if (!raiseDown) return;
   for (const s of servers) {
-    await notifyFromServer({ db: tx, now: ctx.now }, { accountId: s.account_id, serverId: s.id, kind: 'server_down', message: `Shield server ${s.name} disconnected` });
+    await notifyFromServer({ db: tx, now: ctx.now }, { accountId: s.account_id, serverId: s.id, kind: 'server_down', message: `Shield server ${s.name} disconnected` }, store);
   }
 }
 
@@ -263,11 +220,16 @@ async function clearConnections(tx: Tx, ctx: ServiceContext, serverIds: readonly
  * decommission or a regenerated token), server_down is raised in the same transaction: once per
  * disconnect, whichever processes see it end. Returns whether the row was there.
  */
-export async function recordAgentDisconnected(ctx: ServiceContext, conn: Pick<AgentConnection, 'serverId' | 'connectionId'>, raiseDown: boolean): Promise<boolean> {
+export async function recordAgentDisconnected(
+  ctx: ServiceContext,
+  conn: Pick<AgentConnection, 'serverId' | 'connectionId'>,
+  raiseDown: boolean,
+  store: AgentChannelStore = agentChannelStore,
+): Promise<boolean> {
   return ctx.db.transaction().execute(async (tx) => {
-    await tx.selectFrom('servers').select('id').where('id', '=', conn.serverId).forUpdate().executeTakeFirst();
-    const gone = await tx.deleteFrom('agent_connections').where('server_id', '=', conn.serverId).where('connection_id', '=', conn.connectionId).returning('server_id').execute();
-    await clearConnections(tx, ctx, gone.map((g) => g.server_id), raiseDown);
+    await store.lockServer(tx, conn.serverId);
+    const gone = await store.deleteConnection(tx, conn.serverId, conn.connectionId);
+    await clearConnections(tx, ctx, gone, raiseDown, store);
     return gone.length > 0;
   });
 }
@@ -278,26 +240,20 @@ export async function recordAgentDisconnected(ctx: ServiceContext, conn: Pick<Ag
  * here or on another process), which the process closes. A connection whose row expired while
  * it lived (the database was away longer than the timeout) is recorded again.
  */
-export async function touchAgentConnections(ctx: ServiceContext, conns: readonly AgentConnection[]): Promise<string[]> {
+export async function touchAgentConnections(ctx: ServiceContext, conns: readonly AgentConnection[], store: AgentChannelStore = agentChannelStore): Promise<string[]> {
   if (conns.length === 0) return [];
   const now = ctx.now();
   const byId = new Map(conns.map((c) => [c.connectionId, c]));
-  const touched = await ctx.db
-    .updateTable('agent_connections')
-    .set({ last_heartbeat_at: now })
-    .where('connection_id', 'in', [...byId.keys()])
-    .returning('connection_id')
-    .execute();
-  const live = touched.map((t) => t.connection_id);
+  const live = await store.touchConnections(ctx.db, [...byId.keys()], now);
   const liveServers = live.map((id) => byId.get(id)!.serverId);
-  if (liveServers.length) await ctx.db.updateTable('servers').set({ last_seen_at: now }).where('id', 'in', liveServers).execute();
+  if (liveServers.length) await store.touchServersLastSeen(ctx.db, liveServers, now);
   for (const id of live) byId.delete(id);
   const replaced: string[] = [];
   for (const c of byId.values()) {
-    const held = await ctx.db.selectFrom('agent_connections').select('connection_id').where('server_id', '=', c.serverId).executeTakeFirst();
+    const held = await store.connectionOfServer(ctx.db, c.serverId);
     if (held) replaced.push(c.connectionId);
     else {
-      const again = await recordAgentConnected(ctx, c);
+      const again = await recordAgentConnected(ctx, c, store);
       if (!again.recorded) replaced.push(c.connectionId);
       ctx.serversChanged(again.peers);
     }
@@ -310,21 +266,15 @@ export async function touchAgentConnections(ctx: ServiceContext, conns: readonly
  * database): their rows go, their servers turn offline and raise server_down, once, whichever
  * processes run this. Returns the servers concerned.
  */
-export async function expireAgentConnections(ctx: ServiceContext): Promise<string[]> {
+export async function expireAgentConnections(ctx: ServiceContext, store: AgentChannelStore = agentChannelStore): Promise<string[]> {
   const cutoff = new Date(ctx.now().getTime() - AGENT_CONNECTION_TIMEOUT_MS);
-  const stale = await ctx.db.selectFrom('agent_connections').select(['server_id', 'connection_id']).where('last_heartbeat_at', '<=', cutoff).execute();
+  const stale = await store.staleConnections(ctx.db, cutoff);
   const expired: string[] = [];
   for (const s of stale) {
     const gone = await ctx.db.transaction().execute(async (tx) => {
-      await tx.selectFrom('servers').select('id').where('id', '=', s.server_id).forUpdate().executeTakeFirst();
-      const rows = await tx
-        .deleteFrom('agent_connections')
-        .where('server_id', '=', s.server_id)
-        .where('connection_id', '=', s.connection_id)
-        .where('last_heartbeat_at', '<=', cutoff)
-        .returning('server_id')
-        .execute();
-      await clearConnections(tx, ctx, rows.map((r) => r.server_id), true);
+      await store.lockServer(tx, s.server_id);
+      const rows = await store.deleteConnection(tx, s.server_id, s.connection_id, cutoff);
+      await clearConnections(tx, ctx, rows, true, store);
       return rows.length > 0;
     });
     if (gone) expired.push(s.server_id);
@@ -336,9 +286,9 @@ export async function expireAgentConnections(ctx: ServiceContext): Promise<strin
  * A process shutting down: its connections end without server_down (their agents reconnect,
  * to another process or to this one restarted).
  */
-export async function releaseAgentConnections(ctx: ServiceContext, processId: string): Promise<void> {
+export async function releaseAgentConnections(ctx: ServiceContext, processId: string, store: AgentChannelStore = agentChannelStore): Promise<void> {
   await ctx.db.transaction().execute(async (tx) => {
-    const gone = await tx.deleteFrom('agent_connections').where('process_id', '=', processId).returning('server_id').execute();
-    await clearConnections(tx, ctx, gone.map((g) => g.server_id), false);
+    const gone = await store.deleteConnectionsOfProcess(tx, processId);
+    await clearConnections(tx, ctx, gone, false, store);
   });
 }

@@ -1,6 +1,8 @@
 import { credentialsChanged } from '../credential-cache.js';
 import { newSessionToken, sha256, verifyPassword } from '../crypto.js';
 import type { ServiceContext } from '../context.js';
+import { findAccountByEmail } from '../data/accounts.js';
+import { deleteSession, insertSession } from '../data/sessions.js';
 import { AppError } from '../errors.js';
 import type { LoginLimiter, LoginOutcome } from '../login-limiter.js';
 import { createAccount } from './accounts.js';
@@ -11,7 +13,7 @@ async function startSession(ctx: ServiceContext, accountId: string) {
   const token = newSessionToken();
   const now = ctx.now();
   const expires = new Date(now.getTime() + SESSION_DAYS * 86_400_000);
-  await ctx.db.insertInto('sessions').values({ token_hash: sha256(token), account_id: accountId, created_at: now, expires_at: expires }).execute();
+  await insertSession(ctx.db, { token_hash: sha256(token), account_id: accountId, created_at: now, expires_at: expires });
   return { token, expires };
 }
 
@@ -35,11 +37,7 @@ export async function login(ctx: ServiceContext, email: string, password: string
   const end = guard?.limiter.begin(email, guard.address);
   let outcome: LoginOutcome = 'aborted';
   try {
-    const account = await ctx.db
-      .selectFrom('accounts')
-      .select(['id', 'email', 'plan', 'password_hash'])
-      .where('email', '=', email.toLowerCase())
-      .executeTakeFirst();
+    const account = await findAccountByEmail(ctx.db, email.toLowerCase());
     // verifyPassword does the same work for a missing account, so timing does not reveal which emails exist.
     const ok = await verifyPassword(password, account?.password_hash ?? null);
     if (!account || !ok) {
@@ -56,8 +54,8 @@ export async function login(ctx: ServiceContext, email: string, password: string
 export async function logout(ctx: ServiceContext, token: string | undefined): Promise<void> {
   if (!token) return;
   const tokenHash = sha256(token);
-  const res = await ctx.db.deleteFrom('sessions').where('token_hash', '=', tokenHash).executeTakeFirst();
+  const ended = await deleteSession(ctx.db, tokenHash);
   // Every process forgets the session before this answers; an unknown cookie publishes nothing.
-  if (Number(res.numDeletedRows) > 0) await credentialsChanged(ctx, { kind: 'session-ended', tokenHashes: [tokenHash] });
+  if (ended > 0) await credentialsChanged(ctx, { kind: 'session-ended', tokenHashes: [tokenHash] });
 }
 

@@ -3,9 +3,13 @@ import type { Tx } from '../db/database.js';
 import type { ServiceContext } from '../context.js';
 import { iso, isUuid } from '../context.js';
 import { newId } from '../crypto.js';
+import { bumpWafVersion, lockAccount } from '../data/accounts.js';
+import { domainExists, serversOfDomain } from '../data/domains.js';
+import { latestEvents } from '../data/events.js';
+import { bumpAllServers, bumpServers } from '../data/servers.js';
+import { deleteRule as deleteRuleRow, insertRule, listRules as listRuleRows, lockRule, updateRuleFields } from '../data/waf-rules.js';
 import { AppError, invalidField } from '../errors.js';
-import { enforceLimit, lockAccount } from './limits.js';
-import { bumpAllServers, bumpServers, bumpWafVersion, serversOfDomain } from './revisions.js';
+import { enforceLimit } from './limits.js';
 
 export const MAX_RULES = 10_000;
 export const DEFAULT_PRIORITY = 100;
@@ -57,15 +61,7 @@ async function bumpForRule(tx: Tx, accountId: string, domainId: string | null): 
 }
 
 export async function listRules(ctx: ServiceContext, accountId: string) {
-  const rows = await ctx.db
-    .selectFrom('waf_rules')
-    .select(['id', 'rule_type', 'value', 'domain_id', 'enabled', 'priority', 'created_at', 'updated_at'])
-    .where('account_id', '=', accountId)
-    .orderBy('priority')
-    .orderBy('created_at')
-    .orderBy('id')
-    .execute();
-  return rows.map(ruleView);
+  return (await listRuleRows(ctx.db, accountId)).map(ruleView);
 }
 
 export async function createRule(ctx: ServiceContext, accountId: string, input: RuleInput) {
@@ -83,27 +79,20 @@ export async function createRule(ctx: ServiceContext, accountId: string, input: 
   if (domainId !== null && !isUuid(domainId)) throw new AppError('domain_not_found');
   const { view, touched } = await ctx.db.transaction().execute(async (tx) => {
     await lockAccount(tx, accountId);
-    if (domainId !== null) {
-      const d = await tx.selectFrom('domains').select('id').where('id', '=', domainId).where('account_id', '=', accountId).executeTakeFirst();
-      if (!d) throw new AppError('domain_not_found');
-    }
+    if (domainId !== null && !(await domainExists(tx, accountId, domainId))) throw new AppError('domain_not_found');
     await enforceLimit(tx, accountId, 'waf_rules', MAX_RULES, 'rule_limit');
     const now = ctx.now();
-    const row = await tx
-      .insertInto('waf_rules')
-      .values({
-        id: newId(),
-        account_id: accountId,
-        domain_id: domainId,
-        rule_type: input.rule_type,
-        value: checked.ok ? checked.value : input.value,
-        enabled: input.enabled ?? true,
-        priority: input.priority ?? DEFAULT_PRIORITY,
-        created_at: now,
-        updated_at: now,
-      })
-      .returningAll()
-      .executeTakeFirstOrThrow();
+    const row = await insertRule(tx, {
+      id: newId(),
+      account_id: accountId,
+      domain_id: domainId,
+      rule_type: input.rule_type,
+      value: checked.ok ? checked.value : input.value,
+      enabled: input.enabled ?? true,
+      priority: input.priority ?? DEFAULT_PRIORITY,
+      created_at: now,
+      updated_at: now,
+    });
     return { view: ruleView(row), touched: await bumpForRule(tx, accountId, domainId) };
   });
   ctx.serversChanged(touched);
@@ -112,13 +101,7 @@ export async function createRule(ctx: ServiceContext, accountId: string, input: 
 
 async function ownedRule(tx: Tx, accountId: string, id: string) {
   if (!isUuid(id)) throw new AppError('rule_not_found');
-  const row = await tx
-    .selectFrom('waf_rules')
-    .selectAll()
-    .where('id', '=', id)
-    .where('account_id', '=', accountId)
-    .forUpdate()
-    .executeTakeFirst();
+  const row = await lockRule(tx, accountId, id);
   if (!row) throw new AppError('rule_not_found');
   return row;
 }
@@ -132,17 +115,12 @@ export async function updateRule(ctx: ServiceContext, accountId: string, id: str
       if (!checked.ok) throw invalidField('value', checked.message.replace(/^value /, ''));
       value = checked.value;
     }
-    const row = await tx
-      .updateTable('waf_rules')
-      .set({
-        value,
-        ...(patch.enabled !== undefined ? { enabled: patch.enabled } : {}),
-        ...(patch.priority !== undefined ? { priority: patch.priority } : {}),
-        updated_at: ctx.now(),
-      })
-      .where('id', '=', id)
-      .returningAll()
-      .executeTakeFirstOrThrow();
+    const row = await updateRuleFields(tx, id, {
+      value,
+      ...(patch.enabled !== undefined ? { enabled: patch.enabled } : {}),
+      ...(patch.priority !== undefined ? { priority: patch.priority } : {}),
+      updated_at: ctx.now(),
+    });
     return { view: ruleView(row), touched: await bumpForRule(tx, accountId, current.domain_id) };
   });
   ctx.serversChanged(touched);
@@ -152,7 +130,7 @@ export async function updateRule(ctx: ServiceContext, accountId: string, id: str
 export async function deleteRule(ctx: ServiceContext, accountId: string, id: string) {
   const touched = await ctx.db.transaction().execute(async (tx) => {
     const current = await ownedRule(tx, accountId, id);
-    await tx.deleteFrom('waf_rules').where('id', '=', id).execute();
+    await deleteRuleRow(tx, id);
     return bumpForRule(tx, accountId, current.domain_id);
   });
   ctx.serversChanged(touched);
@@ -160,14 +138,7 @@ export async function deleteRule(ctx: ServiceContext, accountId: string, id: str
 }
 
 export async function listEvents(ctx: ServiceContext, accountId: string) {
-  const rows = await ctx.db
-    .selectFrom('waf_events')
-    .select(['occurred_at', 'source_ip', 'domain', 'reason', 'rule_id', 'server_id', 'method', 'path', 'location', 'matched', 'blocked'])
-    .where('account_id', '=', accountId)
-    .orderBy('occurred_at', 'desc')
-    .orderBy('id', 'desc')
-    .limit(EVENTS_RETURNED)
-    .execute();
+  const rows = await latestEvents(ctx.db, accountId, EVENTS_RETURNED);
   return rows.map((e) => ({
     timestamp: iso(e.occurred_at)!,
     source_ip: e.source_ip,
