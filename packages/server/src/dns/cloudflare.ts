@@ -18,10 +18,10 @@ import {
   type DnsProvider,
 } from './provider.js';
 
-export const CLOUDFLARE_API_BASE = 'https://api.cloudflare.com/client/v4';
+const CLOUDFLARE_API_BASE = 'https://api.cloudflare.com/client/v4';
 
 export interface CloudflareSettings {
-  /** An API token with Zone:DNS:Edit (and Zone:Read, to find the zone) on the domain's zone. */
+  /** An API token with Zone:DNS:Edit (writes the records) and Zone:Zone:Read (finds the zone by name) on the zone. */
   apiToken: string;
   apiBase?: string;
 }
@@ -34,7 +34,7 @@ interface DnsRecord {
 }
 
 /** The requests that turn one family's listed records into the wanted addresses. */
-export interface FamilyChanges {
+interface FamilyChanges {
   /** Records rewritten: a spare one given a missing address, or a wanted one with the wrong TTL or proxying. */
   update: { id: string; content: string }[];
   create: string[];
@@ -45,7 +45,7 @@ export interface FamilyChanges {
  * Keeps each record already holding a wanted address, reuses spare records (unwanted addresses,
  * duplicates) for missing addresses before creating any, and removes the spares left over.
  */
-export function planFamily(existing: readonly DnsRecord[], wanted: readonly string[]): FamilyChanges {
+function planFamily(existing: readonly DnsRecord[], wanted: readonly string[]): FamilyChanges {
   const missing = new Set(wanted);
   const update: FamilyChanges['update'] = [];
   const spare: string[] = [];
