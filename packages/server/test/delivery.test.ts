@@ -1,8 +1,13 @@
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import dns, { type LookupAddress } from 'node:dns';
 import { once } from 'node:events';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import http, { type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
+import https from 'node:https';
 import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, describe, mock, test } from 'node:test';
 import { SMTPServer, type SMTPServerOptions } from 'smtp-server';
 import { isPublicAddress } from '../src/delivery/addresses.js';
@@ -147,6 +152,37 @@ describe('webhook delivery', () => {
       assert.equal(result.ok, true, result.error);
       assert.equal(lookup.mock.callCount(), 1);
       assert.equal(r.requests[0]!.headers.host, `hooks.example.test:${r.port}`);
+    } finally {
+      lookup.mock.restore();
+    }
+  });
+
+  test('over https the TLS server name is the URL host and the certificate is verified', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'rampart-webhook-tls-'));
+    after(() => rmSync(dir, { recursive: true, force: true }));
+    const [key, cert] = [join(dir, 'key.pem'), join(dir, 'cert.pem')];
+    const name = 'hooks.example.test';
+    const openssl = ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-days', '1'];
+    execFileSync('openssl', [...openssl, '-subj', `/CN=${name}`, '-addext', `subjectAltName=DNS:${name}`, '-keyout', key, '-out', cert], { stdio: 'ignore' });
+    const serverNames: string[] = [];
+    let requests = 0;
+    const sni = (servername: string, cb: (err: Error | null) => void) => {
+      serverNames.push(servername);
+      cb(null);
+    };
+    const server = https.createServer({ key: readFileSync(key), cert: readFileSync(cert), SNICallback: sni }, (_req, res) => {
+      requests++;
+      res.writeHead(204).end();
+    });
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    after(() => server.close());
+    const lookup = fakeDns({ [name]: [{ address: '127.0.0.1', family: 4 }] });
+    try {
+      const result = await deliver(`https://${name}:${(server.address() as AddressInfo).port}/`, { allowPrivate: true });
+      assert.deepEqual({ ok: result.ok, error: result.error }, { ok: false, error: 'self-signed certificate' });
+      assert.deepEqual(serverNames, [name]);
+      assert.equal(requests, 0);
     } finally {
       lookup.mock.restore();
     }

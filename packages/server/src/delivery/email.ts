@@ -4,8 +4,8 @@ import { shortError, stopwatch, type DeliverableNotification, type DeliveryResul
 // E-mail delivery: one plain-text message per notification (docs/notifications.md).
 
 /**
- * A transport for RAMPART_SMTP_URL, e.g. `smtp://user:pass@mail.example.com:587` or
- * `smtps://...:465`. nodemailer's own timeouts (2 minutes to connect, 10 idle) would hold a
+ * A transport for the operator's SMTP server URL, e.g. `smtp://user:pass@mail.example.com:587`
+ * or `smtps://...:465`. nodemailer's own timeouts (2 minutes to connect, 10 minutes idle) would hold a
  * delivery far longer than a retry is worth; the URL's query can still set them.
  */
 export function emailTransport(smtpUrl: string): Transporter {
@@ -46,7 +46,7 @@ const KINDS: Record<string, { title: string; advice: string }> = {
     title: 'Certificate expiring',
     advice:
       'A certificate expires within 7 days and has not been renewed. Check that the domain still resolves to its shield servers and that port 80 reaches them; ' +
-      "the domain's sslError says what went wrong.",
+      "the domain's sslError, or the agent's log on the shield server, says why renewal failed.",
   },
   account_frozen: {
     title: 'Account frozen',
