@@ -130,23 +130,21 @@ export async function recordAppliedRevision(db: Database | Tx, serverId: string,
 /** Bumps desired_revision of the given servers (of this account) and returns their ids. */
 export async function bumpServers(db: Database | Tx, accountId: string, serverIds: readonly string[]): Promise<string[]> {
   if (serverIds.length === 0) return [];
-  const rows = await db
-    .updateTable('servers')
-    .set({ desired_revision: sql<number>`desired_revision + 1` })
-    .where('account_id', '=', accountId)
-    .where('id', 'in', [...serverIds])
-    .where('status', '<>', 'decommissioned')
-    .returning('id')
-    .execute();
-  return rows.map((r) => r.id);
+  return bump(db, accountId, serverIds);
 }
 
 /** Bumps every live server of the account (global and server-wide rules touch them all). */
-export async function bumpAllServers(db: Database | Tx, accountId: string): Promise<string[]> {
+export function bumpAllServers(db: Database | Tx, accountId: string): Promise<string[]> {
+  return bump(db, accountId);
+}
+
+/** Adds 1 to desired_revision of the account's live servers, those given or all of them; returns their ids. */
+async function bump(db: Database | Tx, accountId: string, serverIds?: readonly string[]): Promise<string[]> {
   const rows = await db
     .updateTable('servers')
     .set({ desired_revision: sql<number>`desired_revision + 1` })
     .where('account_id', '=', accountId)
+    .$if(serverIds !== undefined, (q) => q.where('id', 'in', [...serverIds!]))
     .where('status', '<>', 'decommissioned')
     .returning('id')
     .execute();

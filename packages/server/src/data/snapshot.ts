@@ -1,4 +1,5 @@
 import type { Database, Tx } from '../db/database.js';
+import { inApplyOrder } from './waf-rules.js';
 
 // The read model of agent snapshots: what the desired state of many shield servers is built from,
 // in a few queries whatever their number.
@@ -34,9 +35,7 @@ export async function snapshotContents(db: Database | Tx, liveIds: readonly stri
       .select(['id', 'account_id', 'rule_type', 'value', 'domain_id', 'priority'])
       .where('account_id', 'in', [...accountIds])
       .where('enabled', '=', true)
-      .orderBy('priority')
-      .orderBy('created_at')
-      .orderBy('id')
+      .$call(inApplyOrder)
       .execute(),
     db.selectFrom('accounts').select(['id', 'bot_secret']).where('id', 'in', [...accountIds]).execute(),
   ]);

@@ -1,17 +1,20 @@
-import type { Insertable, Updateable } from 'kysely';
+import type { Insertable, SelectQueryBuilder, Updateable } from 'kysely';
 import type { Database, Tx } from '../db/database.js';
-import type { WafRulesTable } from '../db/schema.js';
+import type { DB, WafRulesTable } from '../db/schema.js';
 
-// The waf_rules table. Rules are listed in the order agents apply them: priority, then age.
+// The waf_rules table.
+
+/** Rules in the order agents apply them: priority, then age (id breaks ties). */
+export function inApplyOrder<O>(q: SelectQueryBuilder<DB, 'waf_rules', O>): SelectQueryBuilder<DB, 'waf_rules', O> {
+  return q.orderBy('priority').orderBy('created_at').orderBy('id');
+}
 
 export function listRules(db: Database | Tx, accountId: string) {
   return db
     .selectFrom('waf_rules')
     .select(['id', 'rule_type', 'value', 'domain_id', 'enabled', 'priority', 'created_at', 'updated_at'])
     .where('account_id', '=', accountId)
-    .orderBy('priority')
-    .orderBy('created_at')
-    .orderBy('id')
+    .$call(inApplyOrder)
     .execute();
 }
 
@@ -22,9 +25,7 @@ export function portableRules(db: Database | Tx, accountId: string) {
     .select(['rule_type', 'value', 'enabled'])
     .where('account_id', '=', accountId)
     .where('rule_type', 'in', ['block_ip', 'rate_limit'])
-    .orderBy('priority')
-    .orderBy('created_at')
-    .orderBy('id')
+    .$call(inApplyOrder)
     .execute();
 }
 
