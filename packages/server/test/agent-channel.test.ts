@@ -55,8 +55,9 @@ class World {
     this.clock = new Date(this.clock.getTime() + ms);
   }
 
+  /** A server row with the columns the agent channel reads; the others (health, ...) are left out. */
   addServer(fields: Partial<Server> = {}): Server {
-    const s: Server = {
+    const s = {
       id: randomUUID(),
       account_id: 'account-1',
       name: 'edge-1',
@@ -69,7 +70,7 @@ class World {
       applied_revision: 0,
       created_at: this.clock,
       ...fields,
-    };
+    } as Server;
     this.servers.set(s.id, s);
     return s;
   }
