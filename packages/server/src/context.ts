@@ -1,3 +1,4 @@
+import type { SecretKey } from './secret-box.js';
 import { isUuid as isProtocolUuid } from '@rampart/protocol';
 import type { CredentialMessage } from './credential-messages.js';
 import type { Database } from './db/database.js';
@@ -8,6 +9,11 @@ export interface ServiceContext {
   db: Database;
   plans: PlanTable;
   now(): Date;
+  /**
+   * The operator's RAMPART_SECRET_KEY (src/secret-box.ts): what stored secrets (webhook signing
+   * secrets, DNS provider credentials) are encrypted with. Absent, such secrets cannot be set.
+   */
+  secretKey?: SecretKey | undefined;
   /** Called after a commit that changed the desired state of these shield servers. */
   serversChanged(serverIds: readonly string[]): void;
   /**

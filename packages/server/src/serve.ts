@@ -9,6 +9,7 @@ import type { ServiceContext } from './context.js';
 import { credentialCache } from './credential-cache.js';
 import { countListeners, pgNotify } from './data/bus.js';
 import { openDatabase } from './db/database.js';
+import { secretKeyFrom } from './secret-box.js';
 import { DEFAULT_PLANS, type PlanTable } from './plans.js';
 import type { App } from './routes/types.js';
 
@@ -25,6 +26,8 @@ export interface ServerOptions {
   healthIntervalSeconds?: number | undefined;
   /** PostgreSQL only: a schema to create and use (tests, so two instances can share one). */
   schema?: string | undefined;
+  /** Encrypts stored secrets (src/secret-box.ts); default RAMPART_SECRET_KEY. */
+  secretKey?: string | undefined;
 }
 
 export interface RunningServer {
@@ -65,6 +68,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   }
   const ctx: ServiceContext = {
     db: database.db,
+    secretKey: secretKeyFrom(options.secretKey ?? process.env.RAMPART_SECRET_KEY),
     plans: options.plans ?? DEFAULT_PLANS,
     now: () => new Date(),
     // Every process, this one included, pushes what the bus delivers to it.

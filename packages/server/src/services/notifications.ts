@@ -5,7 +5,17 @@ import { insertNotification, latestNotifications } from '../data/notifications.j
 import type { Database } from '../db/database.js';
 import { agentChannelStore, type AgentChannelStore } from './agent-channel.js';
 
-export const NOTIFICATION_KINDS = ['server_down', 'server_error', 'ssl_expiring', 'proxy_crash', 'proxy_reload_failed', 'account_frozen'] as const;
+export const NOTIFICATION_KINDS = [
+  'server_down',
+  'server_recovered',
+  'server_error',
+  'ssl_expiring',
+  'proxy_crash',
+  'proxy_reload_failed',
+  'account_frozen',
+  'account_active',
+  'deposit_confirmed',
+] as const;
 export type NotificationKind = (typeof NOTIFICATION_KINDS)[number];
 
 /**
@@ -20,9 +30,17 @@ export type ServerNotifyOutcome = 'created' | 'folded' | 'dropped';
 
 export async function notify(
   ctx: ServiceContext,
-  n: { accountId: string; kind: NotificationKind; message: string; serverId?: string | null },
+  n: { accountId: string; kind: NotificationKind; message: string; serverId?: string | null; domainId?: string | null },
 ): Promise<void> {
-  await insertNotification(ctx.db, { id: newId(), account_id: n.accountId, kind: n.kind, message: n.message, server_id: n.serverId ?? null, created_at: ctx.now() });
+  await insertNotification(ctx.db, {
+    id: newId(),
+    account_id: n.accountId,
+    kind: n.kind,
+    message: n.message,
+    server_id: n.serverId ?? null,
+    domain_id: n.domainId ?? null,
+    created_at: ctx.now(),
+  });
 }
 
 const droppedNotice = (kind: NotificationKind) =>
