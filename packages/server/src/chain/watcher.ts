@@ -109,6 +109,7 @@ export class ChainWatcher {
   }
 
   private async scan(addresses: readonly string[]): Promise<ConfirmedTransfer[]> {
+    const targets = chunk(uniqueAddresses(addresses), ADDRESSES_PER_CALL);
     const latest = await this.client.getBlockNumber({ cacheTime: 0 });
     const safeHead = latest - this.confirmations + 1n;
     const from = this.nextBlock ?? (safeHead > 0n ? safeHead : 0n);
@@ -118,7 +119,6 @@ export class ChainWatcher {
     }
     const lastReadable = from + this.blockRange * BigInt(RANGES_PER_POLL) - 1n;
     const to = safeHead < lastReadable ? safeHead : lastReadable;
-    const targets = chunk(uniqueAddresses(addresses), ADDRESSES_PER_CALL);
     const found: ConfirmedTransfer[] = [];
     for (let start = from; start <= to; start += this.blockRange) {
       const end = start + this.blockRange - 1n < to ? start + this.blockRange - 1n : to;
