@@ -95,8 +95,11 @@ export class ChainWatcher {
    * was, so the next poll reads the same blocks again. Transfers of 0 are left out: anyone can
    * send those to any address (address-poisoning spam) and they pay nothing.
    *
-   * Addresses are those awaiting payment when the poll starts; an address that is not passed is
-   * not looked for in the blocks this poll reads, and those are never read again.
+   * Pass the addresses awaiting payment as read just before the poll: an address left out is not
+   * looked for in the blocks this poll reads, and those are never read again. (A deposit created
+   * after that read is missed only if it is also paid, N blocks deep, before the poll's first
+   * request: the moments between two calls.)
+   * Addresses may be in any letter case; invalid ones throw viem's InvalidAddressError.
    */
   async poll(addresses: readonly string[]): Promise<ConfirmedTransfer[]> {
     if (this.polling) throw new Error('ChainWatcher.poll called while another poll is running');
@@ -144,7 +147,7 @@ export class ChainWatcher {
   }
 }
 
-/** Checksummed and without repeats; throws viem's InvalidAddressError for anything else. */
+/** Checksummed and without repeats. */
 function uniqueAddresses(addresses: readonly string[]): `0x${string}`[] {
   return [...new Set(addresses.map((a) => getAddress(a.toLowerCase())))];
 }
