@@ -94,6 +94,27 @@ describe('two control-plane processes on one PostgreSQL', () => {
     assert.equal((await callWith(serves[0]!.url, key, 'GET', '/api/servers')).status, 401);
   });
 
+  test('a process stopped for a restart tells its agents (1012); they come back through the load balancer within the spread window and resync', async (t) => {
+    if (!databaseUrl) return t.skip('PostgreSQL is not reachable');
+    const srv = await apis[0]!.call('POST', '/api/servers', { name: 'edge-restart' });
+    const agent = await startAgent({ serverUrl: lbUrl, token: srv.body.connectionToken });
+    agents.push(agent);
+    const d = await apis[0]!.call('POST', '/api/domains', { domain: 'restart.example.test', origins: [{ ip: '127.0.0.1', port: a.port }], serverIds: [srv.body.id], sslEnabled: false });
+    assert.equal(d.status, 201);
+    await waitForOrigin(agent.httpPort, 'restart.example.test', 'a', 30_000);
+    // Both processes restart one after the other, as a rolling deploy does: whichever held the
+    // agent told it so, and it ends up on one of them with the change made meanwhile.
+    for (const i of [0, 1]) {
+      const port = Number(new URL(serves[i]!.url).port);
+      assert.equal(await serves[i]!.stop('SIGTERM'), 0, 'a clean shutdown');
+      serves[i] = await startServe({ port, adminToken: ADMIN, databaseUrl });
+    }
+    await waitFor(() => agent.output().includes('the service is restarting'), 'the agent told of the restart', 10_000);
+    assert.equal((await apis[1]!.call('PUT', `/api/domains/${d.body.id}`, { origins: [{ ip: '127.0.0.1', port: b.port }] })).status, 200);
+    await waitForOrigin(agent.httpPort, 'restart.example.test', 'b', 60_000);
+    await waitFor(async () => ((await apis[0]!.call('GET', '/api/servers')).body as { id: string; status: string }[]).find((s) => s.id === srv.body.id)?.status === 'active', 'the agent active again', 30_000);
+  });
+
   test("a killed process's agents reconnect to the other one through the load balancer and resync", async (t) => {
     if (!databaseUrl) return t.skip('PostgreSQL is not reachable');
     const srv = await apis[0]!.call('POST', '/api/servers', { name: 'edge-lb' });

@@ -322,8 +322,11 @@ export class Agent {
       if (signal.aborted) break;
       this.state.connection = 'waiting';
       if (healthy) this.backoff.reset();
-      // The service announced its restart: reconnect somewhere in the window, as the whole fleet does.
-      if (closeCode === CLOSE.restarting) this.backoff.spread(RESTART_SPREAD_MS);
+      if (closeCode === CLOSE.restarting) {
+        // Reconnect somewhere in the window, as the whole fleet does, not all in the same second.
+        this.log('info', `the service is restarting: reconnecting at a random moment within ${RESTART_SPREAD_MS / 1000} s`);
+        this.backoff.spread(RESTART_SPREAD_MS);
+      }
       const wait = await this.backoff.wait(signal);
       this.log('info', `reconnected after waiting ${wait} ms`);
     }
