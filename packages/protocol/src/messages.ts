@@ -59,6 +59,11 @@ const Count = Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER });
 export const MAX_UNIX_SECONDS = 253_402_300_799;
 
 export const AGENT_PATH = '/agent';
+/**
+ * Every shield server's HAProxy answers GET (and HEAD) of this exact path itself, for any Host,
+ * with 200 `ok`: the service's health probe. Nothing else about a request reaches it.
+ */
+export const HEALTH_PATH = '/.well-known/rampart/health';
 /** The agent sends its connection token in this header, never in the URL. */
 export const TOKEN_HEADER = 'authorization';
 
@@ -122,11 +127,30 @@ function message<N extends string, P extends TSchema>(type: N, payload: P) {
 export const AgentHello = message(
   'agent/hello',
   Type.Object(
-    { protocol: Count, agentVersion: Type.String({ maxLength: AGENT_LIMITS.agentVersion }), runningRevision: Type.Union([Count, Type.Null()]) },
+    {
+      protocol: Count,
+      agentVersion: Type.String({ maxLength: AGENT_LIMITS.agentVersion }),
+      runningRevision: Type.Union([Count, Type.Null()]),
+      /**
+       * The port HAProxy serves plain HTTP on (--http-port), where the service's health probe
+       * asks HEALTH_PATH. Optional: agents from before it send none (the probe then uses 80).
+       */
+      httpPort: Type.Optional(Type.Integer({ minimum: 1, maximum: 65535 })),
+    },
     { additionalProperties: false },
   ),
 );
-export const AgentHeartbeat = message('agent/heartbeat', Type.Object({ runningRevision: Type.Union([Count, Type.Null()]) }, { additionalProperties: false }));
+export const AgentHeartbeat = message(
+  'agent/heartbeat',
+  Type.Object(
+    {
+      runningRevision: Type.Union([Count, Type.Null()]),
+      /** Whether HAProxy passed the agent's last proxy health check (every 10 s). Optional: older agents send none. */
+      proxyServing: Type.Optional(Type.Boolean()),
+    },
+    { additionalProperties: false },
+  ),
+);
 export const ConfigAck = message(
   'config/ack',
   Type.Object(

@@ -28,6 +28,9 @@ const SNAPSHOT: ServerSnapshot = {
   ],
 };
 
+/** Fields older agents do not send: the service must parse messages without them. */
+const OPTIONAL_FIELDS = new Set(['httpPort', 'proxyServing', 'method', 'path', 'location', 'matched', 'blocked']);
+
 const VALID_AGENT: AgentMessage[] = [
   { type: 'agent/hello', payload: { protocol: PROTOCOL_VERSION, agentVersion: '0.1.0', runningRevision: null } },
   { type: 'agent/hello', payload: { protocol: 99, agentVersion: '9.9.9', runningRevision: 12 } },
@@ -45,6 +48,11 @@ const VALID_AGENT: AgentMessage[] = [
   },
   { type: 'cert/status', payload: { domain: 'www.example.com', status: 'active', expiresAt: 1767225600, message: null } },
   { type: 'cert/status', payload: { domain: 'www.example.com', status: 'error', expiresAt: null, message: 'www.example.com resolves to 203.0.113.9' } },
+  // Health (issue 10): optional, so agents from before them still parse.
+  { type: 'agent/hello', payload: { protocol: PROTOCOL_VERSION, agentVersion: '0.1.0', runningRevision: 3, httpPort: 8080 } },
+  { type: 'agent/hello', payload: { protocol: PROTOCOL_VERSION, agentVersion: '0.1.0', runningRevision: null, httpPort: 1 } },
+  { type: 'agent/heartbeat', payload: { runningRevision: 4, proxyServing: true } },
+  { type: 'agent/heartbeat', payload: { runningRevision: null, proxyServing: false } },
 ];
 
 const VALID_SERVICE: ServiceMessage[] = [
@@ -111,7 +119,8 @@ describe('parseAgentMessage', () => {
       for (const key of Object.keys(m.payload)) {
         const bad = clone(m);
         delete bad.payload[key];
-        refused(parseAgentMessage(JSON.stringify(bad)), `${m.type} without ${key}`);
+        if (OPTIONAL_FIELDS.has(key)) assert.equal(parseAgentMessage(JSON.stringify(bad)).ok, true, `${m.type} without the optional ${key}`);
+        else refused(parseAgentMessage(JSON.stringify(bad)), `${m.type} without ${key}`);
       }
     }
   });
@@ -128,6 +137,14 @@ describe('parseAgentMessage', () => {
       { type: 'agent/hello', payload: [] },
       { type: 1, payload: {} },
       { type: 'agent/heartbeat', payload: { runningRevision: false } },
+      { type: 'agent/hello', payload: { protocol: 1, agentVersion: '0.1.0', runningRevision: null, httpPort: 0 } },
+      { type: 'agent/hello', payload: { protocol: 1, agentVersion: '0.1.0', runningRevision: null, httpPort: 65536 } },
+      { type: 'agent/hello', payload: { protocol: 1, agentVersion: '0.1.0', runningRevision: null, httpPort: '80' } },
+      { type: 'agent/hello', payload: { protocol: 1, agentVersion: '0.1.0', runningRevision: null, httpPort: 80.5 } },
+      { type: 'agent/hello', payload: { protocol: 1, agentVersion: '0.1.0', runningRevision: null, httpPort: null } },
+      { type: 'agent/heartbeat', payload: { runningRevision: 1, proxyServing: 'yes' } },
+      { type: 'agent/heartbeat', payload: { runningRevision: 1, proxyServing: null } },
+      { type: 'agent/heartbeat', payload: { runningRevision: 1, proxyServing: 1 } },
       { type: 'config/ack', payload: { revision: '3', ok: true, errors: [] } },
       { type: 'config/ack', payload: { revision: 3.1, ok: true, errors: [] } },
       { type: 'config/ack', payload: { revision: 3, ok: 'true', errors: [] } },

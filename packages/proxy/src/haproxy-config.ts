@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { isAbsolute } from 'node:path';
-import { isHostname, isPort, type ServerSnapshot } from '@rampart/protocol';
+import { HEALTH_PATH, isHostname, isPort, type ServerSnapshot } from '@rampart/protocol';
 import { backendName } from '@rampart/protocol';
 import { assertRenderable, byDomain, MISDIRECTED, renderBackend, UnsafeValueError } from './backend.js';
 import { renderWaf } from './waf.js';
@@ -70,6 +70,9 @@ export const ALPN = 'h2,http/1.1';
 /** The path of the ACME HTTP-01 challenge, answered for every host before anything else. */
 export const ACME_CHALLENGE_PATH = '/.well-known/acme-challenge/';
 
+/** What every shield server answers at HEALTH_PATH (the service's probe): 200 `ok`, never cached. */
+export const HEALTH_RETURN = 'http-request return status 200 content-type text/plain string ok hdr cache-control no-store';
+
 export const HEALTH_SOCKET = 'health.sock';
 export const MASTER_SOCKET = 'master.sock';
 export const ADMIN_SOCKET = 'admin.sock';
@@ -93,9 +96,15 @@ function checkOptions(o: RenderOptions, t: RenderTarget): void {
   if (o.nbthread !== undefined && (!Number.isInteger(o.nbthread) || o.nbthread < 1 || o.nbthread > 64)) throw new UnsafeValueError('nbthread', o.nbthread);
 }
 
+/**
+ * The renderer's own version: raised whenever the same input renders differently, so an upgraded
+ * agent does not skip its running (older) configuration as identical. 2: the health path.
+ */
+const RENDER_VERSION = 2;
+
 export function inputHash(snapshot: ServerSnapshot, options: RenderOptions): string {
   const { revision: _revision, ...state } = snapshot;
-  return createHash('sha256').update(JSON.stringify({ state, options, v: 1 })).digest('hex');
+  return createHash('sha256').update(JSON.stringify({ state, options, v: RENDER_VERSION })).digest('hex');
 }
 
 /**
@@ -137,6 +146,10 @@ export function renderHaproxyConfig(snapshot: ServerSnapshot, options: RenderOpt
       // strict-sni: no handshake without an SNI naming one of the certificates (no default one).
       ...(https ? [`    bind ${bindAddress}:${options.httpsPort} ssl crt-list ${target.configDir}/certificates.list alpn ${ALPN} strict-sni`] : []),
       ...waf.frontend,
+      // The service's health probe: this exact path, GET or HEAD, any Host, answered here with a
+      // constant body before routing, redirects and the WAF (all in the backends). It reaches no
+      // backend, so it is no way past the WAF to an origin.
+      `    ${HEALTH_RETURN} if { path -m str ${HEALTH_PATH} } METH_GET`,
       // The ACME challenge reaches the agent's responder before host routing, redirects and the
       // WAF (whose decisions are taken in the domain backends), for every host.
       ...(acme ? [`    use_backend acme_responder if { path_beg ${ACME_CHALLENGE_PATH} }`] : []),

@@ -300,3 +300,23 @@ describe('the renderer re-checks every rule and WAF setting itself', () => {
     assert.match(cfg, /stick-table type ipv6 size 50000 expire 6m store gpt0,gpc0/);
   });
 });
+
+describe('the health path (the service probe, docs/dns-failover.md)', () => {
+  const frontendOf = (cfg: string) => cfg.slice(cfg.indexOf('frontend http_in'), cfg.indexOf('\n\n', cfg.indexOf('frontend http_in')));
+
+  test('answered in the HTTP frontend, once, for that exact path and GET/HEAD only, before any routing, with a constant body and no backend', () => {
+    for (const s of [snapshot([]), snapshot([domain('a.example.com'), domain('b.example.com')])]) {
+      const cfg = renderHaproxyConfig(s, { ...OPTIONS, acmePort: 8402, eventsPort: 5140 }, TARGET).files['haproxy.cfg']!;
+      const lines = cfg.split('\n').filter((l) => l.includes('/.well-known/rampart/health'));
+      assert.deepEqual(lines, [
+        '    http-request return status 200 content-type text/plain string ok hdr cache-control no-store if { path -m str /.well-known/rampart/health } METH_GET',
+      ]);
+      const frontend = frontendOf(cfg);
+      assert.ok(frontend.includes(lines[0]!), 'in frontend http_in');
+      // Before the first routing decision (the ACME responder, then the domain map); the WAF runs in the domain backends.
+      assert.ok(frontend.indexOf(lines[0]!) < frontend.indexOf('use_backend'), 'before use_backend');
+      assert.ok(frontend.indexOf('http-request set-log-level silent') < frontend.indexOf(lines[0]!), 'after the events log is silenced: a probe is no WAF event');
+      assert.doesNotMatch(lines[0]!, /use_backend|%\[|lf-string/, 'a constant answer, nothing taken from the request');
+    }
+  });
+});
