@@ -88,6 +88,12 @@ export class Agent {
   private readonly controller = new AbortController();
   private healthTimer: NodeJS.Timeout | undefined;
   private restarting = false;
+  /**
+   * Whether HAProxy passed the last proxy health check (running and answering on its health
+   * socket), sent with every heartbeat: the service's health cycle counts a server that is not
+   * serving as unhealthy. Undefined before the first check.
+   */
+  private proxyServing: boolean | undefined;
   private readonly backoff: Backoff;
   private readonly clock: Clock;
   private readonly log: NonNullable<AgentOptions['log']>;
@@ -168,12 +174,15 @@ export class Agent {
   private async startProxy(): Promise<void> {
     this.proxy.start();
     const hash = this.applier.state.hash;
-    if (hash && !(await this.proxy.waitForHash(hash, 15_000))) this.log('warn', 'HAProxy did not answer on its health socket after start');
+    if (!hash) return;
+    this.proxyServing = await this.proxy.waitForHash(hash, 15_000);
+    if (!this.proxyServing) this.log('warn', 'HAProxy did not answer on its health socket after start');
   }
 
   private async onProxyDied(reason: string): Promise<void> {
     if (this.controller.signal.aborted || this.restarting) return;
     this.restarting = true;
+    this.proxyServing = false;
     try {
       this.log('warn', `${reason}; restarting on the last-known-good configuration`);
       await this.proxy.stop();
@@ -188,7 +197,14 @@ export class Agent {
   private async checkProxy(): Promise<void> {
     if (this.controller.signal.aborted || this.restarting || this.state.applying) return;
     if (!this.proxy.running) return this.onProxyDied('HAProxy is not running');
-    if ((await this.proxy.health(2000)) === undefined && !this.state.applying) await this.onProxyDied('HAProxy stopped answering');
+    const answered = (await this.proxy.health(2000)) !== undefined;
+    if (!answered && !this.state.applying) return this.onProxyDied('HAProxy stopped answering');
+    if (answered) this.proxyServing = true;
+  }
+
+  /** The heartbeat: the running revision and, once checked, whether HAProxy is serving. */
+  private heartbeat(): AgentMessage {
+    return { type: 'agent/heartbeat', payload: { runningRevision: this.applier.state.revision, ...(this.proxyServing === undefined ? {} : { proxyServing: this.proxyServing }) } };
   }
 
   private report(r: Report): void {
@@ -342,12 +358,14 @@ export class Agent {
       let lastHeard = Date.now();
       const beat = setInterval(() => {
         if (Date.now() - lastHeard > silence) return ws.terminate();
-        this.send({ type: 'agent/heartbeat', payload: { runningRevision: this.applier.state.revision } });
+        this.send(this.heartbeat());
       }, Math.min(10_000, silence / 3));
       ws.on('open', () => {
         lastHeard = Date.now();
         this.state.connection = 'connected';
-        this.send({ type: 'agent/hello', payload: { protocol: PROTOCOL_VERSION, agentVersion: AGENT_VERSION, runningRevision: this.applier.state.revision } });
+        // httpPort: where the service's health probe finds this HAProxy (HEALTH_PATH).
+        this.send({ type: 'agent/hello', payload: { protocol: PROTOCOL_VERSION, agentVersion: AGENT_VERSION, runningRevision: this.applier.state.revision, httpPort: this.options.httpPort } });
+        this.send(this.heartbeat()); // whether HAProxy serves, without waiting 10 s
         for (const r of this.reports.splice(0)) this.send({ type: 'status/report', payload: r });
         for (const s of this.certificates.statuses()) this.send({ type: 'cert/status', payload: s });
         this.events.flush();
