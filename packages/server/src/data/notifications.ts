@@ -50,7 +50,43 @@ export async function countNotifications(db: Database | Tx, w: ServerNotificatio
   return Number(recent);
 }
 
-/** The account's most recent notifications, newest first. */
-export function latestNotifications(db: Database | Tx, accountId: string, limit: number) {
-  return db.selectFrom('notifications').selectAll().where('account_id', '=', accountId).orderBy('created_at', 'desc').orderBy('id').limit(limit).execute();
+/** Where a page of notifications continues: after this one, in newest-first order. */
+export interface NotificationCursor {
+  createdAt: Date;
+  id: string;
+}
+
+/**
+ * The account's notifications, newest first (created_at, then id, both descending), the ones
+ * after `before` when given.
+ */
+export function latestNotifications(db: Database | Tx, accountId: string, limit: number, before?: NotificationCursor) {
+  return db
+    .selectFrom('notifications')
+    .selectAll()
+    .where('account_id', '=', accountId)
+    .$if(before !== undefined, (q) => q.where((eb) => eb(eb.refTuple('created_at', 'id'), '<', eb.tuple(before!.createdAt, before!.id))))
+    .orderBy('created_at', 'desc')
+    .orderBy('id', 'desc')
+    .limit(limit)
+    .execute();
+}
+
+/** The paging position of one of the account's notifications; undefined when it has no such one. */
+export async function notificationCursor(db: Database | Tx, accountId: string, id: string): Promise<NotificationCursor | undefined> {
+  const row = await db.selectFrom('notifications').select(['id', 'created_at']).where('account_id', '=', accountId).where('id', '=', id).executeTakeFirst();
+  return row && { createdAt: new Date(row.created_at), id: row.id };
+}
+
+/** Marks those of the ids that are the account's unread notifications read; returns how many. */
+export async function markNotificationsRead(db: Database | Tx, accountId: string, ids: readonly string[], now: Date): Promise<number> {
+  if (ids.length === 0) return 0;
+  const res = await db
+    .updateTable('notifications')
+    .set({ read_at: now })
+    .where('account_id', '=', accountId)
+    .where('id', 'in', [...ids])
+    .where('read_at', 'is', null)
+    .executeTakeFirst();
+  return Number(res.numUpdatedRows);
 }

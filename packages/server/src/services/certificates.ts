@@ -6,7 +6,7 @@ import { newId } from '../crypto.js';
 import { deleteOrdersUpTo, deleteReports, insertOrder, liveReports, lockOrders, ordersSince, upsertReport } from '../data/certificates.js';
 import { claimExpiringCertificates, lockDomainSsl, otherServersOfDomain, servedDomain as servedDomainRow, updateDomainFields } from '../data/domains.js';
 import type { DomainStatus } from '../db/schema.js';
-import { notify } from './notifications.js';
+import { notificationMessages, notify } from './notifications.js';
 
 // The service's side of automatic certificates (ACME HTTP-01, done by the agents): it grants
 // order slots within the authority's weekly cap, tells each agent which peers must serve a
@@ -168,14 +168,8 @@ export async function notifyExpiringCertificates(ctx: ServiceContext, now: Date)
   return ctx.db.transaction().execute(async (tx) => {
     const due = await claimExpiringCertificates(tx, new Date(now.getTime() + EXPIRY_WARNING_MS));
     for (const d of due) {
-      const expires = new Date(d.ssl_expires!);
-      const day = expires.toISOString().slice(0, 10);
-      const days = Math.ceil((expires.getTime() - now.getTime()) / 86_400_000);
-      const message =
-        expires.getTime() <= now.getTime()
-          ? `The certificate of ${d.domain} expired on ${day} and has not been renewed`
-          : `The certificate of ${d.domain} expires on ${day} (in ${days} day${days === 1 ? '' : 's'}) and has not been renewed yet`;
-      await notify({ ...ctx, db: tx, now: () => now }, { accountId: d.account_id, kind: 'ssl_expiring', message });
+      const message = notificationMessages.sslExpiring(d.domain, new Date(d.ssl_expires!), now);
+      await notify({ ...ctx, db: tx, now: () => now }, { accountId: d.account_id, kind: 'ssl_expiring', message, domainId: d.id });
     }
     return due.length;
   });

@@ -1,9 +1,12 @@
-import type { ServiceContext } from '../context.js';
-import { iso } from '../context.js';
+import type { DeliveryContext, ServiceContext } from '../context.js';
+import { isUuid, iso } from '../context.js';
 import { newId } from '../crypto.js';
-import { insertNotification, latestNotifications } from '../data/notifications.js';
+import { insertNotification, latestNotifications, markNotificationsRead, notificationCursor } from '../data/notifications.js';
 import type { Database } from '../db/database.js';
+import { invalidField } from '../errors.js';
 import { agentChannelStore, type AgentChannelStore } from './agent-channel.js';
+import { pageCursor, pageLimit, pageOf } from './paging.js';
+import { queueDeliveries } from './notification-delivery.js';
 
 export const NOTIFICATION_KINDS = [
   'server_down',
@@ -28,11 +31,24 @@ export const SERVER_NOTIFICATION_LIMIT = { perWindow: 10, windowMs: 60_000 } as 
 
 export type ServerNotifyOutcome = 'created' | 'folded' | 'dropped';
 
+/** What raising a notification needs: storage, the clock, and delivery to kick. */
+export interface NotifyContext {
+  db: Database;
+  now(): Date;
+  delivery?: DeliveryContext | undefined;
+}
+
+/**
+ * Raises a notification: the row and its deliveries (one per channel of the account's
+ * notification settings that takes this kind), in the caller's transaction when `db` is one,
+ * otherwise in one of its own. Write the message with notificationMessages.
+ */
 export async function notify(
-  ctx: ServiceContext,
+  ctx: NotifyContext,
   n: { accountId: string; kind: NotificationKind; message: string; serverId?: string | null; domainId?: string | null },
 ): Promise<void> {
-  await insertNotification(ctx.db, {
+  if (!ctx.db.isTransaction) return ctx.db.transaction().execute((tx) => notify({ ...ctx, db: tx }, n));
+  const row = {
     id: newId(),
     account_id: n.accountId,
     kind: n.kind,
@@ -40,11 +56,11 @@ export async function notify(
     server_id: n.serverId ?? null,
     domain_id: n.domainId ?? null,
     created_at: ctx.now(),
-  });
+  };
+  await insertNotification(ctx.db, row);
+  if ((await queueDeliveries(ctx.db, row)) > 0) ctx.delivery?.queued();
 }
 
-const droppedNotice = (kind: NotificationKind) =>
-  `More ${kind} notifications from this server were dropped: at most ${SERVER_NOTIFICATION_LIMIT.perWindow} a minute are kept (count: how many were dropped)`;
 
 /**
  * A notification caused by a shield server, under SERVER_NOTIFICATION_LIMIT. Runs in the given
@@ -53,7 +69,7 @@ const droppedNotice = (kind: NotificationKind) =>
  * the same rows.
  */
 export async function notifyFromServer(
-  ctx: { db: Database; now(): Date },
+  ctx: NotifyContext,
   n: { accountId: string; serverId: string; kind: NotificationKind; message: string },
   store: AgentChannelStore = agentChannelStore,
 ): Promise<ServerNotifyOutcome> {
@@ -62,30 +78,53 @@ export async function notifyFromServer(
   const now = ctx.now();
   const window = { serverId: n.serverId, kind: n.kind, since: new Date(now.getTime() - SERVER_NOTIFICATION_LIMIT.windowMs) };
   await store.lockServer(db, n.serverId);
-  const insert = (message: string) =>
-    store.insertNotification(db, { id: newId(), account_id: n.accountId, kind: n.kind, message, server_id: n.serverId, created_at: now });
+  // A new row is delivered; an occurrence folded into one is not delivered again.
+  const insert = async (message: string) => {
+    const row = { id: newId(), account_id: n.accountId, kind: n.kind, message, server_id: n.serverId, created_at: now };
+    await store.insertNotification(db, row);
+    if ((await store.queueDeliveries(db, row)) > 0) ctx.delivery?.queued();
+  };
 
   if (await store.foldNotification(db, window, n.message, now)) return 'folded';
   if ((await store.countNotifications(db, window)) < SERVER_NOTIFICATION_LIMIT.perWindow) {
     await insert(n.message);
     return 'created';
   }
-  const notice = droppedNotice(n.kind);
+  const notice = notificationMessages.dropped(n.kind);
   if (!(await store.foldNotification(db, window, notice, now))) await insert(notice);
   return 'dropped';
 }
 
-export async function listNotifications(ctx: ServiceContext, accountId: string) {
-  const rows = await latestNotifications(ctx.db, accountId, 200);
-  return rows.map((n) => ({
+export async function listNotifications(ctx: ServiceContext, accountId: string, query: { limit?: string | undefined; before?: string | undefined } = {}) {
+  const limit = pageLimit(query.limit);
+  const before = await pageCursor(query.before, (id) => notificationCursor(ctx.db, accountId, id));
+  const rows = await latestNotifications(ctx.db, accountId, limit + 1, before);
+  return pageOf(rows, limit, (n) => ({
     id: n.id,
     kind: n.kind,
     message: n.message,
     serverId: n.server_id,
+    domainId: n.domain_id,
     count: n.count,
+    read: n.read_at !== null,
     createdAt: iso(n.created_at)!,
     updatedAt: iso(n.updated_at ?? n.created_at)!,
   }));
+}
+
+/** At most this many ids in one POST /api/notifications/read. */
+export const MARK_READ_MAX = 200;
+
+/**
+ * Marks the account's notifications with these ids read; ids of other accounts' notifications, or
+ * of none, are ignored. Returns how many were marked (those already read are not counted).
+ */
+export async function markRead(ctx: ServiceContext, accountId: string, ids: readonly string[]): Promise<{ marked: number }> {
+  if (ids.length > MARK_READ_MAX) throw invalidField('ids', `must have at most ${MARK_READ_MAX} ids`);
+  const bad = ids.findIndex((id) => !isUuid(id));
+  if (bad >= 0) throw invalidField(`ids[${bad}]`, 'must be a notification id (a UUID)');
+  const unique = [...new Set(ids.map((id) => id.toLowerCase()))];
+  return { marked: await markNotificationsRead(ctx.db, accountId, unique, ctx.now()) };
 }
 
 export interface StatusReport {
@@ -94,8 +133,9 @@ export interface StatusReport {
 }
 
 /**
- * status/report: the agent's own notification. A proxy crash is a server error too (docs/api.md).
- * Returns the notifications dropped by the limit (0, 1 or 2).
+ * status/report: the agent's own notification, told with the server's name and what to do. A
+ * proxy crash is a server error too (docs/api.md). Returns the notifications dropped by the
+ * limit (0, 1 or 2).
  */
 export async function recordStatusReport(
   ctx: ServiceContext,
@@ -103,10 +143,82 @@ export async function recordStatusReport(
   report: StatusReport,
   store: AgentChannelStore = agentChannelStore,
 ): Promise<number> {
+  const name = (await store.findServer(ctx.db, server.accountId, server.serverId))?.name ?? server.serverId;
   let dropped = 0;
-  const kinds: NotificationKind[] = report.kind === 'proxy_crash' ? ['proxy_crash', 'server_error'] : [report.kind];
+  const kinds: StatusReport['kind'][] = report.kind === 'proxy_crash' ? ['proxy_crash', 'server_error'] : [report.kind];
   for (const kind of kinds) {
-    if ((await notifyFromServer(ctx, { ...server, kind, message: report.message }, store)) === 'dropped') dropped++;
+    const message = notificationMessages.fromAgent(kind, name, report.message);
+    if ((await notifyFromServer(ctx, { ...server, kind, message }, store)) === 'dropped') dropped++;
   }
   return dropped;
 }
+
+const dollars = (amount: number) => `$${amount.toFixed(2)}`;
+/** An agent's text as the middle of a sentence: trimmed, without a final full stop. */
+const clause = (text: string) => text.trim().replace(/[.\s]+$/, '');
+
+/** What to do, per kind: the end of each message (docs/notifications.md, "Kinds"). */
+export const NOTIFICATION_ADVICE: Record<NotificationKind, string> = {
+  server_down:
+    'Check that the server is up and that its agent runs and can reach the control plane; configuration changes reach the server once its agent is back.',
+  server_recovered: 'Nothing to do.',
+  server_error:
+    "Check the server's HAProxy and the agent's log on it; if HAProxy's messages point to a change, correct it and save it again.",
+  ssl_expiring:
+    "Check that the domain resolves to its shield servers and that port 80 reaches them; the domain's sslError, or the agent's log on the server, says why renewal failed.",
+  proxy_crash: "Nothing to do if it happened once; if it happens again, look at the server's HAProxy logs, memory and disk.",
+  proxy_reload_failed:
+    "The server serves its previous configuration, without the latest change: correct the change HAProxy's messages point to and save it again.",
+  account_frozen: 'Make a deposit: once it is confirmed and covers the price, the account is charged and active again.',
+  account_active: 'Nothing to do.',
+  deposit_confirmed: 'Nothing to do.',
+};
+
+/**
+ * Every notification's message: what happened, then what to do. Whoever raises a notification
+ * writes its message with one of these, e.g.
+ * `notify(ctx, { accountId, kind: 'account_frozen', message: notificationMessages.accountFrozen(29, 12.5) })`.
+ * Money is in dollars.
+ */
+export const notificationMessages = {
+  /** server_down: the server's agent lost its connection. */
+  serverDown: (serverName: string) => `Shield server ${serverName} disconnected from the control plane. ${NOTIFICATION_ADVICE.server_down}`,
+  /** server_recovered: a server that was down serves again; `detail` says how it was seen (e.g. "its agent reconnected"). */
+  serverRecovered: (serverName: string, detail?: string) =>
+    `Shield server ${serverName} is back${detail ? ` (${clause(detail)})` : ''}. ${NOTIFICATION_ADVICE.server_recovered}`,
+  /** server_error: the agent refused or failed a configuration update (its ack's errors, joined). */
+  configFailed: (revision: number, detail: string) =>
+    `Configuration update to revision ${revision} failed on this shield server; it keeps running its previous configuration. ` +
+    `Correct the change HAProxy's messages point to and save it again. HAProxy said: ${detail}`,
+  /** proxy_crash, proxy_reload_failed, server_error reported by a server's agent, its text in the middle. */
+  fromAgent: (kind: StatusReport['kind'], serverName: string, agentMessage: string) =>
+    `Shield server ${serverName}: ${clause(agentMessage)}. ${NOTIFICATION_ADVICE[kind]}`,
+  /** ssl_expiring: the certificate of `domain` expires at `expires` (or has expired) without being renewed. */
+  sslExpiring: (domain: string, expires: Date, now: Date) => {
+    const day = expires.toISOString().slice(0, 10);
+    const days = Math.ceil((expires.getTime() - now.getTime()) / 86_400_000);
+    const what =
+      expires.getTime() <= now.getTime()
+        ? `The certificate of ${domain} expired on ${day} and has not been renewed`
+        : `The certificate of ${domain} expires on ${day} (in ${days} day${days === 1 ? '' : 's'}) and has not been renewed yet`;
+    return `${what}. ${NOTIFICATION_ADVICE.ssl_expiring}`;
+  },
+  /** account_frozen: the monthly charge of `priceDollars` failed on a balance of `balanceDollars`. */
+  accountFrozen: (priceDollars: number, balanceDollars?: number) =>
+    `The monthly charge of ${dollars(priceDollars)} failed` +
+    (balanceDollars === undefined ? '' : `: the balance is ${dollars(balanceDollars)}`) +
+    ', so the account is frozen and changes are refused; shield servers keep running. ' +
+    (balanceDollars !== undefined && balanceDollars < priceDollars
+      ? `Make a deposit of at least ${dollars(priceDollars - balanceDollars)}: once it is confirmed, the account is charged and active again.`
+      : NOTIFICATION_ADVICE.account_frozen),
+  /** account_active: a frozen account was charged (`priceDollars`) and is active again. */
+  accountActive: (priceDollars?: number) =>
+    `The account is active again${priceDollars === undefined ? '' : `: the monthly charge of ${dollars(priceDollars)} was paid`} and changes are accepted. ${NOTIFICATION_ADVICE.account_active}`,
+  /** deposit_confirmed: `amountDollars` credited, the balance now `balanceDollars`. */
+  depositConfirmed: (amountDollars: number, balanceDollars?: number) =>
+    `A deposit of ${dollars(amountDollars)} was confirmed and credited${balanceDollars === undefined ? '' : `; the balance is ${dollars(balanceDollars)}`}. ${NOTIFICATION_ADVICE.deposit_confirmed}`,
+  /** The notice counting what a server raised past SERVER_NOTIFICATION_LIMIT. */
+  dropped: (kind: NotificationKind) =>
+    `More ${kind} notifications from this server were dropped: at most ${SERVER_NOTIFICATION_LIMIT.perWindow} a minute are kept (count: how many were dropped). ` +
+    'The server is raising far more than usual: look at its earlier notifications and at the server itself.',
+};

@@ -1,6 +1,6 @@
 import type { ServiceContext } from '../context.js';
 import { agentChannelStore, type AgentChannelStore } from './agent-channel.js';
-import { notifyFromServer } from './notifications.js';
+import { notificationMessages, notifyFromServer } from './notifications.js';
 
 export interface ConfigAck {
   revision: number;
@@ -29,7 +29,7 @@ export async function recordConfigAck(
   if (desired === undefined || !Number.isSafeInteger(ack.revision) || ack.revision < 0 || ack.revision > desiredRevision) return { outcome: 'refused', desiredRevision };
   if (!ack.ok) {
     const detail = ack.errors.map((e) => (e.line ? `line ${e.line}: ${e.message}` : e.message)).join('; ');
-    const message = `Configuration update to revision ${ack.revision} failed: ${detail}`.slice(0, 4000);
+    const message = notificationMessages.configFailed(ack.revision, detail).slice(0, 4000);
     const outcome = await notifyFromServer(ctx, { ...server, kind: 'server_error', message }, store);
     return { outcome: outcome === 'dropped' ? 'dropped' : 'failed', desiredRevision };
   }
