@@ -16,17 +16,18 @@ export interface ReceivedRequest {
 }
 
 /**
- * An HTTP receiver: records every request and answers the status `status()` gives (204 by
- * default; set `statuses` to answer those first, one per request, then 204).
+ * An HTTP receiver: records every request and answers with `answer` when given, otherwise with
+ * the next of `statuses` (push some to answer those first, one per request), then 204.
  */
-export async function webhookReceiver() {
+export async function webhookReceiver(answer?: (req: http.IncomingMessage, res: http.ServerResponse) => void) {
   const requests: ReceivedRequest[] = [];
   const statuses: number[] = [];
   const server = http.createServer(async (req, res) => {
     const chunks: Buffer[] = [];
     for await (const chunk of req) chunks.push(chunk as Buffer);
     requests.push({ method: req.method!, url: req.url!, headers: req.headers, body: Buffer.concat(chunks).toString('utf8') });
-    res.writeHead(statuses.shift() ?? 204).end();
+    if (answer) answer(req, res);
+    else res.writeHead(statuses.shift() ?? 204).end();
   });
   server.listen(0, '127.0.0.1');
   await once(server, 'listening');

@@ -3,17 +3,16 @@ import { execFileSync } from 'node:child_process';
 import dns, { type LookupAddress } from 'node:dns';
 import { once } from 'node:events';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import http, { type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
 import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, mock, test } from 'node:test';
-import { SMTPServer, type SMTPServerOptions } from 'smtp-server';
 import { isPublicAddress } from '../src/delivery/addresses.js';
 import { deliverEmail, emailTransport, notificationEmail } from '../src/delivery/email.js';
 import { DELIVERY_GIVE_UP_MS, nextAttemptDelayMs, RETRY_BASE_MS, RETRY_CAP_MS, shouldGiveUp } from '../src/delivery/retry.js';
 import { checkWebhookUrl, deliverWebhook, signWebhook, verifyWebhook, webhookBody } from '../src/delivery/webhook.js';
+import { mailText, smtpReceiver, webhookReceiver, type ReceivedRequest } from '../../../test/support/receivers.js';
 
 // docs/notifications.md: webhook and e-mail delivery of notifications, against real receivers on
 // loopback, and the retry schedule.
@@ -28,32 +27,6 @@ const NOTIFICATION = {
   serverId: '5f0e8a44-1c2b-4d3e-8f9a-0b1c2d3e4f5a',
   createdAt: new Date('2025-03-01T12:00:00.000Z'),
 };
-
-interface Received {
-  method: string;
-  url: string;
-  headers: IncomingHttpHeaders;
-  body: string;
-}
-
-/** A webhook receiver on 127.0.0.1 that records every request and answers with `answer`. */
-async function receiver(answer: (req: IncomingMessage, res: ServerResponse) => void = (_req, res) => res.writeHead(204).end()) {
-  const requests: Received[] = [];
-  const server = http.createServer(async (req, res) => {
-    const chunks: Buffer[] = [];
-    for await (const chunk of req) chunks.push(chunk as Buffer);
-    requests.push({ method: req.method!, url: req.url!, headers: req.headers, body: Buffer.concat(chunks).toString() });
-    answer(req, res);
-  });
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  after(() => {
-    server.closeAllConnections();
-    server.close();
-  });
-  const { port } = server.address() as AddressInfo;
-  return { port, base: `http://127.0.0.1:${port}`, requests };
-}
 
 /**
  * DNS answers for names under .test (which the real resolver never answers), through the lookup
@@ -83,14 +56,14 @@ describe('webhook delivery', () => {
   });
 
   test('a 2xx receiver gets the exact body, signed; the signature verifies', async () => {
-    const r = await receiver();
-    const result = await deliver(`${r.base}/hooks/rampart?source=test`, { allowPrivate: true });
+    const r = await webhookReceiver();
+    const result = await deliver(`${r.url}/hooks/rampart?source=test`, { allowPrivate: true });
     assert.equal(result.ok, true, result.error);
     assert.equal(result.status, 204);
     assert.equal(result.error, undefined);
     assert.ok(result.durationMs >= 0 && result.durationMs < 5000);
     assert.equal(r.requests.length, 1);
-    const [req] = r.requests as [Received];
+    const [req] = r.requests as [ReceivedRequest];
     assert.equal(req.method, 'POST');
     assert.equal(req.url, '/hooks/rampart?source=test');
     assert.equal(req.body, webhookBody(NOTIFICATION));
@@ -102,8 +75,8 @@ describe('webhook delivery', () => {
   });
 
   test('a 500 answer is a failure with its status', async () => {
-    const r = await receiver((_req, res) => res.writeHead(500).end('database down'));
-    const result = await deliver(`${r.base}/`, { allowPrivate: true });
+    const r = await webhookReceiver((_req, res) => res.writeHead(500).end('database down'));
+    const result = await deliver(`${r.url}/`, { allowPrivate: true });
     assert.equal(result.ok, false);
     assert.equal(result.status, 500);
     assert.equal(result.error, 'the receiver answered HTTP 500');
@@ -111,16 +84,16 @@ describe('webhook delivery', () => {
   });
 
   test('a receiver that never answers times out', async () => {
-    const r = await receiver(() => {});
-    const result = await deliver(`${r.base}/`, { allowPrivate: true, timeoutMs: 300 });
+    const r = await webhookReceiver(() => {});
+    const result = await deliver(`${r.url}/`, { allowPrivate: true, timeoutMs: 300 });
     assert.deepEqual({ ok: result.ok, status: result.status, error: result.error }, { ok: false, status: undefined, error: 'timed out after 300 ms' });
     assert.ok(result.durationMs >= 290 && result.durationMs < 5000, String(result.durationMs));
     assert.equal(r.requests.length, 1);
   });
 
   test('a redirect is not followed and is a failure', async () => {
-    const r = await receiver((req, res) => res.writeHead(req.url === '/moved' ? 302 : 204, { Location: '/elsewhere' }).end());
-    const result = await deliver(`${r.base}/moved`, { allowPrivate: true });
+    const r = await webhookReceiver((req, res) => res.writeHead(req.url === '/moved' ? 302 : 204, { Location: '/elsewhere' }).end());
+    const result = await deliver(`${r.url}/moved`, { allowPrivate: true });
     assert.equal(result.ok, false);
     assert.equal(result.status, 302);
     assert.equal(result.error, 'the receiver answered HTTP 302; redirects are not followed');
@@ -129,7 +102,7 @@ describe('webhook delivery', () => {
 
   test('an endless answer is read up to 64 KiB, then the connection is dropped', async () => {
     let closed!: Promise<unknown>;
-    const r = await receiver((_req, res) => {
+    const r = await webhookReceiver((_req, res) => {
       closed = once(res, 'close');
       res.writeHead(200);
       const chunk = Buffer.alloc(16 * 1024, 'x');
@@ -139,13 +112,13 @@ describe('webhook delivery', () => {
       res.on('drain', more);
       more();
     });
-    const result = await deliver(`${r.base}/`, { allowPrivate: true });
+    const result = await deliver(`${r.url}/`, { allowPrivate: true });
     assert.equal(result.ok, true, result.error);
     await closed;
   });
 
   test('the connection goes to the address the check resolved, with the URL host in Host', async () => {
-    const r = await receiver();
+    const r = await webhookReceiver();
     const lookup = fakeDns({ 'hooks.example.test': [{ address: '127.0.0.1', family: 4 }] });
     try {
       const result = await deliver(`http://hooks.example.test:${r.port}/pinned`, { allowPrivate: true });
@@ -189,7 +162,7 @@ describe('webhook delivery', () => {
   });
 
   test('a connection error is a failure, not a throw', async () => {
-    const r = await receiver();
+    const r = await webhookReceiver();
     const result = await deliver(`http://127.0.0.1:1/`, { allowPrivate: true });
     assert.equal(result.ok, false);
     assert.match(result.error!, /ECONNREFUSED/);
@@ -221,7 +194,7 @@ describe('webhook URLs and private addresses', () => {
   });
 
   test('private, loopback and reserved targets are refused without a connection', async () => {
-    const r = await receiver();
+    const r = await webhookReceiver();
     const lookup = fakeDns({
       'loopback.example.test': [{ address: '127.0.0.1', family: 4 }],
       'mixed.example.test': [{ address: '93.184.215.14', family: 4 }, { address: '::1', family: 6 }],
@@ -302,34 +275,6 @@ describe('webhook signatures', () => {
   });
 });
 
-/** An SMTP server on 127.0.0.1 that keeps every message it accepts. */
-async function smtpServer(options: Partial<SMTPServerOptions> = {}) {
-  const messages: { from: string; to: string[]; raw: string }[] = [];
-  const server = new SMTPServer({
-    authOptional: true,
-    disabledCommands: ['STARTTLS'],
-    logger: false,
-    onData(stream, session, callback) {
-      const chunks: Buffer[] = [];
-      stream.on('data', (c: Buffer) => chunks.push(c));
-      stream.on('end', () => {
-        const from = session.envelope.mailFrom ? session.envelope.mailFrom.address : '';
-        messages.push({ from, to: session.envelope.rcptTo.map((a) => a.address), raw: Buffer.concat(chunks).toString() });
-        callback();
-      });
-    },
-    ...options,
-  });
-  server.listen(0, '127.0.0.1');
-  await once(server.server, 'listening');
-  after(() => new Promise<void>((resolve) => server.close(() => resolve())));
-  const { port } = server.server.address() as AddressInfo;
-  return { url: `smtp://127.0.0.1:${port}`, messages };
-}
-
-/** A quoted-printable body as text. */
-const unquote = (qp: string) => qp.replace(/=\r?\n/g, '').replace(/=([0-9A-F]{2})/g, (_m, hex: string) => String.fromCharCode(parseInt(hex, 16)));
-
 describe('e-mail delivery', () => {
   const mail = notificationEmail(NOTIFICATION, 'owner@example.com', 'rampart@localhost');
 
@@ -345,7 +290,7 @@ describe('e-mail delivery', () => {
   });
 
   test('the mail reaches an SMTP server with its subject and message', async () => {
-    const smtp = await smtpServer();
+    const smtp = await smtpReceiver();
     const transport = emailTransport(smtp.url);
     after(() => transport.close());
     const result = await deliverEmail(transport, mail);
@@ -355,12 +300,12 @@ describe('e-mail delivery', () => {
     assert.equal(m.from, 'rampart@localhost');
     assert.deepEqual(m.to, ['owner@example.com']);
     assert.match(m.raw, /^Subject: \[Rampart\] Server down: Shield server eu-1 disconnected\r$/m);
-    const body = unquote(m.raw.slice(m.raw.indexOf('\r\n\r\n') + 4)).replace(/\r\n/g, '\n');
+    const body = mailText(m.raw);
     assert.ok(body.includes(mail.text.trim()), body);
   });
 
   test('a refused recipient is a failure with the SMTP answer', async () => {
-    const smtp = await smtpServer({
+    const smtp = await smtpReceiver({
       onRcptTo(_address, _session, callback) {
         callback(Object.assign(new Error('Mailbox unavailable: no such user'), { responseCode: 550 }));
       },

@@ -10,7 +10,7 @@ import { nextAttemptDelayMs, shouldGiveUp } from '../delivery/retry.js';
 import type { DeliverableNotification, DeliveryResult } from '../delivery/types.js';
 import { deliverWebhook } from '../delivery/webhook.js';
 import { decryptSecret } from '../secret-box.js';
-import { pageCursor, pageLimit, pageOf } from './paging.js';
+import { listPage, type PageParams } from './paging.js';
 
 // Delivering notifications to an account's webhook and e-mail address (docs/notifications.md,
 // "Settings and delivery log"): a delivery row per channel is queued with the notification, in
@@ -75,24 +75,26 @@ export async function queueDeliveries(db: Database | Tx, n: { id: string; accoun
 }
 
 /** GET /api/notifications/deliveries: the account's deliveries, newest first, paged like the notifications. */
-export async function listDeliveries(ctx: ServiceContext, accountId: string, query: { limit?: string | undefined; before?: string | undefined } = {}) {
-  const limit = pageLimit(query.limit);
-  const before = await pageCursor(query.before, (id) => deliveryCursor(ctx.db, accountId, id));
-  const rows = await latestDeliveries(ctx.db, accountId, limit + 1, before);
-  return pageOf(rows, limit, (d) => ({
-    id: d.id,
-    notificationId: d.notification_id,
-    kind: d.kind,
-    channel: d.channel as DeliveryChannel,
-    target: d.target,
-    status: d.status as DeliveryStatus,
-    attempts: d.attempts,
-    lastStatus: d.last_status,
-    lastError: d.last_error,
-    nextAttemptAt: iso(d.next_attempt_at),
-    createdAt: iso(d.created_at)!,
-    updatedAt: iso(d.updated_at)!,
-  }));
+export async function listDeliveries(ctx: ServiceContext, accountId: string, query: PageParams = {}) {
+  return listPage(
+    query,
+    (id) => deliveryCursor(ctx.db, accountId, id),
+    (limit, before) => latestDeliveries(ctx.db, accountId, limit, before),
+    (d) => ({
+      id: d.id,
+      notificationId: d.notification_id,
+      kind: d.kind,
+      channel: d.channel as DeliveryChannel,
+      target: d.target,
+      status: d.status as DeliveryStatus,
+      attempts: d.attempts,
+      lastStatus: d.last_status,
+      lastError: d.last_error,
+      nextAttemptAt: iso(d.next_attempt_at),
+      createdAt: iso(d.created_at)!,
+      updatedAt: iso(d.updated_at)!,
+    }),
+  );
 }
 
 export interface DeliveryOptions {

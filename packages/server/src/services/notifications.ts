@@ -5,7 +5,7 @@ import { insertNotification, latestNotifications, markNotificationsRead, notific
 import type { Database } from '../db/database.js';
 import { invalidField } from '../errors.js';
 import { agentChannelStore, type AgentChannelStore } from './agent-channel.js';
-import { pageCursor, pageLimit, pageOf } from './paging.js';
+import { listPage, type PageParams } from './paging.js';
 import { queueDeliveries } from './notification-delivery.js';
 
 export const NOTIFICATION_KINDS = [
@@ -95,21 +95,23 @@ export async function notifyFromServer(
   return 'dropped';
 }
 
-export async function listNotifications(ctx: ServiceContext, accountId: string, query: { limit?: string | undefined; before?: string | undefined } = {}) {
-  const limit = pageLimit(query.limit);
-  const before = await pageCursor(query.before, (id) => notificationCursor(ctx.db, accountId, id));
-  const rows = await latestNotifications(ctx.db, accountId, limit + 1, before);
-  return pageOf(rows, limit, (n) => ({
-    id: n.id,
-    kind: n.kind,
-    message: n.message,
-    serverId: n.server_id,
-    domainId: n.domain_id,
-    count: n.count,
-    read: n.read_at !== null,
-    createdAt: iso(n.created_at)!,
-    updatedAt: iso(n.updated_at ?? n.created_at)!,
-  }));
+export async function listNotifications(ctx: ServiceContext, accountId: string, query: PageParams = {}) {
+  return listPage(
+    query,
+    (id) => notificationCursor(ctx.db, accountId, id),
+    (limit, before) => latestNotifications(ctx.db, accountId, limit, before),
+    (n) => ({
+      id: n.id,
+      kind: n.kind,
+      message: n.message,
+      serverId: n.server_id,
+      domainId: n.domain_id,
+      count: n.count,
+      read: n.read_at !== null,
+      createdAt: iso(n.created_at)!,
+      updatedAt: iso(n.updated_at ?? n.created_at)!,
+    }),
+  );
 }
 
 /** At most this many ids in one POST /api/notifications/read. */

@@ -7,6 +7,12 @@ import { invalidField } from '../errors.js';
 /** Entries per page: `?limit=`, by default 50, at most 200. */
 export const PAGE_LIMIT = { default: 50, max: 200 } as const;
 
+/** `?limit=` and `?before=` as the query string has them. */
+export interface PageParams {
+  limit?: string | undefined;
+  before?: string | undefined;
+}
+
 export interface Page<T> {
   items: T[];
   /** The id to pass as `before` for the next page; null on the last page. */
@@ -39,3 +45,19 @@ export function pageOf<R extends { id: string }, T>(rows: R[], limit: number, vi
   return { items: items.map(view), next: rows.length > limit ? items[items.length - 1]!.id : null };
 }
 
+
+/**
+ * One page of a newest-first list: the page size and cursor from the query, the rows after the
+ * cursor (`rows` is asked for one more than the page, to know whether another follows), each as
+ * `view` shows it.
+ */
+export async function listPage<C, R extends { id: string }, T>(
+  query: PageParams,
+  cursorOf: (id: string) => Promise<C | undefined>,
+  rows: (limit: number, before: C | undefined) => Promise<R[]>,
+  view: (r: R) => T,
+): Promise<Page<T>> {
+  const limit = pageLimit(query.limit);
+  const before = await pageCursor(query.before, cursorOf);
+  return pageOf(await rows(limit + 1, before), limit, view);
+}
