@@ -59,13 +59,13 @@ export function startProcess(cmd: string, args: string[], env: Record<string, st
 }
 
 /** `rampart serve` as a real process; resolves once /healthz answers. */
-export async function startServe(opts: { port: number; dataDir?: string; databaseUrl?: string; adminToken: string }): Promise<Proc & { url: string }> {
+export async function startServe(opts: { port: number; dataDir?: string; databaseUrl?: string; adminToken: string; env?: Record<string, string> }): Promise<Proc & { url: string }> {
   const args = ['serve', '--port', String(opts.port)];
   // Every server gets a data directory of its own: two PGlite instances must never share one.
   const ownDir = !opts.databaseUrl && !opts.dataDir ? mkdtempSync(join(tmpdir(), 'rampart-serve-')) : undefined;
   if (!opts.databaseUrl) args.push('--data-dir', opts.dataDir ?? ownDir!);
   if (opts.databaseUrl) args.push('--database-url', opts.databaseUrl);
-  const proc = startProcess(process.execPath, [CLI, ...args], { RAMPART_ADMIN_TOKEN: opts.adminToken, RAMPART_LOG_LEVEL: 'warn' });
+  const proc = startProcess(process.execPath, [CLI, ...args], { RAMPART_ADMIN_TOKEN: opts.adminToken, RAMPART_LOG_LEVEL: 'warn', ...opts.env });
   const url = `http://127.0.0.1:${opts.port}`;
   await waitFor(async () => {
     if (proc.child.exitCode !== null) throw new Error(`rampart serve exited: ${proc.output()}`);

@@ -23,6 +23,9 @@ export function listServersWithHeartbeat(db: Database | Tx, accountId: string) {
       'servers.desired_revision',
       'servers.applied_revision',
       'servers.created_at',
+      'servers.healthy',
+      'servers.health_error',
+      'servers.health_checked_at',
       'agent_connections.last_heartbeat_at',
     ])
     .where('servers.account_id', '=', accountId)
@@ -87,9 +90,106 @@ export function updateServerFields(db: Database | Tx, id: string, set: { name?: 
   return db.updateTable('servers').set(set).where('id', '=', id).returningAll().executeTakeFirstOrThrow();
 }
 
-/** Its agent said hello from this address. */
-export async function markServerConnected(db: Database | Tx, serverId: string, ip: string, now: Date): Promise<void> {
-  await db.updateTable('servers').set({ status: 'active', ip, last_seen_at: now }).where('id', '=', serverId).execute();
+/**
+ * Its agent said hello from this address, with the port its HAProxy serves HTTP on (null: the
+ * agent did not say). Whether HAProxy serves is unknown again until its heartbeat says.
+ */
+export async function markServerConnected(db: Database | Tx, serverId: string, ip: string, now: Date, httpPort: number | null = null): Promise<void> {
+  await db.updateTable('servers').set({ status: 'active', ip, last_seen_at: now, http_port: httpPort, proxy_serving: null }).where('id', '=', serverId).execute();
+}
+
+/** What the agent's heartbeat says of its HAProxy. */
+export async function setProxyServing(db: Database | Tx, serverId: string, serving: boolean): Promise<void> {
+  await db.updateTable('servers').set({ proxy_serving: serving }).where('id', '=', serverId).where('status', '<>', 'decommissioned').execute();
+}
+
+/**
+ * These live servers are down (their agent disconnected): healthy turns false with the reason.
+ * Returns those that were not down already, whose outage is new: the caller raises server_down
+ * for them, and the health cycle, finding them down, raises nothing more for the same outage.
+ */
+export function markServersDown(db: Database | Tx, serverIds: readonly string[], reason: string) {
+  return db
+    .updateTable('servers')
+    .set({ healthy: false, health_error: reason })
+    .where('id', 'in', [...serverIds])
+    .where('status', '<>', 'decommissioned')
+    .where('healthy', 'is distinct from', false)
+    .returning(['id', 'account_id', 'name'])
+    .execute();
+}
+
+/**
+ * Every live server with what the health cycle decides on: its address, the port and serving
+ * state its agent reported, its last verdict, and its connection's last heartbeat (null without
+ * one). One query for the whole fleet.
+ */
+export function healthCandidates(db: Database | Tx) {
+  return db
+    .selectFrom('servers')
+    .leftJoin('agent_connections', 'agent_connections.server_id', 'servers.id')
+    .select([
+      'servers.id',
+      'servers.account_id',
+      'servers.name',
+      'servers.ip',
+      'servers.public_ip',
+      'servers.http_port',
+      'servers.proxy_serving',
+      'servers.healthy',
+      'servers.last_seen_at',
+      'agent_connections.last_heartbeat_at',
+    ])
+    .where('servers.status', '<>', 'decommissioned')
+    .execute();
+}
+
+/** One server's verdict as the health cycle writes it. */
+export interface HealthVerdict {
+  id: string;
+  /** null: unknown (its agent never connected). */
+  healthy: boolean | null;
+  error: string | null;
+  /** Keep the stored verdict (only the reason and the time are written). */
+  keep: boolean;
+  /**
+   * What the verdict assumed of the agent's connection: written only if that still holds when
+   * writing (a connection that came or went during the probes waits for the next cycle). null:
+   * either way.
+   */
+  connected: boolean | null;
+}
+
+/**
+ * Writes the cycle's verdicts in one statement: healthy, health_error and health_checked_at.
+ * Each row is locked first and its verdict before is returned with the one written (`was` and
+ * `healthy`), so the caller raises server_down and server_recovered on the transitions only, and
+ * the disconnect path (markServersDown, which takes the same row lock) and the cycle never both
+ * see the same transition. A server whose connection changed since it was read is left alone.
+ */
+export async function writeHealthVerdicts(db: Database | Tx, verdicts: readonly HealthVerdict[], now: Date, heartbeatAfter: Date) {
+  if (verdicts.length === 0) return [];
+  const { rows } = await sql<{ id: string; account_id: string; name: string; was: boolean | null; healthy: boolean | null }>`
+    with v as (
+      select * from jsonb_to_recordset(${JSON.stringify(verdicts)}::jsonb)
+        as v(id uuid, healthy boolean, error text, keep boolean, connected boolean)
+    ), old as (
+      select s.id, s.healthy from servers s join v on v.id = s.id
+      where s.status <> 'decommissioned'
+      order by s.id
+      for update of s
+    )
+    update servers s
+    set healthy = case when v.keep then old.healthy else v.healthy end,
+        health_error = v.error,
+        health_checked_at = ${now}
+    from v join old on old.id = v.id
+    where s.id = v.id
+      and (v.connected is null or v.connected = exists (
+        select 1 from agent_connections c where c.server_id = s.id and c.last_heartbeat_at > ${heartbeatAfter}
+      ))
+    returning s.id, s.account_id, s.name, old.healthy as was, s.healthy as healthy`.execute(db);
+  return rows;
 }
 
 /** The live ones of these servers turn offline; returns them. */

@@ -64,12 +64,12 @@ export function verifyWebhook(
 }
 
 /** A URL's host without IPv6 brackets or a trailing dot, as an address or a DNS name. */
-function bareHost(url: URL): string {
+export function bareHost(url: URL): string {
   return url.hostname.replace(/^\[(.*)\]$/, '$1').replace(/\.$/, '');
 }
 
 /** Whether a host is known to be non-public without asking DNS: an address, or a localhost name (RFC 6761). */
-function isKnownPrivateHost(host: string): boolean {
+export function isKnownPrivateHost(host: string): boolean {
   if (isIP(host)) return !isPublicAddress(host);
   const name = host.toLowerCase();
   return name === 'localhost' || name.endsWith('.localhost');
@@ -96,7 +96,7 @@ export function checkWebhookUrl(url: string, allowPrivate: boolean): string | nu
 }
 
 /** Settles with `promise`, or rejects when `signal` aborts first. */
-function beforeAbort<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
+export function beforeAbort<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
   return new Promise((resolve, reject) => {
     const onAbort = () => reject(signal.reason);
     signal.addEventListener('abort', onAbort, { once: true });
@@ -109,7 +109,7 @@ function beforeAbort<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
  * if any of them is not public (a name with one public and one private address could be
  * answered either way when connecting).
  */
-async function resolveHost(url: URL, allowPrivate: boolean): Promise<LookupAddress[]> {
+export async function resolveHost(url: URL, allowPrivate: boolean): Promise<LookupAddress[]> {
   const host = bareHost(url);
   const addresses = await dns.promises.lookup(host, { all: true, verbatim: true });
   const refused = allowPrivate ? undefined : addresses.find((a) => !isPublicAddress(a.address));
@@ -121,7 +121,7 @@ async function resolveHost(url: URL, allowPrivate: boolean): Promise<LookupAddre
  * A lookup that answers with the addresses already checked, so the connection goes where the
  * check said and a DNS answer that changes in between (DNS rebinding) cannot redirect it.
  */
-function pinnedLookup(addresses: LookupAddress[]): LookupFunction {
+export function pinnedLookup(addresses: LookupAddress[]): LookupFunction {
   return (_host, options, callback) => {
     if (options.all) callback(null, addresses);
     else callback(null, addresses[0]!.address, addresses[0]!.family);

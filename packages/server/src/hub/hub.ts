@@ -10,7 +10,7 @@ import { recordStatusReport, SERVER_NOTIFICATION_LIMIT } from '../services/notif
 import { buildSnapshots } from './snapshot.js';
 import { storeEvents } from '../services/events.js';
 import { challengeRecipients, recordCertificateStatus, requestOrderSlot } from '../services/certificates.js';
-import { expireAgentConnections, recordAgentConnected, recordAgentDisconnected, releaseAgentConnections, touchAgentConnections } from '../services/servers.js';
+import { expireAgentConnections, recordAgentConnected, recordAgentDisconnected, recordProxyServing, releaseAgentConnections, touchAgentConnections } from '../services/servers.js';
 import { recordConfigAck } from '../services/revisions.js';
 import type { AcmeChallenge, BusMessage } from '../bus.js';
 
@@ -51,6 +51,8 @@ interface AgentConn {
   dropped: { count: number; loggedAt: number };
   /** Messages read and not yet handled; past PENDING_MAX the socket is not read until they are. */
   pending: number;
+  /** What the agent's heartbeats last said of its HAProxy; passed on to the service only when it changes. */
+  proxyServing: boolean | undefined;
 }
 
 const HELLO_TIMEOUT_MS = 10_000;
@@ -178,6 +180,7 @@ export class AgentHub {
       handling: Promise.resolve(),
       dropped: { count: 0, loggedAt: 0 },
       pending: 0,
+      proxyServing: undefined,
     };
     this.conns.set(c.connectionId, c);
     const helloTimer = setTimeout(() => !c.hello && ws.close(CLOSE.invalidMessage, 'expected agent/hello'), HELLO_TIMEOUT_MS);
@@ -246,7 +249,7 @@ export class AgentHub {
           return;
         }
         if (c.hello) return;
-        const r = await recordAgentConnected(this.ctx, { serverId: c.serverId, connectionId: c.connectionId, processId: this.processId, ip: c.ip });
+        const r = await recordAgentConnected(this.ctx, { serverId: c.serverId, connectionId: c.connectionId, processId: this.processId, ip: c.ip, httpPort: m.payload.httpPort });
         if (!r.recorded) return this.closeWith(c, 'decommissioned', CLOSE.decommissioned, 'server decommissioned');
         c.hello = true;
         const previous = this.live.get(c.serverId);
@@ -263,8 +266,15 @@ export class AgentHub {
         await this.push(c);
         return;
       }
-      case 'agent/heartbeat':
-        return; // liveness only (lastSeen); the connection's heartbeat is written by the sweep
+      case 'agent/heartbeat': {
+        // Liveness is lastSeen (the connection's heartbeat is written by the sweep); whether
+        // HAProxy serves goes to the service when it changes, after the hello (which resets it).
+        const serving = m.payload.proxyServing;
+        if (!c.hello || serving === undefined || serving === c.proxyServing) return;
+        await recordProxyServing(this.ctx, c.serverId, serving);
+        c.proxyServing = serving;
+        return;
+      }
       case 'config/ack': {
         const { outcome, desiredRevision } = await recordConfigAck(this.ctx, server, m.payload);
         if (outcome === 'refused') {

@@ -16,10 +16,11 @@ import {
   updateDomainFields,
 } from '../data/domains.js';
 import { bumpServers, liveServerIds } from '../data/servers.js';
-import { AppError } from '../errors.js';
+import { AppError, invalidField } from '../errors.js';
 import type { DomainStatus } from '../db/schema.js';
 import { refreshDomainSsl } from './certificates.js';
 import { enforceLimit } from './limits.js';
+import { FAILOVER_MIN_SERVERS, requireFailoverAllowed } from './dns-failover.js';
 
 export const MAX_DOMAINS = 1000;
 
@@ -38,7 +39,10 @@ export interface DomainInput {
   wafMode?: WafMode | undefined;
 }
 
-export type DomainPatch = Partial<Omit<DomainInput, 'domain'>>;
+export type DomainPatch = Partial<Omit<DomainInput, 'domain'>> & {
+  /** DNS failover (docs/dns-failover.md): Pro and Enterprise, at least 2 servers, a DNS provider connected. */
+  dnsFailover?: boolean | undefined;
+};
 
 type DomainRow = {
   id: string;
@@ -52,6 +56,9 @@ type DomainRow = {
   ssl_status: SslStatus;
   ssl_error: string | null;
   ssl_expires: Date | string | null;
+  dns_failover: boolean;
+  dns_addresses: string[] | string | null;
+  dns_error: string | null;
   created_at: Date | string;
   updated_at: Date | string;
 };
@@ -75,6 +82,10 @@ function domainView(d: DomainRow, serverIds: string[]) {
     wafLevel: d.waf_level,
     wafMode: d.waf_mode,
     status: d.status,
+    dnsFailover: d.dns_failover,
+    /** The addresses DNS failover last published for the domain; null before the first publication. */
+    dnsAddresses: d.dns_addresses == null ? null : typeof d.dns_addresses === 'string' ? (JSON.parse(d.dns_addresses) as string[]) : d.dns_addresses,
+    dnsError: d.dns_error,
     createdAt: iso(d.created_at)!,
     updatedAt: iso(d.updated_at)!,
   };
@@ -177,12 +188,20 @@ export async function updateDomain(ctx: ServiceContext, accountId: string, id: s
       await unlinkServers(tx, id);
       await linkServers(tx, id, after);
     }
+    // DNS failover: checked when turned on; while it stays on, the domain keeps at least 2 servers.
+    if (patch.dnsFailover === true) await requireFailoverAllowed(tx, ctx, accountId, after.length);
+    else if (current.dns_failover && patch.dnsFailover === undefined && patch.serverIds && after.length < FAILOVER_MIN_SERVERS) {
+      throw invalidField('serverIds', `a domain with DNS failover keeps at least ${FAILOVER_MIN_SERVERS} shield servers; turn dnsFailover off first`);
+    }
     let row = await updateDomainFields(tx, current.id, {
       ...(patch.origins ? { origins: JSON.stringify(patch.origins.map((o) => ({ ip: o.ip.toLowerCase(), port: o.port }))) } : {}),
       ...(patch.sslEnabled !== undefined ? { ssl_enabled: patch.sslEnabled } : {}),
       ...(patch.wafEnabled !== undefined ? { waf_enabled: patch.wafEnabled } : {}),
       ...(patch.wafLevel !== undefined ? { waf_level: patch.wafLevel } : {}),
       ...(patch.wafMode !== undefined ? { waf_mode: patch.wafMode } : {}),
+      // Off: the records stay as they are, and what was published is forgotten.
+      ...(patch.dnsFailover === true ? { dns_failover: true } : {}),
+      ...(patch.dnsFailover === false ? { dns_failover: false, dns_addresses: null, dns_error: null } : {}),
       updated_at: ctx.now(),
     });
     // Turning SSL on or off, or another set of servers, changes which certificate reports count.
