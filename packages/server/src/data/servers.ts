@@ -91,11 +91,21 @@ export function updateServerFields(db: Database | Tx, id: string, set: { name?: 
 }
 
 /**
- * Its agent said hello from this address, with the port its HAProxy serves HTTP on (null: the
- * agent did not say). Whether HAProxy serves is unknown again until its heartbeat says.
+ * Its agent is connected from this address, with what the connection reported: the port its
+ * HAProxy serves HTTP on and whether HAProxy serves (null: not said, or not yet).
  */
-export async function markServerConnected(db: Database | Tx, serverId: string, ip: string, now: Date, httpPort: number | null = null): Promise<void> {
-  await db.updateTable('servers').set({ status: 'active', ip, last_seen_at: now, http_port: httpPort, proxy_serving: null }).where('id', '=', serverId).execute();
+export async function markServerConnected(
+  db: Database | Tx,
+  serverId: string,
+  ip: string,
+  now: Date,
+  reported: { httpPort: number | null; proxyServing: boolean | null } = { httpPort: null, proxyServing: null },
+): Promise<void> {
+  await db
+    .updateTable('servers')
+    .set({ status: 'active', ip, last_seen_at: now, http_port: reported.httpPort, proxy_serving: reported.proxyServing })
+    .where('id', '=', serverId)
+    .execute();
 }
 
 /** What the agent's heartbeat says of its HAProxy. */

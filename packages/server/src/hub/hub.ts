@@ -10,7 +10,15 @@ import { recordStatusReport, SERVER_NOTIFICATION_LIMIT } from '../services/notif
 import { buildSnapshots } from './snapshot.js';
 import { storeEvents } from '../services/events.js';
 import { challengeRecipients, recordCertificateStatus, requestOrderSlot } from '../services/certificates.js';
-import { expireAgentConnections, recordAgentConnected, recordAgentDisconnected, recordProxyServing, releaseAgentConnections, touchAgentConnections } from '../services/servers.js';
+import {
+  expireAgentConnections,
+  recordAgentConnected,
+  recordAgentDisconnected,
+  recordProxyServing,
+  releaseAgentConnections,
+  touchAgentConnections,
+  type AgentConnection,
+} from '../services/servers.js';
 import { recordConfigAck } from '../services/revisions.js';
 import type { AcmeChallenge, BusMessage } from '../bus.js';
 
@@ -51,7 +59,8 @@ interface AgentConn {
   dropped: { count: number; loggedAt: number };
   /** Messages read and not yet handled; past PENDING_MAX the socket is not read until they are. */
   pending: number;
-  /** What the agent's heartbeats last said of its HAProxy; passed on to the service only when it changes. */
+  /** What the agent's hello said of its HTTP port, and its heartbeats last of its HAProxy (passed on to the service when it changes). */
+  httpPort: number | undefined;
   proxyServing: boolean | undefined;
 }
 
@@ -180,6 +189,7 @@ export class AgentHub {
       handling: Promise.resolve(),
       dropped: { count: 0, loggedAt: 0 },
       pending: 0,
+      httpPort: undefined,
       proxyServing: undefined,
     };
     this.conns.set(c.connectionId, c);
@@ -249,7 +259,8 @@ export class AgentHub {
           return;
         }
         if (c.hello) return;
-        const r = await recordAgentConnected(this.ctx, { serverId: c.serverId, connectionId: c.connectionId, processId: this.processId, ip: c.ip, httpPort: m.payload.httpPort });
+        c.httpPort = m.payload.httpPort;
+        const r = await recordAgentConnected(this.ctx, this.connectionOf(c));
         if (!r.recorded) return this.closeWith(c, 'decommissioned', CLOSE.decommissioned, 'server decommissioned');
         c.hello = true;
         const previous = this.live.get(c.serverId);
@@ -359,6 +370,11 @@ export class AgentHub {
     }
   }
 
+  /** What the service records of a connection. */
+  private connectionOf(c: AgentConn): AgentConnection {
+    return { serverId: c.serverId, connectionId: c.connectionId, processId: this.processId, ip: c.ip, httpPort: c.httpPort, proxyServing: c.proxyServing };
+  }
+
   /** Open connections here, including those whose close is still being recorded. */
   get connectionCount(): number {
     return this.conns.size;
@@ -426,10 +442,8 @@ export class AgentHub {
 
   private async heartbeat(): Promise<void> {
     const mine = [...this.live.values()].filter((c) => !c.closeReason && c.ws.readyState === c.ws.OPEN);
-    const replaced = await touchAgentConnections(
-      this.ctx,
-      mine.map((c) => ({ serverId: c.serverId, connectionId: c.connectionId, processId: this.processId, ip: c.ip })),
-    );
+    // A connection whose row expired is recorded again with what it reported.
+    const replaced = await touchAgentConnections(this.ctx, mine.map((c) => this.connectionOf(c)));
     for (const id of replaced) this.closeReplaced(id);
     const expired = await expireAgentConnections(this.ctx);
     if (expired.length) this.options.log?.info(`agent connections without a heartbeat expired: servers ${expired.join(', ')}`);
