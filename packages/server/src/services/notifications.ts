@@ -1,12 +1,11 @@
 import type { DeliveryContext, ServiceContext } from '../context.js';
 import { isUuid, iso } from '../context.js';
 import { newId } from '../crypto.js';
-import { insertNotification, latestNotifications, markNotificationsRead, notificationCursor } from '../data/notifications.js';
+import { latestNotifications, markNotificationsRead, notificationCursor } from '../data/notifications.js';
 import type { Database } from '../db/database.js';
 import { invalidField } from '../errors.js';
 import { agentChannelStore, type AgentChannelStore } from './agent-channel.js';
 import { listPage, type PageParams } from './paging.js';
-import { queueDeliveries } from './notification-delivery.js';
 
 export const NOTIFICATION_KINDS = [
   'server_down',
@@ -57,10 +56,18 @@ export async function notify(
     domain_id: n.domainId ?? null,
     created_at: ctx.now(),
   };
-  await insertNotification(ctx.db, row);
-  if ((await queueDeliveries(ctx.db, row)) > 0) ctx.delivery?.queued();
+  await storeNew(ctx, row);
 }
 
+/** Stores a new notification with its deliveries (in ctx.db, a transaction), and has them delivered soon. */
+async function storeNew(
+  ctx: NotifyContext,
+  row: Parameters<AgentChannelStore['insertNotification']>[1] & { id: string; account_id: string; kind: string; created_at: Date },
+  store: Pick<AgentChannelStore, 'insertNotification' | 'queueDeliveries'> = agentChannelStore,
+): Promise<void> {
+  await store.insertNotification(ctx.db, row);
+  if ((await store.queueDeliveries(ctx.db, row)) > 0) ctx.delivery?.queued();
+}
 
 /**
  * A notification caused by a shield server, under SERVER_NOTIFICATION_LIMIT. Runs in the given
@@ -79,11 +86,8 @@ export async function notifyFromServer(
   const window = { serverId: n.serverId, kind: n.kind, since: new Date(now.getTime() - SERVER_NOTIFICATION_LIMIT.windowMs) };
   await store.lockServer(db, n.serverId);
   // A new row is delivered; an occurrence folded into one is not delivered again.
-  const insert = async (message: string) => {
-    const row = { id: newId(), account_id: n.accountId, kind: n.kind, message, server_id: n.serverId, created_at: now };
-    await store.insertNotification(db, row);
-    if ((await store.queueDeliveries(db, row)) > 0) ctx.delivery?.queued();
-  };
+  const insert = (message: string) =>
+    storeNew(ctx, { id: newId(), account_id: n.accountId, kind: n.kind, message, server_id: n.serverId, created_at: now }, store);
 
   if (await store.foldNotification(db, window, n.message, now)) return 'folded';
   if ((await store.countNotifications(db, window)) < SERVER_NOTIFICATION_LIMIT.perWindow) {
