@@ -16,7 +16,20 @@ Environment:
   RAMPART_ADMIN_TOKEN   enables the operator API (/admin/...) with this bearer token
   RAMPART_PLAN_PRICES   monthly prices in cents, e.g. '{"pro":2900,"enterprise":29900}'
   RAMPART_LOG_LEVEL     pino log level (default info)
-  RAMPART_HEALTH_INTERVAL  seconds between health cycles (certificate expiry warnings; default 300)
+  RAMPART_HEALTH_INTERVAL  seconds between health cycles (server health probes, DNS failover,
+                        certificate expiry warnings; default 300)
+  RAMPART_SECRET_KEY    encrypts stored secrets such as DNS provider credentials and webhook
+                        secrets (16+ characters)
+  RAMPART_SMTP_URL      the SMTP server notification e-mails go through, e.g.
+                        smtp://user:pass@mail.example.com:587 (none: no e-mail)
+  RAMPART_SMTP_FROM     the sender of notification e-mails (default rampart@localhost)
+  RAMPART_ALLOW_PRIVATE_WEBHOOKS=1  notification webhooks may reach private and loopback addresses
+  RAMPART_DELIVERY_INTERVAL_MS  how often due notification deliveries are sent (default 5000)
+  RAMPART_ALLOW_PRIVATE_DNS_API=1  a DNS provider's API URL may name a private address
+  RAMPART_BILLING_INTERVAL  seconds between runs of the monthly charge (default 60)
+  RAMPART_PAYMENT_WEBHOOK_SECRET  enables POST /api/billing/webhook (payment processors, signed)
+  RAMPART_CHAIN_RPC_URL, RAMPART_CHAIN_XPUB, RAMPART_CHAIN_TOKEN_ADDRESS  on-chain deposits
+                        (and RAMPART_CHAIN_*: see docs/billing.md)
 `;
 
 export async function serveCommand(args: string[]): Promise<void> {

@@ -3,6 +3,7 @@ import { isUuid as isProtocolUuid } from '@rampart/protocol';
 import type { CredentialMessage } from './credential-messages.js';
 import type { Database } from './db/database.js';
 import type { PlanTable } from './plans.js';
+import type { ChainConfig } from './chain/config.js';
 
 /** What every service needs: storage, the plan table, a clock, and the change bus. */
 export interface ServiceContext {
@@ -14,6 +15,22 @@ export interface ServiceContext {
    * secrets, DNS provider credentials) are encrypted with. Absent, such secrets cannot be set.
    */
   secretKey?: SecretKey | undefined;
+  /**
+   * Notification delivery (services/notification-delivery.ts), from the environment serve.ts
+   * reads once. Absent (tests that build the app alone): webhooks to private addresses are
+   * refused, e-mail cannot be set, and queued deliveries wait for a delivery run.
+   */
+  delivery?: DeliveryContext | undefined;
+  /**
+   * Billing settings (docs/billing.md) serve.ts reads once: on-chain deposits and the payment
+   * processor's webhook secret. Absent: deposits are confirmed by the operator only.
+   */
+  billing?: BillingContext | undefined;
+  /**
+   * RAMPART_ALLOW_PRIVATE_DNS_API=1 (serve.ts): a DNS provider's API URL may name a private or
+   * loopback address (docs/dns-failover.md). Absent: public addresses only.
+   */
+  allowPrivateDnsApi?: boolean | undefined;
   /** Called after a commit that changed the desired state of these shield servers. */
   serversChanged(serverIds: readonly string[]): void;
   /**
@@ -28,6 +45,22 @@ export interface ServiceContext {
     listeners?(): Promise<number>;
     warn?(msg: string): void;
   };
+}
+
+export interface DeliveryContext {
+  /** RAMPART_ALLOW_PRIVATE_WEBHOOKS=1: webhooks may go to private and loopback addresses. */
+  allowPrivateWebhooks: boolean;
+  /** RAMPART_SMTP_URL is set: notifications can be sent by e-mail. */
+  emailEnabled: boolean;
+  /** Deliveries were queued (perhaps in a transaction not yet committed): deliver soon. */
+  queued(): void;
+}
+
+export interface BillingContext {
+  /** On-chain deposits (RAMPART_CHAIN_*); undefined when off. */
+  chain?: ChainConfig | undefined;
+  /** RAMPART_PAYMENT_WEBHOOK_SECRET: POST /api/billing/webhook is verified with it; undefined when off. */
+  webhookSecret?: string | undefined;
 }
 
 /** Ids come from URLs and bodies; anything that is not a UUID cannot name a row, so it is "not found". */

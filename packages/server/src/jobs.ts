@@ -22,6 +22,22 @@ export async function runExclusive<T>(db: Database, kind: 'postgres' | 'pglite',
   });
 }
 
+/** Longest interval a job's environment variable may set: a day. */
+const MAX_JOB_INTERVAL_SECONDS = 86_400;
+
+/**
+ * A job's interval from its environment variable (`name`, e.g. RAMPART_HEALTH_INTERVAL): seconds
+ * above 0 and at most a day, `fallback` when unset or blank; anything else throws naming `name`.
+ */
+export function jobIntervalFromEnv(name: string, raw: string | undefined, fallback: number): number {
+  if (raw === undefined || raw.trim() === '') return fallback;
+  const seconds = Number(raw);
+  if (!Number.isFinite(seconds) || seconds <= 0 || seconds > MAX_JOB_INTERVAL_SECONDS) {
+    throw new Error(`${name} must be a number of seconds above 0 and at most ${MAX_JOB_INTERVAL_SECONDS}, not ${JSON.stringify(raw)}`);
+  }
+  return seconds;
+}
+
 export interface Job {
   name: string;
   everyMs: number;

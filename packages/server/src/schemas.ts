@@ -1,5 +1,5 @@
 import { EVENT_FIELD_MAX, RULE_TYPES, SSL_STATUSES, WAF_LEVELS, WAF_MODES } from '@rampart/protocol';
-import { Type, type Static } from '@sinclair/typebox';
+import { Type, type Static, type TSchema } from '@sinclair/typebox';
 
 // The HTTP edge: shapes, types and lengths. Semantic checks (hostnames, addresses, rule values)
 // live in the services, which report every problem at once.
@@ -53,6 +53,12 @@ const serverFields = {
   lastSeenAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
   desiredRevision: Type.Integer({ description: 'Revision of the configuration the server should run' }),
   appliedRevision: Type.Integer({ description: 'Revision the agent last reported as running' }),
+  healthy: Type.Union([Type.Boolean(), Type.Null()], {
+    description:
+      'The last health check (every RAMPART_HEALTH_INTERVAL seconds): true when the agent is connected, HAProxy serves and it answers the probe of /.well-known/rampart/health; null before the first check or while the agent has never connected',
+  }),
+  healthError: Type.Union([Type.String(), Type.Null()], { description: 'Why the last health check did not find the server healthy; null when it did' }),
+  healthCheckedAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()], { description: 'When the last health check ran; null before the first' }),
   createdAt: Type.String({ format: 'date-time' }),
 };
 export const ServerView = Type.Object(serverFields);
@@ -77,6 +83,10 @@ const domainSettable = {
   wafLevel: Type.Union(WAF_LEVELS.map((l) => Type.Literal(l)), { description: 'Default medium' }),
   wafMode: Type.Union(WAF_MODES.map((m) => Type.Literal(m)), {
     description: 'Default block. detect: the attack-detection step (level high) logs events marked not blocked and lets the request through; IP lists, bots and rate limits still act',
+  }),
+  dnsFailover: Type.Boolean({
+    description:
+      "Default false; only with PUT. DNS failover: the domain's A/AAAA records hold its healthy shield servers' addresses. Pro and Enterprise, at least 2 servers, a DNS provider connected (PUT /api/settings/dns)",
   }),
 };
 export const DomainCreate = Type.Object(
@@ -107,6 +117,9 @@ export const DomainView = Type.Object({
   wafLevel: Type.String(),
   wafMode: Type.String({ description: 'block or detect' }),
   status: Type.Union([Type.Literal('active'), Type.Literal('pending'), Type.Literal('error')]),
+  dnsFailover: Type.Boolean({ description: "Whether DNS failover keeps the domain's A/AAAA records on its healthy servers" }),
+  dnsAddresses: Type.Union([Type.Array(Type.String()), Type.Null()], { description: 'The addresses DNS failover last published; null before the first publication' }),
+  dnsError: Type.Union([Type.String(), Type.Null()], { description: 'Why the last health cycle could not publish the addresses wanted; null when it could' }),
   createdAt: Type.String({ format: 'date-time' }),
   updatedAt: Type.String({ format: 'date-time' }),
 });
@@ -171,24 +184,106 @@ export const DepositCreate = Type.Object(
   { amount: Type.Number({ minimum: 0.01, maximum: 1_000_000, description: 'US dollars, at most two decimals' }) },
   strict,
 );
-const transactionFields = {
+const nullable = <T extends TSchema>(t: T, description?: string) => Type.Union([t, Type.Null()], description ? { description } : {});
+const Time = Type.String({ format: 'date-time' });
+/** A ledger row (docs/billing.md, "The ledger"). */
+export const TransactionView = Type.Object({
   id: Type.String(),
-  amount: Money,
-  status: Type.String(),
-  txHash: Type.Union([Type.String(), Type.Null()]),
-  createdAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
-  confirmedAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
-};
-export const DepositView = Type.Object(transactionFields);
-export const TransactionView = Type.Object({ kind: Type.String(), ...transactionFields });
+  kind: Type.String({ description: 'charge, deposit or adjustment' }),
+  amount: Type.Number({ description: "US dollars: a charge's price, a deposit's amount (what arrived, once confirmed); an adjustment's signed amount" }),
+  delta: Type.Number({ description: 'US dollars: the signed effect on the balance; 0 while pending or failed. The balance is the sum of every delta' }),
+  status: Type.String({ description: 'pending, confirmed or failed' }),
+  description: nullable(Type.String()),
+  txHash: nullable(Type.String(), 'The payment: an on-chain transaction hash, or what the operator or processor gave'),
+  periodStart: nullable(Time, 'Monthly charges: the start of the month paid for'),
+  address: nullable(Type.String(), 'On-chain deposits: the address to pay to'),
+  network: nullable(Type.String(), 'On-chain deposits: the network to pay on'),
+  token: nullable(Type.String(), 'On-chain deposits: the token to pay with (its symbol)'),
+  createdAt: nullable(Time),
+  confirmedAt: nullable(Time),
+});
+export const DepositView = Type.Object({
+  ...TransactionView.properties,
+  tokenContract: nullable(Type.String(), "On-chain deposits: the token's ERC-20 contract on that network"),
+});
+const CreditedAccount = Type.Object({ id: Type.String(), state: Type.Union([Type.Literal('active'), Type.Literal('frozen')]), balance: Money });
+export const DepositConfirmed = Type.Object({ deposit: TransactionView, account: CreditedAccount });
+export const PlanChange = Type.Object({ plan: Type.Union([Type.Literal('free'), Type.Literal('pro'), Type.Literal('enterprise')]) }, strict);
+export const PlanChanged = Type.Object({
+  account: AccountView,
+  transaction: nullable(TransactionView, 'The pro-rata charge (upgrade) or credit (downgrade); null when nothing was due'),
+});
+/** POST /api/billing/webhook, after its signature is checked (docs/billing.md, "Payment processor webhook"). */
+export const PaymentEventBody = Type.Object(
+  {
+    id: Type.String({ minLength: 1, maxLength: 200, pattern: NO_CONTROL_CHARS, description: "The processor's event id: each is applied once" }),
+    type: Type.String({ minLength: 1, maxLength: 100, description: 'deposit.confirmed; other types are acknowledged and ignored' }),
+    depositId: Type.Optional(Type.String({ maxLength: 100 })),
+    amount: Type.Optional(Type.Number({ minimum: 0.01, maximum: 1_000_000, description: 'US dollars received, at most two decimals; default the amount asked for' })),
+    txHash: Type.Optional(Type.String({ minLength: 1, maxLength: 200, pattern: NO_CONTROL_CHARS })),
+  },
+  strict,
+);
+export const PaymentEventResult = Type.Object({
+  received: Type.Boolean({ description: 'Always true: the event was read' }),
+  applied: Type.Boolean({ description: 'false for an event already applied, or of a type other than deposit.confirmed' }),
+  duplicate: Type.Optional(Type.Boolean()),
+  deposit: Type.Optional(TransactionView),
+  account: Type.Optional(CreditedAccount),
+});
 export const NotificationView = Type.Object({
   id: Type.String(),
   kind: Type.String(),
-  message: Type.String(),
+  message: Type.String({ description: 'What happened and what to do' }),
   serverId: Type.Union([Type.String(), Type.Null()]),
+  domainId: Type.Union([Type.String(), Type.Null()]),
   count: Type.Integer({ minimum: 1, description: 'Identical notifications (same server, kind and message) within a minute, folded into this one' }),
+  read: Type.Boolean({ description: 'Marked read with POST /api/notifications/read' }),
   createdAt: Type.String({ format: 'date-time', description: 'The first occurrence' }),
   updatedAt: Type.String({ format: 'date-time', description: 'The last occurrence folded in (createdAt when count is 1)' }),
+});
+/** Newest-first lists: `limit` (1 to 200, default 50) and `before` (the last id of the previous page, from the Link header). */
+export const PageQuery = Type.Object(
+  {
+    limit: Type.Optional(Type.String({ maxLength: 10, description: 'Entries per page, 1 to 200 (default 50)' })),
+    before: Type.Optional(Type.String({ maxLength: 100, description: 'The page after this entry (the id the Link header names)' })),
+  },
+  { description: 'Other parameters are ignored, as on every read' },
+);
+export const NotificationReadBody = Type.Object(
+  { ids: Type.Array(Type.String({ maxLength: 100 }), { minItems: 1, maxItems: 200, description: 'Notification ids, at most 200' }) },
+  strict,
+);
+export const NotificationReadResult = Type.Object({ marked: Type.Integer({ description: 'How many unread notifications of the account were marked read' }) });
+export const NotificationSettingsUpdate = Type.Object(
+  {
+    webhookUrl: Type.Optional(Type.Union([Type.String({ maxLength: 2048 }), Type.Null()], { description: 'http(s) URL; null: no webhook' })),
+    webhookSecret: Type.Optional(Type.Union([Type.String({ maxLength: 200 }), Type.Null()], { description: 'The signing key, 16 to 200 characters; required with webhookUrl; never shown' })),
+    email: Type.Optional(Type.Union([Type.String({ maxLength: 254 }), Type.Null()], { description: 'One address; null: no e-mail' })),
+    kinds: Type.Optional(Type.Union([Type.Array(Type.String({ maxLength: 50 }), { maxItems: 20 }), Type.Null()], { description: 'Kinds delivered; empty or null: every kind' })),
+  },
+  { ...strict, minProperties: 1 },
+);
+export const NotificationSettingsView = Type.Object({
+  webhookUrl: Type.Union([Type.String(), Type.Null()]),
+  webhookSecretSet: Type.Boolean({ description: 'Whether a webhook secret is stored (it is never shown)' }),
+  email: Type.Union([Type.String(), Type.Null()]),
+  kinds: Type.Array(Type.String(), { description: 'Kinds delivered; empty: every kind' }),
+  updatedAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
+});
+export const DeliveryView = Type.Object({
+  id: Type.String(),
+  notificationId: Type.String(),
+  kind: Type.String(),
+  channel: Type.Union([Type.Literal('webhook'), Type.Literal('email')]),
+  target: Type.String({ description: 'The webhook URL without its query, or the e-mail address' }),
+  status: Type.Union([Type.Literal('pending'), Type.Literal('delivered'), Type.Literal('given_up')]),
+  attempts: Type.Integer(),
+  lastStatus: Type.Union([Type.Integer(), Type.Null()], { description: 'HTTP status or SMTP reply code of the last attempt' }),
+  lastError: Type.Union([Type.String(), Type.Null()]),
+  nextAttemptAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
+  createdAt: Type.String({ format: 'date-time' }),
+  updatedAt: Type.String({ format: 'date-time' }),
 });
 
 // Sessions
@@ -213,6 +308,14 @@ export const AdminAccountCreate = Type.Object(
 );
 export const AdminCharge = Type.Object({ accountId: Type.Optional(Type.String({ maxLength: 100 })) }, strict);
 export const AdminConfirm = Type.Object({ txHash: Type.Optional(Type.String({ minLength: 1, maxLength: 200, pattern: NO_CONTROL_CHARS })) }, strict);
+export const AdminAdjustment = Type.Object(
+  {
+    amount: Type.Number({ minimum: -100_000_000, maximum: 100_000_000, description: 'US dollars, signed (a credit or a debit), not 0, at most two decimals' }),
+    description: Type.Optional(Type.String({ minLength: 1, maxLength: 200, pattern: NO_CONTROL_CHARS })),
+  },
+  strict,
+);
+export const AdminAdjusted = Type.Object({ transaction: TransactionView, account: CreditedAccount });
 
 export type DomainCreateBody = Static<typeof DomainCreate>;
 export type DomainUpdateBody = Static<typeof DomainUpdate>;

@@ -5,6 +5,9 @@ import { BUS_APPLICATION_NAME, busChannel, InProcessBus, PostgresBus, type Chang
 import { scheduleJobs } from './jobs.js';
 import { pruneEvents } from './services/events.js';
 import { healthIntervalFromEnv, runHealthCycle } from './services/health.js';
+import { billingIntervalFromEnv, pollChainDeposits, runChargeJob } from './services/billing.js';
+import { chainConfigFromEnv, type ChainConfig } from './chain/config.js';
+import { deliveryConfigFromEnv, deliveryRunner, type DeliveryConfig } from './services/notification-delivery.js';
 import type { ServiceContext } from './context.js';
 import { credentialCache } from './credential-cache.js';
 import { countListeners, pgNotify } from './data/bus.js';
@@ -28,6 +31,14 @@ export interface ServerOptions {
   schema?: string | undefined;
   /** Encrypts stored secrets (src/secret-box.ts); default RAMPART_SECRET_KEY. */
   secretKey?: string | undefined;
+  /** Seconds between runs of the monthly charge job; default RAMPART_BILLING_INTERVAL, else 60. */
+  billingIntervalSeconds?: number | undefined;
+  /** On-chain deposits (docs/billing.md); default from RAMPART_CHAIN_* (chainConfigFromEnv); null: off. */
+  chain?: ChainConfig | null | undefined;
+  /** Verifies POST /api/billing/webhook; default RAMPART_PAYMENT_WEBHOOK_SECRET; absent: the webhook answers 503. */
+  paymentWebhookSecret?: string | undefined;
+  /** Notification delivery (webhooks, SMTP, the job's interval); default from the environment (deliveryConfigFromEnv). */
+  delivery?: DeliveryConfig | undefined;
 }
 
 export interface RunningServer {
@@ -44,6 +55,11 @@ export interface RunningServer {
 export async function startServer(options: ServerOptions): Promise<RunningServer> {
   const healthIntervalSeconds = options.healthIntervalSeconds ?? healthIntervalFromEnv(process.env.RAMPART_HEALTH_INTERVAL);
   if (!(healthIntervalSeconds > 0)) throw new Error('healthIntervalSeconds must be above 0');
+  const deliveryConfig = options.delivery ?? deliveryConfigFromEnv(process.env);
+  const billingIntervalSeconds = options.billingIntervalSeconds ?? billingIntervalFromEnv(process.env.RAMPART_BILLING_INTERVAL);
+  if (!(billingIntervalSeconds > 0)) throw new Error('billingIntervalSeconds must be above 0');
+  const chain = options.chain === undefined ? chainConfigFromEnv(process.env) : (options.chain ?? undefined);
+  const paymentWebhookSecret = options.paymentWebhookSecret ?? (process.env.RAMPART_PAYMENT_WEBHOOK_SECRET || undefined);
   const database = await openDatabase({ url: options.databaseUrl, dataDir: options.dataDir, schema: options.schema });
   // The app's logger, once the app exists (the bus may log before).
   let log: { info(msg: string): void; warn(msg: string): void } | undefined;
@@ -71,6 +87,8 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     secretKey: secretKeyFrom(options.secretKey ?? process.env.RAMPART_SECRET_KEY),
     plans: options.plans ?? DEFAULT_PLANS,
     now: () => new Date(),
+    allowPrivateDnsApi: process.env.RAMPART_ALLOW_PRIVATE_DNS_API === '1',
+    billing: { chain, webhookSecret: paymentWebhookSecret },
     // Every process, this one included, pushes what the bus delivers to it.
     serversChanged: (ids) => {
       if (ids.length === 0) return;
@@ -113,6 +131,9 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     throw err;
   }
   log = { info: (msg) => app.log.info(msg), warn: (msg) => app.log.warn(msg) };
+  // Notification delivery: runs of the job below, and one soon after deliveries are queued.
+  const deliveries = deliveryRunner(ctx, deliveryConfig, (msg, err) => app.log.warn({ err }, msg));
+  ctx.delivery = { allowPrivateWebhooks: deliveryConfig.allowPrivateWebhooks, emailEnabled: deliveryConfig.smtpUrl !== undefined, queued: () => deliveries.kick() };
   hub.attach(app.server);
   // Periodic jobs, each on one process at a time however many share the database.
   const stopJobs = scheduleJobs(
@@ -120,12 +141,18 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     database.kind,
     [
       { name: 'event-retention', everyMs: 3_600_000, run: () => pruneEvents(ctx) },
-      // The health cycle: certificate expiry warnings.
-      { name: 'health-cycle', everyMs: healthIntervalSeconds * 1000, run: () => runHealthCycle(ctx) },
+      // The health cycle: certificate expiry warnings, server health (probes), DNS failover.
+      { name: 'health-cycle', everyMs: healthIntervalSeconds * 1000, run: () => runHealthCycle(ctx, ctx.now(), { log: appLog }) },
+      // The monthly charge of every account due (docs/billing.md, "The monthly charge").
+      { name: 'billing-charge', everyMs: billingIntervalSeconds * 1000, run: () => runChargeJob(ctx) },
+      // On-chain deposits: payments to deposit addresses, confirmed once deep enough.
+      ...(chain ? [{ name: 'chain-watcher', everyMs: chain.pollMs, run: () => pollChainDeposits(ctx, chain) }] : []),
+      { name: 'notification-delivery', everyMs: deliveryConfig.intervalMs, run: () => deliveries.run() },
     ],
     (msg, err) => app.log.warn({ err }, msg),
   );
   app.addHook('onClose', async () => stopJobs());
+  app.addHook('onClose', async () => deliveries.stop());
   app.addHook('onClose', async () => bus.close());
   app.addHook('preClose', async () => hub.close()); // live agent sockets would hold the listener open
   try {

@@ -25,22 +25,33 @@ export function lockAccount(db: Database | Tx, accountId: string) {
   return db.selectFrom('accounts').selectAll().where('id', '=', accountId).forUpdate().executeTakeFirst();
 }
 
-/** Active accounts whose monthly charge is due. */
-export function accountsDueForCharge(db: Database | Tx, now: Date) {
-  return db.selectFrom('accounts').select('id').where('state', '=', 'active').where('next_charge_at', '<=', now).execute();
+/**
+ * The account's billing state after a charge or a failed one: active or frozen, and when the next
+ * charge falls due. The balance is not written here: it moves only with a ledger row
+ * (data/transactions.ts, postEntry).
+ */
+export async function setBillingState(db: Database | Tx, accountId: string, state: 'active' | 'frozen', nextChargeAt?: Date): Promise<void> {
+  await db
+    .updateTable('accounts')
+    .set({ state, ...(nextChargeAt ? { next_charge_at: nextChargeAt } : {}) })
+    .where('id', '=', accountId)
+    .execute();
 }
 
-export async function freezeAccount(db: Database | Tx, accountId: string): Promise<void> {
-  await db.updateTable('accounts').set({ state: 'frozen' }).where('id', '=', accountId).execute();
+export async function setPlan(db: Database | Tx, accountId: string, plan: string): Promise<void> {
+  await db.updateTable('accounts').set({ plan }).where('id', '=', accountId).execute();
 }
 
-/** A charge went through: the new balance, the account active, the next charge due then. */
-export async function recordCharge(db: Database | Tx, accountId: string, balanceCents: number, nextChargeAt: Date): Promise<void> {
-  await db.updateTable('accounts').set({ state: 'active', balance_cents: balanceCents, next_charge_at: nextChargeAt }).where('id', '=', accountId).execute();
-}
-
-export async function setBalance(db: Database | Tx, accountId: string, balanceCents: number): Promise<void> {
-  await db.updateTable('accounts').set({ balance_cents: balanceCents }).where('id', '=', accountId).execute();
+/** What a plan change checks against the new plan: the account's API keys and its domains with DNS failover on. */
+export async function planUsage(db: Database | Tx, accountId: string): Promise<{ apiKeys: number; dnsFailoverDomains: number }> {
+  const keys = await db.selectFrom('api_keys').select((eb) => eb.fn.countAll<number>().as('n')).where('account_id', '=', accountId).executeTakeFirstOrThrow();
+  const failover = await db
+    .selectFrom('domains')
+    .select((eb) => eb.fn.countAll<number>().as('n'))
+    .where('account_id', '=', accountId)
+    .where('dns_failover', '=', true)
+    .executeTakeFirstOrThrow();
+  return { apiKeys: Number(keys.n), dnsFailoverDomains: Number(failover.n) };
 }
 
 /** The version of the account's rule set, read fresh by GET /api/waf (see the rule-list cache in routes/waf.ts). */

@@ -1,10 +1,10 @@
-import { Type } from '@sinclair/typebox';
 import { cents, hasAtMostTwoDecimals } from '../plans.js';
-import { createDeposit, getAccount, listTransactions } from '../services/accounts.js';
+import { getAccount } from '../services/accounts.js';
+import { changePlan, createDeposit, listTransactions } from '../services/billing.js';
 import { buildExport, exportFilename } from '../services/export.js';
-import { listNotifications } from '../services/notifications.js';
 import { invalidField } from '../errors.js';
-import { AccountView, DepositCreate, DepositView, NotificationView, TransactionView } from '../schemas.js';
+import { AccountView, DepositCreate, DepositView, PlanChange, PlanChanged, TransactionView } from '../schemas.js';
+import { pagedListRoute } from './paging.js';
 import { ERROR_RESPONSES, SECURITY, type App, type RouteDeps } from './types.js';
 
 export async function accountRoutes(app: App, { ctx }: RouteDeps) {
@@ -12,28 +12,38 @@ export async function accountRoutes(app: App, { ctx }: RouteDeps) {
     schema: { tags: ['Account'], security: SECURITY, summary: 'Plan, price, balance and state', response: { 200: AccountView, ...ERROR_RESPONSES } },
     handler: async (req) => getAccount(ctx, req.principal.accountId),
   });
+  app.put('/api/account/plan', {
+    schema: {
+      tags: ['Account'],
+      security: SECURITY,
+      summary: 'Change the plan at once, with a pro-rata charge (upgrade) or credit (downgrade) for the rest of the period',
+      description:
+        '402 when the balance does not cover the pro-rata charge (the message names the amount); 409 when the account uses what the new plan does not have (API keys, DNS failover). See docs/billing.md, "Changing plans".',
+      body: PlanChange,
+      response: { 200: PlanChanged, 402: { $ref: 'Error#' }, 409: { $ref: 'Error#' }, ...ERROR_RESPONSES },
+    },
+    handler: async (req) => {
+      const { transaction } = await changePlan(ctx, req.principal.accountId, req.body.plan);
+      return { account: await getAccount(ctx, req.principal.accountId), transaction };
+    },
+  });
   app.post('/api/billing/deposits', {
     config: { frozen: 'allow' },
     schema: {
       tags: ['Account'],
       security: SECURITY,
-      summary: 'Announce a deposit; it is credited once confirmed on-chain. Works while frozen.',
+      summary: 'Announce a deposit; with on-chain deposits it gets its own address to pay to. Credited once confirmed. Works while frozen.',
       body: DepositCreate,
-      response: { 201: DepositView, ...ERROR_RESPONSES },
+      response: { 201: DepositView, 503: { $ref: 'Error#' }, ...ERROR_RESPONSES },
     },
     handler: async (req, reply) => {
       if (!hasAtMostTwoDecimals(req.body.amount)) throw invalidField('amount', 'must have at most two decimals');
       return reply.code(201).send(await createDeposit(ctx, req.principal.accountId, cents(req.body.amount)));
     },
   });
-  app.get('/api/billing/transactions', {
-    schema: { tags: ['Account'], security: SECURITY, summary: 'Charges and deposits, newest first', response: { 200: Type.Array(TransactionView), ...ERROR_RESPONSES } },
-    handler: async (req) => listTransactions(ctx, req.principal.accountId),
-  });
-  app.get('/api/notifications', {
-    schema: { tags: ['Account'], security: SECURITY, summary: 'Notifications, newest first', response: { 200: Type.Array(NotificationView), ...ERROR_RESPONSES } },
-    handler: async (req) => listNotifications(ctx, req.principal.accountId),
-  });
+  pagedListRoute(app, '/api/billing/transactions', { tags: ['Account'], summary: 'The ledger: charges, deposits and adjustments, newest first, in pages' }, TransactionView, (accountId, query) =>
+    listTransactions(ctx, accountId, query),
+  );
   app.get('/api/settings/export', {
     schema: {
       tags: ['Account'],

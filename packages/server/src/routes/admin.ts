@@ -2,8 +2,9 @@ import { Type } from '@sinclair/typebox';
 import { checkAdmin } from '../auth.js';
 import { invalidField } from '../errors.js';
 import { cents, hasAtMostTwoDecimals } from '../plans.js';
-import { confirmDeposit, createAccount, runMonthlyCharge } from '../services/accounts.js';
-import { AdminAccountCreate, AdminCharge, AdminConfirm, IdParams } from '../schemas.js';
+import { createAccount } from '../services/accounts.js';
+import { adjustBalance, confirmDepositByOperator, runMonthlyCharge } from '../services/billing.js';
+import { AdminAccountCreate, AdminAdjusted, AdminAdjustment, AdminCharge, AdminConfirm, DepositConfirmed, IdParams } from '../schemas.js';
 import { ERROR_RESPONSES, type App, type RouteDeps } from './types.js';
 
 /** The operator API: Authorization: Bearer RAMPART_ADMIN_TOKEN. */
@@ -19,7 +20,7 @@ export async function adminRoutes(app: App, { ctx, adminToken }: RouteDeps) {
     schema: {
       tags,
       security,
-      summary: 'Create an account; apiKey is null on a plan without API keys',
+      summary: 'Create an account; apiKey is null on a plan without API keys. An opening balance is an adjustment in the ledger.',
       body: AdminAccountCreate,
       response: { 201: Type.Object({ accountId: Type.String(), apiKey: Type.Union([Type.String(), Type.Null()]) }), 409: { $ref: 'Error#' }, ...ERROR_RESPONSES },
     },
@@ -28,6 +29,22 @@ export async function adminRoutes(app: App, { ctx, adminToken }: RouteDeps) {
       if (!hasAtMostTwoDecimals(balance)) throw invalidField('balance', 'must have at most two decimals');
       const r = await createAccount(ctx, { email: req.body.email, password: req.body.password, plan: req.body.plan, balanceCents: cents(balance) });
       return reply.code(201).send(r);
+    },
+  });
+  app.post('/admin/accounts/:id/adjustments', {
+    schema: {
+      tags,
+      security,
+      summary: "Credit (positive amount) or debit (negative) an account's balance; a credit that covers the price makes a frozen account active",
+      params: IdParams,
+      body: AdminAdjustment,
+      response: { 201: AdminAdjusted, 409: { $ref: 'Error#' }, ...ERROR_RESPONSES },
+    },
+    handler: async (req, reply) => {
+      const { amount } = req.body;
+      if (amount === 0) throw invalidField('amount', 'must not be 0');
+      if (!hasAtMostTwoDecimals(amount)) throw invalidField('amount', 'must have at most two decimals');
+      return reply.code(201).send(await adjustBalance(ctx, req.params.id, cents(amount), req.body.description));
     },
   });
   app.post('/admin/billing/charge', {
@@ -47,8 +64,15 @@ export async function adminRoutes(app: App, { ctx, adminToken }: RouteDeps) {
     handler: async (req) => ({ results: await runMonthlyCharge(ctx, req.body.accountId) }),
   });
   app.post('/admin/deposits/:id/confirm', {
-    schema: { tags, security, summary: 'Mark a pending deposit confirmed, as the on-chain watcher would', params: IdParams, body: AdminConfirm, response: { 409: { $ref: 'Error#' }, ...ERROR_RESPONSES } },
+    schema: {
+      tags,
+      security,
+      summary: 'Mark a pending deposit confirmed, as the on-chain watcher would',
+      params: IdParams,
+      body: AdminConfirm,
+      response: { 200: DepositConfirmed, 409: { $ref: 'Error#' }, ...ERROR_RESPONSES },
+    },
     preValidation: emptyBody,
-    handler: async (req) => confirmDeposit(ctx, req.params.id, req.body.txHash),
+    handler: async (req) => confirmDepositByOperator(ctx, req.params.id, req.body.txHash),
   });
 }

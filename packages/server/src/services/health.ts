@@ -3,6 +3,7 @@ import { formatHostPort, HEALTH_PATH } from '@rampart/protocol';
 import type { ServiceContext } from '../context.js';
 import { iso } from '../context.js';
 import { healthCandidates, writeHealthVerdicts, type HealthVerdict } from '../data/servers.js';
+import { jobIntervalFromEnv } from '../jobs.js';
 import { mapBounded } from '../map-bounded.js';
 import { notifyExpiringCertificates, pruneCertificateOrders } from './certificates.js';
 import { publishFailoverAddresses, type DnsFailoverOptions, type FailoverOutcome } from './dns-failover.js';
@@ -11,16 +12,10 @@ import { AGENT_CONNECTION_TIMEOUT_MS, serverAddress } from './servers.js';
 
 /** The server health check runs every 5 minutes by default (docs/api.md, "HTTPS certificates"). */
 export const DEFAULT_HEALTH_INTERVAL_SECONDS = 300;
-const MAX_HEALTH_INTERVAL_SECONDS = 86_400;
 
 /** RAMPART_HEALTH_INTERVAL: seconds between health cycles (default 300). */
 export function healthIntervalFromEnv(raw: string | undefined): number {
-  if (raw === undefined || raw.trim() === '') return DEFAULT_HEALTH_INTERVAL_SECONDS;
-  const seconds = Number(raw);
-  if (!Number.isFinite(seconds) || seconds <= 0 || seconds > MAX_HEALTH_INTERVAL_SECONDS) {
-    throw new Error(`RAMPART_HEALTH_INTERVAL must be a number of seconds above 0 and at most ${MAX_HEALTH_INTERVAL_SECONDS}, not ${JSON.stringify(raw)}`);
-  }
-  return seconds;
+  return jobIntervalFromEnv('RAMPART_HEALTH_INTERVAL', raw, DEFAULT_HEALTH_INTERVAL_SECONDS);
 }
 
 /** Probes in flight at once, and how long each may take. */

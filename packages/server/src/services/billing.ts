@@ -1,0 +1,619 @@
+// Billing (docs/billing.md): the ledger, the monthly charge on a schedule, freezing and
+// reactivation, plan changes pro rata, deposits and their three confirmation paths (the chain
+// watcher, the operator API, a payment processor's webhook), operator adjustments.
+import { createHmac, timingSafeEqual } from 'node:crypto';
+import { depositAddress } from '../chain/addresses.js';
+import { toCents, type ChainConfig } from '../chain/config.js';
+import { ChainWatcher, type ConfirmedTransfer } from '../chain/watcher.js';
+import type { ServiceContext } from '../context.js';
+import { iso, isUniqueViolation, isUuid } from '../context.js';
+import { credentialsChanged } from '../credential-cache.js';
+import { newId } from '../crypto.js';
+import { lockAccount, planUsage, setBillingState, setPlan } from '../data/accounts.js';
+import { readJobState, writeJobState } from '../data/job-state.js';
+import { recordPaymentEvent } from '../data/payment-events.js';
+import {
+  chargeDueAccounts,
+  findByTxHash,
+  findDepositByAddress,
+  insertTransaction,
+  lockDeposit,
+  nextDepositAddressIndex,
+  postEntry,
+  transactionCursor,
+  transactionsPage,
+  watchedDepositAddresses,
+  type TransactionRow,
+} from '../data/transactions.js';
+import type { Tx } from '../db/database.js';
+import { AppError, invalidField } from '../errors.js';
+import { jobIntervalFromEnv } from '../jobs.js';
+import { dollars, PLANS, type Plan } from '../plans.js';
+import { notify, type NotificationKind } from './notifications.js';
+import { listPage, type PageParams } from './paging.js';
+
+type LockedAccount = NonNullable<Awaited<ReturnType<typeof lockAccount>>>;
+
+// ---------------------------------------------------------------------------------------------
+// Dates and money
+
+/**
+ * One calendar month later, in UTC, the day clamped to the month's last (Jan 31 -> Feb 28 or 29),
+ * the time of day kept: what PostgreSQL's `timestamp + interval '1 month'` gives, so the monthly
+ * charge computes the same dates in SQL (data/transactions.ts) and here. Negative `months` go back.
+ */
+export function addMonth(d: Date, months = 1): Date {
+  const day = d.getUTCDate();
+  const next = new Date(d);
+  next.setUTCDate(1);
+  next.setUTCMonth(next.getUTCMonth() + months);
+  const lastDay = new Date(Date.UTC(next.getUTCFullYear(), next.getUTCMonth() + 1, 0)).getUTCDate();
+  next.setUTCDate(Math.min(day, lastDay));
+  return next;
+}
+
+/**
+ * When the charge after the one for the period starting at `due` falls: a month after `due`, or,
+ * when that is already past (the account was frozen, or the control plane down, for longer than a
+ * month), a month after now: missed months are not charged at once.
+ */
+export function nextChargeAfter(due: Date, now: Date): Date {
+  const next = addMonth(due);
+  return next > now ? next : addMonth(now);
+}
+
+const money = (cents: number): string => `${cents < 0 ? '-' : ''}$${(Math.abs(cents) / 100).toFixed(2)}`;
+const planName = (plan: string): string => plan.charAt(0).toUpperCase() + plan.slice(1);
+const chargeDescription = (plan: string): string => `Monthly charge, ${planName(plan)} plan`;
+
+/** RAMPART_BILLING_INTERVAL: seconds between two runs of the monthly charge job (default 60). */
+export const DEFAULT_BILLING_INTERVAL_SECONDS = 60;
+
+export function billingIntervalFromEnv(raw: string | undefined): number {
+  return jobIntervalFromEnv('RAMPART_BILLING_INTERVAL', raw, DEFAULT_BILLING_INTERVAL_SECONDS);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Views
+
+/** A ledger row as the API shows it: dollars, the signed delta, and a deposit's payment details. */
+export function transactionView(t: TransactionRow) {
+  return {
+    id: t.id,
+    kind: t.kind,
+    amount: dollars(Number(t.amount_cents)),
+    delta: dollars(Number(t.delta_cents)),
+    status: t.status,
+    description: t.description,
+    txHash: t.tx_hash,
+    periodStart: iso(t.period_start),
+    address: t.address,
+    network: t.network,
+    token: t.token,
+    createdAt: iso(t.created_at),
+    confirmedAt: iso(t.confirmed_at),
+  };
+}
+
+const notifyIn = (ctx: ServiceContext, tx: Tx, accountId: string, kind: NotificationKind, message: string) => notify({ ...ctx, db: tx }, { accountId, kind, message });
+
+const frozenMessage = (plan: string, balanceCents: number, priceCents: number) =>
+  `The monthly charge of ${money(priceCents)} for the ${planName(plan)} plan failed: the balance is ${money(balanceCents)}. ` +
+  'The account is frozen: changes are blocked until it is renewed, while your domains keep being served and protected as configured. ' +
+  `Deposit at least ${money(priceCents - balanceCents)} (POST /api/billing/deposits) to make it active again.`;
+
+// ---------------------------------------------------------------------------------------------
+// The monthly charge
+
+export interface ChargeResult {
+  accountId: string;
+  charged: boolean;
+  state: 'active' | 'frozen';
+  balance: number;
+}
+
+/**
+ * The monthly charge of one locked account, for the period starting at its due date, inside the
+ * caller's transaction: a balance below the price records a failed charge and freezes the account
+ * (account_frozen the first time); otherwise the price is debited, the account is active, and the
+ * next charge falls a month later. A period already charged is not charged again.
+ */
+async function chargeLocked(ctx: ServiceContext, tx: Tx, account: LockedAccount): Promise<ChargeResult> {
+  const now = ctx.now();
+  const price = ctx.plans[account.plan as Plan].priceCents;
+  const balance = Number(account.balance_cents);
+  const due = new Date(account.next_charge_at);
+  const description = chargeDescription(account.plan);
+  if (balance < price) {
+    await insertTransaction(tx, { id: newId(), account_id: account.id, kind: 'charge', amount_cents: price, status: 'failed', period_start: due, description, created_at: now });
+    if (account.state !== 'frozen') {
+      await setBillingState(tx, account.id, 'frozen');
+      await notifyIn(ctx, tx, account.id, 'account_frozen', frozenMessage(account.plan, balance, price));
+    }
+    return { accountId: account.id, charged: false, state: 'frozen', balance: dollars(balance) };
+  }
+  const posted = await postEntry(tx, {
+    insert: { id: newId(), account_id: account.id, kind: 'charge', amount_cents: price, delta_cents: -price, status: 'confirmed', period_start: due, description, created_at: now, confirmed_at: now },
+  });
+  await setBillingState(tx, account.id, 'active', nextChargeAfter(due, now));
+  return { accountId: account.id, charged: posted !== undefined, state: 'active', balance: dollars(posted?.balanceCents ?? balance) };
+}
+
+/** Accounts charged per statement of the monthly charge job. */
+export const CHARGE_BATCH = 2_000;
+
+/**
+ * The monthly charge job: every active account whose charge is due, a batch of CHARGE_BATCH at a
+ * time, one statement and one transaction per batch (data/transactions.ts, chargeDueAccounts).
+ * The accounts it freezes get account_frozen, and every process drops what it cached of them
+ * before this returns. Accounts held by another transaction meanwhile are left to the next run.
+ */
+export async function runChargeJob(ctx: ServiceContext, batchSize = CHARGE_BATCH): Promise<ChargeResult[]> {
+  const plans = PLANS.map((plan) => ({ plan, priceCents: ctx.plans[plan].priceCents, description: chargeDescription(plan) }));
+  const results: ChargeResult[] = [];
+  for (;;) {
+    const now = ctx.now();
+    const rows = await ctx.db.transaction().execute(async (tx) => {
+      const charged = await chargeDueAccounts(tx, { now, limit: batchSize, plans });
+      for (const r of charged) {
+        if (!r.charged) await notifyIn(ctx, tx, r.id, 'account_frozen', frozenMessage(r.plan, r.balance_cents, r.price_cents));
+      }
+      return charged;
+    });
+    for (const r of rows) results.push({ accountId: r.id, charged: r.charged, state: r.charged ? 'active' : 'frozen', balance: dollars(r.balance_cents) });
+    const frozen = rows.filter((r) => !r.charged).map((r) => r.id);
+    // Every process sees the frozen accounts before this goes on (src/credential-cache.ts).
+    if (frozen.length > 0) await credentialsChanged(ctx, { kind: 'account-changed', accountIds: frozen });
+    if (rows.length < batchSize) return results;
+  }
+}
+
+/**
+ * The operator's charge (POST /admin/billing/charge): one account now, whatever its due date
+ * (it pays the period starting at its due date, so calling it again pays the next one), or the
+ * monthly charge job at once.
+ */
+export async function runMonthlyCharge(ctx: ServiceContext, accountId?: string): Promise<ChargeResult[]> {
+  if (accountId === undefined) return runChargeJob(ctx);
+  if (!isUuid(accountId)) throw new AppError('account_not_found');
+  const { result, changed } = await ctx.db.transaction().execute(async (tx) => {
+    const account = await lockAccount(tx, accountId);
+    if (!account) throw new AppError('account_not_found');
+    const r = await chargeLocked(ctx, tx, account);
+    if (r.state === 'active' && account.state === 'frozen') await notifyIn(ctx, tx, account.id, 'account_active', activeMessage(account.plan, r));
+    return { result: r, changed: r.state !== account.state };
+  });
+  if (changed) await credentialsChanged(ctx, { kind: 'account-changed', accountIds: [accountId] });
+  return [result];
+}
+
+const activeMessage = (plan: string, r: ChargeResult) =>
+  `The monthly price of the ${planName(plan)} plan was charged: the account is active again and changes are allowed. Balance: ${money(Math.round(r.balance * 100))}.`;
+
+// ---------------------------------------------------------------------------------------------
+// Credits: deposits, adjustments, reactivation
+
+/**
+ * After a credit to a locked account: a frozen account whose balance now covers its price is
+ * charged for its due period and active again, in the same transaction (account_active).
+ */
+async function reactivateIfCovered(ctx: ServiceContext, tx: Tx, account: LockedAccount, balanceCents: number): Promise<{ state: 'active' | 'frozen'; balanceCents: number }> {
+  const price = ctx.plans[account.plan as Plan].priceCents;
+  if (account.state !== 'frozen') return { state: account.state as 'active', balanceCents };
+  if (balanceCents < price) return { state: 'frozen', balanceCents };
+  const r = await chargeLocked(ctx, tx, { ...account, balance_cents: balanceCents });
+  await notifyIn(ctx, tx, account.id, 'account_active', activeMessage(account.plan, r));
+  return { state: r.state, balanceCents: Math.round(r.balance * 100) };
+}
+
+export interface CreditResult {
+  deposit: ReturnType<typeof transactionView>;
+  account: { id: string; state: 'active' | 'frozen'; balance: number };
+}
+
+/**
+ * Credits a locked deposit row: a pending one is confirmed with what arrived; a confirmed one
+ * with `another` set (a second payment to its address) gets a confirmed deposit row of its own.
+ */
+async function creditDeposit(
+  ctx: ServiceContext,
+  tx: Tx,
+  dep: TransactionRow,
+  o: { amountCents: number; txHash: string | null; another: boolean },
+): Promise<CreditResult & { reactivated: boolean }> {
+  const account = await lockAccount(tx, dep.account_id);
+  if (!account) throw new AppError('account_not_found');
+  const now = ctx.now();
+  const requested = Number(dep.amount_cents);
+  const posted = o.another
+    ? await postEntry(tx, {
+        insert: {
+          id: newId(),
+          account_id: dep.account_id,
+          kind: 'deposit',
+          amount_cents: o.amountCents,
+          delta_cents: o.amountCents,
+          status: 'confirmed',
+          tx_hash: o.txHash,
+          network: dep.network,
+          token: dep.token,
+          description: `Another payment to ${dep.address ?? 'the address'} of deposit ${dep.id}`,
+          created_at: now,
+          confirmed_at: now,
+        },
+      })
+    : await postEntry(tx, {
+        settle: {
+          id: dep.id,
+          amount_cents: o.amountCents,
+          tx_hash: o.txHash,
+          confirmed_at: now,
+          ...(o.amountCents !== requested ? { description: `Requested ${money(requested)}, received ${money(o.amountCents)}` } : {}),
+        },
+      });
+  if (!posted) throw new AppError('deposit_not_pending');
+  await notifyIn(
+    ctx,
+    tx,
+    account.id,
+    'deposit_confirmed',
+    `Deposit of ${money(o.amountCents)} confirmed${o.txHash ? ` (transaction ${o.txHash})` : ''}. Balance: ${money(posted.balanceCents)}.`,
+  );
+  const after = await reactivateIfCovered(ctx, tx, account, posted.balanceCents);
+  return {
+    deposit: transactionView(posted.row),
+    account: { id: account.id, state: after.state, balance: dollars(after.balanceCents) },
+    reactivated: after.state !== account.state,
+  };
+}
+
+/** Runs a credit's transaction; after the commit, every process drops what it cached of a reactivated account. */
+async function runCredit<T extends { reactivated: boolean; account: { id: string } }>(ctx: ServiceContext, fn: (tx: Tx) => Promise<T>): Promise<T> {
+  let r: T;
+  try {
+    r = await ctx.db.transaction().execute(fn);
+  } catch (err) {
+    // One credit per transaction hash (transactions_tx_hash), whatever raced us to it.
+    if (isUniqueViolation(err)) throw new AppError('tx_hash_used');
+    throw err;
+  }
+  if (r.reactivated) await credentialsChanged(ctx, { kind: 'account-changed', accountIds: [r.account.id] });
+  return r;
+}
+
+export interface ConfirmOptions {
+  txHash?: string | undefined;
+  /** What arrived, in cents; default the amount asked for. */
+  amountCents?: number | undefined;
+  /** A payment processor's event id: applied once (payment_events). */
+  eventId?: string | undefined;
+}
+
+/**
+ * Confirms a pending deposit and credits it: the one function behind the operator API, the
+ * payment webhook and the chain watcher. A frozen account whose new balance covers its price is
+ * charged and active again in the same transaction. A deposit already confirmed is a 409, a
+ * transaction hash already credited a 409; an event id already applied answers `duplicate`.
+ */
+export async function confirmDeposit(ctx: ServiceContext, depositId: string, o: ConfirmOptions = {}): Promise<CreditResult | { duplicate: true }> {
+  if (!isUuid(depositId)) throw new AppError('deposit_not_found');
+  const r = await runCredit(ctx, async (tx) => {
+    if (o.eventId !== undefined && !(await recordPaymentEvent(tx, { id: o.eventId, deposit_id: depositId, received_at: ctx.now() }))) {
+      return { duplicate: true as const, reactivated: false, account: { id: '' } };
+    }
+    const dep = await lockDeposit(tx, depositId);
+    if (!dep) throw new AppError('deposit_not_found');
+    if (dep.status !== 'pending') throw new AppError('deposit_not_pending');
+    if (o.txHash !== undefined && (await findByTxHash(tx, o.txHash))) throw new AppError('tx_hash_used');
+    return creditDeposit(ctx, tx, dep, { amountCents: o.amountCents ?? Number(dep.amount_cents), txHash: o.txHash ?? null, another: false });
+  });
+  if ('duplicate' in r) return { duplicate: true };
+  return { deposit: r.deposit, account: r.account };
+}
+
+/** The operator's confirmation (POST /admin/deposits/:id/confirm). */
+export async function confirmDepositByOperator(ctx: ServiceContext, depositId: string, txHash: string | undefined): Promise<CreditResult> {
+  const r = await confirmDeposit(ctx, depositId, { txHash });
+  if ('duplicate' in r) throw new AppError('deposit_not_pending'); // no event id: never a duplicate
+  return r;
+}
+
+/** An operator's credit (positive) or debit (negative); a credit can make a frozen account active. */
+export async function adjustBalance(ctx: ServiceContext, accountId: string, amountCents: number, description: string | undefined) {
+  if (!isUuid(accountId)) throw new AppError('account_not_found');
+  const r = await runCredit(ctx, async (tx) => {
+    const account = await lockAccount(tx, accountId);
+    if (!account) throw new AppError('account_not_found');
+    const balance = Number(account.balance_cents);
+    if (balance + amountCents < 0) {
+      throw new AppError('balance_negative', `amount: the adjustment would take the balance below 0 (it is ${money(balance)})`);
+    }
+    const now = ctx.now();
+    const posted = (await postEntry(tx, {
+      insert: {
+        id: newId(),
+        account_id: accountId,
+        kind: 'adjustment',
+        amount_cents: amountCents,
+        delta_cents: amountCents,
+        status: 'confirmed',
+        description: description ?? (amountCents >= 0 ? 'Credit by the operator' : 'Debit by the operator'),
+        created_at: now,
+        confirmed_at: now,
+      },
+    }))!;
+    const after = amountCents > 0 ? await reactivateIfCovered(ctx, tx, account, posted.balanceCents) : { state: account.state as 'active' | 'frozen', balanceCents: posted.balanceCents };
+    return {
+      transaction: transactionView(posted.row),
+      account: { id: accountId, state: after.state, balance: dollars(after.balanceCents) },
+      reactivated: after.state !== account.state,
+    };
+  });
+  return { transaction: r.transaction, account: r.account };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Deposits
+
+/** The network's display name for payment details: configured, else from the RPC's chain id (asked once). */
+const networkNames = new Map<string, Promise<string>>();
+async function chainNetwork(chain: ChainConfig): Promise<string> {
+  if (chain.network) return chain.network;
+  let name = networkNames.get(chain.rpcUrl);
+  if (!name) {
+    name = new ChainWatcher({ rpcUrl: chain.rpcUrl, token: chain.token, confirmations: chain.confirmations }).network();
+    networkNames.set(chain.rpcUrl, name);
+    name.catch(() => networkNames.delete(chain.rpcUrl)); // asked again next time
+  }
+  try {
+    return await name;
+  } catch {
+    throw new AppError('chain_unavailable');
+  }
+}
+
+/**
+ * A pending deposit. With on-chain deposits configured it gets payment details: its own address
+ * (child `i` of the operator's xpub, `i` the next value of deposit_address_index), the network
+ * and the token; `tokenContract` is the ERC-20 contract to pay with.
+ */
+export async function createDeposit(ctx: ServiceContext, accountId: string, amountCents: number) {
+  const chain = ctx.billing?.chain;
+  const base = { id: newId(), account_id: accountId, kind: 'deposit', amount_cents: amountCents, status: 'pending', created_at: ctx.now() };
+  if (!chain) return { ...transactionView(await insertTransaction(ctx.db, base)), tokenContract: null };
+  const network = await chainNetwork(chain);
+  const index = await nextDepositAddressIndex(ctx.db);
+  const address = depositAddress(chain.xpub, index);
+  const row = await insertTransaction(ctx.db, {
+    ...base,
+    address,
+    address_index: index,
+    network,
+    token: chain.symbol,
+    description: `Pay ${money(amountCents).slice(1)} ${chain.symbol} on ${network} to ${address}`,
+  });
+  return { ...transactionView(row), tokenContract: chain.token as string };
+}
+
+// ---------------------------------------------------------------------------------------------
+// The ledger, listed
+
+/**
+ * One page of the account's ledger, newest first: `limit` rows (default 50, at most 200), those
+ * after the row `before` when given (services/paging.ts).
+ */
+export function listTransactions(ctx: ServiceContext, accountId: string, query: PageParams = {}) {
+  return listPage(
+    query,
+    (id) => transactionCursor(ctx.db, accountId, id),
+    (limit, before) => transactionsPage(ctx.db, accountId, limit, before?.id),
+    transactionView,
+  );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Plan changes
+
+/**
+ * What moving from one price to another costs for the rest of the current period (the month
+ * before the next charge): (new - old) x remaining / period length, rounded to the cent, half
+ * away from zero, the same for an upgrade and a downgrade (so changing and changing back nets 0).
+ * Positive: a charge; negative: a credit. 0 when the charge is already due.
+ */
+export function proRataCents(oldPriceCents: number, newPriceCents: number, nextChargeAt: Date, now: Date): number {
+  const periodStart = addMonth(nextChargeAt, -1);
+  const length = nextChargeAt.getTime() - periodStart.getTime();
+  const remaining = Math.min(Math.max(nextChargeAt.getTime() - now.getTime(), 0), length);
+  const diff = newPriceCents - oldPriceCents;
+  return Math.sign(diff) * Math.round((Math.abs(diff) * remaining) / length);
+}
+
+/**
+ * PUT /api/account/plan: the new plan at once, with a pro-rata charge (refused with 402 when the
+ * balance does not cover it) or credit for the rest of the period; the next monthly charge is at
+ * the new price. Refused (409) when the account uses what the new plan does not have.
+ */
+export async function changePlan(ctx: ServiceContext, accountId: string, plan: Plan) {
+  const r = await ctx.db.transaction().execute(async (tx) => {
+    const account = await lockAccount(tx, accountId);
+    if (!account) throw new AppError('account_not_found');
+    if (account.state === 'frozen') throw new AppError('account_frozen');
+    const from = account.plan as Plan;
+    if (from === plan) return { transaction: null, changed: false };
+    const target = ctx.plans[plan];
+    const usage = await planUsage(tx, accountId);
+    if (!target.apiKeys && usage.apiKeys > 0) {
+      throw new AppError('plan_usage', `plan: the ${planName(plan)} plan has no API keys and this account has ${usage.apiKeys}; delete them first (sign in with a password to do so)`);
+    }
+    if (!target.dnsFailover && usage.dnsFailoverDomains > 0) {
+      throw new AppError('plan_usage', `plan: the ${planName(plan)} plan has no DNS failover and ${usage.dnsFailoverDomains} domain(s) of this account use it; turn it off first`);
+    }
+    const now = ctx.now();
+    const amount = proRataCents(ctx.plans[from].priceCents, target.priceCents, new Date(account.next_charge_at), now);
+    const balance = Number(account.balance_cents);
+    if (amount > balance) {
+      throw new AppError(
+        'insufficient_balance',
+        `plan: moving to ${planName(plan)} costs ${money(amount)} now (pro rata for the rest of the period) and the balance is ${money(balance)}; deposit at least ${money(amount - balance)} first`,
+      );
+    }
+    const description = `Plan change ${planName(from)} -> ${planName(plan)}, pro rata for the rest of the period`;
+    let posted: Awaited<ReturnType<typeof postEntry>>;
+    if (amount > 0) {
+      posted = await postEntry(tx, { insert: { id: newId(), account_id: accountId, kind: 'charge', amount_cents: amount, delta_cents: -amount, status: 'confirmed', description, created_at: now, confirmed_at: now } });
+    } else if (amount < 0) {
+      posted = await postEntry(tx, { insert: { id: newId(), account_id: accountId, kind: 'adjustment', amount_cents: -amount, delta_cents: -amount, status: 'confirmed', description, created_at: now, confirmed_at: now } });
+    }
+    await setPlan(tx, accountId, plan);
+    return { transaction: posted ? transactionView(posted.row) : null, changed: true };
+  });
+  // The plan is part of what every process caches of a credential.
+  if (r.changed) await credentialsChanged(ctx, { kind: 'account-changed', accountIds: [accountId] });
+  return { transaction: r.transaction };
+}
+
+// ---------------------------------------------------------------------------------------------
+// The payment processor's webhook
+
+/** How far a webhook's timestamp may be from the server's clock. */
+export const WEBHOOK_TOLERANCE_SECONDS = 300;
+export const SIGNATURE_HEADER = 'X-Rampart-Payment-Signature';
+
+/** The signature a processor sends: hex HMAC-SHA256 of `<t>.<raw body>` under the shared secret. */
+export function paymentSignature(secret: string, timestamp: number | string, rawBody: Buffer | string): string {
+  return createHmac('sha256', secret).update(`${timestamp}.`).update(rawBody).digest('hex');
+}
+
+/**
+ * Checks `X-Rampart-Payment-Signature: t=<unix seconds>,v1=<hex>` (several v1 allowed, for a
+ * secret being rotated) against the raw body. 503 when no secret is configured, 400 for a missing
+ * or malformed header, 401 for a timestamp more than 5 minutes away or a signature that does not match.
+ */
+export function verifyPaymentSignature(ctx: ServiceContext, header: unknown, rawBody: Buffer): void {
+  const secret = ctx.billing?.webhookSecret;
+  if (!secret) throw new AppError('payment_webhook_off');
+  const expected = `expected t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>">`;
+  if (typeof header !== 'string' || header === '') throw invalidField(SIGNATURE_HEADER, `missing; ${expected}`);
+  let t: number | undefined;
+  const v1: Buffer[] = [];
+  for (const part of header.split(',')) {
+    const [k, v = ''] = part.trim().split('=', 2) as [string, string?];
+    if (k === 't' && /^\d{1,12}$/.test(v)) t = Number(v);
+    else if (k === 'v1' && /^[0-9a-fA-F]{64}$/.test(v)) v1.push(Buffer.from(v, 'hex'));
+  }
+  if (t === undefined || v1.length === 0 || header.length > 2000) throw invalidField(SIGNATURE_HEADER, `malformed; ${expected}`);
+  if (Math.abs(ctx.now().getTime() / 1000 - t) > WEBHOOK_TOLERANCE_SECONDS) {
+    throw new AppError('payment_signature', `${SIGNATURE_HEADER}: the timestamp is more than ${WEBHOOK_TOLERANCE_SECONDS / 60} minutes away from the server's clock`);
+  }
+  const want = Buffer.from(paymentSignature(secret, t, rawBody), 'hex');
+  if (!v1.some((sig) => timingSafeEqual(sig, want))) throw new AppError('payment_signature');
+}
+
+export interface PaymentEvent {
+  id: string;
+  type: string;
+  depositId?: string | undefined;
+  amountCents?: number | undefined;
+  txHash?: string | undefined;
+}
+
+/**
+ * A verified processor event: `deposit.confirmed` confirms the deposit through confirmDeposit,
+ * once per event id; other types are acknowledged and ignored.
+ */
+export async function applyPaymentEvent(ctx: ServiceContext, e: PaymentEvent) {
+  if (e.type !== 'deposit.confirmed') return { received: true, applied: false };
+  if (e.depositId === undefined) throw invalidField('depositId', 'is required for deposit.confirmed');
+  const r = await confirmDeposit(ctx, e.depositId, { eventId: e.id, txHash: e.txHash, amountCents: e.amountCents });
+  if ('duplicate' in r) return { received: true, applied: false, duplicate: true };
+  return { received: true, applied: true, deposit: r.deposit, account: r.account };
+}
+
+// ---------------------------------------------------------------------------------------------
+// The chain watcher
+
+/** job_state: the next block the watcher reads. */
+export const CHAIN_CURSOR = 'chain-watcher.cursor';
+/** A deposit's address stays watched this long after its confirmation: a second payment is credited too. */
+export const REPAYMENT_WATCH_MS = 30 * 86_400_000;
+
+export interface ChainCredit {
+  address: string;
+  /** The transaction hash, or `<hash>:<logIndex>` for the second and later deposit addresses one transaction pays. */
+  txHash: string;
+  amountCents: number;
+}
+
+/**
+ * Transfers as credits: one per transaction and deposit address (several transfers of one
+ * transaction to one address add up), keyed by the transaction hash; when one transaction pays
+ * several deposit addresses, the first keeps the hash and the others are keyed `<hash>:<logIndex>`.
+ */
+export function chainCredits(transfers: readonly ConfirmedTransfer[], decimals: number): ChainCredit[] {
+  const byTx = new Map<string, Map<string, { amount: bigint; logIndex: number }>>();
+  for (const t of transfers) {
+    const tx = byTx.get(t.txHash) ?? new Map<string, { amount: bigint; logIndex: number }>();
+    byTx.set(t.txHash, tx);
+    const to = tx.get(t.to);
+    if (to) to.amount += t.amount;
+    else tx.set(t.to, { amount: t.amount, logIndex: t.logIndex });
+  }
+  const credits: ChainCredit[] = [];
+  for (const [hash, tos] of byTx) {
+    const sorted = [...tos].sort((a, b) => a[1].logIndex - b[1].logIndex);
+    sorted.forEach(([address, { amount, logIndex }], i) => {
+      credits.push({ address, txHash: i === 0 ? hash : `${hash}:${logIndex}`, amountCents: toCents(amount, decimals) });
+    });
+  }
+  return credits;
+}
+
+export type ChainCreditOutcome = 'credited' | 'duplicate' | 'unknown-address' | 'dust';
+
+/**
+ * A payment seen on-chain: confirms the address's pending deposit with what arrived (less or more
+ * than asked), or, when that deposit was already confirmed, credits the payment as a confirmed
+ * deposit of its own. Once per transaction hash.
+ */
+export async function creditChainPayment(ctx: ServiceContext, c: ChainCredit): Promise<ChainCreditOutcome> {
+  if (c.amountCents <= 0) return 'dust';
+  try {
+    const r = await runCredit(ctx, async (tx) => {
+      if (await findByTxHash(tx, c.txHash)) return { outcome: 'duplicate' as const, reactivated: false, account: { id: '' } };
+      const found = await findDepositByAddress(tx, c.address);
+      const dep = found && (await lockDeposit(tx, found.id));
+      if (!dep) return { outcome: 'unknown-address' as const, reactivated: false, account: { id: '' } };
+      const r = await creditDeposit(ctx, tx, dep, { amountCents: c.amountCents, txHash: c.txHash, another: dep.status !== 'pending' });
+      return { ...r, outcome: 'credited' as const };
+    });
+    return r.outcome;
+  } catch (err) {
+    if (err instanceof AppError && err.code === 'tx_hash_used') return 'duplicate';
+    throw err;
+  }
+}
+
+/**
+ * One look at the chain (the chain-watcher job): the transfers to watched deposit addresses in the
+ * blocks from the stored cursor up to the newest deep enough, each credited once; then the cursor
+ * moves on. A failure leaves the cursor, so the next run reads the same blocks again (what was
+ * credited meanwhile is not credited twice: one credit per transaction hash).
+ */
+export async function pollChainDeposits(ctx: ServiceContext, chain: ChainConfig | undefined = ctx.billing?.chain): Promise<ChainCreditOutcome[]> {
+  if (!chain) return [];
+  const stored = await readJobState(ctx.db, CHAIN_CURSOR);
+  const watcher = new ChainWatcher({
+    rpcUrl: chain.rpcUrl,
+    token: chain.token,
+    confirmations: chain.confirmations,
+    network: chain.network,
+    fromBlock: stored !== undefined && /^\d+$/.test(stored) ? BigInt(stored) : undefined,
+  });
+  // Read just before the poll (see ChainWatcher.poll).
+  const addresses = await watchedDepositAddresses(ctx.db, new Date(ctx.now().getTime() - REPAYMENT_WATCH_MS));
+  const transfers = await watcher.poll(addresses);
+  const outcomes: ChainCreditOutcome[] = [];
+  for (const credit of chainCredits(transfers, chain.decimals)) outcomes.push(await creditChainPayment(ctx, credit));
+  if (watcher.cursor !== undefined) await writeJobState(ctx.db, CHAIN_CURSOR, watcher.cursor.toString());
+  return outcomes;
+}
