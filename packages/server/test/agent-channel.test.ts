@@ -9,7 +9,7 @@ import type { AgentConnectionsTable, NotificationsTable, ServersTable, WafEvents
 import { DEFAULT_PLANS } from '../src/plans.js';
 import type { AgentChannelStore } from '../src/services/agent-channel.js';
 import { storeEvents } from '../src/services/events.js';
-import { recordStatusReport, SERVER_NOTIFICATION_LIMIT } from '../src/services/notifications.js';
+import { notificationMessages, recordStatusReport, SERVER_NOTIFICATION_LIMIT } from '../src/services/notifications.js';
 import { recordConfigAck } from '../src/services/revisions.js';
 import {
   AGENT_CONNECTION_TIMEOUT_MS,
@@ -105,6 +105,17 @@ class World {
       for (const s of live) s.status = 'offline';
       return live.map((s) => ({ id: s.id, account_id: s.account_id, name: s.name }));
     },
+    markServersDown: async (_db, ids, reason) => {
+      const fresh = ids.flatMap((id) => this.servers.get(id) ?? []).filter((s) => s.status !== 'decommissioned' && s.healthy !== false);
+      if (fresh.length) this.write('markServersDown');
+      for (const s of fresh) Object.assign(s, { healthy: false, health_error: reason });
+      return fresh.map((s) => ({ id: s.id, account_id: s.account_id, name: s.name }));
+    },
+    setProxyServing: async (_db, id, serving) => {
+      this.write('setProxyServing');
+      const s = this.servers.get(id);
+      if (s && s.status !== 'decommissioned') s.proxy_serving = serving;
+    },
     touchServersLastSeen: async (_db, ids, now) => {
       this.write('touchServersLastSeen');
       for (const id of ids) this.servers.get(id)!.last_seen_at = now;
@@ -179,6 +190,7 @@ class World {
       return true;
     },
     countNotifications: async (_db, w) => this.inWindow(w).length,
+    queueDeliveries: async () => 0, // no notification settings in this world
   };
 
   private inWindow(w: { serverId: string; kind: string; since: Date }): Notification[] {
@@ -245,7 +257,7 @@ describe('config/ack', () => {
     assert.equal(s.applied_revision, 1);
     assert.deepEqual(
       w.notifications.map((n) => [n.kind, n.message]),
-      [['server_error', 'Configuration update to revision 3 failed: line 12: unknown keyword; fatal errors']],
+      [['server_error', notificationMessages.configFailed(3, 'line 12: unknown keyword; fatal errors')]],
     );
   });
 });
@@ -403,7 +415,7 @@ describe('agent connections', () => {
     assert.equal(s.status, 'offline');
     assert.deepEqual(
       w.serverDowns(s.id).map((n) => n.message),
-      ['Shield server edge-1 disconnected'],
+      [notificationMessages.serverDown('edge-1')],
     );
   });
 

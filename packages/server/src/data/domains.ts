@@ -104,7 +104,7 @@ export function claimExpiringCertificates(db: Database | Tx, before: Date) {
     .where('ssl_expires', 'is not', null)
     .where('ssl_expires', '<=', before)
     .where((eb) => eb.or([eb('ssl_expiring_notified_for', 'is', null), eb('ssl_expiring_notified_for', '<>', eb.ref('ssl_expires'))]))
-    .returning(['account_id', 'domain', 'ssl_expires'])
+    .returning(['id', 'account_id', 'domain', 'ssl_expires'])
     .execute();
 }
 
@@ -160,4 +160,44 @@ export async function serversSharingDomains(db: Database | Tx, serverId: string)
     .where('mine.server_id', '=', serverId)
     .execute();
   return rows.map((r) => r.server_id);
+}
+
+// ---- DNS failover
+
+/** The names of the account's domains with DNS failover on, by name. */
+export async function failoverDomainNames(db: Database | Tx, accountId: string): Promise<string[]> {
+  const rows = await db.selectFrom('domains').select('domain').where('account_id', '=', accountId).where('dns_failover', '=', true).orderBy('domain').execute();
+  return rows.map((r) => r.domain);
+}
+
+/**
+ * Every domain with DNS failover on, with its account's plan and, one row each, its live servers'
+ * addresses and health verdicts (server_id null for a domain left without one). One query.
+ */
+export function failoverDomainServers(db: Database | Tx) {
+  return db
+    .selectFrom('domains')
+    .innerJoin('accounts', 'accounts.id', 'domains.account_id')
+    .leftJoin('domain_servers', 'domain_servers.domain_id', 'domains.id')
+    .leftJoin('servers', (j) => j.onRef('servers.id', '=', 'domain_servers.server_id').on('servers.status', '<>', 'decommissioned'))
+    .select([
+      'domains.id',
+      'domains.account_id',
+      'domains.domain',
+      'domains.dns_addresses',
+      'domains.dns_error',
+      'accounts.plan',
+      'servers.id as server_id',
+      'servers.public_ip',
+      'servers.ip',
+      'servers.healthy',
+    ])
+    .where('domains.dns_failover', '=', true)
+    .orderBy('domains.id')
+    .execute();
+}
+
+/** What the last publication left: the addresses published and the error, if any. */
+export async function setDomainDns(db: Database | Tx, id: string, set: { dns_addresses?: string | null; dns_error: string | null }): Promise<void> {
+  await db.updateTable('domains').set(set).where('id', '=', id).where('dns_failover', '=', true).execute();
 }

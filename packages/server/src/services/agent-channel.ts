@@ -3,6 +3,7 @@ import * as domains from '../data/domains.js';
 import * as events from '../data/events.js';
 import * as notifications from '../data/notifications.js';
 import * as servers from '../data/servers.js';
+import { queueDeliveries } from './notification-delivery.js';
 
 /**
  * The data functions behind what an agent's messages mean (a hello, an ack, a report, an event
@@ -16,6 +17,8 @@ export const agentChannelStore = {
   lockServer: servers.lockServer,
   markServerConnected: servers.markServerConnected,
   markServersOffline: servers.markServersOffline,
+  markServersDown: servers.markServersDown,
+  setProxyServing: servers.setProxyServing,
   touchServersLastSeen: servers.touchServersLastSeen,
   desiredRevision: servers.desiredRevision,
   recordAppliedRevision: servers.recordAppliedRevision,
@@ -34,6 +37,8 @@ export const agentChannelStore = {
   insertNotification: notifications.insertNotification,
   foldNotification: notifications.foldNotification,
   countNotifications: notifications.countNotifications,
+  /** The deliveries of a notification just inserted (services/notification-delivery.ts). */
+  queueDeliveries,
 };
 
 export type AgentChannelStore = typeof agentChannelStore;

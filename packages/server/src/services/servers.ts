@@ -20,7 +20,7 @@ import { enforceLimit } from './limits.js';
 import type { ServerStatus } from '../db/schema.js';
 import { agentChannelStore, type AgentChannelStore } from './agent-channel.js';
 import { refreshDomainSsl } from './certificates.js';
-import { notifyFromServer } from './notifications.js';
+import { notificationMessages, notifyFromServer } from './notifications.js';
 
 export const MAX_SERVERS = 1000;
 
@@ -34,6 +34,9 @@ type ServerRow = {
   desired_revision: unknown;
   applied_revision: unknown;
   created_at: Date | string;
+  healthy: boolean | null;
+  health_error: string | null;
+  health_checked_at: Date | string | null;
 };
 
 export function serverView(s: ServerRow) {
@@ -46,6 +49,10 @@ export function serverView(s: ServerRow) {
     lastSeenAt: iso(s.last_seen_at),
     desiredRevision: Number(s.desired_revision),
     appliedRevision: Number(s.applied_revision),
+    // The health cycle's last verdict (services/health.ts); null before the first, or while its agent has never connected.
+    healthy: s.healthy,
+    healthError: s.health_error,
+    healthCheckedAt: iso(s.health_checked_at),
     createdAt: iso(s.created_at)!,
   };
 }
@@ -175,6 +182,10 @@ export interface AgentConnection {
   /** The control-plane process holding it. */
   processId: string;
   ip: string;
+  /** The port its HAProxy serves HTTP on, as its hello said (absent from older agents). */
+  httpPort?: number | undefined;
+  /** Whether HAProxy serves, as its heartbeats last said (absent before the first, and from older agents). */
+  proxyServing?: boolean | undefined;
 }
 
 export interface ConnectedResult {
@@ -197,21 +208,33 @@ export async function recordAgentConnected(ctx: ServiceContext, conn: AgentConne
     const now = ctx.now();
     const previous = await store.connectionOfServer(tx, conn.serverId);
     await store.upsertConnection(tx, conn.serverId, { connection_id: conn.connectionId, process_id: conn.processId, ip: conn.ip, connected_at: now, last_heartbeat_at: now });
-    await store.markServerConnected(tx, conn.serverId, conn.ip, now);
+    await store.markServerConnected(tx, conn.serverId, conn.ip, now, { httpPort: conn.httpPort ?? null, proxyServing: conn.proxyServing ?? null });
     const replaced = previous && previous.connection_id !== conn.connectionId ? { connectionId: previous.connection_id, processId: previous.process_id } : null;
     const moved = serverAddress(current) !== serverAddress({ public_ip: current.public_ip, ip: conn.ip });
     return { recorded: true, replaced, peers: moved ? await store.bumpServers(tx, current.account_id, await store.serversSharingDomains(tx, conn.serverId)) : [] };
   });
 }
 
-/** Clears connection rows (those given, as found) and raises server_down for each when asked, in the caller's transaction. */
+/** The health_error of a server whose agent's connection dropped. */
+export const DISCONNECTED_REASON = 'The agent disconnected';
+
+/**
+ * Clears connection rows (those given, as found) and, when asked, marks the servers down
+ * (healthy false) and raises server_down, in the caller's transaction.
+ */
 async function clearConnections(tx: Tx, ctx: ServiceContext, serverIds: readonly string[], raiseDown: boolean, store: AgentChannelStore): Promise<void> {
   if (serverIds.length === 0) return;
   const servers = await store.markServersOffline(tx, serverIds);
-  if (!raiseDown) return;
-  for (const s of servers) {
-    await notifyFromServer({ db: tx, now: ctx.now }, { accountId: s.account_id, serverId: s.id, kind: 'server_down', message: `Shield server ${s.name} disconnected` }, store);
+  if (!raiseDown || servers.length === 0) return;
+  // Once per outage: not for a server the health cycle already found down (and raised it for).
+  for (const s of await store.markServersDown(tx, servers.map((x) => x.id), DISCONNECTED_REASON)) {
+    await notifyFromServer({ ...ctx, db: tx }, { accountId: s.account_id, serverId: s.id, kind: 'server_down', message: notificationMessages.serverDown(s.name) }, store);
   }
+}
+
+/** The agent's heartbeat said whether its HAProxy serves (the hub passes it on when it changes). */
+export async function recordProxyServing(ctx: ServiceContext, serverId: string, serving: boolean, store: AgentChannelStore = agentChannelStore): Promise<void> {
+  await store.setProxyServing(ctx.db, serverId, serving);
 }
 
 /**
