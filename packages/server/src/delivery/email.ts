@@ -12,63 +12,13 @@ export function emailTransport(smtpUrl: string): Transporter {
   return nodemailer.createTransport({ url: smtpUrl, connectionTimeout: 10_000, greetingTimeout: 10_000, socketTimeout: 30_000 });
 }
 
-/** Each kind in words, and what the account owner can do about it. */
-const KINDS: Record<string, { title: string; advice: string }> = {
-  server_down: {
-    title: 'Server down',
-    advice:
-      'The agent of this shield server lost its connection to Rampart. Check that the server is up, that the agent is running and that it can reach the control plane. ' +
-      'Configuration changes do not reach the server until its agent is back.',
-  },
-  server_recovered: {
-    title: 'Server recovered',
-    advice: 'The agent of this shield server is connected again. Nothing to do.',
-  },
-  server_error: {
-    title: 'Server error',
-    advice:
-      'A configuration update failed on this server, HAProxy crashed, or a failed reload could not be rolled back. ' +
-      "The message carries HAProxy's errors: correct the change it points to, then check the server's status.",
-  },
-  proxy_crash: {
-    title: 'Proxy crashed',
-    advice:
-      'HAProxy died or stopped answering, and the agent restarted it on the last configuration that worked. ' +
-      "If it happens again, look at the server's HAProxy logs, memory and disk.",
-  },
-  proxy_reload_failed: {
-    title: 'Proxy reload failed',
-    advice:
-      'A new configuration could not be loaded, so the server went back to the previous one: it serves, but without your latest change. ' +
-      "The message carries HAProxy's errors: correct the change and save it again.",
-  },
-  ssl_expiring: {
-    title: 'Certificate expiring',
-    advice:
-      'A certificate expires within 7 days and has not been renewed. Check that the domain still resolves to its shield servers and that port 80 reaches them; ' +
-      "the domain's sslError, or the agent's log on the shield server, says why renewal failed.",
-  },
-  account_frozen: {
-    title: 'Account frozen',
-    advice:
-      "The monthly charge failed because the balance is below the plan's price, so changes are refused. " +
-      'Make a deposit: once it is confirmed and covers the price, the account is charged and active again.',
-  },
-  account_active: {
-    title: 'Account active',
-    advice: 'The account is active again and changes are accepted. Nothing to do.',
-  },
-  deposit_confirmed: {
-    title: 'Deposit confirmed',
-    advice: 'A deposit was confirmed and credited to the balance. Nothing to do.',
-  },
-};
-
-function describeKind(kind: string): { title: string; advice: string } {
-  const known = KINDS[kind];
-  if (known) return known;
+/**
+ * A kind in words, for the subject and the first line. The message itself says what happened and
+ * what to do (services/notifications.ts notificationMessages), so the e-mail adds no advice of its own.
+ */
+function kindTitle(kind: string): string {
   const words = kind.replace(/_/g, ' ');
-  return { title: words.charAt(0).toUpperCase() + words.slice(1), advice: 'See the notification list in the dashboard.' };
+  return words.charAt(0).toUpperCase() + words.slice(1);
 }
 
 /** The message's first line, cut to fit a subject line. */
@@ -86,7 +36,7 @@ export interface NotificationEmail {
 
 /** The e-mail for a notification; `from` is RAMPART_SMTP_FROM (rampart@localhost by default). */
 export function notificationEmail(n: DeliverableNotification, accountEmail: string, from: string): NotificationEmail {
-  const { title, advice } = describeKind(n.kind);
+  const title = kindTitle(n.kind);
   const details = [
     `Raised at ${new Date(n.createdAt).toISOString()} (notification ${n.id}, kind ${n.kind}).`,
     ...(n.serverId ? [`Server: ${n.serverId}`] : []),
@@ -96,8 +46,6 @@ export function notificationEmail(n: DeliverableNotification, accountEmail: stri
     title,
     '',
     n.message,
-    '',
-    `What to do: ${advice}`,
     '',
     ...details,
     '',
