@@ -133,7 +133,9 @@ describe('a frozen account at the edge', { skip: url ? false : 'no PostgreSQL an
     assert.equal(r.status, 200, JSON.stringify(r.body));
     await waitForOrigin(agent.httpPort, HOST, 'b');
     assert.equal((await viaProxy(agent.httpPort, HOST, '/', {}, BLOCKED_FROM)).status, 403, 'the rule is in the new configuration too');
-    assert.equal((agent.output().slice(agentLogAtFreeze).match(/applied revision/g) ?? []).length, 1);
+    const applied = () => (agent.output().slice(agentLogAtFreeze).match(/applied revision/g) ?? []).length;
+    await waitFor(() => applied() > 0, "the agent's log of the apply"); // its output arrives through a pipe
+    assert.equal(applied(), 1);
   });
 
   test('a confirmed deposit makes the account active within seconds, and a new WAF rule reaches the agent', async () => {

@@ -12,9 +12,9 @@ import { readJobState, writeJobState } from '../src/data/job-state.js';
 import { startServer, type RunningServer } from '../src/serve.js';
 import { CHAIN_CURSOR, chainCredits, pollChainDeposits } from '../src/services/billing.js';
 import { startEvmChain } from '../../../test/support/evm-chain.js';
-import { waitFor } from '../../../test/support/processes.js';
+import { freePort, waitFor } from '../../../test/support/processes.js';
 import { ledgerProblems } from './billing-support.js';
-import { ADMIN_TOKEN, call, newAccount } from './helpers.js';
+import { ADMIN_TOKEN, call, makeTestApp, newAccount } from './helpers.js';
 
 // docs/billing.md, "On-chain deposits" and "Confirming deposits": a real local chain (ganache)
 // with an ERC-20; the control plane hands out an address per deposit, its chain-watcher job finds
@@ -50,6 +50,24 @@ test('transfers become credits: one per transaction and address, amounts in cent
       { address: addr(3), txHash: hash(2), amountCents: 100 },
     ],
   );
+});
+
+test('a deposit while the RPC that names the network does not answer: 503, nothing stored', async () => {
+  const t = await makeTestApp();
+  const xpub = HDKey.fromMasterSeed(randomBytes(32)).derive("m/44'/60'/0'/0").publicExtendedKey;
+  const rpcUrl = `http://127.0.0.1:${await freePort()}`;
+  t.ctx.billing = { chain: { rpcUrl, xpub, token: addr(1), symbol: 'USDC', decimals: 6, network: undefined, confirmations: 1, pollMs: 1000 } };
+  const { key } = await newAccount(t.app, 'pro', 0);
+  const r = await call(t.app, 'POST', '/api/billing/deposits', { key, body: { amount: 5 } });
+  assert.equal(r.status, 503);
+  assert.deepEqual(r.body, { error: 'The payment network cannot be reached right now, try again' });
+  assert.deepEqual((await call(t.app, 'GET', '/api/billing/transactions', { key })).body, []);
+  // With the network named in the settings, no RPC is needed to hand out an address.
+  t.ctx.billing = { chain: { ...t.ctx.billing.chain!, network: 'Base' } };
+  const ok = await call(t.app, 'POST', '/api/billing/deposits', { key, body: { amount: 5 } });
+  assert.equal(ok.status, 201);
+  assert.equal(ok.body.network, 'Base');
+  assert.equal(ok.body.address, depositAddress(xpub, 0));
 });
 
 describe('deposits paid on a local chain', async () => {

@@ -355,13 +355,18 @@ export async function adjustBalance(ctx: ServiceContext, accountId: string, amou
 // ---------------------------------------------------------------------------------------------
 // Deposits
 
+/** How long a deposit waits for the RPC to name the network before answering 503. */
+const NETWORK_NAME_TIMEOUT_MS = 5_000;
+
 /** The network's display name for payment details: configured, else from the RPC's chain id (asked once). */
 const networkNames = new Map<string, Promise<string>>();
 async function chainNetwork(chain: ChainConfig): Promise<string> {
   if (chain.network) return chain.network;
   let name = networkNames.get(chain.rpcUrl);
   if (!name) {
-    name = new ChainWatcher({ rpcUrl: chain.rpcUrl, token: chain.token, confirmations: chain.confirmations }).network();
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error('no answer')), NETWORK_NAME_TIMEOUT_MS)));
+    name = Promise.race([new ChainWatcher({ rpcUrl: chain.rpcUrl, token: chain.token, confirmations: chain.confirmations }).network(), late]).finally(() => clearTimeout(timer));
     networkNames.set(chain.rpcUrl, name);
     name.catch(() => networkNames.delete(chain.rpcUrl)); // asked again next time
   }
