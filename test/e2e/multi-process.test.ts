@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import pg from 'pg';
 import { apiClient, ADMIN, startAgent, startOrigin, waitForOrigin, type AgentProc, type ApiClient } from '../support/cluster.js';
 import { freshPostgresSchema } from '../support/postgres.js';
 import { freePort, startProcess, startServe, waitFor, type Proc } from '../support/processes.js';
@@ -10,7 +11,11 @@ import { freePort, startProcess, startServe, waitFor, type Proc } from '../suppo
 // docs/architecture.md "Several control-plane processes": two `rampart serve` processes on one
 // PostgreSQL, real agents and HAProxy. A change made through either process reaches the agents of
 // both; a revoked key fails on both at once; when a process dies, the agents it held reconnect
-// through the load balancer to the other one and resync.
+// through the load balancer to the other one and resync; the monthly charge, run by both every
+// second, charges each due account once.
+
+/** Both processes try the monthly charge every second. */
+const JOBS_EVERY_SECOND = { RAMPART_BILLING_INTERVAL: '1' };
 
 describe('two control-plane processes on one PostgreSQL', () => {
   let databaseUrl: string | undefined;
@@ -26,7 +31,7 @@ describe('two control-plane processes on one PostgreSQL', () => {
   before(async () => {
     databaseUrl = await freshPostgresSchema('multiproc');
     if (!databaseUrl) return;
-    for (let i = 0; i < 2; i++) serves.push(await startServe({ port: await freePort(), adminToken: ADMIN, databaseUrl }));
+    for (let i = 0; i < 2; i++) serves.push(await startServe({ port: await freePort(), adminToken: ADMIN, databaseUrl, env: JOBS_EVERY_SECOND }));
     // A load balancer in front of both, as a customer would run one: health-checked, WebSockets
     // passed through, a dead process's connections sent to the other.
     const port = await freePort();
@@ -94,6 +99,41 @@ describe('two control-plane processes on one PostgreSQL', () => {
     assert.equal((await callWith(serves[0]!.url, key, 'GET', '/api/servers')).status, 401);
   });
 
+  test('the monthly charge, tried by both processes every second, charges each due account once', async (t) => {
+    if (!databaseUrl) return t.skip('PostgreSQL is not reachable');
+    const admin = (body: unknown) =>
+      fetch(`${serves[0]!.url}/admin/accounts`, { method: 'POST', headers: { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json' }, body: JSON.stringify(body) }).then((r) => r.json() as Promise<{ accountId: string }>);
+    const ids: string[] = [];
+    for (let i = 0; i < 20; i++) ids.push((await admin({ email: `due-${i}-${Date.now()}@example.com`, plan: 'pro', balance: 100 })).accountId);
+    const db = new pg.Client({ connectionString: databaseUrl });
+    await db.connect();
+    try {
+      // Due now: what a month's wait would do (the test's own write, not a product path).
+      await db.query(`update accounts set next_charge_at = now() - interval '1 minute' where id = any($1)`, [ids]);
+      const charges = async () =>
+        (await db.query(`select account_id, count(*)::int as n from transactions where kind = 'charge' and status = 'confirmed' and account_id = any($1) group by account_id`, [ids])).rows as { account_id: string; n: number }[];
+      await waitFor(async () => (await charges()).length === ids.length, 'every due account charged', 30_000);
+      // More runs of the job after those charges: each sentinel account made due later is charged
+      // by a later run, which would have charged the first ones again if it could.
+      for (let k = 0; k < 3; k++) {
+        const sentinel = (await admin({ email: `sentinel-${k}-${Date.now()}@example.com`, plan: 'pro', balance: 100 })).accountId;
+        await db.query(`update accounts set next_charge_at = now() - interval '1 minute' where id = $1`, [sentinel]);
+        await waitFor(async () => (await db.query(`select 1 from transactions where kind = 'charge' and account_id = $1`, [sentinel])).rowCount === 1, 'a later run of the job', 30_000);
+      }
+      assert.ok((await charges()).every((c) => c.n === 1), 'one charge per account');
+      const rows = (
+        await db.query(
+          `select a.balance_cents::int as balance, t.amount_cents::int as price from accounts a join transactions t on t.account_id = a.id and t.kind = 'charge' where a.id = any($1)`,
+          [ids],
+        )
+      ).rows as { balance: number; price: number }[];
+      assert.equal(rows.length, ids.length);
+      assert.ok(rows.every((r) => r.price > 0 && r.balance === 10_000 - r.price), `each balance is $100 less one price: ${JSON.stringify(rows.slice(0, 3))}`);
+    } finally {
+      await db.end();
+    }
+  });
+
   test('a process stopped for a restart tells its agents (1012); they come back through the load balancer within the spread window and resync', async (t) => {
     if (!databaseUrl) return t.skip('PostgreSQL is not reachable');
     const srv = await apis[0]!.call('POST', '/api/servers', { name: 'edge-restart' });
@@ -107,7 +147,7 @@ describe('two control-plane processes on one PostgreSQL', () => {
     for (const i of [0, 1]) {
       const port = Number(new URL(serves[i]!.url).port);
       assert.equal(await serves[i]!.stop('SIGTERM'), 0, 'a clean shutdown');
-      serves[i] = await startServe({ port, adminToken: ADMIN, databaseUrl });
+      serves[i] = await startServe({ port, adminToken: ADMIN, databaseUrl, env: JOBS_EVERY_SECOND });
     }
     await waitFor(() => agent.output().includes('the service is restarting'), 'the agent told of the restart', 10_000);
     assert.equal((await apis[1]!.call('PUT', `/api/domains/${d.body.id}`, { origins: [{ ip: '127.0.0.1', port: b.port }] })).status, 200);

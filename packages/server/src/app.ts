@@ -95,6 +95,9 @@ export async function buildApp(options: AppOptions): Promise<App> {
     // Fastify's own 503 while closing has a body of its own; the hook below answers { error }.
     return503OnClosing: false,
     routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
+    // Registering the routes and the OpenAPI documents takes a second or two; on a loaded host
+    // (CI running test files side by side) Fastify's default 10 s for a plugin was seen to run out.
+    pluginTimeout: 60_000,
     // Errors Fastify answers before any route or hook runs: the same { error } body as the rest.
     frameworkErrors,
     // Requests Node's HTTP parser refuses never reach Fastify: answered here, on the socket.
