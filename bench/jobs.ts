@@ -24,7 +24,9 @@ import { runHealthCycle } from '../packages/server/src/services/health.js';
 import { freshPostgresSchema, PG_URL } from '../test/support/postgres.js';
 
 const ACCOUNTS = Number(process.env.BENCH_ACCOUNTS ?? 100_000);
-const AIM_SECONDS = 30;
+/** The issue's aims: the charge over 100,000 accounts under 30 s, the health cycle over 10,000 servers under 10 s. */
+const CHARGE_AIM_SECONDS = 30;
+const HEALTH_AIM_SECONDS = 10;
 
 const seconds = (ms: number) => (ms / 1000).toFixed(2);
 
@@ -95,8 +97,8 @@ async function chargeSection(): Promise<boolean> {
     console.log(`charge: bare select of the due rows ${bare.toFixed(1)} ms; job / bare = ${(job / bare).toFixed(0)}x`);
     const correct = results.length === ACCOUNTS && check.off === 0 && check.negative === 0 && check.charges === ACCOUNTS && check.notes === frozen && again.length === 0;
     if (!correct) console.log(`charge: WRONG: ${JSON.stringify({ results: results.length, ...check, again: again.length })}`);
-    const met = job < AIM_SECONDS * 1000;
-    console.log(`charge: aim < ${AIM_SECONDS} s ${met ? 'met' : 'MISSED'} (${seconds(job)} s for ${ACCOUNTS.toLocaleString('en')} accounts)`);
+    const met = job < CHARGE_AIM_SECONDS * 1000;
+    console.log(`charge: aim < ${CHARGE_AIM_SECONDS} s ${met ? 'met' : 'MISSED'} (${seconds(job)} s for ${ACCOUNTS.toLocaleString('en')} accounts)`);
     return met && correct;
   });
 }
@@ -180,8 +182,8 @@ async function healthSection(): Promise<boolean> {
       const expectedDown = Math.floor(SERVERS / 100);
       const correct = check.down === expectedDown && check.notes === expectedDown && check.healthy === SERVERS - expectedDown && second.down.length === 0 && first.dns.domains === 100;
       if (!correct) console.log(`health: WRONG: ${JSON.stringify({ ...check, expectedDown, secondDown: second.down.length, domains: first.dns.domains })}`);
-      const met = cycle < AIM_SECONDS * 1000;
-      console.log(`health: aim < ${AIM_SECONDS} s ${met ? 'met' : 'MISSED'} (${seconds(cycle)} s for ${SERVERS.toLocaleString('en')} servers)`);
+      const met = cycle < HEALTH_AIM_SECONDS * 1000;
+      console.log(`health: aim < ${HEALTH_AIM_SECONDS} s ${met ? 'met' : 'MISSED'} (${seconds(cycle)} s for ${SERVERS.toLocaleString('en')} servers)`);
       return met && correct;
     });
   } finally {
