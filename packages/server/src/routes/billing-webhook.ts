@@ -28,7 +28,8 @@ export async function billingWebhookRoutes(app: App, { ctx }: RouteDeps) {
       },
     },
     preValidation: async (req) => {
-      const raw = req.body as unknown as Buffer;
+      // No body at all (no Content-Type): verified as the empty body it is, then refused as not JSON.
+      const raw = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
       verifyPaymentSignature(ctx, req.headers[SIGNATURE_HEADER.toLowerCase()], raw);
       try {
         req.body = JSON.parse(raw.toString('utf8'));

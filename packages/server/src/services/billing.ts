@@ -297,6 +297,8 @@ export interface ConfirmOptions {
  */
 export async function confirmDeposit(ctx: ServiceContext, depositId: string, o: ConfirmOptions = {}): Promise<CreditResult | { duplicate: true }> {
   if (!isUuid(depositId)) throw new AppError('deposit_not_found');
+  // An EVM transaction hash as the chain watcher stores it (lower case), whatever case it was given in.
+  const txHash = o.txHash !== undefined && /^0x[0-9a-fA-F]{64}$/.test(o.txHash) ? o.txHash.toLowerCase() : o.txHash;
   const r = await runCredit(ctx, async (tx) => {
     if (o.eventId !== undefined && !(await recordPaymentEvent(tx, { id: o.eventId, deposit_id: depositId, received_at: ctx.now() }))) {
       return { duplicate: true as const, reactivated: false, account: { id: '' } };
@@ -304,8 +306,14 @@ export async function confirmDeposit(ctx: ServiceContext, depositId: string, o: 
     const dep = await lockDeposit(tx, depositId);
     if (!dep) throw new AppError('deposit_not_found');
     if (dep.status !== 'pending') throw new AppError('deposit_not_pending');
-    if (o.txHash !== undefined && (await findByTxHash(tx, o.txHash))) throw new AppError('tx_hash_used');
-    return creditDeposit(ctx, tx, dep, { amountCents: o.amountCents ?? Number(dep.amount_cents), txHash: o.txHash ?? null, another: false });
+    // An on-chain deposit confirmed off-chain names the transaction that paid it, so that the chain
+    // watcher, seeing that transfer later, knows it credited (without it the same payment was
+    // credited again as "another payment" to the address).
+    if (dep.address !== null && txHash === undefined) {
+      throw invalidField('txHash', 'is required to confirm an on-chain deposit: the hash of the transaction that paid it');
+    }
+    if (txHash !== undefined && (await findByTxHash(tx, txHash))) throw new AppError('tx_hash_used');
+    return creditDeposit(ctx, tx, dep, { amountCents: o.amountCents ?? Number(dep.amount_cents), txHash: txHash ?? null, another: false });
   });
   if ('duplicate' in r) return { duplicate: true };
   return { deposit: r.deposit, account: r.account };
@@ -421,16 +429,20 @@ export function listTransactions(ctx: ServiceContext, accountId: string, query: 
 
 /**
  * What moving from one price to another costs for the rest of the current period (the month
- * before the next charge): (new - old) x remaining / period length, rounded to the cent, half
- * away from zero, the same for an upgrade and a downgrade (so changing and changing back nets 0).
- * Positive: a charge; negative: a credit. 0 when the charge is already due.
+ * before the next charge): (new - old) x remaining / period length, rounded to the cent in the
+ * operator's favour (a charge up, a credit down: changing and changing back at once costs at most
+ * a cent). Positive: a charge; negative: a credit. 0 when the charge is already due.
  */
 export function proRataCents(oldPriceCents: number, newPriceCents: number, nextChargeAt: Date, now: Date): number {
   const periodStart = addMonth(nextChargeAt, -1);
   const length = nextChargeAt.getTime() - periodStart.getTime();
   const remaining = Math.min(Math.max(nextChargeAt.getTime() - now.getTime(), 0), length);
   const diff = newPriceCents - oldPriceCents;
-  return Math.sign(diff) * Math.round((Math.abs(diff) * remaining) / length);
+  // In the operator's favour: a charge rounded up, a credit down. Rounded half away from zero both
+  // ways, changes timed around a rounding step (or a cycle through three plans) were credited more
+  // than they were charged, a cent at a time, as often as scripted.
+  const exact = (Math.abs(diff) * remaining) / length;
+  return diff > 0 ? Math.ceil(exact) : diff < 0 ? 0 - Math.floor(exact) : 0; // 0 - 0 is 0, not -0
 }
 
 /**
