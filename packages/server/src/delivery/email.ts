@@ -16,9 +16,21 @@ export function emailTransport(smtpUrl: string): Transporter {
  * A kind in words, for the subject and the first line. The message itself says what happened and
  * what to do (services/notifications.ts notificationMessages), so the e-mail adds no advice of its own.
  */
+const TITLES: Record<string, string> = {
+  server_down: 'Server down',
+  server_recovered: 'Server recovered',
+  server_error: 'Server error',
+  proxy_crash: 'Proxy crashed',
+  proxy_reload_failed: 'Proxy reload failed',
+  ssl_expiring: 'Certificate expiring',
+  account_frozen: 'Account frozen',
+  account_active: 'Account active',
+  deposit_confirmed: 'Deposit confirmed',
+};
+
 function kindTitle(kind: string): string {
   const words = kind.replace(/_/g, ' ');
-  return words.charAt(0).toUpperCase() + words.slice(1);
+  return TITLES[kind] ?? words.charAt(0).toUpperCase() + words.slice(1);
 }
 
 /** The message's first line, cut to fit a subject line. */
