@@ -214,6 +214,8 @@ export const WafEventItem = Type.Object(
     matched: Type.Optional(nullableText(EVENT_FIELD_MAX.matched)),
     /** false for a request let through in detect mode. */
     blocked: Type.Optional(Type.Boolean()),
+    /** The proxy's id of the request (1–64 of A–Z a–z 0–9 _ -); optional: older agents send none. */
+    requestId: Type.Optional(Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9_-]+$' })),
   },
   { additionalProperties: false },
 );
