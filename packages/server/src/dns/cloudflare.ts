@@ -5,7 +5,6 @@
 // when success is true and errors is empty.
 import {
   ADDRESS_TYPES,
-  DNS_REQUEST_TIMEOUT_MS,
   DNS_TTL,
   DnsProviderError,
   addressesByType,
@@ -13,7 +12,7 @@ import {
   canonicalAddress,
   publishedAddresses,
   recordName,
-  transportFailure,
+  apiRequest,
   type AddressType,
   type DnsProvider,
 } from './provider.js';
@@ -124,22 +123,7 @@ export class CloudflareProvider implements DnsProvider {
   async #call(method: 'GET' | 'POST' | 'PATCH' | 'DELETE', path: string, query: Record<string, string> = {}, body?: unknown): Promise<unknown> {
     const url = new URL(`${this.#base}${path}`);
     for (const [key, value] of Object.entries(query)) url.searchParams.set(key, value);
-    const headers: Record<string, string> = { authorization: `Bearer ${this.#token}`, accept: 'application/json' };
-    if (body !== undefined) headers['content-type'] = 'application/json';
-    let status: number;
-    let text: string;
-    try {
-      const res = await this.#fetch(url, {
-        method,
-        headers,
-        body: body === undefined ? undefined : JSON.stringify(body),
-        signal: AbortSignal.timeout(DNS_REQUEST_TIMEOUT_MS),
-      });
-      status = res.status;
-      text = await res.text();
-    } catch (err) {
-      throw new DnsProviderError(`Cloudflare ${method} ${path} failed: ${transportFailure(err)}`);
-    }
+    const { status, text } = await apiRequest(this.#fetch, 'Cloudflare', { method, url, path, headers: { authorization: `Bearer ${this.#token}` }, body });
     let answer: Envelope;
     try {
       answer = JSON.parse(text) as Envelope;

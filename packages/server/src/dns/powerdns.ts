@@ -3,14 +3,13 @@
 // (or deletes) the name's A and AAAA rrsets together, so both families change in one transaction.
 import {
   ADDRESS_TYPES,
-  DNS_REQUEST_TIMEOUT_MS,
   DNS_TTL,
   DnsProviderError,
   addressesByType,
   answerText,
   publishedAddresses,
   recordName,
-  transportFailure,
+  apiRequest,
   type DnsProvider,
 } from './provider.js';
 
@@ -89,22 +88,8 @@ export class PowerDnsProvider implements DnsProvider {
   /** One API request; the JSON answer, or undefined for an empty one (PATCH answers 204). */
   async #call(method: 'GET' | 'PATCH', path: string, body?: unknown): Promise<unknown> {
     const { apiUrl, apiKey } = this.#settings;
-    const headers: Record<string, string> = { 'X-API-Key': apiKey, accept: 'application/json' };
-    if (body !== undefined) headers['content-type'] = 'application/json';
-    let status: number;
-    let text: string;
-    try {
-      const res = await this.#fetch(`${apiUrl.replace(/\/+$/, '')}${path}`, {
-        method,
-        headers,
-        body: body === undefined ? undefined : JSON.stringify(body),
-        signal: AbortSignal.timeout(DNS_REQUEST_TIMEOUT_MS),
-      });
-      status = res.status;
-      text = await res.text();
-    } catch (err) {
-      throw new DnsProviderError(`PowerDNS ${method} ${path} failed: ${transportFailure(err)}`);
-    }
+    const url = `${apiUrl.replace(/\/+$/, '')}${path}`;
+    const { status, text } = await apiRequest(this.#fetch, 'PowerDNS', { method, url, path, headers: { 'X-API-Key': apiKey }, body });
     if (status < 200 || status > 299) throw new DnsProviderError(`PowerDNS answered ${method} ${path} with ${status}: ${errorOf(text, apiKey)}`);
     if (text === '') return undefined;
     try {

@@ -90,8 +90,31 @@ export function answerText(text: string, secret: string): string {
   return secret ? cut.split(secret).join('[credential]') : cut;
 }
 
+/**
+ * One request to a provider's API: a JSON body when given, the request timeout, and the answer's
+ * status and text. A failure before any answer is a DnsProviderError naming `label` and the request.
+ */
+export async function apiRequest(
+  fetchImpl: typeof fetch,
+  label: string,
+  request: { method: string; url: string | URL; path: string; headers: Record<string, string>; body?: unknown },
+): Promise<{ status: number; text: string }> {
+  const headers = { ...request.headers, accept: 'application/json', ...(request.body !== undefined ? { 'content-type': 'application/json' } : {}) };
+  try {
+    const res = await fetchImpl(request.url, {
+      method: request.method,
+      headers,
+      body: request.body === undefined ? undefined : JSON.stringify(request.body),
+      signal: AbortSignal.timeout(DNS_REQUEST_TIMEOUT_MS),
+    });
+    return { status: res.status, text: await res.text() };
+  } catch (err) {
+    throw new DnsProviderError(`${label} ${request.method} ${request.path} failed: ${transportFailure(err)}`);
+  }
+}
+
 /** Why a request failed before any answer (refused connection, DNS failure, our timeout), for an error message. */
-export function transportFailure(err: unknown): string {
+function transportFailure(err: unknown): string {
   if (err instanceof Error && err.name === 'TimeoutError') return `no answer within ${DNS_REQUEST_TIMEOUT_MS / 1000} s`;
   const cause = err instanceof Error && err.cause instanceof Error ? err.cause.message : undefined;
   return cause ?? (err instanceof Error ? err.message : String(err));
