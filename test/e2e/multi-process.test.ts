@@ -60,6 +60,17 @@ describe('two control-plane processes on one PostgreSQL', () => {
     if (lbDir) rmSync(lbDir, { recursive: true, force: true });
   });
 
+  /** A server whose agent connects through the load balancer, serving a domain on origin a. */
+  async function agentBehindLb(name: string, domain: string) {
+    const srv = await apis[0]!.call('POST', '/api/servers', { name });
+    const agent = await startAgent({ serverUrl: lbUrl, token: srv.body.connectionToken });
+    agents.push(agent);
+    const d = await apis[0]!.call('POST', '/api/domains', { domain, origins: [{ ip: '127.0.0.1', port: a.port }], serverIds: [srv.body.id], sslEnabled: false });
+    assert.equal(d.status, 201);
+    await waitForOrigin(agent.httpPort, domain, 'a', 30_000);
+    return { srv, agent, d };
+  }
+
   async function callWith(url: string, key: string, method: string, path: string, body?: unknown) {
     const res = await fetch(url + path, { method, headers: { 'x-api-key': key, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) }, body: body === undefined ? undefined : JSON.stringify(body) });
     const text = await res.text();
@@ -136,12 +147,7 @@ describe('two control-plane processes on one PostgreSQL', () => {
 
   test('a process stopped for a restart tells its agents (1012); they come back through the load balancer within the spread window and resync', async (t) => {
     if (!databaseUrl) return t.skip('PostgreSQL is not reachable');
-    const srv = await apis[0]!.call('POST', '/api/servers', { name: 'edge-restart' });
-    const agent = await startAgent({ serverUrl: lbUrl, token: srv.body.connectionToken });
-    agents.push(agent);
-    const d = await apis[0]!.call('POST', '/api/domains', { domain: 'restart.example.test', origins: [{ ip: '127.0.0.1', port: a.port }], serverIds: [srv.body.id], sslEnabled: false });
-    assert.equal(d.status, 201);
-    await waitForOrigin(agent.httpPort, 'restart.example.test', 'a', 30_000);
+    const { srv, agent, d } = await agentBehindLb('edge-restart', 'restart.example.test');
     // Both processes restart one after the other, as a rolling deploy does: whichever held the
     // agent told it so, and it ends up on one of them with the change made meanwhile.
     for (const i of [0, 1]) {
@@ -157,12 +163,7 @@ describe('two control-plane processes on one PostgreSQL', () => {
 
   test("a killed process's agents reconnect to the other one through the load balancer and resync", async (t) => {
     if (!databaseUrl) return t.skip('PostgreSQL is not reachable');
-    const srv = await apis[0]!.call('POST', '/api/servers', { name: 'edge-lb' });
-    const viaLb = await startAgent({ serverUrl: lbUrl, token: srv.body.connectionToken });
-    agents.push(viaLb);
-    const d = await apis[0]!.call('POST', '/api/domains', { domain: 'lb.example.test', origins: [{ ip: '127.0.0.1', port: a.port }], serverIds: [srv.body.id], sslEnabled: false });
-    assert.equal(d.status, 201);
-    await waitForOrigin(viaLb.httpPort, 'lb.example.test', 'a', 30_000);
+    const { srv, agent: viaLb, d } = await agentBehindLb('edge-lb', 'lb.example.test');
     // kill both in turn is not needed: kill process 0, then change through process 1; whichever
     // process held the agent, it must end up on process 1 with the change
     await serves[0]!.stop('SIGKILL');
