@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { request as httpRequest } from 'node:http';
 import { after, before, describe, test } from 'node:test';
 import { apiClient, ADMIN, settle, startAgent, startOrigin, viaProxy, type AgentProc, type ApiClient } from '../support/cluster.js';
 import { freePort, startServe, waitFor } from '../support/processes.js';
@@ -17,6 +18,22 @@ describe('WAF through real HAProxy', () => {
   const rules: Record<string, string> = {};
   const get = (host: string, from: string, path = '/', headers: Record<string, string> = {}) => viaProxy(agent.httpPort, host, path, headers, from);
   const status = async (host: string, from: string, path = '/', headers: Record<string, string> = {}) => (await get(host, from, path, headers)).status;
+
+  // With the response headers (viaProxy returns status and body only).
+  const full = (host: string, from: string, path: string, headers: Record<string, string> = {}) =>
+    new Promise<{ status: number; text: string; headers: Record<string, string | string[] | undefined> }>((resolve, reject) => {
+      const req = httpRequest({ host: '127.0.0.1', port: agent.httpPort, path, headers: { ...headers, host }, agent: false, localAddress: from }, (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (d) => (text += d));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, text, headers: res.headers }));
+        res.on('error', reject);
+      });
+      req.setTimeout(10_000, () => req.destroy(new Error('request timed out')));
+      req.on('error', reject);
+      req.end();
+    });
+  const requestIds: string[] = [];
 
   before(async () => {
     serve = await startServe({ port: await freePort(), adminToken: ADMIN });
@@ -163,6 +180,51 @@ describe('WAF through real HAProxy', () => {
 
     await api.call('DELETE', `/api/waf/${bot.body.id}`);
     await settle(api);
+  });
+
+  test('every WAF answer names the request: browsers get the HTML page, other clients plain text; 429 carries Retry-After', async () => {
+    const ID = /^[A-Za-z0-9_-]{1,64}$/;
+    const sqli = "/search?q=1'%20Or%20'1'='1";
+    const page = await full('high.waf.test', '127.0.15.1', sqli, { accept: 'text/html,application/xhtml+xml,*/*;q=0.8' });
+    assert.equal(page.status, 403);
+    const id = page.headers['x-rampart-request-id'] as string;
+    assert.match(id, ID);
+    assert.equal(page.headers['content-type'], 'text/html; charset=utf-8');
+    assert.equal(page.headers['cache-control'], 'no-store');
+    assert.match(page.text, /^<!doctype html>/);
+    assert.ok(page.text.includes("This request was blocked by the site's firewall (SQL injection)."), page.text);
+    assert.ok(page.text.includes(`>${id}<`), 'the page shows the id of the header');
+    assert.doesNotMatch(page.text, /(src|href)=|<script|<link/i, 'no external asset, no script');
+
+    const plain = await full('high.waf.test', '127.0.15.2', sqli, { accept: '*/*' });
+    assert.equal(plain.status, 403);
+    assert.equal(plain.headers['content-type'], 'text/plain; charset=utf-8');
+    const id2 = plain.headers['x-rampart-request-id'] as string;
+    assert.match(id2, ID);
+    assert.equal(plain.text, `Forbidden: the request was blocked by the web application firewall.\nRequest id: ${id2}\n`);
+    assert.notEqual(id2, id, 'every request has its own id');
+
+    // input is never reflected: only the generated id is put in the page
+    const reflected = await full('high.waf.test', '127.0.15.3', '/x/%3Cscript%3Ealert(%22rp-reflect%22)%3C/script%3E?q=%3Cscript%3E', { accept: 'text/html' });
+    assert.equal(reflected.status, 403);
+    assert.doesNotMatch(reflected.text, /<script|rp-reflect|alert/i);
+
+    // a native IP block (step 2) and the rate limit (step 4) answer the same way
+    const listed = await full('medium.waf.test', '127.0.10.3', '/', { accept: 'text/html' });
+    assert.equal(listed.status, 403);
+    assert.ok(listed.text.includes(listed.headers['x-rampart-request-id'] as string));
+    let limited: Awaited<ReturnType<typeof full>> | undefined;
+    for (let i = 0; i < 7 && limited?.status !== 429; i++) limited = await full('medium.waf.test', '127.0.15.4', '/', { accept: 'text/html' });
+    assert.equal(limited!.status, 429);
+    const retry = Number(limited!.headers['retry-after']);
+    assert.ok(Number.isInteger(retry) && retry >= 1 && retry <= 60, `Retry-After ${limited!.headers['retry-after']}`);
+    assert.ok(limited!.text.includes(`Try again in ${retry} seconds`), 'the page says when');
+    assert.match(limited!.headers['x-rampart-request-id'] as string, ID);
+    const limitedPlain = await full('medium.waf.test', '127.0.15.4', '/');
+    assert.equal(limitedPlain.status, 429);
+    assert.ok(limitedPlain.headers['retry-after']);
+    assert.match(limitedPlain.text, /rate limit was exceeded[\s\S]*Request id: [A-Za-z0-9_-]+\n$/i);
+    requestIds.push(id, id2);
   });
 
   test('every block is an event with its reason and rule, newest first', async () => {

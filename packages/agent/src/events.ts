@@ -7,6 +7,7 @@ export const DAILY_EVENT_CAP = AGENT_LIMITS.eventsPerServerPerDay;
 const MAX_BUFFERED = AGENT_LIMITS.bufferedEvents;
 const BATCH = AGENT_LIMITS.eventsPerBatch;
 const REASONS = new Set<string>(WAF_REASONS);
+const REQUEST_ID_RE = /^[A-Za-z0-9_-]{1,64}$/;
 /** <action> -> blocked */
 const ACTIONS = new Map([
   ['block', true],
@@ -49,17 +50,18 @@ const optional = (field: string, max: number): string | null => (field === '-' ?
 
 /**
  * One syslog line from HAProxy's log-format:
- * "rampart-waf [<secret>] <ts> <ip> <domain> <reason> <rule> <action> <method> <location> <path> <matched>",
+ * "rampart-waf [<secret>] <ts> <ip> <domain> <reason> <rule> <action> <method> <location> <path> <matched> [<request id>]",
  * <secret> the agent's per-start secret (hex), required when `secret` is given: a line without it,
  * or with another, comes from some other local process and is dropped.
  * <action> block or detect, <rule>, <location> and <matched> "-" when absent, the last four
  * percent-encoded by the proxy. The older five-field form ("... <reason> <rule>") still parses,
- * as a blocked event without request details, so that a mixed fleet keeps working.
+ * as a blocked event without request details, and a line without the request id (proxies from before
+ * it) as an event without one, so that a mixed fleet keeps working.
  */
 export function parseEventLine(line: string, secret?: string): WafEventItem | undefined {
-  const m = /rampart-waf (?:([0-9a-f]{32,64}) )?(\d+) (\S+) (\S+) (\S+) (\S+)(?: (\S+) (\S+) (\S+) (\S+) (\S+))?\s*$/.exec(line);
+  const m = /rampart-waf (?:([0-9a-f]{32,64}) )?(\d+) (\S+) (\S+) (\S+) (\S+)(?: (\S+) (\S+) (\S+) (\S+) (\S+)(?: (\S+))?)?\s*$/.exec(line);
   if (!m) return undefined;
-  const [, token, ts, ip, domain, reason, rule, action, method, location, path, matched] = m as unknown as [string, string | undefined, string, string, string, string, string, ...(string | undefined)[]];
+  const [, token, ts, ip, domain, reason, rule, action, method, location, path, matched, requestId] = m as unknown as [string, string | undefined, string, string, string, string, string, ...(string | undefined)[]];
   if (secret !== undefined && !sameSecret(token, secret)) return undefined;
   if (!isIP(ip) || !isHostname(domain) || !REASONS.has(reason)) return undefined;
   const base = { ts: Number(ts), ip, domain, reason: reason as WafEventItem['reason'], ruleId: isUuid(rule) ? rule : null };
@@ -73,6 +75,8 @@ export function parseEventLine(line: string, secret?: string): WafEventItem | un
     location: optional(location!, EVENT_FIELD_MAX.location),
     matched: optional(matched!, EVENT_FIELD_MAX.matched),
     blocked,
+    // the proxy's request id (newer proxies): kept when of the protocol's form, else left out
+    ...(requestId !== undefined && REQUEST_ID_RE.test(requestId) ? { requestId } : {}),
   };
 }
 

@@ -127,8 +127,22 @@ describe('WAF event collection', () => {
     }
   });
 
-  test('ten-field lines with an unknown action, or a field count other than 5 or 10, are dropped', () => {
-    for (const rest of ['allow GET - / -', 'BLOCK GET - / -', 'constructor GET - / -', 'toString GET - / -', 'block GET - /', 'block GET - / - extra', 'block', 'block GET']) {
+  test('the eleventh field is the request id; lines without it (older proxies) parse as before', () => {
+    const e = parseEventLine(detail('block GET query:id /items %27%20OR%201%3D1 3f9c0a12b4e5d6f7'));
+    assert.equal(e?.requestId, '3f9c0a12b4e5d6f7');
+    assert.deepEqual([e?.method, e?.location, e?.path, e?.matched, e?.blocked], ['GET', 'query:id', '/items', "' OR 1=1", true]);
+    assert.equal('requestId' in parseEventLine(detail('block GET query:id /items %27'))!, false, 'no id in a ten-field line');
+    assert.equal(parseEventLine(detail('block GET - / - Abc_-09'))?.requestId, 'Abc_-09', 'the protocol alphabet');
+    // an id not of the protocol's form (1-64 of A-Z a-z 0-9 _ -) is left out, the event kept
+    for (const id of ['x'.repeat(65), 'a%2Fb', 'a.b', '<script>']) {
+      const bad = parseEventLine(detail(`block GET - / - ${id}`));
+      assert.equal(bad?.reason, 'sqli_detected', id);
+      assert.equal('requestId' in bad!, false, id);
+    }
+  });
+
+  test('ten-field lines with an unknown action, or a field count other than 5, 10 or 11, are dropped', () => {
+    for (const rest of ['allow GET - / -', 'BLOCK GET - / -', 'constructor GET - / -', 'toString GET - / -', 'block GET - /', 'block GET - / - 0123456789abcdef extra', 'block', 'block GET']) {
       assert.equal(parseEventLine(detail(rest)), undefined, rest);
     }
   });

@@ -1767,6 +1767,8 @@ if core ~= nil and core.register_action ~= nil then
     txn:set_var("txn.rp_match", D.log_escape(finding.matched, D.MATCH_LEN))
     txn:set_loglevel(core.info)
     if not block then return end
+    -- rampart_waf.lua (same Lua state) answers with the request id and the browser page.
+    if rampart_waf_answer ~= nil then return rampart_waf_answer(txn, finding.reason) end
     txn:done(txn:reply({
       status = 403,
       headers = { ["content-type"] = { "text/plain; charset=utf-8" }, ["cache-control"] = { "no-store" } },

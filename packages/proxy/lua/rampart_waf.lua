@@ -66,11 +66,84 @@ local BODIES = {
   [429] = "Too Many Requests: the rate limit was exceeded. Try again in a minute.\n",
 }
 
+-- Every answer of the WAF names the request (HAProxy's unique-id, waf.ts REQUEST_ID_FORMAT) so a
+-- visitor can quote it to the site owner, who finds the event by it.
+M.REQUEST_ID_HEADER = "x-rampart-request-id"
+
+-- The request id as HAProxy made it, or nil when it is not of the expected form (never reflected).
+function M.request_id(id)
+  if type(id) ~= "string" or #id < 1 or #id > 64 or string.find(id, "[^A-Za-z0-9_-]") then return nil end
+  return id
+end
+
+-- A reason in plain words, for the page a browser shows.
+M.REASON_WORDS = {
+  ip_blocked = "your network address is blocked",
+  country_blocked = "requests from your country are not accepted",
+  bot_blocked = "automated clients are not accepted",
+  ai_bot_blocked = "AI crawlers are not accepted",
+  rate_limited = "too many requests came from your network in a short time",
+  sqli_detected = "SQL injection",
+  xss_detected = "cross-site scripting",
+  cmdi_detected = "command injection",
+  traversal_detected = "path traversal",
+  ssrf_detected = "server-side request forgery",
+  xxe_detected = "XML external entity",
+  injection_detected = "code injection",
+  upload_blocked = "a dangerous file upload",
+}
+
+-- Whether an Accept header asks for HTML (a browser).
+function M.wants_html(accept)
+  return type(accept) == "string" and string.find(string.lower(accept), "text/html", 1, true) ~= nil
+end
+
+local function html_page(status, title, sentence, id)
+  return "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">" ..
+    "<title>" .. title .. "</title><style>body{margin:0;font:16px/1.5 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;background:#f4f5f7;color:#1d2330}" ..
+    "main{max-width:34rem;margin:12vh auto;padding:2rem;background:#fff;border-radius:12px;box-shadow:0 2px 12px rgba(0,0,0,.08)}" ..
+    "h1{margin:0 0 .5rem;font-size:1.4rem}.s{color:#c0392b;font-weight:600}code{background:#eef0f3;padding:.1rem .35rem;border-radius:4px}" ..
+    "footer{margin-top:1.5rem;font-size:.8rem;color:#7a8190}</style></head><body><main>" ..
+    "<p class=\"s\">" .. status .. "</p><h1>" .. title .. "</h1><p>" .. sentence .. "</p>" ..
+    "<p>If you think this is a mistake, give the site owner this request id: <code id=\"request-id\">" .. id .. "</code></p>" ..
+    "<footer>Protected by Rampart</footer></main></body></html>\n"
+end
+
+-- The answer to a refused request: content type and body. html: the client asked for HTML;
+-- id: the request id (already checked by M.request_id, or nil); retry: seconds for a 429.
+-- Nothing of the request but the generated id is ever put in the body.
+function M.answer(status, reason, html, id, retry)
+  local words = M.REASON_WORDS[reason]
+  if html then
+    local title, sentence
+    if status == 429 then
+      title = "Too many requests"
+      sentence = "This request was refused by the site's firewall: " .. (words or "too many requests") ..
+        ". Try again in " .. tostring(retry or 60) .. " seconds."
+    else
+      title = "Access denied"
+      sentence = "This request was blocked by the site's firewall" .. (words and (" (" .. words .. ")") or "") .. "."
+    end
+    return "text/html; charset=utf-8", html_page(status, title, sentence, id or "-")
+  end
+  local body = BODIES[status] or ""
+  if id then body = body .. "Request id: " .. id .. "\n" end
+  return "text/plain; charset=utf-8", body
+end
+
 function M.challenge_page(cookie_value)
   return "<!doctype html><html><head><meta charset=\"utf-8\"><title>Checking your browser</title></head>" ..
     "<body><noscript>Please enable JavaScript to continue.</noscript><p>Checking your browser&hellip;</p>" ..
     "<script>document.cookie=\"" .. M.COOKIE .. "=" .. cookie_value .. "; path=/; max-age=" .. M.COOKIE_TTL ..
     "; SameSite=Lax\";location.reload();</script></body></html>\n"
+end
+
+-- Retry-After of a 429: the seconds left in the client's fixed window (age: seconds since the
+-- window began), at least 1; 60 (a whole window) when the age is unknown.
+M.WINDOW = 60
+function M.retry_after(age)
+  if type(age) ~= "number" or age < 0 or age >= M.WINDOW then return M.WINDOW end
+  return math.max(1, M.WINDOW - math.floor(age))
 end
 
 function M.body(status)
@@ -126,6 +199,26 @@ if core ~= nil and core.register_action ~= nil then
     end,
   }
 
+  -- Answers decision d: the challenge page, or the block page / text with the request id.
+  local function reply(txn, d, ip, now)
+    local id = M.request_id(txn.f:unique_id())
+    local headers = { ["cache-control"] = { "no-store" } }
+    if id then headers[M.REQUEST_ID_HEADER] = { id } end
+    local body
+    if d.action == "challenge" then
+      local expiry = now + M.COOKIE_TTL
+      local ua = txn.f:req_fhdr("user-agent") or ""
+      body = M.challenge_page(tostring(expiry) .. "." .. hmac(txn, M.cookie_payload(ip, ua, expiry)))
+      headers["content-type"] = { "text/html; charset=utf-8" }
+    else
+      if d.retry then headers["retry-after"] = { tostring(d.retry) } end
+      local ctype
+      ctype, body = M.answer(d.status, d.reason, M.wants_html(txn.f:req_fhdr("accept")), id, d.retry)
+      headers["content-type"] = { ctype }
+    end
+    txn:done(txn:reply({ status = d.status, headers = headers, body = body }))
+  end
+
   -- Ends the transaction with decision d (deny or challenge) and marks it for the event log.
   local function refuse(txn, d, ip, now)
     txn:set_var("txn.rp_reason", d.reason)
@@ -134,23 +227,13 @@ if core ~= nil and core.register_action ~= nil then
     txn:set_var("txn.rp_method", M.log_escape(txn.f:method(), 16))
     txn:set_var("txn.rp_path", M.log_escape(txn.f:path(), 256))
     txn:set_loglevel(core.info)
-    local body
-    if d.action == "challenge" then
-      local expiry = now + M.COOKIE_TTL
-      local ua = txn.f:req_fhdr("user-agent") or ""
-      body = M.challenge_page(tostring(expiry) .. "." .. hmac(txn, M.cookie_payload(ip, ua, expiry)))
-    else
-      body = M.body(d.status)
-    end
-    local reply = txn:reply({
-      status = d.status,
-      headers = {
-        ["content-type"] = { d.action == "challenge" and "text/html; charset=utf-8" or "text/plain; charset=utf-8" },
-        ["cache-control"] = { "no-store" },
-      },
-      body = body,
-    })
-    txn:done(reply)
+    reply(txn, d, ip, now)
+  end
+
+  -- For rampart_detect.lua, loaded into the same Lua state: its 403 is answered the same way
+  -- (the detector has marked the transaction for the event log itself).
+  function rampart_waf_answer(txn, reason)
+    reply(txn, { action = "deny", status = 403, reason = reason })
   end
 
   local function waf(txn, domain_id)
@@ -163,7 +246,8 @@ if core ~= nil and core.register_action ~= nil then
 
   -- Step 4's answer, once the stick table has counted the address over the limit.
   local function rate_limited(txn, rule_id)
-    refuse(txn, { action = "deny", status = 429, reason = "rate_limited", rule = rule_id })
+    refuse(txn, { action = "deny", status = 429, reason = "rate_limited", rule = rule_id,
+      retry = M.retry_after(tonumber(txn:get_var("txn.rp_age"))) })
   end
 
   core.register_action("rampart_waf", { "http-req" }, waf, 1)

@@ -98,9 +98,10 @@ function checkOptions(o: RenderOptions, t: RenderTarget): void {
 
 /**
  * The renderer's own version: raised whenever the same input renders differently, so an upgraded
- * agent does not skip its running (older) configuration as identical. 2: the health path.
+ * agent does not skip its running (older) configuration as identical. 2: the health path. 3: request ids
+ * on WAF answers, IPv6 clients rate limited by their /64.
  */
-const RENDER_VERSION = 2;
+const RENDER_VERSION = 3;
 
 export function inputHash(snapshot: ServerSnapshot, options: RenderOptions): string {
   const { revision: _revision, ...state } = snapshot;

@@ -16,6 +16,17 @@ export const RATE_TABLE = 'rampart_rate';
 export const RATE_TRACKED = 50000;
 export const RATE_EXPIRE = '6m';
 export const RATE_WINDOW = 60;
+/**
+ * What the rate limiter counts by: an IPv4 client by its address, an IPv6 client by its /64 (one
+ * customer line: counting single addresses would let a line rotate through its 2^64 addresses
+ * past any limit). docs/architecture.md "The WAF", step 4.
+ */
+export const RATE_KEY = 'src,ipmask(32,64)';
+/**
+ * The request id every WAF answer carries (X-Rampart-Request-Id, the body, the event): 16 hex
+ * digits from HAProxy's random UUID.
+ */
+export const REQUEST_ID_FORMAT = '%[uuid,regsub(-,,g),bytes(0,16)]';
 
 /** Bytes of a request body the detectors read (rampart_detect.lua's BODY_LIMIT). */
 export const BODY_INSPECT_LIMIT = 65536;
@@ -177,10 +188,10 @@ export function renderWaf(snapshot: ServerSnapshot, dir: string, opts: { eventsP
     frontend.push(
       `    log 127.0.0.1:${opts.eventsPort} len 1024 local0 info`,
       // Method, location, path and excerpt arrive percent-encoded by the Lua actions (no blanks).
-      `    log-format "rampart-waf${opts.eventsSecret ? ` ${opts.eventsSecret}` : ''} %Ts %ci %[var(txn.rp_domain)] %[var(txn.rp_reason)] %[var(txn.rp_rule)] %[var(txn.rp_action)] %[var(txn.rp_method)] %[var(txn.rp_loc)] %[var(txn.rp_path)] %[var(txn.rp_match)]"`,
+      `    log-format "rampart-waf${opts.eventsSecret ? ` ${opts.eventsSecret}` : ''} %Ts %ci %[var(txn.rp_domain)] %[var(txn.rp_reason)] %[var(txn.rp_rule)] %[var(txn.rp_action)] %[var(txn.rp_method)] %[var(txn.rp_loc)] %[var(txn.rp_path)] %[var(txn.rp_match)] %[unique-id]"`,
     );
   }
-  frontend.push('    http-request set-log-level silent');
+  frontend.push(`    unique-id-format ${REQUEST_ID_FORMAT}`, '    http-request set-log-level silent');
   if (global.allow.size) frontend.push(`    http-request set-var(txn.rp_wl) src,map_ip(${dir}/allow_global.map)`);
   if (global.block.size) frontend.push(`    http-request set-var(txn.rp_bl) src,map_ip(${dir}/block_global.map)`);
   if (global.ai.size) frontend.push(`    http-request set-var(txn.rp_ai) req.fhdr(user-agent),lower,map_sub(${dir}/ai_global.map)`);
@@ -218,8 +229,8 @@ export function renderWaf(snapshot: ServerSnapshot, dir: string, opts: { eventsP
     sections: rateOn
       ? [
           [
-            '# The rate limiter: per client address, the start of its 60 s window (gpt0) and its count',
-            '# (gpc0). At most RATE_TRACKED addresses; one idle for RATE_EXPIRE is forgotten.',
+            '# The rate limiter: per client (an IPv4 address, an IPv6 /64), the start of its 60 s window',
+            '# (gpt0) and its count (gpc0). At most RATE_TRACKED clients; one idle for RATE_EXPIRE is forgotten.',
             `backend ${RATE_TABLE}`,
             `    stick-table type ipv6 size ${RATE_TRACKED} expire ${RATE_EXPIRE} store gpt0,gpc0`,
           ].join('\n'),
@@ -245,11 +256,12 @@ export function renderWaf(snapshot: ServerSnapshot, dir: string, opts: { eventsP
       if (decides) lines.push(`    http-request lua.rampart_waf ${domain.id} if ${listed}`);
       if (limits) {
         // Step 4, for requests steps 1 to 3 let through (the engine ends the others): a fixed
-        // 60 s window from the address's first request, counted natively in the stick table.
+        // 60 s window from the client's first request, counted natively in the stick table (an
+        // IPv6 client by its /64, RATE_KEY).
         const tracked = `${listed} { sc0_tracked }`;
         const expired = `${tracked} { var(txn.rp_age) -m int ge ${RATE_WINDOW} }`;
         lines.push(
-          `    http-request track-sc0 src table ${RATE_TABLE} if ${listed}`,
+          `    http-request track-sc0 ${RATE_KEY} table ${RATE_TABLE} if ${listed}`,
           `    http-request set-var(txn.rp_wstart) sc_get_gpt0(0) if ${tracked}`,
           `    http-request set-var(txn.rp_age) date,sub(txn.rp_wstart) if ${tracked}`,
           `    http-request set-var(txn.rp_cleared) sc_clr_gpc0(0) if ${expired}`,

@@ -298,6 +298,15 @@ describe('the renderer re-checks every rule and WAF setting itself', () => {
     const cfg = render(s).files['haproxy.cfg']!;
     assert.match(cfg, /http-request lua\.rampart_rate_limited 00000000-0000-4000-8000-000000000003 if .* \{ sc_get_gpc0\(0\) gt 120 \}/);
     assert.match(cfg, /stick-table type ipv6 size 50000 expire 6m store gpt0,gpc0/);
+    // an IPv6 client is counted by its /64, an IPv4 client by its address
+    assert.match(cfg, /\n    http-request track-sc0 src,ipmask\(32,64\) table rampart_rate if /);
+    assert.doesNotMatch(cfg, /track-sc0 src table/);
+  });
+
+  test('every WAF answer has a request id: the unique-id format, and the last field of the event line', () => {
+    const cfg = renderHaproxyConfig(base(), { httpBind: { address: '*', port: 80 }, runDir: '/run/rampart', eventsPort: 5514 }, { configDir: '/etc/rampart/cfg' }).files['haproxy.cfg']!;
+    assert.match(cfg, /\n    unique-id-format %\[uuid,regsub\(-,,g\),bytes\(0,16\)\]\n/);
+    assert.match(cfg, /log-format "rampart-waf .* %\[var\(txn\.rp_match\)\] %\[unique-id\]"\n/);
   });
 });
 

@@ -284,4 +284,52 @@ test("cookie payload, challenge page and response bodies", function()
   truthy(M.body(403):find("Forbidden", 1, true), "403 body")
 end)
 
+test("request ids: only the generated form is ever put in a page", function()
+  eq(M.request_id("3f9c0a12b4e5d6f7"), "3f9c0a12b4e5d6f7", "hex id")
+  eq(M.request_id("Ab_-9"), "Ab_-9", "the protocol alphabet")
+  for _, bad in ipairs({ "", "<script>", "a b", "a\nb", string.rep("a", 65), "a%2Fb" }) do
+    eq(M.request_id(bad), nil, "refused: " .. show(bad))
+  end
+  eq(M.request_id(nil), nil, "nil")
+end)
+
+test("browsers get the HTML page, other clients plain text, both with the request id", function()
+  truthy(M.wants_html("text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"), "a browser's Accept")
+  truthy(M.wants_html("TEXT/HTML"), "any case")
+  falsy(M.wants_html("*/*"), "curl")
+  falsy(M.wants_html("application/json"), "an API client")
+  falsy(M.wants_html(nil), "no Accept")
+  local ctype, body = M.answer(403, "sqli_detected", false, "3f9c0a12b4e5d6f7")
+  eq(ctype, "text/plain; charset=utf-8", "plain type")
+  eq(body, M.body(403) .. "Request id: 3f9c0a12b4e5d6f7\n", "today's text plus the id line")
+  ctype, body = M.answer(403, "sqli_detected", true, "3f9c0a12b4e5d6f7")
+  eq(ctype, "text/html; charset=utf-8", "html type")
+  truthy(body:find("This request was blocked by the site's firewall (SQL injection).", 1, true), "the reason in plain words")
+  truthy(body:find(">3f9c0a12b4e5d6f7<", 1, true), "the id shown")
+  falsy(body:find("https?://"), "no external asset")
+  falsy(body:find("<script", 1, true), "no script")
+  ctype, body = M.answer(429, "rate_limited", true, "abc", 42)
+  truthy(body:find("Try again in 42 seconds", 1, true), "429 page says when")
+  truthy(body:find("Too many requests", 1, true), "429 title")
+  ctype, body = M.answer(429, "rate_limited", false, "abc", 42)
+  truthy(body:lower():find("rate limit", 1, true) and body:find("Request id: abc", 1, true), "429 text")
+  -- every reason the WAF answers with has words
+  for _, r in ipairs({ "ip_blocked", "country_blocked", "bot_blocked", "ai_bot_blocked", "rate_limited", "sqli_detected", "xss_detected",
+    "cmdi_detected", "traversal_detected", "ssrf_detected", "xxe_detected", "injection_detected", "upload_blocked" }) do
+    truthy(M.REASON_WORDS[r], "words for " .. r)
+  end
+  ctype, body = M.answer(403, "ip_blocked", false, nil)
+  eq(body, M.body(403), "no id: no id line")
+end)
+
+test("Retry-After: the seconds left in the fixed window", function()
+  eq(M.retry_after(0), 60, "at the window's start")
+  eq(M.retry_after(18), 42, "18 s in")
+  eq(M.retry_after(59), 1, "last second")
+  eq(M.retry_after(59.5), 1, "never 0")
+  eq(M.retry_after(nil), 60, "unknown")
+  eq(M.retry_after(-3), 60, "clock went back")
+  eq(M.retry_after(600), 60, "past the window")
+end)
+
 H.finish()
