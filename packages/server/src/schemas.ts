@@ -152,7 +152,8 @@ export const RuleView = Type.Object({
   updated_at: Type.String({ format: 'date-time' }),
 });
 export const WafEvent = Type.Object({
-  timestamp: Type.String({ format: 'date-time' }),
+  id: Type.String({ description: 'The event; `before` in the Link header names the last of a page' }),
+  timestamp: Type.String({ format: 'date-time', description: 'The first occurrence' }),
   source_ip: Type.String(),
   domain: Type.String(),
   reason: Type.String(),
@@ -165,6 +166,9 @@ export const WafEvent = Type.Object({
   }),
   matched: Type.Union([Type.String({ maxLength: EVENT_FIELD_MAX.matched }), Type.Null()], { description: 'A short excerpt of what a detector matched; null when no detector matched' }),
   blocked: Type.Boolean({ description: 'false: detected in detect mode and let through' }),
+  count: Type.Integer({ minimum: 1, description: 'Identical events (same server, source, domain, reason and rule) within 60 s, folded into this one' }),
+  last_seen_at: Type.Union([Type.String({ format: 'date-time' }), Type.Null()], { description: 'The last occurrence folded in; null when count is 1' }),
+  request_id: Type.Union([Type.String(), Type.Null()], { description: "The proxy's request id of the first occurrence; null from agents that predate it" }),
 });
 export const AiBotView = Type.Object({ name: Type.String(), pattern: Type.String(), operator: Type.String() });
 
@@ -247,6 +251,18 @@ export const PageQuery = Type.Object(
   {
     limit: Type.Optional(Type.String({ maxLength: 10, description: 'Entries per page, 1 to 200 (default 50)' })),
     before: Type.Optional(Type.String({ maxLength: 100, description: 'The page after this entry (the id the Link header names)' })),
+  },
+  { description: 'Other parameters are ignored, as on every read' },
+);
+/** GET /api/waf/events: PageQuery and the filters. */
+export const EventQuery = Type.Object(
+  {
+    ...PageQuery.properties,
+    domain: Type.Optional(Type.String({ maxLength: 253, description: 'Events of this domain (exact, any case)' })),
+    reason: Type.Optional(Type.String({ maxLength: 40, description: 'Events of this reason' })),
+    ip: Type.Optional(Type.String({ maxLength: 45, description: 'Events from this source address (exact)' })),
+    since: Type.Optional(Type.String({ maxLength: 40, description: 'First occurrence at or after this ISO time (within the 7 days kept)' })),
+    until: Type.Optional(Type.String({ maxLength: 40, description: 'First occurrence at or before this ISO time; since must not be after it' })),
   },
   { description: 'Other parameters are ignored, as on every read' },
 );

@@ -36,7 +36,7 @@ class World {
   servers = new Map<string, Server>();
   connections = new Map<string, Connection>();
   domains: Domain[] = [];
-  events: Insertable<WafEventsTable>[] = [];
+  events: (Insertable<WafEventsTable> & { id?: string })[] = [];
   notifications: Notification[] = [];
   writes: string[] = [];
   changed: string[][] = [];
@@ -170,10 +170,22 @@ class World {
       this.write('activatePlainDomainsOfServer');
       for (const d of this.domains) if (d.serverIds.has(serverId) && !d.ssl_enabled) d.status = 'active';
     },
-    countEventsReceivedSince: async (_db, serverId, since) => this.events.filter((e) => e.server_id === serverId && time(e.received_at) >= since.getTime()).length,
+    countEventsReceivedSince: async (_db, serverId, since, reasons) =>
+      this.events.filter((e) => e.server_id === serverId && time(e.received_at) >= since.getTime() && (!reasons || reasons.includes(e.reason))).length,
     insertEvents: async (_db, rows) => {
       if (rows.length) this.write('insertEvents');
-      this.events.push(...rows);
+      this.events.push(...rows.map((r) => ({ ...r, id: String(this.events.length + 1) })));
+    },
+    foldableEvents: async (_db, serverId, ips, from, to) =>
+      this.events
+        .filter((e) => e.server_id === serverId && ips.includes(e.source_ip) && time(e.occurred_at) >= from.getTime() && time(e.occurred_at) <= to.getTime())
+        .map((e, i) => ({ id: String(e.id ?? i), source_ip: e.source_ip, domain: e.domain, reason: e.reason, rule_id: e.rule_id ?? null, occurred_at: new Date(time(e.occurred_at)) }))
+        .reverse(),
+    foldEvent: async (_db, id, n, lastSeen) => {
+      this.write('foldEvent');
+      const e = this.events.find((x) => String(x.id) === id)!;
+      e.count = (e.count ?? 1) + n;
+      e.last_seen_at = new Date(Math.max(time(e.last_seen_at ?? e.occurred_at), lastSeen.getTime()));
     },
     insertNotification: async (_db, row) => {
       this.write('insertNotification');
@@ -282,7 +294,7 @@ describe('events/batch', () => {
   test('events for domains not assigned to the server are dropped and counted; invalid ones apart', async () => {
     const { w, s, store } = setUp();
     const r = await store([event('shop.example.com'), event('theirs.example.com'), event('nowhere.example.com'), event('shop.example.com', { ip: 'not an address' })]);
-    assert.deepEqual(r, { stored: 1, invalid: 1, unassigned: 2, overCap: 0 });
+    assert.deepEqual(r, { stored: 1, invalid: 1, unassigned: 2, folded: 0, overCap: 0 });
     assert.deepEqual(
       w.events.map((e) => [e.domain, e.server_id]),
       [['shop.example.com', s.id]],
@@ -292,7 +304,7 @@ describe('events/batch', () => {
   test('a server of another account stores nothing: every event is unassigned', async () => {
     const { w, s } = setUp();
     const r = await storeEvents(w.ctx, 'account-2', s.id, [event('shop.example.com')], w.store);
-    assert.deepEqual(r, { stored: 0, invalid: 0, unassigned: 1, overCap: 0 });
+    assert.deepEqual(r, { stored: 0, invalid: 0, unassigned: 1, folded: 0, overCap: 0 });
     assert.deepEqual(w.writes, []);
   });
 
@@ -306,10 +318,10 @@ describe('events/batch', () => {
     received('2024-05-10T00:30:00Z', AGENT_LIMITS.eventsPerServerPerDay - 1);
     const yesterday = Math.floor(Date.parse('2024-05-09T08:00:00Z') / 1000);
 
-    assert.deepEqual(await store([event('shop.example.com', { ts: yesterday }), event('shop.example.com', { ts: yesterday })]), { stored: 1, invalid: 0, unassigned: 0, overCap: 1 });
+    assert.deepEqual(await store([event('shop.example.com', { ts: yesterday }), event('shop.example.com', { ts: yesterday, ip: '198.51.100.8' })]), { stored: 1, invalid: 0, unassigned: 0, folded: 0, overCap: 1 });
     const stored = w.events.at(-1)!;
     assert.deepEqual([stored.occurred_at, stored.received_at], [new Date('2024-05-09T08:00:00Z'), w.clock], 'stored with its own time, received today');
-    assert.deepEqual(await store([event('shop.example.com')]), { stored: 0, invalid: 0, unassigned: 0, overCap: 1 }, 'the backdated one took the last room');
+    assert.deepEqual(await store([event('shop.example.com')]), { stored: 0, invalid: 0, unassigned: 0, folded: 0, overCap: 1 }, 'the backdated one took the last room');
 
     w.clock = new Date('2024-05-11T00:00:01Z');
     assert.equal((await store([event('shop.example.com')])).stored, 1, 'a new UTC day, a new cap');

@@ -57,7 +57,7 @@ for (const backend of await backends()) {
       const ev = (domain: string) => ({ ts, ip: '198.51.100.7', domain, reason: 'ip_blocked', ruleId: null });
       agent.send({
         type: 'events/batch',
-        payload: { events: [ev('own.example.com'), ev('theirs.example.com'), ev('own.example.com'), ev('bank.example.org'), ev('unrelated.example.net')] },
+        payload: { events: [ev('own.example.com'), ev('theirs.example.com'), { ...ev('own.example.com'), ip: '198.51.100.8' }, ev('bank.example.org'), ev('unrelated.example.net')] },
       });
       await agent.barrier();
       const mine = (await events()).filter((e) => e.server_id === s.id);
@@ -73,14 +73,14 @@ for (const backend of await backends()) {
       await newDomain(key, 'cap.example.com', [s.id]);
       const threeDaysAgo = Math.floor(t.clock.now().getTime() / 1000) - 3 * 86_400;
       const batch = (from: number) =>
-        Array.from({ length: AGENT_LIMITS.eventsPerBatch }, (_, i) => ({ ts: threeDaysAgo - from - i, ip: '203.0.113.9', domain: 'cap.example.com', reason: 'ip_blocked' as const, ruleId: null }));
+        Array.from({ length: AGENT_LIMITS.eventsPerBatch }, (_, i) => ({ ts: threeDaysAgo - from - i, ip: `10.0.${((from + i) >> 8) & 255}.${(from + i) & 255}`, domain: 'cap.example.com', reason: 'ip_blocked' as const, ruleId: null }));
       let stored = 0;
       for (let i = 0; i < 11; i++) stored += (await storeEvents(t.ctx, accountId, s.id, batch(i * 500))).stored;
       assert.equal(stored, AGENT_LIMITS.eventsPerServerPerDay);
       const oldest = await t.ctx.db.selectFrom('waf_events').select((eb) => eb.fn.max('occurred_at').as('t')).where('server_id', '=', s.id).executeTakeFirstOrThrow();
       assert.equal(new Date(oldest.t as Date).getTime(), threeDaysAgo * 1000, 'the time the event carries is stored as sent');
       const over = await storeEvents(t.ctx, accountId, s.id, batch(6000).slice(0, 10));
-      assert.deepEqual(over, { stored: 0, invalid: 0, unassigned: 0, overCap: 10 });
+      assert.deepEqual(over, { stored: 0, folded: 0, invalid: 0, unassigned: 0, overCap: 10 });
       // The next UTC day has room again, whatever time the events carry.
       t.clock.set(new Date('2027-03-11T00:00:01Z'));
       assert.equal((await storeEvents(t.ctx, accountId, s.id, batch(7000))).stored, 500);

@@ -21,6 +21,8 @@ async function serverWith(t: TestApp, key: string, ...domains: string[]) {
   return srv;
 }
 const stored = async (p: Promise<{ stored: number }>) => (await p).stored;
+/** A distinct source address for each n (identical events within 60 s fold into one). */
+const ipOf = (n: number) => `10.${(n >> 16) & 255}.${(n >> 8) & 255}.${n & 255}`;
 
 test('stored events are capped at 5,000 per server per UTC day, and listed 50 newest first', async () => {
   t.clock.set(new Date('2026-11-22T12:00:00Z')); // mid-day, so the whole batch falls on one UTC day
@@ -28,7 +30,7 @@ test('stored events are capped at 5,000 per server per UTC day, and listed 50 ne
   const srv = await serverWith(t, key, 'shop.example.com');
   const base = Math.floor(t.clock.now().getTime() / 1000) - 7200;
   const batch = (n: number, from: number) =>
-    Array.from({ length: n }, (_, i) => ({ ts: base + from + i, ip: '203.0.113.9', domain: 'shop.example.com', reason: 'ip_blocked' as const, ruleId: null }));
+    Array.from({ length: n }, (_, i) => ({ ts: base + from + i, ip: ipOf(from + i), domain: 'shop.example.com', reason: 'ip_blocked' as const, ruleId: null }));
   let total = 0;
   for (let i = 0; i < 11; i++) total += await stored(storeEvents(t.ctx, accountId, srv.body.id, batch(500, i * 500)));
   assert.equal(total, 5000);
@@ -66,7 +68,8 @@ describe('request details and detect mode', async () => {
     assert.equal(stored, 3);
     const r = await call(t.app, 'GET', '/api/waf/events', { key });
     assert.equal(r.status, 200);
-    assert.deepEqual(r.body, [
+    assert.ok(r.body.every((e: { id: unknown }) => typeof e.id === 'string'));
+    assert.deepEqual(r.body.map(({ id, ...e }: { id: string }) => e), [
       {
         timestamp: new Date((now - 1) * 1000).toISOString(),
         source_ip: '2001:db8::3',
@@ -79,6 +82,9 @@ describe('request details and detect mode', async () => {
         location: 'path',
         matched: '../../etc/passwd',
         blocked: true,
+        count: 1,
+        last_seen_at: null,
+        request_id: null,
       },
       {
         timestamp: new Date((now - 2) * 1000).toISOString(),
@@ -92,6 +98,9 @@ describe('request details and detect mode', async () => {
         location: 'body:content',
         matched: '<script>alert(1)',
         blocked: false,
+        count: 1,
+        last_seen_at: null,
+        request_id: null,
       },
       {
         timestamp: new Date((now - 3) * 1000).toISOString(),
@@ -105,6 +114,9 @@ describe('request details and detect mode', async () => {
         location: null,
         matched: null,
         blocked: true,
+        count: 1,
+        last_seen_at: null,
+        request_id: null,
       },
     ]);
   });
@@ -125,8 +137,8 @@ describe('request details and detect mode', async () => {
       const srv = await serverWith(t, key, 'caps.example.com');
       const now = Math.floor(t.clock.now().getTime() / 1000);
       const base = { ts: now, ip: '203.0.113.5', domain: 'caps.example.com', reason: 'sqli_detected' as const, ruleId: null, ...details };
-      const over = Object.entries(EVENT_FIELD_MAX).map(([field, max]) => ({ ...base, [field]: 'x'.repeat(max + 1) }));
-      const atCap = Object.entries(EVENT_FIELD_MAX).map(([field, max]) => ({ ...base, [field]: 'y'.repeat(max) }));
+      const over = Object.entries(EVENT_FIELD_MAX).map(([field, max], i) => ({ ...base, ip: ipOf(i), [field]: 'x'.repeat(max + 1) }));
+      const atCap = Object.entries(EVENT_FIELD_MAX).map(([field, max], i) => ({ ...base, ip: ipOf(100 + i), [field]: 'y'.repeat(max) }));
       assert.equal(await stored(storeEvents(t.ctx, accountId, srv.body.id, [...over, ...atCap])), atCap.length);
       assert.equal(await stored(storeEvents(t.ctx, accountId, srv.body.id, [{ ...base, method: 'GE\u0000T', matched: "a\u0000b\ud800c\udc00d😀" }])), 1);
       const events = (await call(t.app, 'GET', '/api/waf/events', { key })).body as { method: string; matched: string }[];
@@ -140,7 +152,8 @@ describe('request details and detect mode', async () => {
     const { key, accountId } = await newAccount(t.app);
     const srv = await serverWith(t, key, 'cap.example.com');
     const now = Math.floor(t.clock.now().getTime() / 1000);
-    const ev = (i: number, blocked: boolean) => ({ ts: now - 3600 + (i % 3000), ip: '203.0.113.6', domain: 'cap.example.com', reason: 'xss_detected' as const, ruleId: null, ...details, blocked });
+    let n = 0;
+    const ev = (i: number, blocked: boolean) => ({ ts: now - 3600 + (i % 3000), ip: ipOf(n++), domain: 'cap.example.com', reason: 'xss_detected' as const, ruleId: null, ...details, blocked });
     let total = 0;
     for (let b = 0; b < 8; b++) total += await stored(storeEvents(t.ctx, accountId, srv.body.id, Array.from({ length: 500 }, (_, i) => ev(b * 500 + i, false))));
     for (let b = 0; b < 4; b++) total += await stored(storeEvents(t.ctx, accountId, srv.body.id, Array.from({ length: 500 }, (_, i) => ev(i, true))));

@@ -336,6 +336,23 @@ const migrations: Record<string, Migration> = {
         .execute();
     },
   },
+  '0009_event_folding': {
+    // Identical events (same server, source, domain, reason and rule) within 60 s are one row with
+    // a count. last_seen_at: the last occurrence folded in (null: only the first, occurred_at);
+    // request_id: the proxy's id of the first occurrence's request (agents from before send none).
+    async up(db: Kysely<any>) {
+      await db.schema
+        .alterTable('waf_events')
+        .addColumn('count', 'integer', (c) => c.notNull().defaultTo(1))
+        .addColumn('last_seen_at', 'timestamptz')
+        .addColumn('request_id', 'text')
+        .execute();
+      // Finds the row an event folds into.
+      await db.schema.createIndex('waf_events_fold').on('waf_events').columns(['server_id', 'source_ip', 'domain', 'reason', 'occurred_at']).execute();
+      // The per-server daily cap counts rate-limit and challenge rows apart.
+      await db.schema.createIndex('waf_events_server_received_reason').on('waf_events').columns(['server_id', 'received_at', 'reason']).execute();
+    },
+  },
 };
 
 export const migrationProvider: MigrationProvider = {

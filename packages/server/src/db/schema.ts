@@ -120,7 +120,8 @@ export interface WafRulesTable {
 }
 
 export interface WafEventsTable {
-  id: Generated<Int8>;
+  /** bigserial: assigned by the database. */
+  id: ColumnType<string | number | bigint, never, never>;
   account_id: string;
   server_id: string | null;
   domain: string;
@@ -136,6 +137,12 @@ export interface WafEventsTable {
   blocked: ColumnType<boolean, boolean | undefined, boolean>;
   /** When the service received it (the daily cap counts by this); null for events stored before it was kept. */
   received_at: ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
+  /** Identical events within 60 s folded into this row (services/events.ts). */
+  count: ColumnType<number, number | undefined, number>;
+  /** The last occurrence folded in; null: only the first (occurred_at). */
+  last_seen_at: ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
+  /** The proxy's request id of the first occurrence; null when the agent sent none. */
+  request_id: ColumnType<string | null, string | null | undefined, string | null>;
 }
 
 export interface NotificationsTable {

@@ -1,4 +1,4 @@
-import { Type, type Static, type TSchema } from '@sinclair/typebox';
+import { Type, type Static, type TObject, type TSchema } from '@sinclair/typebox';
 import { PageQuery } from '../schemas.js';
 import type { Page, PageParams } from '../services/paging.js';
 import { ERROR_RESPONSES, SECURITY, type App } from './types.js';
@@ -11,25 +11,33 @@ export const PAGING_DESCRIPTION =
   '`<...?limit=N&before=ID>; rel="next"`, where ID is the last entry of this page.';
 
 /** The Link header value for the page after this one, or undefined on the last page. */
-export function nextPageLink(path: string, page: Page<unknown>, limit: string | undefined): string | undefined {
+export function nextPageLink(path: string, page: Page<unknown>, limit: string | undefined, filters: Record<string, string | undefined> = {}): string | undefined {
   if (!page.next) return undefined;
-  const query = new URLSearchParams({ ...(limit !== undefined ? { limit } : {}), before: page.next });
+  const kept = Object.entries(filters).filter((e): e is [string, string] => e[1] !== undefined && e[0] !== 'limit' && e[0] !== 'before');
+  const query = new URLSearchParams([...kept, ...(limit !== undefined ? [['limit', limit]] : []), ['before', page.next]]);
   return `<${path}?${query.toString()}>; rel="next"`;
 }
 
-/** GET `path`: the account's list, a page at a time, each entry as `item`. */
-export function pagedListRoute<T extends TSchema>(
+/**
+ * GET `path`: the account's list, a page at a time, each entry as `item`. With `filters` (a
+ * querystring schema holding PageQuery's fields and more), the Link header keeps the filters.
+ */
+export function pagedListRoute<T extends TSchema, Q extends TObject = typeof PageQuery>(
   app: App,
   path: string,
-  doc: { tags: string[]; summary: string },
+  doc: { tags: string[]; summary: string; description?: string },
   item: T,
-  list: (accountId: string, query: PageParams) => Promise<Page<Static<T>>>,
+  list: (accountId: string, query: Static<Q>) => Promise<Page<Static<T>>>,
+  filters?: Q,
 ): void {
+  // Typed as PageQuery for the route (the filters are strings the list checks itself).
+  const querystring = (filters ?? PageQuery) as unknown as typeof PageQuery;
   app.get(path, {
-    schema: { ...doc, security: SECURITY, description: PAGING_DESCRIPTION, querystring: PageQuery, response: { 200: Type.Array(item), ...ERROR_RESPONSES } },
+    schema: { tags: doc.tags, summary: doc.summary, security: SECURITY, description: doc.description ? `${doc.description} ${PAGING_DESCRIPTION}` : PAGING_DESCRIPTION, querystring, response: { 200: Type.Array(item), ...ERROR_RESPONSES } },
     handler: async (req, reply) => {
-      const page = await list(req.principal.accountId, req.query);
-      const link = nextPageLink(path, page, req.query.limit);
+      const query = req.query as unknown as Static<Q> & PageParams;
+      const page = await list(req.principal.accountId, query);
+      const link = nextPageLink(path, page, query.limit, filters ? (query as Record<string, string | undefined>) : {});
       if (link) reply.header('link', link);
       return page.items as Static<T>[];
     },

@@ -1,9 +1,11 @@
 import { AI_BOTS } from '@rampart/protocol';
 import { Type } from '@sinclair/typebox';
-import { createRule, deleteRule, listEvents, listRules, updateRule } from '../services/waf.js';
+import { createRule, deleteRule, listRules, updateRule } from '../services/waf.js';
+import { listEvents } from '../services/events.js';
+import { pagedListRoute } from './paging.js';
 import { wafVersion as readWafVersion } from '../data/accounts.js';
 import { RuleListCache } from '../rule-list-cache.js';
-import { AiBotView, IdParams, RuleCreate, RuleUpdate, RuleView, WafEvent } from '../schemas.js';
+import { AiBotView, EventQuery, IdParams, RuleCreate, RuleUpdate, RuleView, WafEvent } from '../schemas.js';
 import { ERROR_RESPONSES, SECURITY, type App, type RouteDeps } from './types.js';
 
 export async function wafRoutes(app: App, { ctx }: RouteDeps) {
@@ -42,10 +44,20 @@ export async function wafRoutes(app: App, { ctx }: RouteDeps) {
     schema: { tags, security: SECURITY, summary: 'Delete a WAF rule', params: IdParams, response: { 200: Type.Object({ success: Type.Literal(true), id: Type.String() }), ...ERROR_RESPONSES } },
     handler: async (req) => deleteRule(ctx, req.principal.accountId, req.params.id),
   });
-  app.get('/api/waf/events', {
-    schema: { tags, security: SECURITY, summary: 'The 50 most recent WAF events (blocked, challenged, or detected and let through in detect mode), newest first', response: { 200: Type.Array(WafEvent), ...ERROR_RESPONSES } },
-    handler: async (req) => listEvents(ctx, req.principal.accountId),
-  });
+  pagedListRoute(
+    app,
+    '/api/waf/events',
+    {
+      tags,
+      summary: 'WAF events (blocked, challenged, or detected and let through in detect mode), newest first, in pages; by default the 50 newest',
+      description:
+        'Filters: `domain`, `reason`, `ip` (exact), `since` and `until` (ISO times on the first occurrence, within the 7 days kept). ' +
+        'Identical events (same server, source, domain, reason and rule) within 60 s are one entry with a `count`.',
+    },
+    WafEvent,
+    (accountId, query) => listEvents(ctx, accountId, query),
+    EventQuery,
+  );
   app.get('/api/waf/ai-bots', {
     schema: { tags, security: SECURITY, summary: 'AI crawler names accepted by block_ai_bot rules', response: { 200: Type.Array(AiBotView), ...ERROR_RESPONSES } },
     handler: async () => AI_BOTS,

@@ -34,6 +34,8 @@ export const agentChannelStore = {
   activatePlainDomainsOfServer: domains.activatePlainDomainsOfServer,
   countEventsReceivedSince: events.countEventsReceivedSince,
   insertEvents: events.insertEvents,
+  foldableEvents: events.foldableEvents,
+  foldEvent: events.foldEvent,
   insertNotification: notifications.insertNotification,
   foldNotification: notifications.foldNotification,
   countNotifications: notifications.countNotifications,

@@ -31,9 +31,9 @@ export function pageLimit(limit: string | undefined): number {
  * Where a page continues, from `before` (an id from the previous page); undefined for the first
  * page. An id that is not a UUID, or not one of the account's, is a 400 naming `before`.
  */
-export async function pageCursor<C>(before: string | undefined, find: (id: string) => Promise<C | undefined>): Promise<C | undefined> {
+export async function pageCursor<C>(before: string | undefined, find: (id: string) => Promise<C | undefined>, isId: (id: string) => boolean = isUuid): Promise<C | undefined> {
   if (before === undefined) return undefined;
-  if (!isUuid(before)) throw invalidField('before', 'must be the id of an entry of the previous page');
+  if (!isId(before)) throw invalidField('before', 'must be the id of an entry of the previous page');
   const cursor = await find(before.toLowerCase());
   if (!cursor) throw invalidField('before', 'no such entry in this account');
   return cursor;
@@ -56,8 +56,10 @@ export async function listPage<C, R extends { id: string }, T>(
   cursorOf: (id: string) => Promise<C | undefined>,
   rows: (limit: number, before: C | undefined) => Promise<R[]>,
   view: (r: R) => T,
+  /** What an id looks like (a UUID unless said): anything else as `before` is a 400. */
+  isId?: (id: string) => boolean,
 ): Promise<Page<T>> {
   const limit = pageLimit(query.limit);
-  const before = await pageCursor(query.before, cursorOf);
+  const before = await pageCursor(query.before, cursorOf, isId);
   return pageOf(await rows(limit + 1, before), limit, view);
 }

@@ -5,7 +5,6 @@ import { iso, isUuid } from '../context.js';
 import { newId } from '../crypto.js';
 import { bumpWafVersion, lockAccount } from '../data/accounts.js';
 import { domainExists, serversOfDomain } from '../data/domains.js';
-import { latestEvents } from '../data/events.js';
 import { bumpAllServers, bumpServers } from '../data/servers.js';
 import { deleteRule as deleteRuleRow, insertRule, listRules as listRuleRows, lockRule, updateRuleFields } from '../data/waf-rules.js';
 import { AppError, invalidField } from '../errors.js';
@@ -13,7 +12,6 @@ import { enforceLimit } from './limits.js';
 
 export const MAX_RULES = 10_000;
 export const DEFAULT_PRIORITY = 100;
-export const EVENTS_RETURNED = 50;
 
 export interface RuleInput {
   rule_type: RuleType;
@@ -135,21 +133,4 @@ export async function deleteRule(ctx: ServiceContext, accountId: string, id: str
   });
   ctx.serversChanged(touched);
   return { success: true as const, id };
-}
-
-export async function listEvents(ctx: ServiceContext, accountId: string) {
-  const rows = await latestEvents(ctx.db, accountId, EVENTS_RETURNED);
-  return rows.map((e) => ({
-    timestamp: iso(e.occurred_at)!,
-    source_ip: e.source_ip,
-    domain: e.domain,
-    reason: e.reason,
-    rule_id: e.rule_id,
-    server_id: e.server_id,
-    method: e.method,
-    path: e.path,
-    location: e.location,
-    matched: e.matched,
-    blocked: e.blocked,
-  }));
 }

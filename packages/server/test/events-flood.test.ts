@@ -1,0 +1,192 @@
+import assert from 'node:assert/strict';
+import { after, describe, test } from 'node:test';
+import type { WafEventItem } from '@rampart/protocol';
+import { FLOOD_ROWS_PER_DAY, storeEvents } from '../src/services/events.js';
+import { backends, call, makeTestApp, newAccount, type TestApp } from './helpers.js';
+
+// The flood-proof event log: identical events within 60 s fold into one row with a count, and
+// rate-limit and challenge rows take at most half of a server's 5,000 rows a day.
+
+const RULE = '3f1c2e1a-9b0d-4c55-8f3e-0123456789ab';
+const OTHER_RULE = '3f1c2e1a-9b0d-4c55-8f3e-0123456789ac';
+/** A distinct source address for each n. */
+const ipOf = (n: number) => `10.${(n >> 16) & 255}.${(n >> 8) & 255}.${n & 255}`;
+
+for (const backend of await backends()) {
+  describe(`event folding, the flood cap, filters and paging (${backend})`, async () => {
+    const t: TestApp = await makeTestApp(backend);
+    after(() => t.close());
+    t.clock.set(new Date('2026-11-23T12:00:00Z')); // mid-day: everything falls on one UTC day
+    const now = Math.floor(t.clock.now().getTime() / 1000);
+
+    async function serverWith(key: string, ...domains: string[]) {
+      const srv = await call(t.app, 'POST', '/api/servers', { key, body: { name: 'edge' } });
+      assert.equal(srv.status, 201);
+      for (const domain of domains) {
+        const r = await call(t.app, 'POST', '/api/domains', { key, body: { domain, origins: [{ ip: '10.0.0.1', port: 80 }], serverIds: [srv.body.id], sslEnabled: false } });
+        assert.equal(r.status, 201, JSON.stringify(r.body));
+      }
+      return srv.body.id as string;
+    }
+    async function setUp(...domains: string[]) {
+      const { key, accountId } = await newAccount(t.app);
+      const serverId = await serverWith(key, ...(domains.length ? domains : ['shop.example.com']));
+      return { key, accountId, serverId, store: (events: WafEventItem[]) => storeEvents(t.ctx, accountId, serverId, events) };
+    }
+    const ev = (fields: Partial<WafEventItem> = {}): WafEventItem => ({ ts: now - 600, ip: '203.0.113.9', domain: 'shop.example.com', reason: 'sqli_detected', ruleId: null, ...fields });
+    const list = async (key: string, query = '') => {
+      const r = await call(t.app, 'GET', `/api/waf/events${query}`, { key });
+      assert.equal(r.status, 200, JSON.stringify(r.body));
+      return r.body as Record<string, any>[];
+    };
+
+    test('identical events within 60 s fold into one with a count; after 60 s a new one starts', async () => {
+      const { key, store } = await setUp();
+      assert.deepEqual(await store([ev({ requestId: 'req-1' })]), { stored: 1, folded: 0, invalid: 0, unassigned: 0, overCap: 0 });
+      assert.deepEqual(await store([ev({ ts: now - 570, requestId: 'req-2' }), ev({ ts: now - 540 })]), { stored: 0, folded: 2, invalid: 0, unassigned: 0, overCap: 0 });
+      assert.equal((await store([ev({ ts: now - 539 })])).stored, 1, '61 s after the first: a new row');
+      const events = await list(key);
+      assert.deepEqual(
+        events.map((e) => [e.timestamp, e.count, e.last_seen_at, e.request_id]),
+        [
+          [new Date((now - 539) * 1000).toISOString(), 1, null, null],
+          [new Date((now - 600) * 1000).toISOString(), 3, new Date((now - 540) * 1000).toISOString(), 'req-1'],
+        ],
+      );
+    });
+
+    test('a different rule, reason, source or domain is not folded', async () => {
+      const { key, store } = await setUp('shop.example.com', 'blog.example.com');
+      const r = await store([
+        ev({ ruleId: RULE }),
+        ev({ ruleId: OTHER_RULE }),
+        ev({ ruleId: null }),
+        ev({ reason: 'xss_detected' }),
+        ev({ ip: '2001:db8::1' }),
+        ev({ domain: 'blog.example.com' }),
+        ev({ ruleId: RULE, ts: now - 599 }), // folds into the first
+      ]);
+      assert.deepEqual([r.stored, r.folded], [6, 1]);
+      const events = await list(key);
+      assert.equal(events.length, 6);
+      assert.deepEqual(events.map((e) => e.count).sort(), [1, 1, 1, 1, 1, 2]);
+    });
+
+    test('events of one batch fold into each other', async () => {
+      const { key, store } = await setUp();
+      const r = await store(Array.from({ length: 100 }, (_, i) => ev({ ts: now - 100 + Math.floor(i / 2) })));
+      assert.deepEqual([r.stored, r.folded], [1, 99]);
+      const [e] = await list(key);
+      assert.deepEqual([e!.count, e!.last_seen_at], [100, new Date((now - 51) * 1000).toISOString()]);
+    });
+
+    test('the flood: 5,200 rate-limit events, then one SQL injection, which is stored and listed newest', async () => {
+      const { key, store, serverId } = await setUp();
+      let stored = 0;
+      let overCap = 0;
+      for (let b = 0; b < 11; b++) {
+        const n = Math.min(500, 5200 - b * 500);
+        const r = await store(Array.from({ length: n }, (_, i) => ev({ ts: now - 3000 + b * 10, ip: ipOf(b * 500 + i), reason: i % 2 ? 'rate_limited' : 'bot_challenge' })));
+        stored += r.stored;
+        overCap += r.overCap;
+      }
+      assert.equal(FLOOD_ROWS_PER_DAY, 2500);
+      assert.deepEqual([stored, overCap], [2500, 2700], 'rate-limit and challenge rows take at most half');
+      const sqli = await store([ev({ ts: now - 1, ip: '198.51.100.66', reason: 'sqli_detected', path: '/login', matched: "' OR 1=1--" })]);
+      assert.equal(sqli.stored, 1);
+      const [newest] = await list(key);
+      assert.deepEqual([newest!.reason, newest!.source_ip, newest!.matched], ['sqli_detected', '198.51.100.66', "' OR 1=1--"]);
+
+      // Detections use the rest: 2,499 more fit, then the day is full for everything.
+      let more = 0;
+      for (let b = 0; b < 5; b++) more += (await store(Array.from({ length: 500 }, (_, i) => ev({ ts: now - 2, ip: ipOf(100_000 + b * 500 + i), reason: 'xss_detected' })))).stored;
+      assert.equal(more, 2499);
+      const full = await store([ev({ ts: now, ip: '198.51.100.67', reason: 'cmdi_detected' })]);
+      assert.deepEqual([full.stored, full.overCap], [0, 1]);
+      const folded = await store([ev({ ts: now, ip: '198.51.100.66', reason: 'sqli_detected' })]);
+      assert.deepEqual([folded.stored, folded.folded, folded.overCap], [0, 1, 0], 'folding takes no room, even on a full day');
+      const rows = await t.ctx.db
+        .selectFrom('waf_events')
+        .select((eb) => eb.fn.countAll<number>().as('n'))
+        .where('server_id', '=', serverId)
+        .executeTakeFirstOrThrow();
+      assert.equal(Number(rows.n), 5000);
+    });
+
+    test('filters and paging: follow Link to the end, newest first, no duplicates', async () => {
+      const { key, store } = await setUp('shop.example.com', 'blog.example.com');
+      const batch = Array.from({ length: 120 }, (_, i) =>
+        ev({ ts: now - 8000 + i * 61, ip: ipOf(i % 3), domain: i % 2 ? 'blog.example.com' : 'shop.example.com', reason: i % 4 === 0 ? 'xss_detected' : 'sqli_detected', requestId: `r${i}` }),
+      );
+      // 61 s apart: none fold
+      assert.equal((await store(batch)).stored, 120);
+
+      const first = await call(t.app, 'GET', '/api/waf/events', { key });
+      assert.equal(first.body.length, 50, 'the 50 newest by default');
+      assert.match(String(first.headers.link), /^<\/api\/waf\/events\?limit=|^<\/api\/waf\/events\?before=/);
+
+      const walk = async (query: string) => {
+        const seen: Record<string, any>[] = [];
+        let url: string | undefined = `/api/waf/events${query}`;
+        while (url) {
+          const r = await call(t.app, 'GET', url, { key });
+          assert.equal(r.status, 200, JSON.stringify(r.body));
+          seen.push(...r.body);
+          url = /^<([^>]+)>; rel="next"$/.exec(String(r.headers.link ?? ''))?.[1];
+        }
+        return seen;
+      };
+      const all = await walk('?limit=7');
+      assert.equal(all.length, 120);
+      assert.equal(new Set(all.map((e) => e.id)).size, 120, 'no duplicates');
+      assert.deepEqual(all.map((e) => e.request_id), batch.map((e) => e.requestId).reverse(), 'newest first');
+
+      const filtered = await walk('?limit=4&domain=BLOG.example.com&reason=sqli_detected&ip=10.0.0.1');
+      const expected = batch.filter((e) => e.domain === 'blog.example.com' && e.reason === 'sqli_detected' && e.ip === '10.0.0.1');
+      assert.ok(expected.length > 4, 'more than one page');
+      assert.deepEqual(filtered.map((e) => e.request_id), expected.map((e) => e.requestId).reverse(), 'the Link keeps the filters');
+
+      const since = new Date((now - 8000 + 20 * 61) * 1000).toISOString();
+      const until = new Date((now - 8000 + 30 * 61) * 1000).toISOString();
+      const window = await walk(`?since=${encodeURIComponent(since)}&until=${encodeURIComponent(until)}&limit=3`);
+      assert.deepEqual(window.map((e) => e.request_id), Array.from({ length: 11 }, (_, i) => `r${30 - i}`), 'since and until are inclusive');
+    });
+
+    test('bad filter values are a 400 naming the field', async () => {
+      const { key } = await setUp();
+      const old = new Date((now - 8 * 86400) * 1000).toISOString();
+      const cases: [string, string][] = [
+        ['domain=not a domain', 'domain'],
+        ['reason=flooded', 'reason'],
+        ['ip=999.1.1.1', 'ip'],
+        ['ip=203.0.113.0%2F24', 'ip'],
+        ['since=yesterday', 'since'],
+        ['until=2026-13-45T00:00:00Z', 'until'],
+        [`since=${encodeURIComponent(old)}`, 'since'],
+        [`since=${encodeURIComponent(new Date(now * 1000).toISOString())}&until=${encodeURIComponent(new Date((now - 60) * 1000).toISOString())}`, 'since'],
+        ['limit=0', 'limit'],
+        ['limit=201', 'limit'],
+        ['before=abc', 'before'],
+        ['before=123456789', 'before'],
+      ];
+      for (const [query, field] of cases) {
+        const r = await call(t.app, 'GET', `/api/waf/events?${query}`, { key });
+        assert.equal(r.status, 400, query);
+        assert.match(String(r.body.error), new RegExp(`^${field}\\b`), `${query}: ${JSON.stringify(r.body)}`);
+      }
+    });
+
+    test("another account's events are never visible, nor usable as a cursor", async () => {
+      const mine = await setUp();
+      const theirs = await setUp();
+      await mine.store([ev({ ip: '198.51.100.1' })]);
+      await theirs.store([ev({ ip: '198.51.100.2' }), ev({ ip: '198.51.100.3' })]);
+      const their = await list(theirs.key);
+      assert.deepEqual((await list(mine.key)).map((e) => e.source_ip), ['198.51.100.1']);
+      assert.deepEqual(await list(mine.key, '?ip=198.51.100.2'), []);
+      const r = await call(t.app, 'GET', `/api/waf/events?before=${their[0]!.id}`, { key: mine.key });
+      assert.equal(r.status, 400);
+      assert.match(String(r.body.error), /^before\b/);
+    });
+  });
+}
