@@ -241,5 +241,10 @@ describe('WAF through real HAProxy', () => {
     assert.equal(events.find((e) => e.reason === 'country_blocked' && e.source_ip === '127.0.40.9').rule_id, rules.kp);
     const times = events.map((e) => Date.parse(e.timestamp));
     assert.deepEqual(times, [...times].sort((a, b) => b - a), 'newest first');
+    // The id a blocked visitor quotes finds the block: the event stored it.
+    await waitFor(async () => {
+      const sqli = (await api.call('GET', '/api/waf/events?reason=sqli_detected&limit=200')).body as any[];
+      return requestIds.every((id) => sqli.some((e) => e.request_id === id));
+    }, 'the quoted request ids in the events', 15_000, 200);
   });
 });
