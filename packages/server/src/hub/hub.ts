@@ -298,7 +298,7 @@ export class AgentHub {
         const r = await storeEvents(this.ctx, c.accountId, c.serverId, m.payload.events);
         if (r.unassigned || r.invalid || r.overCap) {
           this.options.log?.warn(
-            `server ${c.serverId} sent ${m.payload.events.length} events: stored ${r.stored}; dropped ${r.unassigned} for domains not assigned to it, ${r.invalid} invalid, ${r.overCap} over the daily cap`,
+            `server ${c.serverId} sent ${m.payload.events.length} events: stored ${r.stored}, folded ${r.folded} into earlier ones; dropped ${r.unassigned} for domains not assigned to it, ${r.invalid} invalid, ${r.overCap} over the daily cap`,
           );
         }
         return;
