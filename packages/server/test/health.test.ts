@@ -240,9 +240,13 @@ for (const backend of await backends()) {
       for (let i = 0; i < 12; i++) await connected(target, `fleet-${i}`, key);
       let inFlight = 0;
       let most = 0;
+      // No probe finishes until the bound is reached: an unbounded pool would start all of them first.
+      let full!: () => void;
+      const gate = new Promise<void>((r) => (full = r));
       const counting: Probe = async (target, timeout) => {
         most = Math.max(most, ++inFlight);
-        await new Promise((r) => setTimeout(r, 20));
+        if (inFlight === 4) full();
+        await gate;
         inFlight--;
         return httpProbe(target, timeout);
       };
