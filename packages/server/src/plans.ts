@@ -38,6 +38,10 @@ export function plansFromEnv(raw: string | undefined): PlanTable {
 }
 
 export const dollars = (cents: number): number => Math.round(cents) / 100;
+/** Cents as people read them: "$29.00", "-$1.50". */
+export const money = (cents: number): string => `${cents < 0 ? '-' : ''}$${(Math.abs(cents) / 100).toFixed(2)}`;
+/** A plan's name in a sentence: "Pro". */
+export const planName = (plan: string): string => plan.charAt(0).toUpperCase() + plan.slice(1);
 /** Dollars with at most two decimals to integer cents; callers validate the decimals first. */
 export const cents = (dollarsValue: number): number => Math.round(dollarsValue * 100);
 export const hasAtMostTwoDecimals = (v: number): boolean => Math.abs(Math.round(v * 100) - v * 100) < 1e-6;

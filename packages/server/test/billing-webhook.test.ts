@@ -55,7 +55,7 @@ for (const backend of await backends()) {
       assert.equal(await balance(key), 35, 'the replay credits nothing');
       const notes = (await call(t.app, 'GET', '/api/notifications', { key })).body.filter((n: { kind: string }) => n.kind === 'deposit_confirmed');
       assert.equal(notes.length, 1);
-      assert.equal(notes[0].message, `Deposit of $25.00 confirmed (transaction ${event.txHash}). Balance: $35.00.`);
+      assert.equal(notes[0].message, `Deposit of $25.00 confirmed (transaction ${event.txHash}). Balance: $35.00. Nothing to do.`);
     });
 
     test('the same event five times at once: credited once', async () => {

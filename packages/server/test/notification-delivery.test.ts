@@ -127,7 +127,7 @@ for (const backend of await backends()) {
     test('only the kinds chosen are queued; an account without channels queues nothing', async () => {
       const a = await account({ kinds: ['server_down', 'account_frozen'], email: null });
       await raise(a.accountId, 'ssl_expiring');
-      await raise(a.accountId, 'account_frozen', notificationMessages.accountFrozen(29, 10));
+      await raise(a.accountId, 'account_frozen', notificationMessages.accountFrozen('pro', 2900, 1000));
       assert.deepEqual((await log(a.key)).map((d) => [d.kind, d.channel]), [['account_frozen', 'webhook']]);
       const bare = await newAccount(t.app);
       await raise(bare.accountId, 'server_down');
@@ -247,7 +247,7 @@ for (const backend of await backends()) {
       after(() => pickyTransport.close());
       const smtpOptions = { smtp: { transport: pickyTransport, from: FROM } };
       const a = await account({ webhookUrl: null });
-      await raise(a.accountId, 'deposit_confirmed', notificationMessages.depositConfirmed(50, 62.5));
+      await raise(a.accountId, 'deposit_confirmed', notificationMessages.depositConfirmed(5000, 6250));
       await run(smtpOptions);
       const [failed] = await log(a.key);
       assert.deepEqual([failed!.status, failed!.lastStatus, failed!.lastError], ['pending', 450, '450 Mailbox busy, try later']);
@@ -256,7 +256,7 @@ for (const backend of await backends()) {
       const [ok] = await log(a.key);
       assert.deepEqual([ok!.status, ok!.attempts], ['delivered', 2]);
       assert.equal(picky.messages.length, 1);
-      assert.match(mailText(picky.messages[0]!.raw), /A deposit of \$50\.00 was confirmed and credited; the balance is \$62\.50\. Nothing to do\./);
+      assert.match(mailText(picky.messages[0]!.raw), /Deposit of \$50\.00 confirmed\. Balance: \$62\.50\. Nothing to do\./);
     });
 
     test('private addresses are checked again at every attempt: a stored loopback URL, or a name resolving to one, is refused once the operator no longer allows them', async () => {

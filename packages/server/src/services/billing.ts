@@ -28,8 +28,8 @@ import {
 import type { Tx } from '../db/database.js';
 import { AppError, invalidField } from '../errors.js';
 import { jobIntervalFromEnv } from '../jobs.js';
-import { dollars, PLANS, type Plan } from '../plans.js';
-import { notify, type NotificationKind } from './notifications.js';
+import { dollars, money, planName, PLANS, type Plan } from '../plans.js';
+import { notificationMessages, notify, type NotificationKind } from './notifications.js';
 import { listPage, type PageParams } from './paging.js';
 
 type LockedAccount = NonNullable<Awaited<ReturnType<typeof lockAccount>>>;
@@ -62,8 +62,6 @@ export function nextChargeAfter(due: Date, now: Date): Date {
   return next > now ? next : addMonth(now);
 }
 
-const money = (cents: number): string => `${cents < 0 ? '-' : ''}$${(Math.abs(cents) / 100).toFixed(2)}`;
-const planName = (plan: string): string => plan.charAt(0).toUpperCase() + plan.slice(1);
 const chargeDescription = (plan: string): string => `Monthly charge, ${planName(plan)} plan`;
 
 /** RAMPART_BILLING_INTERVAL: seconds between two runs of the monthly charge job (default 60). */
@@ -97,11 +95,6 @@ export function transactionView(t: TransactionRow) {
 
 const notifyIn = (ctx: ServiceContext, tx: Tx, accountId: string, kind: NotificationKind, message: string) => notify({ ...ctx, db: tx }, { accountId, kind, message });
 
-const frozenMessage = (plan: string, balanceCents: number, priceCents: number) =>
-  `The monthly charge of ${money(priceCents)} for the ${planName(plan)} plan failed: the balance is ${money(balanceCents)}. ` +
-  'The account is frozen: changes are blocked until it is renewed, while your domains keep being served and protected as configured. ' +
-  `Deposit at least ${money(priceCents - balanceCents)} (POST /api/billing/deposits) to make it active again.`;
-
 // ---------------------------------------------------------------------------------------------
 // The monthly charge
 
@@ -128,7 +121,7 @@ async function chargeLocked(ctx: ServiceContext, tx: Tx, account: LockedAccount)
     await insertTransaction(tx, { id: newId(), account_id: account.id, kind: 'charge', amount_cents: price, status: 'failed', period_start: due, description, created_at: now });
     if (account.state !== 'frozen') {
       await setBillingState(tx, account.id, 'frozen');
-      await notifyIn(ctx, tx, account.id, 'account_frozen', frozenMessage(account.plan, balance, price));
+      await notifyIn(ctx, tx, account.id, 'account_frozen', notificationMessages.accountFrozen(account.plan, price, balance));
     }
     return { accountId: account.id, charged: false, state: 'frozen', balance: dollars(balance) };
   }
@@ -156,7 +149,7 @@ export async function runChargeJob(ctx: ServiceContext, batchSize = CHARGE_BATCH
     const rows = await ctx.db.transaction().execute(async (tx) => {
       const charged = await chargeDueAccounts(tx, { now, limit: batchSize, plans });
       for (const r of charged) {
-        if (!r.charged) await notifyIn(ctx, tx, r.id, 'account_frozen', frozenMessage(r.plan, r.balance_cents, r.price_cents));
+        if (!r.charged) await notifyIn(ctx, tx, r.id, 'account_frozen', notificationMessages.accountFrozen(r.plan, r.price_cents, r.balance_cents));
       }
       return charged;
     });
@@ -180,15 +173,12 @@ export async function runMonthlyCharge(ctx: ServiceContext, accountId?: string):
     const account = await lockAccount(tx, accountId);
     if (!account) throw new AppError('account_not_found');
     const r = await chargeLocked(ctx, tx, account);
-    if (r.state === 'active' && account.state === 'frozen') await notifyIn(ctx, tx, account.id, 'account_active', activeMessage(account.plan, r));
+    if (r.state === 'active' && account.state === 'frozen') await notifyIn(ctx, tx, account.id, 'account_active', notificationMessages.accountActive(account.plan, Math.round(r.balance * 100)));
     return { result: r, changed: r.state !== account.state };
   });
   if (changed) await credentialsChanged(ctx, { kind: 'account-changed', accountIds: [accountId] });
   return [result];
 }
-
-const activeMessage = (plan: string, r: ChargeResult) =>
-  `The monthly price of the ${planName(plan)} plan was charged: the account is active again and changes are allowed. Balance: ${money(Math.round(r.balance * 100))}.`;
 
 // ---------------------------------------------------------------------------------------------
 // Credits: deposits, adjustments, reactivation
@@ -202,7 +192,7 @@ async function reactivateIfCovered(ctx: ServiceContext, tx: Tx, account: LockedA
   if (account.state !== 'frozen') return { state: account.state as 'active', balanceCents };
   if (balanceCents < price) return { state: 'frozen', balanceCents };
   const r = await chargeLocked(ctx, tx, { ...account, balance_cents: balanceCents });
-  await notifyIn(ctx, tx, account.id, 'account_active', activeMessage(account.plan, r));
+  await notifyIn(ctx, tx, account.id, 'account_active', notificationMessages.accountActive(account.plan, Math.round(r.balance * 100)));
   return { state: r.state, balanceCents: Math.round(r.balance * 100) };
 }
 
@@ -257,7 +247,7 @@ async function creditDeposit(
     tx,
     account.id,
     'deposit_confirmed',
-    `Deposit of ${money(o.amountCents)} confirmed${o.txHash ? ` (transaction ${o.txHash})` : ''}. Balance: ${money(posted.balanceCents)}.`,
+    notificationMessages.depositConfirmed(o.amountCents, posted.balanceCents, o.txHash ?? undefined),
   );
   const after = await reactivateIfCovered(ctx, tx, account, posted.balanceCents);
   return {

@@ -4,6 +4,7 @@ import { newId } from '../crypto.js';
 import { latestNotifications, markNotificationsRead, notificationCursor } from '../data/notifications.js';
 import type { Database } from '../db/database.js';
 import { invalidField } from '../errors.js';
+import { money, planName } from '../plans.js';
 import { agentChannelStore, type AgentChannelStore } from './agent-channel.js';
 import { listPage, type PageParams } from './paging.js';
 
@@ -159,7 +160,6 @@ export async function recordStatusReport(
   return dropped;
 }
 
-const dollars = (amount: number) => `$${amount.toFixed(2)}`;
 /** An agent's text as the middle of a sentence: trimmed, without a final full stop. */
 const clause = (text: string) => text.trim().replace(/[.\s]+$/, '');
 
@@ -183,8 +183,8 @@ export const NOTIFICATION_ADVICE: Record<NotificationKind, string> = {
 /**
  * Every notification's message: what happened, then what to do. Whoever raises a notification
  * writes its message with one of these, e.g.
- * `notify(ctx, { accountId, kind: 'account_frozen', message: notificationMessages.accountFrozen(29, 12.5) })`.
- * Money is in dollars.
+ * `notify(ctx, { accountId, kind: 'account_frozen', message: notificationMessages.accountFrozen('pro', 2900, 1250) })`.
+ * Money is in cents.
  */
 export const notificationMessages = {
   /** server_down: the server's agent lost its connection. */
@@ -209,20 +209,17 @@ export const notificationMessages = {
         : `The certificate of ${domain} expires on ${day} (in ${days} day${days === 1 ? '' : 's'}) and has not been renewed yet`;
     return `${what}. ${NOTIFICATION_ADVICE.ssl_expiring}`;
   },
-  /** account_frozen: the monthly charge of `priceDollars` failed on a balance of `balanceDollars`. */
-  accountFrozen: (priceDollars: number, balanceDollars?: number) =>
-    `The monthly charge of ${dollars(priceDollars)} failed` +
-    (balanceDollars === undefined ? '' : `: the balance is ${dollars(balanceDollars)}`) +
-    ', so the account is frozen and changes are refused; shield servers keep running. ' +
-    (balanceDollars !== undefined && balanceDollars < priceDollars
-      ? `Make a deposit of at least ${dollars(priceDollars - balanceDollars)}: once it is confirmed, the account is charged and active again.`
-      : NOTIFICATION_ADVICE.account_frozen),
-  /** account_active: a frozen account was charged (`priceDollars`) and is active again. */
-  accountActive: (priceDollars?: number) =>
-    `The account is active again${priceDollars === undefined ? '' : `: the monthly charge of ${dollars(priceDollars)} was paid`} and changes are accepted. ${NOTIFICATION_ADVICE.account_active}`,
-  /** deposit_confirmed: `amountDollars` credited, the balance now `balanceDollars`. */
-  depositConfirmed: (amountDollars: number, balanceDollars?: number) =>
-    `A deposit of ${dollars(amountDollars)} was confirmed and credited${balanceDollars === undefined ? '' : `; the balance is ${dollars(balanceDollars)}`}. ${NOTIFICATION_ADVICE.deposit_confirmed}`,
+  /** account_frozen: the monthly charge of `priceCents` for `plan` failed on a balance of `balanceCents`. */
+  accountFrozen: (plan: string, priceCents: number, balanceCents: number) =>
+    `The monthly charge of ${money(priceCents)} for the ${planName(plan)} plan failed: the balance is ${money(balanceCents)}. ` +
+    'The account is frozen: changes are blocked until it is renewed, while your domains keep being served and protected as configured. ' +
+    `Deposit at least ${money(priceCents - balanceCents)} (POST /api/billing/deposits) to make it active again.`,
+  /** account_active: a frozen account was charged its plan's price and is active again, `balanceCents` left. */
+  accountActive: (plan: string, balanceCents: number) =>
+    `The monthly price of the ${planName(plan)} plan was charged: the account is active again and changes are allowed. Balance: ${money(balanceCents)}.`,
+  /** deposit_confirmed: `amountCents` credited (by `txHash` when on-chain), the balance now `balanceCents`. */
+  depositConfirmed: (amountCents: number, balanceCents: number, txHash?: string) =>
+    `Deposit of ${money(amountCents)} confirmed${txHash ? ` (transaction ${txHash})` : ''}. Balance: ${money(balanceCents)}. ${NOTIFICATION_ADVICE.deposit_confirmed}`,
   /** The notice counting what a server raised past SERVER_NOTIFICATION_LIMIT. */
   dropped: (kind: NotificationKind) =>
     `More ${kind} notifications from this server were dropped: at most ${SERVER_NOTIFICATION_LIMIT.perWindow} a minute are kept (count: how many were dropped). ` +
