@@ -14,7 +14,10 @@ import { backends, call, makeTestApp, newAccount } from './helpers.js';
 for (const backend of await backends()) {
   describe(`health reports through the hub on ${backend}`, async () => {
     const t = await makeTestApp(backend);
-    const h = await hubFor(t.ctx, { heartbeatMs: 100 });
+    // The heartbeat sweep re-records the connection below; it also drops a connection silent for
+    // 3 intervals, and the embedded database (on this thread) can hold the event loop for a while
+    // on a loaded machine: a second keeps the fake agent's pongs in time.
+    const h = await hubFor(t.ctx, { heartbeatMs: 1000 });
 
     async function serverWithAgent(hello: Record<string, unknown>) {
       const { key } = await newAccount(t.app);
