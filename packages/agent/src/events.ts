@@ -59,7 +59,7 @@ const optional = (field: string, max: number): string | null => (field === '-' ?
  * it) as an event without one, so that a mixed fleet keeps working.
  */
 export function parseEventLine(line: string, secret?: string): WafEventItem | undefined {
-  const m = /rampart-waf (?:([0-9a-f]{32,64}) )?(\d+) (\S+) (\S+) (\S+) (\S+)(?: (\S+) (\S+) (\S+) (\S+) (\S+)(?: (\S+))?)?\s*$/.exec(line);
+  const m = /rampart-waf (?:([0-9a-f]{32,64}) )?(\d+) (\S+) (\S+) (\S+) (\S+)(?: (\S+) (\S+) (\S+) (\S+) (\S+)(?: (\S+)(?: \S+)?)?)?\s*$/.exec(line);
   if (!m) return undefined;
   const [, token, ts, ip, domain, reason, rule, action, method, location, path, matched, requestId] = m as unknown as [string, string | undefined, string, string, string, string, string, ...(string | undefined)[]];
   if (secret !== undefined && !sameSecret(token, secret)) return undefined;

@@ -2,3 +2,4 @@ export * from './validate.js';
 export * from './waf.js';
 export * from './messages.js';
 export * from './limits.js';
+export * from './crawlers.js';

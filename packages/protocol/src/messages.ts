@@ -100,6 +100,13 @@ export const SnapshotRule = Type.Object(
   { additionalProperties: false },
 );
 
+export const BOT_KEY_ID_PATTERN = '^[0-9a-z]{1,16}$';
+export const BotKey = Type.Object(
+  { id: Type.String({ pattern: BOT_KEY_ID_PATTERN }), secret: Type.String({ pattern: '^[0-9a-f]{32,128}$' }) },
+  { additionalProperties: false },
+);
+export type BotKey = Static<typeof BotKey>;
+
 /** Everything one shield server must run: full desired state, never a diff. */
 export const ServerSnapshot = Type.Object(
   {
@@ -108,8 +115,12 @@ export const ServerSnapshot = Type.Object(
     domains: Type.Array(SnapshotDomain),
     /** Enabled rules only, by priority (lower first). */
     rules: Type.Array(SnapshotRule),
-    /** The account's bot-challenge HMAC key (hex), shared by all its shield servers. */
-    botSecret: Type.Optional(Type.String({ pattern: '^[0-9a-f]{16,128}$' })),
+    /**
+     * The account's bot-protection HMAC keys, shared by all its shield servers: the current one
+     * first (it signs challenges and pass cookies), then the one it replaced while cookies signed
+     * with that may still be live (accepted, never used to sign). Each is named by its key id.
+     */
+    botKeys: Type.Optional(Type.Array(BotKey, { minItems: 1, maxItems: 2 })),
   },
   { additionalProperties: false },
 );

@@ -95,6 +95,65 @@ function checkWafException(value: string): RuleValueCheck {
   return { ok: true, value: JSON.stringify(out) };
 }
 
+/**
+ * Bot protection (`block_bot`): on or off, the proof-of-work difficulty in leading zero bits of
+ * SHA-256, and optionally the path prefixes it guards (every path when absent).
+ */
+export interface BlockBot {
+  enabled: boolean;
+  difficulty: number;
+  paths: string[] | null;
+}
+
+/** How long a pass cookie is valid, and so how long a rotated-out bot key stays accepted. */
+export const BOT_COOKIE_TTL_SECONDS = 86_400;
+/** How long a challenge token may be answered after it was served. */
+export const BOT_CHALLENGE_TTL_SECONDS = 300;
+
+/** Chosen from measurement (docs/bots.md): a median solve well under 300 ms in a browser, thousands of hashes per pass. */
+export const BOT_DIFFICULTY_DEFAULT = 14;
+export const BOT_DIFFICULTY_MIN = 8;
+export const BOT_DIFFICULTY_MAX = 24;
+export const BOT_PATHS_MAX = 32;
+export const BOT_PATH_MAX = 128;
+// A path prefix: starts with /, then URL path characters only (no blank, query, fragment or quote).
+const BOT_PATH_RE = new RegExp(`^/[A-Za-z0-9\\-._~!$&()*+,;=:@%/]{0,${BOT_PATH_MAX - 1}}$`);
+const BOT_EXAMPLE = '{"enabled":true,"difficulty":14,"paths":["/login"]}';
+
+function checkBlockBot(value: string): RuleValueCheck {
+  const obj = parseJsonObject(value);
+  if (!obj || typeof obj.enabled !== 'boolean') {
+    return { ok: false, message: `value must be a JSON object with a boolean field enabled, e.g. {"enabled":true} or ${BOT_EXAMPLE}` };
+  }
+  const unknown = Object.keys(obj).filter((k) => !['enabled', 'difficulty', 'paths'].includes(k));
+  if (unknown.length > 0) return { ok: false, message: `value has an unknown field: ${unknown[0]}` };
+  const out: Record<string, unknown> = { enabled: obj.enabled };
+  if ('difficulty' in obj) {
+    const d = obj.difficulty;
+    if (typeof d !== 'number' || !Number.isInteger(d) || d < BOT_DIFFICULTY_MIN || d > BOT_DIFFICULTY_MAX) {
+      return { ok: false, message: `value has an invalid difficulty: it must be a whole number of leading zero bits from ${BOT_DIFFICULTY_MIN} to ${BOT_DIFFICULTY_MAX} (default ${BOT_DIFFICULTY_DEFAULT})` };
+    }
+    out.difficulty = d;
+  }
+  if ('paths' in obj) {
+    const paths = obj.paths;
+    const rule = `a list of 1 to ${BOT_PATHS_MAX} path prefixes, each starting with / and of at most ${BOT_PATH_MAX} URL path characters`;
+    if (!Array.isArray(paths) || paths.length < 1 || paths.length > BOT_PATHS_MAX) return { ok: false, message: `value has invalid paths: it must be ${rule}` };
+    const bad = paths.find((p) => typeof p !== 'string' || !BOT_PATH_RE.test(p));
+    if (bad !== undefined) return { ok: false, message: `value has an invalid path ${JSON.stringify(bad)}: paths must be ${rule}` };
+    out.paths = [...new Set(paths as string[])];
+  }
+  return { ok: true, value: JSON.stringify(out) };
+}
+
+/** A stored block_bot value (checked by checkRuleValue) with defaults filled in; undefined when it is not one. */
+export function blockBotOf(value: string): BlockBot | undefined {
+  const checked = checkBlockBot(value);
+  if (!checked.ok) return undefined;
+  const obj = JSON.parse(checked.value) as { enabled: boolean; difficulty?: number; paths?: string[] };
+  return { enabled: obj.enabled, difficulty: obj.difficulty ?? BOT_DIFFICULTY_DEFAULT, paths: obj.paths ?? null };
+}
+
 export type RuleValueCheck = { ok: true; value: string } | { ok: false; message: string };
 
 /** A JSON object (not an array, not null), or undefined for anything else or invalid JSON. */
@@ -136,13 +195,8 @@ export function checkRuleValue(ruleType: RuleType, value: string): RuleValueChec
       }
       return { ok: true, value: JSON.stringify({ requests_per_minute: rpm }) };
     }
-    case 'block_bot': {
-      const obj = parseJsonObject(value);
-      if (!obj || typeof obj.enabled !== 'boolean' || Object.keys(obj).length !== 1) {
-        return { ok: false, message: 'value must be a JSON object with a boolean field enabled, e.g. {"enabled":true}' };
-      }
-      return { ok: true, value: JSON.stringify({ enabled: obj.enabled }) };
-    }
+    case 'block_bot':
+      return checkBlockBot(value);
     case 'block_ai_bot': {
       const bot = findAiBot(value);
       return bot

@@ -11,12 +11,14 @@
 
 local M = {}
 
-M.settings = { domains = {}, bot = nil, secret = nil }
+M.settings = { domains = {}, countries = {}, bot = nil, keys = nil, difficulty = 14, all_paths = true }
 
 ---------------------------------------------------------------------------------------------------
 -- Decision: r holds what the native lookups found; returns {action, status, reason, rule}.
 --   r.wl, r.bl, r.ai: rule ids or nil; r.country: ISO code or nil; r.badbot, r.crawler:
---   booleans; r.cookie_ok: the challenge cookie verified; r.ip, r.now.
+--   booleans (r.crawler: a search crawler whose address the agent verified); r.cookie_ok: the
+--   pass cookie verified; r.guarded: the path is one bot protection guards; r.answer: the request
+--   is a challenge answer (M.ANSWER_PATH); r.ip, r.now.
 ---------------------------------------------------------------------------------------------------
 local PASS = { action = "pass" }
 
@@ -37,28 +39,97 @@ function M.decide(domain_id, r)
   if bot and r.badbot then return { action = "deny", status = 403, reason = "bot_blocked", rule = bot } end
   if r.ai then return { action = "deny", status = 403, reason = "ai_bot_blocked", rule = r.ai } end
   if bot and not r.crawler and not r.cookie_ok then
-    return { action = "challenge", status = 200, reason = "bot_challenge", rule = bot }
+    if r.answer then return { action = "verify", status = 403, reason = "bot_challenge", rule = bot } end
+    if M.settings.all_paths or r.guarded then
+      return { action = "challenge", status = 200, reason = "bot_challenge", rule = bot }
+    end
   end
   -- 4. the rate limit is counted natively after this engine has passed the request (waf.ts)
   return PASS
 end
 
 ---------------------------------------------------------------------------------------------------
--- Challenge cookie: "<expiry>.<hex HMAC-SHA256(secret, ip|ua|expiry)>", valid on every shield
--- server of the account (they share the secret).
+-- Proof of work (docs/bots.md). The challenge page carries a token, never a cookie:
+--   "<key id>.<expiry>.<difficulty>.<nonce>.<hex HMAC-SHA256(key, c|ip|ua|key id|expiry|difficulty|nonce)>"
+-- The browser finds a counter n such that SHA-256(token .. n) starts with `difficulty` zero bits
+-- and sends both to M.ANSWER_PATH; the engine checks the MAC, the expiry and the work (HAProxy's
+-- own hmac and sha2 converters, no call out) and answers with the pass cookie:
+--   "<key id>.<expiry>.<hex HMAC-SHA256(key, ip|ua|expiry)>"
+-- checked natively on every later request (waf.ts). Both are bound to the client's address and
+-- User-Agent, and valid on every shield server of the account (they share its keys).
 ---------------------------------------------------------------------------------------------------
 M.COOKIE = "rampart_bot"
 M.COOKIE_TTL = 86400
+M.CHALLENGE_TTL = 300
+M.ANSWER_PATH = "/.well-known/rampart/bot"
 
 function M.cookie_payload(ip, ua, expiry)
   return ip .. "|" .. ua .. "|" .. tostring(expiry)
 end
 
+function M.challenge_payload(ip, ua, kid, expiry, difficulty, nonce)
+  return "c|" .. ip .. "|" .. ua .. "|" .. kid .. "|" .. tostring(expiry) .. "|" .. tostring(difficulty) .. "|" .. nonce
+end
+
+-- The parts of a challenge token, or nil when it is not of the form above.
+function M.parse_token(token)
+  if type(token) ~= "string" or #token > 200 then return nil end
+  local kid, expiry, difficulty, nonce, mac = string.match(token, "^([0-9a-z]+)%.(%d+)%.(%d+)%.(%x+)%.(%x+)$")
+  if kid == nil or #kid > 16 or #expiry > 12 or #difficulty > 2 or #nonce > 32 or #mac ~= 64 then return nil end
+  return { kid = kid, expiry = tonumber(expiry), difficulty = tonumber(difficulty), nonce = nonce, mac = string.lower(mac) }
+end
+
+-- The key named kid, from settings.keys (current first); nil for an unknown or retired id.
+function M.key(kid)
+  for _, k in ipairs(M.settings.keys or {}) do
+    if k.id == kid then return k end
+  end
+  return nil
+end
+
+-- Leading zero bits of a binary string (a digest).
+function M.zero_bits(digest)
+  local bits = 0
+  for i = 1, #digest do
+    local b = string.byte(digest, i)
+    if b == 0 then
+      bits = bits + 8
+    else
+      while b < 128 do
+        bits = bits + 1
+        b = b * 2
+      end
+      return bits
+    end
+  end
+  return bits
+end
+
+-- Checks an answer: query is the request's query string, hmac(key, data) a hex MAC, sha256(data)
+-- a binary digest. Returns true, or false and why (for tests and logs; never sent to the client).
+function M.check_answer(query, ip, ua, now, hmac, sha256)
+  query = "&" .. (query or "")
+  local token = string.match(query, "&c=([0-9a-zA-Z.]+)")
+  local n = string.match(query, "&n=(%d+)")
+  if token == nil or n == nil or #n > 12 then return false, "malformed" end
+  local t = M.parse_token(token)
+  if t == nil then return false, "malformed" end
+  local key = M.key(t.kid)
+  if key == nil then return false, "unknown key" end
+  if t.expiry <= now or t.expiry > now + M.CHALLENGE_TTL then return false, "expired" end
+  if t.difficulty < M.settings.difficulty then return false, "too easy" end
+  if hmac(key.secret, M.challenge_payload(ip, ua, t.kid, t.expiry, t.difficulty, t.nonce)) ~= t.mac then
+    return false, "forged or for another client"
+  end
+  if M.zero_bits(sha256(token .. n)) < t.difficulty then return false, "not enough work" end
+  return true
+end
+
 function M.parse_cookie(value)
   if value == nil then return nil end
-  local expiry, mac = string.match(value, "^(%d+)%.(%x+)$")
-  if expiry == nil then return nil end
-  return tonumber(expiry), string.lower(mac)
+  local kid, expiry, mac = string.match(value, "^([0-9a-z]+)%.(%d+)%.(%x+)$")
+  if kid == nil then return nil end
+  return kid, tonumber(expiry), string.lower(mac)
 end
 
 local BODIES = {
@@ -81,6 +152,7 @@ M.REASON_WORDS = {
   ip_blocked = "your network address is blocked",
   country_blocked = "requests from your country are not accepted",
   bot_blocked = "automated clients are not accepted",
+  bot_challenge = "the browser check did not pass",
   ai_bot_blocked = "AI crawlers are not accepted",
   rate_limited = "too many requests came from your network in a short time",
   sqli_detected = "SQL injection",
@@ -131,11 +203,37 @@ function M.answer(status, reason, html, id, retry)
   return "text/plain; charset=utf-8", body
 end
 
-function M.challenge_page(cookie_value)
-  return "<!doctype html><html><head><meta charset=\"utf-8\"><title>Checking your browser</title></head>" ..
-    "<body><noscript>Please enable JavaScript to continue.</noscript><p>Checking your browser&hellip;</p>" ..
-    "<script>document.cookie=\"" .. M.COOKIE .. "=" .. cookie_value .. "; path=/; max-age=" .. M.COOKIE_TTL ..
-    "; SameSite=Lax\";location.reload();</script></body></html>\n"
+-- The Web Worker: hashes token .. n for n = start, start + step, ... in batches of Web Crypto
+-- digests, posting progress, until one has the difficulty's leading zero bits.
+-- (One line, no double quote: it is put into the page inside a double-quoted JavaScript string.)
+local SOLVER = "onmessage=async function(e){var t=e.data.t,d=e.data.d,n=e.data.s,k=e.data.k,c=new TextEncoder(),B=256;" ..
+  "function z(a){var b=0;for(var i=0;i<a.length;i++){var x=a[i];if(x===0){b+=8;continue}while(x<128){b++;x<<=1}break}return b}" ..
+  "for(;;){var p=[];for(var i=0;i<B;i++)p.push(crypto.subtle.digest('SHA-256',c.encode(t+(n+i*k))));" ..
+  "var r=await Promise.all(p);for(var j=0;j<B;j++){if(z(new Uint8Array(r[j]))>=d){postMessage({n:n+j*k});return}}" ..
+  "n+=B*k;postMessage({p:B})}};"
+
+-- The page: starts one worker per core (at most 4), shows the hashes tried, sends the first
+-- counter found to M.ANSWER_PATH, then reloads the page with the pass cookie. The token holds only
+-- [0-9a-z.] and the difficulty is a number: nothing else reaches the script.
+function M.challenge_page(token, difficulty)
+  return "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">" ..
+    "<title>Checking your browser</title><style>body{margin:0;font:16px/1.5 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;background:#f4f5f7;color:#1d2330}" ..
+    "main{max-width:34rem;margin:12vh auto;padding:2rem;background:#fff;border-radius:12px;box-shadow:0 2px 12px rgba(0,0,0,.08)}" ..
+    "h1{margin:0 0 .5rem;font-size:1.4rem}#progress{color:#4a5160;font-variant-numeric:tabular-nums}footer{margin-top:1.5rem;font-size:.8rem;color:#7a8190}</style></head><body><main>" ..
+    "<h1>Checking your browser&hellip;</h1><p>This site makes sure its visitors are people, with a short computation in your browser. It takes a moment, once a day.</p>" ..
+    "<noscript><p><strong>JavaScript is needed for this check.</strong> Please turn on JavaScript (and allow cookies) for this site, then reload the page. " ..
+    "Without it the site cannot tell you from an automated client.</p></noscript>" ..
+    "<p id=\"progress\" aria-live=\"polite\"></p><footer>Protected by Rampart</footer></main>" ..
+    "<script>(function(){var T=\"" .. token .. "\",D=" .. tostring(difficulty) .. ",P=document.getElementById(\"progress\");" ..
+    "if(!window.Worker||!window.crypto||!crypto.subtle){P.textContent=\"This browser cannot run the check (it needs Web Workers and Web Crypto).\";return}" ..
+    "var u=URL.createObjectURL(new Blob([\"" .. SOLVER .. "\"],{type:\"text/javascript\"}));" ..
+    "var k=Math.min(4,navigator.hardwareConcurrency||2),w=[],tried=0,t0=Date.now(),done=false;" ..
+    "function stop(){w.forEach(function(x){x.terminate()})}" ..
+    "for(var i=0;i<k;i++){var x=new Worker(u);x.onmessage=function(e){if(done)return;if(e.data.p){tried+=e.data.p;P.textContent=\"Working\u2026 \"+tried.toLocaleString()+\" hashes tried\";return}" ..
+    "done=true;stop();P.textContent=\"Done in \"+(Date.now()-t0)+\" ms. Loading the page\u2026\";" ..
+    "fetch(\"" .. M.ANSWER_PATH .. "?c=\"+T+\"&n=\"+e.data.n,{credentials:\"same-origin\",cache:\"no-store\"}).then(function(r){" ..
+    "if(r.ok){location.reload()}else{P.textContent=\"The check did not pass. Reload the page to try again.\"}})};" ..
+    "x.postMessage({t:T,d:D,s:i,k:k});w.push(x)}})();</script></body></html>\n"
 end
 
 -- Retry-After of a 429: the seconds left in the client's fixed window (age: seconds since the
@@ -173,8 +271,12 @@ if core ~= nil and core.register_action ~= nil then
     return v
   end
 
-  local function hmac(txn, data)
-    return string.lower(txn.c:hex(txn.c:hmac(data, "sha256", M.settings.secret)))
+  -- HAProxy's own converters: HMAC-SHA256 with a base64 key (hex out) and SHA-256 (binary out).
+  local function hmac_of(txn)
+    return function(key, data) return string.lower(txn.c:hex(txn.c:hmac(data, "sha256", key))) end
+  end
+  local function sha256_of(txn)
+    return function(data) return txn.c:sha2(data, 256) end
   end
 
   -- What the native lookups found, read from txn variables only when a step asks (a request
@@ -186,8 +288,10 @@ if core ~= nil and core.register_action ~= nil then
     country = function(txn) return var(txn, "txn.rp_cc") end,
     badbot = function(txn) return var(txn, "txn.rp_badbot") ~= nil end,
     crawler = function(txn) return var(txn, "txn.rp_crawler") ~= nil end,
-    -- the challenge cookie is verified natively (hmac converter); see waf.ts
+    -- the pass cookie is verified natively (hmac converter); see waf.ts
     cookie_ok = function(txn) return var(txn, "txn.rp_cookie_ok") ~= nil end,
+    guarded = function(txn) return var(txn, "txn.rp_guarded") ~= nil end,
+    answer = function(txn) return txn.f:path() == M.ANSWER_PATH end,
   }
   local LAZY = {
     __index = function(t, k)
@@ -206,9 +310,13 @@ if core ~= nil and core.register_action ~= nil then
     if id then headers[M.REQUEST_ID_HEADER] = { id } end
     local body
     if d.action == "challenge" then
-      local expiry = now + M.COOKIE_TTL
+      local key = M.settings.keys[1]
+      local expiry = now + M.CHALLENGE_TTL
+      local difficulty = M.settings.difficulty
       local ua = txn.f:req_fhdr("user-agent") or ""
-      body = M.challenge_page(tostring(expiry) .. "." .. hmac(txn, M.cookie_payload(ip, ua, expiry)))
+      local nonce = string.format("%08x%08x", txn.f:rand(2147483647), txn.f:rand(2147483647))
+      local mac = hmac_of(txn)(key.secret, M.challenge_payload(ip, ua, key.id, expiry, difficulty, nonce))
+      body = M.challenge_page(table.concat({ key.id, tostring(expiry), tostring(difficulty), nonce, mac }, "."), difficulty)
       headers["content-type"] = { "text/html; charset=utf-8" }
     else
       if d.retry then headers["retry-after"] = { tostring(d.retry) } end
@@ -236,11 +344,27 @@ if core ~= nil and core.register_action ~= nil then
     reply(txn, { action = "deny", status = 403, reason = reason })
   end
 
+  -- A challenge answer: the pass cookie (signed with the current key) when the work and the token
+  -- check out, else a 403 logged as bot_challenge.
+  local function verify(txn, d, ip, now)
+    local ua = txn.f:req_fhdr("user-agent") or ""
+    if not M.check_answer(txn.f:query(), ip, ua, now, hmac_of(txn), sha256_of(txn)) then
+      return refuse(txn, d, ip, now)
+    end
+    local key = M.settings.keys[1]
+    local expiry = now + M.COOKIE_TTL
+    local value = key.id .. "." .. tostring(expiry) .. "." .. hmac_of(txn)(key.secret, M.cookie_payload(ip, ua, expiry))
+    local cookie = M.COOKIE .. "=" .. value .. "; Path=/; Max-Age=" .. M.COOKIE_TTL .. "; SameSite=Lax; HttpOnly"
+    if txn.f:ssl_fc() then cookie = cookie .. "; Secure" end
+    txn:done(txn:reply({ status = 204, headers = { ["set-cookie"] = { cookie }, ["cache-control"] = { "no-store" } } }))
+  end
+
   local function waf(txn, domain_id)
     local now = os.time()
     local ip = txn.f:src()
     local r = setmetatable({ _txn = txn, ip = ip, now = now }, LAZY)
     local d = M.decide(domain_id, r)
+    if d.action == "verify" then return verify(txn, d, ip, now) end
     if d.action ~= "pass" then refuse(txn, d, ip, now) end
   end
 

@@ -35,6 +35,12 @@ export interface ServedCertificate {
 export interface RenderTarget {
   /** Absolute directory the files will be written to (one per configuration). */
   configDir: string;
+  /**
+   * Search crawler addresses the agent has verified (address -> crawler id), written into the
+   * verified crawler map. Not part of the hash: the agent keeps the running map current through
+   * HAProxy's runtime API, so a verification never needs a reload.
+   */
+  verifiedCrawlers?: ReadonlyMap<string, string> | undefined;
 }
 
 export interface RenderedConfig {
@@ -101,7 +107,7 @@ function checkOptions(o: RenderOptions, t: RenderTarget): void {
  * agent does not skip its running (older) configuration as identical. 2: the health path. 3: request ids
  * on WAF answers, IPv6 clients rate limited by their /64.
  */
-const RENDER_VERSION = 3;
+const RENDER_VERSION = 4;
 
 export function inputHash(snapshot: ServerSnapshot, options: RenderOptions): string {
   const { revision: _revision, ...state } = snapshot;
@@ -120,7 +126,7 @@ export function renderHaproxyConfig(snapshot: ServerSnapshot, options: RenderOpt
   const domains = [...snapshot.domains].sort(byDomain);
   domains.forEach(assertRenderable);
   const hash = inputHash(snapshot, options);
-  const waf = renderWaf(snapshot, target.configDir, { eventsPort: options.eventsPort, eventsSecret: options.eventsSecret, botSecret: snapshot.botSecret, countryMap: options.countryMap });
+  const waf = renderWaf(snapshot, target.configDir, { eventsPort: options.eventsPort, eventsSecret: options.eventsSecret, countryMap: options.countryMap, verifiedCrawlers: target.verifiedCrawlers });
   const bindAddress = options.httpBind.address;
   // Only the certificates of domains this snapshot serves with sslEnabled; each domain once.
   const sslDomains = new Set(domains.filter((d) => d.sslEnabled).map((d) => d.domain));

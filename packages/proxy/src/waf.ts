@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { checkRuleValue, findAiBot, isUuid, rateLimitOf, wafExceptionOf, WAF_LEVELS, WAF_MODES, type ServerSnapshot, type SnapshotDomain, type SnapshotRule } from '@rampart/protocol';
+import { blockBotOf, isIP, BOT_KEY_ID_PATTERN, checkRuleValue, findAiBot, SEARCH_CRAWLERS, isUuid, rateLimitOf, wafExceptionOf, WAF_LEVELS, WAF_MODES, type ServerSnapshot, type SnapshotDomain, type SnapshotRule } from '@rampart/protocol';
 import { UnsafeValueError } from './backend.js';
 
 // The proxy package's own assets: the Lua engine and the curated lists. Read once at load.
@@ -8,8 +8,18 @@ export const WAF_ASSETS = {
   'rampart_waf.lua': asset('lua/rampart_waf.lua'),
   'rampart_detect.lua': asset('lua/rampart_detect.lua'),
   'badbots.lst': asset('assets/badbots.lst'),
-  'crawlers.lst': asset('assets/crawlers.lst'),
 } as const;
+
+/**
+ * The search crawlers' User-Agent tokens -> crawler id (map_sub on the lowercased header). A claim
+ * alone passes nothing: the address must be in VERIFIED_CRAWLERS_MAP with the same id.
+ */
+const CRAWLER_CLAIMS_MAP = SEARCH_CRAWLERS.flatMap((c) => c.tokens.map((t) => `${t} ${c.id}\n`)).join('');
+/**
+ * Addresses the agent verified by forward-confirmed reverse DNS -> crawler id. Rendered from the
+ * agent's cache and kept current through HAProxy's runtime API (`add map` / `del map`), no reload.
+ */
+export const VERIFIED_CRAWLERS_MAP = 'verified_crawlers.map';
 
 /** The rate limiter's stick table: addresses tracked, idle time before one is forgotten, window. */
 export const RATE_TABLE = 'rampart_rate';
@@ -31,7 +41,8 @@ export const REQUEST_ID_FORMAT = '%[uuid,regsub(-,,g),bytes(0,16)]';
 /** Bytes of a request body the detectors read (rampart_detect.lua's BODY_LIMIT). */
 export const BODY_INSPECT_LIMIT = 65536;
 
-const HEX_RE = /^[0-9a-f]{16,128}$/;
+const HEX_RE = /^[0-9a-f]{32,128}$/;
+const KEY_ID_RE = new RegExp(BOT_KEY_ID_PATTERN);
 
 function checkId(id: string): string {
   if (!isUuid(id)) throw new UnsafeValueError('id', id);
@@ -111,6 +122,17 @@ function collect(rules: readonly SnapshotRule[], domainId: string | null) {
   return { allow, block, ai, countries, exceptions };
 }
 
+/** The verified crawler map: only addresses and crawler ids the protocol knows reach the file. */
+export function verifiedCrawlersFile(entries: ReadonlyMap<string, string> | undefined): string {
+  const known = new Set(SEARCH_CRAWLERS.map((c) => c.id));
+  const lines: string[] = [];
+  for (const [ip, id] of entries ?? []) {
+    if (!isIP(ip) || !known.has(id)) throw new UnsafeValueError('verified crawler', `${ip} ${id}`);
+    lines.push(`${ip} ${id}\n`);
+  }
+  return lines.join('');
+}
+
 const mapFile = (m: Map<string, string>) => [...m].map(([k, v]) => `${k} ${v}`).join('\n') + (m.size ? '\n' : '');
 
 export interface WafRender {
@@ -128,20 +150,35 @@ export interface WafRender {
  * OWASP regexes) whose results land in txn variables, then one Lua action that applies docs/architecture.md's
  * processing order. Rules and settings reach HAProxy only as map/list data and escaped Lua data.
  */
-export function renderWaf(snapshot: ServerSnapshot, dir: string, opts: { eventsPort?: number | undefined; eventsSecret?: string | undefined; botSecret?: string | undefined; countryMap?: string | undefined }): WafRender {
+export function renderWaf(
+  snapshot: ServerSnapshot,
+  dir: string,
+  opts: { eventsPort?: number | undefined; eventsSecret?: string | undefined; countryMap?: string | undefined; verifiedCrawlers?: ReadonlyMap<string, string> | undefined },
+): WafRender {
   const rules = checkedRules(snapshot.rules);
   const global = collect(rules, null);
   // Rules come by priority, so the first rate_limit is the one with the lowest number.
   const rate = rules.find((r) => r.type === 'rate_limit');
   const rateOn = !!rate && snapshot.domains.some((d) => d.wafEnabled && d.wafLevel !== 'low');
-  const bot = rules.find((r) => r.type === 'block_bot' && r.value === '{"enabled":true}');
-  if (opts.botSecret !== undefined && !HEX_RE.test(opts.botSecret)) throw new UnsafeValueError('bot secret', '<redacted>');
-  const botOn = !!bot && !!opts.botSecret;
+  const bot = rules.find((r) => r.type === 'block_bot' && blockBotOf(r.value)?.enabled);
+  const botSettings = bot && blockBotOf(bot.value)!;
+  const keys = snapshot.botKeys ?? [];
+  for (const k of keys) {
+    if (!KEY_ID_RE.test(k.id)) throw new UnsafeValueError('bot key id', k.id);
+    if (!HEX_RE.test(k.secret)) throw new UnsafeValueError('bot key', '<redacted>');
+  }
+  const botOn = !!bot && keys.length > 0;
+  const b64 = (hex: string) => Buffer.from(hex, 'hex').toString('base64');
 
   const files: Record<string, string> = { ...WAF_ASSETS };
   files['allow_global.map'] = mapFile(global.allow);
   files['block_global.map'] = mapFile(global.block);
   files['ai_global.map'] = mapFile(global.ai);
+  if (botOn) {
+    files['crawlers.map'] = CRAWLER_CLAIMS_MAP;
+    files[VERIFIED_CRAWLERS_MAP] = verifiedCrawlersFile(opts.verifiedCrawlers);
+    if (botSettings!.paths) files['bot_paths.lst'] = botSettings!.paths.join('\n') + '\n';
+  }
 
   const perDomain = new Map<string, DomainWaf>();
   snapshot.domains.forEach((d, index) => {
@@ -168,7 +205,9 @@ export function renderWaf(snapshot: ServerSnapshot, dir: string, opts: { eventsP
     '  },',
     `  countries = { ${globalCountries} },`,
     `  bot = ${botOn ? luaString(bot!.id) : 'nil'},`,
-    `  secret = ${botOn ? luaString(Buffer.from(opts.botSecret!, 'hex').toString('base64')) : 'nil'},`,
+    `  keys = { ${botOn ? keys.map((k) => `{ id = ${luaString(k.id)}, secret = ${luaString(b64(k.secret))} }`).join(', ') : ''} },`,
+    `  difficulty = ${botOn ? botSettings!.difficulty : 0},`,
+    `  all_paths = ${!botOn || botSettings!.paths === null},`,
     '})',
     '',
   ].join('\n');
@@ -188,7 +227,7 @@ export function renderWaf(snapshot: ServerSnapshot, dir: string, opts: { eventsP
     frontend.push(
       `    log 127.0.0.1:${opts.eventsPort} len 1024 local0 info`,
       // Method, location, path and excerpt arrive percent-encoded by the Lua actions (no blanks).
-      `    log-format "rampart-waf${opts.eventsSecret ? ` ${opts.eventsSecret}` : ''} %Ts %ci %[var(txn.rp_domain)] %[var(txn.rp_reason)] %[var(txn.rp_rule)] %[var(txn.rp_action)] %[var(txn.rp_method)] %[var(txn.rp_loc)] %[var(txn.rp_path)] %[var(txn.rp_match)] %[unique-id]"`,
+      `    log-format "rampart-waf${opts.eventsSecret ? ` ${opts.eventsSecret}` : ''} %Ts %ci %[var(txn.rp_domain)] %[var(txn.rp_reason)] %[var(txn.rp_rule)] %[var(txn.rp_action)] %[var(txn.rp_method)] %[var(txn.rp_loc)] %[var(txn.rp_path)] %[var(txn.rp_match)] %[unique-id] %[var(txn.rp_claim)]"`,
     );
   }
   frontend.push(`    unique-id-format ${REQUEST_ID_FORMAT}`, '    http-request set-log-level silent');
@@ -199,17 +238,25 @@ export function renderWaf(snapshot: ServerSnapshot, dir: string, opts: { eventsP
     frontend.push(`    http-request set-var(txn.rp_cc) src,map_ip(${opts.countryMap})`);
   }
   if (botOn) {
-    // The challenge cookie "<expiry>.<hex HMAC-SHA256(key, ip|ua|expiry)>", checked natively: the
-    // same MAC the Lua engine signs when it serves the challenge page.
-    const key = Buffer.from(opts.botSecret!, 'hex').toString('base64');
+    // The pass cookie "<key id>.<expiry>.<hex HMAC-SHA256(key, ip|ua|expiry)>", checked natively
+    // with the key its id names (the current one, or the previous one while its cookies live):
+    // the same MAC the Lua engine signs when a challenge is answered (rampart_waf.lua).
     frontend.push(
-      '    http-request set-var(txn.rp_ckexp) req.cook(rampart_bot),field(1,.)',
+      '    http-request set-var(txn.rp_ckkid) req.cook(rampart_bot),field(1,.)',
+      '    http-request set-var(txn.rp_ckexp) req.cook(rampart_bot),field(2,.)',
       '    http-request set-var(txn.rp_ckleft) date,neg,add(txn.rp_ckexp)',
       '    http-request set-var(txn.rp_ua) req.fhdr(user-agent)',
-      `    http-request set-var(txn.rp_ckmac) src,concat(|,txn.rp_ua,|),concat(,txn.rp_ckexp),hmac(sha256,${key}),hex,lower`,
-      '    http-request set-var(txn.rp_cookie_ok) str(1) if { var(txn.rp_ckleft) -m int gt 0 } { req.cook(rampart_bot),field(2,.),lower,strcmp(txn.rp_ckmac) eq 0 }',
+      ...keys.map(
+        (k) => `    http-request set-var(txn.rp_ckmac) src,concat(|,txn.rp_ua,|),concat(,txn.rp_ckexp),hmac(sha256,${b64(k.secret)}),hex,lower if { var(txn.rp_ckkid) -m str ${k.id} }`,
+      ),
+      '    http-request set-var(txn.rp_cookie_ok) str(1) if { var(txn.rp_ckleft) -m int gt 0 } { var(txn.rp_ckmac) -m found } { req.cook(rampart_bot),field(3,.),lower,strcmp(txn.rp_ckmac) eq 0 }',
+      // Every User-Agent header counts: a bad bot in any of them is refused (the ACL checks each
+      // occurrence), and only a request with exactly one can claim to be a search crawler.
       `    http-request set-var(txn.rp_badbot) str(1) if { req.fhdr(user-agent) -m sub -i -f ${dir}/badbots.lst }`,
-      `    http-request set-var(txn.rp_crawler) str(1) if { req.fhdr(user-agent) -m sub -i -f ${dir}/crawlers.lst }`,
+      `    http-request set-var(txn.rp_claim) req.fhdr(user-agent),lower,map_sub(${dir}/crawlers.map) if { req.fhdr_cnt(user-agent) eq 1 }`,
+      `    http-request set-var(txn.rp_vcrawler) src,map_ip(${dir}/${VERIFIED_CRAWLERS_MAP}) if { var(txn.rp_claim) -m found }`,
+      '    http-request set-var(txn.rp_crawler) str(1) if { var(txn.rp_claim) -m found } { var(txn.rp_vcrawler),strcmp(txn.rp_claim) eq 0 }',
+      ...(botSettings!.paths ? [`    http-request set-var(txn.rp_guarded) str(1) if { path -m beg -f ${dir}/bot_paths.lst }`] : []),
     );
   }
 
@@ -242,7 +289,8 @@ export function renderWaf(snapshot: ServerSnapshot, dir: string, opts: { eventsP
       if (!domain.wafEnabled) return []; // switched off: no checks at all; the rules stay stored
       // Nothing the engine could decide in steps 2 and 3 for this domain (no list, country,
       // crawler or bot rule): it is not called.
-      const decides = w.block.size + w.ai.size + w.countries.size + global.block.size + global.ai.size + global.countries.size > 0 || botOn;
+      const lists = w.block.size + w.ai.size + w.countries.size + global.block.size + global.ai.size + global.countries.size > 0;
+      const decides = lists || botOn;
       const limits = !!rate && domain.wafLevel !== 'low';
       const detects = domain.wafLevel === 'high';
       if (!decides && !limits && !detects) return [];
@@ -253,7 +301,13 @@ export function renderWaf(snapshot: ServerSnapshot, dir: string, opts: { eventsP
       if (w.ai.size) lines.push(`    http-request set-var(txn.rp_ai) req.fhdr(user-agent),lower,map_sub(${dir}/ai_d${w.index}.map) ${unless('rp_ai')}`);
       // A whitelisted client skips the engines altogether (step 1 decides before any other).
       const listed = '!{ var(txn.rp_wl) -m found }';
-      if (decides) lines.push(`    http-request lua.rampart_waf ${domain.id} if ${listed}`);
+      if (lists || !botOn) {
+        if (decides) lines.push(`    http-request lua.rampart_waf ${domain.id} if ${listed}`);
+      } else {
+        // Bot protection is all the engine would decide: a request with a valid pass cookie and
+        // no bad user-agent skips the call.
+        lines.push(`    http-request lua.rampart_waf ${domain.id} if ${listed} !{ var(txn.rp_cookie_ok) -m found } or ${listed} { var(txn.rp_badbot) -m found }`);
+      }
       if (limits) {
         // Step 4, for requests steps 1 to 3 let through (the engine ends the others): a fixed
         // 60 s window from the client's first request, counted natively in the stick table (an

@@ -26,6 +26,11 @@ export function newSecret(): string {
   return randomBytes(32).toString('hex');
 }
 
+/** A bot protection key's id (protocol BOT_KEY_ID_PATTERN): 8 random hex digits. */
+export function newBotKeyId(): string {
+  return randomBytes(4).toString('hex');
+}
+
 export function newId(): string {
   return randomUUID();
 }

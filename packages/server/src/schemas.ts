@@ -170,6 +170,16 @@ export const WafEvent = Type.Object({
   last_seen_at: Type.Union([Type.String({ format: 'date-time' }), Type.Null()], { description: 'The last occurrence folded in; null when count is 1' }),
   request_id: Type.Union([Type.String(), Type.Null()], { description: "The proxy's request id of the first occurrence; null from agents that predate it" }),
 });
+export const BotKeyRotationView = Type.Object(
+  {
+    key_id: Type.String({ description: 'id of the key that signs from now on' }),
+    rotated_at: Type.String({ format: 'date-time' }),
+    previous_key_id: Type.Union([Type.String(), Type.Null()], { description: 'id of the key it replaced, still accepted' }),
+    previous_valid_until: Type.Union([Type.String({ format: 'date-time' }), Type.Null()], { description: 'when cookies signed with the previous key have all expired' }),
+  },
+  { additionalProperties: false },
+);
+
 export const AiBotView = Type.Object({ name: Type.String(), pattern: Type.String(), operator: Type.String() });
 
 // Account, billing, notifications

@@ -4,6 +4,7 @@ import { AgentHub } from './hub/hub.js';
 import { BUS_APPLICATION_NAME, busChannel, InProcessBus, PostgresBus, type ChangeBus } from './bus.js';
 import { scheduleJobs } from './jobs.js';
 import { pruneEvents } from './services/events.js';
+import { botKeyMaxAgeFromEnv, runBotKeyJob } from './services/bot-keys.js';
 import { healthIntervalFromEnv, runHealthCycle } from './services/health.js';
 import { billingIntervalFromEnv, pollChainDeposits, runChargeJob } from './services/billing.js';
 import { chainConfigFromEnv, type ChainConfig } from './chain/config.js';
@@ -53,6 +54,7 @@ export interface RunningServer {
 
 /** The control plane: opens storage (PGlite or PostgreSQL), migrates, and listens. */
 export async function startServer(options: ServerOptions): Promise<RunningServer> {
+  const botKeyMaxAge = botKeyMaxAgeFromEnv(process.env.RAMPART_BOT_KEY_MAX_AGE);
   const healthIntervalSeconds = options.healthIntervalSeconds ?? healthIntervalFromEnv(process.env.RAMPART_HEALTH_INTERVAL);
   if (!(healthIntervalSeconds > 0)) throw new Error('healthIntervalSeconds must be above 0');
   const deliveryConfig = options.delivery ?? deliveryConfigFromEnv(process.env);
@@ -141,6 +143,8 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     database.kind,
     [
       { name: 'event-retention', everyMs: 3_600_000, run: () => pruneEvents(ctx) },
+      // Bot protection keys: rotated when older than RAMPART_BOT_KEY_MAX_AGE, the previous one retired a cookie lifetime later.
+      { name: 'bot-keys', everyMs: 300_000, run: () => runBotKeyJob(ctx, botKeyMaxAge) },
       // The health cycle: certificate expiry warnings, server health (probes), DNS failover.
       { name: 'health-cycle', everyMs: healthIntervalSeconds * 1000, run: () => runHealthCycle(ctx, ctx.now(), { log: appLog }) },
       // The monthly charge of every account due (docs/billing.md, "The monthly charge").

@@ -77,3 +77,40 @@ export async function countOwned(db: Database | Tx, table: Counted, accountId: s
     .executeTakeFirstOrThrow();
   return Number(count);
 }
+
+/**
+ * Rotates the account's bot protection key: the current key becomes the previous one (accepted
+ * until `previousUntil`), the new one signs from now on.
+ */
+export async function rotateBotKey(tx: Tx, accountId: string, key: { id: string; secret: string }, now: Date, previousUntil: Date) {
+  return tx
+    .updateTable('accounts')
+    .set((eb) => ({
+      bot_prev_key_id: eb.ref('bot_key_id'),
+      bot_prev_secret: eb.ref('bot_secret'),
+      bot_prev_until: previousUntil,
+      bot_key_id: key.id,
+      bot_secret: key.secret,
+      bot_key_created_at: now,
+    }))
+    .where('id', '=', accountId)
+    .returning(['bot_key_id', 'bot_key_created_at', 'bot_prev_key_id', 'bot_prev_until'])
+    .executeTakeFirstOrThrow();
+}
+
+/** Accounts whose current bot key began signing before `before`, oldest first (at most `limit`). */
+export async function accountsWithOldBotKeys(db: Database | Tx, before: Date, limit: number): Promise<string[]> {
+  const rows = await db.selectFrom('accounts').select('id').where('bot_key_created_at', '<', before).orderBy('bot_key_created_at').limit(limit).execute();
+  return rows.map((r) => r.id);
+}
+
+/** Forgets previous bot keys whose cookies have all expired by `now`; returns their accounts. */
+export async function retireBotKeys(db: Database | Tx, now: Date): Promise<string[]> {
+  const rows = await db
+    .updateTable('accounts')
+    .set({ bot_prev_key_id: null, bot_prev_secret: null, bot_prev_until: null })
+    .where('bot_prev_until', '<=', now)
+    .returning('id')
+    .execute();
+  return rows.map((r) => r.id);
+}

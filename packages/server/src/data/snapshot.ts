@@ -37,7 +37,7 @@ export async function snapshotContents(db: Database | Tx, liveIds: readonly stri
       .where('enabled', '=', true)
       .$call(inApplyOrder)
       .execute(),
-    db.selectFrom('accounts').select(['id', 'bot_secret']).where('id', 'in', [...accountIds]).execute(),
+    db.selectFrom('accounts').select(['id', 'bot_secret', 'bot_key_id', 'bot_prev_key_id', 'bot_prev_secret']).where('id', 'in', [...accountIds]).execute(),
   ]);
   return { domains, peers, rules, accounts };
 }

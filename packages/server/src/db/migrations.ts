@@ -353,6 +353,22 @@ const migrations: Record<string, Migration> = {
       await db.schema.createIndex('waf_events_server_received_reason').on('waf_events').columns(['server_id', 'received_at', 'reason']).execute();
     },
   },
+  '0010_bot_key_rotation': {
+    // Bot protection keys carry an id and rotate (docs/bots.md): bot_secret is the current key,
+    // bot_key_id its id, bot_key_created_at when it began signing; the key it replaced stays
+    // accepted (bot_prev_*) until bot_prev_until, one pass-cookie lifetime after the rotation.
+    async up(db: Kysely<any>) {
+      await db.schema
+        .alterTable('accounts')
+        .addColumn('bot_key_id', 'text', (c) => c.notNull().defaultTo('0'))
+        .addColumn('bot_key_created_at', 'timestamptz', (c) => c.notNull().defaultTo(sql`now()`))
+        .addColumn('bot_prev_key_id', 'text')
+        .addColumn('bot_prev_secret', 'text')
+        .addColumn('bot_prev_until', 'timestamptz')
+        .execute();
+      await db.schema.createIndex('accounts_bot_key_created_at').on('accounts').column('bot_key_created_at').execute();
+    },
+  },
 };
 
 export const migrationProvider: MigrationProvider = {

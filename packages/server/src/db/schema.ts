@@ -16,6 +16,11 @@ export interface AccountsTable {
   balance_cents: Int8;
   state: string;
   bot_secret: string;
+  bot_key_id: ColumnType<string, string | undefined, string>;
+  bot_key_created_at: ColumnType<Date, Date | string | undefined, Date | string>;
+  bot_prev_key_id: ColumnType<string | null, string | null | undefined, string | null>;
+  bot_prev_secret: ColumnType<string | null, string | null | undefined, string | null>;
+  bot_prev_until: ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
   next_charge_at: Timestamp;
   created_at: Timestamp;
   waf_version: ColumnType<number, number | undefined, number>;

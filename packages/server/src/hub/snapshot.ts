@@ -26,7 +26,13 @@ export async function buildSnapshots(db: Database, serverIds: readonly string[])
   const accountIds = [...new Set(live.map((s) => s.account_id))];
   const liveIds = live.map((s) => s.id);
   const { domains, peers, rules, accounts } = await snapshotContents(db, liveIds, accountIds);
-  const secrets = new Map(accounts.map((a) => [a.id, a.bot_secret]));
+  // The current key first; the previous one while the job has not retired it (services/bot-keys.ts).
+  const botKeys = new Map(
+    accounts.map((a) => [
+      a.id,
+      [{ id: a.bot_key_id, secret: a.bot_secret }, ...(a.bot_prev_key_id && a.bot_prev_secret ? [{ id: a.bot_prev_key_id, secret: a.bot_prev_secret }] : [])],
+    ]),
+  );
   const addressSets = new Map<string, Set<string>>();
   for (const p of peers) {
     const address = p.public_ip ?? p.ip;
@@ -55,7 +61,7 @@ export async function buildSnapshots(db: Database, serverIds: readonly string[])
       rules: rules
         .filter((r) => r.account_id === s.account_id && (r.domain_id === null || ownIds.has(r.domain_id)))
         .map((r) => ({ id: r.id, type: r.rule_type as RuleType, value: r.value, domainId: r.domain_id, priority: r.priority })),
-      botSecret: secrets.get(s.account_id)!,
+      botKeys: botKeys.get(s.account_id)!,
     });
   }
   return { states, snapshots };

@@ -2,10 +2,11 @@ import { AI_BOTS } from '@rampart/protocol';
 import { Type } from '@sinclair/typebox';
 import { createRule, deleteRule, listRules, updateRule } from '../services/waf.js';
 import { listEvents } from '../services/events.js';
+import { rotateBotSecret } from '../services/bot-keys.js';
 import { pagedListRoute } from './paging.js';
 import { wafVersion as readWafVersion } from '../data/accounts.js';
 import { RuleListCache } from '../rule-list-cache.js';
-import { AiBotView, EventQuery, IdParams, RuleCreate, RuleUpdate, RuleView, WafEvent } from '../schemas.js';
+import { AiBotView, BotKeyRotationView, EventQuery, IdParams, RuleCreate, RuleUpdate, RuleView, WafEvent } from '../schemas.js';
 import { ERROR_RESPONSES, SECURITY, type App, type RouteDeps } from './types.js';
 
 export async function wafRoutes(app: App, { ctx }: RouteDeps) {
@@ -58,6 +59,18 @@ export async function wafRoutes(app: App, { ctx }: RouteDeps) {
     (accountId, query) => listEvents(ctx, accountId, query),
     EventQuery,
   );
+  app.post('/api/waf/bot-secret/rotate', {
+    schema: {
+      tags,
+      security: SECURITY,
+      summary: 'Rotate the bot protection key now',
+      description:
+        'A new key signs challenges and pass cookies on all the account\'s shield servers from the next push; the previous key stays accepted until `previous_valid_until` ' +
+        '(one pass-cookie lifetime), so visitors who passed are not challenged again. Keys also rotate on a schedule. The key itself is never shown.',
+      response: { 200: BotKeyRotationView, ...ERROR_RESPONSES },
+    },
+    handler: async (req) => rotateBotSecret(ctx, req.principal.accountId),
+  });
   app.get('/api/waf/ai-bots', {
     schema: { tags, security: SECURITY, summary: 'AI crawler names accepted by block_ai_bot rules', response: { 200: Type.Array(AiBotView), ...ERROR_RESPONSES } },
     handler: async () => AI_BOTS,

@@ -1,7 +1,7 @@
 import { findAccount, insertAccount } from '../data/accounts.js';
 import { insertApiKey } from '../data/api-keys.js';
 import { postEntry } from '../data/transactions.js';
-import { hashPassword, newApiKey, newId, newSecret, sha256 } from '../crypto.js';
+import { hashPassword, newApiKey, newBotKeyId, newId, newSecret, sha256 } from '../crypto.js';
 import type { ServiceContext } from '../context.js';
 import { iso, isUniqueViolation } from '../context.js';
 import { AppError } from '../errors.js';
@@ -34,6 +34,8 @@ export async function createAccount(
         balance_cents: 0,
         state: 'active',
         bot_secret: newSecret(),
+        bot_key_id: newBotKeyId(),
+        bot_key_created_at: now,
         next_charge_at: addMonth(now),
         created_at: now,
       });
