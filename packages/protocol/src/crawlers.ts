@@ -21,7 +21,7 @@ export const SEARCH_CRAWLERS: readonly SearchCrawler[] = [
   { id: 'yandex', name: 'YandexBot', tokens: ['yandexbot', 'yandeximages', 'yandexmobilebot'], domains: ['yandex.ru', 'yandex.net', 'yandex.com'] },
   { id: 'baidu', name: 'Baiduspider', tokens: ['baiduspider'], domains: ['baidu.com', 'baidu.jp'] },
   { id: 'apple', name: 'Applebot', tokens: ['applebot'], domains: ['applebot.apple.com'] },
-  { id: 'yahoo', name: 'Yahoo Slurp', tokens: ['yahoo! slurp'], domains: ['crawl.yahoo.net'] },
+  { id: 'yahoo', name: 'Yahoo Slurp', tokens: ['slurp'], domains: ['crawl.yahoo.net'] },
 ];
 
 const BY_ID = new Map(SEARCH_CRAWLERS.map((c) => [c.id, c]));

@@ -11,7 +11,7 @@
 
 local M = {}
 
-M.settings = { domains = {}, countries = {}, bot = nil, keys = nil, difficulty = 14, all_paths = true }
+M.settings = { domains = {}, countries = {}, bot = nil, keys = nil, difficulty = 14, all_paths = true, cookie_ttl = 86400, challenge_ttl = 300 }
 
 ---------------------------------------------------------------------------------------------------
 -- Decision: r holds what the native lookups found; returns {action, status, reason, rule}.
@@ -58,9 +58,8 @@ end
 -- checked natively on every later request (waf.ts). Both are bound to the client's address and
 -- User-Agent, and valid on every shield server of the account (they share its keys).
 ---------------------------------------------------------------------------------------------------
+-- Lifetimes (cookie_ttl, challenge_ttl) come with the settings (waf.ts, from the protocol).
 M.COOKIE = "rampart_bot"
-M.COOKIE_TTL = 86400
-M.CHALLENGE_TTL = 300
 M.ANSWER_PATH = "/.well-known/rampart/bot"
 
 function M.cookie_payload(ip, ua, expiry)
@@ -108,15 +107,15 @@ end
 -- Checks an answer: query is the request's query string, hmac(key, data) a hex MAC, sha256(data)
 -- a binary digest. Returns true, or false and why (for tests and logs; never sent to the client).
 function M.check_answer(query, ip, ua, now, hmac, sha256)
-  query = "&" .. (query or "")
-  local token = string.match(query, "&c=([0-9a-zA-Z.]+)")
-  local n = string.match(query, "&n=(%d+)")
+  query = "&" .. (query or "") .. "&"
+  local token = string.match(query, "&c=([0-9a-z.]+)&")
+  local n = string.match(query, "&n=(%d+)&")
   if token == nil or n == nil or #n > 12 then return false, "malformed" end
   local t = M.parse_token(token)
   if t == nil then return false, "malformed" end
   local key = M.key(t.kid)
   if key == nil then return false, "unknown key" end
-  if t.expiry <= now or t.expiry > now + M.CHALLENGE_TTL then return false, "expired" end
+  if t.expiry <= now or t.expiry > now + M.settings.challenge_ttl then return false, "expired" end
   if t.difficulty < M.settings.difficulty then return false, "too easy" end
   if hmac(key.secret, M.challenge_payload(ip, ua, t.kid, t.expiry, t.difficulty, t.nonce)) ~= t.mac then
     return false, "forged or for another client"
@@ -229,8 +228,8 @@ function M.challenge_page(token, difficulty)
     "var u=URL.createObjectURL(new Blob([\"" .. SOLVER .. "\"],{type:\"text/javascript\"}));" ..
     "var k=Math.min(4,navigator.hardwareConcurrency||2),w=[],tried=0,t0=Date.now(),done=false;" ..
     "function stop(){w.forEach(function(x){x.terminate()})}" ..
-    "for(var i=0;i<k;i++){var x=new Worker(u);x.onmessage=function(e){if(done)return;if(e.data.p){tried+=e.data.p;P.textContent=\"Working\u2026 \"+tried.toLocaleString()+\" hashes tried\";return}" ..
-    "done=true;stop();P.textContent=\"Done in \"+(Date.now()-t0)+\" ms. Loading the page\u2026\";" ..
+    "for(var i=0;i<k;i++){var x=new Worker(u);x.onmessage=function(e){if(done)return;if(e.data.p){tried+=e.data.p;P.textContent=\"Working… \"+tried.toLocaleString()+\" hashes tried\";return}" ..
+    "done=true;stop();P.textContent=\"Done in \"+(Date.now()-t0)+\" ms. Loading the page…\";" ..
     "fetch(\"" .. M.ANSWER_PATH .. "?c=\"+T+\"&n=\"+e.data.n,{credentials:\"same-origin\",cache:\"no-store\"}).then(function(r){" ..
     "if(r.ok){location.reload()}else{P.textContent=\"The check did not pass. Reload the page to try again.\"}})};" ..
     "x.postMessage({t:T,d:D,s:i,k:k});w.push(x)}})();</script></body></html>\n"
@@ -311,7 +310,7 @@ if core ~= nil and core.register_action ~= nil then
     local body
     if d.action == "challenge" then
       local key = M.settings.keys[1]
-      local expiry = now + M.CHALLENGE_TTL
+      local expiry = now + M.settings.challenge_ttl
       local difficulty = M.settings.difficulty
       local ua = txn.f:req_fhdr("user-agent") or ""
       local nonce = string.format("%08x%08x", txn.f:rand(2147483647), txn.f:rand(2147483647))
@@ -352,9 +351,9 @@ if core ~= nil and core.register_action ~= nil then
       return refuse(txn, d, ip, now)
     end
     local key = M.settings.keys[1]
-    local expiry = now + M.COOKIE_TTL
+    local expiry = now + M.settings.cookie_ttl
     local value = key.id .. "." .. tostring(expiry) .. "." .. hmac_of(txn)(key.secret, M.cookie_payload(ip, ua, expiry))
-    local cookie = M.COOKIE .. "=" .. value .. "; Path=/; Max-Age=" .. M.COOKIE_TTL .. "; SameSite=Lax; HttpOnly"
+    local cookie = M.COOKIE .. "=" .. value .. "; Path=/; Max-Age=" .. M.settings.cookie_ttl .. "; SameSite=Lax; HttpOnly"
     if txn.f:ssl_fc() then cookie = cookie .. "; Secure" end
     txn:done(txn:reply({ status = 204, headers = { ["set-cookie"] = { cookie }, ["cache-control"] = { "no-store" } } }))
   end

@@ -2,3 +2,4 @@ export * from './backend.js';
 export * from './export-template.js';
 export * from './haproxy-config.js';
 export * from './waf.js';
+export * from './pow.js';

@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { blockBotOf, isIP, BOT_KEY_ID_PATTERN, checkRuleValue, findAiBot, SEARCH_CRAWLERS, isUuid, rateLimitOf, wafExceptionOf, WAF_LEVELS, WAF_MODES, type ServerSnapshot, type SnapshotDomain, type SnapshotRule } from '@rampart/protocol';
+import { blockBotOf, BOT_CHALLENGE_TTL_SECONDS, BOT_COOKIE_TTL_SECONDS, isIP, BOT_KEY_ID_PATTERN, checkRuleValue, findAiBot, SEARCH_CRAWLERS, isUuid, rateLimitOf, wafExceptionOf, WAF_LEVELS, WAF_MODES, type ServerSnapshot, type SnapshotDomain, type SnapshotRule } from '@rampart/protocol';
 import { UnsafeValueError } from './backend.js';
 
 // The proxy package's own assets: the Lua engine and the curated lists. Read once at load.
@@ -208,6 +208,8 @@ export function renderWaf(
     `  keys = { ${botOn ? keys.map((k) => `{ id = ${luaString(k.id)}, secret = ${luaString(b64(k.secret))} }`).join(', ') : ''} },`,
     `  difficulty = ${botOn ? botSettings!.difficulty : 0},`,
     `  all_paths = ${!botOn || botSettings!.paths === null},`,
+    `  cookie_ttl = ${BOT_COOKIE_TTL_SECONDS},`,
+    `  challenge_ttl = ${BOT_CHALLENGE_TTL_SECONDS},`,
     '})',
     '',
   ].join('\n');

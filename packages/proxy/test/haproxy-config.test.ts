@@ -248,7 +248,7 @@ describe('the renderer re-checks every rule and WAF setting itself', () => {
   const base = (): ServerSnapshot => ({
     serverId: id(0),
     revision: 1,
-    botSecret: 'ab'.repeat(32),
+    botKeys: [{ id: 'k2', secret: 'ab'.repeat(32) }],
     domains: [{ id: id(1), domain: 'shop.example.com', origins: [{ ip: '10.0.0.1', port: 80 }], sslEnabled: false, wafEnabled: true, wafLevel: 'high' }],
     rules: [],
   });
@@ -262,6 +262,9 @@ describe('the renderer re-checks every rule and WAF setting itself', () => {
       ['rate_limit', 'not json'],
       ['block_bot', '{"enabled":true,"x":"\\"})"}'],
       ['block_bot', '{'],
+      ['block_bot', '{"enabled":true,"difficulty":99}'],
+      ['block_bot', '{"enabled":true,"paths":["/login\\n    bind *:1"]}'],
+      ['block_bot', '{"enabled":true,"paths":["/a b"]}'],
       ['block_ip', '10.0.0.1 }\n    bind *:1'],
       ['block_country', 'K"'],
       ['block_ai_bot', 'GPTBot\n'],
@@ -306,7 +309,56 @@ describe('the renderer re-checks every rule and WAF setting itself', () => {
   test('every WAF answer has a request id: the unique-id format, and the last field of the event line', () => {
     const cfg = renderHaproxyConfig(base(), { httpBind: { address: '*', port: 80 }, runDir: '/run/rampart', eventsPort: 5514 }, { configDir: '/etc/rampart/cfg' }).files['haproxy.cfg']!;
     assert.match(cfg, /\n    unique-id-format %\[uuid,regsub\(-,,g\),bytes\(0,16\)\]\n/);
-    assert.match(cfg, /log-format "rampart-waf .* %\[var\(txn\.rp_match\)\] %\[unique-id\]"\n/);
+    assert.match(cfg, /log-format "rampart-waf .* %\[var\(txn\.rp_match\)\] %\[unique-id\] %\[var\(txn\.rp_claim\)\]"\n/);
+  });
+
+  const botOn = (value = '{"enabled":true}') => {
+    const s = base();
+    s.rules = [{ id: id(5), type: 'block_bot', value, domainId: null, priority: 1 }];
+    return s;
+  };
+
+  test('bot keys: ids and secrets of their form or refused; each key checks the cookies of its own id', () => {
+    for (const bad of [{ id: 'K1', secret: 'ab'.repeat(32) }, { id: 'k1 }', secret: 'ab'.repeat(32) }, { id: 'k1', secret: 'xyz' }, { id: 'k1', secret: 'ab'.repeat(8) }]) {
+      const s = botOn();
+      s.botKeys = [bad];
+      assert.throws(() => render(s), UnsafeValueError, JSON.stringify(bad));
+    }
+    const s = botOn();
+    s.botKeys = [{ id: 'k2', secret: 'ab'.repeat(32) }, { id: 'k1', secret: 'cd'.repeat(32) }];
+    const files = render(s).files;
+    const cfg = files['haproxy.cfg']!;
+    const b64 = (hex: string) => Buffer.from(hex, 'hex').toString('base64');
+    assert.ok(cfg.includes(`hmac(sha256,${b64('ab'.repeat(32))}),hex,lower if { var(txn.rp_ckkid) -m str k2 }`));
+    assert.ok(cfg.includes(`hmac(sha256,${b64('cd'.repeat(32))}),hex,lower if { var(txn.rp_ckkid) -m str k1 }`));
+    // The current key first: it signs; the previous one only verifies.
+    assert.match(files['waf_data.lua']!, /keys = \{ \{ id = "k2", .*\}, \{ id = "k1", .*\} \}/);
+    const none = botOn();
+    delete none.botKeys;
+    assert.doesNotMatch(render(none).files['haproxy.cfg']!, /rp_cookie_ok/, 'without keys there is no bot protection to render');
+  });
+
+  test('block_bot difficulty and paths reach the engine as data; paths as a list file, never as configuration text', () => {
+    const files = render(botOn('{"enabled":true,"difficulty":18,"paths":["/login","/api/"]}')).files;
+    assert.match(files['waf_data.lua']!, /difficulty = 18,\n  all_paths = false,/);
+    assert.equal(files['bot_paths.lst'], '/login\n/api/\n');
+    assert.match(files['haproxy.cfg']!, /set-var\(txn\.rp_guarded\) str\(1\) if \{ path -m beg -f \/etc\/rampart\/cfg\/bot_paths\.lst \}/);
+    const all = render(botOn()).files;
+    assert.match(all['waf_data.lua']!, /difficulty = 14,\n  all_paths = true,/, 'the default difficulty, every path');
+    assert.equal(all['bot_paths.lst'], undefined);
+  });
+
+  test('search crawlers: a claim by the one User-Agent header, verified addresses from the agent, neither in the hash', () => {
+    const s = botOn();
+    const target = { configDir: '/etc/rampart/cfg', verifiedCrawlers: new Map([['192.0.2.7', 'google'], ['2001:db8::7', 'bing']]) };
+    const out = renderHaproxyConfig(s, OPTIONS, target);
+    assert.equal(out.files['verified_crawlers.map'], '192.0.2.7 google\n2001:db8::7 bing\n');
+    assert.match(out.files['crawlers.map']!, /^googlebot google$/m);
+    assert.match(out.files['haproxy.cfg']!, /set-var\(txn\.rp_claim\) req\.fhdr\(user-agent\),lower,map_sub\(\/etc\/rampart\/cfg\/crawlers\.map\) if \{ req\.fhdr_cnt\(user-agent\) eq 1 \}/);
+    assert.equal(out.hash, renderHaproxyConfig(s, OPTIONS, { configDir: '/etc/rampart/cfg' }).hash, 'verifications do not change the hash');
+    for (const bad of [['192.0.2.7\n0.0.0.0/0', 'google'], ['192.0.2.7', 'evil'], ['192.0.2.7', 'google x']]) {
+      assert.throws(() => renderHaproxyConfig(s, OPTIONS, { configDir: '/etc/rampart/cfg', verifiedCrawlers: new Map([bad as [string, string]]) }), UnsafeValueError, bad.join(' '));
+    }
   });
 });
 

@@ -57,7 +57,11 @@ local function setup(opts)
     },
     countries = { CN = RULE_CC_GLOBAL, FR = RULE_CC_GLOBAL_FR },
     bot = opts.bot and RULE_BOT or nil,
-    secret = opts.bot and "c2VjcmV0" or nil,
+    keys = opts.bot and { { id = "k2", secret = "c2VjcmV0" }, { id = "k1", secret = "b2xk" } } or {},
+    difficulty = 12,
+    all_paths = opts.paths == nil,
+    cookie_ttl = 86400,
+    challenge_ttl = 300,
   }
 end
 
@@ -197,6 +201,25 @@ test("step 3: the challenge (200) when bot protection is on and the cookie is no
   end
 end)
 
+test("step 3: with paths, only guarded paths are challenged; bad bots are refused everywhere", function()
+  setup({ bot = true, paths = true })
+  pass(M.decide(MED, req()), "an unguarded path")
+  decision(M.decide(MED, req({ guarded = true })), { action = "challenge", status = 200, reason = "bot_challenge" }, "a guarded path")
+  pass(M.decide(MED, req({ guarded = true, cookie_ok = true })), "a guarded path with a valid cookie")
+  decision(M.decide(MED, req({ badbot = true })), { status = 403, reason = "bot_blocked" }, "a bad bot on an unguarded path")
+end)
+
+test("step 3: a challenge answer is verified (action verify), whatever the path setting", function()
+  for _, paths in ipairs({ false, true }) do
+    setup({ bot = true, paths = paths or nil })
+    decision(M.decide(MED, req({ answer = true })), { action = "verify", reason = "bot_challenge", rule = RULE_BOT }, "answer")
+    pass(M.decide(MED, req({ answer = true, cookie_ok = true })), "an answer with a valid cookie already")
+    decision(M.decide(MED, req({ answer = true, bl = RULE_BL })), { reason = "ip_blocked" }, "a blacklisted address never gets a cookie")
+  end
+  setup({})
+  pass(M.decide(MED, req({ answer = true })), "bot protection off: an ordinary path")
+end)
+
 test("step 3: a valid cookie passes the challenge; a search crawler is exempt from it", function()
   setup({ bot = true })
   pass(M.decide(MED, req({ cookie_ok = true })), "valid cookie")
@@ -252,11 +275,12 @@ end)
 ---------------------------------------------------------------------------------------------------
 -- Challenge cookie
 ---------------------------------------------------------------------------------------------------
-test("parse_cookie accepts <expiry>.<hex>", function()
-  local e, mac = M.parse_cookie("123.abcdef")
+test("parse_cookie accepts <key id>.<expiry>.<hex>", function()
+  local kid, e, mac = M.parse_cookie("k1.123.abcdef")
+  eq(kid, "k1", "key id")
   eq(e, 123, "expiry")
   eq(mac, "abcdef", "mac")
-  e, mac = M.parse_cookie("1700000000.0123456789ABCDEFabcdef")
+  kid, e, mac = M.parse_cookie("0.1700000000.0123456789ABCDEFabcdef")
   eq(e, 1700000000, "expiry")
   eq(mac, "0123456789abcdefabcdef", "mac is lower-cased")
   eq(math.type(e), "integer", "expiry is an integer")
@@ -264,22 +288,96 @@ end)
 
 test("parse_cookie rejects malformed values", function()
   local bad = {
-    "", "abc", "123", "123.", ".abcdef", "abc.abcdef", "123.xyz", "123.abcdefg", "12a.abcdef",
-    "-1.abcdef", "1.5.abcdef", "123.abc.def", " 123.abcdef", "123.abcdef ", "123.abcdef;x",
-    "123,abcdef", "0x10.abcdef", "123..abcdef", "123.abc def", "123.abcdef\n",
+    "", "abc", "123", "123.", ".abcdef", "abc.abcdef", "123.abcdef", "k.123.xyz", "k.123.abcdefg", "k.12a.abcdef",
+    "k.-1.abcdef", "K.5.abcdef", "k.123.abc.def", " k.123.abcdef", "k.123.abcdef ", "k.123.abcdef;x",
+    "k,123,abcdef", "k.0x10.abcdef", "k..123.abcdef", "k.123.abc def", "k.123.abcdef\n",
   }
   eq(M.parse_cookie(nil), nil, "nil")
   for _, v in ipairs(bad) do
-    local e, mac = M.parse_cookie(v)
-    if e ~= nil or mac ~= nil then fail("accepted " .. show(v) .. " as " .. show(e) .. ", " .. show(mac)) end
+    local kid = M.parse_cookie(v)
+    if kid ~= nil then fail("accepted " .. show(v)) end
   end
 end)
 
-test("cookie payload, challenge page and response bodies", function()
-  eq(M.cookie_payload("192.0.2.1", "UA/1.0", 123), "192.0.2.1|UA/1.0|123", "payload")
-  local page = M.challenge_page("123.abcdef")
-  truthy(page:find(M.COOKIE .. "=123.abcdef", 1, true), "the page sets the cookie")
+---------------------------------------------------------------------------------------------------
+-- Proof of work: the answer check, with stand-ins for HAProxy's hmac and sha2 converters
+---------------------------------------------------------------------------------------------------
+-- A stand-in MAC: 64 hex digits that depend on key and data (not cryptographic; the real one is
+-- HAProxy's hmac converter, tested end to end).
+local function fake_hmac(key, data)
+  local h = 5381
+  local s = key .. "\0" .. data
+  for i = 1, #s do h = (h * 33 + string.byte(s, i)) % 4294967296 end
+  return string.rep(string.format("%08x", h), 8)
+end
+-- A stand-in digest: as many zero bits as the counter's last digits say ("...:12" -> 12 bits).
+local function fake_sha(data)
+  local bits = tonumber(string.match(data, "(%d%d)$")) or 0
+  return string.rep("\0", bits // 8) .. string.char(255 >> (bits % 8)) .. string.rep("\255", 31 - bits // 8)
+end
+
+local function token(ip, ua, kid, secret, expiry, difficulty)
+  local nonce = "00ff00ff00ff00ff"
+  local mac = fake_hmac(secret, M.challenge_payload(ip, ua, kid, expiry, difficulty, nonce))
+  return table.concat({ kid, tostring(expiry), tostring(difficulty), nonce, mac }, ".")
+end
+
+test("zero_bits counts the leading zero bits of a digest", function()
+  eq(M.zero_bits("\255"), 0, "none")
+  eq(M.zero_bits("\0\128"), 8, "one zero byte")
+  eq(M.zero_bits("\0\0\1"), 23, "23")
+  eq(M.zero_bits("\0\15\255"), 12, "12")
+  eq(M.zero_bits("\0\0"), 16, "all zero")
+end)
+
+test("check_answer: a token of this client with enough work passes", function()
+  setup({ bot = true })
+  local t = token("192.0.2.1", "UA/1", "k2", "c2VjcmV0", 1100, 12)
+  truthy(M.check_answer("c=" .. t .. "&n=4412", "192.0.2.1", "UA/1", 1000, fake_hmac, fake_sha), "12 bits at difficulty 12")
+  truthy(M.check_answer("x=1&n=4416&c=" .. t, "192.0.2.1", "UA/1", 1000, fake_hmac, fake_sha), "parameters in any order, more work")
+  local old = token("192.0.2.1", "UA/1", "k1", "b2xk", 1100, 12)
+  truthy(M.check_answer("c=" .. old .. "&n=12", "192.0.2.1", "UA/1", 1000, fake_hmac, fake_sha), "a token of the previous key")
+end)
+
+test("check_answer refuses replays elsewhere, forgeries, expired or easy tokens and too little work", function()
+  setup({ bot = true })
+  local t = token("192.0.2.1", "UA/1", "k2", "c2VjcmV0", 1100, 12)
+  local function refused(query, ip, ua, now, why)
+    local ok, reason = M.check_answer(query, ip, ua, now, fake_hmac, fake_sha)
+    if ok then fail("accepted: " .. why) end
+    return reason
+  end
+  eq(refused("c=" .. t .. "&n=11", "192.0.2.1", "UA/1", 1000, "11 bits"), "not enough work", "too little work")
+  eq(refused("c=" .. t .. "&n=12", "192.0.2.2", "UA/1", 1000, "another address"), "forged or for another client", "other address")
+  eq(refused("c=" .. t .. "&n=12", "192.0.2.1", "UA/2", 1000, "another user-agent"), "forged or for another client", "other UA")
+  eq(refused("c=" .. t .. "&n=12", "192.0.2.1", "UA/1", 1100, "at expiry"), "expired", "expired")
+  local far = token("192.0.2.1", "UA/1", "k2", "c2VjcmV0", 1000 + M.settings.challenge_ttl + 1, 12)
+  eq(refused("c=" .. far .. "&n=12", "192.0.2.1", "UA/1", 1000, "expiry beyond the challenge lifetime"), "expired", "too far")
+  local easy = token("192.0.2.1", "UA/1", "k2", "c2VjcmV0", 1100, 8)
+  eq(refused("c=" .. easy .. "&n=08", "192.0.2.1", "UA/1", 1000, "below the configured difficulty"), "too easy", "easy")
+  local retired = token("192.0.2.1", "UA/1", "k0", "c2VjcmV0", 1100, 12)
+  eq(refused("c=" .. retired .. "&n=12", "192.0.2.1", "UA/1", 1000, "an unknown key id"), "unknown key", "unknown key")
+  local forged = t:gsub("%.1100%.", ".1299.")
+  eq(refused("c=" .. forged .. "&n=12", "192.0.2.1", "UA/1", 1000, "a changed expiry"), "forged or for another client", "forged")
+  for _, q in ipairs({ "", "c=" .. t, "n=12", "c=" .. t .. "&n=", "c=" .. t .. "&n=1e9", "c=x.y&n=12", "c=" .. t .. "x&n=12", "c=" .. string.rep("a", 300) .. "&n=1" }) do
+    eq(refused(q, "192.0.2.1", "UA/1", 1000, "malformed " .. q), "malformed", "malformed: " .. q:sub(1, 40))
+  end
+end)
+
+test("the challenge page carries the token and difficulty, never a cookie, and explains itself without JavaScript", function()
+  local page = M.challenge_page("k2.1100.12.00ff.abcdef", 12)
+  falsy(page:find("document.cookie", 1, true), "no cookie in the page")
+  falsy(page:find(M.COOKIE .. "=", 1, true), "no cookie value in the page")
+  truthy(page:find("\"k2.1100.12.00ff.abcdef\"", 1, true), "the token")
+  truthy(page:find("D=12", 1, true), "the difficulty")
+  truthy(page:find(M.ANSWER_PATH, 1, true), "the answer path")
+  truthy(page:find("<noscript>", 1, true) and page:find("turn on JavaScript", 1, true), "noscript explains what to do")
   truthy(page:find("Checking your browser", 1, true), "challenge text")
+  truthy(page:find("new Worker", 1, true) and page:find("crypto.subtle.digest", 1, true), "Web Crypto in a Web Worker")
+end)
+
+test("response bodies", function()
+  eq(M.cookie_payload("192.0.2.1", "UA/1.0", 123), "192.0.2.1|UA/1.0|123", "payload")
   truthy(M.body(429):lower():find("rate limit", 1, true), "429 body announces the rate limit")
   truthy(M.body(403):find("Forbidden", 1, true), "403 body")
 end)

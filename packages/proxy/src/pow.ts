@@ -1,0 +1,41 @@
+import { createHash } from 'node:crypto';
+
+/**
+ * The proof of work of the bot challenge (docs/bots.md), as native code does it: what a client
+ * that does not run the page's JavaScript must pay per pass. Used by the tests and by
+ * `npm run bench:bots`; the shield server checks answers in HAProxy (rampart_waf.lua).
+ */
+
+/** Where the challenge page sends its answer: GET with `c` (the token) and `n` (the counter). */
+export const BOT_ANSWER_PATH = '/.well-known/rampart/bot';
+
+/** The token and difficulty a challenge page carries, or undefined when html is not one. */
+export function parseChallengePage(html: string): { token: string; difficulty: number } | undefined {
+  const m = /var T="([0-9a-z.]+)",D=(\d+)/.exec(html);
+  return m ? { token: m[1]!, difficulty: Number(m[2]) } : undefined;
+}
+
+/** Leading zero bits of a digest. */
+export function leadingZeroBits(digest: Uint8Array): number {
+  let bits = 0;
+  for (const byte of digest) {
+    if (byte === 0) {
+      bits += 8;
+      continue;
+    }
+    return bits + Math.clz32(byte) - 24;
+  }
+  return bits;
+}
+
+/** The first counter n (from 0) whose SHA-256(token + n) has `difficulty` leading zero bits. */
+export function solveChallenge(token: string, difficulty: number): { counter: number; hashes: number } {
+  for (let n = 0; ; n++) {
+    if (leadingZeroBits(createHash('sha256').update(token + n).digest()) >= difficulty) return { counter: n, hashes: n + 1 };
+  }
+}
+
+/** The answer's path and query for a solved token. */
+export function answerUrl(token: string, counter: number): string {
+  return `${BOT_ANSWER_PATH}?c=${token}&n=${counter}`;
+}
