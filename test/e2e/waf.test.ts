@@ -1,9 +1,11 @@
 import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { request as httpRequest } from 'node:http';
 import { after, before, describe, test } from 'node:test';
+import { answerUrl, leadingZeroBits, parseChallengePage, solveChallenge } from '@rampart/proxy';
 import { apiClient, ADMIN, settle, startAgent, startOrigin, viaProxy, type AgentProc, type ApiClient } from '../support/cluster.js';
 import { freePort, startServe, waitFor } from '../support/processes.js';
 
@@ -137,7 +139,25 @@ describe('WAF through real HAProxy', () => {
     assert.equal(await status('medium.waf.test', '127.0.10.3'), 403);
   });
 
-  test('bot protection: bad user-agents 403, a client without JavaScript is challenged (200), the cookie from the page passes, search crawlers pass', async () => {
+  // What a browser does with the challenge page, done natively: find the counter, send the answer,
+  // keep the cookie the answer gets.
+  const answer = (host: string, from: string, ua: string, query: string) => full(host, from, query, { 'user-agent': ua });
+  const earn = async (host: string, from: string, ua: string, path = '/') => {
+    const page = await get(host, from, path, { 'user-agent': ua });
+    const challenge = parseChallengePage(page.text);
+    assert.ok(challenge, `a challenge page: ${page.text.slice(0, 200)}`);
+    const res = await answer(host, from, ua, answerUrl(challenge.token, solveChallenge(challenge.token, challenge.difficulty).counter));
+    assert.equal(res.status, 204, res.text);
+    const setCookie = String(res.headers['set-cookie']);
+    assert.match(setCookie, /^rampart_bot=[0-9a-z]+\.\d+\.[0-9a-f]{64}; Path=\/; Max-Age=86400; SameSite=Lax; HttpOnly$/);
+    return { cookie: setCookie.split(';')[0]!, challenge };
+  };
+  const challenged = async (host: string, from: string, path: string, headers: Record<string, string>) => {
+    const res = await get(host, from, path, headers);
+    return res.status === 200 && parseChallengePage(res.text) !== undefined;
+  };
+
+  test('bot protection: bad user-agents 403, a client without JavaScript is challenged (200, a proof of work, never a cookie), the work earns a cookie bound to address and User-Agent', async () => {
     const bot = await api.call('POST', '/api/waf', { rule_type: 'block_bot', value: '{"enabled":true}' });
     await settle(api);
     assert.equal(await status('low.waf.test', '127.0.16.1', '/', { 'user-agent': 'sqlmap/1.7.2#stable (https://sqlmap.org)' }), 403);
@@ -145,14 +165,54 @@ describe('WAF through real HAProxy', () => {
     const page = await get('low.waf.test', '127.0.16.2', '/', { 'user-agent': ua });
     assert.equal(page.status, 200);
     assert.match(page.text, /Checking your browser/);
+    assert.match(page.text, /<noscript>.*turn on JavaScript/s, 'the page says what to do without JavaScript');
     assert.doesNotMatch(page.text, /"origin"/, 'the challenge, not the origin');
-    const cookie = /document\.cookie="([^;"]+)/.exec(page.text)?.[1];
-    assert.ok(cookie, 'the page sets a cookie');
+    // The scraper's one-liner finds nothing to replay.
+    assert.doesNotMatch(page.text, /rampart_bot=|document\.cookie/, 'no cookie in the page');
+    const challenge = parseChallengePage(page.text)!;
+    assert.equal(challenge.difficulty, 14, 'the default difficulty');
+    assert.equal(await challenged('low.waf.test', '127.0.16.2', '/', { 'user-agent': ua, cookie: `rampart_bot=${challenge.token}` }), true, 'the token is no cookie');
+
+    const { counter } = solveChallenge(challenge.token, challenge.difficulty);
+    const lazy = Array.from({ length: 50 }, (_, n) => n).find((n) => leadingZeroBits(createHash('sha256').update(challenge.token + n).digest()) < challenge.difficulty)!;
+    const refused: [string, string, string][] = [
+      ['not enough work', '127.0.16.2', answerUrl(challenge.token, lazy)],
+      ['another address', '127.0.16.3', answerUrl(challenge.token, counter)],
+      ['a forged expiry', '127.0.16.2', answerUrl(challenge.token.replace(/^([0-9a-z]+)\.(\d+)/, (_, k, e) => `${k}.${Number(e) + 3600}`), counter)],
+      ['an easier difficulty', '127.0.16.2', answerUrl(challenge.token.replace(/^([0-9a-z]+\.\d+)\.14\./, '$1.8.'), counter)],
+      ['no counter', '127.0.16.2', `/.well-known/rampart/bot?c=${challenge.token}`],
+      ['a percent-encoded token', '127.0.16.2', `/.well-known/rampart/bot?c=${encodeURIComponent(challenge.token).replace(/\./g, '%2E')}&n=${counter}`],
+    ];
+    for (const [what, from, query] of refused) {
+      const res = await answer('low.waf.test', from, ua, query);
+      assert.equal(res.status, 403, what);
+      assert.equal(res.headers['set-cookie'], undefined, `${what}: no cookie`);
+    }
+    assert.equal((await answer('low.waf.test', '127.0.16.2', 'curl/8.0', answerUrl(challenge.token, counter))).status, 403, 'another User-Agent');
+
+    const ok = await answer('low.waf.test', '127.0.16.2', ua, answerUrl(challenge.token, counter));
+    assert.equal(ok.status, 204);
+    const cookie = String(ok.headers['set-cookie']).split(';')[0]!;
+    assert.match(cookie, new RegExp(`^rampart_bot=${challenge.token.split('.')[0]}\\.`), 'signed with the key the challenge named');
     const passed = await get('low.waf.test', '127.0.16.2', '/', { 'user-agent': ua, cookie });
     assert.equal(JSON.parse(passed.text).origin, 'origin');
-    assert.equal((await get('low.waf.test', '127.0.16.3', '/', { 'user-agent': ua, cookie })).status, 200, 'another address gets the challenge again');
-    assert.match((await get('low.waf.test', '127.0.16.3', '/', { 'user-agent': ua, cookie })).text, /Checking your browser/);
-    assert.equal(JSON.parse((await get('low.waf.test', '127.0.16.4', '/', { 'user-agent': 'Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)' })).text).origin, 'origin');
+    assert.equal(await challenged('low.waf.test', '127.0.16.3', '/', { 'user-agent': ua, cookie }), true, 'another address gets the challenge again');
+    assert.equal(await challenged('low.waf.test', '127.0.16.2', '/', { 'user-agent': 'curl/8.0', cookie }), true, 'another User-Agent gets the challenge again');
+    const [name, value] = cookie.split('=') as [string, string];
+    const [kid, expiry, mac] = value.split('.') as [string, string, string];
+    for (const [what, forged] of [
+      ['a later expiry', `${name}=${kid}.${Number(expiry) + 86400}.${mac}`],
+      ['an unknown key id', `${name}=zz.${expiry}.${mac}`],
+      ['the old form without key id', `${name}=${expiry}.${mac}`],
+    ] as const) {
+      assert.equal(await challenged('low.waf.test', '127.0.16.2', '/', { 'user-agent': ua, cookie: forged }), true, what);
+    }
+    // Every User-Agent header counts: a bad bot hiding behind a browser's, a crawler's name
+    // behind a second header, and a crawler's name inside another client's stay refused.
+    assert.equal(await status('low.waf.test', '127.0.16.2', '/', { 'user-agent': [ua, 'sqlmap/1.7'] as unknown as string, cookie }), 403, 'a bad bot in the second header');
+    assert.equal(await challenged('low.waf.test', '127.0.16.6', '/', { 'user-agent': ['curl/8.0', 'Googlebot/2.1'] as unknown as string }), true, 'a second User-Agent naming Googlebot');
+    assert.equal(await challenged('low.waf.test', '127.0.16.4', '/', { 'user-agent': 'evil-scraper googlebot' }), true, 'an unverified crawler name');
+    assert.equal(await challenged('low.waf.test', '127.0.16.4', '/', { 'user-agent': 'Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)' }), true, 'an unverified Googlebot');
 
     // The secret is the account's: a cookie earned on one shield server is valid on the others.
     const other = await api.call('POST', '/api/servers', { name: 'edge-waf-2' });
@@ -173,11 +233,65 @@ describe('WAF through real HAProxy', () => {
     // five (medium, rate_limit 5) with the cookie, then 429.
     const from = '127.0.16.5';
     for (let i = 0; i < 8; i++) assert.match((await get('medium.waf.test', from, '/', { 'user-agent': ua })).text, /Checking your browser/, `challenge ${i + 1}`);
-    const earned = /document\.cookie="([^;"]+)/.exec((await get('medium.waf.test', from, '/', { 'user-agent': ua })).text)?.[1];
-    assert.ok(earned);
+    const { cookie: earned } = await earn('medium.waf.test', from, ua);
     for (let i = 0; i < 5; i++) assert.equal((await get('medium.waf.test', from, '/', { 'user-agent': ua, cookie: earned })).status, 200, `request ${i + 1} with the cookie`);
     assert.equal((await get('medium.waf.test', from, '/', { 'user-agent': ua, cookie: earned })).status, 429, 'the 6th');
 
+    await api.call('DELETE', `/api/waf/${bot.body.id}`);
+    await settle(api);
+  });
+
+  test('bot protection with paths: only those prefixes are challenged; a harder difficulty reaches the page', async () => {
+    const bot = await api.call('POST', '/api/waf', { rule_type: 'block_bot', value: '{"enabled":true,"difficulty":16,"paths":["/login","/api/"]}' });
+    assert.equal(bot.status, 201, JSON.stringify(bot.body));
+    assert.equal(bot.body.value, '{"enabled":true,"difficulty":16,"paths":["/login","/api/"]}');
+    await settle(api);
+    const ua = 'Mozilla/5.0 (X11; Linux x86_64) Firefox/131.0';
+    assert.equal(JSON.parse((await get('low.waf.test', '127.0.17.1', '/', { 'user-agent': ua })).text).origin, 'origin', 'an unguarded path');
+    assert.equal(JSON.parse((await get('low.waf.test', '127.0.17.1', '/apiary', { 'user-agent': ua })).text).origin, 'origin', 'a prefix of a guarded path is not one');
+    for (const path of ['/login', '/login/reset', '/api/v1/items?x=1']) {
+      const page = await get('low.waf.test', '127.0.17.1', path, { 'user-agent': ua });
+      assert.equal(parseChallengePage(page.text)?.difficulty, 16, path);
+    }
+    assert.equal(await status('low.waf.test', '127.0.17.1', '/', { 'user-agent': 'sqlmap/1.7' }), 403, 'bad bots are refused on every path');
+    const { cookie } = await earn('low.waf.test', '127.0.17.2', ua, '/login');
+    assert.equal(JSON.parse((await get('low.waf.test', '127.0.17.2', '/login', { 'user-agent': ua, cookie })).text).origin, 'origin');
+    for (const value of ['{"enabled":true,"difficulty":7}', '{"enabled":true,"difficulty":25}', '{"enabled":true,"paths":[]}', '{"enabled":true,"paths":["login"]}', '{"enabled":true,"paths":["/a b"]}', '{"enabled":true,"colour":1}']) {
+      const bad = await api.call('PUT', `/api/waf/${bot.body.id}`, { value });
+      assert.equal(bad.status, 400, value);
+      assert.match(bad.body.error, /value/, value);
+    }
+    await api.call('DELETE', `/api/waf/${bot.body.id}`);
+    await settle(api);
+  });
+
+  test('bot keys rotate: cookies of the previous key stay valid, new challenges and cookies use the new key, a second rotation retires the first key', async () => {
+    const bot = await api.call('POST', '/api/waf', { rule_type: 'block_bot', value: '{"enabled":true}' });
+    await settle(api);
+    const ua = 'Mozilla/5.0 (Macintosh) Safari/605.1';
+    const first = await earn('low.waf.test', '127.0.18.1', ua);
+    const firstKey = first.challenge.token.split('.')[0]!;
+    const rotated = await api.call('POST', '/api/waf/bot-secret/rotate');
+    assert.equal(rotated.status, 200, JSON.stringify(rotated.body));
+    assert.deepEqual(Object.keys(rotated.body).sort(), ['key_id', 'previous_key_id', 'previous_valid_until', 'rotated_at']);
+    assert.equal(rotated.body.previous_key_id, firstKey);
+    assert.notEqual(rotated.body.key_id, firstKey);
+    assert.equal(Date.parse(rotated.body.previous_valid_until) - Date.parse(rotated.body.rotated_at), 86_400_000, 'one cookie lifetime');
+    await settle(api);
+    assert.equal(JSON.parse((await get('low.waf.test', '127.0.18.1', '/', { 'user-agent': ua, cookie: first.cookie })).text).origin, 'origin', 'the previous key is still accepted');
+    const second = await earn('low.waf.test', '127.0.18.2', ua);
+    assert.equal(second.challenge.token.split('.')[0], rotated.body.key_id, 'new challenges name the new key');
+    assert.ok(second.cookie.startsWith(`rampart_bot=${rotated.body.key_id}.`), 'new cookies are signed with it');
+    // A challenge served just before a rotation can still be answered after it.
+    const pending = parseChallengePage((await get('low.waf.test', '127.0.18.3', '/', { 'user-agent': ua })).text)!;
+    const again = await api.call('POST', '/api/waf/bot-secret/rotate');
+    assert.equal(again.body.previous_key_id, rotated.body.key_id);
+    await settle(api);
+    const late = await answer('low.waf.test', '127.0.18.3', ua, answerUrl(pending.token, solveChallenge(pending.token, pending.difficulty).counter));
+    assert.equal(late.status, 204, 'an answer to the previous key\'s challenge');
+    assert.ok(String(late.headers['set-cookie']).startsWith(`rampart_bot=${again.body.key_id}.`), 'earns a cookie of the current key');
+    assert.equal(await challenged('low.waf.test', '127.0.18.1', '/', { 'user-agent': ua, cookie: first.cookie }), true, 'the first key is no longer accepted');
+    assert.equal(JSON.parse((await get('low.waf.test', '127.0.18.2', '/', { 'user-agent': ua, cookie: second.cookie })).text).origin, 'origin');
     await api.call('DELETE', `/api/waf/${bot.body.id}`);
     await settle(api);
   });

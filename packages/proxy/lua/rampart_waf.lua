@@ -354,7 +354,8 @@ if core ~= nil and core.register_action ~= nil then
     local expiry = now + M.settings.cookie_ttl
     local value = key.id .. "." .. tostring(expiry) .. "." .. hmac_of(txn)(key.secret, M.cookie_payload(ip, ua, expiry))
     local cookie = M.COOKIE .. "=" .. value .. "; Path=/; Max-Age=" .. M.settings.cookie_ttl .. "; SameSite=Lax; HttpOnly"
-    if txn.f:ssl_fc() then cookie = cookie .. "; Secure" end
+    local tls = txn.f:ssl_fc() -- a boolean sample (0/1 in some builds)
+    if tls == true or tls == 1 then cookie = cookie .. "; Secure" end
     txn:done(txn:reply({ status = 204, headers = { ["set-cookie"] = { cookie }, ["cache-control"] = { "no-store" } } }))
   end
 
