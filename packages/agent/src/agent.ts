@@ -2,7 +2,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdir } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { AGENT_LIMITS, CLOSE, parseServiceMessage, PROTOCOL_VERSION, type AgentMessage, type ServerSnapshot, type ServiceMessage } from '@rampart/protocol';
-import type { RenderOptions } from '@rampart/proxy';
+import { VERIFIED_CRAWLERS_MAP, type RenderOptions } from '@rampart/proxy';
 import WebSocket from 'ws';
 import { Applier, type ApplyResult } from './apply.js';
 import { reconnectBackoff, RESTART_SPREAD_MS, systemClock, type Backoff, type Clock } from './backoff.js';
@@ -11,6 +11,7 @@ import { CertificateManager, type CertificateLink, type CertStatusReport } from 
 import { makeResolver, type ResolveFn } from './certificates/resolve.js';
 import { ChallengeResponder } from './certificates/responder.js';
 import { CertificateStore } from './certificates/store.js';
+import { CrawlerVerifier, crawlerDns, RuntimeCrawlerMap, type CrawlerDns } from './crawlers.js';
 import { EventCollector } from './events.js';
 import { ensureCountrySubset } from './geo.js';
 import { HaproxyProcess } from './haproxy.js';
@@ -34,7 +35,10 @@ export interface AgentOptions {
   /** ACME directory URL, or `production`/`staging` for Let's Encrypt's (default production). */
   acmeDirectory?: string;
   acmeEmail?: string;
-  /** DNS server (HOST:PORT) for the check that a domain points here (default: the system's resolver). */
+  /**
+   * DNS server (HOST:PORT) for the check that a domain points here and for verifying search
+   * crawlers' addresses (default: the system's resolver).
+   */
   resolver?: string;
   /** Renew certificates this many days before they expire (30). */
   renewBeforeDays?: number;
@@ -47,6 +51,7 @@ export interface AgentOptions {
   /** Stand-ins for unit tests; the real ones otherwise. */
   issuer?: CertificateIssuer;
   resolve?: ResolveFn;
+  crawlerDns?: () => CrawlerDns;
   log?: (level: 'info' | 'warn' | 'error', msg: string) => void;
 }
 
@@ -76,6 +81,9 @@ export class Agent {
   readonly proxy: HaproxyProcess;
   readonly applier: Applier;
   readonly events: EventCollector;
+  /** Verifies the addresses of claimed search crawlers; crawlerMap keeps HAProxy's map in step. */
+  readonly crawlers: CrawlerVerifier;
+  readonly crawlerMap: RuntimeCrawlerMap;
   private eventsSecret: string;
   readonly certificates: CertificateManager;
   readonly responder: ChallengeResponder;
@@ -112,13 +120,28 @@ export class Agent {
       ...(options.countryMap ? { countryMap: resolve(options.countryMap) } : {}),
       ...(options.nbthread ? { nbthread: options.nbthread } : {}),
     };
-    this.applier = new Applier(options.haproxyBin, this.proxy, { configRoot, runDir, stateFile: join(dataDir, 'state.json') }, this.renderOptions);
+    this.crawlerMap = new RuntimeCrawlerMap({
+      command: (cmd) => this.proxy.masterCommand(cmd),
+      mapPath: async () => {
+        const dir = await this.applier.runningDir();
+        return dir === undefined ? undefined : join(dir, VERIFIED_CRAWLERS_MAP);
+      },
+      log: this.log,
+    });
+    this.crawlers = new CrawlerVerifier({ dns: options.crawlerDns ?? crawlerDns(options.resolver), sink: this.crawlerMap, clock: this.clock, log: this.log });
+    this.applier = new Applier(options.haproxyBin, this.proxy, { configRoot, runDir, stateFile: join(dataDir, 'state.json') }, this.renderOptions, () => this.crawlers.entries());
     // Event lines must carry this secret, which only the agent and its HAProxy configuration
     // know: any other local process can send UDP to the listener, but not forge an event. Kept
     // with the ports in the state file (0600, data directory 0700), so the last-known-good
     // configuration HAProxy boots with still names it.
     this.eventsSecret = randomBytes(16).toString('hex');
-    this.events = new EventCollector((events) => this.send({ type: 'events/batch', payload: { events } }), undefined, undefined, () => this.eventsSecret);
+    this.events = new EventCollector(
+      (events) => this.send({ type: 'events/batch', payload: { events } }),
+      undefined,
+      undefined,
+      () => this.eventsSecret,
+      (ip, crawlerId) => this.crawlers.claim(ip, crawlerId),
+    );
     this.backoff = options.backoff ?? reconnectBackoff({ clock: this.clock });
     this.store = new CertificateStore(join(dataDir, 'certs'));
     this.responder = new ChallengeResponder(() => this.clock.now());
@@ -154,6 +177,7 @@ export class Agent {
     this.proxy.on('exit', ({ code, signal }) => void this.onProxyDied(`HAProxy exited (${signal ?? `code ${code}`})`));
     this.healthTimer = setInterval(() => void this.checkProxy(), this.options.healthIntervalMs ?? 10_000);
     this.certificates.start(this.controller.signal);
+    void this.crawlers.start(this.controller.signal);
     void this.connectLoop();
   }
 
@@ -177,6 +201,8 @@ export class Agent {
     if (!hash) return;
     this.proxyServing = await this.proxy.waitForHash(hash, 15_000);
     if (!this.proxyServing) this.log('warn', 'HAProxy did not answer on its health socket after start');
+    // A fresh worker has the map file of its configuration: bring it to what is verified now.
+    else void this.crawlerMap.sync(() => this.crawlers.entries());
   }
 
   private async onProxyDied(reason: string): Promise<void> {
@@ -280,6 +306,9 @@ export class Agent {
         }
         this.renderOptions.certificates = this.certificates.served(snapshot);
         result = await this.applier.apply(snapshot);
+        // A new worker (or the restored one) has the map file rendered before it started: a
+        // verification made since went to the previous worker, so the new one is brought in step.
+        if (!(result.ok && result.skipped)) void this.crawlerMap.sync(() => this.crawlers.entries());
       } catch (err) {
         result = { ok: false, revision: snapshot.revision, stage: 'prepare', errors: [{ line: null, message: String(err) }] };
       }

@@ -48,10 +48,20 @@ export class Applier {
     private readonly proxy: HaproxyProcess,
     private readonly paths: ApplierPaths,
     private readonly renderOptions: RenderOptions,
+    /**
+     * The search crawler addresses verified so far (crawlers.ts), written into each configuration
+     * rendered; not part of its hash, so a verification never causes a reload.
+     */
+    private readonly verifiedCrawlers?: () => ReadonlyMap<string, string>,
   ) {}
 
   get currentLink(): string {
     return join(this.paths.configRoot, 'current');
+  }
+
+  /** The configuration directory `current` points to: the one HAProxy runs, or is about to. */
+  runningDir(): Promise<string | undefined> {
+    return readlink(this.currentLink).catch(() => undefined);
   }
 
   async loadState(): Promise<void> {
@@ -82,7 +92,7 @@ export class Applier {
   private async write(snapshot: ServerSnapshot): Promise<{ dir: string; hash: string }> {
     const hash = inputHash(snapshot, this.renderOptions);
     const dir = join(this.paths.configRoot, `cfg-${hash.slice(0, 16)}`);
-    const rendered = renderHaproxyConfig(snapshot, this.renderOptions, { configDir: dir });
+    const rendered = renderHaproxyConfig(snapshot, this.renderOptions, { configDir: dir, verifiedCrawlers: this.verifiedCrawlers?.() });
     const tmp = `${dir}.tmp-${process.pid}`;
     await rm(tmp, { recursive: true, force: true });
     await mkdir(tmp, { recursive: true });

@@ -1,6 +1,6 @@
 import { timingSafeEqual } from 'node:crypto';
 import { createSocket, type Socket } from 'node:dgram';
-import { AGENT_LIMITS, EVENT_FIELD_MAX, isHostname, isIP, isUuid, WAF_REASONS, type WafEventItem } from '@rampart/protocol';
+import { AGENT_LIMITS, EVENT_FIELD_MAX, isHostname, isIP, isUuid, searchCrawler, WAF_REASONS, type WafEventItem } from '@rampart/protocol';
 
 /** docs/architecture.md "The event log": at most 5,000 events per server per (UTC) day are stored; blocking goes on regardless. */
 export const DAILY_EVENT_CAP = AGENT_LIMITS.eventsPerServerPerDay;
@@ -54,21 +54,33 @@ const optional = (field: string, max: number): string | null => (field === '-' ?
  * <secret> the agent's per-start secret (hex), required when `secret` is given: a line without it,
  * or with another, comes from some other local process and is dropped.
  * <action> block or detect, <rule>, <location> and <matched> "-" when absent, the last four
- * percent-encoded by the proxy. The older five-field form ("... <reason> <rule>") still parses,
+ * percent-encoded by the proxy. Newer proxies add, after the request id, the search crawler the
+ * request's User-Agent claimed (an id of SEARCH_CRAWLERS) or "-" (see parseEvent).
+ * The older five-field form ("... <reason> <rule>") still parses,
  * as a blocked event without request details, and a line without the request id (proxies from before
  * it) as an event without one, so that a mixed fleet keeps working.
  */
 export function parseEventLine(line: string, secret?: string): WafEventItem | undefined {
-  const m = /rampart-waf (?:([0-9a-f]{32,64}) )?(\d+) (\S+) (\S+) (\S+) (\S+)(?: (\S+) (\S+) (\S+) (\S+) (\S+)(?: (\S+)(?: \S+)?)?)?\s*$/.exec(line);
+  return parseEvent(line, secret)?.event;
+}
+
+/**
+ * parseEventLine, with the search crawler the line says the request's User-Agent claimed: a
+ * known crawler id, or null (none, "-", an unknown id, or an older proxy's line). The claim is
+ * not part of the event the service stores; the agent verifies the address (crawlers.ts).
+ */
+export function parseEvent(line: string, secret?: string): { event: WafEventItem; claim: string | null } | undefined {
+  const m = /rampart-waf (?:([0-9a-f]{32,64}) )?(\d+) (\S+) (\S+) (\S+) (\S+)(?: (\S+) (\S+) (\S+) (\S+) (\S+)(?: (\S+)(?: (\S+))?)?)?\s*$/.exec(line);
   if (!m) return undefined;
-  const [, token, ts, ip, domain, reason, rule, action, method, location, path, matched, requestId] = m as unknown as [string, string | undefined, string, string, string, string, string, ...(string | undefined)[]];
+  const [, token, ts, ip, domain, reason, rule, action, method, location, path, matched, requestId, claimed] = m as unknown as [string, string | undefined, string, string, string, string, string, ...(string | undefined)[]];
   if (secret !== undefined && !sameSecret(token, secret)) return undefined;
   if (!isIP(ip) || !isHostname(domain) || !REASONS.has(reason)) return undefined;
   const base = { ts: Number(ts), ip, domain, reason: reason as WafEventItem['reason'], ruleId: isUuid(rule) ? rule : null };
-  if (action === undefined) return { ...base, method: null, path: null, location: null, matched: null, blocked: true };
+  if (action === undefined) return { event: { ...base, method: null, path: null, location: null, matched: null, blocked: true }, claim: null };
   const blocked = ACTIONS.get(action);
   if (blocked === undefined) return undefined;
-  return {
+  const claim = claimed !== undefined && searchCrawler(claimed) ? claimed : null;
+  const event: WafEventItem = {
     ...base,
     method: capLength(decodeField(method!), EVENT_FIELD_MAX.method),
     path: capLength(decodeField(path!), EVENT_FIELD_MAX.path),
@@ -78,6 +90,7 @@ export function parseEventLine(line: string, secret?: string): WafEventItem | un
     // the proxy's request id (newer proxies): kept when of the protocol's form, else left out
     ...(requestId !== undefined && REQUEST_ID_RE.test(requestId) ? { requestId } : {}),
   };
+  return { event, claim };
 }
 
 function sameSecret(token: string | undefined, secret: string): boolean {
@@ -103,6 +116,11 @@ export class EventCollector {
     private readonly cap = DAILY_EVENT_CAP,
     /** The secret the HAProxy configuration puts in every line (see parseEventLine). */
     private readonly secret?: () => string,
+    /**
+     * Called with (address, crawler id) for every valid, authenticated line whose request claimed
+     * a search crawler, before the daily cap (the cap limits what is stored, not what is verified).
+     */
+    private readonly onClaim?: (ip: string, crawlerId: string) => void,
   ) {}
 
   /** Binds 127.0.0.1:port (0 for any) and returns the port. */
@@ -123,8 +141,10 @@ export class EventCollector {
   }
 
   accept(line: string): void {
-    const e = parseEventLine(line, this.secret?.());
-    if (!e) return;
+    const parsed = parseEvent(line, this.secret?.());
+    if (!parsed) return;
+    const e = parsed.event;
+    if (parsed.claim !== null) this.onClaim?.(e.ip, parsed.claim);
     const day = this.now().toISOString().slice(0, 10);
     if (day !== this.day) {
       this.day = day;

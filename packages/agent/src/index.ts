@@ -5,3 +5,4 @@ export * from './haproxy.js';
 export * from './events.js';
 export * from './geo.js';
 export * from './certificates/index.js';
+export * from './crawlers.js';
