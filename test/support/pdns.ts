@@ -32,8 +32,12 @@ export interface Pdns {
   stop(): Promise<void>;
 }
 
-/** Starts pdns_server with the given zones (kind Native, created through the API, each with SOA and NS). */
-export async function startPdns(opts: { zones?: string[] } = {}): Promise<Pdns> {
+/**
+ * Starts pdns_server with the given zones (kind Native, created through the API, each with SOA and NS).
+ * `logQueries`: pdns logs every question it gets ("Remote <ip> wants '<name>|<type>'"), read
+ * through output(), so a test can wait until a question was asked.
+ */
+export async function startPdns(opts: { zones?: string[]; logQueries?: boolean } = {}): Promise<Pdns> {
   const zones = opts.zones ?? ['example.test'];
   const dir = mkdtempSync(join(tmpdir(), 'rampart-pdns-'));
   let proc: Proc | undefined;
@@ -64,6 +68,7 @@ export async function startPdns(opts: { zones?: string[] } = {}): Promise<Pdns> 
       '--daemon=no',
       '--disable-syslog',
       '--security-poll-suffix=', // no DNS query to the outside world for its security status
+      ...(opts.logQueries ? ['--log-dns-queries=yes', '--loglevel=7'] : []),
     ]);
     const running = proc;
     const assertRunning = () => {
@@ -134,4 +139,21 @@ async function stopWithin(proc: Proc, ms: number): Promise<void> {
   } finally {
     clearTimeout(kill);
   }
+}
+
+/**
+ * Replaces the records of one name and type in a zone through the API (PATCH, changetype
+ * REPLACE), e.g. setRecords(pdns, '60.0.127.in-addr.arpa', '1.60.0.127.in-addr.arpa', 'PTR',
+ * ['crawl.example.com.']). Names and contents are absolute (a trailing dot is added if missing).
+ */
+export async function setRecords(pdns: Pdns, zone: string, name: string, type: string, contents: string[], ttl = 60): Promise<void> {
+  const abs = (n: string) => (n.endsWith('.') ? n : `${n}.`);
+  const content = (c: string) => (type === 'PTR' || type === 'CNAME' || type === 'NS' ? abs(c) : c);
+  const res = await fetch(`${pdns.apiUrl}/api/v1/servers/localhost/zones/${abs(zone)}`, {
+    method: 'PATCH',
+    headers: { 'X-API-Key': pdns.apiKey, 'content-type': 'application/json' },
+    body: JSON.stringify({ rrsets: [{ name: abs(name), type, ttl, changetype: 'REPLACE', records: contents.map((c) => ({ content: content(c), disabled: false })) }] }),
+    signal: AbortSignal.timeout(5_000),
+  });
+  if (res.status !== 204) throw new Error(`setting ${name} ${type} in ${zone}: ${res.status} ${await res.text()}`);
 }

@@ -1,0 +1,138 @@
+import assert from 'node:assert/strict';
+import { readlink } from 'node:fs/promises';
+import { connect } from 'node:net';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { apiClient, ADMIN, rawRequest, settle, startAgent, startOrigin, viaProxy, type AgentProc, type ApiClient } from '../support/cluster.js';
+import { setRecords, startPdns, type Pdns } from '../support/pdns.js';
+import { freePort, startServe, waitFor } from '../support/processes.js';
+
+// docs/bots.md "Verified crawlers" through real processes: the control plane, an agent and its
+// HAProxy, and PowerDNS answering the PTR and A records. A User-Agent claiming Googlebot passes
+// the bot challenge only from an address verified by forward-confirmed reverse DNS, which the
+// agent hands to the running HAProxy through its runtime API, without a reload.
+
+const GOOGLEBOT = 'Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)';
+const BINGBOT = 'Mozilla/5.0 (compatible; bingbot/2.0; +http://www.bing.com/bingbot.htm)';
+const CHALLENGE = /Checking your browser/;
+
+describe('verified search crawlers', () => {
+  let pdns: Pdns;
+  let serve: Awaited<ReturnType<typeof startServe>>;
+  let api: ApiClient;
+  let agent: AgentProc;
+  let origin: Awaited<ReturnType<typeof startOrigin>>;
+  let serverId: string;
+  const host = 'crawl.test';
+  const get = (from: string, headers: Record<string, string> = {}) => viaProxy(agent.httpPort, host, '/', headers, from);
+  const reached = async (from: string, headers: Record<string, string>) => {
+    const r = await get(from, headers);
+    return r.status === 200 && r.text.includes('"origin":"origin"');
+  };
+  const challenged = async (from: string, headers: Record<string, string>, what: string) => {
+    const r = await get(from, headers);
+    assert.equal(r.status, 200, what);
+    assert.match(r.text, CHALLENGE, what);
+  };
+
+  /** One command on the agent's HAProxy master CLI. */
+  const master = (cmd: string) =>
+    new Promise<string>((resolve, reject) => {
+      const sock = connect(join(agent.dataDir, 'run', 'master.sock'));
+      let out = '';
+      sock.setEncoding('utf8');
+      sock.on('connect', () => sock.end(`${cmd}\n`));
+      sock.on('data', (d: string) => (out += d));
+      sock.on('error', reject);
+      sock.on('close', () => resolve(out));
+    });
+  /** The master's reload count and the worker's pid ("show proc"). */
+  const proc = async () => {
+    const lines = (await master('show proc')).split('\n');
+    const m = /^(\d+)\s+master\s+(\d+)/.exec(lines.find((l) => /\smaster\s/.test(l)) ?? '');
+    const w = /^(\d+)\s+worker\s/.exec(lines.find((l) => /\sworker\s/.test(l)) ?? '');
+    assert.ok(m && w, lines.join('\n'));
+    return { reloads: Number(m[2]), worker: Number(w[1]) };
+  };
+  const configDir = () => readlink(join(agent.dataDir, 'haproxy', 'current'));
+  const runtimeMap = async () => {
+    const out = await master(`@1 show map ${join(await configDir(), 'verified_crawlers.map')}`);
+    return out.split('\n').filter(Boolean).map((l) => l.split(' ').slice(1).join(' '));
+  };
+  /** Waits until pdns has been asked this question ("<name>|<type>"). */
+  const asked = (question: string) => waitFor(() => pdns.output().includes(`wants '${question}'`), `pdns to be asked ${question}`, 10_000, 25);
+
+  before(async () => {
+    pdns = await startPdns({ zones: ['60.0.127.in-addr.arpa', 'googlebot.com', 'evil.test'], logQueries: true });
+    const ptr = (n: number, name: string) => setRecords(pdns, '60.0.127.in-addr.arpa', `${n}.60.0.127.in-addr.arpa`, 'PTR', [name]);
+    await ptr(1, 'crawl-60-1.googlebot.com');
+    await setRecords(pdns, 'googlebot.com', 'crawl-60-1.googlebot.com', 'A', ['127.0.60.1']);
+    // Forward-confirmed, but not under Google's domains.
+    await ptr(2, 'crawl.googlebot.com.evil.test');
+    await setRecords(pdns, 'evil.test', 'crawl.googlebot.com.evil.test', 'A', ['127.0.60.2']);
+    // Under Google's domains, but the name points elsewhere.
+    await ptr(3, 'crawl-60-3.googlebot.com');
+    await setRecords(pdns, 'googlebot.com', 'crawl-60-3.googlebot.com', 'A', ['127.0.60.99']);
+
+    serve = await startServe({ port: await freePort(), adminToken: ADMIN });
+    api = await apiClient(serve.url);
+    origin = await startOrigin('origin');
+    const srv = await api.call('POST', '/api/servers', { name: 'edge-crawlers' });
+    serverId = srv.body.id;
+    agent = await startAgent({ serverUrl: serve.url, token: srv.body.connectionToken, nbthread: 2, args: ['--resolver', `127.0.0.1:${pdns.dnsPort}`] });
+    const d = await api.call('POST', '/api/domains', { domain: host, origins: [{ ip: '127.0.0.1', port: origin.port }], serverIds: [serverId], sslEnabled: false });
+    assert.equal(d.status, 201, JSON.stringify(d.body));
+    const bot = await api.call('POST', '/api/waf', { rule_type: 'block_bot', value: '{"enabled":true}' });
+    assert.equal(bot.status, 201, JSON.stringify(bot.body));
+    await settle(api);
+    await waitFor(async () => CHALLENGE.test((await get('127.0.60.9', { 'user-agent': 'curl/8.0' })).text), 'the bot challenge to be served');
+  });
+  after(async () => {
+    await agent?.stop();
+    await serve?.stop();
+    await origin?.close();
+    await pdns?.stop();
+  });
+
+  test('a Googlebot claim passes once FCrDNS verifies its address, without a reload; unverified claims stay challenged', async () => {
+    const dir = await configDir();
+    const before = await proc();
+
+    // Claims whose check fails: .2's PTR name is outside Google's domains (never resolved forward),
+    // .3's name resolves to another address.
+    await challenged('127.0.60.2', { 'user-agent': GOOGLEBOT }, 'PTR under evil.test, first request');
+    await challenged('127.0.60.3', { 'user-agent': GOOGLEBOT }, 'forward mismatch, first request');
+    await asked('2.60.0.127.in-addr.arpa|PTR');
+    await asked('crawl-60-3.googlebot.com|A');
+
+    // Until verified, the claimed crawler is challenged like any other client.
+    await challenged('127.0.60.1', { 'user-agent': GOOGLEBOT }, 'the first request from the real crawler');
+    await waitFor(() => reached('127.0.60.1', { 'user-agent': GOOGLEBOT }), 'the verified crawler to reach the origin', 10_000, 25);
+
+    assert.equal(await configDir(), dir, 'the same configuration directory');
+    assert.deepEqual(await proc(), before, 'no reload, the same worker');
+
+    await challenged('127.0.60.2', { 'user-agent': GOOGLEBOT }, 'PTR under evil.test');
+    await challenged('127.0.60.3', { 'user-agent': GOOGLEBOT }, 'forward answer points elsewhere');
+    await challenged('127.0.60.1', { 'user-agent': BINGBOT }, 'the verified Google address claiming Bingbot');
+    await challenged('127.0.60.1', { 'user-agent': 'curl/8.0' }, 'the verified address without a crawler claim');
+    // Two User-Agent headers claim nothing, whatever the first one says.
+    const twoHeaders = await rawRequest(agent.httpPort, `GET / HTTP/1.1\r\nHost: ${host}\r\nUser-Agent: ${GOOGLEBOT}\r\nUser-Agent: curl/8.0\r\nConnection: close\r\n\r\n`, '127.0.60.1');
+    assert.equal(twoHeaders.status, 200);
+    assert.match(twoHeaders.text, CHALLENGE, 'two User-Agent headers');
+
+    assert.ok(!pdns.output().includes("wants 'crawl.googlebot.com.evil.test|A'"), 'a name outside the documented domains is never resolved');
+    assert.deepEqual(await runtimeMap(), ['127.0.60.1 google'], 'the running map holds the verified address only');
+  });
+
+  test('a new configuration keeps the verified crawler (the map file it is rendered with, then a resync)', async () => {
+    const dir = await configDir();
+    const d = await api.call('POST', '/api/domains', { domain: 'other.crawl.test', origins: [{ ip: '127.0.0.1', port: origin.port }], serverIds: [serverId], sslEnabled: false });
+    assert.equal(d.status, 201, JSON.stringify(d.body));
+    await settle(api);
+    await waitFor(async () => (await configDir()) !== dir, 'the new configuration directory');
+    assert.ok(await reached('127.0.60.1', { 'user-agent': GOOGLEBOT }), 'still verified after the reload');
+    await waitFor(async () => (await runtimeMap()).join() === '127.0.60.1 google', 'the new worker\'s map to hold exactly the verified address', 5_000, 25);
+    await challenged('127.0.60.3', { 'user-agent': GOOGLEBOT }, 'still refused after the reload');
+  });
+});
