@@ -202,15 +202,6 @@ function M.answer(status, reason, html, id, retry)
   return "text/plain; charset=utf-8", body
 end
 
--- The Web Worker: hashes token .. n for n = start, start + step, ... in batches of Web Crypto
--- digests, posting progress, until one has the difficulty's leading zero bits.
--- (One line, no double quote: it is put into the page inside a double-quoted JavaScript string.)
-local SOLVER = "onmessage=async function(e){var t=e.data.t,d=e.data.d,n=e.data.s,k=e.data.k,c=new TextEncoder(),B=256;" ..
-  "function z(a){var b=0;for(var i=0;i<a.length;i++){var x=a[i];if(x===0){b+=8;continue}while(x<128){b++;x<<=1}break}return b}" ..
-  "for(;;){var p=[];for(var i=0;i<B;i++)p.push(crypto.subtle.digest('SHA-256',c.encode(t+(n+i*k))));" ..
-  "var r=await Promise.all(p);for(var j=0;j<B;j++){if(z(new Uint8Array(r[j]))>=d){postMessage({n:n+j*k});return}}" ..
-  "n+=B*k;postMessage({p:B})}};"
-
 -- The page: starts one worker per core (at most 4), shows the hashes tried, sends the first
 -- counter found to M.ANSWER_PATH, then reloads the page with the pass cookie. The token holds only
 -- [0-9a-z.] and the difficulty is a number: nothing else reaches the script.
@@ -223,13 +214,14 @@ function M.challenge_page(token, difficulty)
     "<noscript><p><strong>JavaScript is needed for this check.</strong> Please turn on JavaScript (and allow cookies) for this site, then reload the page. " ..
     "Without it the site cannot tell you from an automated client.</p></noscript>" ..
     "<p id=\"progress\" aria-live=\"polite\"></p><footer>Protected by Rampart</footer></main>" ..
+    "<script type=\"text/plain\" id=\"rampart-pow\">" .. (M.worker or "") .. "</script>" ..
     "<script>(function(){var T=\"" .. token .. "\",D=" .. tostring(difficulty) .. ",P=document.getElementById(\"progress\");" ..
-    "if(!window.Worker||!window.crypto||!crypto.subtle){P.textContent=\"This browser cannot run the check (it needs Web Workers and Web Crypto).\";return}" ..
-    "var u=URL.createObjectURL(new Blob([\"" .. SOLVER .. "\"],{type:\"text/javascript\"}));" ..
+    "if(!window.Worker||!window.Blob||!window.URL){P.textContent=\"This browser cannot run the check (it needs Web Workers).\";return}" ..
+    "var u=URL.createObjectURL(new Blob([document.getElementById(\"rampart-pow\").textContent],{type:\"text/javascript\"}));" ..
     "var k=Math.min(4,navigator.hardwareConcurrency||2),w=[],tried=0,t0=Date.now(),done=false;" ..
     "function stop(){w.forEach(function(x){x.terminate()})}" ..
     "for(var i=0;i<k;i++){var x=new Worker(u);x.onmessage=function(e){if(done)return;if(e.data.p){tried+=e.data.p;P.textContent=\"Working… \"+tried.toLocaleString()+\" hashes tried\";return}" ..
-    "done=true;stop();P.textContent=\"Done in \"+(Date.now()-t0)+\" ms. Loading the page…\";" ..
+    "done=true;stop();var ms=Date.now()-t0;window.rampartPow={ms:ms,hashes:tried,webCrypto:!!e.data.webCrypto};P.textContent=\"Done in \"+ms+\" ms. Loading the page…\";" ..
     "fetch(\"" .. M.ANSWER_PATH .. "?c=\"+T+\"&n=\"+e.data.n,{credentials:\"same-origin\",cache:\"no-store\"}).then(function(r){" ..
     "if(r.ok){location.reload()}else{P.textContent=\"The check did not pass. Reload the page to try again.\"}})};" ..
     "x.postMessage({t:T,d:D,s:i,k:k});w.push(x)}})();</script></body></html>\n"
@@ -255,9 +247,17 @@ function M.log_escape(s, max)
   return (string.gsub(s, "[^\33-\36\38-\126]", function(c) return string.format("%%%02X", string.byte(c)) end))
 end
 
--- Called by the generated data file.
+-- Called by the generated data file. The challenge page's worker script (assets/pow-worker.js,
+-- written next to it) is read once here, when HAProxy loads the configuration.
 function rampart_waf_configure(settings)
   M.settings = settings
+  if settings.worker_file then
+    local f = io.open(settings.worker_file, "r")
+    if f then
+      M.worker = f:read("a")
+      f:close()
+    end
+  end
 end
 
 ---------------------------------------------------------------------------------------------------

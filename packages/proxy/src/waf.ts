@@ -8,6 +8,7 @@ export const WAF_ASSETS = {
   'rampart_waf.lua': asset('lua/rampart_waf.lua'),
   'rampart_detect.lua': asset('lua/rampart_detect.lua'),
   'badbots.lst': asset('assets/badbots.lst'),
+  'pow-worker.js': asset('assets/pow-worker.js'),
 } as const;
 
 /**
@@ -209,6 +210,7 @@ export function renderWaf(
     `  difficulty = ${botOn ? botSettings!.difficulty : 0},`,
     `  all_paths = ${!botOn || botSettings!.paths === null},`,
     `  cookie_ttl = ${BOT_COOKIE_TTL_SECONDS},`,
+    `  worker_file = ${luaString(`${dir}/pow-worker.js`)},`,
     `  challenge_ttl = ${BOT_CHALLENGE_TTL_SECONDS},`,
     '})',
     '',
