@@ -1,3 +1,5 @@
+import { execFile } from 'node:child_process';
+import { createHmac } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { backendName } from '@rampart/protocol';
@@ -171,4 +173,71 @@ export function startModsecNginx(o: { dir: string; port: number; originPort: num
   );
   // -e: the error log before the configuration is read (the compiled-in one is /var/log/nginx's)
   return startProcess(NGINX, ['-p', `${dir}/`, '-c', join(dir, 'nginx.conf'), '-e', join(dir, 'error.log')]);
+}
+
+/**
+ * The origin of every proxy in the benches: a bare HAProxy answering every request itself, with
+ * the same defaults as Rampart's own configuration, so the proxies differ only by what they add.
+ */
+export function bareOriginConfig(port: number): string {
+  return [
+    'global',
+    '    hard-stop-after 30s',
+    '',
+    ...DEFAULTS_SECTION,
+    '',
+    'frontend bare',
+    `    bind 127.0.0.1:${port}`,
+    '    http-request return status 200 content-type text/plain string ok',
+    '',
+  ].join('\n');
+}
+
+/** A bot protection pass cookie as the shield server issues it (rampart_waf.lua): "<key id>.<expiry>.<HMAC-SHA256(key, ip|ua|expiry)>". */
+export function passCookie(key: { id: string; secret: string }, ip: string, ua: string): string {
+  const expiry = Math.floor(Date.now() / 1000) + 86_400;
+  const mac = createHmac('sha256', Buffer.from(key.secret, 'hex')).update(`${ip}|${ua}|${expiry}`).digest('hex');
+  return `rampart_bot=${key.id}.${expiry}.${mac}`;
+}
+
+export interface WrkResult {
+  rps: number;
+  p50: number;
+  p99: number;
+  avg: number;
+  requests: number;
+  non2xx: number;
+  socketErrors: number;
+}
+
+const UNIT_MS: Record<string, number> = { us: 0.001, ms: 1, s: 1000, m: 60_000 };
+const wrkMs = (s: string) => {
+  const m = /^([\d.]+)(us|ms|s|m)$/.exec(s.trim());
+  if (!m) throw new Error(`unreadable wrk latency ${s}`);
+  return Number(m[1]) * UNIT_MS[m[2]!]!;
+};
+
+/** wrk (Debian's, or $WRK), one thread, against http://127.0.0.1:port + path with the given headers. */
+export function runWrk(o: { port: number; path: string; seconds: number; connections: number; headers: Record<string, string> }): Promise<WrkResult> {
+  const args = ['-t1', `-c${o.connections}`, `-d${o.seconds}s`, '--latency', ...Object.entries(o.headers).flatMap(([k, v]) => ['-H', `${k}: ${v}`]), `http://127.0.0.1:${o.port}${o.path}`];
+  return new Promise((resolve, reject) => {
+    execFile(process.env.WRK ?? 'wrk', args, { timeout: (o.seconds + 30) * 1000 }, (err, out) => {
+      if (err) return reject(new Error(`wrk failed: ${err.message}\n${out}`));
+      try {
+        const field = (re: RegExp) => re.exec(out)?.[1];
+        const sock = /Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/.exec(out);
+        resolve({
+          rps: Number(field(/Requests\/sec:\s+([\d.]+)/)),
+          avg: wrkMs(field(/Latency\s+(\S+)/)!),
+          p50: wrkMs(field(/\s50%\s+(\S+)/)!),
+          p99: wrkMs(field(/\s99%\s+(\S+)/)!),
+          requests: Number(field(/(\d+) requests in/)),
+          non2xx: Number(field(/Non-2xx or 3xx responses:\s+(\d+)/) ?? 0),
+          socketErrors: sock ? sock.slice(1).reduce((a, b) => a + Number(b), 0) : 0,
+        });
+      } catch (e) {
+        reject(new Error(`${String(e)}\n${out}`));
+      }
+    });
+  });
 }

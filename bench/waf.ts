@@ -16,25 +16,23 @@
 // own configuration, prefix, temp paths and logs in the temporary directory, as a non-daemon master
 // on a free loopback port. Every process started here is stopped, and the temporary directory
 // removed, before the bench exits.
-import { execFile } from 'node:child_process';
-import { createHmac, randomBytes, randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { createSocket } from 'node:dgram';
 import { once } from 'node:events';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ensureCountrySubset, parseEventLine } from '@rampart/agent';
 import { AI_BOTS, RATE_LIMIT_MAX, rateLimitOf, type ServerSnapshot, type SnapshotDomain, type SnapshotRule } from '@rampart/protocol';
-import { DEFAULTS_SECTION, renderHaproxyConfig } from '@rampart/proxy';
+import { renderHaproxyConfig } from '@rampart/proxy';
 import { viaProxy } from '../test/support/cluster.js';
 import { freePort, startProcess, waitFor, type Proc } from '../test/support/processes.js';
-import { benchProcesses, modsecNginxInstalled, plainHaproxyConfig, startModsecNginx } from './support.js';
+import { bareOriginConfig, passCookie, benchProcesses, modsecNginxInstalled, plainHaproxyConfig, runWrk as runWrkOn, startModsecNginx, type WrkResult } from './support.js';
 
 const DURATION = Number(process.env.BENCH_SECONDS ?? 5);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
 const TRACKED_IPS = Number(process.env.BENCH_IPS ?? 50_000);
 const HAPROXY = process.env.HAPROXY ?? 'haproxy';
-const WRK = process.env.WRK ?? 'wrk';
 const HOST = 'bench.example.com';
 // The exact User-Agent wrk sends: the bot cookie is bound to it. Matches no bad-bot, crawler or AI list.
 const UA = 'Mozilla/5.0 (X11; Linux x86_64) rampart-bench/1.0';
@@ -62,21 +60,7 @@ async function startBare(): Promise<{ port: number; proc: Proc }> {
   const port = await freePort();
   const dir = join(tmp, 'bare');
   mkdirSync(dir);
-  writeFileSync(
-    join(dir, 'haproxy.cfg'),
-    [
-      'global',
-      '    hard-stop-after 30s',
-      '',
-      // the same defaults as Rampart's own configuration, so the two differ only by what Rampart adds
-      ...DEFAULTS_SECTION,
-      '',
-      'frontend bare',
-      `    bind 127.0.0.1:${port}`,
-      '    http-request return status 200 content-type text/plain string ok',
-      '',
-    ].join('\n'),
-  );
+  writeFileSync(join(dir, 'haproxy.cfg'), bareOriginConfig(port));
   const proc = launch(join(dir, 'haproxy.cfg'));
   await ready(proc, port, 'origin HAProxy');
   return { port, proc };
@@ -146,15 +130,13 @@ function withApiLimit(snapshot: ServerSnapshot): ServerSnapshot {
 // The shield server's state
 // ------------------------------------------------------------------------------------------------
 
-const BOT_SECRET = randomBytes(32).toString('hex'); // 64 hex characters, as the service issues
+const BOT_KEY = { id: randomBytes(4).toString('hex'), secret: randomBytes(32).toString('hex') }; // as the service issues
 const DOMAIN_ID = randomUUID();
 const BLOCKED_LOOPBACK = '127.0.0.2'; // one blacklist entry a sanity check can hit from loopback
 
-/** The challenge cookie exactly as the Lua engine computes it: HMAC-SHA256(secret, ip|ua|expiry). */
+/** The pass cookie exactly as the Lua engine issues it: "<key id>.<expiry>.<HMAC-SHA256(key, ip|ua|expiry)>". */
 function botCookie(ip: string, ua = UA): string {
-  const expiry = Math.floor(Date.now() / 1000) + 86_400;
-  const mac = createHmac('sha256', Buffer.from(BOT_SECRET, 'hex')).update(`${ip}|${ua}|${expiry}`).digest('hex');
-  return `rampart_bot=${expiry}.${mac}`;
+  return passCookie(BOT_KEY, ip, ua);
 }
 
 const COUNTRIES = 'US NL DE FR GB FI AU CA BR IN SE RU ES HK IT JP CH CN PL AT SG IE ID BE CO UA AR CZ TR RO MX ZA KR DK NO IR MU BD TW VN BG AE PT NZ LT MY CL SC PH TH IL RS HU EE LU PE EC SA KZ GR'.split(' ');
@@ -185,7 +167,7 @@ function wafSnapshot(domain: Omit<SnapshotDomain, 'id' | 'domain' | 'sslEnabled'
     revision: 1,
     domains: [{ id: DOMAIN_ID, domain: HOST, sslEnabled: false, serverAddresses: ['127.0.0.1'], ...domain }],
     rules,
-    botSecret: BOT_SECRET,
+    botKeys: [BOT_KEY],
   };
 }
 
@@ -193,46 +175,8 @@ function wafSnapshot(domain: Omit<SnapshotDomain, 'id' | 'domain' | 'sslEnabled'
 // Measurement
 // ------------------------------------------------------------------------------------------------
 
-interface WrkResult {
-  rps: number;
-  p50: number;
-  p99: number;
-  avg: number;
-  requests: number;
-  non2xx: number;
-  socketErrors: number;
-}
-
-const UNIT_MS: Record<string, number> = { us: 0.001, ms: 1, s: 1000, m: 60_000 };
-const ms = (s: string) => {
-  const m = /^([\d.]+)(us|ms|s|m)$/.exec(s.trim());
-  if (!m) throw new Error(`unreadable wrk latency ${s}`);
-  return Number(m[1]) * UNIT_MS[m[2]!]!;
-};
-
 function runWrk(port: number, path: string, seconds: number): Promise<WrkResult> {
-  const cookie = botCookie('127.0.0.1');
-  const args = ['-t1', `-c${CONNECTIONS}`, `-d${seconds}s`, '--latency', '-H', `Host: ${HOST}`, '-H', `User-Agent: ${UA}`, '-H', `Cookie: ${cookie}`, `http://127.0.0.1:${port}${path}`];
-  return new Promise((resolve, reject) => {
-    execFile(WRK, args, { timeout: (seconds + 30) * 1000 }, (err, out) => {
-      if (err) return reject(new Error(`wrk failed: ${err.message}\n${out}`));
-      try {
-        const field = (re: RegExp) => re.exec(out)?.[1];
-        const sock = /Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/.exec(out);
-        resolve({
-          rps: Number(field(/Requests\/sec:\s+([\d.]+)/)),
-          avg: ms(field(/Latency\s+(\S+)/)!),
-          p50: ms(field(/\s50%\s+(\S+)/)!),
-          p99: ms(field(/\s99%\s+(\S+)/)!),
-          requests: Number(field(/(\d+) requests in/)),
-          non2xx: Number(field(/Non-2xx or 3xx responses:\s+(\d+)/) ?? 0),
-          socketErrors: sock ? sock.slice(1).reduce((a, b) => a + Number(b), 0) : 0,
-        });
-      } catch (e) {
-        reject(new Error(`${String(e)}\n${out}`));
-      }
-    });
-  });
+  return runWrkOn({ port, path, seconds, connections: CONNECTIONS, headers: { Host: HOST, 'User-Agent': UA, Cookie: botCookie('127.0.0.1') } });
 }
 
 async function measure(port: number, path = SHORT_PATH): Promise<WrkResult> {
