@@ -221,7 +221,7 @@ function M.challenge_page(token, difficulty)
     "var k=Math.min(4,navigator.hardwareConcurrency||2),w=[],tried=0,t0=Date.now(),done=false;" ..
     "function stop(){w.forEach(function(x){x.terminate()})}" ..
     "for(var i=0;i<k;i++){var x=new Worker(u);x.onmessage=function(e){if(done)return;if(e.data.p){tried+=e.data.p;P.textContent=\"Working… \"+tried.toLocaleString()+\" hashes tried\";return}" ..
-    "done=true;stop();var ms=Date.now()-t0;window.rampartPow={ms:ms,hashes:tried,webCrypto:!!e.data.webCrypto};P.textContent=\"Done in \"+ms+\" ms. Loading the page…\";" ..
+    "done=true;stop();var ms=Date.now()-t0;window.rampartPow={ms:ms,hashes:e.data.n+1,webCrypto:!!e.data.webCrypto};P.textContent=\"Done in \"+ms+\" ms. Loading the page…\";" ..
     "fetch(\"" .. M.ANSWER_PATH .. "?c=\"+T+\"&n=\"+e.data.n,{credentials:\"same-origin\",cache:\"no-store\"}).then(function(r){" ..
     "if(r.ok){location.reload()}else{P.textContent=\"The check did not pass. Reload the page to try again.\"}})};" ..
     "x.postMessage({t:T,d:D,s:i,k:k});w.push(x)}})();</script></body></html>\n"

@@ -255,9 +255,11 @@ export function renderWaf(
       ),
       '    http-request set-var(txn.rp_cookie_ok) str(1) if { var(txn.rp_ckleft) -m int gt 0 } { var(txn.rp_ckmac) -m found } { req.cook(rampart_bot),field(3,.),lower,strcmp(txn.rp_ckmac) eq 0 }',
       // Every User-Agent header counts: a bad bot in any of them is refused (the ACL checks each
-      // occurrence), and only a request with exactly one can claim to be a search crawler.
-      `    http-request set-var(txn.rp_badbot) str(1) if { req.fhdr(user-agent) -m sub -i -f ${dir}/badbots.lst }`,
-      `    http-request set-var(txn.rp_claim) req.fhdr(user-agent),lower,map_sub(${dir}/crawlers.map) if { req.fhdr_cnt(user-agent) eq 1 }`,
+      // occurrence), and only a request with exactly one can claim to be a search crawler. A valid
+      // cookie was earned by a client that passed this check with this very header (the cookie is
+      // bound to it), so with one header and a valid cookie neither list is searched again.
+      `    http-request set-var(txn.rp_badbot) str(1) if !{ var(txn.rp_cookie_ok) -m found } { req.fhdr(user-agent) -m sub -i -f ${dir}/badbots.lst } or { req.fhdr_cnt(user-agent) gt 1 } { req.fhdr(user-agent) -m sub -i -f ${dir}/badbots.lst }`,
+      `    http-request set-var(txn.rp_claim) req.fhdr(user-agent),lower,map_sub(${dir}/crawlers.map) if !{ var(txn.rp_cookie_ok) -m found } { req.fhdr_cnt(user-agent) eq 1 }`,
       `    http-request set-var(txn.rp_vcrawler) src,map_ip(${dir}/${VERIFIED_CRAWLERS_MAP}) if { var(txn.rp_claim) -m found }`,
       '    http-request set-var(txn.rp_crawler) str(1) if { var(txn.rp_claim) -m found } { var(txn.rp_vcrawler),strcmp(txn.rp_claim) eq 0 }',
       ...(botSettings!.paths ? [`    http-request set-var(txn.rp_guarded) str(1) if { path -m beg -f ${dir}/bot_paths.lst }`] : []),

@@ -354,7 +354,7 @@ describe('the renderer re-checks every rule and WAF setting itself', () => {
     const out = renderHaproxyConfig(s, OPTIONS, target);
     assert.equal(out.files['verified_crawlers.map'], '192.0.2.7 google\n2001:db8::7 bing\n');
     assert.match(out.files['crawlers.map']!, /^googlebot google$/m);
-    assert.match(out.files['haproxy.cfg']!, /set-var\(txn\.rp_claim\) req\.fhdr\(user-agent\),lower,map_sub\(\/etc\/rampart\/cfg\/crawlers\.map\) if \{ req\.fhdr_cnt\(user-agent\) eq 1 \}/);
+    assert.match(out.files['haproxy.cfg']!, /set-var\(txn\.rp_claim\) req\.fhdr\(user-agent\),lower,map_sub\(\/etc\/rampart\/cfg\/crawlers\.map\) if !\{ var\(txn\.rp_cookie_ok\) -m found \} \{ req\.fhdr_cnt\(user-agent\) eq 1 \}/);
     assert.equal(out.hash, renderHaproxyConfig(s, OPTIONS, { configDir: '/etc/rampart/cfg' }).hash, 'verifications do not change the hash');
     for (const bad of [['192.0.2.7\n0.0.0.0/0', 'google'], ['192.0.2.7', 'evil'], ['192.0.2.7', 'google x']]) {
       assert.throws(() => renderHaproxyConfig(s, OPTIONS, { configDir: '/etc/rampart/cfg', verifiedCrawlers: new Map([bad as [string, string]]) }), UnsafeValueError, bad.join(' '));
