@@ -38,13 +38,27 @@ export interface BotKeyRotation {
 
 /** Rotates the account's key now and pushes the new pair to all its shield servers. */
 export async function rotateBotSecret(ctx: ServiceContext, accountId: string): Promise<BotKeyRotation> {
+  return (await rotate(ctx, accountId))!;
+}
+
+/**
+ * The rotation; with `dueBefore` (the job), only if the current key, read under the account's
+ * lock, still began signing before then: a rotation that committed since the job listed the
+ * account (by hand, or another run) is not rotated again, which would drop the key the cookies
+ * out there were signed with. Null when skipped.
+ */
+async function rotate(ctx: ServiceContext, accountId: string, dueBefore?: Date): Promise<BotKeyRotation | null> {
   const now = ctx.now();
-  const { row, touched } = await ctx.db.transaction().execute(async (tx) => {
-    if (!(await lockAccount(tx, accountId))) throw new AppError('unauthorized');
+  const done = await ctx.db.transaction().execute(async (tx) => {
+    const account = await lockAccount(tx, accountId);
+    if (!account) throw new AppError('unauthorized');
+    if (dueBefore && !(new Date(account.bot_key_created_at).getTime() < dueBefore.getTime())) return null;
     const row = await rotateBotKey(tx, accountId, { id: newBotKeyId(), secret: newSecret() }, now, new Date(now.getTime() + BOT_COOKIE_TTL_SECONDS * 1000));
     await bumpWafVersion(tx, accountId);
     return { row, touched: await bumpAllServers(tx, accountId) };
   });
+  if (!done) return null;
+  const { row, touched } = done;
   ctx.serversChanged(touched);
   return {
     key_id: row.bot_key_id,
@@ -60,8 +74,10 @@ export async function rotateBotSecret(ctx: ServiceContext, accountId: string): P
  */
 export async function runBotKeyJob(ctx: ServiceContext, maxAgeSeconds: number): Promise<{ rotated: number; retired: number }> {
   const now = ctx.now();
-  const due = await accountsWithOldBotKeys(ctx.db, new Date(now.getTime() - maxAgeSeconds * 1000), ROTATIONS_PER_RUN);
-  for (const accountId of due) await rotateBotSecret(ctx, accountId);
+  const dueBefore = new Date(now.getTime() - maxAgeSeconds * 1000);
+  const due = await accountsWithOldBotKeys(ctx.db, dueBefore, ROTATIONS_PER_RUN);
+  let rotated = 0;
+  for (const accountId of due) if (await rotate(ctx, accountId, dueBefore)) rotated++;
   const retired = await ctx.db.transaction().execute(async (tx) => {
     const accounts = await retireBotKeys(tx, now);
     const touched: string[] = [];
@@ -69,5 +85,5 @@ export async function runBotKeyJob(ctx: ServiceContext, maxAgeSeconds: number): 
     return { accounts, touched };
   });
   ctx.serversChanged(retired.touched);
-  return { rotated: due.length, retired: retired.accounts.length };
+  return { rotated, retired: retired.accounts.length };
 }
