@@ -23,8 +23,8 @@ Options:
   --acme-directory URL  the ACME directory (default: Let's Encrypt production; "staging" selects
                      Let's Encrypt staging); its TLS is trusted as Node trusts (NODE_EXTRA_CA_CERTS)
   --acme-email E     contact address of the agent's ACME account (optional)
-  --resolver HOST:PORT  DNS server for the check that a domain points to this server (default:
-                     the system's resolver)
+  --resolver HOST:PORT  DNS server for the check that a domain points to this server and for
+                     verifying search crawlers' addresses (default: the system's resolver)
   --renew-before-days N  renew certificates N days before they expire (default 30)
 
 Signals: SIGHUP checks every certificate at once (retries failed orders, renews what is due);
