@@ -14,12 +14,13 @@ import { AppError } from '../errors.js';
 
 /** Default age at which the scheduled job rotates a key: 7 days. */
 export const BOT_KEY_MAX_AGE_DEFAULT = 7 * 86_400;
-const BOT_KEY_MAX_AGE_MIN = 3_600;
+// At least one cookie lifetime: a scheduled rotation never retires a key whose cookies still live.
+const BOT_KEY_MAX_AGE_MIN = BOT_COOKIE_TTL_SECONDS;
 const BOT_KEY_MAX_AGE_MAX = 365 * 86_400;
 /** Accounts rotated per job run: a backlog is worked through over the following runs. */
 const ROTATIONS_PER_RUN = 500;
 
-/** RAMPART_BOT_KEY_MAX_AGE: seconds from an hour to a year; the default when unset or blank. */
+/** RAMPART_BOT_KEY_MAX_AGE: seconds from a day (one cookie lifetime) to a year; the default when unset or blank. */
 export function botKeyMaxAgeFromEnv(raw: string | undefined): number {
   if (raw === undefined || raw.trim() === '') return BOT_KEY_MAX_AGE_DEFAULT;
   const seconds = Number(raw);
