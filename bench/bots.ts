@@ -43,7 +43,7 @@ function snapshot(botValue: string | undefined): ServerSnapshot {
   return {
     serverId: 'bench',
     revision: 1,
-    domains: [{ id: DOMAIN_ID, domain: HOST, origins: [{ ip: '127.0.0.1', port: 0 }], sslEnabled: false, wafEnabled: true, wafLevel: 'low', serverAddresses: ['127.0.0.1'] }],
+    domains: [{ id: DOMAIN_ID, domain: HOST, origins: [{ ip: '127.0.0.1', port: 0 }], sslEnabled: false, wafEnabled: true, wafLevel: 'low', wafMode: 'block', serverAddresses: ['127.0.0.1'] }],
     rules,
     botKeys: [KEY],
   };

@@ -1,9 +1,8 @@
 import { execFile } from 'node:child_process';
-import { createHmac } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { backendName } from '@rampart/protocol';
-import { DEFAULTS_SECTION, renderBackend } from '@rampart/proxy';
+import { DEFAULTS_SECTION, passCookieMac, renderBackend } from '@rampart/proxy';
 import { startProcess, type Proc } from '../test/support/processes.js';
 
 /**
@@ -193,11 +192,10 @@ export function bareOriginConfig(port: number): string {
   ].join('\n');
 }
 
-/** A bot protection pass cookie as the shield server issues it (rampart_waf.lua): "<key id>.<expiry>.<HMAC-SHA256(key, ip|ua|expiry)>". */
+/** A bot protection pass cookie as the shield server issues it (rampart_waf.lua): "<key id>.<expiry>.<MAC>". */
 export function passCookie(key: { id: string; secret: string }, ip: string, ua: string): string {
   const expiry = Math.floor(Date.now() / 1000) + 86_400;
-  const mac = createHmac('sha256', Buffer.from(key.secret, 'hex')).update(`${ip}|${ua}|${expiry}`).digest('hex');
-  return `rampart_bot=${key.id}.${expiry}.${mac}`;
+  return `rampart_bot=${key.id}.${expiry}.${passCookieMac(key.secret, ip, ua, expiry)}`;
 }
 
 export interface WrkResult {

@@ -54,7 +54,7 @@ end
 -- The browser finds a counter n such that SHA-256(token .. n) starts with `difficulty` zero bits
 -- and sends both to M.ANSWER_PATH; the engine checks the MAC, the expiry and the work (HAProxy's
 -- own hmac and sha2 converters, no call out) and answers with the pass cookie:
---   "<key id>.<expiry>.<hex HMAC-SHA256(key, ip|ua|expiry)>"
+--   "<key id>.<expiry>.<MAC over ip|ua|expiry>" (M.cookie_mac)
 -- checked natively on every later request (waf.ts). Both are bound to the client's address and
 -- User-Agent, and valid on every shield server of the account (they share its keys).
 ---------------------------------------------------------------------------------------------------
@@ -62,8 +62,12 @@ end
 M.COOKIE = "rampart_bot"
 M.ANSWER_PATH = "/.well-known/rampart/bot"
 
-function M.cookie_payload(ip, ua, expiry)
-  return ip .. "|" .. ua .. "|" .. tostring(expiry)
+-- The pass cookie's MAC (pow.ts passCookieMac): HMAC's nested construction with plain SHA-256 and
+-- the key's two derived block-sized keys, which HAProxy checks fast on every request (waf.ts).
+-- sha256_hex(data): upper-case hex, as HAProxy's hex converter writes it.
+function M.cookie_mac(key, ip, ua, expiry, sha256_hex)
+  local inner = sha256_hex(key.inner .. "|" .. ip .. "|" .. ua .. "|" .. tostring(expiry))
+  return string.lower(sha256_hex(key.outer .. inner))
 end
 
 function M.challenge_payload(ip, ua, kid, expiry, difficulty, nonce)
@@ -352,7 +356,7 @@ if core ~= nil and core.register_action ~= nil then
     end
     local key = M.settings.keys[1]
     local expiry = now + M.settings.cookie_ttl
-    local value = key.id .. "." .. tostring(expiry) .. "." .. hmac_of(txn)(key.secret, M.cookie_payload(ip, ua, expiry))
+    local value = key.id .. "." .. tostring(expiry) .. "." .. M.cookie_mac(key, ip, ua, expiry, function(data) return txn.c:hex(txn.c:sha2(data, 256)) end)
     local cookie = M.COOKIE .. "=" .. value .. "; Path=/; Max-Age=" .. M.settings.cookie_ttl .. "; SameSite=Lax; HttpOnly"
     local tls = txn.f:ssl_fc() -- a boolean sample (0/1 in some builds)
     if tls == true or tls == 1 then cookie = cookie .. "; Secure" end

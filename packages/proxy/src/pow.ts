@@ -1,5 +1,7 @@
 import { createHash } from 'node:crypto';
 
+const sha256hex = (s: string) => createHash('sha256').update(s).digest('hex');
+
 /**
  * The proof of work of the bot challenge (docs/bots.md), as native code does it: what a client
  * that does not run the page's JavaScript must pay per pass. Used by the tests and by
@@ -38,4 +40,21 @@ export function solveChallenge(token: string, difficulty: number): { counter: nu
 /** The answer's path and query for a solved token. */
 export function answerUrl(token: string, counter: number): string {
   return `${BOT_ANSWER_PATH}?c=${token}&n=${counter}`;
+}
+
+/**
+ * The pass cookie's MAC keys, derived from a bot key (hex): two independent 64-character keys,
+ * each exactly one SHA-256 block, for HMAC's nested construction done with plain SHA-256 (the one
+ * HAProxy runs fast on every request; its hmac converter costs several times more per call):
+ *   MAC = SHA-256(outer || HEX(SHA-256(inner || "|" ip "|" user-agent "|" expiry)))
+ * HEX is upper case, as HAProxy's hex converter writes it; the cookie carries the MAC in lower case.
+ */
+export function cookieKeys(secretHex: string): { inner: string; outer: string } {
+  return { inner: sha256hex(`rampart pass cookie inner|${secretHex}`), outer: sha256hex(`rampart pass cookie outer|${secretHex}`) };
+}
+
+/** The pass cookie's MAC (lower-case hex) for a client, as the shield server computes it. */
+export function passCookieMac(secretHex: string, ip: string, ua: string, expiry: number): string {
+  const { inner, outer } = cookieKeys(secretHex);
+  return sha256hex(outer + sha256hex(`${inner}|${ip}|${ua}|${expiry}`).toUpperCase());
 }

@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { blockBotOf, BOT_CHALLENGE_TTL_SECONDS, BOT_COOKIE_TTL_SECONDS, isIP, BOT_KEY_ID_PATTERN, checkRuleValue, findAiBot, SEARCH_CRAWLERS, isUuid, rateLimitOf, wafExceptionOf, WAF_LEVELS, WAF_MODES, type ServerSnapshot, type SnapshotDomain, type SnapshotRule } from '@rampart/protocol';
 import { UnsafeValueError } from './backend.js';
+import { cookieKeys } from './pow.js';
 
 // The proxy package's own assets: the Lua engine and the curated lists. Read once at load.
 const asset = (path: string) => readFileSync(new URL(`../${path}`, import.meta.url), 'utf8');
@@ -206,7 +207,7 @@ export function renderWaf(
     '  },',
     `  countries = { ${globalCountries} },`,
     `  bot = ${botOn ? luaString(bot!.id) : 'nil'},`,
-    `  keys = { ${botOn ? keys.map((k) => `{ id = ${luaString(k.id)}, secret = ${luaString(b64(k.secret))} }`).join(', ') : ''} },`,
+    `  keys = { ${botOn ? keys.map((k) => `{ id = ${luaString(k.id)}, secret = ${luaString(b64(k.secret))}, inner = ${luaString(cookieKeys(k.secret).inner)}, outer = ${luaString(cookieKeys(k.secret).outer)} }`).join(', ') : ''} },`,
     `  difficulty = ${botOn ? botSettings!.difficulty : 0},`,
     `  all_paths = ${!botOn || botSettings!.paths === null},`,
     `  cookie_ttl = ${BOT_COOKIE_TTL_SECONDS},`,
@@ -242,18 +243,25 @@ export function renderWaf(
     frontend.push(`    http-request set-var(txn.rp_cc) src,map_ip(${opts.countryMap})`);
   }
   if (botOn) {
-    // The pass cookie "<key id>.<expiry>.<hex HMAC-SHA256(key, ip|ua|expiry)>", checked natively
-    // with the key its id names (the current one, or the previous one while its cookies live):
-    // the same MAC the Lua engine signs when a challenge is answered (rampart_waf.lua).
+    // The pass cookie "<key id>.<expiry>.<MAC>", checked natively with the key its id names (the
+    // current one, or the previous one while its cookies live): the same MAC the Lua engine signs
+    // when a challenge is answered (rampart_waf.lua, pow.ts passCookieMac).
     frontend.push(
-      '    http-request set-var(txn.rp_ckkid) req.cook(rampart_bot),field(1,.)',
-      '    http-request set-var(txn.rp_ckexp) req.cook(rampart_bot),field(2,.)',
-      '    http-request set-var(txn.rp_ckleft) date,neg,add(txn.rp_ckexp)',
-      '    http-request set-var(txn.rp_ua) req.fhdr(user-agent)',
-      ...keys.map(
-        (k) => `    http-request set-var(txn.rp_ckmac) src,concat(|,txn.rp_ua,|),concat(,txn.rp_ckexp),hmac(sha256,${b64(k.secret)}),hex,lower if { var(txn.rp_ckkid) -m str ${k.id} }`,
-      ),
-      '    http-request set-var(txn.rp_cookie_ok) str(1) if { var(txn.rp_ckleft) -m int gt 0 } { var(txn.rp_ckmac) -m found } { req.cook(rampart_bot),field(3,.),lower,strcmp(txn.rp_ckmac) eq 0 }',
+      // (The cookie header is parsed once; an absent or expired cookie costs no HMAC.)
+      '    http-request set-var(txn.rp_ck) req.cook(rampart_bot)',
+      '    http-request set-var(txn.rp_ckexp) var(txn.rp_ck),field(2,.) if { var(txn.rp_ck) -m found }',
+      '    http-request set-var(txn.rp_ckkid) var(txn.rp_ck),field(1,.) if { var(txn.rp_ckexp) -m found } { date,sub(txn.rp_ckexp) -m int lt 0 }',
+      '    http-request set-var(txn.rp_ua) req.fhdr(user-agent) if { var(txn.rp_ckkid) -m found }',
+      '    http-request set-var(txn.rp_src) src if { var(txn.rp_ckkid) -m found }',
+      ...keys.flatMap((k) => {
+        const { inner, outer } = cookieKeys(k.secret);
+        const mine = `if { var(txn.rp_ckkid) -m str ${k.id} }`;
+        return [
+          `    http-request set-var(txn.rp_ckin) str(${inner}),concat(|,txn.rp_src,|),concat(,txn.rp_ua,|),concat(,txn.rp_ckexp,),sha2(256),hex ${mine}`,
+          `    http-request set-var(txn.rp_ckmac) str(${outer}),concat(,txn.rp_ckin,),sha2(256),hex ${mine}`,
+        ];
+      }),
+      '    http-request set-var(txn.rp_cookie_ok) str(1) if { var(txn.rp_ckmac) -m found } { var(txn.rp_ck),field(3,.),upper,strcmp(txn.rp_ckmac) eq 0 }',
       // Every User-Agent header counts: a bad bot in any of them is refused (the ACL checks each
       // occurrence), and only a request with exactly one can claim to be a search crawler. A valid
       // cookie was earned by a client that passed this check with this very header (the cookie is

@@ -8,7 +8,7 @@ import { promisify } from 'node:util';
 import { after, describe, test } from 'node:test';
 import fc from 'fast-check';
 import type { ServerSnapshot, SnapshotDomain, SnapshotRule } from '@rampart/protocol';
-import { renderHaproxyConfig, UnsafeValueError, type RenderOptions, type RenderTarget } from '../src/index.js';
+import { cookieKeys, renderHaproxyConfig, UnsafeValueError, type RenderOptions, type RenderTarget } from '../src/index.js';
 import { goldenSuite } from './golden.js';
 
 // The live shield-server renderer (docs/architecture.md "Data plane"): snapshot in, { files, hash } out.
@@ -328,9 +328,12 @@ describe('the renderer re-checks every rule and WAF setting itself', () => {
     s.botKeys = [{ id: 'k2', secret: 'ab'.repeat(32) }, { id: 'k1', secret: 'cd'.repeat(32) }];
     const files = render(s).files;
     const cfg = files['haproxy.cfg']!;
-    const b64 = (hex: string) => Buffer.from(hex, 'hex').toString('base64');
-    assert.ok(cfg.includes(`hmac(sha256,${b64('ab'.repeat(32))}),hex,lower if { var(txn.rp_ckkid) -m str k2 }`));
-    assert.ok(cfg.includes(`hmac(sha256,${b64('cd'.repeat(32))}),hex,lower if { var(txn.rp_ckkid) -m str k1 }`));
+    for (const [id, secret] of [['k2', 'ab'.repeat(32)], ['k1', 'cd'.repeat(32)]] as const) {
+      const { inner, outer } = cookieKeys(secret);
+      assert.ok(cfg.includes(`set-var(txn.rp_ckin) str(${inner}),concat(|,txn.rp_src,|),concat(,txn.rp_ua,|),concat(,txn.rp_ckexp,),sha2(256),hex if { var(txn.rp_ckkid) -m str ${id} }`), id);
+      assert.ok(cfg.includes(`set-var(txn.rp_ckmac) str(${outer}),concat(,txn.rp_ckin,),sha2(256),hex if { var(txn.rp_ckkid) -m str ${id} }`), id);
+    }
+    assert.doesNotMatch(cfg, new RegExp('ab'.repeat(32)), 'the key itself is not in the configuration, only keys derived from it');
     // The current key first: it signs; the previous one only verifies.
     assert.match(files['waf_data.lua']!, /keys = \{ \{ id = "k2", .*\}, \{ id = "k1", .*\} \}/);
     const none = botOn();

@@ -379,7 +379,12 @@ test("the challenge page carries the token and difficulty, never a cookie, and e
 end)
 
 test("response bodies", function()
-  eq(M.cookie_payload("192.0.2.1", "UA/1.0", 123), "192.0.2.1|UA/1.0|123", "payload")
+  -- The MAC's composition, with a stand-in hash that shows its input.
+  local calls = {}
+  local mac = M.cookie_mac({ inner = "IN", outer = "OUT" }, "192.0.2.1", "UA/1.0", 123, function(d) calls[#calls + 1] = d; return "H(" .. d .. ")" end)
+  eq(calls[1], "IN|192.0.2.1|UA/1.0|123", "inner input: inner key, address, user-agent, expiry")
+  eq(calls[2], "OUTH(IN|192.0.2.1|UA/1.0|123)", "outer input: outer key and the inner hex")
+  eq(mac, "h(outh(in|192.0.2.1|ua/1.0|123))", "lower case")
   truthy(M.body(429):lower():find("rate limit", 1, true), "429 body announces the rate limit")
   truthy(M.body(403):find("Forbidden", 1, true), "403 body")
 end)
