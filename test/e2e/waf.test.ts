@@ -4,6 +4,8 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { request as httpRequest } from 'node:http';
+import { connect } from 'node:net';
+import { once } from 'node:events';
 import { after, before, describe, test } from 'node:test';
 import { answerUrl, leadingZeroBits, parseChallengePage, solveChallenge } from '@rampart/proxy';
 import { apiClient, ADMIN, settle, startAgent, startOrigin, viaProxy, type AgentProc, type ApiClient } from '../support/cluster.js';
@@ -206,6 +208,41 @@ describe('WAF through real HAProxy', () => {
       ['the old form without key id', `${name}=${expiry}.${mac}`],
     ] as const) {
       assert.equal(await challenged('low.waf.test', '127.0.16.2', '/', { 'user-agent': ua, cookie: forged }), true, what);
+    }
+    // On one keep-alive connection: a cookie verified once passes natively afterwards, but only
+    // that very cookie with that very User-Agent; anything else is checked again.
+    // (A raw socket: the requests must share one connection whatever the origin's keep-alive hint says.)
+    const socket = connect({ host: '127.0.0.1', port: agent.httpPort, localAddress: '127.0.16.2' });
+    await once(socket, 'connect');
+    let buffered = '';
+    socket.setEncoding('latin1');
+    socket.on('data', (d: string) => (buffered += d));
+    const onConnection = async (headers: Record<string, string>) => {
+      buffered = '';
+      socket.write(`GET / HTTP/1.1\r\nHost: low.waf.test\r\n${Object.entries(headers).map(([k, v]) => `${k}: ${v}\r\n`).join('')}\r\n`);
+      await waitFor(() => {
+        const end = buffered.indexOf('\r\n\r\n');
+        const length = /\r\ncontent-length: *(\d+)/i.exec(buffered.slice(0, end))?.[1];
+        return end > 0 && length !== undefined && buffered.length >= end + 4 + Number(length);
+      }, 'a whole response on the connection', 10_000, 5);
+      return buffered;
+    };
+    try {
+      const steps: [string, Record<string, string>, boolean][] = [
+        ['the valid cookie', { 'user-agent': ua, cookie }, true],
+        ['again, from the connection\'s memory', { 'user-agent': ua, cookie }, true],
+        ['the same cookie with another User-Agent', { 'user-agent': 'curl/8.0', cookie }, false],
+        ['a forged expiry', { 'user-agent': ua, cookie: `${name}=${kid}.${Number(expiry) + 86400}.${mac}` }, false],
+        ['no cookie', { 'user-agent': ua }, false],
+        ['the valid cookie once more', { 'user-agent': ua, cookie }, true],
+      ];
+      for (const [what, headers, passes] of steps) {
+        const res = await onConnection(headers);
+        assert.equal(res.includes('"origin"'), passes, `${what}: ${passes ? 'passes' : 'challenged'}`);
+        assert.equal(socket.destroyed, false, `${what}: the connection stays open`);
+      }
+    } finally {
+      socket.destroy();
     }
     // Every User-Agent header counts: a bad bot hiding behind a browser's, a crawler's name
     // behind a second header, and a crawler's name inside another client's stay refused.

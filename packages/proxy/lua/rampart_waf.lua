@@ -128,6 +128,17 @@ function M.check_answer(query, ip, ua, now, hmac, sha256)
   return true
 end
 
+-- A pass cookie for this client: valid, not expired, signed with a key the server holds. Returns
+-- true and the expiry, or false.
+function M.check_cookie(value, ip, ua, now, sha256_hex)
+  local kid, expiry, mac = M.parse_cookie(value)
+  if kid == nil or expiry <= now then return false end
+  local key = M.key(kid)
+  if key == nil then return false end
+  if M.cookie_mac(key, ip, ua, expiry, sha256_hex) ~= mac then return false end
+  return true, expiry
+end
+
 function M.parse_cookie(value)
   if value == nil then return nil end
   local kid, expiry, mac = string.match(value, "^([0-9a-z]+)%.(%d+)%.(%x+)$")
@@ -282,6 +293,24 @@ if core ~= nil and core.register_action ~= nil then
     return function(data) return txn.c:sha2(data, 256) end
   end
 
+  local function sha256_hex_of(txn)
+    return function(data) return txn.c:hex(txn.c:sha2(data, 256)) end
+  end
+
+  -- The pass cookie of the request, checked against the keys the server holds (current and
+  -- previous); a valid one is remembered for the connection (session variables, see waf.ts).
+  local function verify_cookie(txn)
+    local value = txn.f:req_cook(M.COOKIE)
+    if value == nil or value == "" or #value > 128 then return false end
+    local ua = txn.f:req_fhdr("user-agent") or ""
+    local ok, expiry = M.check_cookie(value, txn.f:src(), ua, os.time(), sha256_hex_of(txn))
+    if not ok then return false end
+    txn:set_var("sess.rp_okck", value)
+    txn:set_var("sess.rp_okua", ua)
+    txn:set_var("sess.rp_okexp", expiry)
+    return true
+  end
+
   -- What the native lookups found, read from txn variables only when a step asks (a request
   -- that passes early never pays for the later ones).
   local FIELDS = {
@@ -291,8 +320,8 @@ if core ~= nil and core.register_action ~= nil then
     country = function(txn) return var(txn, "txn.rp_cc") end,
     badbot = function(txn) return var(txn, "txn.rp_badbot") ~= nil end,
     crawler = function(txn) return var(txn, "txn.rp_crawler") ~= nil end,
-    -- the pass cookie is verified natively (hmac converter); see waf.ts
-    cookie_ok = function(txn) return var(txn, "txn.rp_cookie_ok") ~= nil end,
+    -- a cookie this connection already showed passes natively (waf.ts); any other is verified here
+    cookie_ok = function(txn) return var(txn, "txn.rp_cookie_ok") ~= nil or verify_cookie(txn) end,
     guarded = function(txn) return var(txn, "txn.rp_guarded") ~= nil end,
     answer = function(txn) return txn.f:path() == M.ANSWER_PATH end,
   }
@@ -356,7 +385,7 @@ if core ~= nil and core.register_action ~= nil then
     end
     local key = M.settings.keys[1]
     local expiry = now + M.settings.cookie_ttl
-    local value = key.id .. "." .. tostring(expiry) .. "." .. M.cookie_mac(key, ip, ua, expiry, function(data) return txn.c:hex(txn.c:sha2(data, 256)) end)
+    local value = key.id .. "." .. tostring(expiry) .. "." .. M.cookie_mac(key, ip, ua, expiry, sha256_hex_of(txn))
     local cookie = M.COOKIE .. "=" .. value .. "; Path=/; Max-Age=" .. M.settings.cookie_ttl .. "; SameSite=Lax; HttpOnly"
     local tls = txn.f:ssl_fc() -- a boolean sample (0/1 in some builds)
     if tls == true or tls == 1 then cookie = cookie .. "; Secure" end

@@ -243,25 +243,13 @@ export function renderWaf(
     frontend.push(`    http-request set-var(txn.rp_cc) src,map_ip(${opts.countryMap})`);
   }
   if (botOn) {
-    // The pass cookie "<key id>.<expiry>.<MAC>", checked natively with the key its id names (the
-    // current one, or the previous one while its cookies live): the same MAC the Lua engine signs
-    // when a challenge is answered (rampart_waf.lua, pow.ts passCookieMac).
+    // The pass cookie "<key id>.<expiry>.<MAC>" is verified by the Lua engine (rampart_waf.lua,
+    // the same MAC it signs; pow.ts passCookieMac), which then keeps the verified cookie,
+    // User-Agent and expiry in session variables: later requests on the same connection (whose
+    // address cannot change) showing that very cookie with that very User-Agent pass here,
+    // natively, without Lua or hashing.
     frontend.push(
-      // (The cookie header is parsed once; an absent or expired cookie costs no HMAC.)
-      '    http-request set-var(txn.rp_ck) req.cook(rampart_bot)',
-      '    http-request set-var(txn.rp_ckexp) var(txn.rp_ck),field(2,.) if { var(txn.rp_ck) -m found }',
-      '    http-request set-var(txn.rp_ckkid) var(txn.rp_ck),field(1,.) if { var(txn.rp_ckexp) -m found } { date,sub(txn.rp_ckexp) -m int lt 0 }',
-      '    http-request set-var(txn.rp_ua) req.fhdr(user-agent) if { var(txn.rp_ckkid) -m found }',
-      '    http-request set-var(txn.rp_src) src if { var(txn.rp_ckkid) -m found }',
-      ...keys.flatMap((k) => {
-        const { inner, outer } = cookieKeys(k.secret);
-        const mine = `if { var(txn.rp_ckkid) -m str ${k.id} }`;
-        return [
-          `    http-request set-var(txn.rp_ckin) str(${inner}),concat(|,txn.rp_src,|),concat(,txn.rp_ua,|),concat(,txn.rp_ckexp,),sha2(256),hex ${mine}`,
-          `    http-request set-var(txn.rp_ckmac) str(${outer}),concat(,txn.rp_ckin,),sha2(256),hex ${mine}`,
-        ];
-      }),
-      '    http-request set-var(txn.rp_cookie_ok) str(1) if { var(txn.rp_ckmac) -m found } { var(txn.rp_ck),field(3,.),upper,strcmp(txn.rp_ckmac) eq 0 }',
+      '    http-request set-var(txn.rp_cookie_ok) str(1) if { req.cook(rampart_bot),strcmp(sess.rp_okck) eq 0 } { req.fhdr(user-agent),strcmp(sess.rp_okua) eq 0 } { date,sub(sess.rp_okexp) -m int lt 0 }',
       // Every User-Agent header counts: a bad bot in any of them is refused (the ACL checks each
       // occurrence), and only a request with exactly one can claim to be a search crawler. A valid
       // cookie was earned by a client that passed this check with this very header (the cookie is

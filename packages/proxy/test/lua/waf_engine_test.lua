@@ -378,6 +378,27 @@ test("the challenge page carries the token and difficulty, never a cookie, and e
   truthy(page:find("new Worker", 1, true) and page:find("<script type=\"text/plain\" id=\"rampart-pow\">onmessage=function(){/*the solver*/}</script>", 1, true), "the solver runs in Web Workers")
 end)
 
+test("check_cookie: this client's unexpired cookie of a held key passes; anything else does not", function()
+  setup({ bot = true })
+  M.settings.keys = { { id = "k2", inner = "I2", outer = "O2" }, { id = "k1", inner = "I1", outer = "O1" } }
+  -- A stand-in digest in upper-case hex (the cookie carries hex; not cryptographic).
+  local sha = function(d) local h = 0 for i = 1, #d do h = (h * 31 + string.byte(d, i)) % 4294967296 end return string.format("%08X", h) end
+  local function cookie(kid, key, ip, ua, expiry)
+    return kid .. "." .. expiry .. "." .. M.cookie_mac(key, ip, ua, expiry, sha)
+  end
+  local c = cookie("k2", M.settings.keys[1], "192.0.2.1", "UA/1", 2000)
+  local ok, expiry = M.check_cookie(c, "192.0.2.1", "UA/1", 1000, sha)
+  truthy(ok, "valid")
+  eq(expiry, 2000, "its expiry")
+  truthy(M.check_cookie(cookie("k1", M.settings.keys[2], "192.0.2.1", "UA/1", 2000), "192.0.2.1", "UA/1", 1000, sha), "the previous key")
+  falsy(M.check_cookie(c, "192.0.2.2", "UA/1", 1000, sha), "another address")
+  falsy(M.check_cookie(c, "192.0.2.1", "UA/2", 1000, sha), "another user-agent")
+  falsy(M.check_cookie(c, "192.0.2.1", "UA/1", 2000, sha), "expired")
+  falsy(M.check_cookie(cookie("k0", M.settings.keys[1], "192.0.2.1", "UA/1", 2000), "192.0.2.1", "UA/1", 1000, sha), "an unknown key id")
+  falsy(M.check_cookie((c:gsub("%.2000%.", ".2999.")), "192.0.2.1", "UA/1", 1000, sha), "a changed expiry")
+  falsy(M.check_cookie("k2.2000.zz", "192.0.2.1", "UA/1", 1000, sha), "malformed")
+end)
+
 test("response bodies", function()
   -- The MAC's composition, with a stand-in hash that shows its input.
   local calls = {}
