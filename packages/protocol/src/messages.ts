@@ -51,6 +51,14 @@ export const AGENT_LIMITS = {
   certMessage: 1000,
   /** Characters in agent/hello's agentVersion. */
   agentVersion: 64,
+  /** Domains in one analytics/batch (an account has at most 1,000). */
+  analyticsDomains: 1000,
+  /** analytics/batch messages an agent holds while the service is away (two hours of minutes). */
+  bufferedAnalytics: 120,
+  /** Requests (and each status class, and each block reason) one domain may count in one batch. */
+  analyticsRequests: 1_000_000_000_000,
+  /** Bytes in or out one domain may count in one batch. */
+  analyticsBytes: 1_000_000_000_000_000,
 } as const;
 
 /** Revisions and line numbers: non-negative integers a JavaScript number holds exactly. */
@@ -265,7 +273,40 @@ export const CertStatus = message(
     { additionalProperties: false },
   ),
 );
-export const AgentMessage = Type.Union([AgentHello, AgentHeartbeat, ConfigAck, StatusReport, EventsBatch, AcmeSlotRequest, AcmeChallengePublish, CertStatus]);
+// Traffic analytics (docs/analytics.md): every interval (60 s) the agent sends, per domain, what
+// HAProxy counted since the last batch (deltas of its cumulative counters) and the WAF's blocks.
+const AnalyticsCount = Type.Integer({ minimum: 0, maximum: AGENT_LIMITS.analyticsRequests });
+const AnalyticsBytes = Type.Integer({ minimum: 0, maximum: AGENT_LIMITS.analyticsBytes });
+export const STATUS_CLASSES = ['1xx', '2xx', '3xx', '4xx', '5xx', 'other'] as const;
+export type StatusClass = (typeof STATUS_CLASSES)[number];
+export const AnalyticsDomain = Type.Object(
+  {
+    domain: Type.String({ minLength: 1, maxLength: 253 }),
+    requests: AnalyticsCount,
+    status: Type.Object(Object.fromEntries(STATUS_CLASSES.map((c) => [c, AnalyticsCount])) as Record<StatusClass, typeof AnalyticsCount>, { additionalProperties: false }),
+    bytesIn: AnalyticsBytes,
+    bytesOut: AnalyticsBytes,
+    /** Blocked requests by WAF reason (reasons without blocks left out). */
+    blocked: Type.Partial(Type.Object(Object.fromEntries(WAF_REASONS.map((r) => [r, AnalyticsCount])) as Record<WafReason, typeof AnalyticsCount>), { additionalProperties: false }),
+  },
+  { additionalProperties: false },
+);
+export type AnalyticsDomain = Static<typeof AnalyticsDomain>;
+/** The start of a UTC minute, e.g. 2026-11-23T06:41:00.000Z (seconds and milliseconds zero). */
+export const ANALYTICS_MINUTE_PATTERN = '^\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}:00(\\.000)?Z$';
+export const AnalyticsBatch = message(
+  'analytics/batch',
+  Type.Object(
+    {
+      /** The minute the interval began in. */
+      minute: Type.String({ pattern: ANALYTICS_MINUTE_PATTERN, maxLength: 24 }),
+      domains: Type.Array(AnalyticsDomain, { maxItems: AGENT_LIMITS.analyticsDomains }),
+    },
+    { additionalProperties: false },
+  ),
+);
+export type AnalyticsBatchPayload = Static<typeof AnalyticsBatch>['payload'];
+export const AgentMessage = Type.Union([AgentHello, AgentHeartbeat, ConfigAck, StatusReport, EventsBatch, AcmeSlotRequest, AcmeChallengePublish, CertStatus, AnalyticsBatch]);
 export type AgentMessage = Static<typeof AgentMessage>;
 
 // service -> agent
