@@ -121,6 +121,11 @@ export class EventCollector {
      * a search crawler, before the daily cap (the cap limits what is stored, not what is verified).
      */
     private readonly onClaim?: (ip: string, crawlerId: string) => void,
+    /**
+     * Called with every valid, authenticated event before the daily cap (traffic analytics count
+     * blocks during a flood too; analytics.ts).
+     */
+    private readonly onEvent?: (event: WafEventItem) => void,
   ) {}
 
   /** Binds 127.0.0.1:port (0 for any) and returns the port. */
@@ -145,6 +150,7 @@ export class EventCollector {
     if (!parsed) return;
     const e = parsed.event;
     if (parsed.claim !== null) this.onClaim?.(e.ip, parsed.claim);
+    this.onEvent?.(e);
     const day = this.now().toISOString().slice(0, 10);
     if (day !== this.day) {
       this.day = day;
