@@ -16,6 +16,7 @@ export const ERRORS = {
   invalid_credentials: { status: 401, message: 'Invalid email or password' },
   email_taken: { status: 409, message: 'An account with this email already exists' },
   domain_exists: { status: 409, message: 'Domain already exists in this account' },
+  rule_exists: { status: 409, message: 'A rule of this type with this value already exists for this scope' },
   server_decommissioned: { status: 409, message: 'Server is decommissioned' },
   deposit_not_pending: { status: 409, message: 'Deposit is not pending' },
   tx_hash_used: { status: 409, message: 'txHash: this transaction was already credited' },

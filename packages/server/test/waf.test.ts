@@ -70,6 +70,35 @@ describe('POST /api/waf', () => {
     assert.equal((await rules(key)).length, 6);
   });
 
+  test('a repeated rule (same type, canonical value and scope) is refused with 409 and nothing is stored; another scope or value is not a repeat', async () => {
+    const { key } = await newAccount(t.app);
+    const domain = await call(t.app, 'POST', '/api/domains', { key, body: { domain: 'repeat.example.com', origins: [{ ip: '10.0.0.1', port: 80 }] } });
+    assert.equal(domain.status, 201, JSON.stringify(domain.body));
+    const first = await rule(key, { rule_type: 'block_ai_bot', value: 'GPTBot' });
+    for (const [what, body] of [
+      ['the same value in another case (canonical GPTBot)', { rule_type: 'block_ai_bot', value: 'gptbot' }],
+      ['the same JSON in another spelling', { rule_type: 'rate_limit', value: '{ "requests_per_minute": 60 }', seed: '{}' }],
+    ] as const) {
+      if ('seed' in body) assert.equal((await call(t.app, 'POST', '/api/waf', { key, body: { rule_type: body.rule_type, value: body.seed } })).status, 201);
+      const again = await call(t.app, 'POST', '/api/waf', { key, body: { rule_type: body.rule_type, value: body.value } });
+      assert.equal(again.status, 409, `${what}: ${JSON.stringify(again.body)}`);
+      assert.match(again.body.error, /already exists/);
+    }
+    assert.equal((await rules(key)).length, 2, 'nothing stored');
+    const scoped = await call(t.app, 'POST', '/api/waf', { key, body: { rule_type: 'block_ai_bot', value: 'GPTBot', domain_id: domain.body.id } });
+    assert.equal(scoped.status, 201, 'the same value on one domain is another rule');
+    const other = await rule(key, { rule_type: 'block_ai_bot', value: 'ClaudeBot' });
+    // Changing a rule's value into a repeat is refused too, and the rule keeps its value.
+    const put = await call(t.app, 'PUT', `/api/waf/${other.id}`, { key, body: { value: 'gptbot' } });
+    assert.equal(put.status, 409, JSON.stringify(put.body));
+    assert.ok(put.body.error.includes(first.id), 'the answer names the rule it repeats');
+    assert.equal((await rules(key)).find((r: any) => r.id === other.id).value, 'ClaudeBot');
+    assert.equal((await call(t.app, 'PUT', `/api/waf/${other.id}`, { key, body: { value: 'ClaudeBot', priority: 5 } })).status, 200, 'its own value is no repeat');
+    // Another account may have the same rule.
+    const { key: key2 } = await newAccount(t.app);
+    assert.equal((await call(t.app, 'POST', '/api/waf', { key: key2, body: { rule_type: 'block_ai_bot', value: 'GPTBot' } })).status, 201);
+  });
+
   test('rate_limit without requests_per_minute defaults to 60', async () => {
     const { key } = await newAccount(t.app);
     const r = await rule(key, { rule_type: 'rate_limit', value: '{}' });
@@ -290,7 +319,7 @@ describe('GET /api/waf', () => {
     const other = await newAccount(t.app);
     await rule(other.key, { rule_type: 'block_ip', value: '9.9.9.9', priority: 1 });
     const made = [];
-    for (const priority of [500, 3, 100, 42, 0]) made.push(await rule(key, { rule_type: 'block_ip', value: `10.0.0.${priority % 250}`, priority }));
+    for (const [i, priority] of [500, 3, 100, 42, 0].entries()) made.push(await rule(key, { rule_type: 'block_ip', value: `10.0.0.${i}`, priority }));
     made.push(await rule(key, { rule_type: 'block_country', value: 'FR' })); // default 100
     const list = await rules(key);
     assert.equal(list.length, 6);

@@ -47,3 +47,16 @@ export function updateRuleFields(db: Database | Tx, id: string, set: Updateable<
 export async function deleteRule(db: Database | Tx, id: string): Promise<void> {
   await db.deleteFrom('waf_rules').where('id', '=', id).execute();
 }
+
+/** The id of the account's rule with this type, value and scope (null: global), other than `exceptId`; undefined when none. */
+export async function findSameRule(db: Database | Tx, accountId: string, rule: { ruleType: string; value: string; domainId: string | null }, exceptId?: string): Promise<string | undefined> {
+  let q = db
+    .selectFrom('waf_rules')
+    .select('id')
+    .where('account_id', '=', accountId)
+    .where('rule_type', '=', rule.ruleType)
+    .where('value', '=', rule.value)
+    .where('domain_id', rule.domainId === null ? 'is' : '=', rule.domainId);
+  if (exceptId !== undefined) q = q.where('id', '<>', exceptId);
+  return (await q.executeTakeFirst())?.id;
+}

@@ -27,7 +27,7 @@ export async function wafRoutes(app: App, { ctx }: RouteDeps) {
     },
   });
   app.post('/api/waf', {
-    schema: { tags, security: SECURITY, summary: 'Create a WAF rule', body: RuleCreate, response: { 201: RuleView, ...ERROR_RESPONSES } },
+    schema: { tags, security: SECURITY, summary: 'Create a WAF rule (409 when the account has one of the same type, value and scope)', body: RuleCreate, response: { 201: RuleView, ...ERROR_RESPONSES, 409: { $ref: 'Error#' } } },
     handler: async (req, reply) => reply.code(201).send(await createRule(ctx, req.principal.accountId, req.body)),
   });
   app.put('/api/waf/:id', {
@@ -37,7 +37,7 @@ export async function wafRoutes(app: App, { ctx }: RouteDeps) {
       summary: 'Change value, enabled or priority; rule_type and domain_id are fixed',
       params: IdParams,
       body: RuleUpdate,
-      response: { 200: RuleView, ...ERROR_RESPONSES },
+      response: { 200: RuleView, ...ERROR_RESPONSES, 409: { $ref: 'Error#' } },
     },
     handler: async (req) => updateRule(ctx, req.principal.accountId, req.params.id, req.body),
   });

@@ -6,8 +6,8 @@ import { newId } from '../crypto.js';
 import { bumpWafVersion, lockAccount } from '../data/accounts.js';
 import { domainExists, serversOfDomain } from '../data/domains.js';
 import { bumpAllServers, bumpServers } from '../data/servers.js';
-import { deleteRule as deleteRuleRow, insertRule, listRules as listRuleRows, lockRule, updateRuleFields } from '../data/waf-rules.js';
-import { AppError, invalidField } from '../errors.js';
+import { deleteRule as deleteRuleRow, findSameRule, insertRule, listRules as listRuleRows, lockRule, updateRuleFields } from '../data/waf-rules.js';
+import { AppError, ERRORS, invalidField } from '../errors.js';
 import { enforceLimit } from './limits.js';
 
 export const MAX_RULES = 10_000;
@@ -79,13 +79,17 @@ export async function createRule(ctx: ServiceContext, accountId: string, input: 
     await lockAccount(tx, accountId);
     if (domainId !== null && !(await domainExists(tx, accountId, domainId))) throw new AppError('domain_not_found');
     await enforceLimit(tx, accountId, 'waf_rules', MAX_RULES, 'rule_limit');
+    const value = checked.ok ? checked.value : input.value;
+    // Values are canonical, so a repeat is found by equality (serialized under the account lock).
+    const same = await findSameRule(tx, accountId, { ruleType: input.rule_type, value, domainId });
+    if (same) throw new AppError('rule_exists', `${ERRORS.rule_exists.message} (rule ${same})`);
     const now = ctx.now();
     const row = await insertRule(tx, {
       id: newId(),
       account_id: accountId,
       domain_id: domainId,
       rule_type: input.rule_type,
-      value: checked.ok ? checked.value : input.value,
+      value,
       enabled: input.enabled ?? true,
       priority: input.priority ?? DEFAULT_PRIORITY,
       created_at: now,
@@ -112,6 +116,9 @@ export async function updateRule(ctx: ServiceContext, accountId: string, id: str
       const checked = checkRuleValue(current.rule_type as RuleType, patch.value);
       if (!checked.ok) throw invalidField('value', checked.message.replace(/^value /, ''));
       value = checked.value;
+      await lockAccount(tx, accountId);
+      const same = await findSameRule(tx, accountId, { ruleType: current.rule_type, value, domainId: current.domain_id }, id);
+      if (same) throw new AppError('rule_exists', `${ERRORS.rule_exists.message} (rule ${same})`);
     }
     const row = await updateRuleFields(tx, id, {
       value,
