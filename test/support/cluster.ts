@@ -73,6 +73,8 @@ export interface AgentStartOptions {
   haproxy?: string;
   nbthread?: number;
   countryMap?: string;
+  /** Between traffic analytics batches (RAMPART_AGENT_ANALYTICS_INTERVAL_MS; default the agent's 60 s). */
+  analyticsIntervalMs?: number;
   /** More flags (e.g. --acme-directory, --resolver) and environment (e.g. NODE_EXTRA_CA_CERTS). */
   args?: string[];
   env?: Record<string, string>;
@@ -90,7 +92,7 @@ export async function startAgent(opts: AgentStartOptions): Promise<AgentProc> {
       ...(opts.haproxy ? ['--haproxy', opts.haproxy] : []), ...(opts.nbthread ? ['--nbthread', String(opts.nbthread)] : []), ...(opts.countryMap ? ['--country-map', opts.countryMap] : []),
       ...(opts.args ?? []),
     ],
-    opts.env ?? {},
+    { ...(opts.analyticsIntervalMs !== undefined ? { RAMPART_AGENT_ANALYTICS_INTERVAL_MS: String(opts.analyticsIntervalMs) } : {}), ...(opts.env ?? {}) },
   );
   return { ...proc, dataDir, httpPort };
 }

@@ -12,6 +12,7 @@ import { makeResolver, type ResolveFn } from './certificates/resolve.js';
 import { ChallengeResponder } from './certificates/responder.js';
 import { CertificateStore } from './certificates/store.js';
 import { CrawlerVerifier, crawlerDns, RuntimeCrawlerMap, type CrawlerDns } from './crawlers.js';
+import { AnalyticsCollector } from './analytics.js';
 import { EventCollector } from './events.js';
 import { ensureCountrySubset } from './geo.js';
 import { HaproxyProcess } from './haproxy.js';
@@ -44,6 +45,8 @@ export interface AgentOptions {
   renewBeforeDays?: number;
   /** Proxy health check interval (10 s). */
   healthIntervalMs?: number;
+  /** Between traffic analytics batches (60 s; tests shorten it). */
+  analyticsIntervalMs?: number;
   /** Without a message or ping from the service for this long, the connection is dropped. */
   silenceMs?: number;
   backoff?: Backoff;
@@ -81,6 +84,8 @@ export class Agent {
   readonly proxy: HaproxyProcess;
   readonly applier: Applier;
   readonly events: EventCollector;
+  /** Traffic analytics: HAProxy's counters and the WAF's blocks, one analytics/batch per interval. */
+  readonly analytics: AnalyticsCollector;
   /** Verifies the addresses of claimed search crawlers; crawlerMap keeps HAProxy's map in step. */
   readonly crawlers: CrawlerVerifier;
   readonly crawlerMap: RuntimeCrawlerMap;
@@ -141,7 +146,16 @@ export class Agent {
       undefined,
       () => this.eventsSecret,
       (ip, crawlerId) => this.crawlers.claim(ip, crawlerId),
+      (event) => this.analytics.countEvent(event),
     );
+    this.analytics = new AnalyticsCollector({
+      command: (cmd) => this.proxy.masterCommand(cmd),
+      domains: () => this.state.desired?.domains.map((d) => d.domain) ?? [],
+      send: (batch) => this.send({ type: 'analytics/batch', payload: batch }),
+      now: () => new Date(this.clock.now()),
+      ...(options.analyticsIntervalMs !== undefined ? { intervalMs: options.analyticsIntervalMs } : {}),
+      log: this.log,
+    });
     this.backoff = options.backoff ?? reconnectBackoff({ clock: this.clock });
     this.store = new CertificateStore(join(dataDir, 'certs'));
     this.responder = new ChallengeResponder(() => this.clock.now());
@@ -176,6 +190,7 @@ export class Agent {
     await this.startProxy();
     this.proxy.on('exit', ({ code, signal }) => void this.onProxyDied(`HAProxy exited (${signal ?? `code ${code}`})`));
     this.healthTimer = setInterval(() => void this.checkProxy(), this.options.healthIntervalMs ?? 10_000);
+    this.analytics.start();
     this.certificates.start(this.controller.signal);
     void this.crawlers.start(this.controller.signal);
     void this.connectLoop();
@@ -185,6 +200,7 @@ export class Agent {
     this.controller.abort();
     this.state.connection = 'stopped';
     if (this.healthTimer) clearInterval(this.healthTimer);
+    this.analytics.stop();
     this.ws?.terminate();
     this.events.close();
     // The certificate loop is not waited for: an order in flight cannot be cancelled (the ACME
@@ -398,6 +414,7 @@ export class Agent {
         for (const r of this.reports.splice(0)) this.send({ type: 'status/report', payload: r });
         for (const s of this.certificates.statuses()) this.send({ type: 'cert/status', payload: s });
         this.events.flush();
+        this.analytics.flush();
         this.certificates.wake(); // orders that waited for the service
         this.log('info', 'connected to the service');
       });

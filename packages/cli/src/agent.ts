@@ -55,6 +55,8 @@ export async function agentCommand(args: string[]): Promise<void> {
     ...(flags['acme-email'] ? { acmeEmail: emailFrom(flags['acme-email']) } : {}),
     ...(flags.resolver ? { resolver: resolverFrom(flags.resolver) } : {}),
     ...(flags['renew-before-days'] ? { renewBeforeDays: intFrom(flags['renew-before-days'], '--renew-before-days', 1, 3650) } : {}),
+    // Hidden, for tests: a shorter interval between traffic analytics batches (default 60 s).
+    ...(process.env.RAMPART_AGENT_ANALYTICS_INTERVAL_MS ? { analyticsIntervalMs: intFrom(process.env.RAMPART_AGENT_ANALYTICS_INTERVAL_MS, 'RAMPART_AGENT_ANALYTICS_INTERVAL_MS', 100, 3_600_000) } : {}),
   });
   await agent.start();
   const stop = async () => {

@@ -1,0 +1,224 @@
+import { AGENT_LIMITS, ANALYTICS_LIMITS, backendName, STATUS_CLASSES, type AnalyticsBatchPayload, type AnalyticsDomain, type StatusClass, type WafEventItem, type WafReason } from '@rampart/protocol';
+
+/** One backend's cumulative counters, as HAProxy's `show stat` reports them. */
+export interface BackendCounters {
+  requests: number;
+  status: Record<StatusClass, number>;
+  bytesIn: number;
+  bytesOut: number;
+}
+
+const STATUS_COLUMNS: Record<StatusClass, string> = { '1xx': 'hrsp_1xx', '2xx': 'hrsp_2xx', '3xx': 'hrsp_3xx', '4xx': 'hrsp_4xx', '5xx': 'hrsp_5xx', other: 'hrsp_other' };
+
+const count = (v: string | undefined): number => {
+  const n = Number(v);
+  return v !== undefined && v !== '' && Number.isSafeInteger(n) && n >= 0 ? n : 0;
+};
+
+/**
+ * The BACKEND rows of `show stat` (CSV, first line "# pxname,svname,..."), by backend name:
+ * requests (req_tot, else stot), responses by status class, bytes in and out.
+ */
+export function parseStatCsv(csv: string): Map<string, BackendCounters> {
+  const out = new Map<string, BackendCounters>();
+  const lines = csv.split('\n');
+  const headerLine = lines.find((l) => l.startsWith('# '));
+  if (!headerLine) return out;
+  const header = headerLine.slice(2).split(',');
+  const col = new Map(header.map((h, i) => [h.trim(), i]));
+  const at = (row: string[], name: string) => (col.has(name) ? row[col.get(name)!] : undefined);
+  for (const line of lines) {
+    if (line.startsWith('#') || !line.includes(',')) continue;
+    const row = line.split(',');
+    if (at(row, 'svname') !== 'BACKEND') continue;
+    const name = at(row, 'pxname');
+    if (!name) continue;
+    const reqTot = at(row, 'req_tot');
+    out.set(name, {
+      requests: reqTot !== undefined && reqTot !== '' ? count(reqTot) : count(at(row, 'stot')),
+      status: Object.fromEntries(STATUS_CLASSES.map((c) => [c, count(at(row, STATUS_COLUMNS[c]))])) as Record<StatusClass, number>,
+      bytesIn: count(at(row, 'bin')),
+      bytesOut: count(at(row, 'bout')),
+    });
+  }
+  return out;
+}
+
+/** The worker's process id from `show info` ("Pid: 1234"), or undefined. */
+export function parseInfoPid(info: string): number | undefined {
+  const m = /^Pid:\s*(\d+)\s*$/m.exec(info);
+  return m ? Number(m[1]) : undefined;
+}
+
+/**
+ * What happened since `prev`: a counter that went down belongs to a new process (HAProxy was
+ * reloaded or restarted, and counters start at 0 in every new worker), so its new value is
+ * all of the delta. No previous reading counts as all zeros.
+ */
+export function counterDelta(prev: BackendCounters | undefined, cur: BackendCounters): BackendCounters {
+  const d = (p: number | undefined, c: number) => (p === undefined || c < p ? c : c - p);
+  return {
+    requests: d(prev?.requests, cur.requests),
+    status: Object.fromEntries(STATUS_CLASSES.map((c) => [c, d(prev?.status[c], cur.status[c])])) as Record<StatusClass, number>,
+    bytesIn: d(prev?.bytesIn, cur.bytesIn),
+    bytesOut: d(prev?.bytesOut, cur.bytesOut),
+  };
+}
+
+/** The start of the UTC minute `t` falls in, as the protocol writes it. */
+export function minuteOf(t: Date): string {
+  return new Date(Math.floor(t.getTime() / 60_000) * 60_000).toISOString();
+}
+
+const cap = (n: number, max: number) => Math.min(Math.max(0, Math.floor(n)), max);
+
+export interface AnalyticsOptions {
+  /** Asks the serving worker (master CLI `@1 show info` / `@1 show stat`). */
+  command(cmd: string): Promise<string>;
+  /** The domains this server serves now (the latest snapshot's). */
+  domains(): readonly string[];
+  /** Sends a batch; false while the service is unreachable (the batch is kept then). */
+  send(batch: AnalyticsBatchPayload): boolean;
+  now?: () => Date;
+  /** Between readings (default 60 s). */
+  intervalMs?: number;
+  /** Batches kept while the service is away (default AGENT_LIMITS.bufferedAnalytics); the oldest go first. */
+  maxBuffered?: number;
+  log?: (level: 'info' | 'warn' | 'error', msg: string) => void;
+}
+
+/**
+ * Traffic analytics of one shield server: every interval it reads HAProxy's counters per domain
+ * backend, turns them into deltas (a reload or restart resets them: see counterDelta; a new
+ * worker pid resets the baseline too) and ships them with the WAF's blocks by reason counted
+ * since the last batch, as one analytics/batch. Batches the service cannot take are kept (the
+ * last maxBuffered) and sent, oldest first, once it is back.
+ */
+export class AnalyticsCollector {
+  private readonly now: () => Date;
+  private readonly intervalMs: number;
+  private readonly maxBuffered: number;
+  private prev = new Map<string, BackendCounters>();
+  private pid: number | undefined;
+  private blocks = new Map<string, Map<WafReason, number>>();
+  private intervalStart: Date;
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<void> | undefined;
+  readonly buffer: AnalyticsBatchPayload[] = [];
+  /** Batches dropped because the buffer was full. */
+  droppedBatches = 0;
+
+  constructor(private readonly options: AnalyticsOptions) {
+    this.now = options.now ?? (() => new Date());
+    this.intervalMs = options.intervalMs ?? ANALYTICS_LIMITS.intervalMs;
+    this.maxBuffered = options.maxBuffered ?? AGENT_LIMITS.bufferedAnalytics;
+    this.intervalStart = this.now();
+  }
+
+  /** Every parsed WAF event, before the daily cap on stored events: blocked ones are counted. */
+  countEvent(e: WafEventItem): void {
+    if (e.blocked === false) return;
+    const domain = e.domain.toLowerCase();
+    let reasons = this.blocks.get(domain);
+    if (!reasons) {
+      if (this.blocks.size >= AGENT_LIMITS.analyticsDomains) return;
+      this.blocks.set(domain, (reasons = new Map()));
+    }
+    reasons.set(e.reason, (reasons.get(e.reason) ?? 0) + 1);
+  }
+
+  /** Readings every interval, aligned to its multiples of wall time (each minute's start for 60 s). */
+  start(): void {
+    this.intervalStart = this.now();
+    const schedule = () => {
+      const t = this.now().getTime();
+      const wait = this.intervalMs - (t % this.intervalMs) + Math.min(500, this.intervalMs / 10);
+      this.timer = setTimeout(() => {
+        void this.tick().finally(() => this.timer && schedule());
+      }, wait);
+      this.timer.unref();
+    };
+    schedule();
+  }
+
+  stop(): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
+  }
+
+  /** One reading: the batch of the interval just ended, sent or kept. */
+  tick(): Promise<void> {
+    this.running ??= this.read().finally(() => (this.running = undefined));
+    return this.running;
+  }
+
+  private async read(): Promise<void> {
+    let stats: Map<string, BackendCounters> | undefined;
+    try {
+      const pid = parseInfoPid(await this.options.command('@1 show info'));
+      const csv = await this.options.command('@1 show stat');
+      if (pid !== undefined && pid !== this.pid) {
+        // A new worker (reload or restart): its counters began at 0.
+        this.prev = new Map();
+        this.pid = pid;
+      }
+      stats = parseStatCsv(csv);
+    } catch (err) {
+      this.options.log?.('warn', `analytics: reading HAProxy's counters failed: ${(err as Error).message}`);
+    }
+    const start = this.intervalStart;
+    this.intervalStart = this.now();
+    const domains = new Map<string, AnalyticsDomain>();
+    const entry = (domain: string): AnalyticsDomain | undefined => {
+      let d = domains.get(domain);
+      if (!d && domains.size < AGENT_LIMITS.analyticsDomains) {
+        d = { domain, requests: 0, status: { '1xx': 0, '2xx': 0, '3xx': 0, '4xx': 0, '5xx': 0, other: 0 }, bytesIn: 0, bytesOut: 0, blocked: {} };
+        domains.set(domain, d);
+      }
+      return d;
+    };
+    if (stats) {
+      const next = new Map<string, BackendCounters>();
+      for (const domain of this.options.domains()) {
+        const name = backendName(domain);
+        const cur = stats.get(name);
+        if (!cur) continue;
+        next.set(name, cur);
+        const delta = counterDelta(this.prev.get(name), cur);
+        if (delta.requests === 0 && delta.bytesIn === 0 && delta.bytesOut === 0 && STATUS_CLASSES.every((c) => delta.status[c] === 0)) continue;
+        const d = entry(domain.toLowerCase());
+        if (!d) continue;
+        d.requests = cap(delta.requests, AGENT_LIMITS.analyticsRequests);
+        for (const c of STATUS_CLASSES) d.status[c] = cap(delta.status[c], AGENT_LIMITS.analyticsRequests);
+        d.bytesIn = cap(delta.bytesIn, AGENT_LIMITS.analyticsBytes);
+        d.bytesOut = cap(delta.bytesOut, AGENT_LIMITS.analyticsBytes);
+      }
+      this.prev = next;
+    }
+    const blocks = this.blocks;
+    this.blocks = new Map();
+    for (const [domain, reasons] of blocks) {
+      const d = entry(domain);
+      if (!d) continue;
+      for (const [reason, n] of reasons) d.blocked[reason] = cap(n, AGENT_LIMITS.analyticsRequests);
+    }
+    if (domains.size > 0) this.enqueue({ minute: minuteOf(start), domains: [...domains.values()] });
+    this.flush();
+  }
+
+  private enqueue(batch: AnalyticsBatchPayload): void {
+    this.buffer.push(batch);
+    while (this.buffer.length > this.maxBuffered) {
+      this.buffer.shift();
+      this.droppedBatches++;
+    }
+  }
+
+  /** Sends what is kept, oldest first, while the service takes it. */
+  flush(): void {
+    while (this.buffer.length > 0) {
+      if (!this.options.send(this.buffer[0]!)) return;
+      this.buffer.shift();
+    }
+  }
+}
