@@ -369,6 +369,34 @@ const migrations: Record<string, Migration> = {
       await db.schema.createIndex('accounts_bot_key_created_at').on('accounts').column('bot_key_created_at').execute();
     },
   },
+  '0011_analytics': {
+    // Traffic analytics (docs/analytics.md): what the shield servers counted, summed per domain
+    // and UTC minute (kept 48 h), and per hour, rolled up from the minutes by a job (kept 30 days).
+    // blocked: {"<WAF reason>": n}; updated_at: the last batch added to a minute (what the rollup
+    // job looks for).
+    async up(db: Kysely<any>) {
+      for (const [table, time] of [
+        ['analytics_minute', 'minute'],
+        ['analytics_hour', 'hour'],
+      ] as const) {
+        let t = db.schema
+          .createTable(table)
+          .addColumn('account_id', 'uuid', (c) => c.notNull().references('accounts.id').onDelete('cascade'))
+          .addColumn('domain_id', 'uuid', (c) => c.notNull().references('domains.id').onDelete('cascade'))
+          .addColumn(time, 'timestamptz', (c) => c.notNull());
+        for (const col of ['requests', 's1xx', 's2xx', 's3xx', 's4xx', 's5xx', 's_other', 'bytes_in', 'bytes_out']) {
+          t = t.addColumn(col, 'bigint', (c) => c.notNull().defaultTo(0));
+        }
+        await t
+          .addColumn('blocked', 'jsonb', (c) => c.notNull().defaultTo(sql`'{}'::jsonb`))
+          .addColumn('updated_at', 'timestamptz', (c) => c.notNull())
+          .addPrimaryKeyConstraint(`${table}_pkey`, ['account_id', 'domain_id', time])
+          .execute();
+        await db.schema.createIndex(`${table}_${time}`).on(table).column(time).execute();
+      }
+      await db.schema.createIndex('analytics_minute_updated').on('analytics_minute').column('updated_at').execute();
+    },
+  },
 };
 
 export const migrationProvider: MigrationProvider = {

@@ -254,6 +254,30 @@ export interface JobStateTable {
   value: string;
 }
 
+/** Traffic analytics per domain and UTC minute (analytics_minute) or hour (analytics_hour); docs/analytics.md. */
+interface AnalyticsCounts {
+  account_id: string;
+  domain_id: string;
+  requests: Int8;
+  s1xx: Int8;
+  s2xx: Int8;
+  s3xx: Int8;
+  s4xx: Int8;
+  s5xx: Int8;
+  s_other: Int8;
+  bytes_in: Int8;
+  bytes_out: Int8;
+  /** {"<WAF reason>": n}. */
+  blocked: ColumnType<Record<string, number>, string, string>;
+  updated_at: Timestamp;
+}
+export interface AnalyticsMinuteTable extends AnalyticsCounts {
+  minute: Timestamp;
+}
+export interface AnalyticsHourTable extends AnalyticsCounts {
+  hour: Timestamp;
+}
+
 export interface DB {
   accounts: AccountsTable;
   sessions: SessionsTable;
@@ -273,4 +297,6 @@ export interface DB {
   notification_deliveries: NotificationDeliveriesTable;
   dns_settings: DnsSettingsTable;
   job_state: JobStateTable;
+  analytics_minute: AnalyticsMinuteTable;
+  analytics_hour: AnalyticsHourTable;
 }
