@@ -21,7 +21,8 @@ export function postgresUrl(): Promise<string | undefined> {
     const explicit = process.env.RAMPART_TEST_DATABASE_URL;
     if (explicit === 'off') return undefined;
     const url = explicit || DEFAULT_PG_URL;
-    const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 2000 });
+    // 10 s: a loaded machine (the suite runs two files at once) can take seconds to accept a connection.
+    const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 10_000 });
     try {
       await client.connect();
       await client.end();
