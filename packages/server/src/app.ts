@@ -8,6 +8,9 @@ import type { Socket } from 'node:net';
 import { authenticate, SESSION_COOKIE, type Principal } from './auth.js';
 import type { ServiceContext } from './context.js';
 import { AppError } from './errors.js';
+import { ControlPlaneMetrics } from './metrics.js';
+import { metricsRoutes } from './routes/metrics.js';
+import { LiveStreams, streamRoutes } from './routes/stream.js';
 import { accountRoutes } from './routes/account.js';
 import { adminRoutes } from './routes/admin.js';
 import { apiKeyRoutes } from './routes/api-keys.js';
@@ -42,6 +45,12 @@ export interface AppOptions {
   adminToken?: string | undefined;
   logger?: FastifyServerOptions['logger'];
   trustProxy?: boolean;
+  /** Prometheus metrics (src/metrics.ts); a registry of the app's own when absent. */
+  metrics?: ControlPlaneMetrics | undefined;
+  /** RAMPART_METRICS_TOKEN: GET /metrics answers this bearer token too (besides adminToken). */
+  metricsToken?: string | undefined;
+  /** GET /api/stream's streams (routes/stream.ts); serve.ts passes the ones the change bus feeds. */
+  streams?: LiveStreams | undefined;
 }
 
 export const BODY_LIMIT = 1024 * 1024;
@@ -105,6 +114,8 @@ export async function buildApp(options: AppOptions): Promise<App> {
     ajv: { customOptions: { removeAdditional: false, coerceTypes: false, useDefaults: false, allErrors: true } },
   }).withTypeProvider<TypeBoxTypeProvider>();
   const { ctx } = options;
+  const metrics = options.metrics ?? new ControlPlaneMetrics();
+  metrics.instrument(app); // on the root, before the routes: every answer is timed by its route pattern
 
   app.removeContentTypeParser('text/plain'); // JSON only: anything else is a 415
   app.addSchema(ErrorBody);
@@ -198,5 +209,9 @@ export async function buildApp(options: AppOptions): Promise<App> {
   await app.register(notificationRoutes, deps);
   await app.register(adminRoutes, deps);
   await app.register(dashboardRoutes);
+  const streams = options.streams ?? new LiveStreams(ctx);
+  metrics.sources.liveStreams = () => streams.count();
+  await app.register(streamRoutes, { ...deps, streams });
+  await app.register(metricsRoutes, { metrics, adminToken: options.adminToken, metricsToken: options.metricsToken });
   return app;
 }

@@ -22,8 +22,45 @@ export type BusMessage =
   /** A newer agent connection of the server was recorded: the process holding this one closes it (4004). */
   | { kind: 'connection-replaced'; serverId: string; connectionId: string };
 
+/**
+ * New rows for the live streams of one account (GET /api/stream, routes/stream.ts): the WAF events
+ * one batch of a server stored (found again by the server and the time they were received), or
+ * one new notification. Only references: every process loads the rows itself, for the streams it
+ * holds of that account. Published in the transaction that stores the rows, so on PostgreSQL a
+ * NOTIFY is delivered only once they are committed (and never for a rollback).
+ */
+export type LiveMessage =
+  | { kind: 'live-events'; accountId: string; serverId: string; receivedAt: string }
+  | { kind: 'live-notification'; accountId: string; id: string };
+
+export function isLiveMessage(m: { kind: string }): m is LiveMessage {
+  return m.kind === 'live-events' || m.kind === 'live-notification';
+}
+
+/** A live message from outside the process: exactly one of the shapes above, or null. */
+export function parseLiveMessage(text: string): LiveMessage | null {
+  const o = parseJsonObject(text);
+  if (!o) return null;
+  const keys = Object.keys(o).sort().join(',');
+  if (o.kind === 'live-events') {
+    if (keys !== 'accountId,kind,receivedAt,serverId' || !isUuid(o.accountId) || !isUuid(o.serverId)) return null;
+    if (typeof o.receivedAt !== 'string' || !/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/.test(o.receivedAt) || !Number.isFinite(Date.parse(o.receivedAt))) return null;
+    return { kind: 'live-events', accountId: o.accountId, serverId: o.serverId, receivedAt: o.receivedAt };
+  }
+  if (o.kind === 'live-notification') {
+    if (keys !== 'accountId,id,kind' || !isUuid(o.accountId) || !isUuid(o.id)) return null;
+    return { kind: 'live-notification', accountId: o.accountId, id: o.id };
+  }
+  return null;
+}
+
+export const encodeLiveMessage = (m: LiveMessage): string =>
+  JSON.stringify(m.kind === 'live-events' ? { kind: m.kind, accountId: m.accountId, serverId: m.serverId, receivedAt: m.receivedAt } : { kind: m.kind, accountId: m.accountId, id: m.id });
+
 export interface BusHandlers {
   message(m: BusMessage): void;
+  /** New rows for the live streams (LiveMessage). */
+  live?(m: LiveMessage): void;
   /** Credential changes (src/credential-messages.ts): drop what is cached of them. */
   credentials?(m: CredentialMessage): void;
   /** After the bus lost messages (its listening connection dropped): act as if everything changed. */
@@ -31,7 +68,7 @@ export interface BusHandlers {
 }
 
 export interface ChangeBus {
-  publish(m: BusMessage | CredentialMessage): Promise<void>;
+  publish(m: BusMessage | CredentialMessage | LiveMessage): Promise<void>;
   subscribe(handlers: BusHandlers): void;
   close(): Promise<void>;
 }
@@ -94,9 +131,13 @@ export function encodeBusMessage(m: BusMessage): string[] {
 export class InProcessBus implements ChangeBus {
   private handlers: BusHandlers | undefined;
 
-  async publish(m: BusMessage | CredentialMessage): Promise<void> {
+  async publish(m: BusMessage | CredentialMessage | LiveMessage): Promise<void> {
     if (isCredentialMessage(m)) {
       this.handlers?.credentials?.(copyCredentialMessage(m));
+      return;
+    }
+    if (isLiveMessage(m)) {
+      this.handlers?.live?.({ ...m });
       return;
     }
     if (m.kind === 'connection-replaced') {
@@ -167,9 +208,13 @@ export class PostgresBus implements ChangeBus {
     this.handlers = handlers;
   }
 
-  async publish(m: BusMessage | CredentialMessage): Promise<void> {
+  async publish(m: BusMessage | CredentialMessage | LiveMessage): Promise<void> {
     if (isCredentialMessage(m)) {
       await this.options.notify(this.options.channel, encodeCredentialMessage(m));
+      return;
+    }
+    if (isLiveMessage(m)) {
+      await this.options.notify(this.options.channel, encodeLiveMessage(m));
       return;
     }
     if (m.kind !== 'connection-replaced' && (m.kind === 'servers-changed' ? m.ids : m.serverIds).length === 0) return;
@@ -211,6 +256,15 @@ export class PostgresBus implements ChangeBus {
       if (credential) {
         try {
           this.handlers?.credentials?.(credential);
+        } catch (err) {
+          this.options.log?.warn(`change bus: handling a message failed: ${String(err)}`);
+        }
+        return;
+      }
+      const live = parseLiveMessage(n.payload ?? '');
+      if (live) {
+        try {
+          this.handlers?.live?.(live);
         } catch (err) {
           this.options.log?.warn(`change bus: handling a message failed: ${String(err)}`);
         }

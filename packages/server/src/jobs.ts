@@ -44,18 +44,28 @@ export interface Job {
   run(): Promise<unknown>;
 }
 
+/** What scheduleJobs reports of each run (src/metrics.ts counts them): one that ran here, one that threw. */
+export interface JobObserver {
+  ran(job: string): void;
+  failed(job: string): void;
+}
+
 /**
  * Starts each job now and then every `everyMs`, each run under runExclusive; a failed run is
  * logged and the next one comes as usual. Returns the function that stops them all.
  */
-export function scheduleJobs(db: Database, kind: 'postgres' | 'pglite', jobs: readonly Job[], log: (msg: string, err: unknown) => void): () => void {
+export function scheduleJobs(db: Database, kind: 'postgres' | 'pglite', jobs: readonly Job[], log: (msg: string, err: unknown) => void, observer?: JobObserver): () => void {
   const timers = jobs.map((job) => {
     let running = false;
     const tick = () => {
       if (running) return; // a slow run is not overlapped by the next tick of the same process
       running = true;
       void runExclusive(db, kind, job.name, job.run)
-        .catch((err) => log(`${job.name} failed`, err))
+        .then((o) => o.ran && observer?.ran(job.name))
+        .catch((err) => {
+          observer?.failed(job.name);
+          log(`${job.name} failed`, err);
+        })
         .finally(() => (running = false));
     };
     const timer = setInterval(tick, Math.min(job.everyMs, 2 ** 31 - 1));

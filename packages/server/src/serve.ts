@@ -1,7 +1,9 @@
 import type { FastifyServerOptions } from 'fastify';
 import { buildApp } from './app.js';
 import { AgentHub } from './hub/hub.js';
-import { BUS_APPLICATION_NAME, busChannel, InProcessBus, PostgresBus, type ChangeBus } from './bus.js';
+import { BUS_APPLICATION_NAME, busChannel, encodeLiveMessage, InProcessBus, PostgresBus, type ChangeBus } from './bus.js';
+import { ControlPlaneMetrics } from './metrics.js';
+import { LiveStreams, type LiveStreamOptions } from './routes/stream.js';
 import { scheduleJobs } from './jobs.js';
 import { pruneEvents } from './services/events.js';
 import { botKeyMaxAgeFromEnv, runBotKeyJob } from './services/bot-keys.js';
@@ -40,12 +42,19 @@ export interface ServerOptions {
   paymentWebhookSecret?: string | undefined;
   /** Notification delivery (webhooks, SMTP, the job's interval); default from the environment (deliveryConfigFromEnv). */
   delivery?: DeliveryConfig | undefined;
+  /** GET /metrics also answers this bearer token; default RAMPART_METRICS_TOKEN (docs/metrics.md). */
+  metricsToken?: string | undefined;
+  /** GET /api/stream's limits and heartbeat (routes/stream.ts). */
+  stream?: LiveStreamOptions | undefined;
 }
 
 export interface RunningServer {
   app: App;
   hub: AgentHub;
   ctx: ServiceContext;
+  /** This process's GET /api/stream connections. */
+  streams: LiveStreams;
+  metrics: ControlPlaneMetrics;
   /** The change bus between the processes sharing the database. */
   bus: ChangeBus;
   url: string;
@@ -91,6 +100,9 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     now: () => new Date(),
     allowPrivateDnsApi: process.env.RAMPART_ALLOW_PRIVATE_DNS_API === '1',
     billing: { chain, webhookSecret: paymentWebhookSecret },
+    // New WAF events and notifications, for every process's live streams: in the storing
+    // transaction (PostgreSQL delivers the NOTIFY on commit; PGlite's readers wait for the commit).
+    live: (db, m) => (bus instanceof PostgresBus ? pgNotify(db, busChannel(database.schema), encodeLiveMessage(m)) : bus.publish(m)),
     // Every process, this one included, pushes what the bus delivers to it.
     serversChanged: (ids) => {
       if (ids.length === 0) return;
@@ -108,25 +120,38 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       warn: (msg) => appLog.warn(msg),
     },
   };
+  const metrics = new ControlPlaneMetrics();
+  const streams = new LiveStreams(ctx, options.stream, appLog);
   const hub: AgentHub = new AgentHub(ctx, {
     heartbeatMs: options.agentHeartbeatMs,
     log: appLog,
     publish: (m) => bus.publish(m),
+    metrics,
   });
+  metrics.sources.agentsConnected = () => hub.agentCount;
   const credentials = credentialCache(ctx);
   bus.subscribe({
     message: (m) => hub.onBusMessage(m),
+    live: (m) => streams.deliver(m),
     // Drop, then acknowledge, so a publisher knows when every process has dropped it.
     credentials: (m) => credentials.receive(m, (ack) => void bus.publish(ack).catch((err) => appLog.warn(`acknowledging ${m.kind} failed: ${String(err)}`))),
     // Messages may have been lost: cached credentials are read again from the database.
     resync: () => {
       credentials.clear();
       hub.resync();
+      streams.resync();
     },
   });
   let app: App;
   try {
-    app = await buildApp({ ctx, adminToken: options.adminToken, logger: options.logger });
+    app = await buildApp({
+      ctx,
+      adminToken: options.adminToken,
+      logger: options.logger,
+      metrics,
+      metricsToken: options.metricsToken ?? (process.env.RAMPART_METRICS_TOKEN || undefined),
+      streams,
+    });
   } catch (err) {
     await bus.close();
     await database.close();
@@ -134,7 +159,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   }
   log = { info: (msg) => app.log.info(msg), warn: (msg) => app.log.warn(msg) };
   // Notification delivery: runs of the job below, and one soon after deliveries are queued.
-  const deliveries = deliveryRunner(ctx, deliveryConfig, (msg, err) => app.log.warn({ err }, msg));
+  const deliveries = deliveryRunner(ctx, deliveryConfig, (msg, err) => app.log.warn({ err }, msg), (channel, outcome) => metrics.delivery(channel, outcome));
   ctx.delivery = { allowPrivateWebhooks: deliveryConfig.allowPrivateWebhooks, emailEnabled: deliveryConfig.smtpUrl !== undefined, queued: () => deliveries.kick() };
   hub.attach(app.server);
   // Periodic jobs, each on one process at a time however many share the database.
@@ -154,6 +179,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       { name: 'notification-delivery', everyMs: deliveryConfig.intervalMs, run: () => deliveries.run() },
     ],
     (msg, err) => app.log.warn({ err }, msg),
+    metrics.jobs,
   );
   app.addHook('onClose', async () => stopJobs());
   app.addHook('onClose', async () => deliveries.stop());
@@ -173,6 +199,8 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     app,
     hub,
     ctx,
+    streams,
+    metrics,
     bus,
     url: `http://${host}:${port}`,
     async close() {

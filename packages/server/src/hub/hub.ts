@@ -37,6 +37,8 @@ export interface HubOptions {
   publish?: (m: BusMessage) => Promise<void>;
   /** This process in agent_connections; random by default (a restarted process is a new one). */
   processId?: string;
+  /** Told the time from a snapshot push to the agent's config/ack of it or a newer revision (src/metrics.ts). */
+  metrics?: { pushAcked(seconds: number, ok: boolean): void } | undefined;
 }
 
 /** Why the service closed a connection itself; such a close raises no server_down. */
@@ -62,6 +64,8 @@ interface AgentConn {
   /** What the agent's hello said of its HTTP port, and its heartbeats last of its HAProxy (passed on to the service when it changes). */
   httpPort: number | undefined;
   proxyServing: boolean | undefined;
+  /** The oldest snapshot sent and not yet acknowledged: its revision and when (performance.now()), for push-to-ack latency. */
+  pushed?: { revision: number; at: number } | undefined;
 }
 
 const HELLO_TIMEOUT_MS = 10_000;
@@ -287,6 +291,10 @@ export class AgentHub {
         return;
       }
       case 'config/ack': {
+        if (c.pushed && m.payload.revision >= c.pushed.revision) {
+          this.options.metrics?.pushAcked((performance.now() - c.pushed.at) / 1000, m.payload.ok);
+          c.pushed = undefined;
+        }
         const { outcome, desiredRevision } = await recordConfigAck(this.ctx, server, m.payload);
         if (outcome === 'refused') {
           this.options.log?.warn(`server ${c.serverId} acknowledged revision ${m.payload.revision}, above its desired revision ${desiredRevision}: refused, nothing stored`);
@@ -380,6 +388,11 @@ export class AgentHub {
     return this.conns.size;
   }
 
+  /** Agents connected here past their hello (the rampart_agents_connected gauge). */
+  get agentCount(): number {
+    return this.live.size;
+  }
+
   private send(c: AgentConn, m: ServiceMessage): void {
     if (c.ws.readyState === c.ws.OPEN) c.ws.send(JSON.stringify(m));
   }
@@ -413,7 +426,10 @@ export class AgentHub {
           continue;
         }
         const snapshot = snapshots.get(id);
-        if (snapshot) this.send(c, { type: 'config/snapshot', payload: snapshot });
+        if (snapshot) {
+          this.send(c, { type: 'config/snapshot', payload: snapshot });
+          c.pushed ??= { revision: snapshot.revision, at: performance.now() };
+        }
       }
     }
   }

@@ -163,6 +163,8 @@ export async function storeEvents(
     }
     await store.insertEvents(tx, rows);
     result.stored = rows.length;
+    // The live streams load this batch's rows by server and receipt time, once committed.
+    if (rows.length > 0) await ctx.live?.(tx, { kind: 'live-events', accountId, serverId, receivedAt: now.toISOString() });
     return result;
   });
 }
@@ -232,6 +234,23 @@ function eventView(e: Awaited<ReturnType<typeof listEventRows>>[number]) {
     last_seen_at: iso(e.last_seen_at),
     request_id: e.request_id,
   };
+}
+
+/**
+ * The events one batch of a server stored (services/events.ts storeEvents: same receipt time), the
+ * account's only, as GET /api/waf/events shows them, oldest first: what the live stream sends.
+ */
+export async function eventsOfBatch(ctx: ServiceContext, accountId: string, serverId: string, receivedAt: Date, limit = AGENT_LIMITS.eventsPerServerPerDay) {
+  const rows = await ctx.db
+    .selectFrom('waf_events')
+    .select(['id', 'occurred_at', 'source_ip', 'domain', 'reason', 'rule_id', 'server_id', 'method', 'path', 'location', 'matched', 'blocked', 'count', 'last_seen_at', 'request_id'])
+    .where('account_id', '=', accountId)
+    .where('server_id', '=', serverId)
+    .where('received_at', '=', receivedAt)
+    .orderBy('id', 'asc')
+    .limit(limit)
+    .execute();
+  return rows.map((r) => eventView({ ...r, id: String(r.id) }));
 }
 
 /**

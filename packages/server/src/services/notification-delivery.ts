@@ -105,6 +105,8 @@ export interface DeliveryOptions {
   webhookTimeoutMs?: number | undefined;
   /** The retry jitter's randomness (tests pin it). */
   random?: (() => number) | undefined;
+  /** Told each attempt's channel and outcome (src/metrics.ts). */
+  onAttempt?: ((channel: string, outcome: 'delivered' | 'failed' | 'given_up') => void) | undefined;
 }
 
 export interface DeliveryRunResult {
@@ -204,6 +206,7 @@ export async function runDeliveries(ctx: ServiceContext, options: DeliveryOption
     const work = await deliveryWork(ctx.db, ids);
     await eachLimited(work, DELIVERY_CONCURRENCY, async (w) => {
       const status = await deliverOne(ctx, options, w);
+      options.onAttempt?.(w.channel, status);
       result.attempted++;
       if (status === 'delivered') result.delivered++;
       else if (status === 'failed') result.failed++;
@@ -254,11 +257,17 @@ export interface DeliveryRunner {
 const KICK_DELAYS_MS = [50, 1000] as const;
 
 /** The delivery runs of one process: the job's and the kicked ones, one at a time. */
-export function deliveryRunner(ctx: ServiceContext, config: DeliveryConfig, log: (msg: string, err: unknown) => void): DeliveryRunner {
+export function deliveryRunner(
+  ctx: ServiceContext,
+  config: DeliveryConfig,
+  log: (msg: string, err: unknown) => void,
+  onAttempt?: DeliveryOptions['onAttempt'],
+): DeliveryRunner {
   const transport = config.smtpUrl ? emailTransport(config.smtpUrl) : undefined;
   const options: DeliveryOptions = {
     allowPrivateWebhooks: config.allowPrivateWebhooks,
     smtp: transport && { transport, from: config.smtpFrom },
+    onAttempt,
   };
   let current: Promise<DeliveryRunResult | undefined> | undefined;
   let again = false;

@@ -1,3 +1,4 @@
+import type { LiveMessage } from '../bus.js';
 import type { DeliveryContext, ServiceContext } from '../context.js';
 import { isUuid, iso } from '../context.js';
 import { newId } from '../crypto.js';
@@ -31,11 +32,26 @@ export const SERVER_NOTIFICATION_LIMIT = { perWindow: 10, windowMs: 60_000 } as 
 
 export type ServerNotifyOutcome = 'created' | 'folded' | 'dropped';
 
-/** What raising a notification needs: storage, the clock, and delivery to kick. */
+/**
+ * Tells the live streams (GET /api/stream) of every process about new rows, in the transaction
+ * `db` that stores them (serve.ts: a NOTIFY on PostgreSQL, delivered on commit; the in-process
+ * bus on the embedded database, whose readers wait for the transaction). Absent: no live streams.
+ */
+export type LivePublisher = (db: Database, m: LiveMessage) => Promise<void>;
+
+declare module '../context.js' {
+  interface ServiceContext {
+    /** The live streams' publisher (LivePublisher); serve.ts sets it. */
+    live?: LivePublisher | undefined;
+  }
+}
+
+/** What raising a notification needs: storage, the clock, delivery to kick, and the live streams. */
 export interface NotifyContext {
   db: Database;
   now(): Date;
   delivery?: DeliveryContext | undefined;
+  live?: LivePublisher | undefined;
 }
 
 /**
@@ -68,6 +84,7 @@ async function storeNew(
 ): Promise<void> {
   await store.insertNotification(ctx.db, row);
   if ((await store.queueDeliveries(ctx.db, row)) > 0) ctx.delivery?.queued();
+  await ctx.live?.(ctx.db, { kind: 'live-notification', accountId: row.account_id, id: row.id });
 }
 
 /**
@@ -100,23 +117,33 @@ export async function notifyFromServer(
   return 'dropped';
 }
 
+/** A stored notification as GET /api/notifications (and the live stream) shows it. */
+const notificationView = (n: Awaited<ReturnType<typeof latestNotifications>>[number]) => ({
+  id: n.id,
+  kind: n.kind,
+  message: n.message,
+  serverId: n.server_id,
+  domainId: n.domain_id,
+  count: n.count,
+  read: n.read_at !== null,
+  createdAt: iso(n.created_at)!,
+  updatedAt: iso(n.updated_at ?? n.created_at)!,
+});
+
 export async function listNotifications(ctx: ServiceContext, accountId: string, query: PageParams = {}) {
   return listPage(
     query,
     (id) => notificationCursor(ctx.db, accountId, id),
     (limit, before) => latestNotifications(ctx.db, accountId, limit, before),
-    (n) => ({
-      id: n.id,
-      kind: n.kind,
-      message: n.message,
-      serverId: n.server_id,
-      domainId: n.domain_id,
-      count: n.count,
-      read: n.read_at !== null,
-      createdAt: iso(n.created_at)!,
-      updatedAt: iso(n.updated_at ?? n.created_at)!,
-    }),
+    notificationView,
   );
+}
+
+/** One of the account's notifications as GET /api/notifications shows it (the live stream's), or undefined. */
+export async function notificationOfAccount(db: Database, accountId: string, id: string) {
+  if (!isUuid(id)) return undefined;
+  const row = await db.selectFrom('notifications').selectAll().where('account_id', '=', accountId).where('id', '=', id).executeTakeFirst();
+  return row && notificationView(row);
 }
 
 /** At most this many ids in one POST /api/notifications/read. */
