@@ -23,6 +23,7 @@ import { serverRoutes } from './routes/servers.js';
 import { dnsSettingsRoutes } from './routes/settings-dns.js';
 import type { App } from './routes/types.js';
 import { wafRoutes } from './routes/waf.js';
+import { analyticsRoutes } from './routes/analytics.js';
 import { ErrorBody } from './schemas.js';
 import { SERVICE_VERSION } from './services/export.js';
 import { validationMessage } from './validation-message.js';
@@ -204,6 +205,7 @@ export async function buildApp(options: AppOptions): Promise<App> {
   await app.register(domainRoutes, deps);
   await app.register(dnsSettingsRoutes, deps);
   await app.register(wafRoutes, deps);
+  await app.register(analyticsRoutes, deps);
   await app.register(accountRoutes, deps);
   await app.register(billingWebhookRoutes, deps);
   await app.register(notificationRoutes, deps);

@@ -6,6 +6,7 @@ import { ControlPlaneMetrics } from './metrics.js';
 import { LiveStreams, type LiveStreamOptions } from './routes/stream.js';
 import { scheduleJobs } from './jobs.js';
 import { pruneEvents } from './services/events.js';
+import { ANALYTICS_JOB_INTERVAL_MS, runAnalyticsJob } from './services/analytics.js';
 import { botKeyMaxAgeFromEnv, runBotKeyJob } from './services/bot-keys.js';
 import { healthIntervalFromEnv, runHealthCycle } from './services/health.js';
 import { billingIntervalFromEnv, pollChainDeposits, runChargeJob } from './services/billing.js';
@@ -168,6 +169,8 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     database.kind,
     [
       { name: 'event-retention', everyMs: 3_600_000, run: () => pruneEvents(ctx) },
+      // Traffic analytics: minutes rolled up into hours, minutes kept 48 h and hours 30 days (docs/analytics.md).
+      { name: 'analytics-rollup', everyMs: ANALYTICS_JOB_INTERVAL_MS, run: () => runAnalyticsJob(ctx) },
       // Bot protection keys: rotated when older than RAMPART_BOT_KEY_MAX_AGE, the previous one retired a cookie lifetime later.
       { name: 'bot-keys', everyMs: 300_000, run: () => runBotKeyJob(ctx, botKeyMaxAge) },
       // The health cycle: certificate expiry warnings, server health (probes), DNS failover.

@@ -9,6 +9,7 @@ import { findServerByTokenHash } from '../data/servers.js';
 import { recordStatusReport, SERVER_NOTIFICATION_LIMIT } from '../services/notifications.js';
 import { buildSnapshots } from './snapshot.js';
 import { storeEvents } from '../services/events.js';
+import { storeAnalytics } from '../services/analytics.js';
 import { challengeRecipients, recordCertificateStatus, requestOrderSlot } from '../services/certificates.js';
 import {
   expireAgentConnections,
@@ -307,6 +308,15 @@ export class AgentHub {
         if (r.unassigned || r.invalid || r.overCap) {
           this.options.log?.warn(
             `server ${c.serverId} sent ${m.payload.events.length} events: stored ${r.stored}, folded ${r.folded} into earlier ones; dropped ${r.unassigned} for domains not assigned to it, ${r.invalid} invalid, ${r.overCap} over the daily cap`,
+          );
+        }
+        return;
+      }
+      case 'analytics/batch': {
+        const r = await storeAnalytics(this.ctx, c.accountId, c.serverId, m.payload);
+        if (r.refused || r.unassigned || r.invalid) {
+          this.options.log?.warn(
+            `server ${c.serverId} sent analytics for ${m.payload.domains.length} domains: ${r.refused ? `refused, ${r.refused}` : `stored ${r.stored}; dropped ${r.unassigned} for domains not assigned to it, ${r.invalid} invalid`}`,
           );
         }
         return;
