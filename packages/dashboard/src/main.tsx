@@ -1,0 +1,209 @@
+import { render } from 'preact';
+import { useEffect, useState } from 'preact/hooks';
+import { api, errorText, ok, onUnauthorized, type Account } from './api/client';
+import { closeStream, openStream, subscribe } from './api/stream';
+import { ErrorNote, Field } from './ui';
+import { Analytics } from './views/analytics';
+import { Domains } from './views/domains';
+import { Events } from './views/events';
+import { Notifications } from './views/notifications';
+import { Overview } from './views/overview';
+import { Servers } from './views/servers';
+import { Settings } from './views/settings';
+import { Waf } from './views/waf';
+import './style.css';
+
+const VIEWS = [
+  { id: 'overview', label: 'Overview', view: Overview },
+  { id: 'domains', label: 'Domains', view: Domains },
+  { id: 'servers', label: 'Servers', view: Servers },
+  { id: 'waf', label: 'WAF', view: Waf },
+  { id: 'events', label: 'Events', view: Events },
+  { id: 'analytics', label: 'Analytics', view: Analytics },
+  { id: 'notifications', label: 'Notifications', view: Notifications },
+  { id: 'settings', label: 'Settings', view: Settings },
+] as const;
+type ViewId = (typeof VIEWS)[number]['id'];
+
+function currentView(): ViewId {
+  const id = location.hash.replace(/^#\/?/, '').split('?')[0];
+  return (VIEWS.find((v) => v.id === id)?.id ?? 'overview') as ViewId;
+}
+
+// Theme: the system's (prefers-color-scheme) until the toggle picks one, remembered in localStorage.
+type Theme = 'light' | 'dark';
+function systemTheme(): Theme {
+  return matchMedia('(prefers-color-scheme: dark)').matches ? 'dark' : 'light';
+}
+function storedTheme(): Theme | null {
+  const t = localStorage.getItem('rampart-theme');
+  return t === 'light' || t === 'dark' ? t : null;
+}
+function applyTheme(t: Theme | null) {
+  if (t) document.documentElement.dataset.theme = t;
+  else delete document.documentElement.dataset.theme;
+}
+applyTheme(storedTheme());
+
+function ThemeToggle() {
+  const [theme, setTheme] = useState<Theme>(storedTheme() ?? systemTheme());
+  const next: Theme = theme === 'dark' ? 'light' : 'dark';
+  return (
+    <button
+      type="button"
+      class="ghost theme-toggle"
+      aria-label={`Switch to ${next} theme`}
+      onClick={() => {
+        localStorage.setItem('rampart-theme', next);
+        applyTheme(next);
+        setTheme(next);
+      }}
+    >
+      {theme === 'dark' ? '☀' : '☾'}
+    </button>
+  );
+}
+
+function SignIn({ onSignedIn }: { onSignedIn: (a: Account) => void }) {
+  const [error, setError] = useState<string>();
+  const [busy, setBusy] = useState(false);
+  return (
+    <main class="signin">
+      <div class="signin-box">
+        <div class="brand big">
+          <img src="/dashboard/favicon.svg" alt="" width={32} height={32} /> Rampart
+        </div>
+        <h1>Sign in</h1>
+        <form
+          onSubmit={async (e) => {
+            e.preventDefault();
+            const f = new FormData(e.currentTarget);
+            setBusy(true);
+            setError(undefined);
+            try {
+              await ok(api.POST('/api/auth/login', { body: { email: String(f.get('email')), password: String(f.get('password')) } }));
+              onSignedIn(await ok(api.GET('/api/account')));
+            } catch (err) {
+              setError(errorText(err));
+            } finally {
+              setBusy(false);
+            }
+          }}
+        >
+          <Field label="Email">{(id) => <input id={id} name="email" type="email" autocomplete="username" required />}</Field>
+          <Field label="Password">{(id) => <input id={id} name="password" type="password" autocomplete="current-password" required />}</Field>
+          <ErrorNote error={error} />
+          <button type="submit" class="primary" disabled={busy}>
+            Sign in
+          </button>
+        </form>
+      </div>
+      <div class="signin-theme">
+        <ThemeToggle />
+      </div>
+    </main>
+  );
+}
+
+function useUnread(): [number, (n: number) => void] {
+  const [unread, setUnread] = useState(0);
+  useEffect(() => {
+    // One page of the newest: the badge counts unread ones up to 200 ("200+" past that).
+    ok(api.GET('/api/notifications', { params: { query: { limit: '200' } } })).then(
+      (list) => setUnread(list.filter((n) => !n.read).length),
+      () => {},
+    );
+    return subscribe('notification', (n) => {
+      if (!n.read && n.count === 1) setUnread((u) => u + 1);
+    });
+  }, []);
+  return [unread, setUnread];
+}
+
+function Shell({ account, onSignOut }: { account: Account; onSignOut: () => void }) {
+  const [view, setView] = useState<ViewId>(currentView());
+  const [menu, setMenu] = useState(false);
+  const [unread, setUnread] = useUnread();
+  useEffect(() => {
+    const onHash = () => {
+      setView(currentView());
+      setMenu(false);
+      document.getElementById('main')?.focus();
+    };
+    addEventListener('hashchange', onHash);
+    return () => removeEventListener('hashchange', onHash);
+  }, []);
+  useEffect(() => {
+    const label = VIEWS.find((v) => v.id === view)!.label;
+    document.title = `${label} · Rampart`;
+  }, [view]);
+  const View = VIEWS.find((v) => v.id === view)!.view;
+  return (
+    <div class="shell">
+      <a class="skip" href="#main" onClick={(e) => (e.preventDefault(), document.getElementById('main')?.focus())}>
+        Skip to content
+      </a>
+      <header class="topbar">
+        <button type="button" class="ghost menu-toggle" aria-expanded={menu} aria-controls="nav" onClick={() => setMenu(!menu)}>
+          Menu
+        </button>
+        <a class="brand" href="#/overview" aria-label="Rampart home">
+          <img src="/dashboard/favicon.svg" alt="" width={24} height={24} /> Rampart
+        </a>
+        <div class="topbar-right">
+          {account.state === 'frozen' ? <span class="badge bad">Frozen</span> : null}
+          <span class="who">{account.email}</span>
+          <ThemeToggle />
+          <button type="button" class="ghost" onClick={onSignOut}>
+            Sign out
+          </button>
+        </div>
+      </header>
+      <nav id="nav" class={menu ? 'nav open' : 'nav'} aria-label="Main">
+        <ul>
+          {VIEWS.map((v) => (
+            <li key={v.id}>
+              <a href={`#/${v.id}`} aria-current={v.id === view ? 'page' : undefined}>
+                {v.label}
+                {v.id === 'notifications' && unread > 0 ? (
+                  <span class="count-badge" aria-hidden="true">
+                    {unread >= 200 ? '200+' : unread}
+                  </span>
+                ) : null}
+              </a>
+            </li>
+          ))}
+        </ul>
+        {unread > 0 ? <p class="sr-only" aria-live="polite">{`${unread} unread notifications`}</p> : null}
+      </nav>
+      <main id="main" class="main" tabIndex={-1}>
+        <View key={view} account={account} onUnreadChange={(d: number) => setUnread(Math.max(0, unread + d))} />
+      </main>
+    </div>
+  );
+}
+
+function App() {
+  const [account, setAccount] = useState<Account | null | undefined>(undefined);
+  useEffect(() => {
+    ok(api.GET('/api/account')).then(setAccount, () => setAccount(null));
+    return onUnauthorized(() => setAccount(null));
+  }, []);
+  useEffect(() => {
+    if (account) openStream();
+    else closeStream();
+  }, [account]);
+  if (account === undefined) return <p class="loading-page">Loading…</p>;
+  if (account === null) return <SignIn onSignedIn={setAccount} />;
+  return (
+    <Shell
+      account={account}
+      onSignOut={async () => {
+        await api.POST('/api/auth/logout').catch(() => {});
+        setAccount(null);
+      }}
+    />
+  );
+}
+
+render(<App />, document.getElementById('app')!);

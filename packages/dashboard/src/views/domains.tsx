@@ -1,0 +1,229 @@
+import { isIP, isPort, normalizeHostname, isHostname, WAF_LEVELS, WAF_MODES, formatHostPort } from '@rampart/protocol';
+import { useState } from 'preact/hooks';
+import { api, errorText, ok, type Domain, type DomainUpdate, type Server } from '../api/client';
+import { Confirm, Dialog, Empty, ErrorNote, Field, fmtDate, PageHead, Switch, useLoad, type ViewProps } from '../ui';
+
+/** Origins as typed, one `address:port` a line (IPv6 in brackets): the list, or the first line at fault. */
+export function parseOrigins(text: string): { ok: true; origins: { ip: string; port: number }[] } | { ok: false; message: string } {
+  const lines = text
+    .split('\n')
+    .map((l) => l.trim())
+    .filter(Boolean);
+  if (lines.length === 0) return { ok: false, message: 'Give at least one origin, as address:port' };
+  const origins: { ip: string; port: number }[] = [];
+  for (const [i, line] of lines.entries()) {
+    const m = /^\[([^\]]+)\]:(\d+)$/.exec(line) ?? /^([^:]+):(\d+)$/.exec(line);
+    const ip = m?.[1];
+    const port = m ? Number(m[2]) : NaN;
+    if (!ip || !isIP(ip) || !isPort(port)) return { ok: false, message: `Line ${i + 1} is not address:port (e.g. 192.0.2.10:8080 or [2001:db8::10]:8080)` };
+    origins.push({ ip, port });
+  }
+  return { ok: true, origins };
+}
+
+export function certificateText(d: Domain): string {
+  switch (d.sslStatus) {
+    case 'off':
+      return 'HTTPS off';
+    case 'pending':
+      return 'Certificate pending';
+    case 'active':
+      return d.sslExpires ? `Certificate valid until ${fmtDate(d.sslExpires)}` : 'Certificate active';
+    case 'error':
+      return `Certificate error${d.sslError ? `: ${d.sslError}` : ''}`;
+  }
+}
+
+function DomainForm(props: { domain?: Domain; servers: Server[]; onSaved: (d: Domain) => void; onClose: () => void }) {
+  const d = props.domain;
+  const [name, setName] = useState(d?.domain ?? '');
+  const [origins, setOrigins] = useState(d ? d.origins.map((o) => formatHostPort(o.ip, o.port)).join('\n') : '');
+  const [serverIds, setServerIds] = useState<string[]>(d?.serverIds ?? []);
+  const [sslEnabled, setSsl] = useState(d?.sslEnabled ?? true);
+  const [wafEnabled, setWaf] = useState(d?.wafEnabled ?? true);
+  const [wafLevel, setLevel] = useState<string>(d?.wafLevel ?? 'medium');
+  const [wafMode, setMode] = useState<string>(d?.wafMode ?? 'block');
+  const [dnsFailover, setDnsFailover] = useState(d?.dnsFailover ?? false);
+  const [error, setError] = useState<string>();
+  const [busy, setBusy] = useState(false);
+  const parsed = parseOrigins(origins);
+  const nameInvalid = name && !isHostname(normalizeHostname(name)) ? 'Not a valid host name' : undefined;
+  const live = props.servers.filter((s) => s.status !== 'decommissioned');
+  return (
+    <Dialog title={d ? `Edit ${d.domain}` : 'Add domain'} onClose={props.onClose} wide>
+      <form
+        class="form"
+        onSubmit={async (e) => {
+          e.preventDefault();
+          if (!parsed.ok) return setError(parsed.message);
+          setBusy(true);
+          setError(undefined);
+          const body = { origins: parsed.origins, serverIds, sslEnabled, wafEnabled, wafLevel: wafLevel as DomainUpdate['wafLevel'], wafMode: wafMode as DomainUpdate['wafMode'] };
+          try {
+            const saved = d
+              ? await ok(api.PUT('/api/domains/{id}', { params: { path: { id: d.id } }, body: { ...body, dnsFailover } }))
+              : await ok(api.POST('/api/domains', { body: { domain: name.trim(), ...body } }));
+            props.onSaved(saved);
+            props.onClose();
+          } catch (err) {
+            setError(errorText(err));
+            setBusy(false);
+          }
+        }}
+      >
+        <Field label="Domain name" invalid={nameInvalid} hint={d ? 'A domain keeps its name; add a new one to use another.' : 'e.g. www.example.com'}>
+          {(id, desc) => <input id={id} value={name} required readOnly={!!d} aria-describedby={desc} aria-invalid={!!nameInvalid} onInput={(e) => setName(e.currentTarget.value)} />}
+        </Field>
+        <Field label="Origins" hint="One address:port a line, e.g. 192.0.2.10:8080 or [2001:db8::10]:8080" invalid={origins && !parsed.ok ? parsed.message : undefined}>
+          {(id, desc) => <textarea id={id} rows={3} required value={origins} aria-describedby={desc} aria-invalid={!!origins && !parsed.ok} onInput={(e) => setOrigins(e.currentTarget.value)} />}
+        </Field>
+        <fieldset class="field">
+          <legend>Shield servers</legend>
+          {live.length === 0 ? <small class="hint">No servers yet: register one under Servers.</small> : null}
+          <div class="checks">
+            {live.map((s) => (
+              <label key={s.id} class="check">
+                <input
+                  type="checkbox"
+                  checked={serverIds.includes(s.id)}
+                  onChange={(e) => setServerIds(e.currentTarget.checked ? [...serverIds, s.id] : serverIds.filter((x) => x !== s.id))}
+                />
+                {s.name}
+              </label>
+            ))}
+          </div>
+        </fieldset>
+        <div class="row">
+          <Field label="WAF level" hint="low: IP and country lists; medium: + rate limits; high: + attack detection">
+            {(id, desc) => (
+              <select id={id} value={wafLevel} aria-describedby={desc} onChange={(e) => setLevel(e.currentTarget.value)}>
+                {WAF_LEVELS.map((l) => (
+                  <option key={l} value={l}>
+                    {l}
+                  </option>
+                ))}
+              </select>
+            )}
+          </Field>
+          <Field label="WAF mode" hint="detect: attacks are logged and let through">
+            {(id, desc) => (
+              <select id={id} value={wafMode} aria-describedby={desc} onChange={(e) => setMode(e.currentTarget.value)}>
+                {WAF_MODES.map((m) => (
+                  <option key={m} value={m}>
+                    {m}
+                  </option>
+                ))}
+              </select>
+            )}
+          </Field>
+        </div>
+        <Switch label="WAF on" checked={wafEnabled} onChange={setWaf} />
+        <Switch label="HTTPS with a Let's Encrypt certificate" checked={sslEnabled} onChange={setSsl} />
+        {d ? <Switch label="DNS failover" checked={dnsFailover} onChange={setDnsFailover} hint="Pro and Enterprise, at least 2 servers and a DNS provider (Settings)" /> : null}
+        <ErrorNote error={error} />
+        <div class="actions">
+          <button type="button" onClick={props.onClose}>
+            Cancel
+          </button>
+          <button type="submit" class="primary" disabled={busy}>
+            Save
+          </button>
+        </div>
+      </form>
+    </Dialog>
+  );
+}
+
+export function Domains(_: ViewProps) {
+  const domains = useLoad(() => ok(api.GET('/api/domains')));
+  const servers = useLoad(() => ok(api.GET('/api/servers')));
+  const [editing, setEditing] = useState<Domain | 'new' | null>(null);
+  const [deleting, setDeleting] = useState<Domain | null>(null);
+  const serverName = (id: string) => servers.data?.find((s) => s.id === id)?.name ?? id.slice(0, 8);
+  return (
+    <section>
+      <PageHead title="Domains">
+        <button type="button" class="primary" onClick={() => setEditing('new')}>
+          Add domain
+        </button>
+      </PageHead>
+      <ErrorNote error={domains.error} />
+      {domains.data && domains.data.length === 0 ? <Empty>No domains yet. Add one to put it behind your shield servers.</Empty> : null}
+      {domains.data && domains.data.length > 0 ? (
+        <table class="cards">
+          <thead>
+            <tr>
+              <th scope="col">Domain</th>
+              <th scope="col">Origins</th>
+              <th scope="col">Servers</th>
+              <th scope="col">HTTPS</th>
+              <th scope="col">WAF</th>
+              <th scope="col">DNS failover</th>
+              <th scope="col">
+                <span class="sr-only">Actions</span>
+              </th>
+            </tr>
+          </thead>
+          <tbody>
+            {domains.data.map((d) => (
+              <tr key={d.id}>
+                <td data-label="Domain">
+                  <strong>{d.domain}</strong>
+                  <div>
+                    <span class={`badge ${d.status === 'active' ? 'good' : d.status === 'error' ? 'bad' : 'warn'}`}>{d.status}</span>
+                  </div>
+                </td>
+                <td data-label="Origins">
+                  {d.origins.map((o) => (
+                    <div key={`${o.ip}:${o.port}`}>
+                      <code>{formatHostPort(o.ip, o.port)}</code>
+                    </div>
+                  ))}
+                </td>
+                <td data-label="Servers">{d.serverIds.length ? d.serverIds.map(serverName).join(', ') : <span class="muted">none</span>}</td>
+                <td data-label="HTTPS">
+                  <span class={d.sslStatus === 'error' ? 'text-bad' : d.sslStatus === 'pending' ? 'text-warn' : undefined}>{certificateText(d)}</span>
+                </td>
+                <td data-label="WAF">{d.wafEnabled ? `${d.wafLevel}, ${d.wafMode}` : 'off'}</td>
+                <td data-label="DNS failover">
+                  {d.dnsFailover ? (d.dnsError ? <span class="text-bad">{d.dnsError}</span> : (d.dnsAddresses ?? []).join(', ') || 'on') : 'off'}
+                </td>
+                <td class="row-actions">
+                  <button type="button" class="small" aria-describedby={`dn-${d.id}`} onClick={() => setEditing(d)}>
+                    Edit
+                  </button>
+                  <button type="button" class="small danger" onClick={() => setDeleting(d)}>
+                    Delete<span class="sr-only"> {d.domain}</span>
+                  </button>
+                  <span id={`dn-${d.id}`} class="sr-only">
+                    {d.domain}
+                  </span>
+                </td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      ) : null}
+      {editing ? (
+        <DomainForm
+          domain={editing === 'new' ? undefined : editing}
+          servers={servers.data ?? []}
+          onClose={() => setEditing(null)}
+          onSaved={(saved) => domains.set((list) => (list?.some((x) => x.id === saved.id) ? list.map((x) => (x.id === saved.id ? saved : x)) : [...(list ?? []), saved]))}
+        />
+      ) : null}
+      {deleting ? (
+        <Confirm
+          title="Delete domain"
+          message={`Delete ${deleting.domain}? Its shield servers stop serving it.`}
+          action="Delete"
+          onClose={() => setDeleting(null)}
+          onConfirm={async () => {
+            await ok(api.DELETE('/api/domains/{id}', { params: { path: { id: deleting.id } } }));
+            domains.set((list) => list?.filter((x) => x.id !== deleting.id));
+          }}
+        />
+      ) : null}
+    </section>
+  );
+}

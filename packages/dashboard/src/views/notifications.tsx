@@ -1,0 +1,188 @@
+import { useEffect, useState } from 'preact/hooks';
+import { api, errorText, ok, page, type Notification, type NotificationSettings } from '../api/client';
+import { subscribe } from '../api/stream';
+import { Empty, ErrorNote, Field, fmtDate, fmtTime, PageHead, useLoad, type ViewProps } from '../ui';
+
+function DeliverySettings() {
+  const settings = useLoad(() => ok(api.GET('/api/settings/notifications')));
+  return settings.data ? <DeliveryForm initial={settings.data} /> : <ErrorNote error={settings.error} />;
+}
+
+function DeliveryForm({ initial }: { initial: NotificationSettings }) {
+  const [s, setS] = useState(initial);
+  const [url, setUrl] = useState(initial.webhookUrl ?? '');
+  const [secret, setSecret] = useState('');
+  const [email, setEmail] = useState(initial.email ?? '');
+  const [kinds, setKinds] = useState(initial.kinds.join(', '));
+  const [error, setError] = useState<string>();
+  const [saved, setSaved] = useState(false);
+  return (
+    <form
+      class="form panel"
+      onSubmit={async (e) => {
+        e.preventDefault();
+        setError(undefined);
+        setSaved(false);
+        const kindList = kinds
+          .split(',')
+          .map((k) => k.trim())
+          .filter(Boolean);
+        try {
+          const next = await ok(
+            api.PUT('/api/settings/notifications', {
+              body: {
+                webhookUrl: url.trim() || null,
+                ...(secret ? { webhookSecret: secret } : url.trim() ? {} : { webhookSecret: null }),
+                email: email.trim() || null,
+                kinds: kindList,
+              },
+            }),
+          );
+          setS(next);
+          setSecret('');
+          setSaved(true);
+        } catch (err) {
+          setError(errorText(err));
+        }
+      }}
+    >
+      <h2>Delivery</h2>
+      <Field label="Webhook URL" hint="Each notification is POSTed here, signed with the secret">
+        {(id, desc) => <input id={id} type="url" value={url} aria-describedby={desc} placeholder="https://hooks.example.com/rampart" onInput={(e) => setUrl(e.currentTarget.value)} />}
+      </Field>
+      <Field label="Webhook secret" hint={s.webhookSecretSet ? 'A secret is set (never shown); type a new one to replace it' : '16 to 200 characters; required with a webhook'}>
+        {(id, desc) => <input id={id} type="password" autocomplete="new-password" value={secret} aria-describedby={desc} onInput={(e) => setSecret(e.currentTarget.value)} />}
+      </Field>
+      <Field label="E-mail address">{(id) => <input id={id} type="email" value={email} onInput={(e) => setEmail(e.currentTarget.value)} />}</Field>
+      <Field label="Kinds" hint="Comma-separated notification kinds to deliver; empty: every kind">
+        {(id, desc) => <input id={id} value={kinds} aria-describedby={desc} onInput={(e) => setKinds(e.currentTarget.value)} />}
+      </Field>
+      <ErrorNote error={error} />
+      {saved ? (
+        <p role="status" class="success">
+          Saved.
+        </p>
+      ) : null}
+      <div class="actions">
+        <button type="submit" class="primary">
+          Save delivery settings
+        </button>
+      </div>
+    </form>
+  );
+}
+
+function DeliveryLog() {
+  const log = useLoad(() => page(api.GET('/api/notifications/deliveries', { params: { query: { limit: '20' } } })));
+  return (
+    <div class="panel">
+      <h2>Delivery log</h2>
+      <ErrorNote error={log.error} />
+      {log.data && log.data.items.length === 0 ? <Empty>Nothing delivered yet.</Empty> : null}
+      {log.data?.items.length ? (
+        <table class="cards">
+          <thead>
+            <tr>
+              <th scope="col">When</th>
+              <th scope="col">Kind</th>
+              <th scope="col">To</th>
+              <th scope="col">State</th>
+            </tr>
+          </thead>
+          <tbody>
+            {log.data.items.map((d) => (
+              <tr key={d.id}>
+                <td data-label="When">{fmtDate(d.createdAt)}</td>
+                <td data-label="Kind">{d.kind}</td>
+                <td data-label="To" class="wrap">
+                  {d.channel}: {d.target}
+                </td>
+                <td data-label="State">
+                  {d.status === 'delivered' ? 'delivered' : d.status === 'pending' ? `pending (${d.attempts} attempts)` : 'given up'}
+                  {d.lastError ? <small class="text-bad block">{d.lastError}</small> : null}
+                </td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      ) : null}
+    </div>
+  );
+}
+
+export function Notifications({ onUnreadChange }: ViewProps) {
+  const first = useLoad(() => page(api.GET('/api/notifications')));
+  const [items, setItems] = useState<Notification[]>([]);
+  const [next, setNext] = useState<string>();
+  const [error, setError] = useState<string>();
+  useEffect(() => {
+    if (first.data) {
+      setItems(first.data.items);
+      setNext(first.data.next);
+    }
+  }, [first.data]);
+  useEffect(() => subscribe('notification', (n) => setItems((list) => [n, ...list.filter((x) => x.id !== n.id)])), []);
+  const markRead = async (ids: string[]) => {
+    setError(undefined);
+    try {
+      const r = await ok(api.POST('/api/notifications/read', { body: { ids } }));
+      setItems((list) => list.map((n) => (ids.includes(n.id) ? { ...n, read: true } : n)));
+      onUnreadChange(-r.marked);
+    } catch (err) {
+      setError(errorText(err));
+    }
+  };
+  const unread = items.filter((n) => !n.read);
+  return (
+    <section>
+      <PageHead title="Notifications">
+        <button type="button" disabled={unread.length === 0} onClick={() => markRead(unread.slice(0, 200).map((n) => n.id))}>
+          Mark all read
+        </button>
+      </PageHead>
+      <ErrorNote error={first.error ?? error} />
+      {first.data && items.length === 0 ? <Empty>No notifications. Server errors, certificate problems and billing events show up here.</Empty> : null}
+      <ul class="notes">
+        {items.map((n) => (
+          <li key={n.id} class={n.read ? 'note' : 'note unread'}>
+            <div class="note-head">
+              {n.read ? null : <span class="badge warn">new</span>}
+              <strong>{n.kind.replace(/_/g, ' ')}</strong>
+              <span class="muted">
+                {fmtTime(n.updatedAt)}
+                {n.count > 1 ? ` · ${n.count} times` : ''}
+              </span>
+            </div>
+            <p>{n.message}</p>
+            {n.read ? null : (
+              <button type="button" class="small" onClick={() => markRead([n.id])}>
+                Mark read
+              </button>
+            )}
+          </li>
+        ))}
+      </ul>
+      {next ? (
+        <button
+          type="button"
+          class="load-more"
+          onClick={async () => {
+            try {
+              const p = await page(api.GET('/api/notifications', { params: { query: { before: next } } }));
+              setItems((list) => [...list, ...p.items]);
+              setNext(p.next);
+            } catch (err) {
+              setError(errorText(err));
+            }
+          }}
+        >
+          Load older notifications
+        </button>
+      ) : null}
+      <div class="two-col">
+        <DeliverySettings />
+        <DeliveryLog />
+      </div>
+    </section>
+  );
+}

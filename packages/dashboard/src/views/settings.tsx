@@ -1,0 +1,357 @@
+import { ACCOUNT_LIMITS } from '@rampart/protocol';
+import { useState } from 'preact/hooks';
+import { api, errorText, ok, page, type Account, type ApiKeyCreated, type Body, type Deposit, type DnsSettings, type Transaction } from '../api/client';
+import { Confirm, Empty, ErrorNote, Field, fmtDate, money, PageHead, Secret, useLoad, type ViewProps } from '../ui';
+
+type Plan = Body<'/api/account/plan', 'put'>['plan'];
+// Checked against the API's own type: a plan it does not take fails to compile.
+const PLANS = ['free', 'pro', 'enterprise'] as const satisfies readonly Plan[];
+type Provider = Body<'/api/settings/dns', 'put'>['provider'];
+const PROVIDERS = ['powerdns', 'cloudflare'] as const satisfies readonly Provider[];
+
+function Billing({ initial }: { initial: Account }) {
+  const [account, setAccount] = useState(initial);
+  const [plan, setPlan] = useState<Plan>(initial.plan as Plan);
+  const [amount, setAmount] = useState('');
+  const [deposit, setDeposit] = useState<Deposit>();
+  const [error, setError] = useState<string>();
+  const [note, setNote] = useState<string>();
+  const tx = useLoad(() => page(api.GET('/api/billing/transactions', { params: { query: { limit: '20' } } })));
+  const [more, setMore] = useState<{ items: Transaction[]; next: string | undefined }>();
+  const rows = [...(tx.data?.items ?? []), ...(more?.items ?? [])];
+  const next = more ? more.next : tx.data?.next;
+  return (
+    <div class="panel">
+      <h2>Account and billing</h2>
+      <dl class="details">
+        <dt>Account</dt>
+        <dd>{account.email}</dd>
+        <dt>Plan</dt>
+        <dd>
+          {account.plan}, {money(account.price)} a month
+        </dd>
+        <dt>Balance</dt>
+        <dd>{money(account.balance)}</dd>
+        <dt>State</dt>
+        <dd>{account.state === 'frozen' ? <span class="text-bad">frozen: deposit to renew the plan</span> : 'active'}</dd>
+        <dt>Next charge</dt>
+        <dd>{fmtDate(account.nextChargeAt)}</dd>
+      </dl>
+      <form
+        class="inline-form"
+        onSubmit={async (e) => {
+          e.preventDefault();
+          setError(undefined);
+          setNote(undefined);
+          try {
+            const r = await ok(api.PUT('/api/account/plan', { body: { plan } }));
+            setAccount(r.account);
+            setNote(r.transaction ? `Plan changed; ${r.transaction.delta < 0 ? 'charged' : 'credited'} ${money(Math.abs(r.transaction.delta))} pro rata.` : 'Plan changed.');
+            tx.reload();
+          } catch (err) {
+            setError(errorText(err));
+          }
+        }}
+      >
+        <Field label="Plan">
+          {(id) => (
+            <select id={id} value={plan} onChange={(e) => setPlan(e.currentTarget.value as Plan)}>
+              {PLANS.map((p) => (
+                <option key={p} value={p}>
+                  {p}
+                </option>
+              ))}
+            </select>
+          )}
+        </Field>
+        <button type="submit" disabled={plan === account.plan}>
+          Change plan
+        </button>
+      </form>
+      <form
+        class="inline-form"
+        onSubmit={async (e) => {
+          e.preventDefault();
+          setError(undefined);
+          try {
+            setDeposit(await ok(api.POST('/api/billing/deposits', { body: { amount: Number(amount) } })));
+            tx.reload();
+          } catch (err) {
+            setError(errorText(err));
+          }
+        }}
+      >
+        <Field label="Deposit amount (USD)">{(id) => <input id={id} type="number" min="0.01" step="0.01" required value={amount} onInput={(e) => setAmount(e.currentTarget.value)} />}</Field>
+        <button type="submit">Deposit</button>
+      </form>
+      {deposit ? (
+        <div class="callout" role="status">
+          <p>
+            Deposit of {money(deposit.amount)} announced ({deposit.status}).
+            {deposit.address ? ' Pay to:' : ' It is credited once the payment is confirmed.'}
+          </p>
+          {deposit.address ? (
+            <dl class="details">
+              <dt>Address</dt>
+              <dd>
+                <Secret text={deposit.address} label="Deposit address" />
+              </dd>
+              <dt>Network</dt>
+              <dd>{deposit.network ?? '—'}</dd>
+              <dt>Token</dt>
+              <dd>{deposit.token ?? '—'}</dd>
+              <dt>Token contract</dt>
+              <dd>{deposit.tokenContract ? <code>{deposit.tokenContract}</code> : '—'}</dd>
+            </dl>
+          ) : null}
+        </div>
+      ) : null}
+      <ErrorNote error={error ?? tx.error} />
+      {note ? (
+        <p role="status" class="success">
+          {note}
+        </p>
+      ) : null}
+      <h3>Transactions</h3>
+      {tx.data && rows.length === 0 ? <Empty>No transactions yet.</Empty> : null}
+      {rows.length ? (
+        <table class="cards">
+          <thead>
+            <tr>
+              <th scope="col">When</th>
+              <th scope="col">What</th>
+              <th scope="col">Amount</th>
+              <th scope="col">State</th>
+            </tr>
+          </thead>
+          <tbody>
+            {rows.map((t) => (
+              <tr key={t.id}>
+                <td data-label="When">{fmtDate(t.createdAt)}</td>
+                <td data-label="What">{t.description ?? t.kind}</td>
+                <td data-label="Amount" class={t.delta < 0 ? 'text-bad' : undefined}>
+                  {money(t.delta !== 0 ? t.delta : t.amount)}
+                </td>
+                <td data-label="State">{t.status}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      ) : null}
+      {next ? (
+        <button
+          type="button"
+          class="load-more"
+          onClick={async () => {
+            const p = await page(api.GET('/api/billing/transactions', { params: { query: { limit: '20', before: next } } }));
+            setMore({ items: [...(more?.items ?? []), ...p.items], next: p.next });
+          }}
+        >
+          Load older transactions
+        </button>
+      ) : null}
+    </div>
+  );
+}
+
+function ApiKeys() {
+  const keys = useLoad(() => ok(api.GET('/api/settings/api-keys')));
+  const [name, setName] = useState('');
+  const [created, setCreated] = useState<ApiKeyCreated>();
+  const [deleting, setDeleting] = useState<{ id: string; name: string } | null>(null);
+  const [error, setError] = useState<string>();
+  return (
+    <div class="panel">
+      <h2>API keys</h2>
+      <p class="muted">
+        Send a key as the <code>x-api-key</code> header. Pro and Enterprise; at most {ACCOUNT_LIMITS.apiKeys}.
+      </p>
+      <form
+        class="inline-form"
+        onSubmit={async (e) => {
+          e.preventDefault();
+          setError(undefined);
+          try {
+            const k = await ok(api.POST('/api/settings/api-keys', { body: { name: name.trim() } }));
+            setCreated(k);
+            setName('');
+            keys.reload();
+          } catch (err) {
+            setError(errorText(err));
+          }
+        }}
+      >
+        <Field label="Key name">{(id) => <input id={id} value={name} required maxLength={100} onInput={(e) => setName(e.currentTarget.value)} />}</Field>
+        <button type="submit">Create key</button>
+      </form>
+      {created ? (
+        <div class="callout" role="status">
+          <p>
+            The key <strong>{created.name}</strong>, shown only now:
+          </p>
+          <Secret text={created.key} label="New API key" />
+        </div>
+      ) : null}
+      <ErrorNote error={error ?? keys.error} />
+      {keys.data && keys.data.length === 0 ? <Empty>No API keys.</Empty> : null}
+      {keys.data?.length ? (
+        <table class="cards">
+          <thead>
+            <tr>
+              <th scope="col">Name</th>
+              <th scope="col">Key</th>
+              <th scope="col">Last used</th>
+              <th scope="col">Created</th>
+              <th scope="col">
+                <span class="sr-only">Actions</span>
+              </th>
+            </tr>
+          </thead>
+          <tbody>
+            {keys.data.map((k) => (
+              <tr key={k.id}>
+                <td data-label="Name">{k.name}</td>
+                <td data-label="Key">
+                  <code>{k.keyPrefix}…</code>
+                </td>
+                <td data-label="Last used">{fmtDate(k.lastUsedAt)}</td>
+                <td data-label="Created">{fmtDate(k.createdAt)}</td>
+                <td class="row-actions">
+                  <button type="button" class="small danger" onClick={() => setDeleting(k)}>
+                    Delete<span class="sr-only"> key {k.name}</span>
+                  </button>
+                </td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      ) : null}
+      {deleting ? (
+        <Confirm
+          title="Delete API key"
+          message={`Delete the key ${deleting.name}? It stops working at once.`}
+          action="Delete"
+          onClose={() => setDeleting(null)}
+          onConfirm={async () => {
+            await ok(api.DELETE('/api/settings/api-keys', { params: { query: { id: deleting.id } } }));
+            if (created?.id === deleting.id) setCreated(undefined);
+            keys.set((list) => list?.filter((x) => x.id !== deleting.id));
+          }}
+        />
+      ) : null}
+    </div>
+  );
+}
+
+function Dns({ initial }: { initial: DnsSettings }) {
+  const [s, setS] = useState(initial);
+  const [provider, setProvider] = useState<Provider>(initial.provider ?? 'powerdns');
+  const [apiUrl, setApiUrl] = useState(initial.apiUrl ?? '');
+  const [serverId, setServerId] = useState(initial.serverId ?? 'localhost');
+  const [apiKey, setApiKey] = useState('');
+  const [apiToken, setApiToken] = useState('');
+  const [error, setError] = useState<string>();
+  const [disconnecting, setDisconnecting] = useState(false);
+  return (
+    <div class="panel">
+      <h2>DNS provider</h2>
+      <p class="muted">
+        For DNS failover: the domain's A/AAAA records follow its healthy servers.{' '}
+        {s.connected ? `Connected: ${s.provider}${s.updatedAt ? `, since ${fmtDate(s.updatedAt)}` : ''}.` : 'Not connected.'}
+      </p>
+      {s.error ? <p class="text-bad">{s.error}</p> : null}
+      <form
+        class="form"
+        onSubmit={async (e) => {
+          e.preventDefault();
+          setError(undefined);
+          try {
+            const body = provider === 'powerdns' ? { provider, apiUrl: apiUrl.trim(), serverId: serverId.trim(), apiKey } : { provider, apiToken };
+            setS(await ok(api.PUT('/api/settings/dns', { body })));
+            setApiKey('');
+            setApiToken('');
+          } catch (err) {
+            setError(errorText(err));
+          }
+        }}
+      >
+        <Field label="Provider">
+          {(id) => (
+            <select id={id} value={provider} onChange={(e) => setProvider(e.currentTarget.value as Provider)}>
+              {PROVIDERS.map((p) => (
+                <option key={p} value={p}>
+                  {p === 'powerdns' ? 'PowerDNS' : 'Cloudflare'}
+                </option>
+              ))}
+            </select>
+          )}
+        </Field>
+        {provider === 'powerdns' ? (
+          <>
+            <Field label="API URL" hint="The API webserver's base URL, without /api/v1">
+              {(id, desc) => <input id={id} type="url" required value={apiUrl} aria-describedby={desc} onInput={(e) => setApiUrl(e.currentTarget.value)} />}
+            </Field>
+            <Field label="Server id">{(id) => <input id={id} required value={serverId} onInput={(e) => setServerId(e.currentTarget.value)} />}</Field>
+            <Field label="API key" hint="Stored encrypted, never shown">
+              {(id, desc) => <input id={id} type="password" autocomplete="off" required value={apiKey} aria-describedby={desc} onInput={(e) => setApiKey(e.currentTarget.value)} />}
+            </Field>
+          </>
+        ) : (
+          <Field label="API token" hint="Zone DNS Edit and Zone Read; stored encrypted, never shown">
+            {(id, desc) => <input id={id} type="password" autocomplete="off" required value={apiToken} aria-describedby={desc} onInput={(e) => setApiToken(e.currentTarget.value)} />}
+          </Field>
+        )}
+        <ErrorNote error={error} />
+        <div class="actions">
+          {s.provider ? (
+            <button type="button" class="danger" onClick={() => setDisconnecting(true)}>
+              Disconnect
+            </button>
+          ) : null}
+          <button type="submit" class="primary">
+            Connect
+          </button>
+        </div>
+      </form>
+      {disconnecting ? (
+        <Confirm
+          title="Disconnect DNS provider"
+          message="Disconnect the DNS provider? Refused while a domain has DNS failover on."
+          action="Disconnect"
+          onClose={() => setDisconnecting(false)}
+          onConfirm={async () => {
+            await ok(api.DELETE('/api/settings/dns'));
+            setS(await ok(api.GET('/api/settings/dns')));
+          }}
+        />
+      ) : null}
+    </div>
+  );
+}
+
+function DnsPanel() {
+  const dns = useLoad(() => ok(api.GET('/api/settings/dns')));
+  return dns.data ? <Dns initial={dns.data} /> : <ErrorNote error={dns.error} />;
+}
+
+export function Settings({ account }: ViewProps) {
+  return (
+    <section>
+      <PageHead title="Settings" />
+      <div class="two-col">
+        <Billing initial={account} />
+        <div>
+          <ApiKeys />
+          <div class="panel">
+            <h2>Export</h2>
+            <p class="muted">Every domain, server and rule of the account as portable JSON, with a plain HAProxy configuration. Works while frozen.</p>
+            <a class="button" href="/api/settings/export" download>
+              Download export
+            </a>
+          </div>
+          <DnsPanel />
+        </div>
+      </div>
+    </section>
+  );
+}
