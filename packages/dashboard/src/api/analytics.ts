@@ -1,32 +1,11 @@
-import { getOptional } from './client';
+import { api, ApiError, ok, type Answer } from './client';
 
-// GET /api/analytics (issue 12, point 2). Typed by hand until it is in the OpenAPI document;
-// a control plane without it answers 404, and the views show an empty state.
+// GET /api/analytics: traffic over time and the top blocked lists. A control plane without it
+// (older) answers 404, and the views show an empty state.
 
-export type StatusClass = '1xx' | '2xx' | '3xx' | '4xx' | '5xx' | 'other';
+export type Analytics = Answer<'/api/analytics', 'get'>;
+export type StatusClass = keyof Analytics['series'][number]['status'];
 export const STATUS_CLASSES: readonly StatusClass[] = ['1xx', '2xx', '3xx', '4xx', '5xx', 'other'];
-
-export interface AnalyticsPoint {
-  t: string | number;
-  requests: number;
-  status: Record<StatusClass, number>;
-  bytes_in: number;
-  bytes_out: number;
-  blocked: Record<string, number>;
-}
-
-export interface Analytics {
-  from: string;
-  to: string;
-  step: 'minute' | 'hour';
-  series: AnalyticsPoint[];
-  top: {
-    ips: { ip: string; count: number }[];
-    paths: { path: string; count: number }[];
-    countries: { country: string; count: number }[];
-    rules: { rule_id: string; count: number }[];
-  };
-}
 
 export const RANGES = [
   { id: '1h', label: 'Last hour', ms: 3_600_000, step: 'minute' },
@@ -36,18 +15,20 @@ export const RANGES = [
 ] as const;
 export type RangeId = (typeof RANGES)[number]['id'];
 
-/** The analytics of one domain (or all when domain is empty) over a range; null when the API has no analytics. */
-export function fetchAnalytics(domain: string, range: RangeId): Promise<Analytics | null> {
+/** The analytics of one domain (by id; all when empty) over a range; null when the API has no analytics. */
+export async function fetchAnalytics(domainId: string, range: RangeId): Promise<Analytics | null> {
   const r = RANGES.find((x) => x.id === range) ?? RANGES[1];
   const to = new Date();
   const from = new Date(to.getTime() - r.ms);
-  const q = new URLSearchParams({ from: from.toISOString(), to: to.toISOString(), step: r.step });
-  if (domain) q.set('domain', domain);
-  return getOptional<Analytics>(`/api/analytics?${q.toString()}`);
+  try {
+    return await ok(api.GET('/api/analytics', { params: { query: { from: from.toISOString(), to: to.toISOString(), step: r.step, ...(domainId ? { domain: domainId } : {}) } } }));
+  } catch (err) {
+    if (err instanceof ApiError && err.status === 404) return null;
+    throw err;
+  }
 }
 
-/** Seconds since the epoch of a point's time (ISO string or seconds/milliseconds). */
-export function pointSeconds(t: string | number): number {
-  if (typeof t === 'number') return t > 1e12 ? t / 1000 : t;
+/** Seconds since the epoch of a point's time. */
+export function pointSeconds(t: string): number {
   return Date.parse(t) / 1000;
 }

@@ -2205,6 +2205,159 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/analytics": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Traffic over time (requests, status classes, bytes, WAF blocks by reason) and the top blocked addresses, paths, countries and rules
+         * @description Shield servers report every 60 s. Minutes are kept 48 hours, hours 30 days. A 400 names the parameter at fault; a domain id that is not one of the account's domains is a 404.
+         */
+        get: {
+            parameters: {
+                query?: {
+                    /** @description A domain's id; absent: all the account's domains */
+                    domain?: string;
+                    /** @description ISO time, within the 30 days kept; default 24 hours before to */
+                    from?: string;
+                    /** @description ISO time, after from; default now */
+                    to?: string;
+                    /** @description minute or hour; default minute for ranges up to 6 hours within the last 48, else hour. minute only within the last 48 hours; at most 1440 points */
+                    step?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /**
+                             * Format: date-time
+                             * @description The first bucket (from, rounded down to the step)
+                             */
+                            from: string;
+                            /** Format: date-time */
+                            to: string;
+                            step: "minute" | "hour";
+                            /** @description One entry per step from from to to, zeros where nothing was counted */
+                            series: {
+                                /**
+                                 * Format: date-time
+                                 * @description The bucket's start
+                                 */
+                                t: string;
+                                requests: number;
+                                /** @description Responses by status class */
+                                status: {
+                                    "1xx": number;
+                                    "2xx": number;
+                                    "3xx": number;
+                                    "4xx": number;
+                                    "5xx": number;
+                                    other: number;
+                                };
+                                bytes_in: number;
+                                bytes_out: number;
+                                /** @description Requests the WAF blocked, by reason (reasons without blocks left out) */
+                                blocked: {
+                                    ip_blocked?: number;
+                                    country_blocked?: number;
+                                    bot_blocked?: number;
+                                    ai_bot_blocked?: number;
+                                    bot_challenge?: number;
+                                    rate_limited?: number;
+                                    sqli_detected?: number;
+                                    xss_detected?: number;
+                                    cmdi_detected?: number;
+                                    traversal_detected?: number;
+                                    ssrf_detected?: number;
+                                    xxe_detected?: number;
+                                    injection_detected?: number;
+                                    upload_blocked?: number;
+                                };
+                            }[];
+                            /** @description From the stored WAF events (kept 7 days) over the same range and domain, blocked ones only, 10 each */
+                            top: {
+                                /** @description Most blocked source addresses */
+                                ips: {
+                                    ip: string;
+                                    count: number;
+                                }[];
+                                /** @description Most blocked paths */
+                                paths: {
+                                    path: string;
+                                    count: number;
+                                }[];
+                                /** @description Most blocked countries (country_blocked events, by the block_country rule that matched) */
+                                countries: {
+                                    country: string;
+                                    count: number;
+                                }[];
+                                /** @description Rules that blocked most */
+                                rules: {
+                                    rule_id: string;
+                                    count: number;
+                                }[];
+                            };
+                        };
+                    };
+                };
+                /** @description Every error answer */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["def-0"];
+                    };
+                };
+                /** @description Every error answer */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["def-0"];
+                    };
+                };
+                /** @description Every error answer */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["def-0"];
+                    };
+                };
+                /** @description Every error answer */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["def-0"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/account": {
         parameters: {
             query?: never;
@@ -3700,6 +3853,90 @@ export interface paths {
                 };
             };
         };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/stream": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Live WAF events and notifications of the account (server-sent events)
+         * @description A `text/event-stream` of what is new in the account, as it happens, on any control-plane process: `event: waf_event` with `data:` one WAF event, exactly as an item of GET /api/waf/events; `event: notification` with `data:` one notification, exactly as an item of GET /api/notifications; `event: resync` (`data: {}`) when this process may have missed changes (reload the lists); and a comment line (`: heartbeat`) every 15 s. Events are new rows only (a repeat folded into an earlier event raises its `count` without a message). At most 20 open streams per account (429 beyond); a client that does not read is dropped; the stream ends when its API key is deleted or its session ends. Nothing is replayed: load the lists first, then follow the stream.
+         */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The event stream (text/event-stream), open until the client or the server closes it */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "text/event-stream": string;
+                    };
+                };
+                /** @description Every error answer */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["def-0"];
+                    };
+                };
+                /** @description Every error answer */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["def-0"];
+                    };
+                };
+                /** @description Every error answer */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["def-0"];
+                    };
+                };
+                /** @description Every error answer */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["def-0"];
+                    };
+                };
+                /** @description Every error answer */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["def-0"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;

@@ -1,12 +1,13 @@
 import type { Notification, WafEvent } from './client';
 
 // Live updates: one EventSource on GET /api/stream (session cookie), shared by every view.
-// `waf_event` carries one item of GET /api/waf/events, `notification` one of GET /api/notifications.
+// `waf_event` carries one item of GET /api/waf/events, `notification` one of GET /api/notifications,
+// `resync` says to reload the lists. Nothing is replayed: each view loads its list, then follows.
 
-type Handlers = { waf_event: (e: WafEvent) => void; notification: (n: Notification) => void; state: (live: boolean) => void };
+type Handlers = { waf_event: (e: WafEvent) => void; notification: (n: Notification) => void; resync: () => void; state: (live: boolean) => void };
 type Kind = keyof Handlers;
 
-const handlers: { [K in Kind]: Set<Handlers[K]> } = { waf_event: new Set(), notification: new Set(), state: new Set() };
+const handlers: { [K in Kind]: Set<Handlers[K]> } = { waf_event: new Set(), notification: new Set(), resync: new Set(), state: new Set() };
 let source: EventSource | undefined;
 let live = false;
 
@@ -25,6 +26,10 @@ export function openStream(): void {
   source = new EventSource('/api/stream', { withCredentials: true });
   source.onopen = () => setLive(true);
   source.onerror = () => setLive(false);
+  // `resync`: this control-plane process may have missed changes; the views reload their lists.
+  source.addEventListener('resync', () => {
+    for (const fn of handlers.resync) fn();
+  });
   for (const kind of ['waf_event', 'notification'] as const) {
     source.addEventListener(kind, (m) => {
       let data: unknown;

@@ -18,7 +18,7 @@ export function Analytics(_: ViewProps) {
             <select id={id} value={domain} onChange={(e) => setDomain(e.currentTarget.value)}>
               <option value="">All domains</option>
               {(domains.data ?? []).map((d) => (
-                <option key={d.id} value={d.domain}>
+                <option key={d.id} value={d.id}>
                   {d.domain}
                 </option>
               ))}

@@ -138,6 +138,7 @@ export function Events(_: ViewProps) {
     setMore({ items: [], next: undefined });
   }, [filters]);
   useEffect(() => subscribe('state', setLive), []);
+  useEffect(() => subscribe('resync', () => (setFresh([]), events.reload())), []);
   useEffect(
     () =>
       subscribe('waf_event', (e) => {

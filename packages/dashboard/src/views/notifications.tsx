@@ -122,6 +122,7 @@ export function Notifications({ onUnreadChange }: ViewProps) {
     }
   }, [first.data]);
   useEffect(() => subscribe('notification', (n) => setItems((list) => [n, ...list.filter((x) => x.id !== n.id)])), []);
+  useEffect(() => subscribe('resync', first.reload), []);
   const markRead = async (ids: string[]) => {
     setError(undefined);
     try {

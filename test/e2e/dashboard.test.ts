@@ -1,0 +1,277 @@
+import assert from 'node:assert/strict';
+import { existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { chromium, type Browser, type Page } from 'playwright-core';
+import { ADMIN, settle, startAgent, startOrigin, viaProxy, type ApiClient } from '../support/cluster.js';
+import { freePort, startServe, waitFor } from '../support/processes.js';
+
+// The dashboard in a real Chromium against a real `rampart serve`, agent, HAProxy and origin:
+// signing in, domains, every rule type, a blocked request arriving live in Events and turned into
+// an exception, API keys, the export, a traffic chart; screenshots of every view at 1400 and 390
+// px into test-results/, and axe-core on every view in both themes.
+
+const CHROMIUM = ['/usr/bin/chromium', '/usr/bin/chromium-browser'].find((p) => existsSync(p));
+const FLAGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'];
+const VIEWS = ['Overview', 'Domains', 'Servers', 'WAF', 'Events', 'Analytics', 'Notifications', 'Settings'] as const;
+const OUT = join(process.cwd(), 'test-results');
+const AXE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
+const EMAIL = `dash-${Date.now()}@example.com`;
+const PASSWORD = 'correct horse battery';
+const DOMAIN = 'shop.dash.test';
+
+describe('the dashboard in a real Chromium', { skip: !CHROMIUM && 'chromium is not installed (npm run setup installs it)' }, () => {
+  let serve: Awaited<ReturnType<typeof startServe>>;
+  let origin: Awaited<ReturnType<typeof startOrigin>>;
+  let agent: Awaited<ReturnType<typeof startAgent>> | undefined;
+  let browser: Browser;
+  let page: Page;
+  let api: ApiClient;
+  let serverName: string;
+
+  before(async () => {
+    mkdirSync(OUT, { recursive: true });
+    serve = await startServe({ port: await freePort(), adminToken: ADMIN });
+    origin = await startOrigin('dash-origin');
+    const created = await fetch(`${serve.url}/admin/accounts`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${ADMIN}` },
+      body: JSON.stringify({ email: EMAIL, password: PASSWORD, plan: 'pro', balance: 100 }),
+    });
+    const key = ((await created.json()) as { apiKey: string }).apiKey;
+    api = {
+      url: serve.url,
+      key,
+      async call(method, path, body) {
+        const r = await fetch(serve.url + path, { method, headers: { 'x-api-key': key, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) }, ...(body !== undefined ? { body: JSON.stringify(body) } : {}) });
+        const text = await r.text();
+        return { status: r.status, body: text ? JSON.parse(text) : undefined };
+      },
+    };
+    serverName = 'edge-dash';
+    const srv = await api.call('POST', '/api/servers', { name: serverName });
+    agent = await startAgent({ serverUrl: serve.url, token: srv.body.connectionToken, analyticsIntervalMs: 1000 });
+    await waitFor(async () => (await api.call('GET', '/api/servers')).body[0].status === 'active', 'the agent to connect', 20_000);
+    browser = await chromium.launch({ executablePath: CHROMIUM!, args: FLAGS });
+    const context = await browser.newContext({ viewport: { width: 1400, height: 900 }, acceptDownloads: true, colorScheme: 'light' });
+    page = await context.newPage();
+    page.on('pageerror', (err) => console.error('page error:', err));
+  });
+  after(async () => {
+    await browser?.close();
+    await agent?.stop();
+    await serve?.stop();
+    await origin?.close();
+  });
+
+  const nav = (name: (typeof VIEWS)[number]) => page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name, exact: true });
+  async function go(name: (typeof VIEWS)[number]) {
+    await nav(name).click();
+    await page.getByRole('heading', { level: 1, name }).waitFor();
+  }
+
+  test('signing in with the Email and Password fields and the Sign in button', async () => {
+    await page.goto(serve.url);
+    await page.getByLabel('Password').fill('wrong password');
+    await page.getByLabel('Email').fill(EMAIL);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('alert').waitFor();
+    await page.getByLabel('Password').fill(PASSWORD);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    for (const name of VIEWS) await nav(name).waitFor();
+    await page.getByRole('heading', { level: 1, name: 'Overview' }).waitFor();
+  });
+
+  test('adding a domain with the Add domain form, then editing it', async () => {
+    await go('Domains');
+    await page.getByRole('button', { name: 'Add domain' }).click();
+    const dialog = page.getByRole('dialog', { name: 'Add domain' });
+    await dialog.getByLabel('Domain name').fill(DOMAIN);
+    await dialog.getByLabel('Origins').fill('not an origin');
+    await dialog.getByText('Line 1 is not address:port').waitFor();
+    await dialog.getByLabel('Origins').fill(`127.0.0.1:${origin.port}`);
+    await dialog.getByLabel('WAF level').selectOption('medium');
+    await dialog.getByLabel(serverName).check();
+    await dialog.getByLabel("HTTPS with a Let's Encrypt certificate").uncheck();
+    await dialog.getByRole('button', { name: 'Save' }).click();
+    await dialog.waitFor({ state: 'detached' });
+    const row = page.getByRole('row').filter({ hasText: DOMAIN });
+    await row.getByText('medium, block').waitFor();
+
+    await row.getByRole('button', { name: 'Edit' }).click();
+    const edit = page.getByRole('dialog', { name: `Edit ${DOMAIN}` });
+    assert.equal(await edit.getByLabel('Origins').inputValue(), `127.0.0.1:${origin.port}`);
+    await edit.getByLabel('WAF level').selectOption('high');
+    await edit.getByRole('button', { name: 'Save' }).click();
+    await edit.waitFor({ state: 'detached' });
+    await row.getByText('high, block').waitFor();
+    const [d] = (await api.call('GET', '/api/domains')).body;
+    assert.equal(d.domain, DOMAIN);
+    assert.equal(d.wafLevel, 'high');
+    assert.deepEqual(d.origins, [{ ip: '127.0.0.1', port: origin.port }]);
+    await settle(api);
+    assert.equal((await viaProxy(agent!.httpPort, DOMAIN, '/')).status, 200);
+  });
+
+  test('adding a rule of each type with its own control; a duplicate is explained', async () => {
+    await go('WAF');
+    async function add(type: string, fill: (d: ReturnType<Page['getByRole']>) => Promise<void>) {
+      await page.getByRole('button', { name: 'Add rule' }).click();
+      const d = page.getByRole('dialog', { name: 'Add rule' });
+      await d.getByLabel('Rule type').selectOption(type);
+      await fill(d);
+      await d.getByRole('button', { name: 'Save' }).click();
+      await d.waitFor({ state: 'detached' });
+    }
+    await add('block_ip', async (d) => {
+      await d.getByLabel('Address or range').fill('203.0.113.300');
+      await d.getByText('Not an IPv4 or IPv6 address or range').waitFor();
+      await d.getByLabel('Address or range').fill('203.0.113.0/24');
+    });
+    await add('allow_ip', (d) => d.getByLabel('Address or range').fill('198.51.100.7'));
+    await add('block_country', (d) => d.getByLabel('Country').fill('Germany (DE)'));
+    await add('rate_limit', (d) => d.getByLabel('Requests per minute').fill('1000'));
+    await add('block_bot', async (d) => {
+      // Off: the attack below must reach detection, not the challenge.
+      await d.getByLabel('Bot protection on').uncheck();
+      await d.getByLabel('Difficulty').fill('16');
+    });
+    await add('block_ai_bot', (d) => d.getByLabel('Crawler').selectOption('GPTBot'));
+    await add('waf_exception', async (d) => {
+      await d.getByLabel('Scope').selectOption({ label: DOMAIN });
+      await d.getByLabel('Path', { exact: true }).fill('/comments');
+      await d.getByLabel('Location (optional)').fill('body:content');
+      await d.getByLabel('Detector').selectOption('xss');
+    });
+    const rules = (await api.call('GET', '/api/waf')).body as { rule_type: string; value: string; domain_id: string | null }[];
+    const byType = Object.fromEntries(rules.map((r) => [r.rule_type, r.value]));
+    assert.deepEqual(byType, {
+      block_ip: '203.0.113.0/24',
+      allow_ip: '198.51.100.7',
+      block_country: 'DE',
+      rate_limit: '{"requests_per_minute":1000}',
+      block_bot: '{"enabled":false,"difficulty":16}',
+      block_ai_bot: 'GPTBot',
+      waf_exception: '{"path":"/comments","location":"body:content","detector":"xss"}',
+    });
+    await page.getByRole('cell', { name: 'Germany (DE)', exact: true }).waitFor();
+    await page.getByRole('cell', { name: '1000 requests a minute per client', exact: true }).waitFor();
+
+    // The same rule again: the API refuses it, and its message is shown as it is.
+    await page.getByRole('button', { name: 'Add rule' }).click();
+    const d = page.getByRole('dialog', { name: 'Add rule' });
+    await d.getByLabel('Address or range').fill('203.0.113.0/24');
+    await d.getByRole('button', { name: 'Save' }).click();
+    const again = await api.call('POST', '/api/waf', { rule_type: 'block_ip', value: '203.0.113.0/24' });
+    assert.ok(again.status >= 400, 'the API refuses a duplicate');
+    await d.getByRole('alert').getByText(again.body.error).waitFor();
+    await page.keyboard.press('Escape');
+    await d.waitFor({ state: 'detached' });
+    await settle(api);
+  });
+
+  test('a blocked request appears live in Events and becomes the narrowest exception', async () => {
+    await go('Events');
+    await page.getByText('Live', { exact: true }).waitFor({ timeout: 10_000 });
+    const attack = await viaProxy(agent!.httpPort, DOMAIN, `/search?q=${encodeURIComponent("1' OR '1'='1' --")}`);
+    assert.equal(attack.status, 403);
+    const row = page.getByRole('row').filter({ hasText: '/search' });
+    await row.waitFor({ timeout: 15_000 }); // no reload: it arrives over /api/stream
+    await row.getByRole('button', { name: /^Details/ }).click();
+    const dialog = page.getByRole('dialog', { name: 'Event' });
+    await dialog.getByText('query:q').waitFor();
+    await dialog.getByRole('button', { name: 'Add exception' }).click();
+    await dialog.getByRole('status').getByText('Exception added').waitFor();
+    await page.keyboard.press('Escape');
+    const rules = (await api.call('GET', '/api/waf')).body as { rule_type: string; value: string }[];
+    assert.ok(rules.some((r) => r.rule_type === 'waf_exception' && r.value === '{"path":"/search","location":"query:q","detector":"sqli"}'), JSON.stringify(rules));
+  });
+
+  test('an API key is shown once with a copy button, then deleted; the export downloads', async () => {
+    await go('Settings');
+    await page.getByLabel('Key name').fill('dashboard test key');
+    await page.getByRole('button', { name: 'Create key' }).click();
+    const shown = page.getByLabel('New API key');
+    await shown.waitFor();
+    assert.match((await shown.textContent()) ?? '', /^rmpk_/);
+    await page.getByRole('button', { name: 'Copy' }).first().waitFor();
+    const row = page.getByRole('row').filter({ hasText: 'dashboard test key' });
+    await row.getByRole('button', { name: /^Delete/ }).click();
+    await page.getByRole('dialog', { name: 'Delete API key' }).getByRole('button', { name: 'Delete' }).click();
+    await row.waitFor({ state: 'detached' });
+    const keys = (await api.call('GET', '/api/settings/api-keys')).body as { name: string }[];
+    assert.ok(!keys.some((k) => k.name === 'dashboard test key'));
+
+    const [download] = await Promise.all([page.waitForEvent('download'), page.getByRole('link', { name: 'Download export' }).click()]);
+    assert.match(download.suggestedFilename(), /^rampart-export-\d{4}-\d{2}-\d{2}\.json$/);
+    const doc = JSON.parse(readFileSync((await download.path())!, 'utf8'));
+    assert.ok(JSON.stringify(doc).includes(DOMAIN));
+  });
+
+  test('Analytics draws a chart of real traffic from the agent', async () => {
+    for (let i = 0; i < 5; i++) await viaProxy(agent!.httpPort, DOMAIN, `/page-${i}`);
+    await waitFor(async () => {
+      const r = await api.call('GET', `/api/analytics?step=minute&from=${new Date(Date.now() - 3_600_000).toISOString()}`);
+      return r.status === 200 && r.body.series.some((p: { requests: number }) => p.requests > 0);
+    }, 'the agent to ship analytics', 20_000);
+    await go('Analytics');
+    await page.getByLabel('Period').selectOption('1h');
+    await page.locator('.chart canvas').first().waitFor({ timeout: 10_000 });
+    await page.getByRole('img', { name: /^Requests by status: requests [1-9]/ }).waitFor();
+  });
+
+  test('the theme toggle switches and is remembered', async () => {
+    await page.getByRole('button', { name: 'Switch to dark theme' }).click();
+    assert.equal(await page.evaluate(() => document.documentElement.dataset.theme), 'dark');
+    await page.reload();
+    await page.getByRole('button', { name: 'Switch to light theme' }).waitFor();
+    assert.equal(await page.evaluate(() => document.documentElement.dataset.theme), 'dark');
+    await page.evaluate(() => localStorage.removeItem('rampart-theme'));
+    await page.reload();
+    await nav('Overview').waitFor();
+  });
+
+  test('every view: screenshots at 1400 and 390 px, no serious or critical axe violations in either theme, no style attributes', async () => {
+    const problems: string[] = [];
+    for (const scheme of ['light', 'dark'] as const) {
+      await page.emulateMedia({ colorScheme: scheme });
+      for (const view of VIEWS) {
+        await page.setViewportSize({ width: 1400, height: 900 });
+        await go(view);
+        await page.waitForLoadState('networkidle').catch(() => {});
+        await page.waitForTimeout(150);
+        const styled = await page.evaluate(() => [...document.querySelectorAll('[style]')].filter((e) => !e.closest('.chart')).map((e) => e.outerHTML.slice(0, 80)));
+        assert.deepEqual(styled, [], `${view}: elements with a style attribute`);
+        // Evaluated through the DevTools protocol: the page's CSP (rightly) refuses an injected <script>.
+        if (!(await page.evaluate(() => 'axe' in window))) await page.evaluate(AXE);
+        const violations = await page.evaluate(async () => {
+          const axe = (window as unknown as { axe: { run(ctx: Document, o: object): Promise<{ violations: { id: string; impact: string; help: string; nodes: { target: string[] }[] }[] }> } }).axe;
+          const r = await axe.run(document, { resultTypes: ['violations'] });
+          return r.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical').map((v) => `${v.id} (${v.impact}): ${v.help} at ${v.nodes.map((n) => n.target.join(' ')).slice(0, 3).join(', ')}`);
+        });
+        for (const v of violations) problems.push(`${view}, ${scheme}: ${v}`);
+        const file = view.toLowerCase();
+        await page.screenshot({ path: join(OUT, `dashboard-${file}-1400-${scheme}.png`), fullPage: true });
+        if (scheme === 'light') {
+          await page.setViewportSize({ width: 390, height: 844 });
+          await page.waitForTimeout(100);
+          await page.screenshot({ path: join(OUT, `dashboard-${file}-390.png`), fullPage: true });
+        }
+      }
+    }
+    assert.deepEqual(problems, []);
+  });
+
+  test('dialogs keep focus and close with Escape, returning focus to the opener', async () => {
+    await page.setViewportSize({ width: 1400, height: 900 });
+    await go('Domains');
+    const opener = page.getByRole('button', { name: 'Add domain' });
+    await opener.click();
+    const dialog = page.getByRole('dialog', { name: 'Add domain' });
+    assert.equal(await page.evaluate(() => document.activeElement?.closest('dialog') !== null), true);
+    await page.keyboard.press('Escape');
+    await dialog.waitFor({ state: 'detached' });
+    assert.equal(await page.evaluate(() => document.activeElement?.textContent), 'Add domain');
+  });
+});
