@@ -2,7 +2,8 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdir } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { AGENT_LIMITS, CLOSE, parseServiceMessage, PROTOCOL_VERSION, type AgentMessage, type ServerSnapshot, type ServiceMessage } from '@rampart/protocol';
-import { VERIFIED_CRAWLERS_MAP, type RenderOptions } from '@rampart/proxy';
+import { HEALTH_SOCKET, VERIFIED_CRAWLERS_MAP, type RenderOptions } from '@rampart/proxy';
+import type { Server } from 'node:http';
 import WebSocket from 'ws';
 import { Applier, type ApplyResult } from './apply.js';
 import { reconnectBackoff, RESTART_SPREAD_MS, systemClock, type Backoff, type Clock } from './backoff.js';
@@ -16,6 +17,8 @@ import { AnalyticsCollector } from './analytics.js';
 import { EventCollector } from './events.js';
 import { ensureCountrySubset } from './geo.js';
 import { HaproxyProcess } from './haproxy.js';
+import { AgentMetrics, fetchHaproxyMetrics } from './metrics.js';
+export { AgentMetrics, DEFAULT_METRICS_PORT, fetchHaproxyMetrics } from './metrics.js';
 
 export const AGENT_VERSION = '0.1.0';
 
@@ -45,6 +48,10 @@ export interface AgentOptions {
   renewBeforeDays?: number;
   /** Proxy health check interval (10 s). */
   healthIntervalMs?: number;
+  /** Serve Prometheus metrics at /metrics on this port (src/metrics.ts); 0 or absent: not served. */
+  metricsPort?: number;
+  /** The metrics listener's address (default 127.0.0.1). */
+  metricsHost?: string;
   /** Between traffic analytics batches (60 s; tests shorten it). */
   analyticsIntervalMs?: number;
   /** Without a message or ping from the service for this long, the connection is dropped. */
@@ -91,6 +98,9 @@ export class Agent {
   readonly crawlerMap: RuntimeCrawlerMap;
   private eventsSecret: string;
   readonly certificates: CertificateManager;
+  /** Prometheus metrics: applies, rollbacks, certificate expiry, events dropped by the cap; HAProxy's exporter after them. */
+  readonly metrics: AgentMetrics;
+  private metricsServer: Server | undefined;
   readonly responder: ChallengeResponder;
   readonly state: AgentLoopState = { connection: 'connecting', desired: undefined, queued: undefined, applying: undefined };
   private readonly renderOptions: RenderOptions;
@@ -172,6 +182,12 @@ export class Agent {
       ...(options.renewBeforeDays !== undefined ? { renewBeforeMs: options.renewBeforeDays * 86_400_000 } : {}),
       log: this.log,
     });
+    this.metrics = new AgentMetrics({
+      eventsDropped: () => this.events.dropped,
+      certificates: () => this.certificates.statuses(),
+      haproxy: () => fetchHaproxyMetrics(join(runDir, HEALTH_SOCKET)),
+      now: () => this.clock.now(),
+    });
   }
 
   async start(): Promise<void> {
@@ -193,7 +209,23 @@ export class Agent {
     this.analytics.start();
     this.certificates.start(this.controller.signal);
     void this.crawlers.start(this.controller.signal);
+    if (this.options.metricsPort) {
+      // Metrics are not worth failing the agent for: a port in use is a warning.
+      await this.metrics.listen(this.options.metricsPort, this.options.metricsHost).then(
+        ({ server, port }) => {
+          this.metricsServer = server;
+          this.log('info', `metrics at http://${this.options.metricsHost ?? '127.0.0.1'}:${port}/metrics`);
+        },
+        (err) => this.log('warn', `metrics not served on port ${this.options.metricsPort}: ${String(err)}`),
+      );
+    }
     void this.connectLoop();
+  }
+
+  /** The metrics listener's port, once listening. */
+  get metricsPort(): number | undefined {
+    const a = this.metricsServer?.address();
+    return typeof a === 'object' && a ? a.port : undefined;
   }
 
   async stop(): Promise<void> {
@@ -201,6 +233,8 @@ export class Agent {
     this.state.connection = 'stopped';
     if (this.healthTimer) clearInterval(this.healthTimer);
     this.analytics.stop();
+    this.metricsServer?.close();
+    this.metricsServer?.closeAllConnections();
     this.ws?.terminate();
     this.events.close();
     // The certificate loop is not waited for: an order in flight cannot be cancelled (the ACME
@@ -334,6 +368,7 @@ export class Agent {
 
   /** Acks the revision and reports a failure at the stage where it happened, truthfully. */
   private acknowledge(result: ApplyResult): void {
+    this.metrics.applied(result);
     if (result.ok) {
       if (!result.skipped) this.log('info', `applied revision ${result.revision}`);
       this.send({ type: 'config/ack', payload: { revision: result.revision, ok: true, errors: [] } });

@@ -1,10 +1,10 @@
-import { Agent } from '@rampart/agent';
+import { Agent, DEFAULT_METRICS_PORT } from '@rampart/agent';
 import { intFrom, parseFlags, portFrom, UsageError } from './args.js';
 
 export const AGENT_HELP = `Usage: rampart agent --server ws://HOST:PORT/agent --token T [--data-dir DIR] [--http-port 80]
                      [--https-port 443] [--haproxy PATH] [--bind ADDR] [--nbthread N]
                      [--country-map FILE] [--acme-directory URL] [--acme-email E]
-                     [--resolver HOST:PORT] [--renew-before-days 30]
+                     [--resolver HOST:PORT] [--renew-before-days 30] [--metrics-port 9464]
 
 One shield server's agent. It starts and owns its HAProxy, keeps an outbound WebSocket to the
 service (reconnecting with capped, jittered backoff), applies every configuration it is sent, and
@@ -26,13 +26,15 @@ Options:
   --resolver HOST:PORT  DNS server for the check that a domain points to this server and for
                      verifying search crawlers' addresses (default: the system's resolver)
   --renew-before-days N  renew certificates N days before they expire (default 30)
+  --metrics-port N   Prometheus metrics at http://127.0.0.1:N/metrics: the agent's own and HAProxy's
+                     exporter's (default 9464, loopback only; 0 turns it off; a port in use is a warning)
 
 Signals: SIGHUP checks every certificate at once (retries failed orders, renews what is due);
 SIGINT and SIGTERM stop the agent and its HAProxy.
 `;
 
 export async function agentCommand(args: string[]): Promise<void> {
-  const flags = parseFlags(args, ['server', 'token', 'data-dir', 'http-port', 'https-port', 'haproxy', 'bind', 'nbthread', 'country-map', 'acme-directory', 'acme-email', 'resolver', 'renew-before-days']);
+  const flags = parseFlags(args, ['server', 'token', 'data-dir', 'http-port', 'https-port', 'haproxy', 'bind', 'nbthread', 'country-map', 'acme-directory', 'acme-email', 'resolver', 'renew-before-days', 'metrics-port']);
   if (flags.help) {
     process.stdout.write(AGENT_HELP);
     return;
@@ -55,6 +57,7 @@ export async function agentCommand(args: string[]): Promise<void> {
     ...(flags['acme-email'] ? { acmeEmail: emailFrom(flags['acme-email']) } : {}),
     ...(flags.resolver ? { resolver: resolverFrom(flags.resolver) } : {}),
     ...(flags['renew-before-days'] ? { renewBeforeDays: intFrom(flags['renew-before-days'], '--renew-before-days', 1, 3650) } : {}),
+    metricsPort: flags['metrics-port'] === undefined ? DEFAULT_METRICS_PORT : intFrom(flags['metrics-port'], '--metrics-port', 0, 65535),
     // Hidden, for tests: a shorter interval between traffic analytics batches (default 60 s).
     ...(process.env.RAMPART_AGENT_ANALYTICS_INTERVAL_MS ? { analyticsIntervalMs: intFrom(process.env.RAMPART_AGENT_ANALYTICS_INTERVAL_MS, 'RAMPART_AGENT_ANALYTICS_INTERVAL_MS', 100, 3_600_000) } : {}),
   });

@@ -105,9 +105,9 @@ function checkOptions(o: RenderOptions, t: RenderTarget): void {
 /**
  * The renderer's own version: raised whenever the same input renders differently, so an upgraded
  * agent does not skip its running (older) configuration as identical. 2: the health path. 3: request ids
- * on WAF answers, IPv6 clients rate limited by their /64.
+ * on WAF answers, IPv6 clients rate limited by their /64. 5: HAProxy's Prometheus exporter on the health socket.
  */
-const RENDER_VERSION = 4;
+const RENDER_VERSION = 5;
 
 export function inputHash(snapshot: ServerSnapshot, options: RenderOptions): string {
   const { revision: _revision, ...state } = snapshot;
@@ -164,9 +164,10 @@ export function renderHaproxyConfig(snapshot: ServerSnapshot, options: RenderOpt
       '    default_backend default_404',
     ].join('\n'),
     [
-      '# The agent asks this socket which configuration a worker runs.',
+      '# The agent asks this socket which configuration a worker runs, and reads HAProxy\'s Prometheus exporter here.',
       'frontend rampart_health',
       `    bind unix@${options.runDir}/${HEALTH_SOCKET} mode 600`,
+      '    http-request use-service prometheus-exporter if { path /metrics }',
       `    http-request return status 200 content-type text/plain string ${hash}`,
     ].join('\n'),
     [
