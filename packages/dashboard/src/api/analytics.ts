@@ -8,20 +8,20 @@ export type StatusClass = keyof Analytics['series'][number]['status'];
 export const STATUS_CLASSES: readonly StatusClass[] = ['1xx', '2xx', '3xx', '4xx', '5xx', 'other'];
 
 export const RANGES = [
-  { id: '1h', label: 'Last hour', ms: 3_600_000, step: 'minute' },
-  { id: '24h', label: 'Last 24 hours', ms: 86_400_000, step: 'minute' },
-  { id: '7d', label: 'Last 7 days', ms: 7 * 86_400_000, step: 'hour' },
-  { id: '30d', label: 'Last 30 days', ms: 30 * 86_400_000, step: 'hour' },
+  { id: '1h', label: 'Last hour', ms: 3_600_000 },
+  { id: '24h', label: 'Last 24 hours', ms: 86_400_000 },
+  { id: '7d', label: 'Last 7 days', ms: 7 * 86_400_000 },
+  { id: '30d', label: 'Last 30 days', ms: 30 * 86_400_000 },
 ] as const;
 export type RangeId = (typeof RANGES)[number]['id'];
 
-/** The analytics of one domain (by id; all when empty) over a range; null when the API has no analytics. */
+/** The analytics of one domain (by id; all when empty) over a range, at the step the service picks for it; null when the API has no analytics. */
 export async function fetchAnalytics(domainId: string, range: RangeId): Promise<Analytics | null> {
   const r = RANGES.find((x) => x.id === range) ?? RANGES[1];
   const to = new Date();
   const from = new Date(to.getTime() - r.ms);
   try {
-    return await ok(api.GET('/api/analytics', { params: { query: { from: from.toISOString(), to: to.toISOString(), step: r.step, ...(domainId ? { domain: domainId } : {}) } } }));
+    return await ok(api.GET('/api/analytics', { params: { query: { from: from.toISOString(), to: to.toISOString(), ...(domainId ? { domain: domainId } : {}) } } }));
   } catch (err) {
     if (err instanceof ApiError && err.status === 404) return null;
     throw err;
