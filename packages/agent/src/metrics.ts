@@ -44,12 +44,14 @@ export class AgentMetrics {
       labelNames: ['outcome'],
       registers,
     });
-    new Gauge({
+    new Counter({
       name: 'rampart_agent_waf_events_dropped_total',
       help: 'WAF events not logged because the daily cap of this server was reached (blocking does not depend on it), since the agent started',
       registers,
       collect() {
-        this.set(sources.eventsDropped());
+        // The collector's own count, as it stands at the scrape.
+        this.reset();
+        this.inc(sources.eventsDropped());
       },
     });
     new Gauge({
