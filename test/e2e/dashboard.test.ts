@@ -168,7 +168,8 @@ describe('the dashboard in a real Chromium', { skip: !CHROMIUM && 'chromium is n
     await d.getByRole('alert').getByText(again.body.error).waitFor();
     await page.keyboard.press('Escape');
     await d.waitFor({ state: 'detached' });
-    await settle(api);
+    // Seven changes, each a full apply on the agent (the country map makes them slower).
+    await settle(api, 45_000);
   });
 
   test('a blocked request appears live in Events and becomes the narrowest exception', async () => {
