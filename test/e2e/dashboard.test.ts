@@ -240,7 +240,6 @@ describe('the dashboard in a real Chromium', { skip: !CHROMIUM && 'chromium is n
       for (const view of VIEWS) {
         await page.setViewportSize({ width: 1400, height: 900 });
         await go(view);
-        await page.waitForLoadState('networkidle').catch(() => {});
         await page.waitForTimeout(150);
         const styled = await page.evaluate(() => [...document.querySelectorAll('[style]')].filter((e) => !e.closest('.chart')).map((e) => e.outerHTML.slice(0, 80)));
         assert.deepEqual(styled, [], `${view}: elements with a style attribute`);
@@ -270,7 +269,9 @@ describe('the dashboard in a real Chromium', { skip: !CHROMIUM && 'chromium is n
     const opener = page.getByRole('button', { name: 'Add domain' });
     await opener.click();
     const dialog = page.getByRole('dialog', { name: 'Add domain' });
-    assert.equal(await page.evaluate(() => document.activeElement?.closest('dialog') !== null), true);
+    await page.waitForFunction(() => document.activeElement?.closest('dialog') != null); // focus moved into the dialog
+    await page.keyboard.press('Tab');
+    assert.equal(await page.evaluate(() => document.activeElement?.closest('dialog') != null), true, 'Tab stays in the dialog');
     await page.keyboard.press('Escape');
     await dialog.waitFor({ state: 'detached' });
     assert.equal(await page.evaluate(() => document.activeElement?.textContent), 'Add domain');
