@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
+import { brotliDecompressSync, gunzipSync } from 'node:zlib';
 import { describe, test } from 'node:test';
 import { dashboardDir } from '../src/routes/dashboard.js';
 import { call, makeTestApp } from './helpers.js';
@@ -47,6 +48,22 @@ describe('dashboard', { skip: built ? false : 'packages/dashboard is not built (
     }
     const js = String((await call(app, 'GET', scripts[0]!)).body);
     assert.match(js, /\/api\/auth\/login/);
+  });
+
+  test('text files go compressed to browsers that accept it (brotli before gzip), as they are to others', async () => {
+    for (const url of ['/', scripts[0]!, styles[0]!, '/dashboard/favicon.svg']) {
+      const plain = await app.inject({ method: 'GET', url });
+      assert.equal(plain.headers['content-encoding'], undefined, `${url}: no encoding asked for`);
+      assert.equal(plain.headers.vary, 'accept-encoding', url);
+      const br = await app.inject({ method: 'GET', url, headers: { 'accept-encoding': 'gzip, deflate, br' } });
+      assert.equal(br.headers['content-encoding'], 'br', url);
+      assert.ok(br.rawPayload.length < plain.rawPayload.length, `${url}: smaller`);
+      assert.deepEqual(brotliDecompressSync(br.rawPayload), plain.rawPayload, `${url}: the same file`);
+      const gz = await app.inject({ method: 'GET', url, headers: { 'accept-encoding': 'gzip' } });
+      assert.equal(gz.headers['content-encoding'], 'gzip', url);
+      assert.deepEqual(gunzipSync(gz.rawPayload), plain.rawPayload, url);
+      assert.equal(gz.headers['content-security-policy'], plain.headers['content-security-policy'], `${url}: the same CSP`);
+    }
   });
 
   test('the favicon is an SVG', async () => {

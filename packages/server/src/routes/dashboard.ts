@@ -1,6 +1,8 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, extname, join } from 'node:path';
+import { brotliCompressSync, constants as zlib, gzipSync } from 'node:zlib';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { App } from './types.js';
 
 // The web dashboard (@rampart/dashboard), built by Vite into packages/dashboard/dist: the page at
@@ -37,21 +39,47 @@ export function dashboardDir(): string {
 interface Asset {
   body: Buffer;
   type: string;
+  /** Compressed once at start (text files only): what a browser that accepts it is sent. */
+  br?: Buffer;
+  gzip?: Buffer;
+}
+
+const COMPRESSIBLE = new Set(['.html', '.js', '.css', '.svg', '.json']);
+
+function readAsset(file: string): Asset {
+  const body = readFileSync(file);
+  const ext = extname(file);
+  if (!COMPRESSIBLE.has(ext)) return { body, type: TYPES[ext]! };
+  return {
+    body,
+    type: TYPES[ext]!,
+    br: brotliCompressSync(body, { params: { [zlib.BROTLI_PARAM_QUALITY]: 11, [zlib.BROTLI_PARAM_SIZE_HINT]: body.length } }),
+    gzip: gzipSync(body, { level: 9 }),
+  };
+}
+
+/** The smallest encoding the client accepts (brotli, gzip, none), with Vary set either way. */
+function send(req: FastifyRequest, reply: FastifyReply, a: Asset, headers: Record<string, string>) {
+  const accepts = String(req.headers['accept-encoding'] ?? '');
+  const encoding = a.br && /\bbr\b/.test(accepts) ? 'br' : a.gzip && /\bgzip\b/.test(accepts) ? 'gzip' : undefined;
+  reply.headers({ ...headers, 'content-type': a.type, vary: 'accept-encoding' });
+  if (encoding) reply.header('content-encoding', encoding);
+  return reply.send(encoding === 'br' ? a.br : encoding === 'gzip' ? a.gzip : a.body);
 }
 
 /** The built files, read once at start: index.html, assets/* (flat) and the root files (favicon). */
-function readBuild(dir: string): { index?: Buffer; assets: Map<string, Asset>; root: Map<string, Asset> } {
+function readBuild(dir: string): { index?: Asset; assets: Map<string, Asset>; root: Map<string, Asset> } {
   const assets = new Map<string, Asset>();
   const root = new Map<string, Asset>();
   if (!existsSync(join(dir, 'index.html'))) return { assets, root };
   const entries = (sub: string) => readdirSync(join(dir, sub), { withFileTypes: true }).filter((e) => e.isFile() && TYPES[extname(e.name)]);
   if (existsSync(join(dir, 'assets'))) {
-    for (const e of entries('assets')) assets.set(e.name, { body: readFileSync(join(dir, 'assets', e.name)), type: TYPES[extname(e.name)]! });
+    for (const e of entries('assets')) assets.set(e.name, readAsset(join(dir, 'assets', e.name)));
   }
   for (const e of entries('.')) {
-    if (e.name !== 'index.html') root.set(e.name, { body: readFileSync(join(dir, e.name)), type: TYPES[extname(e.name)]! });
+    if (e.name !== 'index.html') root.set(e.name, readAsset(join(dir, e.name)));
   }
-  return { index: readFileSync(join(dir, 'index.html')), assets, root };
+  return { index: readAsset(join(dir, 'index.html')), assets, root };
 }
 
 export async function dashboardRoutes(app: App) {
@@ -66,21 +94,21 @@ export async function dashboardRoutes(app: App) {
   const config = { public: true };
   const schema = { hide: true };
 
-  app.get('/', { config, schema }, async (_req, reply) => {
+  app.get('/', { config, schema }, async (req, reply) => {
     if (!build.index) {
       // The API works without the dashboard (e.g. while generating the OpenAPI document for it).
       return reply.code(503).headers(security).send({ error: 'the dashboard is not built: run npm run build' });
     }
-    return reply.headers({ ...security, 'content-type': TYPES['.html']!, 'cache-control': 'no-cache' }).send(build.index);
+    return send(req, reply, build.index, { ...security, 'cache-control': 'no-cache' });
   });
   app.get<{ Params: { file: string } }>('/dashboard/assets/:file', { config, schema }, async (req, reply) => {
     const asset = build.assets.get(req.params.file);
     if (!asset) return reply.code(404).send(notFound);
-    return reply.headers({ ...security, 'content-type': asset.type, 'cache-control': IMMUTABLE }).send(asset.body);
+    return send(req, reply, asset, { ...security, 'cache-control': IMMUTABLE });
   });
   app.get<{ Params: { file: string } }>('/dashboard/:file', { config, schema }, async (req, reply) => {
     const asset = build.root.get(req.params.file);
     if (!asset) return reply.code(404).send(notFound);
-    return reply.headers({ ...security, 'content-type': asset.type, 'cache-control': 'no-cache' }).send(asset.body);
+    return send(req, reply, asset, { ...security, 'cache-control': 'no-cache' });
   });
 }
