@@ -1,4 +1,5 @@
 import type { SecretKey } from './secret-box.js';
+import type { LivePublisher } from './services/notifications.js';
 import { isUuid as isProtocolUuid } from '@rampart/protocol';
 import type { CredentialMessage } from './credential-messages.js';
 import type { Database } from './db/database.js';
@@ -33,6 +34,8 @@ export interface ServiceContext {
   allowPrivateDnsApi?: boolean | undefined;
   /** Called after a commit that changed the desired state of these shield servers. */
   serversChanged(serverIds: readonly string[]): void;
+  /** The live streams' publisher (GET /api/stream, services/notifications.ts LivePublisher); serve.ts sets it. */
+  live?: LivePublisher | undefined;
   /**
    * The change bus for credential changes (src/credential-cache.ts). Absent (one process, tests),
    * they are dropped from this process's cache only.

@@ -103,3 +103,16 @@ export async function listEventRows(db: Database | Tx, accountId: string, filter
   const rows = await q.orderBy('occurred_at', 'desc').orderBy('id', 'desc').limit(limit).execute();
   return rows.map((r) => ({ ...r, id: String(r.id) }));
 }
+
+/** The account's events one batch of a server stored (same receipt time), oldest first. */
+export function batchEventRows(db: Database | Tx, accountId: string, serverId: string, receivedAt: Date, limit: number) {
+  return db
+    .selectFrom('waf_events')
+    .select(['id', 'occurred_at', 'source_ip', 'domain', 'reason', 'rule_id', 'server_id', 'method', 'path', 'location', 'matched', 'blocked', 'count', 'last_seen_at', 'request_id'])
+    .where('account_id', '=', accountId)
+    .where('server_id', '=', serverId)
+    .where('received_at', '=', receivedAt)
+    .orderBy('id', 'asc')
+    .limit(limit)
+    .execute();
+}

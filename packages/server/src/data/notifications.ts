@@ -90,3 +90,8 @@ export async function markNotificationsRead(db: Database | Tx, accountId: string
     .executeTakeFirst();
   return Number(res.numUpdatedRows);
 }
+
+/** One of the account's notifications by id, or undefined. */
+export function findNotification(db: Database | Tx, accountId: string, id: string) {
+  return db.selectFrom('notifications').selectAll().where('account_id', '=', accountId).where('id', '=', id).executeTakeFirst();
+}

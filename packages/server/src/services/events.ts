@@ -3,7 +3,7 @@ import type { Insertable } from 'kysely';
 import type { ServiceContext } from '../context.js';
 import type { WafEventsTable } from '../db/schema.js';
 import { iso, isUuid } from '../context.js';
-import { deleteEventsBefore, eventCursor, listEventRows, type EventFilter } from '../data/events.js';
+import { batchEventRows, deleteEventsBefore, eventCursor, listEventRows, type EventFilter } from '../data/events.js';
 import { invalidField } from '../errors.js';
 import { listPage, type Page, type PageParams } from './paging.js';
 import { agentChannelStore, type AgentChannelStore } from './agent-channel.js';
@@ -241,15 +241,7 @@ function eventView(e: Awaited<ReturnType<typeof listEventRows>>[number]) {
  * account's only, as GET /api/waf/events shows them, oldest first: what the live stream sends.
  */
 export async function eventsOfBatch(ctx: ServiceContext, accountId: string, serverId: string, receivedAt: Date, limit = AGENT_LIMITS.eventsPerServerPerDay) {
-  const rows = await ctx.db
-    .selectFrom('waf_events')
-    .select(['id', 'occurred_at', 'source_ip', 'domain', 'reason', 'rule_id', 'server_id', 'method', 'path', 'location', 'matched', 'blocked', 'count', 'last_seen_at', 'request_id'])
-    .where('account_id', '=', accountId)
-    .where('server_id', '=', serverId)
-    .where('received_at', '=', receivedAt)
-    .orderBy('id', 'asc')
-    .limit(limit)
-    .execute();
+  const rows = await batchEventRows(ctx.db, accountId, serverId, receivedAt, limit);
   return rows.map((r) => eventView({ ...r, id: String(r.id) }));
 }
 

@@ -2,7 +2,7 @@ import type { LiveMessage } from '../bus.js';
 import type { DeliveryContext, ServiceContext } from '../context.js';
 import { isUuid, iso } from '../context.js';
 import { newId } from '../crypto.js';
-import { latestNotifications, markNotificationsRead, notificationCursor } from '../data/notifications.js';
+import { findNotification, latestNotifications, markNotificationsRead, notificationCursor } from '../data/notifications.js';
 import type { Database } from '../db/database.js';
 import { invalidField } from '../errors.js';
 import { money, planName } from '../plans.js';
@@ -38,13 +38,6 @@ export type ServerNotifyOutcome = 'created' | 'folded' | 'dropped';
  * bus on the embedded database, whose readers wait for the transaction). Absent: no live streams.
  */
 export type LivePublisher = (db: Database, m: LiveMessage) => Promise<void>;
-
-declare module '../context.js' {
-  interface ServiceContext {
-    /** The live streams' publisher (LivePublisher); serve.ts sets it. */
-    live?: LivePublisher | undefined;
-  }
-}
 
 /** What raising a notification needs: storage, the clock, delivery to kick, and the live streams. */
 export interface NotifyContext {
@@ -142,7 +135,7 @@ export async function listNotifications(ctx: ServiceContext, accountId: string, 
 /** One of the account's notifications as GET /api/notifications shows it (the live stream's), or undefined. */
 export async function notificationOfAccount(db: Database, accountId: string, id: string) {
   if (!isUuid(id)) return undefined;
-  const row = await db.selectFrom('notifications').selectAll().where('account_id', '=', accountId).where('id', '=', id).executeTakeFirst();
+  const row = await findNotification(db, accountId, id);
   return row && notificationView(row);
 }
 
