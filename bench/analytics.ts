@@ -11,20 +11,12 @@ import { dropSchema, openDatabase } from '../packages/server/src/db/database.js'
 import { DEFAULT_PLANS } from '../packages/server/src/plans.js';
 import { runAnalyticsJob } from '../packages/server/src/services/analytics.js';
 import { freshPostgresSchema, PG_URL } from '../test/support/postgres.js';
+import { medianMs } from './support.js';
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 31);
 const AIM = 2;
 const ADMIN = 'bench-admin-token';
 
-async function median(runs: number, fn: () => Promise<unknown>): Promise<number> {
-  const times: number[] = [];
-  for (let i = 0; i < runs; i++) {
-    const t0 = performance.now();
-    await fn();
-    times.push(performance.now() - t0);
-  }
-  return times.sort((a, b) => a - b)[Math.floor(runs / 2)]!;
-}
 
 const url = await freshPostgresSchema('bench_analytics');
 if (!url) throw new Error(`bench:analytics needs PostgreSQL at ${PG_URL} (RAMPART_TEST_DATABASE_URL)`);
@@ -94,8 +86,8 @@ try {
     await bare();
     await api();
   }
-  const bareMs = await median(RUNS, bare);
-  const apiMs = await median(RUNS, api);
+  const bareMs = await medianMs(RUNS, bare);
+  const apiMs = await medianMs(RUNS, api);
   const ratio = apiMs / bareMs;
   console.log(`analytics: bare select of the 30 days of hourly rollups ${bareMs.toFixed(2)} ms (median of ${RUNS})`);
   console.log(`analytics: GET /api/analytics over 30 days ${apiMs.toFixed(2)} ms (median of ${RUNS}); answer / bare = ${ratio.toFixed(2)}x`);

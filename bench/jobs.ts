@@ -22,6 +22,7 @@ import { once } from 'node:events';
 import { secretKeyFrom, encryptSecret } from '../packages/server/src/secret-box.js';
 import { runHealthCycle } from '../packages/server/src/services/health.js';
 import { freshPostgresSchema, PG_URL } from '../test/support/postgres.js';
+import { medianMs } from './support.js';
 
 const ACCOUNTS = Number(process.env.BENCH_ACCOUNTS ?? 100_000);
 /** The issue's aims: the charge over 100,000 accounts under 30 s, the health cycle over 10,000 servers under 10 s. */
@@ -44,16 +45,6 @@ async function withFreshDatabase<T>(prefix: string, fn: (database: OpenDatabase)
   }
 }
 
-/** Median wall time of `runs` runs of fn, in ms. */
-async function median(runs: number, fn: () => Promise<unknown>): Promise<number> {
-  const times: number[] = [];
-  for (let i = 0; i < runs; i++) {
-    const t0 = performance.now();
-    await fn();
-    times.push(performance.now() - t0);
-  }
-  return times.sort((a, b) => a - b)[Math.floor(runs / 2)]!;
-}
 
 async function chargeSection(): Promise<boolean> {
   return withFreshDatabase('bench_jobs_charge', async ({ db }) => {
@@ -73,7 +64,7 @@ async function chargeSection(): Promise<boolean> {
     await sql`analyze`.execute(db);
     console.log(`charge: seeded ${ACCOUNTS.toLocaleString('en')} accounts in ${seconds(performance.now() - t0)} s`);
 
-    const bare = await median(5, () => sql`select id from accounts where next_charge_at <= now()`.execute(db));
+    const bare = await medianMs(5, () => sql`select id from accounts where next_charge_at <= now()`.execute(db));
     const ctx: ServiceContext = { db, plans: DEFAULT_PLANS, now: () => new Date(), serversChanged: () => {} };
     const t1 = performance.now();
     const results = await runChargeJob(ctx);
@@ -152,7 +143,7 @@ async function healthSection(): Promise<boolean> {
       await sql`analyze`.execute(db);
       console.log(`health: seeded ${SERVERS.toLocaleString('en')} connected servers and 100 failover domains in ${seconds(performance.now() - t0)} s`);
 
-      const bare = await median(5, () =>
+      const bare = await medianMs(5, () =>
         sql`select s.id, s.ip, s.public_ip, s.http_port, s.proxy_serving, s.healthy, s.last_seen_at, c.last_heartbeat_at
             from servers s left join agent_connections c on c.server_id = s.id where s.status <> 'decommissioned'`.execute(db),
       );

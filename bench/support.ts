@@ -178,10 +178,11 @@ export function startModsecNginx(o: { dir: string; port: number; originPort: num
  * The origin of every proxy in the benches: a bare HAProxy answering every request itself, with
  * the same defaults as Rampart's own configuration, so the proxies differ only by what they add.
  */
-export function bareOriginConfig(port: number): string {
+export function bareOriginConfig(port: number, o: { global?: readonly string[]; more?: readonly string[] } = {}): string {
   return [
     'global',
     '    hard-stop-after 30s',
+    ...(o.global ?? []),
     '',
     ...DEFAULTS_SECTION,
     '',
@@ -189,7 +190,19 @@ export function bareOriginConfig(port: number): string {
     `    bind 127.0.0.1:${port}`,
     '    http-request return status 200 content-type text/plain string ok',
     '',
+    ...(o.more ?? []),
   ].join('\n');
+}
+
+/** Median wall time of `runs` runs of fn, in ms. */
+export async function medianMs(runs: number, fn: () => Promise<unknown>): Promise<number> {
+  const times: number[] = [];
+  for (let i = 0; i < runs; i++) {
+    const t0 = performance.now();
+    await fn();
+    times.push(performance.now() - t0);
+  }
+  return times.sort((a, b) => a - b)[Math.floor(runs / 2)]!;
 }
 
 /** A bot protection pass cookie as the shield server issues it (rampart_waf.lua): "<key id>.<expiry>.<MAC>". */

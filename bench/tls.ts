@@ -36,10 +36,10 @@ import type { TLSSocket } from 'node:tls';
 import { promisify } from 'node:util';
 import { Applier, CertificateStore, HaproxyProcess } from '@rampart/agent';
 import type { ServerSnapshot } from '@rampart/protocol';
-import { ALPN, DEFAULTS_SECTION, renderHaproxyConfig, TLS_GLOBAL, type RenderOptions, type ServedCertificate } from '@rampart/proxy';
+import { ALPN, renderHaproxyConfig, TLS_GLOBAL, type RenderOptions, type ServedCertificate } from '@rampart/proxy';
 import { viaProxy } from '../test/support/cluster.js';
 import { freePort, startProcess, waitFor, type Proc } from '../test/support/processes.js';
-import { benchProcesses, plainHaproxyConfig } from './support.js';
+import { bareOriginConfig, benchProcesses, plainHaproxyConfig } from './support.js';
 
 const DURATION = Number(process.env.BENCH_SECONDS ?? 5);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
@@ -128,23 +128,19 @@ const exited = (proc: Proc, what: string) => {
  */
 async function startOrigin(certFile: string): Promise<{ port: number; probePort: number }> {
   const [port, probePort] = [await freePort(), await freePort()];
-  const { proc } = launch('origin', [
-    'global',
-    '    hard-stop-after 30s',
-    ...TLS_GLOBAL,
-    '',
-    ...DEFAULTS_SECTION,
-    '',
-    'frontend bare',
-    `    bind 127.0.0.1:${port}`,
-    '    http-request return status 200 content-type text/plain string ok',
-    '',
-    'frontend sni_probe',
-    `    bind 127.0.0.1:${probePort} ssl crt ${certFile}`,
-    `    http-request return status 200 content-type text/plain string ok if { ssl_fc_sni -m str ${HOST} }`,
-    '    http-request return status 421 content-type text/plain string "wrong SNI"',
-    '',
-  ].join('\n'));
+  const { proc } = launch(
+    'origin',
+    bareOriginConfig(port, {
+      global: TLS_GLOBAL,
+      more: [
+        'frontend sni_probe',
+        `    bind 127.0.0.1:${probePort} ssl crt ${certFile}`,
+        `    http-request return status 200 content-type text/plain string ok if { ssl_fc_sni -m str ${HOST} }`,
+        '    http-request return status 421 content-type text/plain string "wrong SNI"',
+        '',
+      ],
+    }),
+  );
   await waitFor(async () => {
     exited(proc, 'origin HAProxy');
     const r = await viaProxy(port, HOST);
