@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type { AnalyticsBatchPayload, AnalyticsDomain } from '@rampart/protocol';
+import { addMinuteCounts, MINUTE_COUNT_MAX } from '../src/data/analytics.js';
 import { runAnalyticsJob, storeAnalytics } from '../src/services/analytics.js';
 import { storeEvents } from '../src/services/events.js';
 import { backends, call, makeTestApp, newAccount, type TestApp } from './helpers.js';
@@ -220,6 +221,27 @@ for (const backend of await backends()) {
       const doc = await call(t.app, 'GET', '/api/openapi.json');
       const op = doc.body.paths['/api/analytics'].get;
       assert.ok(op.responses['200'].content['application/json'].schema.properties.series);
+    });
+
+    test('attack: a flood of maximal batches cannot overflow a bigint and break the hourly roll-up of every account', async () => {
+      const a = await setup(t, 'flood.example.com');
+      const b = await setup(t, 'bystander.example.com');
+      const [m1, m2] = [minuteAgo(5), minuteAgo(6)];
+      // Each batch may carry 1e15 bytes; nothing limits how many batches of one minute an agent sends.
+      const max = entry('flood.example.com', 1_000_000_000_000, { bytesIn: 1e15, bytesOut: 1e15, blocked: { rate_limited: 1_000_000_000_000 } });
+      for (const m of [m1, m2]) assert.equal((await storeAnalytics(t.ctx, a.accountId, a.serverId, batch(m, max))).stored, 1);
+      // What 5,000 more such batches per minute add, through the same upsert (10 steps of 500).
+      const flood = (minute: string) => ({ accountId: a.accountId, domainId: a.ids['flood.example.com']!, minute: new Date(minute), requests: 5e14, s1xx: 0, s2xx: 5e14, s3xx: 0, s4xx: 0, s5xx: 0, sOther: 0, bytesIn: 5e17, bytesOut: 5e17, blocked: { rate_limited: 5e14 } });
+      for (let i = 0; i < 10; i++) await addMinuteCounts(t.ctx.db, [flood(m1), flood(m2)], NOW);
+      await storeAnalytics(t.ctx, b.accountId, b.serverId, batch(m1, entry('bystander.example.com', 7)));
+      await runAnalyticsJob(t.ctx); // threw "bigint out of range" for every account
+      const hour = new Date(Math.floor(NOW.getTime() / 3_600_000) * 3_600_000 - 3_600_000).toISOString();
+      const res = await call(t.app, 'GET', `/api/analytics?domain=${b.ids['bystander.example.com']}&from=${minuteAgo(10)}`, { key: b.key });
+      assert.equal(res.status, 200);
+      assert.equal(res.body.series.reduce((s: number, p: { requests: number }) => s + p.requests, 0), 7);
+      const own = await call(t.app, 'GET', `/api/analytics?domain=${a.ids['flood.example.com']}&from=${hour}&step=hour`, { key: a.key });
+      assert.equal(own.status, 200, JSON.stringify(own.body));
+      assert.ok(own.body.series.every((p: { bytes_in: number }) => p.bytes_in <= 60 * MINUTE_COUNT_MAX), 'each minute is clamped');
     });
   });
 }

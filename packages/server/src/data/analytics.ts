@@ -35,14 +35,23 @@ export async function serverDomains(db: Database | Tx, accountId: string, server
     .execute();
 }
 
-/** The sum of two {"reason": n} objects, in SQL. */
+/**
+ * The most any count of one domain's minute holds: batches are bounded, their number is not (a
+ * compromised agent may send thousands for one minute), so the sums stop here; an hour's 60
+ * minutes, and every later sum cast to bigint, then stay far inside a bigint.
+ */
+export const MINUTE_COUNT_MAX = 100_000_000_000_000_000;
+
+/** The sum of two {"reason": n} objects, in SQL, each count at most MINUTE_COUNT_MAX. */
 const mergeBlocked = (a: string, b: string) =>
   sql.raw(
-    `(select coalesce(jsonb_object_agg(k, s), '{}'::jsonb) from (select key as k, sum(value::bigint) as s from ` +
+    `(select coalesce(jsonb_object_agg(k, s), '{}'::jsonb) from (select key as k, least(sum(value::numeric), ${MINUTE_COUNT_MAX})::bigint as s from ` +
       `(select * from jsonb_each_text(${a}) union all select * from jsonb_each_text(${b})) as x group by key) as y)`,
   );
 
-/** Adds the counts to their minutes (one row per account, domain and minute; rows must be distinct by that key). */
+const cap = (n: number) => Math.min(MINUTE_COUNT_MAX, n);
+
+/** Adds the counts to their minutes (one row per account, domain and minute; rows must be distinct by that key), each sum at most MINUTE_COUNT_MAX. */
 export async function addMinuteCounts(db: Database | Tx, rows: readonly MinuteCounts[], updatedAt: Date): Promise<void> {
   if (rows.length === 0) return;
   await db
@@ -52,22 +61,22 @@ export async function addMinuteCounts(db: Database | Tx, rows: readonly MinuteCo
         account_id: r.accountId,
         domain_id: r.domainId,
         minute: r.minute,
-        requests: r.requests,
-        s1xx: r.s1xx,
-        s2xx: r.s2xx,
-        s3xx: r.s3xx,
-        s4xx: r.s4xx,
-        s5xx: r.s5xx,
-        s_other: r.sOther,
-        bytes_in: r.bytesIn,
-        bytes_out: r.bytesOut,
-        blocked: JSON.stringify(r.blocked),
+        requests: cap(r.requests),
+        s1xx: cap(r.s1xx),
+        s2xx: cap(r.s2xx),
+        s3xx: cap(r.s3xx),
+        s4xx: cap(r.s4xx),
+        s5xx: cap(r.s5xx),
+        s_other: cap(r.sOther),
+        bytes_in: cap(r.bytesIn),
+        bytes_out: cap(r.bytesOut),
+        blocked: JSON.stringify(Object.fromEntries(Object.entries(r.blocked).map(([k, n]) => [k, cap(n)]))),
         updated_at: updatedAt,
       })),
     )
     .onConflict((oc) =>
       oc.columns(['account_id', 'domain_id', 'minute']).doUpdateSet((eb) => ({
-        ...Object.fromEntries(COUNT_COLUMNS.map((c) => [c, sql`${eb.ref(`analytics_minute.${c}`)} + ${eb.ref(`excluded.${c}`)}`])),
+        ...Object.fromEntries(COUNT_COLUMNS.map((c) => [c, sql`least(${eb.ref(`analytics_minute.${c}`)} + ${eb.ref(`excluded.${c}`)}, ${sql.lit(MINUTE_COUNT_MAX)})`])),
         blocked: sql`${mergeBlocked('analytics_minute.blocked', 'excluded.blocked')}`,
         updated_at: eb.ref('excluded.updated_at'),
       })),
@@ -148,7 +157,8 @@ export async function seriesRows(
 ): Promise<BucketRow[]> {
   const domainFilter = domainId === undefined ? sql`` : sql`and domain_id = ${domainId}`;
   const cols = sql.raw(COUNT_COLUMNS.join(', '));
-  const sums = sql.raw(COUNT_COLUMNS.map((c) => `sum(${c})::bigint as ${c}`).join(', '));
+  // Several domains' hours may sum past a bigint (each at most 60 × MINUTE_COUNT_MAX): held at its top.
+  const sums = sql.raw(COUNT_COLUMNS.map((c) => `least(sum(${c}), 9223372036854775807)::bigint as ${c}`).join(', '));
   const sumsOf = (t: ReturnType<typeof sql.raw> | ReturnType<typeof sql>) => sql`select ${t} as t, ${sums}, jsonb_agg(blocked) as blocked`;
   let query;
   if (step === 'minute') {
