@@ -1,6 +1,7 @@
 import { isIP, isPort, normalizeHostname, isHostname, WAF_LEVELS, WAF_MODES, formatHostPort } from '@rampart/protocol';
 import { useState } from 'preact/hooks';
 import { api, errorText, ok, type Domain, type DomainUpdate, type Server } from '../api/client';
+import { CardTable, Options, SaveCancel } from '../components';
 import { Confirm, Dialog, Empty, ErrorNote, Field, fmtDate, PageHead, Switch, useLoad, type ViewProps } from '../ui';
 
 /** Origins as typed, one `address:port` a line (IPv6 in brackets): the list, or the first line at fault. */
@@ -97,22 +98,14 @@ function DomainForm(props: { domain?: Domain; servers: Server[]; onSaved: (d: Do
           <Field label="WAF level" hint="low: IP and country lists; medium: + rate limits; high: + attack detection">
             {(id, desc) => (
               <select id={id} value={wafLevel} aria-describedby={desc} onChange={(e) => setLevel(e.currentTarget.value)}>
-                {WAF_LEVELS.map((l) => (
-                  <option key={l} value={l}>
-                    {l}
-                  </option>
-                ))}
+                <Options values={WAF_LEVELS} />
               </select>
             )}
           </Field>
           <Field label="WAF mode" hint="detect: attacks are logged and let through">
             {(id, desc) => (
               <select id={id} value={wafMode} aria-describedby={desc} onChange={(e) => setMode(e.currentTarget.value)}>
-                {WAF_MODES.map((m) => (
-                  <option key={m} value={m}>
-                    {m}
-                  </option>
-                ))}
+                <Options values={WAF_MODES} />
               </select>
             )}
           </Field>
@@ -121,14 +114,7 @@ function DomainForm(props: { domain?: Domain; servers: Server[]; onSaved: (d: Do
         <Switch label="HTTPS with a Let's Encrypt certificate" checked={sslEnabled} onChange={setSsl} />
         {d ? <Switch label="DNS failover" checked={dnsFailover} onChange={setDnsFailover} hint="Pro and Enterprise, at least 2 servers and a DNS provider (Settings)" /> : null}
         <ErrorNote error={error} />
-        <div class="actions">
-          <button type="button" onClick={props.onClose}>
-            Cancel
-          </button>
-          <button type="submit" class="primary" disabled={busy}>
-            Save
-          </button>
-        </div>
+        <SaveCancel onCancel={props.onClose} disabled={busy} />
       </form>
     </Dialog>
   );
@@ -150,21 +136,7 @@ export function Domains(_: ViewProps) {
       <ErrorNote error={domains.error} />
       {domains.data && domains.data.length === 0 ? <Empty>No domains yet. Add one to put it behind your shield servers.</Empty> : null}
       {domains.data && domains.data.length > 0 ? (
-        <table class="cards">
-          <thead>
-            <tr>
-              <th scope="col">Domain</th>
-              <th scope="col">Origins</th>
-              <th scope="col">Servers</th>
-              <th scope="col">HTTPS</th>
-              <th scope="col">WAF</th>
-              <th scope="col">DNS failover</th>
-              <th scope="col">
-                <span class="sr-only">Actions</span>
-              </th>
-            </tr>
-          </thead>
-          <tbody>
+        <CardTable columns={['Domain', 'Origins', 'Servers', 'HTTPS', 'WAF', 'DNS failover']} action="Actions">
             {domains.data.map((d) => (
               <tr key={d.id}>
                 <td data-label="Domain">
@@ -201,8 +173,7 @@ export function Domains(_: ViewProps) {
                 </td>
               </tr>
             ))}
-          </tbody>
-        </table>
+        </CardTable>
       ) : null}
       {editing ? (
         <DomainForm

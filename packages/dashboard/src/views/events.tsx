@@ -2,6 +2,7 @@ import { checkRuleValue, WAF_DETECTORS, WAF_REASONS } from '@rampart/protocol';
 import { useEffect, useState } from 'preact/hooks';
 import { api, errorText, ok, page, type Domain, type WafEvent } from '../api/client';
 import { isLive, subscribe } from '../api/stream';
+import { CardTable, LoadMore, Options } from '../components';
 import { Dialog, Empty, ErrorNote, Field, fmtDate, fmtTime, PageHead, reasonText, useLoad, type ViewProps } from '../ui';
 
 interface Filters {
@@ -183,11 +184,7 @@ export function Events(_: ViewProps) {
           {(id) => (
             <select id={id} value={form.reason} onChange={(e) => setForm({ ...form, reason: e.currentTarget.value })}>
               <option value="">All reasons</option>
-              {WAF_REASONS.map((r) => (
-                <option key={r} value={r}>
-                  {reasonText(r)}
-                </option>
-              ))}
+              <Options values={WAF_REASONS} text={reasonText} />
             </select>
           )}
         </Field>
@@ -204,19 +201,7 @@ export function Events(_: ViewProps) {
       <ErrorNote error={events.error ?? moreError} />
       {events.data && list.length === 0 ? <Empty>No events{filters === NO_FILTERS ? ' in the 7 days kept' : ' match these filters'}.</Empty> : null}
       {list.length ? (
-        <table class="cards events">
-          <thead>
-            <tr>
-              <th scope="col">Time</th>
-              <th scope="col">Reason</th>
-              <th scope="col">Source</th>
-              <th scope="col">Request</th>
-              <th scope="col">
-                <span class="sr-only">Details</span>
-              </th>
-            </tr>
-          </thead>
-          <tbody>
+        <CardTable class="events" columns={['Time', 'Reason', 'Source', 'Request']} action="Details">
             {list.map((e) => (
               <tr key={e.id}>
                 <td data-label="Time">
@@ -241,26 +226,17 @@ export function Events(_: ViewProps) {
                 </td>
               </tr>
             ))}
-          </tbody>
-        </table>
+        </CardTable>
       ) : null}
-      {next ? (
-        <button
-          type="button"
-          class="load-more"
-          onClick={async () => {
-            setMoreError(undefined);
-            try {
-              const p = await page(api.GET('/api/waf/events', { params: { query: query(filters, next) } }));
-              setMore({ items: [...more.items, ...p.items], next: p.next });
-            } catch (err) {
-              setMoreError(errorText(err));
-            }
-          }}
-        >
-          Load older events
-        </button>
-      ) : null}
+      <LoadMore
+        next={next}
+        label="Load older events"
+        onError={setMoreError}
+        load={async (before) => {
+          const p = await page(api.GET('/api/waf/events', { params: { query: query(filters, before) } }));
+          setMore({ items: [...more.items, ...p.items], next: p.next });
+        }}
+      />
       {open ? <EventDetail event={open} domains={domains.data ?? []} onClose={() => setOpen(null)} /> : null}
     </section>
   );

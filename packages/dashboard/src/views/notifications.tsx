@@ -1,6 +1,7 @@
 import { useEffect, useState } from 'preact/hooks';
 import { api, errorText, ok, page, type Notification, type NotificationSettings } from '../api/client';
 import { subscribe } from '../api/stream';
+import { CardTable, LoadMore } from '../components';
 import { Empty, ErrorNote, Field, fmtDate, fmtTime, PageHead, useLoad, type ViewProps } from '../ui';
 
 function DeliverySettings() {
@@ -80,16 +81,7 @@ function DeliveryLog() {
       <ErrorNote error={log.error} />
       {log.data && log.data.items.length === 0 ? <Empty>Nothing delivered yet.</Empty> : null}
       {log.data?.items.length ? (
-        <table class="cards">
-          <thead>
-            <tr>
-              <th scope="col">When</th>
-              <th scope="col">Kind</th>
-              <th scope="col">To</th>
-              <th scope="col">State</th>
-            </tr>
-          </thead>
-          <tbody>
+        <CardTable columns={['When', 'Kind', 'To', 'State']}>
             {log.data.items.map((d) => (
               <tr key={d.id}>
                 <td data-label="When">{fmtDate(d.createdAt)}</td>
@@ -103,8 +95,7 @@ function DeliveryLog() {
                 </td>
               </tr>
             ))}
-          </tbody>
-        </table>
+        </CardTable>
       ) : null}
     </div>
   );
@@ -163,23 +154,16 @@ export function Notifications({ onUnreadChange }: ViewProps) {
           </li>
         ))}
       </ul>
-      {next ? (
-        <button
-          type="button"
-          class="load-more"
-          onClick={async () => {
-            try {
-              const p = await page(api.GET('/api/notifications', { params: { query: { before: next } } }));
-              setItems((list) => [...list, ...p.items]);
-              setNext(p.next);
-            } catch (err) {
-              setError(errorText(err));
-            }
-          }}
-        >
-          Load older notifications
-        </button>
-      ) : null}
+      <LoadMore
+        next={next}
+        label="Load older notifications"
+        onError={(err) => err !== undefined && setError(err)}
+        load={async (before) => {
+          const p = await page(api.GET('/api/notifications', { params: { query: { before } } }));
+          setItems((list) => [...list, ...p.items]);
+          setNext(p.next);
+        }}
+      />
       <div class="two-col">
         <DeliverySettings />
         <DeliveryLog />

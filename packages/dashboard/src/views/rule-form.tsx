@@ -18,6 +18,7 @@ import {
 } from '@rampart/protocol';
 import { useState } from 'preact/hooks';
 import { api, errorText, ok, type AiBot, type Domain, type Rule } from '../api/client';
+import { Options, SaveCancel } from '../components';
 import { allCountries, countryName, Dialog, ErrorNote, Field, Switch } from '../ui';
 
 export const RULE_TYPE_LABELS: Record<RuleType, string> = {
@@ -165,11 +166,7 @@ export function RuleForm(props: { rule?: Rule; initialType?: RuleType; domains: 
                   setDraft(draftOf(t, undefined, props.aiBots));
                 }}
               >
-                {RULE_TYPES.map((t) => (
-                  <option key={t} value={t}>
-                    {RULE_TYPE_LABELS[t]}
-                  </option>
-                ))}
+                <Options values={RULE_TYPES} text={(t) => RULE_TYPE_LABELS[t]} />
               </select>
             )}
           </Field>
@@ -255,11 +252,7 @@ export function RuleForm(props: { rule?: Rule; initialType?: RuleType; domains: 
                 {(id) => (
                   <select id={id} value={draft.exDetector} onChange={(e) => set({ exDetector: e.currentTarget.value })}>
                     <option value="">every detector</option>
-                    {WAF_DETECTORS.map((d) => (
-                      <option key={d} value={d}>
-                        {d}
-                      </option>
-                    ))}
+                    <Options values={WAF_DETECTORS} />
                   </select>
                 )}
               </Field>
@@ -275,14 +268,7 @@ export function RuleForm(props: { rule?: Rule; initialType?: RuleType; domains: 
         </div>
         {!check.ok && !ipInvalid && value !== '' && value !== '{"path":""}' ? <small class="hint">{check.message}</small> : null}
         <ErrorNote error={error} />
-        <div class="actions">
-          <button type="button" onClick={props.onClose}>
-            Cancel
-          </button>
-          <button type="submit" class="primary" disabled={busy}>
-            Save
-          </button>
-        </div>
+        <SaveCancel onCancel={props.onClose} disabled={busy} />
       </form>
     </Dialog>
   );

@@ -1,6 +1,7 @@
 import { isIP } from '@rampart/protocol';
 import { useState } from 'preact/hooks';
 import { api, errorText, ok, type Server, type ServerWithToken } from '../api/client';
+import { CardTable, SaveCancel } from '../components';
 import { Confirm, Dialog, Empty, ErrorNote, Field, fmtAgo, PageHead, Secret, useLoad, type ViewProps } from '../ui';
 
 /** Where the server is, in words. */
@@ -69,14 +70,7 @@ function ServerForm(props: { server?: Server; onSaved: (s: Server | ServerWithTo
           </Field>
         ) : null}
         <ErrorNote error={error} />
-        <div class="actions">
-          <button type="button" onClick={props.onClose}>
-            Cancel
-          </button>
-          <button type="submit" class="primary" disabled={!!ipInvalid}>
-            Save
-          </button>
-        </div>
+        <SaveCancel onCancel={props.onClose} disabled={!!ipInvalid} />
       </form>
     </Dialog>
   );
@@ -105,20 +99,7 @@ export function Servers(_: ViewProps) {
       <ErrorNote error={servers.error} />
       {servers.data && list.length === 0 ? <Empty>No shield servers yet. Add one and run the command it gives on the host.</Empty> : null}
       {list.length > 0 ? (
-        <table class="cards">
-          <thead>
-            <tr>
-              <th scope="col">Server</th>
-              <th scope="col">Connection</th>
-              <th scope="col">Configuration</th>
-              <th scope="col">Health</th>
-              <th scope="col">Address</th>
-              <th scope="col">
-                <span class="sr-only">Actions</span>
-              </th>
-            </tr>
-          </thead>
-          <tbody>
+        <CardTable columns={['Server', 'Connection', 'Configuration', 'Health', 'Address']} action="Actions">
             {list.map((s) => {
               const c = connectionText(s);
               const r = revisionText(s);
@@ -161,8 +142,7 @@ export function Servers(_: ViewProps) {
                 </tr>
               );
             })}
-          </tbody>
-        </table>
+        </CardTable>
       ) : null}
       {decommissioned > 0 ? (
         <button type="button" class="ghost" onClick={() => setShowOld(!showOld)}>

@@ -1,6 +1,7 @@
 import { ACCOUNT_LIMITS } from '@rampart/protocol';
 import { useState } from 'preact/hooks';
 import { api, errorText, ok, page, type Account, type ApiKeyCreated, type Body, type Deposit, type DnsSettings, type Transaction } from '../api/client';
+import { CardTable, LoadMore, Options } from '../components';
 import { Confirm, Empty, ErrorNote, Field, fmtDate, money, PageHead, Secret, useLoad, type ViewProps } from '../ui';
 
 type Plan = Body<'/api/account/plan', 'put'>['plan'];
@@ -56,11 +57,7 @@ function Billing({ initial }: { initial: Account }) {
         <Field label="Plan">
           {(id) => (
             <select id={id} value={plan} onChange={(e) => setPlan(e.currentTarget.value as Plan)}>
-              {PLANS.map((p) => (
-                <option key={p} value={p}>
-                  {p}
-                </option>
-              ))}
+              <Options values={PLANS} />
             </select>
           )}
         </Field>
@@ -115,16 +112,7 @@ function Billing({ initial }: { initial: Account }) {
       <h3>Transactions</h3>
       {tx.data && rows.length === 0 ? <Empty>No transactions yet.</Empty> : null}
       {rows.length ? (
-        <table class="cards">
-          <thead>
-            <tr>
-              <th scope="col">When</th>
-              <th scope="col">What</th>
-              <th scope="col">Amount</th>
-              <th scope="col">State</th>
-            </tr>
-          </thead>
-          <tbody>
+        <CardTable columns={['When', 'What', 'Amount', 'State']}>
             {rows.map((t) => (
               <tr key={t.id}>
                 <td data-label="When">{fmtDate(t.createdAt)}</td>
@@ -135,21 +123,16 @@ function Billing({ initial }: { initial: Account }) {
                 <td data-label="State">{t.status}</td>
               </tr>
             ))}
-          </tbody>
-        </table>
+        </CardTable>
       ) : null}
-      {next ? (
-        <button
-          type="button"
-          class="load-more"
-          onClick={async () => {
-            const p = await page(api.GET('/api/billing/transactions', { params: { query: { limit: '20', before: next } } }));
-            setMore({ items: [...(more?.items ?? []), ...p.items], next: p.next });
-          }}
-        >
-          Load older transactions
-        </button>
-      ) : null}
+      <LoadMore
+        next={next}
+        label="Load older transactions"
+        load={async (before) => {
+          const p = await page(api.GET('/api/billing/transactions', { params: { query: { limit: '20', before } } }));
+          setMore({ items: [...(more?.items ?? []), ...p.items], next: p.next });
+        }}
+      />
     </div>
   );
 }
@@ -195,19 +178,7 @@ function ApiKeys() {
       <ErrorNote error={error ?? keys.error} />
       {keys.data && keys.data.length === 0 ? <Empty>No API keys.</Empty> : null}
       {keys.data?.length ? (
-        <table class="cards">
-          <thead>
-            <tr>
-              <th scope="col">Name</th>
-              <th scope="col">Key</th>
-              <th scope="col">Last used</th>
-              <th scope="col">Created</th>
-              <th scope="col">
-                <span class="sr-only">Actions</span>
-              </th>
-            </tr>
-          </thead>
-          <tbody>
+        <CardTable columns={['Name', 'Key', 'Last used', 'Created']} action="Actions">
             {keys.data.map((k) => (
               <tr key={k.id}>
                 <td data-label="Name">{k.name}</td>
@@ -223,8 +194,7 @@ function ApiKeys() {
                 </td>
               </tr>
             ))}
-          </tbody>
-        </table>
+        </CardTable>
       ) : null}
       {deleting ? (
         <Confirm
@@ -278,11 +248,7 @@ function Dns({ initial }: { initial: DnsSettings }) {
         <Field label="Provider">
           {(id) => (
             <select id={id} value={provider} onChange={(e) => setProvider(e.currentTarget.value as Provider)}>
-              {PROVIDERS.map((p) => (
-                <option key={p} value={p}>
-                  {p === 'powerdns' ? 'PowerDNS' : 'Cloudflare'}
-                </option>
-              ))}
+              <Options values={PROVIDERS} text={(p) => (p === 'powerdns' ? 'PowerDNS' : 'Cloudflare')} />
             </select>
           )}
         </Field>

@@ -1,26 +1,13 @@
 import type { RuleType } from '@rampart/protocol';
 import { useState } from 'preact/hooks';
 import { api, errorText, ok, type Rule } from '../api/client';
+import { CardTable } from '../components';
 import { Confirm, Empty, ErrorNote, fmtDate, PageHead, useLoad, type ViewProps } from '../ui';
 import { RULE_TYPE_LABELS, RuleForm, ruleValueText } from './rule-form';
 
 function RuleTable(props: { rules: Rule[]; domainName: (id: string | null) => string; onEdit: (r: Rule) => void; onDelete: (r: Rule) => void; onToggle: (r: Rule) => void; caption: string }) {
   return (
-    <table class="cards">
-      <caption class="sr-only">{props.caption}</caption>
-      <thead>
-        <tr>
-          <th scope="col">Rule</th>
-          <th scope="col">Value</th>
-          <th scope="col">Scope</th>
-          <th scope="col">Priority</th>
-          <th scope="col">On</th>
-          <th scope="col">
-            <span class="sr-only">Actions</span>
-          </th>
-        </tr>
-      </thead>
-      <tbody>
+    <CardTable caption={props.caption} columns={['Rule', 'Value', 'Scope', 'Priority', 'On']} action="Actions">
         {props.rules.map((r) => {
           const label = `${RULE_TYPE_LABELS[r.rule_type as RuleType] ?? r.rule_type}: ${ruleValueText(r.rule_type, r.value)}`;
           return (
@@ -43,8 +30,7 @@ function RuleTable(props: { rules: Rule[]; domainName: (id: string | null) => st
             </tr>
           );
         })}
-      </tbody>
-    </table>
+    </CardTable>
   );
 }
 
