@@ -1,14 +1,12 @@
 import assert from 'node:assert/strict';
-import { randomBytes } from 'node:crypto';
 import { describe, test } from 'node:test';
-import { Kysely, Migrator, PostgresDialect, sql } from 'kysely';
+import { sql } from 'kysely';
 import { BOT_COOKIE_TTL_SECONDS } from '@rampart/protocol';
 import type { ServiceContext } from '../src/context.js';
-import { dropSchema } from '../src/db/database.js';
 import { buildSnapshots } from '../src/hub/snapshot.js';
 import { DEFAULT_PLANS } from '../src/plans.js';
 import { BOT_KEY_MAX_AGE_DEFAULT, botKeyMaxAgeFromEnv, rotateBotSecret, runBotKeyJob } from '../src/services/bot-keys.js';
-import { backends, call, makeTestApp, newAccount, postgresUrl, testClock, type CallOptions, type TestApp } from './helpers.js';
+import { backends, call, makeTestApp, migrateOver, newAccount, testClock, type CallOptions, type TestApp } from './helpers.js';
 
 // Bot protection keys (docs/bots.md, services/bot-keys.ts): a rotation makes a new current key and
 // keeps the old one accepted for one pass-cookie lifetime; the scheduled job rotates old keys and
@@ -304,63 +302,47 @@ for (const backend of await backends()) {
     });
 
     test('an account from before 0010 has key id 0 and is rotated by the job when due', async () => {
-      const { PGlite } = await import('@electric-sql/pglite');
-      const { PGliteDialect } = await import('kysely-pglite-dialect');
-      const pg = (await import('pg')).default;
-      const { migrationProvider } = await import('../src/db/migrations.js');
-      const { migrate } = await import('../src/db/database.js');
-      const url = backend === 'postgres' ? await postgresUrl() : undefined;
-      const schema = url ? `t_${randomBytes(6).toString('hex')}` : undefined;
-      let db: Kysely<any>;
-      if (url) {
-        const pool = new pg.Pool({ connectionString: url, max: 2, options: `-c search_path=${schema}` });
-        await pool.query(`CREATE SCHEMA ${schema}`);
-        db = new Kysely<any>({ dialect: new PostgresDialect({ pool }) });
-      } else {
-        db = new Kysely<any>({ dialect: new PGliteDialect(new PGlite()) });
-      }
-      try {
-        const account = '00000000-0000-4000-8000-000000000001';
-        const serverId = '00000000-0000-4000-8000-0000000000a1';
-        const oldSecret = 'ab'.repeat(32);
-        const migrator = new Migrator({ db, provider: migrationProvider, ...(schema ? { migrationTableSchema: schema } : {}) });
-        assert.equal((await migrator.migrateTo('0009_event_folding')).error, undefined);
-        await sql`insert into accounts (id, email, plan, bot_secret, next_charge_at) values (${account}, 'old@example.com', 'pro', ${oldSecret}, now())`.execute(db);
-        await sql`insert into servers (id, account_id, name, status) values (${serverId}, ${account}, 'old-edge', 'offline')`.execute(db);
-        await migrate(db, schema);
+      const account = '00000000-0000-4000-8000-000000000001';
+      const serverId = '00000000-0000-4000-8000-0000000000a1';
+      const oldSecret = 'ab'.repeat(32);
+      await migrateOver(
+        backend,
+        '0009_event_folding',
+        async (db) => {
+          await sql`insert into accounts (id, email, plan, bot_secret, next_charge_at) values (${account}, 'old@example.com', 'pro', ${oldSecret}, now())`.execute(db);
+          await sql`insert into servers (id, account_id, name, status) values (${serverId}, ${account}, 'old-edge', 'offline')`.execute(db);
+        },
+        async (db) => {
+          const migrated = (await sql<KeyRow>`select bot_key_id, bot_secret, bot_key_created_at, bot_prev_key_id, bot_prev_secret, bot_prev_until from accounts where id = ${account}`.execute(db)).rows[0]!;
+          assert.equal(migrated.bot_key_id, '0');
+          assert.equal(migrated.bot_secret, oldSecret);
+          assert.equal(migrated.bot_prev_key_id, null);
 
-        const migrated = (await sql<KeyRow>`select bot_key_id, bot_secret, bot_key_created_at, bot_prev_key_id, bot_prev_secret, bot_prev_until from accounts where id = ${account}`.execute(db)).rows[0]!;
-        assert.equal(migrated.bot_key_id, '0');
-        assert.equal(migrated.bot_secret, oldSecret);
-        assert.equal(migrated.bot_prev_key_id, null);
+          const clock = testClock(new Date(migrated.bot_key_created_at));
+          const changed: string[] = [];
+          const ctx: ServiceContext = { db, plans: DEFAULT_PLANS, now: clock.now, serversChanged: (ids) => changed.push(...ids) };
+          const snap = async () => (await buildSnapshots(db, [serverId])).snapshots.get(serverId)!;
+          assert.deepEqual((await snap()).botKeys, [{ id: '0', secret: oldSecret }], 'the old secret keeps signing under id 0');
 
-        const clock = testClock(new Date(migrated.bot_key_created_at));
-        const changed: string[] = [];
-        const ctx: ServiceContext = { db, plans: DEFAULT_PLANS, now: clock.now, serversChanged: (ids) => changed.push(...ids) };
-        const snap = async () => (await buildSnapshots(db, [serverId])).snapshots.get(serverId)!;
-        assert.deepEqual((await snap()).botKeys, [{ id: '0', secret: oldSecret }], 'the old secret keeps signing under id 0');
+          clock.advance(MAX_AGE * 1000 - 1000);
+          assert.deepEqual(await runBotKeyJob(ctx, MAX_AGE), { rotated: 0, retired: 0 });
+          const rev = (await snap()).revision;
 
-        clock.advance(MAX_AGE * 1000 - 1000);
-        assert.deepEqual(await runBotKeyJob(ctx, MAX_AGE), { rotated: 0, retired: 0 });
-        const rev = (await snap()).revision;
-
-        clock.advance(2000);
-        assert.deepEqual(await runBotKeyJob(ctx, MAX_AGE), { rotated: 1, retired: 0 });
-        const after = (await sql<KeyRow>`select bot_key_id, bot_secret, bot_prev_key_id, bot_prev_secret from accounts where id = ${account}`.execute(db)).rows[0]!;
-        assert.match(after.bot_key_id, HEX8);
-        assert.equal(after.bot_prev_key_id, '0');
-        assert.equal(after.bot_prev_secret, oldSecret);
-        const s = await snap();
-        assert.deepEqual(s.botKeys, [
-          { id: after.bot_key_id, secret: after.bot_secret },
-          { id: '0', secret: oldSecret },
-        ]);
-        assert.equal(s.revision, rev + 1);
-        assert.deepEqual(changed, [serverId]);
-      } finally {
-        await db.destroy();
-        if (url && schema) await dropSchema(url, schema);
-      }
+          clock.advance(2000);
+          assert.deepEqual(await runBotKeyJob(ctx, MAX_AGE), { rotated: 1, retired: 0 });
+          const after = (await sql<KeyRow>`select bot_key_id, bot_secret, bot_prev_key_id, bot_prev_secret from accounts where id = ${account}`.execute(db)).rows[0]!;
+          assert.match(after.bot_key_id, HEX8);
+          assert.equal(after.bot_prev_key_id, '0');
+          assert.equal(after.bot_prev_secret, oldSecret);
+          const s = await snap();
+          assert.deepEqual(s.botKeys, [
+            { id: after.bot_key_id, secret: after.bot_secret },
+            { id: '0', secret: oldSecret },
+          ]);
+          assert.equal(s.revision, rev + 1);
+          assert.deepEqual(changed, [serverId]);
+        },
+      );
     });
   });
 }

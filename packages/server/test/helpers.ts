@@ -1,6 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { after } from 'node:test';
 import pg from 'pg';
+import assert from 'node:assert/strict';
+import { Kysely, Migrator, PostgresDialect } from 'kysely';
 import { buildApp } from '../src/app.js';
 import type { ServiceContext } from '../src/context.js';
 import { dropSchema, openDatabase, type OpenDatabase } from '../src/db/database.js';
@@ -132,4 +134,35 @@ export async function newAccount(app: App, plan: 'free' | 'pro' | 'enterprise' =
   });
   if (res.status !== 201) throw new Error(`account creation failed: ${res.status} ${JSON.stringify(res.body)}`);
   return { email, accountId: res.body.accountId, key: res.body.apiKey as string };
+}
+
+/**
+ * A database on `backend` migrated up to `until`, where `before` writes rows as they were then;
+ * then the remaining migrations run, and `check` reads what they made of the rows.
+ */
+export async function migrateOver(backend: Backend, until: string, before: (db: Kysely<any>) => Promise<void>, check: (db: Kysely<any>) => Promise<void>): Promise<void> {
+  const { PGlite } = await import('@electric-sql/pglite');
+  const { PGliteDialect } = await import('kysely-pglite-dialect');
+  const { migrationProvider } = await import('../src/db/migrations.js');
+  const { migrate } = await import('../src/db/database.js');
+  const url = backend === 'postgres' ? await postgresUrl() : undefined;
+  const schema = url ? `t_${randomBytes(6).toString('hex')}` : undefined;
+  let db: Kysely<any>;
+  if (url) {
+    const pool = new pg.Pool({ connectionString: url, max: 2, options: `-c search_path=${schema}` });
+    await pool.query(`CREATE SCHEMA ${schema}`);
+    db = new Kysely<any>({ dialect: new PostgresDialect({ pool }) });
+  } else {
+    db = new Kysely<any>({ dialect: new PGliteDialect(new PGlite()) });
+  }
+  try {
+    const migrator = new Migrator({ db, provider: migrationProvider, ...(schema ? { migrationTableSchema: schema } : {}) });
+    assert.equal((await migrator.migrateTo(until)).error, undefined);
+    await before(db);
+    await migrate(db, schema);
+    await check(db);
+  } finally {
+    await db.destroy();
+    if (url && schema) await dropSchema(url, schema);
+  }
 }

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { Kysely, Migrator, PostgresDialect, sql } from 'kysely';
+import { sql } from 'kysely';
 import { after, describe, test } from 'node:test';
 import { buildApp } from '../src/app.js';
 import type { ServiceContext } from '../src/context.js';
@@ -8,7 +8,7 @@ import { credentialCache } from '../src/credential-cache.js';
 import type { CredentialMessage } from '../src/credential-messages.js';
 import { dropSchema, openDatabase } from '../src/db/database.js';
 import { DEFAULT_PLANS } from '../src/plans.js';
-import { ADMIN_TOKEN, backends, call, makeTestApp, newAccount, postgresUrl } from './helpers.js';
+import { ADMIN_TOKEN, backends, call, makeTestApp, migrateOver, newAccount, postgresUrl } from './helpers.js';
 
 // The same migrations and queries on both storages: every suite below runs on PGlite, and on
 // PostgreSQL when one is reachable (CI points RAMPART_TEST_DATABASE_URL at the machine's).
@@ -39,41 +39,10 @@ for (const backend of await backends()) {
       assert.equal(servers.body[0].desiredRevision, 2, 'the domain assignment bumped the revision');
     });
 
-    /**
-     * A database migrated up to `until`, where `before` writes rows as they were then; then the
-     * remaining migrations run, and `check` reads what they made of the rows.
-     */
-    async function migrateOver(until: string, before: (db: Kysely<any>) => Promise<void>, check: (db: Kysely<any>) => Promise<void>) {
-      const { PGlite } = await import('@electric-sql/pglite');
-      const { PGliteDialect } = await import('kysely-pglite-dialect');
-      const pg = (await import('pg')).default;
-      const { migrationProvider } = await import('../src/db/migrations.js');
-      const { migrate } = await import('../src/db/database.js');
-      const url = backend === 'postgres' ? await postgresUrl() : undefined;
-      const schema = url ? `t_${randomBytes(6).toString('hex')}` : undefined;
-      let db: Kysely<any>;
-      if (url) {
-        const pool = new pg.Pool({ connectionString: url, max: 2, options: `-c search_path=${schema}` });
-        await pool.query(`CREATE SCHEMA ${schema}`);
-        db = new Kysely<any>({ dialect: new PostgresDialect({ pool }) });
-      } else {
-        db = new Kysely<any>({ dialect: new PGliteDialect(new PGlite()) });
-      }
-      try {
-        const migrator = new Migrator({ db, provider: migrationProvider, ...(schema ? { migrationTableSchema: schema } : {}) });
-        assert.equal((await migrator.migrateTo(until)).error, undefined);
-        await before(db);
-        await migrate(db, schema);
-        await check(db);
-      } finally {
-        await db.destroy();
-        if (url && schema) await dropSchema(url, schema);
-      }
-    }
-
     test('0005 gives existing domains their SSL state: off without SSL, pending with it', async () => {
       const account = '00000000-0000-4000-8000-000000000001';
       await migrateOver(
+        backend,
         '0003_waf_events_by_server',
         async (db) => {
           await sql`insert into accounts (id, email, plan, bot_secret, next_charge_at) values (${account}, 'old@example.com', 'pro', 'aa', now())`.execute(db);
@@ -95,6 +64,7 @@ for (const backend of await backends()) {
     test('0006 leaves existing domains in block mode and existing events blocked, without request details', async () => {
       const account = '00000000-0000-4000-8000-000000000001';
       await migrateOver(
+        backend,
         '0005_certificates',
         async (db) => {
           await sql`insert into accounts (id, email, plan, bot_secret, next_charge_at) values (${account}, 'old@example.com', 'pro', 'aa', now())`.execute(db);
