@@ -1,5 +1,5 @@
 import aiBotsFile from './ai-bots.json' with { type: 'json' };
-import { isCidr, isCountryCode } from './validate.js';
+import { canonicalCidr, isCountryCode } from './validate.js';
 
 export const RULE_TYPES = ['block_ip', 'allow_ip', 'block_country', 'rate_limit', 'block_bot', 'block_ai_bot', 'waf_exception'] as const;
 export type RuleType = (typeof RULE_TYPES)[number];
@@ -176,9 +176,12 @@ export function checkRuleValue(ruleType: RuleType, value: string): RuleValueChec
   switch (ruleType) {
     case 'block_ip':
     case 'allow_ip':
-      return isCidr(value)
-        ? { ok: true, value }
+    {
+      const canonical = canonicalCidr(value);
+      return canonical !== undefined
+        ? { ok: true, value: canonical }
         : { ok: false, message: 'value must be an IPv4 address with an optional /0 to /32 suffix, or an IPv6 address with an optional /0 to /128 suffix' };
+    }
     case 'block_country':
       return isCountryCode(value)
         ? { ok: true, value }

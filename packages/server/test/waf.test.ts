@@ -99,6 +99,25 @@ describe('POST /api/waf', () => {
     assert.equal((await call(t.app, 'POST', '/api/waf', { key: key2, body: { rule_type: 'block_ai_bot', value: 'GPTBot' } })).status, 201);
   });
 
+  test('attack: the same address spelled otherwise (case, zeros, compression, a full-length prefix) is a repeat; two identical POSTs at once store one', async () => {
+    const { key } = await newAccount(t.app);
+    const first = await rule(key, { rule_type: 'block_ip', value: '2001:db8::1' });
+    assert.equal(first.value, '2001:db8::1');
+    for (const value of ['2001:DB8::1', '2001:0db8:0000::0001', '2001:db8:0:0:0:0:0:1', '2001:db8::1/128']) {
+      const again = await call(t.app, 'POST', '/api/waf', { key, body: { rule_type: 'block_ip', value } });
+      assert.equal(again.status, 409, `${value}: ${JSON.stringify(again.body)}`);
+    }
+    const v4 = await rule(key, { rule_type: 'allow_ip', value: '198.51.100.7/32' });
+    assert.equal(v4.value, '198.51.100.7', 'a /32 is the address itself');
+    assert.equal((await call(t.app, 'POST', '/api/waf', { key, body: { rule_type: 'allow_ip', value: '198.51.100.7' } })).status, 409);
+    const net6 = await rule(key, { rule_type: 'block_ip', value: '2001:DB8:0:0::/48' });
+    assert.equal(net6.value, '2001:db8::/48');
+    // A race: two identical creations at once are serialized by the account lock.
+    const both = await Promise.all([0, 1].map(() => call(t.app, 'POST', '/api/waf', { key, body: { rule_type: 'block_country', value: 'KP' } })));
+    assert.deepEqual(both.map((r) => r.status).sort(), [201, 409]);
+    assert.equal((await rules(key)).length, 4);
+  });
+
   test('rate_limit without requests_per_minute defaults to 60', async () => {
     const { key } = await newAccount(t.app);
     const r = await rule(key, { rule_type: 'rate_limit', value: '{}' });
