@@ -84,3 +84,16 @@ export function SaveCancel(props: { onCancel: () => void; disabled?: boolean }) 
     </div>
   );
 }
+
+/** A form's submit handler: clears `setError`, runs `action`, and shows what it throws. */
+export function submitting(setError: (error: string | undefined) => void, action: () => Promise<unknown>) {
+  return async (e: Event) => {
+    e.preventDefault();
+    setError(undefined);
+    try {
+      await action();
+    } catch (err) {
+      setError(errorText(err));
+    }
+  };
+}

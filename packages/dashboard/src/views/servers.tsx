@@ -1,7 +1,7 @@
 import { isIP } from '@rampart/protocol';
 import { useState } from 'preact/hooks';
-import { api, errorText, ok, type Server, type ServerWithToken } from '../api/client';
-import { CardTable, SaveCancel } from '../components';
+import { api, ok, type Server, type ServerWithToken } from '../api/client';
+import { CardTable, SaveCancel, submitting } from '../components';
 import { Confirm, Dialog, Empty, ErrorNote, Field, fmtAgo, PageHead, Secret, useLoad, type ViewProps } from '../ui';
 
 /** Where the server is, in words. */
@@ -50,18 +50,12 @@ function ServerForm(props: { server?: Server; onSaved: (s: Server | ServerWithTo
     <Dialog title={s ? `Edit ${s.name}` : 'Add server'} onClose={props.onClose}>
       <form
         class="form"
-        onSubmit={async (e) => {
-          e.preventDefault();
-          setError(undefined);
-          try {
-            const saved = s
-              ? await ok(api.PUT('/api/servers/{id}', { params: { path: { id: s.id } }, body: { name: name.trim(), publicIp: publicIp.trim() || null } }))
-              : await ok(api.POST('/api/servers', { body: { name: name.trim() } }));
-            props.onSaved(saved);
-          } catch (err) {
-            setError(errorText(err));
-          }
-        }}
+        onSubmit={submitting(setError, async () => {
+          const saved = s
+            ? await ok(api.PUT('/api/servers/{id}', { params: { path: { id: s.id } }, body: { name: name.trim(), publicIp: publicIp.trim() || null } }))
+            : await ok(api.POST('/api/servers', { body: { name: name.trim() } }));
+          props.onSaved(saved);
+        })}
       >
         <Field label="Server name">{(id) => <input id={id} value={name} required maxLength={100} onInput={(e) => setName(e.currentTarget.value)} />}</Field>
         {s ? (

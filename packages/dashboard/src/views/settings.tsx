@@ -1,7 +1,7 @@
 import { ACCOUNT_LIMITS } from '@rampart/protocol';
 import { useState } from 'preact/hooks';
-import { api, errorText, ok, page, type Account, type ApiKeyCreated, type Body, type Deposit, type DnsSettings, type Transaction } from '../api/client';
-import { CardTable, LoadMore, Options } from '../components';
+import { api, ok, page, type Account, type ApiKeyCreated, type Body, type Deposit, type DnsSettings, type Transaction } from '../api/client';
+import { CardTable, LoadMore, Options, submitting } from '../components';
 import { Confirm, Empty, ErrorNote, Field, fmtDate, money, PageHead, Secret, useLoad, type ViewProps } from '../ui';
 
 type Plan = Body<'/api/account/plan', 'put'>['plan'];
@@ -40,19 +40,13 @@ function Billing({ initial }: { initial: Account }) {
       </dl>
       <form
         class="inline-form"
-        onSubmit={async (e) => {
-          e.preventDefault();
-          setError(undefined);
+        onSubmit={submitting(setError, async () => {
           setNote(undefined);
-          try {
-            const r = await ok(api.PUT('/api/account/plan', { body: { plan } }));
-            setAccount(r.account);
-            setNote(r.transaction ? `Plan changed; ${r.transaction.delta < 0 ? 'charged' : 'credited'} ${money(Math.abs(r.transaction.delta))} pro rata.` : 'Plan changed.');
-            tx.reload();
-          } catch (err) {
-            setError(errorText(err));
-          }
-        }}
+          const r = await ok(api.PUT('/api/account/plan', { body: { plan } }));
+          setAccount(r.account);
+          setNote(r.transaction ? `Plan changed; ${r.transaction.delta < 0 ? 'charged' : 'credited'} ${money(Math.abs(r.transaction.delta))} pro rata.` : 'Plan changed.');
+          tx.reload();
+        })}
       >
         <Field label="Plan">
           {(id) => (
@@ -67,16 +61,10 @@ function Billing({ initial }: { initial: Account }) {
       </form>
       <form
         class="inline-form"
-        onSubmit={async (e) => {
-          e.preventDefault();
-          setError(undefined);
-          try {
-            setDeposit(await ok(api.POST('/api/billing/deposits', { body: { amount: Number(amount) } })));
-            tx.reload();
-          } catch (err) {
-            setError(errorText(err));
-          }
-        }}
+        onSubmit={submitting(setError, async () => {
+          setDeposit(await ok(api.POST('/api/billing/deposits', { body: { amount: Number(amount) } })));
+          tx.reload();
+        })}
       >
         <Field label="Deposit amount (USD)">{(id) => <input id={id} type="number" min="0.01" step="0.01" required value={amount} onInput={(e) => setAmount(e.currentTarget.value)} />}</Field>
         <button type="submit">Deposit</button>
@@ -151,18 +139,12 @@ function ApiKeys() {
       </p>
       <form
         class="inline-form"
-        onSubmit={async (e) => {
-          e.preventDefault();
-          setError(undefined);
-          try {
-            const k = await ok(api.POST('/api/settings/api-keys', { body: { name: name.trim() } }));
-            setCreated(k);
-            setName('');
-            keys.reload();
-          } catch (err) {
-            setError(errorText(err));
-          }
-        }}
+        onSubmit={submitting(setError, async () => {
+          const k = await ok(api.POST('/api/settings/api-keys', { body: { name: name.trim() } }));
+          setCreated(k);
+          setName('');
+          keys.reload();
+        })}
       >
         <Field label="Key name">{(id) => <input id={id} value={name} required maxLength={100} onInput={(e) => setName(e.currentTarget.value)} />}</Field>
         <button type="submit">Create key</button>
@@ -232,18 +214,12 @@ function Dns({ initial }: { initial: DnsSettings }) {
       {s.error ? <p class="text-bad">{s.error}</p> : null}
       <form
         class="form"
-        onSubmit={async (e) => {
-          e.preventDefault();
-          setError(undefined);
-          try {
-            const body = provider === 'powerdns' ? { provider, apiUrl: apiUrl.trim(), serverId: serverId.trim(), apiKey } : { provider, apiToken };
-            setS(await ok(api.PUT('/api/settings/dns', { body })));
-            setApiKey('');
-            setApiToken('');
-          } catch (err) {
-            setError(errorText(err));
-          }
-        }}
+        onSubmit={submitting(setError, async () => {
+          const body = provider === 'powerdns' ? { provider, apiUrl: apiUrl.trim(), serverId: serverId.trim(), apiKey } : { provider, apiToken };
+          setS(await ok(api.PUT('/api/settings/dns', { body })));
+          setApiKey('');
+          setApiToken('');
+        })}
       >
         <Field label="Provider">
           {(id) => (
