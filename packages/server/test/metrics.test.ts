@@ -49,6 +49,24 @@ describe('GET /metrics', async () => {
     assert.match(r.body, /# TYPE rampart_agents_connected gauge/);
   });
 
+  test('attack: a token configured as an empty string opens nothing; the token in the URL or in a second header does not count', async () => {
+    const empty = await buildApp({ ctx: t.ctx, metricsToken: '' });
+    after(() => empty.close());
+    for (const authorization of [undefined, 'Bearer ', 'Bearer']) {
+      const r = await empty.inject({ method: 'GET', url: '/metrics', headers: authorization === undefined ? {} : { authorization } });
+      assert.equal(r.statusCode, 404, String(authorization));
+    }
+    const app = await buildApp({ ctx: t.ctx, adminToken: ADMIN_TOKEN, metricsToken: '' });
+    after(() => app.close());
+    for (const [url, headers] of [
+      ['/metrics', { authorization: 'Bearer ' }],
+      [`/metrics?token=${ADMIN_TOKEN}`, {}],
+      ['/metrics', { authorization: ['Bearer wrong', `Bearer ${ADMIN_TOKEN}`] }],
+    ] as const) {
+      assert.equal((await app.inject({ method: 'GET', url, headers: headers as Record<string, string> })).statusCode, 401, `${url} ${JSON.stringify(headers)}`);
+    }
+  });
+
   test('a separate metrics token works, and the operator token still does; it is not in the OpenAPI document', async () => {
     const app = await buildApp({ ctx: t.ctx, adminToken: ADMIN_TOKEN, metricsToken: 'scrape-me' });
     after(() => app.close());

@@ -167,6 +167,26 @@ describe('GET /api/stream on one process', async () => {
     await waitFor(() => srv.streams.count() === 0, 'the closed streams gone', WAIT_MS, 10);
   });
 
+  test("attack: a forged live message naming A's account with B's server, batch time or notification id shows A nothing of B", async () => {
+    const sa = open(srv.url, { 'x-api-key': a.key });
+    const sb = open(srv.url, { 'x-api-key': b.key });
+    await waitFor(() => sa.frames.some((f) => f.comment === 'connected') && sb.frames.some((f) => f.comment === 'connected'), 'both open', WAIT_MS, 10);
+    sendEvent(b.agent, b.domain, '198.51.100.9', '/b-secret');
+    await sb.waitEvent('waf_event', (e) => e.path === '/b-secret', "B's event");
+    b.agent.send({ type: 'status/report', payload: { kind: 'server_error', message: 'b secret notification' } });
+    const note = await sb.waitEvent('notification', (x) => x.message.includes('b secret'), "B's notification");
+    const row = await srv.ctx.db.selectFrom('waf_events').select(['received_at']).where('account_id', '=', b.accountId).where('path', '=', '/b-secret').executeTakeFirstOrThrow();
+    srv.streams.deliver({ kind: 'live-events', accountId: a.accountId, serverId: b.serverId, receivedAt: new Date(row.received_at).toISOString() });
+    srv.streams.deliver({ kind: 'live-notification', accountId: a.accountId, id: note.id });
+    // A's own next notification arrives after the forged ones were handled.
+    a.agent.send({ type: 'status/report', payload: { kind: 'server_error', message: 'a marker' } });
+    await sa.waitEvent('notification', (x) => x.message.includes('a marker'), "A's marker");
+    assert.ok(!sa.body.includes('secret'), "nothing of B on A's stream");
+    sa.close();
+    sb.close();
+    await waitFor(() => srv.streams.count() === 0, 'closed', WAIT_MS, 10);
+  });
+
   test('a heartbeat comment comes every heartbeat interval', async () => {
     const s = open(srv.url, { 'x-api-key': a.key });
     assert.equal(await s.answered(), 200);
