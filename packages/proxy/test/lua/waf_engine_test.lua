@@ -362,6 +362,13 @@ test("check_answer refuses replays elsewhere, forgeries, expired or easy tokens 
   for _, q in ipairs({ "", "c=" .. t, "n=12", "c=" .. t .. "&n=", "c=" .. t .. "&n=1e9", "c=x.y&n=12", "c=" .. t .. "x&n=12", "c=" .. string.rep("a", 300) .. "&n=1" }) do
     eq(refused(q, "192.0.2.1", "UA/1", 1000, "malformed " .. q), "malformed", "malformed: " .. q:sub(1, 40))
   end
+  -- Attacks on the query: a repeated parameter is read once (the first), an encoded dot or an
+  -- overlong counter is no token or counter at all.
+  eq(refused("c=" .. t .. "&n=11&n=12", "192.0.2.1", "UA/1", 1000, "a second n"), "not enough work", "repeated n: the first")
+  eq(refused("c=" .. forged .. "&c=" .. t .. "&n=12", "192.0.2.1", "UA/1", 1000, "a second c"), "forged or for another client", "repeated c: the first")
+  for _, q in ipairs({ "c=" .. t:gsub("%.", "%%2e") .. "&n=12", "c=" .. t .. "&n=" .. string.rep("0", 11) .. "12" }) do
+    eq(refused(q, "192.0.2.1", "UA/1", 1000, "encoded " .. q), "malformed", "malformed: " .. q:sub(1, 40))
+  end
 end)
 
 test("the challenge page carries the token and difficulty, never a cookie, and explains itself without JavaScript", function()
