@@ -39,6 +39,33 @@ for (const backend of await backends()) {
       assert.equal(servers.body[0].desiredRevision, 2, 'the domain assignment bumped the revision');
     });
 
+    test('0012 rewrites stored block_ip and allow_ip values in canonical form, and nothing else', async () => {
+      const account = '00000000-0000-4000-8000-000000000001';
+      const rules: [string, string, string][] = [
+        ['block_ip', '2001:DB8:0:0:0:0:0:1', '2001:db8::1'],
+        ['block_ip', '2001:0db8:0000::/48', '2001:db8::/48'],
+        ['allow_ip', '1.2.3.4/32', '1.2.3.4'],
+        ['allow_ip', '2001:db8::7/128', '2001:db8::7'],
+        ['block_ip', '10.0.0.0/8', '10.0.0.0/8'],
+        ['block_country', 'FR', 'FR'],
+      ];
+      const id = (i: number) => `00000000-0000-4000-8000-0000000001${String(i).padStart(2, '0')}`;
+      await migrateOver(
+        backend,
+        '0011_analytics',
+        async (db) => {
+          await sql`insert into accounts (id, email, plan, bot_secret, next_charge_at) values (${account}, 'old@example.com', 'pro', 'aa', now())`.execute(db);
+          for (const [i, [type, value]] of rules.entries()) {
+            await sql`insert into waf_rules (id, account_id, rule_type, value, enabled, priority) values (${id(i)}, ${account}, ${type}, ${value}, true, 100)`.execute(db);
+          }
+        },
+        async (db) => {
+          const stored = new Map((await sql<{ id: string; value: string }>`select id, value from waf_rules`.execute(db)).rows.map((r) => [r.id, r.value]));
+          for (const [i, [type, before, after]] of rules.entries()) assert.equal(stored.get(id(i)), after, `${type} ${before}`);
+        },
+      );
+    });
+
     test('0005 gives existing domains their SSL state: off without SSL, pending with it', async () => {
       const account = '00000000-0000-4000-8000-000000000001';
       await migrateOver(

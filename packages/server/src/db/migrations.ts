@@ -1,3 +1,4 @@
+import { canonicalCidr } from '@rampart/protocol';
 import { sql, type Kysely, type Migration, type MigrationProvider } from 'kysely';
 
 // One dialect (PostgreSQL), one list of migrations, for PGlite and PostgreSQL alike. Append only.
@@ -395,6 +396,18 @@ const migrations: Record<string, Migration> = {
         await db.schema.createIndex(`${table}_${time}`).on(table).column(time).execute();
       }
       await db.schema.createIndex('analytics_minute_updated').on('analytics_minute').column('updated_at').execute();
+    },
+  },
+  '0012_canonical_ip_rules': {
+    // block_ip and allow_ip values are stored in canonical form since this version (IPv6 lowercased
+    // and shortened as RFC 5952 writes it, a full-length prefix dropped), so that a repeated rule is
+    // found by equality: the values stored before are rewritten the same way.
+    async up(db: Kysely<any>) {
+      const rows = await db.selectFrom('waf_rules').select(['id', 'value']).where('rule_type', 'in', ['block_ip', 'allow_ip']).execute();
+      for (const r of rows as { id: string; value: string }[]) {
+        const canonical = canonicalCidr(r.value);
+        if (canonical !== undefined && canonical !== r.value) await db.updateTable('waf_rules').set({ value: canonical }).where('id', '=', r.id).execute();
+      }
     },
   },
 };
