@@ -240,7 +240,8 @@ describe('the dashboard in a real Chromium', { skip: !CHROMIUM && 'chromium is n
       for (const view of VIEWS) {
         await page.setViewportSize({ width: 1400, height: 900 });
         await go(view);
-        await page.waitForTimeout(150);
+        // The view's data has arrived (no loading placeholder left).
+        await page.waitForFunction(() => !/Loading/.test(document.body.innerText));
         const styled = await page.evaluate(() => [...document.querySelectorAll('[style]')].filter((e) => !e.closest('.chart')).map((e) => e.outerHTML.slice(0, 80)));
         assert.deepEqual(styled, [], `${view}: elements with a style attribute`);
         // Evaluated through the DevTools protocol: the page's CSP (rightly) refuses an injected <script>.
@@ -255,7 +256,7 @@ describe('the dashboard in a real Chromium', { skip: !CHROMIUM && 'chromium is n
         await page.screenshot({ path: join(OUT, `dashboard-${file}-1400-${scheme}.png`), fullPage: true });
         if (scheme === 'light') {
           await page.setViewportSize({ width: 390, height: 844 });
-          await page.waitForTimeout(100);
+          await page.waitForFunction(() => document.documentElement.clientWidth <= 390);
           await page.screenshot({ path: join(OUT, `dashboard-${file}-390.png`), fullPage: true });
         }
       }
