@@ -135,6 +135,12 @@ export function verifiedCrawlersFile(entries: ReadonlyMap<string, string> | unde
   return lines.join('');
 }
 
+/** A bot key as the Lua engine takes it: its id, the key (base64, for the challenge's HMAC) and the pass cookie's derived keys. */
+function luaBotKey(k: { id: string; secret: string }): string {
+  const { inner, outer } = cookieKeys(k.secret);
+  return `{ id = ${luaString(k.id)}, secret = ${luaString(Buffer.from(k.secret, 'hex').toString('base64'))}, inner = ${luaString(inner)}, outer = ${luaString(outer)} }`;
+}
+
 const mapFile = (m: Map<string, string>) => [...m].map(([k, v]) => `${k} ${v}`).join('\n') + (m.size ? '\n' : '');
 
 export interface WafRender {
@@ -163,14 +169,14 @@ export function renderWaf(
   const rate = rules.find((r) => r.type === 'rate_limit');
   const rateOn = !!rate && snapshot.domains.some((d) => d.wafEnabled && d.wafLevel !== 'low');
   const bot = rules.find((r) => r.type === 'block_bot' && blockBotOf(r.value)?.enabled);
-  const botSettings = bot && blockBotOf(bot.value)!;
+  const botSettings = bot ? blockBotOf(bot.value) : undefined;
   const keys = snapshot.botKeys ?? [];
   for (const k of keys) {
     if (!KEY_ID_RE.test(k.id)) throw new UnsafeValueError('bot key id', k.id);
     if (!HEX_RE.test(k.secret)) throw new UnsafeValueError('bot key', '<redacted>');
   }
-  const botOn = !!bot && keys.length > 0;
-  const b64 = (hex: string) => Buffer.from(hex, 'hex').toString('base64');
+  // Bot protection needs a key to sign with; the settings of the enabled rule, when on.
+  const botOn = bot && botSettings && keys.length > 0 ? botSettings : undefined;
 
   const files: Record<string, string> = { ...WAF_ASSETS };
   files['allow_global.map'] = mapFile(global.allow);
@@ -179,7 +185,7 @@ export function renderWaf(
   if (botOn) {
     files['crawlers.map'] = CRAWLER_CLAIMS_MAP;
     files[VERIFIED_CRAWLERS_MAP] = verifiedCrawlersFile(opts.verifiedCrawlers);
-    if (botSettings!.paths) files['bot_paths.lst'] = botSettings!.paths.join('\n') + '\n';
+    if (botOn.paths) files['bot_paths.lst'] = botOn.paths.join('\n') + '\n';
   }
 
   const perDomain = new Map<string, DomainWaf>();
@@ -207,9 +213,9 @@ export function renderWaf(
     '  },',
     `  countries = { ${globalCountries} },`,
     `  bot = ${botOn ? luaString(bot!.id) : 'nil'},`,
-    `  keys = { ${botOn ? keys.map((k) => `{ id = ${luaString(k.id)}, secret = ${luaString(b64(k.secret))}, inner = ${luaString(cookieKeys(k.secret).inner)}, outer = ${luaString(cookieKeys(k.secret).outer)} }`).join(', ') : ''} },`,
-    `  difficulty = ${botOn ? botSettings!.difficulty : 0},`,
-    `  all_paths = ${!botOn || botSettings!.paths === null},`,
+    `  keys = { ${botOn ? keys.map(luaBotKey).join(', ') : ''} },`,
+    `  difficulty = ${botOn ? botOn.difficulty : 0},`,
+    `  all_paths = ${!botOn || botOn.paths === null},`,
     `  cookie_ttl = ${BOT_COOKIE_TTL_SECONDS},`,
     `  worker_file = ${luaString(`${dir}/pow-worker.js`)},`,
     `  challenge_ttl = ${BOT_CHALLENGE_TTL_SECONDS},`,
@@ -258,7 +264,7 @@ export function renderWaf(
       `    http-request set-var(txn.rp_claim) req.fhdr(user-agent),lower,map_sub(${dir}/crawlers.map) if !{ var(txn.rp_cookie_ok) -m found } { req.fhdr_cnt(user-agent) eq 1 }`,
       `    http-request set-var(txn.rp_vcrawler) src,map_ip(${dir}/${VERIFIED_CRAWLERS_MAP}) if { var(txn.rp_claim) -m found }`,
       '    http-request set-var(txn.rp_crawler) str(1) if { var(txn.rp_claim) -m found } { var(txn.rp_vcrawler),strcmp(txn.rp_claim) eq 0 }',
-      ...(botSettings!.paths ? [`    http-request set-var(txn.rp_guarded) str(1) if { path -m beg -f ${dir}/bot_paths.lst }`] : []),
+      ...(botOn.paths ? [`    http-request set-var(txn.rp_guarded) str(1) if { path -m beg -f ${dir}/bot_paths.lst }`] : []),
     );
   }
 
@@ -292,7 +298,7 @@ export function renderWaf(
       // Nothing the engine could decide in steps 2 and 3 for this domain (no list, country,
       // crawler or bot rule): it is not called.
       const lists = w.block.size + w.ai.size + w.countries.size + global.block.size + global.ai.size + global.countries.size > 0;
-      const decides = lists || botOn;
+      const decides = lists || !!botOn;
       const limits = !!rate && domain.wafLevel !== 'low';
       const detects = domain.wafLevel === 'high';
       if (!decides && !limits && !detects) return [];
