@@ -43,6 +43,11 @@ export function benchProcesses(tmp: string, onInterrupt: () => void = () => {}) 
   };
 }
 
+/** The global section (with `global` added) and Rampart's own defaults, for every HAProxy a bench writes. */
+function head(global: readonly string[] = []): string[] {
+  return ['global', '    hard-stop-after 30s', ...global, '', ...DEFAULTS_SECTION, ''];
+}
+
 /**
  * What a user would run instead of Rampart, the baseline of bench:waf and bench:tls: the
  * configuration export's plain HAProxy for one domain (host routing, unknown hosts 404; the
@@ -53,12 +58,7 @@ export function benchProcesses(tmp: string, onInterrupt: () => void = () => {}) 
  */
 export function plainHaproxyConfig(o: { host: string; originPort: number; bind: string; global?: readonly string[] }): string {
   return [
-    'global',
-    '    hard-stop-after 30s',
-    ...(o.global ?? []),
-    '',
-    ...DEFAULTS_SECTION,
-    '',
+    ...head(o.global),
     'frontend plain_in',
     `    bind ${o.bind}`,
     `    use_backend ${backendName(o.host)} if { req.hdr(host),lower,field(1,:) -m str ${o.host} }`,
@@ -180,12 +180,7 @@ export function startModsecNginx(o: { dir: string; port: number; originPort: num
  */
 export function bareOriginConfig(port: number, o: { global?: readonly string[]; more?: readonly string[] } = {}): string {
   return [
-    'global',
-    '    hard-stop-after 30s',
-    ...(o.global ?? []),
-    '',
-    ...DEFAULTS_SECTION,
-    '',
+    ...head(o.global),
     'frontend bare',
     `    bind 127.0.0.1:${port}`,
     '    http-request return status 200 content-type text/plain string ok',
