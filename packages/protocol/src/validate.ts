@@ -56,6 +56,15 @@ export function isCidr(value: string): boolean {
 }
 
 /**
+ * One spelling of an IPv6 address (checked by the caller): lowercased, leading zeros dropped, the
+ * longest run of zero groups compressed, as RFC 5952 writes it. The WHATWG URL parser (node and
+ * browsers alike) serializes an IPv6 host exactly so.
+ */
+export function canonicalIPv6(addr: string): string {
+  return new URL(`http://[${addr}]/`).hostname.slice(1, -1);
+}
+
+/**
  * An address or network (isCidr) in one spelling per meaning, so a repeat is found by equality:
  * IPv6 lowercased and written as RFC 5952 says (no leading zeros, the longest run of zero groups
  * as "::"; a form with an IPv4 tail is only lowercased), and a full-length prefix (/32, /128)
@@ -65,23 +74,8 @@ export function canonicalCidr(value: string): string | undefined {
   if (!isCidr(value)) return undefined;
   const [addr, bits] = value.split('/') as [string, string | undefined];
   if (isIPv4(addr)) return bits === undefined || bits === '32' ? addr : `${addr}/${bits}`;
-  let a = addr.toLowerCase();
-  if (!a.includes('.')) {
-    const [l, r] = a.split('::') as [string, string | undefined];
-    const left = l === '' ? [] : l.split(':');
-    const right = r === undefined || r === '' ? [] : r.split(':');
-    const groups = r === undefined ? left : [...left, ...Array<string>(8 - left.length - right.length).fill('0'), ...right];
-    const g = groups.map((x) => x.replace(/^0+(?=.)/, ''));
-    let best = -1;
-    let bestLen = 1; // a single zero group is not compressed
-    for (let i = 0; i < 8; ) {
-      let j = i;
-      while (j < 8 && g[j] === '0') j++;
-      if (j - i > bestLen) [best, bestLen] = [i, j - i];
-      i = j === i ? i + 1 : j;
-    }
-    a = best < 0 ? g.join(':') : `${g.slice(0, best).join(':')}::${g.slice(best + bestLen).join(':')}`;
-  }
+  // Written with an IPv4 tail, only lowercased (the WHATWG URL parser would turn the tail into hex).
+  const a = addr.includes('.') ? addr.toLowerCase() : canonicalIPv6(addr);
   return bits === undefined || bits === '128' ? a : `${a}/${bits}`;
 }
 

@@ -1,5 +1,6 @@
 import { promises as dns } from 'node:dns';
 import { isIPv4 } from 'node:net';
+import { canonicalIPv6 } from '@rampart/protocol';
 
 /** A domain's addresses (A and AAAA); [] when it does not resolve. */
 export type ResolveFn = (domain: string) => Promise<string[]>;
@@ -40,7 +41,7 @@ export function canonicalIp(ip: string): string {
   if (mapped) return mapped[1]!;
   if (isIPv4(ip)) return ip;
   try {
-    return new URL(`http://[${ip}]/`).hostname.slice(1, -1);
+    return canonicalIPv6(ip);
   } catch {
     return ip.toLowerCase();
   }
