@@ -33,10 +33,10 @@ export function CardTable(props: { columns: readonly string[]; action?: string; 
 
 /**
  * The button under a paged list while there is an older page (`next`, the cursor to pass as
- * `before`). `load` fetches and appends it; with `onError` a failure is shown (and cleared on
- * the next try) instead of thrown.
+ * `before`). `load` fetches and appends it; a failure goes to `onError` (cleared on the next try),
+ * never unhandled.
  */
-export function LoadMore(props: { next: string | undefined; label: string; load: (before: string) => Promise<unknown>; onError?: (error: string | undefined) => void }) {
+export function LoadMore(props: { next: string | undefined; label: string; load: (before: string) => Promise<unknown>; onError: (error: string | undefined) => void }) {
   const { next, load, onError } = props;
   if (!next) return null;
   return (
@@ -44,7 +44,6 @@ export function LoadMore(props: { next: string | undefined; label: string; load:
       type="button"
       class="load-more"
       onClick={async () => {
-        if (!onError) return void (await load(next));
         onError(undefined);
         try {
           await load(next);

@@ -120,6 +120,7 @@ function Billing({ initial }: { initial: Account }) {
           const p = await page(api.GET('/api/billing/transactions', { params: { query: { limit: '20', before } } }));
           setMore({ items: [...(more?.items ?? []), ...p.items], next: p.next });
         }}
+        onError={setError}
       />
     </div>
   );
