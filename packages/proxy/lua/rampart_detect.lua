@@ -24,6 +24,9 @@ local concat = table.concat
 D.BODY_LIMIT = 65536      -- bytes of a request body that are inspected
 D.VALUE_LIMIT = 65536     -- bytes of one value given to the detectors (a whole inspected body)
 D.MATCH_LEN = 48          -- bytes of the excerpt an event shows
+D.DEPTH_LIMIT = 64        -- levels of JSON nesting (and parameter-name segments) followed for key paths
+D.VALUES_LIMIT = 2000     -- values of one request inspected one by one; the rest together, as one text
+D.DECODE_ROUNDS = 3       -- rounds of decoding one value (percent, entities, escapes, ...)
 
 ---------------------------------------------------------------------------------------------------
 -- Decoders
@@ -96,7 +99,7 @@ end
 -- The value an application may end up with: percent-decoded again (double encoding), entities,
 -- string escapes, UTF-7 brackets, overlong forms, until nothing changes (at most 3 rounds).
 function D.canonical(s)
-  for _ = 1, 3 do
+  for _ = 1, D.DECODE_ROUNDS do
     local t = s
     if find(t, "%%%x%x") or find(t, "%%[uU]%x%x%x%x") then t = D.url_decode(t, false) end
     t = D.html_decode(t)
@@ -1302,45 +1305,167 @@ function D.cookie_pairs(s, out)
   return out
 end
 
--- Every string of a JSON document (keys and values, at any depth), with the key it belongs to.
--- A scanner, not a parser: it never builds the document, and malformed JSON is still scanned.
-function D.json_strings(s, out)
+---------------------------------------------------------------------------------------------------
+-- Structure: operator injection into document databases and prototype pollution. Both live in the
+-- keys of a request, never in its text: {"password":{"$ne":null}}, password[$ne]=x,
+-- {"__proto__":{...}}, a[constructor][prototype][x]=1. A '$' or "__proto__" in a value is text.
+---------------------------------------------------------------------------------------------------
+
+-- MongoDB's query operators (and Mongoose's, which pass them on). Not "$type" (Json.NET's type
+-- name, checked by D.injection), "$text" or "$" (XML-to-JSON conventions), nor the update
+-- operators ("$set", "$inc") and Extended JSON ("$oid", "$date"), which carry no condition.
+local NOSQL_OPS = {}
+for w in gmatch([[$ne $eq $gt $gte $lt $lte $in $nin $regex $options $where $exists $expr $or $and
+  $nor $not $elemmatch $all $size $mod $jsonschema $function $accumulator $geowithin $near]], "%S+") do
+  NOSQL_OPS[w] = true
+end
+-- Operators that run JavaScript on the database server: refused wherever they are.
+local NOSQL_CODE = { ["$where"] = true, ["$function"] = true, ["$accumulator"] = true }
+-- Keys under which an application takes a query in the database's own language (Strapi's
+-- filters[title][$eq], Parse's where={...}, a search DSL's "query"): operators below them are
+-- the application's own, not an injection into a field that expected a string.
+local QUERY_CONTAINERS = {}
+for w in gmatch([[filter filters where query q selector criteria condition conditions match $match
+  find search predicate]], "%S+") do
+  QUERY_CONTAINERS[w] = true
+end
+D.NOSQL_OPS, D.QUERY_CONTAINERS = NOSQL_OPS, QUERY_CONTAINERS
+
+-- What a key (a JSON key, or one segment of a bracketed or dotted parameter name) does, given the
+-- key it sits under (owner) and whether a query container is among its ancestors: "operator",
+-- "prototype" or nil.
+local function key_kind(key, owner, contained)
+  local lk = lower(key)
+  if lk == "__proto__" then return "prototype" end
+  if lk == "prototype" and owner and lower(owner) == "constructor" then return "prototype" end
+  if byte(lk, 1) == 36 and NOSQL_OPS[lk] then -- '$'
+    if NOSQL_CODE[lk] or not contained then return "operator" end
+  end
+  return nil
+end
+D.key_kind = key_kind
+
+-- The segments of a parameter name as qs (Express), PHP and Rack read it: a[b][c], a.b.c;
+-- calls fn(segment, previous segment, whether a query container came before); stops at the
+-- first truthy result. At most DEPTH_LIMIT segments.
+local function each_segment(name, fn)
+  local prev, contained, n = nil, false, 0
+  for seg in gmatch(name, "[^%[%]%.]+") do
+    n = n + 1
+    if n > D.DEPTH_LIMIT then return nil end
+    local r = fn(seg, prev, contained)
+    if r then return r end
+    if QUERY_CONTAINERS[lower(seg)] then contained = true end
+    prev = seg
+  end
+  return nil
+end
+
+-- A parameter name that pollutes a prototype or turns its field into a database operator.
+-- Returns the position of the offending segment, or nil.
+function D.name_structure(name)
+  if not (find(name, "__proto__", 1, true) or find(name, "[%[%.]%s*[%$cCpP]") or byte(name, 1) == 36) then return nil end
+  return each_segment(name, function(seg, prev, contained)
+    if key_kind(seg, prev, contained) then return find(name, seg, 1, true) end
+  end)
+end
+
+-- JSON: every string (keys and values, at any depth) with the key it belongs to, JSON escapes
+-- decoded, and the structure checks on every key (D.key_kind with the key's owner and
+-- ancestors). A scanner, not a parser: it never builds the document, malformed JSON is still
+-- scanned, and it walks the text once. Nesting is followed to DEPTH_LIMIT levels; deeper keys
+-- are still read and checked on their own ("__proto__", an operator after a field) but no longer
+-- against their ancestors. Returns the list of {name, string[, true for a key]} and the first
+-- structure finding as {position, name}.
+function D.json_walk(s, out, owner0)
   out = out or {}
-  local i, len, key = 1, #s, ""
-  local last_key = ""
+  local n = #out
+  local i, len = 1, #s
+  local limit = D.DEPTH_LIMIT
+  -- frames up to the depth limit: owner (the key this container is the value of), cur (the
+  -- object's current key), contained (a query container is this container's owner or above)
+  local owners, curs, contained, isobj = {}, {}, {}, {}
+  local depth = 0
+  local last_key = owner0 or ""
+  local finding
+  owners[0], curs[0], contained[0], isobj[0] = owner0 or "", owner0 or "", owner0 ~= nil and QUERY_CONTAINERS[lower(owner0)] or false, true
   while i <= len do
-    local q = find(s, '"', i, true)
-    if not q then break end
-    local j = q + 1
-    local parts = nil
-    while true do
-      local k = find(s, '["\\]', j)
-      if not k then j = len + 1 break end
-      if sub(s, k, k) == '"' then j = k break end
-      j = k + 2
-      parts = true
-    end
-    local raw = sub(s, q + 1, j - 1)
-    if parts then
-      raw = gsub(raw, "\\(.)", function(c)
-        if c == "n" then return "\n" elseif c == "t" then return "\t" elseif c == "r" then return "\r"
-        elseif c == "b" then return "\b" elseif c == "f" then return "\f" elseif c == "u" then return "\\u" end
-        return c
-      end)
-      raw = gsub(raw, "\\u(%x%x%x%x)", function(h) return D.utf8(tonumber(h, 16)) end)
-    end
-    -- a key is followed by ':'
-    local _, colon = find(s, "^%s*:", j + 1)
-    if colon then
-      last_key = raw
-      out[#out + 1] = { raw, raw, true }
-      i = colon + 1
-    else
-      out[#out + 1] = { last_key, raw }
-      i = j + 1
+    local p = find(s, '["{}%[%]]', i)
+    if not p then break end
+    local c = byte(s, p)
+    if c == 34 then
+      local j = p + 1
+      local escaped = false
+      while true do
+        local k = find(s, '["\\]', j)
+        if not k then j = len + 1 break end
+        if byte(s, k) == 34 then j = k break end
+        j = k + 2
+        escaped = true
+      end
+      local raw = sub(s, p + 1, j - 1)
+      if escaped then
+        raw = gsub(raw, "\\(.)", function(e)
+          if e == "n" then return "\n" elseif e == "t" then return "\t" elseif e == "r" then return "\r"
+          elseif e == "b" then return "\b" elseif e == "f" then return "\f" elseif e == "u" then return "\\u" end
+          return e
+        end)
+        raw = gsub(raw, "\\u(%x%x%x%x)", function(h) return D.utf8(tonumber(h, 16)) end)
+      end
+      -- a key is followed by ':'
+      local _, colon = find(s, "^%s*:", j + 1)
+      if colon then
+        n = n + 1
+        out[n] = { raw, raw, true }
+        if not finding then
+          local owner, cont, prev
+          if depth <= limit then
+            owner, cont = owners[depth], contained[depth]
+          else
+            -- past the depth limit: only the key just before, as if it were the owner
+            owner, cont = last_key, false
+          end
+          local k = key_kind(raw, owner, cont)
+          -- dotted and bracketed keys ({"__proto__.x": 1}, {"a[constructor][prototype]": 1})
+          if not k and find(raw, "[%[%.]") and D.name_structure(raw) then k = "prototype" end
+          if k then finding = { p, owner ~= "" and k == "operator" and owner or raw } end
+        end
+        if depth <= limit then curs[depth] = raw end
+        last_key = raw
+        i = colon + 1
+      else
+        n = n + 1
+        if depth == 0 then
+          out[n] = { last_key, raw }
+        elseif depth <= limit then
+          out[n] = { isobj[depth] and curs[depth] or owners[depth], raw }
+        else
+          out[n] = { last_key, raw }
+        end
+        i = j + 1
+      end
+    elseif c == 123 or c == 91 then -- { [
+      depth = depth + 1
+      if depth <= limit then
+        local up = depth - 1
+        local owner = isobj[up] and curs[up] or owners[up]
+        owners[depth] = owner
+        contained[depth] = contained[up] or (QUERY_CONTAINERS[lower(owner)] or false)
+        isobj[depth] = c == 123
+        curs[depth] = ""
+      end
+      i = p + 1
+    else -- } ]
+      if depth > 0 then depth = depth - 1 end
+      i = p + 1
     end
   end
-  return out
+  return out, finding
+end
+
+-- Every string of a JSON document with the key it belongs to (D.json_walk without the structure).
+function D.json_strings(s, out)
+  return (D.json_walk(s, out))
 end
 
 -- multipart/form-data: field values (name -> value) and file names.
@@ -1498,8 +1623,28 @@ end
 function D.cache_reset() clean_cache, clean_count = {}, 0 end
 
 -- Inspects one value at a location; returns a finding or nil.
+-- The budget of one request (D.inspect): values given to the detectors. Past VALUES_LIMIT, a value
+-- is not inspected on its own but kept, and the values kept are inspected together, once, as one
+-- text (joined by blanks, at most VALUE_LIMIT bytes) under the location "<part>:*": the work stays
+-- linear in the bytes, and a payload is not hidden behind 2,000 dummy fields.
+local function over_budget(ctx, loc, v)
+  local rest = ctx.rest
+  if not rest then
+    rest = { n = 0, bytes = 0, loc = (match(loc, "^[^:]*") or loc) .. ":*" }
+    ctx.rest = rest
+  end
+  if rest.bytes + #v + 1 <= D.VALUE_LIMIT then
+    rest.n = rest.n + 1
+    rest[rest.n] = v
+    rest.bytes = rest.bytes + #v + 1
+  end
+end
+
 local function inspect_value(ctx, loc, v, only)
   if v == nil or v == "" then return nil end
+  local count = ctx.count + 1
+  ctx.count = count
+  if count > D.VALUES_LIMIT then over_budget(ctx, loc, v) return nil end
   if plain(v) and not plain_suspect(v) then return nil end -- cheaper than the cache
   -- short values found clean are remembered (per thread): a browser sends the same cookies and
   -- headers with every request; with exceptions the answer also depends on path and location
@@ -1517,12 +1662,44 @@ local function inspect_value(ctx, loc, v, only)
   return nil
 end
 
+-- A finding of the structure checks (operators, prototype pollution) at loc, unless excepted.
+local function structure_finding(ctx, loc, text, p)
+  local skip = exception_filter(ctx.exceptions, ctx.path, loc)
+  if skip and skip("injection") then return nil end
+  return { detector = "injection", reason = D.REASONS.injection, location = loc, matched = excerpt(text, p) }
+end
 
+-- A parameter's name and, when it holds a JSON object, that object's keys (user={"$ne":null},
+-- where={"age":{"$gt":18}} is a query container's): the structure checks.
+local function pair_structure(ctx, loc, name, value)
+  local p = D.name_structure(name)
+  if p then return structure_finding(ctx, loc, name, p) end
+  if byte(value, 1) == 123 or find(value, "^%s+{") then
+    if find(value, '"%s*%$') or find(value, "__proto__", 1, true) or find(value, "prototype", 1, true) then
+      local _, sf = D.json_walk(sub(value, 1, D.VALUE_LIMIT), {}, name)
+      if sf then return structure_finding(ctx, loc, value, sf[1]) end
+    end
+  end
+  return nil
+end
+
+-- pairs_: {name, value[, true when the name is a JSON key and the value the same key]}.
+-- nojoin: the pairs are JSON strings or XML values (no repeated names to join, no names to
+-- read as parameter paths).
 local function inspect_pairs(ctx, prefix, pairs_, nojoin)
-  local seen = {}
+  local seen, repeated = {}, nil
+  local checked = nil
   for _, kv in ipairs(pairs_) do
     local name, value = kv[1], kv[2]
     local loc = prefix .. name
+    if not nojoin and (#name > 0 or byte(value, 1) == 123) and not (checked and checked[name .. "\0" .. value]) then
+      local f = pair_structure(ctx, loc, name, value)
+      if f then return f end
+      if #value <= 256 then
+        checked = checked or {}
+        checked[name .. "\0" .. value] = true
+      end
+    end
     local f = inspect_value(ctx, loc, value)
     if f then return f end
     -- parameter names are user input too (PHP's _(new java...)=x)
@@ -1530,22 +1707,31 @@ local function inspect_pairs(ctx, prefix, pairs_, nojoin)
       f = inspect_value(ctx, loc, name)
       if f then return f end
     end
-    -- repeated names: joined as frameworks join them (not the keys of JSON objects in an array)
+    -- repeated names: joined as frameworks join them (not the keys of JSON objects in an array);
+    -- the values of a name are collected and joined once (at most VALUE_LIMIT bytes)
     if not nojoin then
-      local prev = seen[name]
-      if prev == nil then seen[name] = value
-      elseif #prev + #value < D.VALUE_LIMIT then seen[name] = prev .. "," .. value end
+      local list = seen[name]
+      if list == nil then
+        seen[name] = { value, n = 1, bytes = #value }
+      elseif list.bytes + #value < D.VALUE_LIMIT then
+        list.n = list.n + 1
+        list[list.n] = value
+        list.bytes = list.bytes + #value + 1
+        repeated = true
+      end
     end
   end
+  if not repeated then return nil end
   for _, kv in ipairs(pairs_) do
     local name = kv[1]
-    local joined = seen[name]
-    if joined and joined ~= kv[2] then
+    local list = seen[name]
+    if list and list.n > 1 then
       seen[name] = nil
+      local joined = concat(list, ",", 1, list.n)
       local f = inspect_value(ctx, prefix .. name, joined)
       if f then return f end
       -- and without the separator, as concatenating frameworks do
-      f = inspect_value(ctx, prefix .. name, (gsub(joined, ",", " ")))
+      f = inspect_value(ctx, prefix .. name, concat(list, " ", 1, list.n))
       if f then return f end
     end
   end
@@ -1559,12 +1745,31 @@ local function header_value(h, name)
   return v
 end
 
+local inspect_request
+
 -- req: { method, path (raw, without query), query (raw or nil), headers = { lname = value or
--- {[0]=v1, v2...} }, body (or nil) }; ctx: { exceptions }. Returns a finding or nil:
--- { detector, reason, location, matched }.
+-- {[0]=v1, v2...} }, body (or nil) }; exceptions: the domain's waf_exception rules, { {path=,
+-- loc=, det=}, ... } or nil. Returns a finding or nil: { detector, reason, location, matched }.
+--
+-- The budget of one request (docs/architecture.md, "Attack detection", "Budget"): at most
+-- BODY_LIMIT bytes of the body, VALUES_LIMIT values inspected one by one (the rest together, as
+-- one text), JSON nesting followed DEPTH_LIMIT levels deep, DECODE_ROUNDS rounds of decoding a
+-- value; every step walks its input once, so the work is linear in the request's size.
 function D.inspect(req, exceptions)
   if exceptions and #exceptions == 0 then exceptions = nil end
-  local ctx = { exceptions = exceptions, path = req.path or "/" }
+  local ctx = { exceptions = exceptions, path = req.path or "/", count = 0 }
+  local f = inspect_request(req, ctx)
+  if f then return f end
+  local rest = ctx.rest
+  if rest and rest.n > 0 then
+    ctx.count = -math.huge
+    return inspect_value(ctx, rest.loc, concat(rest, " ", 1, rest.n))
+  end
+  return nil
+end
+
+inspect_request = function(req, ctx)
+  local exceptions = ctx.exceptions
   -- 1. the path
   local np = D.normalize_path(req.path or "/")
   ctx.path = np
@@ -1599,7 +1804,7 @@ function D.inspect(req, exceptions)
     if not (key and cached_clean(key)) then
       f = inspect_pairs(ctx, "query:", D.form_pairs(q))
       if f then return f end
-      if key then remember_clean(key) end
+      if key and not ctx.rest then remember_clean(key) end
     end
   end
   -- 3. headers: cookies, Referer (and its query string), everything not well-known
@@ -1614,7 +1819,7 @@ function D.inspect(req, exceptions)
         if not (key and cached_clean(key)) then
           f = inspect_pairs(ctx, "cookie:", D.cookie_pairs(v))
           if f then return f end
-          if key then remember_clean(key) end
+          if key and not ctx.rest then remember_clean(key) end
         end
       elseif D.STRUCTURED_HEADERS[name] then
         -- structured, but applications log them: Log4j and template lookups still count
@@ -1637,7 +1842,7 @@ function D.inspect(req, exceptions)
             f = inspect_value(ctx, "header:" .. name, v)
           end
           if f then return f end
-          if not exceptions then remember_clean(key) end
+          if not exceptions and not ctx.rest then remember_clean(key) end
         end
       end
       i = i + 1
@@ -1693,7 +1898,11 @@ function D.inspect(req, exceptions)
       return nil
     end
     if find(ct, "json", 1, true) or ((first == "{" or first == "[") and not find(ct, "x-www-form-urlencoded", 1, true)) then
-      local strings = D.json_strings(body)
+      local strings, sf = D.json_walk(body)
+      if sf then
+        f = structure_finding(ctx, "body:" .. sf[2], body, sf[1])
+        if f then return f end
+      end
       f = inspect_pairs(ctx, "body:", strings, true)
       if f then return f end
       -- JSON5 and lenient parsers take single-quoted strings: without double quotes, read it as text
