@@ -1,52 +1,16 @@
--- Rampart WAF engine, loaded into every HAProxy thread's own Lua state (`lua-load-per-thread`):
+-- Rampart's bot challenge, loaded into every HAProxy thread's own Lua state (`lua-load-per-thread`):
 -- it keeps no state of its own, so threads never wait for each other.
 --
--- The native part of the configuration looks things up (IP maps, user-agent lists, the country
--- map) and leaves the results in txn variables; this engine applies docs/architecture.md's
--- processing order to them, first decisive step wins:
---   1 whitelist -> pass   2 blacklist/country -> 403   3 bad bot / AI crawler -> 403, challenge -> 200
--- then, natively, 4 the rate limit (a stick table shared by all threads; its 429 is
--- rampart_rate_limited below), and 5 attack detection at level high (rampart_detect.lua).
--- Decisions are pure functions (M.decide); I/O (txn, core) stays in the action at the bottom.
+-- Every WAF decision is taken natively by the generated configuration (waf.ts): the whitelist,
+-- blacklist and countries, bad bots and AI crawlers, verified crawlers, the pass cookie, the rate
+-- limiter, and the answer pages. What nothing native can do is here: the challenge page (a fresh
+-- token signed with the account's key) and the check of its answer, which earns the pass cookie.
+-- The pure parts are module functions (tested in test/lua/waf_engine_test.lua); I/O (txn, core)
+-- stays in the action at the bottom.
 
 local M = {}
 
-M.settings = { domains = {}, countries = {}, bot = nil, keys = nil, difficulty = 14, all_paths = true, cookie_ttl = 86400, challenge_ttl = 300 }
-
----------------------------------------------------------------------------------------------------
--- Decision: r holds what the native lookups found; returns {action, status, reason, rule}.
---   r.wl, r.bl, r.ai: rule ids or nil; r.country: ISO code or nil; r.badbot, r.crawler:
---   booleans (r.crawler: a search crawler whose address the agent verified); r.cookie_ok: the
---   pass cookie verified; r.guarded: the path is one bot protection guards; r.answer: the request
---   is a challenge answer (M.ANSWER_PATH); r.ip, r.now.
----------------------------------------------------------------------------------------------------
-local PASS = { action = "pass" }
-
-function M.decide(domain_id, r)
-  local d = M.settings.domains[domain_id]
-  if d == nil or not d.enabled then return PASS end
-  -- 1. whitelist: bypass everything, never counted
-  if r.wl then return PASS end
-  -- 2. blacklist, then countries
-  if r.bl then return { action = "deny", status = 403, reason = "ip_blocked", rule = r.bl } end
-  if r.country then
-    local rule = d.countries[r.country] or M.settings.countries[r.country]
-    if rule then return { action = "deny", status = 403, reason = "country_blocked", rule = rule } end
-  end
-  -- 3. bots: known-bad user-agents and the JavaScript challenge (when a block_bot rule is on),
-  --    and AI crawlers named by block_ai_bot rules
-  local bot = M.settings.bot
-  if bot and r.badbot then return { action = "deny", status = 403, reason = "bot_blocked", rule = bot } end
-  if r.ai then return { action = "deny", status = 403, reason = "ai_bot_blocked", rule = r.ai } end
-  if bot and not r.crawler and not r.cookie_ok then
-    if r.answer then return { action = "verify", status = 403, reason = "bot_challenge", rule = bot } end
-    if M.settings.all_paths or r.guarded then
-      return { action = "challenge", status = 200, reason = "bot_challenge", rule = bot }
-    end
-  end
-  -- 4. the rate limit is counted natively after this engine has passed the request (waf.ts)
-  return PASS
-end
+M.settings = { bot = nil, keys = nil, difficulty = 14, cookie_ttl = 86400, challenge_ttl = 300 }
 
 ---------------------------------------------------------------------------------------------------
 -- Proof of work (docs/bots.md). The challenge page carries a token, never a cookie:
@@ -128,29 +92,6 @@ function M.check_answer(query, ip, ua, now, hmac, sha256)
   return true
 end
 
--- A pass cookie for this client: valid, not expired, signed with a key the server holds. Returns
--- true and the expiry, or false.
-function M.check_cookie(value, ip, ua, now, sha256_hex)
-  local kid, expiry, mac = M.parse_cookie(value)
-  if kid == nil or expiry <= now then return false end
-  local key = M.key(kid)
-  if key == nil then return false end
-  if M.cookie_mac(key, ip, ua, expiry, sha256_hex) ~= mac then return false end
-  return true, expiry
-end
-
-function M.parse_cookie(value)
-  if value == nil then return nil end
-  local kid, expiry, mac = string.match(value, "^([0-9a-z]+)%.(%d+)%.(%x+)$")
-  if kid == nil then return nil end
-  return kid, tonumber(expiry), string.lower(mac)
-end
-
-local BODIES = {
-  [403] = "Forbidden: the request was blocked by the web application firewall.\n",
-  [429] = "Too Many Requests: the rate limit was exceeded. Try again in a minute.\n",
-}
-
 -- Every answer of the WAF names the request (HAProxy's unique-id, waf.ts REQUEST_ID_FORMAT) so a
 -- visitor can quote it to the site owner, who finds the event by it.
 M.REQUEST_ID_HEADER = "x-rampart-request-id"
@@ -159,62 +100,6 @@ M.REQUEST_ID_HEADER = "x-rampart-request-id"
 function M.request_id(id)
   if type(id) ~= "string" or #id < 1 or #id > 64 or string.find(id, "[^A-Za-z0-9_-]") then return nil end
   return id
-end
-
--- A reason in plain words, for the page a browser shows.
-M.REASON_WORDS = {
-  ip_blocked = "your network address is blocked",
-  country_blocked = "requests from your country are not accepted",
-  bot_blocked = "automated clients are not accepted",
-  bot_challenge = "the browser check did not pass",
-  ai_bot_blocked = "AI crawlers are not accepted",
-  rate_limited = "too many requests came from your network in a short time",
-  sqli_detected = "SQL injection",
-  xss_detected = "cross-site scripting",
-  cmdi_detected = "command injection",
-  traversal_detected = "path traversal",
-  ssrf_detected = "server-side request forgery",
-  xxe_detected = "XML external entity",
-  injection_detected = "code injection",
-  upload_blocked = "a dangerous file upload",
-}
-
--- Whether an Accept header asks for HTML (a browser).
-function M.wants_html(accept)
-  return type(accept) == "string" and string.find(string.lower(accept), "text/html", 1, true) ~= nil
-end
-
-local function html_page(status, title, sentence, id)
-  return "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">" ..
-    "<title>" .. title .. "</title><style>body{margin:0;font:16px/1.5 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;background:#f4f5f7;color:#1d2330}" ..
-    "main{max-width:34rem;margin:12vh auto;padding:2rem;background:#fff;border-radius:12px;box-shadow:0 2px 12px rgba(0,0,0,.08)}" ..
-    "h1{margin:0 0 .5rem;font-size:1.4rem}.s{color:#c0392b;font-weight:600}code{background:#eef0f3;padding:.1rem .35rem;border-radius:4px}" ..
-    "footer{margin-top:1.5rem;font-size:.8rem;color:#7a8190}</style></head><body><main>" ..
-    "<p class=\"s\">" .. status .. "</p><h1>" .. title .. "</h1><p>" .. sentence .. "</p>" ..
-    "<p>If you think this is a mistake, give the site owner this request id: <code id=\"request-id\">" .. id .. "</code></p>" ..
-    "<footer>Protected by Rampart</footer></main></body></html>\n"
-end
-
--- The answer to a refused request: content type and body. html: the client asked for HTML;
--- id: the request id (already checked by M.request_id, or nil); retry: seconds for a 429.
--- Nothing of the request but the generated id is ever put in the body.
-function M.answer(status, reason, html, id, retry)
-  local words = M.REASON_WORDS[reason]
-  if html then
-    local title, sentence
-    if status == 429 then
-      title = "Too many requests"
-      sentence = "This request was refused by the site's firewall: " .. (words or "too many requests") ..
-        ". Try again in " .. tostring(retry or 60) .. " seconds."
-    else
-      title = "Access denied"
-      sentence = "This request was blocked by the site's firewall" .. (words and (" (" .. words .. ")") or "") .. "."
-    end
-    return "text/html; charset=utf-8", html_page(status, title, sentence, id or "-")
-  end
-  local body = BODIES[status] or ""
-  if id then body = body .. "Request id: " .. id .. "\n" end
-  return "text/plain; charset=utf-8", body
 end
 
 -- The page: starts one worker per core (at most 4), shows the hashes tried, sends the first
@@ -242,18 +127,6 @@ function M.challenge_page(token, difficulty)
     "x.postMessage({t:T,d:D,s:i,k:k});w.push(x)}})();</script></body></html>\n"
 end
 
--- Retry-After of a 429: the seconds left in the client's fixed window (age: seconds since the
--- window began), at least 1; 60 (a whole window) when the age is unknown.
-M.WINDOW = 60
-function M.retry_after(age)
-  if type(age) ~= "number" or age < 0 or age >= M.WINDOW then return M.WINDOW end
-  return math.max(1, M.WINDOW - math.floor(age))
-end
-
-function M.body(status)
-  return BODIES[status] or ""
-end
-
 -- An event field in the syslog line: percent-encoded, so it holds no blank or control byte
 -- (the same encoding as rampart_detect.lua's, which the agent decodes).
 function M.log_escape(s, max)
@@ -279,110 +152,49 @@ end
 -- HAProxy glue (only when running inside HAProxy).
 ---------------------------------------------------------------------------------------------------
 if core ~= nil and core.register_action ~= nil then
-  local function var(txn, name)
-    local v = txn:get_var(name)
-    if v == nil or v == "" then return nil end
-    return v
-  end
-
-  -- HAProxy's own converters: HMAC-SHA256 with a base64 key (hex out) and SHA-256 (binary out).
+  -- HAProxy's own converters: HMAC-SHA256 with a base64 key (hex out), SHA-256 (binary or hex out).
   local function hmac_of(txn)
     return function(key, data) return string.lower(txn.c:hex(txn.c:hmac(data, "sha256", key))) end
   end
   local function sha256_of(txn)
     return function(data) return txn.c:sha2(data, 256) end
   end
-
   local function sha256_hex_of(txn)
     return function(data) return txn.c:hex(txn.c:sha2(data, 256)) end
   end
 
-  -- The pass cookie of the request, checked against the keys the server holds (current and
-  -- previous); a valid one is remembered for the connection (session variables, see waf.ts).
-  local function verify_cookie(txn)
-    local value = txn.f:req_cook(M.COOKIE)
-    if value == nil or value == "" or #value > 128 then return false end
+  -- Marks the transaction refused as bot_challenge; the configuration's answer block answers it
+  -- (403 with the request id) and logs it.
+  local function refuse(txn, rule)
+    txn:set_var("txn.rp_hit", "bot_challenge:" .. rule)
+  end
+
+  -- The challenge page, logged as a bot_challenge event with status 200.
+  local function challenge(txn, rule, ip, now)
+    local key = M.settings.keys[1]
+    local expiry = now + M.settings.challenge_ttl
+    local difficulty = M.settings.difficulty
     local ua = txn.f:req_fhdr("user-agent") or ""
-    local ok, expiry = M.check_cookie(value, txn.f:src(), ua, os.time(), sha256_hex_of(txn))
-    if not ok then return false end
-    txn:set_var("sess.rp_okck", value)
-    txn:set_var("sess.rp_okua", ua)
-    txn:set_var("sess.rp_okexp", expiry)
-    return true
-  end
-
-  -- What the native lookups found, read from txn variables only when a step asks (a request
-  -- that passes early never pays for the later ones).
-  local FIELDS = {
-    wl = function(txn) return var(txn, "txn.rp_wl") end,
-    bl = function(txn) return var(txn, "txn.rp_bl") end,
-    ai = function(txn) return var(txn, "txn.rp_ai") end,
-    country = function(txn) return var(txn, "txn.rp_cc") end,
-    badbot = function(txn) return var(txn, "txn.rp_badbot") ~= nil end,
-    crawler = function(txn) return var(txn, "txn.rp_crawler") ~= nil end,
-    -- a cookie this connection already showed passes natively (waf.ts); any other is verified here
-    cookie_ok = function(txn) return var(txn, "txn.rp_cookie_ok") ~= nil or verify_cookie(txn) end,
-    guarded = function(txn) return var(txn, "txn.rp_guarded") ~= nil end,
-    answer = function(txn) return txn.f:path() == M.ANSWER_PATH end,
-  }
-  local LAZY = {
-    __index = function(t, k)
-      local f = FIELDS[k]
-      if f == nil then return nil end
-      local v = f(rawget(t, "_txn"))
-      rawset(t, k, v)
-      return v
-    end,
-  }
-
-  -- Answers decision d: the challenge page, or the block page / text with the request id.
-  local function reply(txn, d, ip, now)
-    local id = M.request_id(txn.f:unique_id())
-    local headers = { ["cache-control"] = { "no-store" } }
-    if id then headers[M.REQUEST_ID_HEADER] = { id } end
-    local body
-    if d.action == "challenge" then
-      local key = M.settings.keys[1]
-      local expiry = now + M.settings.challenge_ttl
-      local difficulty = M.settings.difficulty
-      local ua = txn.f:req_fhdr("user-agent") or ""
-      local nonce = string.format("%08x%08x", txn.f:rand(2147483647), txn.f:rand(2147483647))
-      local mac = hmac_of(txn)(key.secret, M.challenge_payload(ip, ua, key.id, expiry, difficulty, nonce))
-      body = M.challenge_page(table.concat({ key.id, tostring(expiry), tostring(difficulty), nonce, mac }, "."), difficulty)
-      headers["content-type"] = { "text/html; charset=utf-8" }
-    else
-      if d.retry then headers["retry-after"] = { tostring(d.retry) } end
-      local ctype
-      ctype, body = M.answer(d.status, d.reason, M.wants_html(txn.f:req_fhdr("accept")), id, d.retry)
-      headers["content-type"] = { ctype }
-    end
-    txn:done(txn:reply({ status = d.status, headers = headers, body = body }))
-  end
-
-  -- Ends the transaction with decision d (deny or challenge) and marks it for the event log.
-  local function refuse(txn, d, ip, now)
-    txn:set_var("txn.rp_reason", d.reason)
-    txn:set_var("txn.rp_rule", d.rule or "-")
+    local nonce = string.format("%08x%08x", txn.f:rand(2147483647), txn.f:rand(2147483647))
+    local mac = hmac_of(txn)(key.secret, M.challenge_payload(ip, ua, key.id, expiry, difficulty, nonce))
+    local body = M.challenge_page(table.concat({ key.id, tostring(expiry), tostring(difficulty), nonce, mac }, "."), difficulty)
+    txn:set_var("txn.rp_reason", "bot_challenge")
+    txn:set_var("txn.rp_rule", rule)
     txn:set_var("txn.rp_action", "block")
     txn:set_var("txn.rp_method", M.log_escape(txn.f:method(), 16))
     txn:set_var("txn.rp_path", M.log_escape(txn.f:path(), 256))
     txn:set_loglevel(core.info)
-    reply(txn, d, ip, now)
-  end
-
-  -- For rampart_detect.lua, loaded into the same Lua state: its 403 is answered the same way
-  -- (the detector has marked the transaction for the event log itself).
-  function rampart_waf_answer(txn, reason)
-    reply(txn, { action = "deny", status = 403, reason = reason })
+    local headers = { ["cache-control"] = { "no-store" }, ["content-type"] = { "text/html; charset=utf-8" } }
+    local id = M.request_id(txn.f:unique_id())
+    if id then headers[M.REQUEST_ID_HEADER] = { id } end
+    txn:done(txn:reply({ status = 200, headers = headers, body = body }))
   end
 
   -- A challenge answer: the pass cookie (signed with the current key) when the work and the token
-  -- check out, else a 403 logged as bot_challenge.
-  local function verify(txn, d, ip, now)
+  -- check out, else a refusal.
+  local function verify(txn, rule, ip, now)
     local ua = txn.f:req_fhdr("user-agent") or ""
-    if not M.check_answer(txn.f:query(), ip, ua, now, hmac_of(txn), sha256_of(txn)) then
-      return refuse(txn, d, ip, now)
-    end
+    if not M.check_answer(txn.f:query(), ip, ua, now, hmac_of(txn), sha256_of(txn)) then return refuse(txn, rule) end
     local key = M.settings.keys[1]
     local expiry = now + M.settings.cookie_ttl
     local value = key.id .. "." .. tostring(expiry) .. "." .. M.cookie_mac(key, ip, ua, expiry, sha256_hex_of(txn))
@@ -392,23 +204,21 @@ if core ~= nil and core.register_action ~= nil then
     txn:done(txn:reply({ status = 204, headers = { ["set-cookie"] = { cookie }, ["cache-control"] = { "no-store" } } }))
   end
 
-  local function waf(txn, domain_id)
+  -- Called natively for a request bot protection stops (no valid pass cookie, no verified crawler):
+  -- the answer to a challenge is checked, any other request gets the challenge.
+  local function bot(txn, rule)
+    if M.settings.bot == nil or M.settings.keys == nil or M.settings.keys[1] == nil then return end
     local now = os.time()
     local ip = txn.f:src()
-    local r = setmetatable({ _txn = txn, ip = ip, now = now }, LAZY)
-    local d = M.decide(domain_id, r)
-    if d.action == "verify" then return verify(txn, d, ip, now) end
-    if d.action ~= "pass" then refuse(txn, d, ip, now) end
+    if txn.f:path() == M.ANSWER_PATH then return verify(txn, rule, ip, now) end
+    challenge(txn, rule, ip, now)
   end
 
-  -- Step 4's answer, once the stick table has counted the address over the limit.
-  local function rate_limited(txn, rule_id)
-    refuse(txn, { action = "deny", status = 429, reason = "rate_limited", rule = rule_id,
-      retry = M.retry_after(tonumber(txn:get_var("txn.rp_age"))) })
-  end
+  -- For rampart_detect.lua, loaded into the same Lua state: its finding is already in the
+  -- transaction's variables, and the configuration's answer block answers it.
+  function rampart_waf_answer(txn, reason) end
 
-  core.register_action("rampart_waf", { "http-req" }, waf, 1)
-  core.register_action("rampart_rate_limited", { "http-req" }, rate_limited, 1)
+  core.register_action("rampart_bot", { "http-req" }, bot, 1)
 end
 
 return M

@@ -105,9 +105,9 @@ function checkOptions(o: RenderOptions, t: RenderTarget): void {
 /**
  * The renderer's own version: raised whenever the same input renders differently, so an upgraded
  * agent does not skip its running (older) configuration as identical. 2: the health path. 3: request ids
- * on WAF answers, IPv6 clients rate limited by their /64. 5: HAProxy's Prometheus exporter on the health socket.
+ * on WAF answers, IPv6 clients rate limited by their /64. 5: HAProxy's Prometheus exporter on the health socket. 6: native WAF decisions and answers, the detectors behind a gate, the default buffer size.
  */
-const RENDER_VERSION = 5;
+const RENDER_VERSION = 6;
 
 export function inputHash(snapshot: ServerSnapshot, options: RenderOptions): string {
   const { revision: _revision, ...state } = snapshot;

@@ -1,7 +1,9 @@
 import { readFileSync } from 'node:fs';
 import { blockBotOf, BOT_CHALLENGE_TTL_SECONDS, BOT_COOKIE_TTL_SECONDS, isIP, BOT_KEY_ID_PATTERN, checkRuleValue, findAiBot, SEARCH_CRAWLERS, isUuid, rateLimitOf, wafExceptionOf, WAF_LEVELS, WAF_MODES, type ServerSnapshot, type SnapshotDomain, type SnapshotRule } from '@rampart/protocol';
 import { UnsafeValueError } from './backend.js';
-import { cookieKeys } from './pow.js';
+import { GATE_FILES, gateAcls } from './gate.js';
+import { BOT_ANSWER_PATH, cookieKeys } from './pow.js';
+import { answerFiles, REQUEST_ID_HEADER, TEXT_403, TEXT_429 } from './waf-pages.js';
 
 // The proxy package's own assets: the Lua engine and the curated lists. Read once at load.
 const asset = (path: string) => readFileSync(new URL(`../${path}`, import.meta.url), 'utf8');
@@ -36,12 +38,17 @@ export const RATE_WINDOW = 60;
 export const RATE_KEY = 'src,ipmask(32,64)';
 /**
  * The request id every WAF answer carries (X-Rampart-Request-Id, the body, the event): 16 hex
- * digits from HAProxy's random UUID.
+ * digits from HAProxy's random UUID. HAProxy makes it only when something reads it.
  */
 export const REQUEST_ID_FORMAT = '%[uuid,regsub(-,,g),bytes(0,16)]';
 
-/** Bytes of a request body the detectors read (rampart_detect.lua's BODY_LIMIT). */
-export const BODY_INSPECT_LIMIT = 65536;
+/**
+ * Bytes of a request body level high waits for before the gate and the detectors look at it.
+ * HAProxy's buffer stays at its default size (16 KB; a larger one multiplies the memory of every
+ * connection), so what is inspected is the body as far as the buffer holds it after the request's
+ * headers and HAProxy's 1 KB reserve: about 15 KB for an ordinary request (docs/architecture.md).
+ */
+export const BODY_INSPECT_LIMIT = 16384;
 
 const HEX_RE = /^[0-9a-f]{32,128}$/;
 const KEY_ID_RE = new RegExp(BOT_KEY_ID_PATTERN);
@@ -141,7 +148,10 @@ function luaBotKey(k: { id: string; secret: string }): string {
   return `{ id = ${luaString(k.id)}, secret = ${luaString(Buffer.from(k.secret, 'hex').toString('base64'))}, inner = ${luaString(inner)}, outer = ${luaString(outer)} }`;
 }
 
-const mapFile = (m: Map<string, string>) => [...m].map(([k, v]) => `${k} ${v}`).join('\n') + (m.size ? '\n' : '');
+/** The keys alone (the whitelist: its rule ids are never reported). */
+const listFile = (m: Map<string, string>) => [...m.keys()].map((k) => `${k}\n`).join('');
+const mapFile = (m: Map<string, string>, reason?: string) =>
+  [...m].map(([k, v]) => `${k} ${reason ? `${reason}:${v}` : v}`).join('\n') + (m.size ? '\n' : '');
 
 export interface WafRender {
   files: Record<string, string>;
@@ -153,10 +163,20 @@ export interface WafRender {
   backend(domain: SnapshotDomain): string[];
 }
 
+/** A txn variable is set (`{ var(txn.<name>) -m found }`). */
+const found = (name: string) => `{ var(txn.${name}) -m found }`;
+
 /**
- * The WAF part of a shield server's configuration: native lookups (IP maps, user-agent lists,
- * OWASP regexes) whose results land in txn variables, then one Lua action that applies docs/architecture.md's
- * processing order. Rules and settings reach HAProxy only as map/list data and escaped Lua data.
+ * The WAF part of a shield server's configuration. Every decision is native (maps, ACLs, a stick
+ * table, `return` pages); Lua runs only for what nothing native can do: the challenge page and its
+ * answer (rampart_waf.lua), and the attack detectors at level high, behind a native gate
+ * (gate.ts). Each domain's backend does only what that domain turned on (docs/architecture.md
+ * "The WAF"); a domain with the WAF off, or with nothing to decide, gets no WAF line at all. Rules
+ * and settings reach HAProxy only as map/list data and escaped Lua data.
+ *
+ * The processing order (first decisive step wins) is carried by one variable, txn.rp_hit
+ * ("<reason>:<rule id>"), set by the first step that matches: every later step runs only while it
+ * is unset, and one answer block at the end of the backend answers every refusal.
  */
 export function renderWaf(
   snapshot: ServerSnapshot,
@@ -177,45 +197,45 @@ export function renderWaf(
   }
   // Bot protection needs a key to sign with; the settings of the enabled rule, when on.
   const botOn = bot && botSettings && keys.length > 0 ? botSettings : undefined;
+  const countriesOn = !!opts.countryMap && rules.some((r) => r.type === 'block_country');
+  const anyHigh = snapshot.domains.some((d) => d.wafEnabled && d.wafLevel === 'high');
 
-  const files: Record<string, string> = { ...WAF_ASSETS };
-  files['allow_global.map'] = mapFile(global.allow);
-  files['block_global.map'] = mapFile(global.block);
-  files['ai_global.map'] = mapFile(global.ai);
+  const files: Record<string, string> = { ...WAF_ASSETS, ...answerFiles(dir) };
+  if (global.allow.size) files['allow_global.lst'] = listFile(global.allow);
+  if (global.block.size) files['block_global.map'] = mapFile(global.block, 'ip_blocked');
   if (botOn) {
     files['crawlers.map'] = CRAWLER_CLAIMS_MAP;
     files[VERIFIED_CRAWLERS_MAP] = verifiedCrawlersFile(opts.verifiedCrawlers);
+    // The pass cookie's derived keys by key id (pow.ts cookieKeys), for the native cookie check.
+    files['bot_inner.map'] = keys.map((k) => `${k.id} ${cookieKeys(k.secret).inner}\n`).join('');
+    files['bot_outer.map'] = keys.map((k) => `${k.id} ${cookieKeys(k.secret).outer}\n`).join('');
     if (botOn.paths) files['bot_paths.lst'] = botOn.paths.join('\n') + '\n';
   }
+  if (anyHigh) Object.assign(files, GATE_FILES);
 
   const perDomain = new Map<string, DomainWaf>();
   snapshot.domains.forEach((d, index) => {
     checkDomainSettings(d);
     const c = collect(rules, d.id);
     perDomain.set(d.id, { domain: d, index, ...c });
-    if (c.allow.size) files[`allow_d${index}.map`] = mapFile(c.allow);
-    if (c.block.size) files[`block_d${index}.map`] = mapFile(c.block);
-    if (c.ai.size) files[`ai_d${index}.map`] = mapFile(c.ai);
+    if (!d.wafEnabled) return;
+    if (c.allow.size) files[`allow_d${index}.lst`] = listFile(c.allow);
+    if (c.block.size) files[`block_d${index}.map`] = mapFile(c.block, 'ip_blocked');
+    // One lookup a request for each of these: the domain's own rules first, then the server-wide
+    // ones it does not name (its own rule wins for the same key, as priority order has it).
+    const ai = union(c.ai, global.ai);
+    if (ai.size) files[`ai_d${index}.map`] = mapFile(ai, 'ai_bot_blocked');
+    const countries = union(c.countries, global.countries);
+    if (countriesOn && countries.size) files[`countries_d${index}.map`] = mapFile(countries, 'country_blocked');
   });
 
-  const luaDomains = [...perDomain.values()]
-    .map((w) => {
-      const countries = [...w.countries].map(([cc, id]) => `${cc} = ${luaString(id)}`).join(', ');
-      return `    [${luaString(w.domain.id)}] = { enabled = ${w.domain.wafEnabled}, level = ${luaString(w.domain.wafLevel)}, countries = { ${countries} } },`;
-    })
-    .join('\n');
-  const globalCountries = [...global.countries].map(([cc, id]) => `${cc} = ${luaString(id)}`).join(', ');
+  // The bot challenge's settings for the Lua engine (only the challenge page and its answer).
   files['waf_data.lua'] = [
-    '-- Generated by Rampart: this shield server\'s WAF settings. Do not edit.',
+    '-- Generated by Rampart: this shield server\'s bot challenge settings. Do not edit.',
     'rampart_waf_configure({',
-    '  domains = {',
-    luaDomains,
-    '  },',
-    `  countries = { ${globalCountries} },`,
     `  bot = ${botOn ? luaString(bot!.id) : 'nil'},`,
     `  keys = { ${botOn ? keys.map(luaBotKey).join(', ') : ''} },`,
     `  difficulty = ${botOn ? botOn.difficulty : 0},`,
-    `  all_paths = ${!botOn || botOn.paths === null},`,
     `  cookie_ttl = ${BOT_COOKIE_TTL_SECONDS},`,
     `  worker_file = ${luaString(`${dir}/pow-worker.js`)},`,
     `  challenge_ttl = ${BOT_CHALLENGE_TTL_SECONDS},`,
@@ -236,51 +256,24 @@ export function renderWaf(
   const frontend: string[] = [];
   if (opts.eventsPort !== undefined) {
     frontend.push(
-      `    log 127.0.0.1:${opts.eventsPort} len 1024 local0 info`,
-      // Method, location, path and excerpt arrive percent-encoded by the Lua actions (no blanks).
+      // Method and path arrive percent-encoded (url_enc natively, or by the Lua actions), and so do
+      // location and excerpt: no field holds a blank. 2 KB fits the longest line.
+      `    log 127.0.0.1:${opts.eventsPort} len 2048 local0 info`,
       `    log-format "rampart-waf${opts.eventsSecret ? ` ${opts.eventsSecret}` : ''} %Ts %ci %[var(txn.rp_domain)] %[var(txn.rp_reason)] %[var(txn.rp_rule)] %[var(txn.rp_action)] %[var(txn.rp_method)] %[var(txn.rp_loc)] %[var(txn.rp_path)] %[var(txn.rp_match)] %[unique-id] %[var(txn.rp_claim)]"`,
     );
   }
+  // The request id is made only when something reads it (a WAF answer, its event line).
   frontend.push(`    unique-id-format ${REQUEST_ID_FORMAT}`, '    http-request set-log-level silent');
-  if (global.allow.size) frontend.push(`    http-request set-var(txn.rp_wl) src,map_ip(${dir}/allow_global.map)`);
-  if (global.block.size) frontend.push(`    http-request set-var(txn.rp_bl) src,map_ip(${dir}/block_global.map)`);
-  if (global.ai.size) frontend.push(`    http-request set-var(txn.rp_ai) req.fhdr(user-agent),lower,map_sub(${dir}/ai_global.map)`);
-  if (opts.countryMap && rules.some((r) => r.type === 'block_country')) {
-    frontend.push(`    http-request set-var(txn.rp_cc) src,map_ip(${opts.countryMap})`);
-  }
-  if (botOn) {
-    // The pass cookie "<key id>.<expiry>.<MAC>" is verified by the Lua engine (rampart_waf.lua,
-    // the same MAC it signs; pow.ts passCookieMac), which then keeps the verified cookie,
-    // User-Agent and expiry in session variables: later requests on the same connection (whose
-    // address cannot change) showing that very cookie with that very User-Agent pass here,
-    // natively, without Lua or hashing.
-    frontend.push(
-      '    http-request set-var(txn.rp_cookie_ok) str(1) if { req.cook(rampart_bot),strcmp(sess.rp_okck) eq 0 } { req.fhdr(user-agent),strcmp(sess.rp_okua) eq 0 } { date,sub(sess.rp_okexp) -m int lt 0 }',
-      // Every User-Agent header counts: a bad bot in any of them is refused (the ACL checks each
-      // occurrence), and only a request with exactly one can claim to be a search crawler. A valid
-      // cookie was earned by a client that passed this check with this very header (the cookie is
-      // bound to it), so with one header and a valid cookie neither list is searched again.
-      `    http-request set-var(txn.rp_badbot) str(1) if !{ var(txn.rp_cookie_ok) -m found } { req.fhdr(user-agent) -m sub -i -f ${dir}/badbots.lst } or { req.fhdr_cnt(user-agent) gt 1 } { req.fhdr(user-agent) -m sub -i -f ${dir}/badbots.lst }`,
-      `    http-request set-var(txn.rp_claim) req.fhdr(user-agent),lower,map_sub(${dir}/crawlers.map) if !{ var(txn.rp_cookie_ok) -m found } { req.fhdr_cnt(user-agent) eq 1 }`,
-      `    http-request set-var(txn.rp_vcrawler) src,map_ip(${dir}/${VERIFIED_CRAWLERS_MAP}) if { var(txn.rp_claim) -m found }`,
-      '    http-request set-var(txn.rp_crawler) str(1) if { var(txn.rp_claim) -m found } { var(txn.rp_vcrawler),strcmp(txn.rp_claim) eq 0 }',
-      ...(botOn.paths ? [`    http-request set-var(txn.rp_guarded) str(1) if { path -m beg -f ${dir}/bot_paths.lst }`] : []),
-    );
-  }
+
+  const global_: string[] = [];
+  // Lua runs in each thread's own state: no request ever waits for another thread's. The one
+  // thing threads share, the rate limiter's counters, is a stick table. Loaded only when used.
+  if (botOn || anyHigh) global_.push(`    lua-load-per-thread ${dir}/rampart_waf.lua`, `    lua-load-per-thread ${dir}/waf_data.lua`);
+  if (anyHigh) global_.push(`    lua-load-per-thread ${dir}/rampart_detect.lua`, `    lua-load-per-thread ${dir}/detect_data.lua`);
 
   return {
     files,
-    global: [
-      // A level-high domain's body is inspected up to BODY_INSPECT_LIMIT bytes: the buffer holds
-      // it with the request headers (16 KiB by default).
-      ...(snapshot.domains.some((d) => d.wafEnabled && d.wafLevel === 'high') ? ['    tune.bufsize 81920'] : []),
-      // Both engines run in each thread's own Lua state: no request ever waits for another
-      // thread's. The one thing threads share, the rate limiter's counters, is a stick table.
-      `    lua-load-per-thread ${dir}/rampart_waf.lua`,
-      `    lua-load-per-thread ${dir}/waf_data.lua`,
-      `    lua-load-per-thread ${dir}/rampart_detect.lua`,
-      `    lua-load-per-thread ${dir}/detect_data.lua`,
-    ],
+    global: global_,
     sections: rateOn
       ? [
           [
@@ -295,53 +288,140 @@ export function renderWaf(
     backend(domain) {
       const w = perDomain.get(domain.id)!;
       if (!domain.wafEnabled) return []; // switched off: no checks at all; the rules stay stored
-      // Nothing the engine could decide in steps 2 and 3 for this domain (no list, country,
-      // crawler or bot rule): it is not called.
-      const lists = w.block.size + w.ai.size + w.countries.size + global.block.size + global.ai.size + global.countries.size > 0;
-      const decides = lists || !!botOn;
+      const i = w.index;
+      const allow = global.allow.size + w.allow.size > 0;
+      const block = global.block.size + w.block.size > 0;
+      const countries = countriesOn && !!files[`countries_d${i}.map`];
+      const ai = !!files[`ai_d${i}.map`];
       const limits = !!rate && domain.wafLevel !== 'low';
       const detects = domain.wafLevel === 'high';
-      if (!decides && !limits && !detects) return [];
+      if (!allow && !block && !countries && !ai && !botOn && !limits && !detects) return [];
+
+      // Conditions: not whitelisted (only when there is a whitelist), and no step decided yet. A
+      // step that decides sets txn.rp_hit to "<reason>:<rule id>" (its map's value, or a constant).
+      const listed = allow ? ' !{ var(txn.rp_wl) -m found }' : '';
+      const open = `${listed} !${found('rp_hit')}`;
       const lines = [`    http-request set-var(txn.rp_domain) str(${domain.domain})`];
-      const unless = (v: string) => `if !{ var(txn.${v}) -m found }`;
-      if (w.allow.size) lines.push(`    http-request set-var(txn.rp_wl) src,map_ip(${dir}/allow_d${w.index}.map) ${unless('rp_wl')}`);
-      if (w.block.size) lines.push(`    http-request set-var(txn.rp_bl) src,map_ip(${dir}/block_d${w.index}.map) ${unless('rp_bl')}`);
-      if (w.ai.size) lines.push(`    http-request set-var(txn.rp_ai) req.fhdr(user-agent),lower,map_sub(${dir}/ai_d${w.index}.map) ${unless('rp_ai')}`);
-      // A whitelisted client skips the engines altogether (step 1 decides before any other).
-      const listed = '!{ var(txn.rp_wl) -m found }';
-      if (lists || !botOn) {
-        if (decides) lines.push(`    http-request lua.rampart_waf ${domain.id} if ${listed}`);
-      } else {
-        // Bot protection is all the engine would decide: a request with a valid pass cookie and
-        // no bad user-agent skips the call.
-        lines.push(`    http-request lua.rampart_waf ${domain.id} if ${listed} !{ var(txn.rp_cookie_ok) -m found } or ${listed} { var(txn.rp_badbot) -m found }`);
+      const decide = (lookup: string, cond = '') => lines.push(`    http-request set-var(txn.rp_hit) ${lookup} if${open}${cond}`);
+
+      // Step 1: the whitelist, server-wide and the domain's own; it bypasses every later step.
+      const allowFiles = [global.allow.size ? `${dir}/allow_global.lst` : '', w.allow.size ? `${dir}/allow_d${i}.lst` : ''].filter(Boolean);
+      if (allow) lines.push(`    http-request set-var(txn.rp_wl) bool(1) if { src ${allowFiles.map((f) => `-f ${f}`).join(' ')} }`);
+      // Step 2: the blacklist (the server-wide list first), then countries.
+      if (global.block.size) decide(`src,map_ip(${dir}/block_global.map)`);
+      if (w.block.size) decide(`src,map_ip(${dir}/block_d${i}.map)`);
+      if (countries) decide(`src,map_ip(${opts.countryMap}),map(${dir}/countries_d${i}.map)`);
+      // Step 3: known-bad user-agents (with bot protection on), AI crawlers, then the challenge.
+      if (botOn) lines.push(...cookieCheck(dir, open));
+      if (botOn) {
+        // Every User-Agent header counts: a bad bot in any of them is refused (the ACL checks each
+        // occurrence). A valid cookie was earned with this very header (it is bound to it), so with
+        // one header and a valid cookie the list is not searched again.
+        decide(`str(bot_blocked:${bot!.id})`, ` !${found('rp_cookie_ok')} { req.fhdr(user-agent) -m sub -i -f ${dir}/badbots.lst } or${open} { req.fhdr_cnt(user-agent) gt 1 } { req.fhdr(user-agent) -m sub -i -f ${dir}/badbots.lst }`);
+      }
+      if (ai) decide(`req.fhdr(user-agent),lower,map_sub(${dir}/ai_d${i}.map)`);
+      if (botOn) {
+        // A search crawler's claim (only with exactly one User-Agent header) passes when the agent
+        // verified the address for that very crawler (FCrDNS; docs/bots.md).
+        const unproven = `${open} !${found('rp_cookie_ok')}`;
+        lines.push(
+          `    http-request set-var(txn.rp_claim) req.fhdr(user-agent),lower,map_sub(${dir}/crawlers.map) if${unproven} { req.fhdr_cnt(user-agent) eq 1 }`,
+          `    http-request set-var(txn.rp_crawler) bool(1) if ${found('rp_claim')} { src,map_ip(${dir}/${VERIFIED_CRAWLERS_MAP}),strcmp(txn.rp_claim) eq 0 }`,
+        );
+        const challenged = `${unproven} !${found('rp_crawler')}`;
+        const where = botOn.paths ? [`${challenged} { path -m beg -f ${dir}/bot_paths.lst }`, `${challenged} { path -m str ${BOT_ANSWER_PATH} }`].join(' or') : challenged;
+        // The challenge page (answered by the engine) or the check of its answer (a pass cookie,
+        // or a refusal the answer block below gives).
+        lines.push(`    http-request lua.rampart_bot ${bot!.id} if${where}`);
       }
       if (limits) {
-        // Step 4, for requests steps 1 to 3 let through (the engine ends the others): a fixed
-        // 60 s window from the client's first request, counted natively in the stick table (an
-        // IPv6 client by its /64, RATE_KEY).
-        const tracked = `${listed} { sc0_tracked }`;
+        // Step 4, for requests steps 1 to 3 let through: a fixed 60 s window from the client's first
+        // request, counted natively in the stick table (an IPv6 client by its /64, RATE_KEY).
+        const tracked = `${open} { sc0_tracked }`;
         const expired = `${tracked} { var(txn.rp_age) -m int ge ${RATE_WINDOW} }`;
         lines.push(
-          `    http-request track-sc0 ${RATE_KEY} table ${RATE_TABLE} if ${listed}`,
-          `    http-request set-var(txn.rp_wstart) sc_get_gpt0(0) if ${tracked}`,
-          `    http-request set-var(txn.rp_age) date,sub(txn.rp_wstart) if ${tracked}`,
-          `    http-request set-var(txn.rp_cleared) sc_clr_gpc0(0) if ${expired}`,
-          `    http-request sc-set-gpt0(0) date if ${expired}`,
-          `    http-request sc-inc-gpc0(0) if ${tracked}`,
-          `    http-request lua.rampart_rate_limited ${rate!.id} if ${tracked} { sc_get_gpc0(0) gt ${rateLimitOf(rate!.value)} }`,
+          `    http-request track-sc0 ${RATE_KEY} table ${RATE_TABLE} if${open}`,
+          `    http-request set-var(txn.rp_wstart) sc_get_gpt0(0) if${tracked}`,
+          `    http-request set-var(txn.rp_age) date,sub(txn.rp_wstart) if${tracked}`,
+          `    http-request set-var(txn.rp_cleared) sc_clr_gpc0(0) if${expired}`,
+          `    http-request sc-set-gpt0(0) date if${expired}`,
+          `    http-request sc-inc-gpc0(0) if${tracked}`,
         );
+        decide(`str(rate_limited:${rate!.id})`, ` { sc0_tracked } { sc_get_gpc0(0) gt ${rateLimitOf(rate!.value)} }`);
+        // Retry-After: the seconds left in the window (the age is below 60 in a window that counts).
+        lines.push(`    http-request set-var(txn.rp_retry) int(${RATE_WINDOW}),sub(txn.rp_age) if { var(txn.rp_hit) -m beg rate_limited: }`);
       }
       if (detects) {
         lines.push(
-          // Step 5: the body is read (up to the buffer, BODY_INSPECT_LIMIT bytes) before the
-          // detectors run; a client that stops sending is not waited for more than 5 s.
-          `    http-request wait-for-body time 5s at-least ${BODY_INSPECT_LIMIT} if { req.hdr(content-length) -m found } || { req.hdr(transfer-encoding) -m found }`,
-          `    http-request lua.rampart_detect ${domain.id} if ${listed}`,
+          // Step 5: the body is read (as far as the buffer holds it, BODY_INSPECT_LIMIT) before the
+          // gate and the detectors look at it; a client that stops sending is not waited for more than 5 s.
+          `    http-request wait-for-body time 5s at-least ${BODY_INSPECT_LIMIT} if${open} { req.hdr(content-length) -m found } or${open} { req.hdr(transfer-encoding) -m found }`,
+          ...gateAcls(dir),
+          // Only requests the gate picks can hold what a detector recognises (gate.ts); the
+          // detectors mark a finding in txn.rp_reason (and rp_action: block, or detect only).
+          `    http-request lua.rampart_detect ${domain.id} if${open} rp_gate`,
         );
       }
+      lines.push(...answers(dir));
       return lines;
     },
   };
 }
 
+/**
+ * The pass cookie "<key id>.<expiry>.<MAC>" checked natively: the MAC the Lua engine signs (pow.ts
+ * passCookieMac, two SHA-256 with the key's derived keys from bot_inner.map and bot_outer.map),
+ * over the client's address, its User-Agent and the expiry. A verified cookie is remembered for
+ * the connection (whose address cannot change) with its User-Agent and expiry, so later requests
+ * showing that very cookie and User-Agent pass on one comparison, without hashing.
+ */
+function cookieCheck(dir: string, open: string): string[] {
+  const fresh = `${open} !${found('rp_cookie_ok')}`;
+  const shaped = `{ var(txn.rp_ck) -m reg ^[0-9a-z]{1,16}[.][0-9]{1,12}[.][0-9a-fA-F]{64}$ }`;
+  return [
+    `    http-request set-var(txn.rp_cookie_ok) bool(1) if { req.cook(rampart_bot),strcmp(sess.rp_okck) eq 0 } { req.fhdr(user-agent),strcmp(sess.rp_okua) eq 0 } { date,sub(sess.rp_okexp) -m int lt 0 }`,
+    `    http-request set-var(txn.rp_ck) req.cook(rampart_bot) if${fresh}`,
+    `    http-request set-var(txn.rp_ckexp) var(txn.rp_ck),field(2,.) if${fresh} ${shaped}`,
+    `    http-request set-var(txn.rp_ckin) var(txn.rp_ck),field(1,.),map(${dir}/bot_inner.map) if ${found('rp_ckexp')} { date,sub(txn.rp_ckexp) -m int lt 0 }`,
+    `    http-request set-var(txn.rp_ip) src if ${found('rp_ckin')}`,
+    `    http-request set-var(txn.rp_ua) req.fhdr(user-agent) if ${found('rp_ckin')}`,
+    `    http-request set-var(txn.rp_ckmac) var(txn.rp_ckin),concat(|,txn.rp_ip,|),concat(,txn.rp_ua,|),concat(,txn.rp_ckexp),sha2(256),hex if ${found('rp_ckin')}`,
+    `    http-request set-var(txn.rp_ckmac) var(txn.rp_ck),field(1,.),map(${dir}/bot_outer.map),concat(,txn.rp_ckmac),sha2(256),hex,lower if ${found('rp_ckmac')}`,
+    `    http-request set-var(txn.rp_cookie_ok) bool(1) if ${found('rp_ckmac')} { var(txn.rp_ck),field(3,.),lower,strcmp(txn.rp_ckmac) eq 0 }`,
+    `    http-request set-var(sess.rp_okck) var(txn.rp_ck) if ${found('rp_ckmac')} ${found('rp_cookie_ok')}`,
+    `    http-request set-var(sess.rp_okua) var(txn.rp_ua) if ${found('rp_ckmac')} ${found('rp_cookie_ok')}`,
+    `    http-request set-var(sess.rp_okexp) var(txn.rp_ckexp) if ${found('rp_ckmac')} ${found('rp_cookie_ok')}`,
+  ];
+}
+
+/**
+ * The answer to every refusal of a backend, natively: the event line's fields and log level, then
+ * the page (browsers) or text with the request id; 429 with Retry-After. A detection in detect-only
+ * mode (rp_action "detect") is logged by the detector and passes.
+ */
+function answers(dir: string): string[] {
+  const refused = `${found('rp_reason')} !{ var(txn.rp_action) -m str detect }`;
+  const hit = found('rp_hit');
+  const limited = '{ var(txn.rp_reason) -m str rate_limited }';
+  const html = '{ req.hdr(accept) -m sub -i text/html }';
+  return [
+    // A native step's decision (the detectors set txn.rp_reason themselves).
+    `    http-request set-var(txn.rp_reason) var(txn.rp_hit),field(1,:) if ${hit}`,
+    `    http-request set-var(txn.rp_rule) var(txn.rp_hit),field(2,:) if ${hit}`,
+    `    http-request set-var(txn.rp_action) str(block) if ${refused}`,
+    `    http-request set-var(txn.rp_method) method,url_enc if ${refused}`,
+    `    http-request set-var(txn.rp_path) path,bytes(0,256),url_enc if ${refused}`,
+    `    http-request set-log-level info if ${refused}`,
+    `    http-request return status 429 content-type "text/html; charset=utf-8" lf-file ${dir}/limited.html ${REQUEST_ID_HEADER} hdr retry-after %[var(txn.rp_retry)] if ${refused} ${limited} ${html}`,
+    `    http-request return status 429 content-type "text/plain; charset=utf-8" lf-string ${TEXT_429} ${REQUEST_ID_HEADER} hdr retry-after %[var(txn.rp_retry)] if ${refused} ${limited}`,
+    `    http-request return status 403 content-type "text/html; charset=utf-8" lf-file ${dir}/blocked.html ${REQUEST_ID_HEADER} if ${refused} ${html}`,
+    `    http-request return status 403 content-type "text/plain; charset=utf-8" lf-string ${TEXT_403} ${REQUEST_ID_HEADER} if ${refused}`,
+  ];
+}
+
+/** a's entries, then b's for keys a does not have. */
+function union(a: Map<string, string>, b: Map<string, string>): Map<string, string> {
+  const out = new Map(a);
+  for (const [k, v] of b) if (!out.has(k)) out.set(k, v);
+  return out;
+}

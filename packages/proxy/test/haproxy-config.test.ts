@@ -299,7 +299,8 @@ describe('the renderer re-checks every rule and WAF setting itself', () => {
     const s = base();
     s.rules = [{ id: id(3), type: 'rate_limit', value: '{ "requests_per_minute": 120 }', domainId: null, priority: 1 }];
     const cfg = render(s).files['haproxy.cfg']!;
-    assert.match(cfg, /http-request lua\.rampart_rate_limited 00000000-0000-4000-8000-000000000003 if .* \{ sc_get_gpc0\(0\) gt 120 \}/);
+    assert.match(cfg, /http-request set-var\(txn\.rp_hit\) str\(rate_limited:00000000-0000-4000-8000-000000000003\) if .* \{ sc_get_gpc0\(0\) gt 120 \}/);
+    assert.doesNotMatch(cfg, /lua\.rampart_(rate|waf)/, 'the limit is native: no Lua action');
     assert.match(cfg, /stick-table type ipv6 size 50000 expire 6m store gpt0,gpc0/);
     // an IPv6 client is counted by its /64, an IPv4 client by its address
     assert.match(cfg, /\n    http-request track-sc0 src,ipmask\(32,64\) table rampart_rate if /);
@@ -331,8 +332,11 @@ describe('the renderer re-checks every rule and WAF setting itself', () => {
     const data = files['waf_data.lua']!;
     const keys = [...data.matchAll(/\{ id = "(k\d)", secret = "[^"]+", inner = "([0-9a-f]{64})", outer = "([0-9a-f]{64})" \}/g)].map((m) => [m[1], m[2], m[3]]);
     assert.deepEqual(keys, [['k2', cookieKeys('ab'.repeat(32)).inner, cookieKeys('ab'.repeat(32)).outer], ['k1', cookieKeys('cd'.repeat(32)).inner, cookieKeys('cd'.repeat(32)).outer]], 'the current key first: it signs; the previous one only verifies');
-    // A connection that showed a verified cookie passes natively; nothing of the keys is in the configuration.
-    assert.ok(cfg.includes('http-request set-var(txn.rp_cookie_ok) str(1) if { req.cook(rampart_bot),strcmp(sess.rp_okck) eq 0 } { req.fhdr(user-agent),strcmp(sess.rp_okua) eq 0 } { date,sub(sess.rp_okexp) -m int lt 0 }'));
+    // The cookie is checked natively with the derived keys from map files (current first); a
+    // connection that showed a verified cookie passes on one comparison; no key is in the configuration.
+    assert.equal(files['bot_inner.map'], `k2 ${cookieKeys('ab'.repeat(32)).inner}\nk1 ${cookieKeys('cd'.repeat(32)).inner}\n`);
+    assert.equal(files['bot_outer.map'], `k2 ${cookieKeys('ab'.repeat(32)).outer}\nk1 ${cookieKeys('cd'.repeat(32)).outer}\n`);
+    assert.ok(cfg.includes('http-request set-var(txn.rp_cookie_ok) bool(1) if { req.cook(rampart_bot),strcmp(sess.rp_okck) eq 0 } { req.fhdr(user-agent),strcmp(sess.rp_okua) eq 0 } { date,sub(sess.rp_okexp) -m int lt 0 }'));
     for (const secret of ['ab'.repeat(32), 'cd'.repeat(32)]) {
       for (const k of [secret, Buffer.from(secret, 'hex').toString('base64'), cookieKeys(secret).inner, cookieKeys(secret).outer]) assert.ok(!cfg.includes(k), 'no key material in haproxy.cfg');
     }
@@ -343,11 +347,12 @@ describe('the renderer re-checks every rule and WAF setting itself', () => {
 
   test('block_bot difficulty and paths reach the engine as data; paths as a list file, never as configuration text', () => {
     const files = render(botOn('{"enabled":true,"difficulty":18,"paths":["/login","/api/"]}')).files;
-    assert.match(files['waf_data.lua']!, /difficulty = 18,\n  all_paths = false,/);
+    assert.match(files['waf_data.lua']!, /difficulty = 18,\n/);
     assert.equal(files['bot_paths.lst'], '/login\n/api/\n');
-    assert.match(files['haproxy.cfg']!, /set-var\(txn\.rp_guarded\) str\(1\) if \{ path -m beg -f \/etc\/rampart\/cfg\/bot_paths\.lst \}/);
+    assert.match(files['haproxy.cfg']!, /lua\.rampart_bot \S+ if .* \{ path -m beg -f \/etc\/rampart\/cfg\/bot_paths\.lst \} or .* \{ path -m str \/\.well-known\/rampart\/bot \}\n/);
     const all = render(botOn()).files;
-    assert.match(all['waf_data.lua']!, /difficulty = 14,\n  all_paths = true,/, 'the default difficulty, every path');
+    assert.match(all['waf_data.lua']!, /difficulty = 14,\n/, 'the default difficulty');
+    assert.doesNotMatch(all['haproxy.cfg']!, /path -m beg/, 'every path');
     assert.equal(all['bot_paths.lst'], undefined);
   });
 
@@ -357,7 +362,7 @@ describe('the renderer re-checks every rule and WAF setting itself', () => {
     const out = renderHaproxyConfig(s, OPTIONS, target);
     assert.equal(out.files['verified_crawlers.map'], '192.0.2.7 google\n2001:db8::7 bing\n');
     assert.match(out.files['crawlers.map']!, /^googlebot google$/m);
-    assert.match(out.files['haproxy.cfg']!, /set-var\(txn\.rp_claim\) req\.fhdr\(user-agent\),lower,map_sub\(\/etc\/rampart\/cfg\/crawlers\.map\) if !\{ var\(txn\.rp_cookie_ok\) -m found \} \{ req\.fhdr_cnt\(user-agent\) eq 1 \}/);
+    assert.match(out.files['haproxy.cfg']!, /set-var\(txn\.rp_claim\) req\.fhdr\(user-agent\),lower,map_sub\(\/etc\/rampart\/cfg\/crawlers\.map\) if .*!\{ var\(txn\.rp_cookie_ok\) -m found \} \{ req\.fhdr_cnt\(user-agent\) eq 1 \}/);
     assert.equal(out.hash, renderHaproxyConfig(s, OPTIONS, { configDir: '/etc/rampart/cfg' }).hash, 'verifications do not change the hash');
     for (const bad of [['192.0.2.7\n0.0.0.0/0', 'google'], ['192.0.2.7', 'evil'], ['192.0.2.7', 'google x']]) {
       assert.throws(() => renderHaproxyConfig(s, OPTIONS, { configDir: '/etc/rampart/cfg', verifiedCrawlers: new Map([bad as [string, string]]) }), UnsafeValueError, bad.join(' '));

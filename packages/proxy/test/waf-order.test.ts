@@ -1,0 +1,226 @@
+import assert from 'node:assert/strict';
+import { createSocket } from 'node:dgram';
+import { once } from 'node:events';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer, request as httpRequest } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import type { ServerSnapshot, SnapshotRule } from '@rampart/protocol';
+import { passCookieMac, renderHaproxyConfig } from '../src/index.js';
+import { freePort, startProcess, waitFor, type Proc } from '../../../test/support/processes.js';
+
+// docs/architecture.md "The WAF": the processing order (first decisive step wins), the levels and
+// the per-domain switch, decided natively by the rendered configuration and checked here through a
+// real HAProxy: each request's status, and the reason and rule of its event line (the syslog line
+// the agent receives). Loopback sources stand for clients; an operator country map places two of
+// their ranges. The control plane and agent are not involved (test/e2e/waf.test.ts runs them).
+
+const HAPROXY = process.env.HAPROXY ?? 'haproxy';
+const id = (n: number) => `00000000-0000-4000-8000-${String(n).padStart(12, '0')}`;
+const DOMAINS = { low: id(1), medium: id(2), high: id(3), off: id(4) } as const;
+const RULE = {
+  allow: id(10), block: id(11), blockMedium: id(12), rate: id(13), bot: id(14), gpt: id(15), claudeHigh: id(16), kp: id(17), irMedium: id(18),
+} as const;
+const KEY = { id: 'k1', secret: 'ab'.repeat(32) };
+const BAD_UA = 'sqlmap/1.7';
+const UA = 'Mozilla/5.0 order-test';
+const RATE = 3;
+
+function snapshot(botOn: boolean): ServerSnapshot {
+  const r = (rid: string, type: SnapshotRule['type'], value: string, domainId: string | null, priority = 100): SnapshotRule => ({ id: rid, type, value, domainId, priority });
+  return {
+    serverId: 'order',
+    revision: 1,
+    botKeys: [KEY],
+    domains: Object.entries(DOMAINS).map(([level, did]) => ({
+      id: did,
+      domain: `${level}.order.test`,
+      origins: [{ ip: '127.0.0.1', port: 0 }],
+      sslEnabled: false,
+      wafEnabled: level !== 'off',
+      wafLevel: level === 'off' ? 'high' : (level as 'low' | 'medium' | 'high'),
+      wafMode: 'block',
+    })),
+    rules: [
+      r(RULE.allow, 'allow_ip', '127.0.10.1', null, 1),
+      r(RULE.block, 'block_ip', '127.0.10.0/24', null, 2),
+      r(RULE.blockMedium, 'block_ip', '127.0.11.0/24', DOMAINS.medium, 3),
+      r(RULE.rate, 'rate_limit', JSON.stringify({ requests_per_minute: RATE }), null),
+      ...(botOn ? [r(RULE.bot, 'block_bot', JSON.stringify({ enabled: true }), null)] : []),
+      r(RULE.gpt, 'block_ai_bot', 'GPTBot', null),
+      r(RULE.claudeHigh, 'block_ai_bot', 'ClaudeBot', DOMAINS.high),
+      r(RULE.kp, 'block_country', 'KP', null),
+      r(RULE.irMedium, 'block_country', 'IR', DOMAINS.medium),
+    ],
+  };
+}
+
+interface Seen { status: number; reason?: string | undefined; rule?: string | undefined }
+
+describe('the processing order, natively in HAProxy', () => {
+  const tmp = mkdtempSync(join(tmpdir(), 'rampart-order-'));
+  const procs: Proc[] = [];
+  const events = createSocket('udp4');
+  const lines: string[] = [];
+  const origin = createServer((_req, res) => res.end('origin'));
+  const ports: Record<string, number> = {};
+
+  async function start(name: string, botOn: boolean): Promise<void> {
+    const port = await freePort();
+    const configDir = join(tmp, name);
+    const runDir = join(tmp, `${name}-run`);
+    mkdirSync(configDir);
+    mkdirSync(runDir);
+    const snap = snapshot(botOn);
+    for (const d of snap.domains) d.origins = [{ ip: '127.0.0.1', port: (origin.address() as AddressInfo).port }];
+    const countryMap = join(tmp, 'country.map');
+    const { files } = renderHaproxyConfig(snap, { httpBind: { address: '127.0.0.1', port }, runDir, eventsPort: (events.address() as AddressInfo).port, countryMap, nbthread: 2 }, { configDir });
+    for (const [file, content] of Object.entries(files)) writeFileSync(join(configDir, file), content);
+    const proc = startProcess(HAPROXY, ['-f', join(configDir, 'haproxy.cfg')]);
+    procs.push(proc);
+    await waitFor(async () => {
+      if (proc.child.exitCode !== null) throw new Error(`haproxy exited: ${proc.output()}`);
+      return (await send(port, 'off.order.test', '127.0.20.1')).status === 200;
+    }, `${name} HAProxy to answer`);
+    ports[name] = port;
+  }
+
+  /**
+   * One request on its own connection: its status and, when the origin did not answer it, the
+   * reason and rule of its event line (found by a random token in its path).
+   */
+  async function send(port: number, host: string, from: string, headers: Record<string, string> = {}, path = '/'): Promise<Seen> {
+    const token = `t${Math.random().toString(36).slice(2)}`;
+    const { status, text } = await new Promise<{ status: number; text: string }>((resolve, reject) => {
+      const req = httpRequest({ host: '127.0.0.1', port, path: `/${token}${path}`, headers: { 'user-agent': UA, ...headers, host }, agent: false, localAddress: from }, (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (d) => (text += d));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
+      });
+      req.on('error', reject);
+      req.end();
+    });
+    if (status === 200 && text === 'origin') return { status };
+    const line = await waitFor(() => lines.find((l) => l.includes(token)), `the event of ${host} /${token}${path}`, 5_000, 10);
+    const fields = line.slice(line.indexOf('rampart-waf ')).split(' ');
+    // rampart-waf <ts> <ip> <domain> <reason> <rule> ...
+    return { status, reason: fields[4], rule: fields[5] };
+  }
+
+  before(async () => {
+    writeFileSync(join(tmp, 'country.map'), '127.0.40.0/24 KP\n127.0.41.0/24 IR\n');
+    events.on('message', (m) => lines.push(m.toString()));
+    events.bind(0, '127.0.0.1');
+    await once(events, 'listening');
+    origin.listen(0, '127.0.0.1');
+    await once(origin, 'listening');
+    await start('bots', true);
+    await start('nobots', false);
+  });
+  after(async () => {
+    for (const p of procs) await p.stop();
+    events.close();
+    origin.close();
+    rmSync(tmp, { recursive: true, force: true });
+  });
+
+  const cookie = (ip: string, ua = UA, expiry = Math.floor(Date.now() / 1000) + 3600, key = KEY) =>
+    `rampart_bot=${key.id}.${expiry}.${passCookieMac(key.secret, ip, ua, expiry)}`;
+  /** A request with a valid pass cookie for its source (bot protection on), else none. */
+  const get = (server: 'bots' | 'nobots', level: string, from: string, headers: Record<string, string> = {}, path = '/') =>
+    send(ports[server]!, `${level}.order.test`, from, server === 'bots' && !('cookie' in headers) ? { cookie: cookie(from, headers['user-agent'] ?? UA), ...headers } : headers, path);
+
+  test('step 6: a clean request passes at every level, and with the WAF off', async () => {
+    for (const level of ['low', 'medium', 'high', 'off']) {
+      for (const server of ['bots', 'nobots'] as const) assert.equal((await get(server, level, '127.0.20.2')).status, 200, `${server} ${level}`);
+    }
+  });
+
+  test('step 1: the whitelist beats the blacklist, bad bots, the challenge and the rate limit, at every level', async () => {
+    for (const level of ['low', 'medium', 'high']) {
+      for (let i = 0; i < RATE + 2; i++) {
+        assert.equal((await get('bots', level, '127.0.10.1', { 'user-agent': BAD_UA, cookie: '' })).status, 200, `${level} request ${i}`);
+      }
+    }
+  });
+
+  test('step 2: the blacklist gets 403 ip_blocked with its rule, at every level, before bad bots and AI crawlers', async () => {
+    for (const level of ['low', 'medium', 'high']) {
+      assert.deepEqual(await get('bots', level, '127.0.10.7', { 'user-agent': `${BAD_UA} GPTBot` }), { status: 403, reason: 'ip_blocked', rule: RULE.block }, level);
+    }
+    assert.deepEqual(await get('nobots', 'medium', '127.0.11.5'), { status: 403, reason: 'ip_blocked', rule: RULE.blockMedium }, "the domain's own list");
+    assert.equal((await get('nobots', 'low', '127.0.11.5')).status, 200, 'another domain does not apply it');
+    assert.equal((await get('bots', 'off', '127.0.10.7', { 'user-agent': BAD_UA })).status, 200, 'the WAF off: nothing is checked');
+  });
+
+  test('step 2: countries, the domain rule first, then the server-wide one; unlisted countries pass', async () => {
+    assert.deepEqual(await get('nobots', 'low', '127.0.40.9'), { status: 403, reason: 'country_blocked', rule: RULE.kp });
+    assert.deepEqual(await get('nobots', 'medium', '127.0.41.9'), { status: 403, reason: 'country_blocked', rule: RULE.irMedium });
+    assert.equal((await get('nobots', 'high', '127.0.41.9')).status, 200, "IR is the medium domain's rule only");
+    assert.equal((await get('nobots', 'high', '127.0.42.9')).status, 200, 'an address in no listed country');
+  });
+
+  test('step 3: a bad user-agent gets 403 bot_blocked (any of its headers) only with bot protection on, before AI crawlers', async () => {
+    // (no cookie: a bad bot is refused before the challenge, so it never earns one)
+    assert.deepEqual(await get('bots', 'low', '127.0.21.1', { 'user-agent': `${BAD_UA} GPTBot`, cookie: '' }), { status: 403, reason: 'bot_blocked', rule: RULE.bot });
+    assert.deepEqual(await get('nobots', 'low', '127.0.21.1', { 'user-agent': BAD_UA }), { status: 200 });
+    // a valid cookie does not cover a second User-Agent header naming a bad bot
+    const two = await send(ports.bots!, 'low.order.test', '127.0.21.2', { 'user-agent': [BAD_UA, UA] as unknown as string, cookie: cookie('127.0.21.2') });
+    assert.deepEqual(two, { status: 403, reason: 'bot_blocked', rule: RULE.bot });
+  });
+
+  test('step 3: AI crawlers by user-agent, server-wide and per domain, with or without bot protection', async () => {
+    for (const server of ['bots', 'nobots'] as const) {
+      assert.deepEqual(await get(server, 'medium', '127.0.22.1', { 'user-agent': 'Mozilla/5.0 (compatible; GPTBot/1.0)' }), { status: 403, reason: 'ai_bot_blocked', rule: RULE.gpt }, server);
+      assert.deepEqual(await get(server, 'high', '127.0.22.2', { 'user-agent': 'ClaudeBot/1.0' }), { status: 403, reason: 'ai_bot_blocked', rule: RULE.claudeHigh }, server);
+      assert.equal((await get(server, 'medium', '127.0.22.3', { 'user-agent': 'ClaudeBot/1.0' })).status, 200, `${server}: the high domain's rule only`);
+    }
+  });
+
+  test('step 3: the challenge without a valid cookie (200, bot_challenge); forged cookies are challenged too', async () => {
+    const ip = '127.0.23.1';
+    const challenged = async (c: string | undefined, what: string) => {
+      const r = await get('bots', 'medium', ip, { cookie: c ?? '' });
+      assert.deepEqual(r, { status: 200, reason: 'bot_challenge', rule: RULE.bot }, what);
+    };
+    await challenged(undefined, 'no cookie');
+    await challenged(cookie('127.0.23.2'), 'a cookie of another address');
+    await challenged(cookie(ip, 'Other/1.0'), 'a cookie of another user-agent');
+    await challenged(cookie(ip, UA, Math.floor(Date.now() / 1000) - 5), 'an expired cookie');
+    await challenged(cookie(ip, UA, undefined, { id: 'k9', secret: KEY.secret }), 'an unknown key id');
+    const forged = cookie(ip).replace(/\.(\d+)\./, (_m, e) => `.${Number(e) + 100}.`);
+    await challenged(forged, 'a changed expiry');
+    await challenged(`${cookie(ip)}x`, 'a malformed cookie');
+    assert.deepEqual(await get('bots', 'medium', ip), { status: 200 }, 'its own cookie passes to the origin');
+  });
+
+  test('step 4: medium and high count and limit (429 rate_limited); low stores the rule but never limits', async () => {
+    for (const level of ['medium', 'high']) {
+      const ip = level === 'medium' ? '127.0.24.1' : '127.0.24.2';
+      const seen: Seen[] = [];
+      for (let i = 0; i < RATE + 1; i++) seen.push(await get('bots', level, ip));
+      assert.deepEqual(seen.map((s) => s.status), [200, 200, 200, 429], level);
+      assert.deepEqual(seen.at(-1), { status: 429, reason: 'rate_limited', rule: RULE.rate });
+    }
+    for (let i = 0; i < RATE + 3; i++) assert.equal((await get('bots', 'low', '127.0.24.3')).status, 200, `low request ${i}`);
+  });
+
+  test('refused requests are not counted: blacklisted, bad bots and the challenged do not use up the limit', async () => {
+    const ip = '127.0.25.1';
+    for (let i = 0; i < RATE + 2; i++) assert.equal((await get('bots', 'medium', ip, { cookie: '' })).status, 200, 'challenged');
+    for (let i = 0; i < RATE + 2; i++) assert.equal((await get('bots', 'medium', ip, { 'user-agent': BAD_UA, cookie: '' })).status, 403, 'bad bot');
+    const seen = [];
+    for (let i = 0; i < RATE + 1; i++) seen.push((await get('bots', 'medium', ip)).status);
+    assert.deepEqual(seen, [200, 200, 200, 429], 'the limit starts with the first request that reached it');
+  });
+
+  test('step 5: attack detection at level high only, after the rate limit', async () => {
+    const attack = "/search?q=1'%20OR%20'1'='1";
+    assert.equal((await get('nobots', 'high', '127.0.26.1', {}, attack)).status, 403);
+    assert.equal((await get('nobots', 'medium', '127.0.26.1', {}, attack)).status, 200);
+    assert.equal((await get('nobots', 'off', '127.0.26.1', {}, attack)).status, 200);
+  });
+});
