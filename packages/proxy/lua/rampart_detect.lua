@@ -398,6 +398,21 @@ local function condition_at(toks, i)
   return false
 end
 
+-- After the call at token j (a function name, then its parenthesis), prose rather than SQL:
+-- "select count(*) vs count(1)" (a plain word, then neither FROM, a comma, nor the end).
+local function prose_after_call(toks, j)
+  if kind(toks[j + 1]) ~= "(" then return false end
+  local depth, k = 0, j + 1
+  while toks[k] and k <= j + 64 do
+    local kk = toks[k][1]
+    if kk == "(" then depth = depth + 1 elseif kk == ")" then depth = depth - 1 end
+    if depth == 0 then break end
+    k = k + 1
+  end
+  local a, b = toks[k + 1], toks[k + 2]
+  return kind(a) == "w" and b ~= nil and not (kind(b) == "k" and (b[2] == "from" or b[2] == "into")) and kind(b) ~= ","
+end
+
 -- The structures; returns the position of the first one found.
 local function sql_structure(all, context)
   -- line comments end a statement but separate tokens here (UNION#x\nSELECT)
@@ -442,7 +457,7 @@ local function sql_structure(all, context)
         elseif u[1] == "f" or u[1] == "v" or u[1] == "s" or u[1] == "n" or u[2] == "*" or u[1] == "," or
           (u[1] == "k" and (u[2] == "null" or u[2] == "case" or u[2] == "distinct" or u[2] == "all" or u[2] == "top")) then
           shaped = true
-          if j == i + 1 and (u[1] == "f" or (u[1] == "v" and u[2] == "@@version") or u[2] == "*" or u[2] == "case") then return t[3] end
+          if j == i + 1 and ((u[1] == "f" and not prose_after_call(toks, j)) or (u[1] == "v" and u[2] == "@@version") or u[2] == "*" or u[2] == "case") then return t[3] end
         elseif u[1] == "w" then
           words = words + 1
         else
@@ -498,7 +513,8 @@ local function sql_structure(all, context)
       end
     elseif ((k == "o" and COMPARE[w]) or (k == "k" and COMPARE_WORD[w])) and kind(nx) == "(" and kind(toks[i + 2]) == "k" and toks[i + 2][2] == "select" then
       return t[3] -- = (SELECT ...)
-    elseif k == "f" and SQL_DANGER_ALONE[w] then
+    elseif k == "f" and SQL_DANGER_ALONE[w] and kind(toks[i + 2]) ~= ")" then
+      -- sleep(5), not "sleep() in mysql" (a call needs an argument to do harm)
       return t[3]
     elseif k == "v" and (w == "@@version" or w == "@@hostname" or w == "@@datadir" or w == "@@basedir" or
       w == "@@servername" or w == "@@tmpdir" or w == "@@version_compile_os" or find(w, "^@@global%.") or
@@ -612,7 +628,11 @@ function D.sqli(v)
     if p then return p end
   end
   for _, q in ipairs({ "'", '"' }) do
-    if find(v, q, 1, true) then
+    local qp = find(v, q, 1, true)
+    -- the value continues a string only when its first quote comes early: past a line break and
+    -- 64 bytes of text, the value is a document (code, a message) whose quotes are its own
+    if qp and qp > 64 and find(sub(v, 1, qp - 1), "\n", 1, true) then qp = nil end
+    if qp then
       -- the tail needs the few tokens after the breakout; structures the whole value
       local qt, inside = sql_tokens(v, q, structure and 4096 or 16)
       if not inside then
@@ -693,9 +713,11 @@ local function script_url(lv, from)
 end
 
 -- JavaScript that calls a sink or reaches one through a global object, the DOM or a constructor.
-local JS_SINKS = { alert = true, prompt = true, confirm = true, eval = true, settimeout = true,
-  setinterval = true, atob = true, fetch = true, import = true,
+local JS_SINKS = { alert = true, prompt = true, confirm = true, eval = true, atob = true, import = true,
   execscript = true, msgbox = true }
+-- Sinks that ordinary code calls all the time: setTimeout(fn, ms) and fetch('/api/x') are code;
+-- setTimeout('alert(1)') evaluates a string, and fetch('https://evil/' + secret) sends one out.
+local JS_STRING_SINKS = { settimeout = true, setinterval = true }
 local SINK_VALUES = { "alert", "eval", "prompt", "confirm" }
 local JS_GLOBALS = { window = true, self = true, top = true, parent = true, frames = true, globalthis = true,
   this = true, document = true, content = true, opener = true }
@@ -710,6 +732,11 @@ function D.js(lv)
         byte(lv, p - 1) ~= 32 then
         return at
       end
+    elseif JS_STRING_SINKS[name] and find(lv, "^%(%s*['\"`]", p) then
+      return at
+    elseif name == "fetch" and (find(lv, "^%(%s*['\"`][^'\"`]*//[^'\"`]*['\"`]%s*%+", p) or
+      find(match(sub(lv, p, p + 200), "^%([^;]*") or "", "cookie", 1, true) or find(match(sub(lv, p, p + 200), "^%([^;]*") or "", "localstorage", 1, true)) then
+      return at
     end
   end) or each_call(lv, "%[", function(name, at, p)
     if JS_GLOBALS[name] then
@@ -866,6 +893,33 @@ local function command_at(lv, i, newline, single, sep)
   return nil
 end
 
+-- Words of text in s (blank-separated tokens of letters, with an apostrophe or hyphen inside and
+-- quotes, brackets or punctuation around: "I", "ran:", "`cat", "don't"), counted up to max.
+local TEXT_WORD = "%f[%S][\"'`(%[]?%a[%a'%-]*[%p]*%f[%s%z]"
+local function text_words(s, max)
+  local n = 0
+  for _ in gmatch(" " .. s, TEXT_WORD) do
+    n = n + 1
+    if n >= max then break end
+  end
+  return n
+end
+D.text_words = text_words
+
+-- Text: a value of at least three words once its `code spans` are set aside. Shell commands
+-- quoted in text ("try `cat /etc/hosts` to check") are not commands in a shell.
+local function is_text(lv)
+  if find(lv, "`", 1, true) then lv = gsub(lv, "`[^`]*`", " ") end
+  return text_words(lv, 3) >= 3
+end
+D.is_text = is_text
+
+-- A separator breaks out into a shell when the value before it could be the argument the
+-- application put there (nothing, one token, a host, a file name: "127.0.0.1; id"), or when it
+-- closes a quote the application opened ("x'; id"). After three words of text the value is a
+-- sentence ("I ran ls -la and it showed nothing; then ..."): its separators are punctuation.
+-- Command substitution ($(...), <(...), `...`) runs inside words and double quotes, so it counts
+-- anywhere, except Markdown code spans (`ls -la`) in text.
 function D.cmdi(v)
   if not find(v, "[;|&`$\n\r%(%)]") then return nil end
   local lv = lower(v)
@@ -873,6 +927,25 @@ function D.cmdi(v)
     find(lv, "$'\\", 1, true) or
     find(lv, "/dev/udp/", 1, true) or find(lv, "^%s*%(%)%s*{%s*[:%w_]*%s*;%s*}") -- Shellshock
   if p then return p end
+  -- the words of text before the current position, counted once (up to 3) as the scan goes on,
+  -- and the quotes before it (an odd number: the value is inside a string)
+  local words, counted, squotes, dquotes = 0, 1, 0, 0
+  local text = nil -- is_text(lv), computed at the first backtick
+  local function prefix_is_text(s)
+    if counted < s then
+      local chunk = sub(lv, counted, s - 1)
+      if words < 3 then words = words + text_words(chunk, 3 - words) end
+      local _, sq = gsub(chunk, "'", "")
+      local _, dq = gsub(chunk, '"', "")
+      squotes, dquotes = squotes + sq, dquotes + dq
+      counted = s
+    end
+    if words < 3 then return false end
+    -- a quote closed just before the separator, with an odd number of them: a breakout
+    local q = match(sub(lv, s > 8 and s - 8 or 1, s - 1), "(['\"])%s*$")
+    if q == "'" and squotes % 2 == 1 or q == '"' and dquotes % 2 == 1 then return false end
+    return true
+  end
   -- separators: ; | || & && newline, command substitution `...` and $(...)
   local i = 1
   while true do
@@ -880,11 +953,23 @@ function D.cmdi(v)
     if not s then break end
     local c = sub(lv, s, s)
     local from = s + 1
+    local substitution = false
     if c == "$" or c == "<" or c == ">" then
       -- $(cmd), and the process substitutions <(cmd) and >(cmd)
-      if sub(lv, s + 1, s + 1) == "(" then from = s + 2 else from = nil end
-    elseif c == "`" and (sub(lv, s + 1, s + 1) == "`" or sub(lv, s - 1, s - 1) == "`") then
-      from = nil -- ``` and `` are Markdown code, not a substitution
+      if sub(lv, s + 1, s + 1) == "(" then from = s + 2; substitution = true else from = nil end
+    elseif c == "`" then
+      if sub(lv, s + 1, s + 1) == "`" or sub(lv, s - 1, s - 1) == "`" then
+        from = nil -- ``` and `` are Markdown code, not a substitution
+      else
+        substitution = true
+        if text == nil then text = is_text(lv) end
+        local close = find(lv, "`", s + 1, true)
+        if text and close then
+          -- a code span in text: `ls -la`, and whatever it holds
+          from = nil
+          i = close + 1
+        end
+      end
     elseif c == "|" or c == "&" then
       if sub(lv, s + 1, s + 1) == c then from = s + 2 end
       -- "&" is also a parameter separator or an entity: &amp; &x=
@@ -892,11 +977,12 @@ function D.cmdi(v)
     elseif c == ";" and find(lv, "^base64,", from) then
       from = nil -- data:image/png;base64,...
     end
+    if from and not substitution and prefix_is_text(s) then from = nil end
     if from then
       local at = command_at(lv, from, c == "\n" or c == "\r", (c == "&" or c == "|") and sub(lv, s + 1, s + 1) ~= c, s)
       if at then return s end
     end
-    i = s + 1
+    if i <= s then i = s + 1 end
   end
   return nil
 end
@@ -914,7 +1000,36 @@ local INCLUDE_SCHEMES = { "php://", "file://", "zip://", "phar://", "expect://",
   "data:;base64,", "data:text/plain," }
 local sensitive_file, include_scheme = marker_finder(SENSITIVE), marker_finder(INCLUDE_SCHEMES)
 
-local function traversal_common(lv)
+-- In text, a path that is one of its words ("I ran ls -la /var/log/ and...", "edit your .htaccess",
+-- "the file '/etc/passwd'") is named, not opened: the character before it is a blank or a
+-- backtick, or a quote after a blank.
+local function word_of_text(s, p)
+  if p <= 1 then return false end
+  local b = byte(s, p - 1)
+  if b == 32 or b == 9 or b == 10 or b == 13 or b == 96 then return true end
+  if (b == 39 or b == 34) and (p == 2 or find(sub(s, p - 2, p - 2), "^[%s`(]")) then return true end
+  return false
+end
+
+-- The first sensitive file of s; in text, the first that is not a word of the text.
+local function sensitive_path(s, text)
+  local p = sensitive_file(s)
+  if not p or not text then return p end
+  if not word_of_text(s, p) then return p end
+  for _, m in ipairs(SENSITIVE) do
+    local q, tries = find(s, m, 1, true), 0
+    while q do
+      if not word_of_text(s, q) then return q end
+      tries = tries + 1
+      if tries >= 16 then return q end -- enough of one marker: no longer read as text
+      q = find(s, m, q + #m, true)
+    end
+  end
+  return nil
+end
+
+-- text: the value is text (D.is_text); never for the request path.
+local function traversal_common(lv, text)
   local s = gsub(lv, "\\", "/")
   if find(s, "//", 1, true) or find(s, "/./", 1, true) then s = gsub(gsub(s, "/%./", "/"), "//+", "/") end
   if find(s, "[\226\239]") then
@@ -922,10 +1037,13 @@ local function traversal_common(lv)
     s = gsub(gsub(gsub(gsub(s, "\239\188\142", "."), "\239\188\143", "/"), "\226\136\149", "/"), "\239\188\188", "/")
   end
   local p = find(s, "../", 1, true) or find(s, "..;/", 1, true)
+  -- in text (and code), a relative reference ("see ../README.md", from '../../utils') is not a
+  -- traversal; four levels up are, and so is a sensitive file after any number (below)
+  if p and text and not find(s, "%.%.;?/%.%.;?/%.%.;?/%.%.;?/") then p = nil end
   if p then return p end
   p = find(s, "%z[%.%w]*%.%w+$") -- ../../etc/passwd%00.png
   if p then return p end
-  p = sensitive_file(s)
+  p = sensitive_path(s, text)
   if p then return p end
   p = find(s, "/proc/%d+/")
   if p then return p end
@@ -935,7 +1053,7 @@ end
 function D.traversal(v)
   if not find(v, "[/\\:%.%z\226\239]") then return nil end
   local lv = lower(v)
-  local p = traversal_common(lv)
+  local p = traversal_common(lv, is_text(lv))
   if p then return p end
   p = include_scheme(lv)
   if p then return p end
@@ -1161,7 +1279,8 @@ function D.injection(v)
   -- calls of functions that run code or commands; comments between name and '(' removed first
   if find(lv, "/*", 1, true) then lv = strip_block_comments(lv) end
   p = each_call(lv, "%(", function(name, at, q)
-    if CODE_CALLS[name] then
+    -- a method (console.assert(...), regex.exec(...)) is not PHP's function of that name
+    if CODE_CALLS[name] and not (at > 1 and find(sub(lv, at > 2 and at - 2 or 1, at - 1), "[%.>:]$")) then
       local arg = sub(lv, q + 1, q + 1)
       if find(arg, "^['\"$%)`]") or find(sub(lv, q + 1, q + 41), "^[%s]*[%a_][%w_]*%s*%(") or name == "phpinfo" then return at end
     end
