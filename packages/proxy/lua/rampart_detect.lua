@@ -572,7 +572,8 @@ local function sql_tail(toks, first, breakout)
       local u = toks[first + 1]
       if kind(u) == "f" or (kind(u) == "(" and kind(toks[first + 2]) == "k") or (COMPARE[w] and kind(u) == "s" and toks[first + 2]) then return t[3] end
       if COMPARE[w] and (kind(u) == "s" or kind(u) == "n") and kind(toks[first + 2]) == "l" then return t[3] end
-      if COMPARE[w] and kind(u) == "s" and toks[first + 2] == nil and first == 2 then return t[3] end -- the login bypass '='
+      -- the login bypass '=' (''='' is true; ''<'' is not: "Unexpected token '<'")
+      if (w == "=" or w == "<=" or w == ">=" or w == "<=>" or w == "==") and kind(u) == "s" and toks[first + 2] == nil and first == 2 then return t[3] end
 
     end
     if k == ")" then
@@ -586,7 +587,8 @@ local function sql_tail(toks, first, breakout)
       local u = toks[first + 1]
       if kind(u) == "s" or kind(u) == "(" or kind(u) == "n" then return t[3] end
     end
-    if k == "f" then return t[3] end
+    -- (a function right after the quote is not SQL: 'x'sleep(5) is a syntax error; a quoted
+    -- name then a call is what text and code hold: Cannot invoke "String.length()")
   end
   return nil
 end
@@ -730,7 +732,8 @@ function D.js(lv)
       -- written as code, without a blank before the parenthesis
       if name == "alert" or name == "prompt" or name == "eval" or name == "atob" or name == "execscript" or
         byte(lv, p - 1) ~= 32 then
-        return at
+        -- a frame of a JavaScript stack trace: "at eval (eval at <anonymous> (app.js:1:1))"
+        if not (byte(lv, p - 1) == 32 and find(sub(lv, at > 3 and at - 3 or 1, at - 1), "at $")) then return at end
       end
     elseif JS_STRING_SINKS[name] and find(lv, "^%(%s*['\"`]", p) then
       return at
@@ -842,7 +845,7 @@ local INTERPRETERS = { python = true, python2 = true, python3 = true, perl = tru
 local CMD_WEAK = {}
 for w in gmatch([[cat ls echo ping sleep find head tail more less type dir net env printenv kill
   ps touch cp mv awk sed xargs sort who date pwd uptime dig host ssh scp expr eval exec
-  timeout grep od xxd strings nohup tar zip unzip gzip which export]], "%S+") do
+  timeout grep od xxd strings nohup tar zip unzip gzip which export node]], "%S+") do
   CMD_WEAK[w] = true
 end
 
@@ -1208,18 +1211,20 @@ for w in gmatch([[system passthru shell_exec popen proc_open pcntl_exec phpinfo 
   CODE_CALLS[w] = true
 end
 
-local CODE_MARKERS = { "java.lang.runtime", "java.lang.processbuilder", "java.lang.system", "java.lang.class",
+local CODE_MARKERS = { "java.lang.runtime", "java.lang.processbuilder", "java.lang.system", "java.lang.class)", "java.lang.class.",
   "javax.script", "scriptenginemanager", "getruntime()", ".getruntime", "processbuilder(", "#_memberaccess",
   "#context[", "@java.lang.", "@ognl", "ognl.ognlcontext", "xwork2.", "freemarker.template.utility",
   "?new()", "child_process", "process.mainmodule", "process.binding", "__globals__", "__builtins__",
-  "__subclasses__", "__class__", "__mro__", "__init__.", "os.system(", "os.popen(", "subprocess.",
+  "__subclasses__", "__class__", "__mro__", "os.system(", "os.popen(", "subprocess.popen", "subprocess.call(",
+  "subprocess.check_output", "subprocess.getoutput", "subprocess.getstatusoutput", "import subprocess",
   "$_get[", "$_post[", "$_request[", "$_cookie[", "$_server[", "<?php", "<?=", "com.sun.rowset.",
   "jdbcrowsetimpl", "com.mchange.v2.c3p0", "org.apache.commons.collections", "org.apache.xalan",
   "templatesimpl", "bsh.interpreter", "groovy.lang.", "java.net.url", "java.io.file", "getclass(",
-  "classloader", ".forname(", "$class.inspect", "#set(", "#foreach", "<#assign", "${class", "<%=", "<%@",
+  "module.classloader", "class.classloader", "getclassloader", "classloader.resources", "urlclassloader(", ".forname(", "$class.inspect", "#set(", "#foreach", "<#assign", "${class", "<%=", "<%@",
   "java.beans.xmldecoder", "org.springframework.context.support", "javax.naming", "jndi:", "@type\":\"com.",
   "@type\":\"java.", "@type\":\"org.", "\"@type\":\"", "\"$type\":\"system.", "objectdataprovider",
-  "system.diagnostics.process", "!!python/", "!ruby/", "kernel.exec", "kernel.system", "io.popen", "{php}",
+  "system.diagnostics.process,", "system.diagnostics.process.start(\"", "system.diagnostics.process.start('",
+  "clr-namespace:system.diagnostics", "!!python/", "!ruby/", "kernel.exec", "kernel.system", "io.popen", "{php}",
   "cos\nsystem", "cposix\nsystem", "cbuiltins\n", "c__builtin__\n", "csubprocess\n", "_$$nd_func$$_",
   "|map(", "|filter(", "|sort(", "|reduce(", "|map (", "|filter (", "\".execute()", "'.execute()" }
 
