@@ -767,9 +767,21 @@ function D.js(lv)
   end
   p = find(lv, "constructor%s*[%.%(%[]") or find(lv, "fromcharcode%s*%(") or find(lv, "%.innerhtml%s*=") or
     find(lv, "%.outerhtml%s*=") or find(lv, "location%s*%.%s*href%s*=") or find(lv, "location%s*=%s*['\"`]") or
-    find(lv, "__proto__") or find(lv, "%.source%s*%+") or find(lv, "!%[%]") or find(lv, "%+%[%]") or
+    find(lv, "__proto__") or find(lv, "%.source%s*%+") or
     find(lv, "%.srcdoc%s*=") or find(lv, "insertadjacenthtml") or find(lv, "importscripts")
-  return p
+  if p then return p end
+  -- JSFuck: code written with []()!+ alone; a run of a dozen of them with "[]" and "!" or "+"
+  -- (one "+[]" is what compressed or random bytes hold by chance)
+  local i = 1
+  while true do
+    local a, b = find(lv, "[%[%]%(%)!%+]+", i)
+    if not a then return nil end
+    if b - a >= 11 then
+      local run = sub(lv, a, b)
+      if find(run, "[]", 1, true) and find(run, "[!+]") then return a end
+    end
+    i = b + 1
+  end
 end
 
 -- Attributes of a tag starting at position p (after "<name"), up to the closing '>' or the end.
@@ -1449,7 +1461,7 @@ local NOSQL_CODE = { ["$where"] = true, ["$function"] = true, ["$accumulator"] =
 -- filters[title][$eq], Parse's where={...}, a search DSL's "query"): operators below them are
 -- the application's own, not an injection into a field that expected a string.
 local QUERY_CONTAINERS = {}
-for w in gmatch([[filter filters where query q selector criteria condition conditions match $match
+for w in gmatch([[filter filters where query selector criteria condition conditions match $match
   find search predicate]], "%S+") do
   QUERY_CONTAINERS[w] = true
 end

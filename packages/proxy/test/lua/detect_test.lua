@@ -77,6 +77,67 @@ test("no ordinary file name is an executable upload (test/corpus/benign-upload-n
   for _, v in ipairs(corpus("benign-upload-names.jsonl")) do falsy(D.upload(v), v) end
 end)
 
+-- A raw HTTP/1.1 request (one string of a request corpus) as HAProxy hands it to the action.
+local function parse_request(raw)
+  local head, body = raw:match("^(.-)\r\n\r\n(.*)$")
+  if not head then head, body = raw, "" end
+  local method, target = head:match("^(%S+)%s+(%S+)")
+  assert(method, "not a request line: " .. show(head:sub(1, 80)))
+  local path, query = target:match("^([^?]*)%??(.*)$")
+  local headers = {}
+  for name, value in head:gmatch("\r\n([^:\r\n]+):[ \t]*([^\r\n]*)") do
+    name = name:lower()
+    if name ~= "host" then
+      local l = headers[name]
+      if l then l[#l + 1] = value else headers[name] = { [0] = value } end
+    end
+  end
+  return { method = method, path = path, query = query ~= "" and query or nil, headers = headers, body = body ~= "" and body or nil }
+end
+
+-- Ordinary traffic of the kinds found blocked on traffic the detectors were not tuned on, each
+-- corpus written for these tests (test/corpus/README.md says what each holds).
+for _, file in ipairs({ "benign-prose.jsonl", "benign-sql-search.jsonl", "benign-code.jsonl", "benign-telemetry.jsonl",
+  "benign-tokens.jsonl" }) do
+  test("no ordinary value is flagged (test/corpus/" .. file .. ")", function()
+    local values = corpus(file)
+    truthy(#values >= 40, file .. ": at least 40 values, got " .. #values)
+    local flagged = {}
+    for _, v in ipairs(values) do
+      D.cache_reset()
+      local d = D.check(v)
+      if d then flagged[#flagged + 1] = d .. ": " .. show(v) end
+    end
+    if #flagged > 0 then fail(#flagged .. " ordinary values flagged:\n         " .. table.concat(flagged, "\n         ")) end
+  end)
+end
+
+test("no ordinary request is refused (test/corpus/benign-requests.jsonl: beacons, playgrounds, searches, query languages)", function()
+  local requests = corpus("benign-requests.jsonl")
+  truthy(#requests >= 25, "at least 25 requests, got " .. #requests)
+  local refused = {}
+  for _, raw in ipairs(requests) do
+    D.cache_reset()
+    local f = D.inspect(parse_request(raw))
+    if f then refused[#refused + 1] = f.reason .. " in " .. f.location .. " (" .. show(f.matched) .. "): " .. show(raw:match("^[^\r]*")) end
+  end
+  if #refused > 0 then fail(#refused .. " ordinary requests refused:\n         " .. table.concat(refused, "\n         ")) end
+end)
+
+test("every operator injection and prototype pollution is refused as injection (test/corpus/attacks/structure-requests.jsonl)", function()
+  local requests = corpus("attacks/structure-requests.jsonl")
+  truthy(#requests >= 50, "at least 50 requests, got " .. #requests)
+  local missed = {}
+  for _, raw in ipairs(requests) do
+    D.cache_reset()
+    local f = D.inspect(parse_request(raw))
+    if not f or f.reason ~= "injection_detected" then
+      missed[#missed + 1] = (f and f.reason or "passed") .. ": " .. show(raw:match("^[^\r]*")) .. " " .. show(raw:match("\r\n\r\n(.*)$") or "")
+    end
+  end
+  if #missed > 0 then fail(#missed .. " not refused as injection:\n         " .. table.concat(missed, "\n         ")) end
+end)
+
 -- Attacks no detector catches yet, each with the reason; anything else in the corpora must be caught.
 local KNOWN_MISSES = {
   ["1 -- comment"] = "a number then a comment is also how people write prose",
