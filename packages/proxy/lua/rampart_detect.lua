@@ -27,6 +27,7 @@ D.MATCH_LEN = 48          -- bytes of the excerpt an event shows
 D.DEPTH_LIMIT = 64        -- levels of JSON nesting (and parameter-name segments) followed for key paths
 D.VALUES_LIMIT = 2000     -- values of one request inspected one by one; the rest together, as one text
 D.DECODE_ROUNDS = 3       -- rounds of decoding one value (percent, entities, escapes, ...)
+D.JOIN_LIMIT = 8192       -- bytes of the values of a repeated name joined (as ASP.NET joins them)
 
 ---------------------------------------------------------------------------------------------------
 -- Decoders
@@ -609,13 +610,17 @@ function D.sqli(v)
   -- Gates, each a necessary condition of one way in: structure words or a dangerous call (as
   -- it stands), a leading number (numeric context), a quote (string context).
   local structure = false
-  for _, w in ipairs(SQL_STRUCTURE_WORDS) do
-    if find(lv, w, 1, true) then structure = true break end
+  if find(lv, "[%a@]") then
+    for _, w in ipairs(SQL_STRUCTURE_WORDS) do
+      if find(lv, w, 1, true) then structure = true break end
+    end
   end
   if not structure and find(lv, "(", 1, true) then
     structure = each_call(lv, "%(", sql_danger_call) ~= nil or find(lv, "%*/%s*%(") ~= nil
   end
-  local numeric = find(lv, "^%s*[%-%(]?%s*%.?%d") and not find(lv, "^%s*%-?[%d%.]*%s*$")
+  -- (leading blanks skipped once: "^%s*[%-%(]?%s*" backtracks quadratically over a long run)
+  local _, w0 = find(lv, "^%s*")
+  local numeric = find(sub(lv, w0 + 1, w0 + 64), "^[%-%(]?%s*%.?%d") and not find(lv, "^%-?[%d%.]*%s*$", w0 + 1)
   local quoted = find(v, "['\"]")
   if not (structure or numeric or quoted) then return nil end
   local toks = (structure or numeric) and sql_tokens(v, nil, 4096) or {}
@@ -725,6 +730,9 @@ local JS_GLOBALS = { window = true, self = true, top = true, parent = true, fram
   this = true, document = true, content = true, opener = true }
 
 function D.js(lv)
+  -- every construct below needs one of these characters (calls, members, assignments, JSFuck,
+  -- __proto__): a value without any is not JavaScript reaching a sink
+  if not find(lv, "[%(%[`%.=!+_]") then return nil end
   -- sink calls: alert(1), alert`1`, (alert)(1), eval.call
   local p = each_call(lv, "[%(`]", function(name, at, p)
     if JS_SINKS[name] then
@@ -798,9 +806,14 @@ function D.xss(v)
   -- tags
   local i = 1
   while true do
-    local lt = find(sq, "<", i, true)
+    -- the next '<' that can open a tag (a letter after blanks and slashes), found in one search
+    local lt = find(sq, "<[%s/]*%a", i)
     if not lt then break end
-    local _, e, name = find(sq, "^<%s*/?%s*([%a][%w:%-]*)", lt)
+    -- "<", blanks, an optional '/', blanks, the name (each run of blanks read once: the pattern
+    -- "^<%s*/?%s*" backtracks over a long run of them, quadratically)
+    local _, b = find(sq, "^%s*", lt + 1)
+    if byte(sq, b + 1) == 47 then _, b = find(sq, "^%s*", b + 2) end
+    local _, e, name = find(sq, "^([%a][%w:%-]*)", b + 1)
     if e then
       local base = match(name, "([%w%-]+)$")
       local attrs = tag_attrs(sq, e + 1)
@@ -875,9 +888,14 @@ local function shell_args(lv, e, newline)
 end
 
 -- The command starting at i (after a separator), when it is one: returns i.
+-- The end of the blanks and quotes command_at skipped last (D.cmdi goes on from there: the line
+-- breaks among them would lead to the same command, and scanning them again would be quadratic).
+local skipped_to = 0
+
 local function command_at(lv, i, newline, single, sep)
   -- skip blanks, quotes and the characters a shell ignores here ({ ( ! $IFS)
   local _, e = find(lv, "^[%s'\"{(!]*%$?['\"]?", i)
+  skipped_to = e
   i = e + 1
   if sub(lv, i, i + 5) == "${ifs}" or sub(lv, i, i + 3) == "$ifs" then return i end
   local _, we, word = find(lv, "^([%w_%.%-/\\:'\"?*]+)", i)
@@ -996,6 +1014,7 @@ function D.cmdi(v)
     if from then
       local at = command_at(lv, from, c == "\n" or c == "\r", (c == "&" or c == "|") and sub(lv, s + 1, s + 1) ~= c, s)
       if at then return s end
+      if skipped_to > i then i = skipped_to end
     end
     if i <= s then i = s + 1 end
   end
@@ -1245,7 +1264,8 @@ D.CODE_MARKERS = CODE_MARKERS
 local code_marker = marker_finder(CODE_MARKERS)
 
 function D.injection(v)
-  if not find(v, "[%${}<%(%.#@:%[!\n]") and not find(v, "rO0AB", 1, true) and not find(v, "^gA[SJNR][VjW]") and
+  -- ('<' only as in <?php, <%=, <#assign)
+  if not find(v, "[%${}%(%.#@:%[!\n]") and not find(v, "<[?%%#]") and not find(v, "rO0AB", 1, true) and not find(v, "^gA[SJNR][VjW]") and
     not find(v, "AAEAAAD", 1, true) and not find(v, "BAhvOk", 1, true) and
     not find(v, "[aA][cC]%s?[eE][dD]%s?00%s?05") then return nil end
   local lv = lower(v)
@@ -1553,8 +1573,10 @@ function D.json_walk(s, out, owner0)
       if colon then
         n = n + 1
         out[n] = { raw, raw, true }
-        if not finding then
-          local owner, cont, prev
+        -- (only keys that can be one: '$', '_' or 'p' first, or a dotted or bracketed path)
+        local b1 = byte(raw, 1)
+        if not finding and (b1 == 36 or b1 == 95 or b1 == 112 or b1 == 80 or find(raw, "proto", 1, true)) then
+          local owner, cont
           if depth <= limit then
             owner, cont = owners[depth], contained[depth]
           else
@@ -1571,12 +1593,14 @@ function D.json_walk(s, out, owner0)
         i = colon + 1
       else
         n = n + 1
-        if depth == 0 then
-          out[n] = { last_key, raw }
-        elseif depth <= limit then
-          out[n] = { isobj[depth] and curs[depth] or owners[depth], raw }
-        else
-          out[n] = { last_key, raw }
+        local name
+        if depth == 0 or depth > limit then name = last_key
+        else name = isobj[depth] and curs[depth] or owners[depth] end
+        out[n] = { name, raw }
+        -- fastjson's "@type" and Json.NET's "$type": the class name is read with its key
+        if (name == "@type" or name == "$type") and last_key == name then
+          n = n + 1
+          out[n] = { name, '"' .. name .. '":"' .. raw .. '"' }
         end
         i = j + 1
       end
@@ -1586,7 +1610,7 @@ function D.json_walk(s, out, owner0)
         local up = depth - 1
         local owner = isobj[up] and curs[up] or owners[up]
         owners[depth] = owner
-        contained[depth] = contained[up] or (QUERY_CONTAINERS[lower(owner)] or false)
+        contained[depth] = contained[up] or QUERY_CONTAINERS[owner] or (find(owner, "%u") and QUERY_CONTAINERS[lower(owner)]) or false
         isobj[depth] = c == 123
         curs[depth] = ""
       end
@@ -1844,12 +1868,12 @@ local function inspect_pairs(ctx, prefix, pairs_, nojoin)
       if f then return f end
     end
     -- repeated names: joined as frameworks join them (not the keys of JSON objects in an array);
-    -- the values of a name are collected and joined once (at most VALUE_LIMIT bytes)
+    -- the values of a name are collected and joined once (at most JOIN_LIMIT bytes)
     if not nojoin then
       local list = seen[name]
       if list == nil then
         seen[name] = { value, n = 1, bytes = #value }
-      elseif list.bytes + #value < D.VALUE_LIMIT then
+      elseif list.bytes + #value < D.JOIN_LIMIT then
         list.n = list.n + 1
         list[list.n] = value
         list.bytes = list.bytes + #value + 1
@@ -2041,10 +2065,10 @@ inspect_request = function(req, ctx)
       end
       f = inspect_pairs(ctx, "body:", strings, true)
       if f then return f end
-      -- JSON5 and lenient parsers take single-quoted strings: without double quotes, read it as text
-      if #strings == 0 then return inspect_value(ctx, "body", body) end
-      -- a serialized object anywhere (fastjson's "@type")
-      return inspect_value(ctx, "body", body, { "injection" })
+      -- JSON5 and lenient parsers take single-quoted strings: without double quotes, read it as
+      -- text (a body without any quote, [[[...]]], holds no string at all)
+      if #strings == 0 and find(body, "'", 1, true) then return inspect_value(ctx, "body", body) end
+      return nil
     elseif find(ct, "xml", 1, true) or first == "<" then
       -- HTML (text/html, or markup without an XML type) is markup a browser runs: all detectors
       local html = find(ct, "html", 1, true) or not find(ct, "xml", 1, true)
