@@ -1536,7 +1536,7 @@ end
 -- are still read and checked on their own ("__proto__", an operator after a field) but no longer
 -- against their ancestors. Returns the list of {name, string[, true for a key]} and the first
 -- structure finding as {position, name}.
-function D.json_walk(s, out, owner0)
+function D.json_walk(s, out, owner0, cut)
   out = out or {}
   local n = #out
   local i, len = 1, #s
@@ -1562,6 +1562,8 @@ function D.json_walk(s, out, owner0)
         j = k + 2
         escaped = true
       end
+      -- a body cut short (cut) ends in the middle of its last string: that string is left out
+      if cut and j > len then break end
       local raw = sub(s, p + 1, j - 1)
       if escaped then
         raw = gsub(raw, "\\(.)", function(e)
@@ -1648,7 +1650,7 @@ local FILENAME = "[Ff][Ii][Ll][Ee][Nn][Aa][Mm][Ee]%*?%s*=%s*"
 
 -- multipart/form-data: field values (name -> value) and file names. Every Content-Disposition
 -- and every filename parameter of a part counts (servers differ on which they take).
-function D.multipart(body, boundary, fields, files)
+function D.multipart(body, boundary, fields, files, cut)
   local delim = "--" .. boundary
   local len = #body
   local _, pos = next_delimiter(body, delim, 1)
@@ -1660,7 +1662,8 @@ function D.multipart(body, boundary, fields, files)
     if not he then break end
     local headers = sub(body, pos, he - 1)
     local nstart, npos = next_delimiter(body, delim, he + sep)
-    local content = sub(body, he + sep, (nstart or len + 1) - 1)
+    -- (the last part of a body cut short has no delimiter after it: its content is cut too)
+    local content = (nstart or not cut) and sub(body, he + sep, (nstart or len + 1) - 1) or ""
     local name, names = "", {}
     for disp in gmatch(headers, DISPOSITION) do
       name = match(disp, ';%s*[Nn][Aa][Mm][Ee]%s*=%s*"([^"]*)"') or match(disp, ";%s*[Nn][Aa][Mm][Ee]%s*=%s*([^;%s]*)") or name
@@ -2014,6 +2017,11 @@ inspect_request = function(req, ctx)
   -- 4. the body
   local body = req.body
   if body and body ~= "" then
+    -- A body cut short (longer than BODY_LIMIT, or longer than HAProxy's buffer: Content-Length
+    -- says more than arrived) ends in the middle of its last value, and half a value is not what
+    -- the application will read ("https://w" is a one-label host): that value is left out.
+    local length = tonumber(header_value(h, "content-length") or "")
+    local cut = #body > D.BODY_LIMIT or (length ~= nil and length > #body)
     if #body > D.BODY_LIMIT then body = sub(body, 1, D.BODY_LIMIT) end
     local ct = lower(header_value(h, "content-type") or "")
     local fields = {}
@@ -2024,7 +2032,7 @@ inspect_request = function(req, ctx)
       end
       if #boundaries > 0 then
         local files = {}
-        for _, boundary in ipairs(boundaries) do D.multipart(body, boundary, fields, files) end
+        for _, boundary in ipairs(boundaries) do D.multipart(body, boundary, fields, files, cut) end
         for _, fl in ipairs(files) do
           local loc = "body:" .. fl[1]
           local sk = exception_filter(exceptions, np, loc)
@@ -2061,7 +2069,7 @@ inspect_request = function(req, ctx)
       return nil
     end
     if find(ct, "json", 1, true) or ((first == "{" or first == "[") and not find(ct, "x-www-form-urlencoded", 1, true)) then
-      local strings, sf = D.json_walk(body)
+      local strings, sf = D.json_walk(body, nil, nil, cut)
       if sf then
         f = structure_finding(ctx, "body:" .. sf[2], body, sf[1])
         if f then return f end
@@ -2079,9 +2087,11 @@ inspect_request = function(req, ctx)
       if f then return f end
       return inspect_pairs(ctx, "body:", D.xml_values(body), true)
     elseif find(ct, "x-www-form-urlencoded", 1, true) then
-      return inspect_pairs(ctx, "body:", D.form_pairs(body))
+      return inspect_pairs(ctx, "body:", D.form_pairs(cut and match(body, "^(.*)&") or body))
     else
-      -- text/plain or no type: the whole body, and as form data when it looks like it
+      -- text/plain or no type: the whole body, and as form data when it looks like it (cut
+      -- short, up to its last blank, line break or '&')
+      if cut then body = match(body, "^(.*)[%s&]") or body end
       if find(body, "=", 1, true) then
         f = inspect_pairs(ctx, "body:", D.form_pairs(body))
         if f then return f end

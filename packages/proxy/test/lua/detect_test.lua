@@ -417,6 +417,23 @@ test("budget: the values of a repeated name are joined up to JOIN_LIMIT bytes", 
   truthy(D.JOIN_LIMIT >= 4096 and D.JOIN_LIMIT <= D.VALUE_LIMIT, "a documented limit")
 end)
 
+test("budget: a body cut short (Content-Length says more arrived) leaves its last, partial value out", function()
+  local function cut(ct, body, length)
+    local r = post(ct, body)
+    r.headers["content-length"] = { [0] = tostring(length or #body) }
+    return reason(r)
+  end
+  -- HAProxy's buffer ended in the middle of a URL: "https://w" would be a one-label host
+  falsy(cut("application/json", '{"a":"x","next":"https://w', 20000), "JSON, cut")
+  eq(cut("application/json", '{"a":"x","next":"https://w'), "ssrf_detected", "JSON, whole: the same text is a finding")
+  eq(cut("application/json", '{"a":"<script>alert(1)</script>","b":"https://w', 20000), "xss_detected", "what came before is inspected")
+  falsy(cut("application/x-www-form-urlencoded", "a=1&next=https://w", 20000), "form, cut")
+  eq(cut("application/x-www-form-urlencoded", "a=1&next=https://w"), "ssrf_detected", "form, whole")
+  falsy(cut("text/plain", "see https://w", 20000), "text, cut")
+  falsy(cut("multipart/form-data; boundary=XX", '--XX\r\nContent-Disposition: form-data; name="next"\r\n\r\nhttps://w', 20000), "multipart, cut")
+  eq(cut("multipart/form-data; boundary=XX", '--XX\r\nContent-Disposition: form-data; name="next"\r\n\r\nhttps://w\r\n--XX--\r\n'), "ssrf_detected", "multipart, whole")
+end)
+
 test("budget: values are decoded at most DECODE_ROUNDS times", function()
   eq(D.DECODE_ROUNDS, 3, "rounds")
   eq(D.canonical("%253Cb%253E"), "<b>", "two rounds")
