@@ -1814,8 +1814,10 @@ local function inspect_value(ctx, loc, v, only)
   if plain(v) and not plain_suspect(v) then return nil end -- cheaper than the cache
   -- short values found clean are remembered (per thread): a browser sends the same cookies and
   -- headers with every request; with exceptions the answer also depends on path and location
+  -- (not a body's values: they seldom come again, and thousands of them would push the
+  -- headers' and cookies' entries out of the cache)
   local key
-  if #v <= 512 and not ctx.exceptions then
+  if #v <= 512 and not ctx.exceptions and not ctx.in_body then
     key = (only and concat(only, ",") or "") .. "\0" .. v
     if cached_clean(key) then return nil end
   end
@@ -1854,17 +1856,12 @@ end
 -- read as parameter paths).
 local function inspect_pairs(ctx, prefix, pairs_, nojoin)
   local seen, repeated = {}, nil
-  local checked = nil
   for _, kv in ipairs(pairs_) do
     local name, value = kv[1], kv[2]
     local loc = prefix .. name
-    if not nojoin and (#name > 0 or byte(value, 1) == 123) and not (checked and checked[name .. "\0" .. value]) then
+    if not nojoin and (#name > 0 or byte(value, 1) == 123) then
       local f = pair_structure(ctx, loc, name, value)
       if f then return f end
-      if #value <= 256 then
-        checked = checked or {}
-        checked[name .. "\0" .. value] = true
-      end
     end
     local f = inspect_value(ctx, loc, value)
     if f then return f end
@@ -1878,12 +1875,16 @@ local function inspect_pairs(ctx, prefix, pairs_, nojoin)
     if not nojoin then
       local list = seen[name]
       if list == nil then
-        seen[name] = { value, n = 1, bytes = #value }
+        seen[name] = value -- a name seen once keeps its value alone (no table)
+      elseif type(list) == "string" then
+        if #list + #value < D.JOIN_LIMIT then
+          seen[name] = { list, value, n = 2, bytes = #list + #value + 1 }
+          repeated = true
+        end
       elseif list.bytes + #value < D.JOIN_LIMIT then
         list.n = list.n + 1
         list[list.n] = value
         list.bytes = list.bytes + #value + 1
-        repeated = true
       end
     end
   end
@@ -1891,7 +1892,7 @@ local function inspect_pairs(ctx, prefix, pairs_, nojoin)
   for _, kv in ipairs(pairs_) do
     local name = kv[1]
     local list = seen[name]
-    if list and list.n > 1 then
+    if type(list) == "table" then
       seen[name] = nil
       local joined = concat(list, ",", 1, list.n)
       local f = inspect_value(ctx, prefix .. name, joined)
@@ -2017,6 +2018,7 @@ inspect_request = function(req, ctx)
   -- 4. the body
   local body = req.body
   if body and body ~= "" then
+    ctx.in_body = true
     -- A body cut short (longer than BODY_LIMIT, or longer than HAProxy's buffer: Content-Length
     -- says more than arrived) ends in the middle of its last value, and half a value is not what
     -- the application will read ("https://w" is a one-label host): that value is left out.
