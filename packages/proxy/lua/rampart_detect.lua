@@ -2094,7 +2094,9 @@ inspect_request = function(req, ctx)
       -- text/plain or no type: the whole body, and as form data when it looks like it (cut
       -- short, up to its last blank, line break or '&')
       if cut then body = match(body, "^(.*)[%s&]") or body end
-      if find(body, "=", 1, true) then
+      -- form data starts with a name (no blank, quote or brace before its '='); event lines such
+      -- as c{"type":...}\np{...} with URLs inside are not read a second time as pairs
+      if find(body, "^[^=&%s{}\"'<]*=") then
         f = inspect_pairs(ctx, "body:", D.form_pairs(body))
         if f then return f end
       end
