@@ -223,9 +223,18 @@ const wrkMs = (s: string) => {
   return Number(m[1]) * UNIT_MS[m[2]!]!;
 };
 
-/** wrk (Debian's, or $WRK), one thread, against http://127.0.0.1:port + path with the given headers. */
-export function runWrk(o: { port: number; path: string; seconds: number; connections: number; headers: Record<string, string> }): Promise<WrkResult> {
-  const args = ['-t1', `-c${o.connections}`, `-d${o.seconds}s`, '--latency', ...Object.entries(o.headers).flatMap(([k, v]) => ['-H', `${k}: ${v}`]), `http://127.0.0.1:${o.port}${o.path}`];
+/**
+ * wrk (Debian's, or $WRK), one thread, against http://127.0.0.1:port + path with the given headers;
+ * or, with `requests`, replaying the raw requests of that file (REPLAY_SCRIPT, writeReplayFile) in
+ * turn on every connection, headers and path then unused.
+ */
+export function runWrk(o: { port: number; path: string; seconds: number; connections: number; headers: Record<string, string>; requests?: string }): Promise<WrkResult> {
+  const args = [
+    '-t1', `-c${o.connections}`, `-d${o.seconds}s`, '--latency',
+    ...(o.requests ? ['-s', replayScript(dirname(o.requests))] : Object.entries(o.headers).flatMap(([k, v]) => ['-H', `${k}: ${v}`])),
+    `http://127.0.0.1:${o.port}${o.path}`,
+    ...(o.requests ? ['--', o.requests] : []),
+  ];
   return new Promise((resolve, reject) => {
     execFile(process.env.WRK ?? 'wrk', args, { timeout: (o.seconds + 30) * 1000 }, (err, out) => {
       if (err) return reject(new Error(`wrk failed: ${err.message}\n${out}`));
@@ -246,4 +255,39 @@ export function runWrk(o: { port: number; path: string; seconds: number; connect
       }
     });
   });
+}
+
+/**
+ * wrk's Lua script for replaying raw requests: the file holds each request as its length in bytes,
+ * a line break, then the request itself (writeReplayFile); every connection sends them in turn.
+ */
+const REPLAY_SCRIPT = `local reqs, i = {}, 0
+function init(args)
+  local f = assert(io.open(args[1], "rb"))
+  local data = f:read("*a")
+  f:close()
+  local pos = 1
+  while pos <= #data do
+    local nl = data:find("\\n", pos, true)
+    local len = tonumber(data:sub(pos, nl - 1))
+    reqs[#reqs + 1] = data:sub(nl + 1, nl + len)
+    pos = nl + len + 1
+  end
+  i = math.random(#reqs)
+end
+function request()
+  i = i % #reqs + 1
+  return reqs[i]
+end
+`;
+/** The script, written beside the requests file. */
+function replayScript(dir: string): string {
+  const file = join(dir, 'replay.lua');
+  if (!existsSync(file)) writeFileSync(file, REPLAY_SCRIPT);
+  return file;
+}
+
+/** Raw HTTP/1.1 requests into a file runWrk can replay (`requests`). */
+export function writeReplayFile(file: string, requests: readonly Buffer[]): void {
+  writeFileSync(file, Buffer.concat(requests.flatMap((r) => [Buffer.from(`${r.length}\n`), r])));
 }

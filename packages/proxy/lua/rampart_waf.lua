@@ -214,9 +214,11 @@ if core ~= nil and core.register_action ~= nil then
     challenge(txn, rule, ip, now)
   end
 
-  -- For rampart_detect.lua, loaded into the same Lua state: its finding is already in the
-  -- transaction's variables, and the configuration's answer block answers it.
-  function rampart_waf_answer(txn, reason) end
+  -- For rampart_detect.lua, loaded into the same Lua state, in block mode: its finding (already in
+  -- the transaction's event variables) becomes a hit, which the configuration's answer block answers.
+  function rampart_waf_answer(txn, reason)
+    txn:set_var("txn.rp_hit", reason .. ":-")
+  end
 
   core.register_action("rampart_bot", { "http-req" }, bot, 1)
 end

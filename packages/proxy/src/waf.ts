@@ -357,8 +357,8 @@ export function renderWaf(
           // gate and the detectors look at it; a client that stops sending is not waited for more than 5 s.
           `    http-request wait-for-body time 5s at-least ${BODY_INSPECT_LIMIT} if${open} { req.hdr(content-length) -m found } or${open} { req.hdr(transfer-encoding) -m found }`,
           ...gateAcls(dir),
-          // Only requests the gate picks can hold what a detector recognises (gate.ts); the
-          // detectors mark a finding in txn.rp_reason (and rp_action: block, or detect only).
+          // Only requests the gate picks can hold what a detector recognises (gate.ts); in block
+          // mode a finding becomes a hit (rampart_waf.lua's rampart_waf_answer).
           `    http-request lua.rampart_detect ${domain.id} if${open} rp_gate`,
         );
       }
@@ -396,26 +396,26 @@ function cookieCheck(dir: string, open: string): string[] {
 
 /**
  * The answer to every refusal of a backend, natively: the event line's fields and log level, then
- * the page (browsers) or text with the request id; 429 with Retry-After. A detection in detect-only
- * mode (rp_action "detect") is logged by the detector and passes.
+ * the page (browsers) or text with the request id; 429 with Retry-After. Every refusal is a hit
+ * ("<reason>:<rule id>"): the native steps', the challenge answer's and, in block mode, the
+ * detectors' (through rampart_waf_answer). A detection in detect-only mode is logged by the
+ * detector and passes.
  */
 function answers(dir: string): string[] {
-  const refused = `${found('rp_reason')} !{ var(txn.rp_action) -m str detect }`;
   const hit = found('rp_hit');
-  const limited = '{ var(txn.rp_reason) -m str rate_limited }';
+  const limited = '{ var(txn.rp_hit) -m beg rate_limited: }';
   const html = '{ req.hdr(accept) -m sub -i text/html }';
   return [
-    // A native step's decision (the detectors set txn.rp_reason themselves).
     `    http-request set-var(txn.rp_reason) var(txn.rp_hit),field(1,:) if ${hit}`,
     `    http-request set-var(txn.rp_rule) var(txn.rp_hit),field(2,:) if ${hit}`,
-    `    http-request set-var(txn.rp_action) str(block) if ${refused}`,
-    `    http-request set-var(txn.rp_method) method,url_enc if ${refused}`,
-    `    http-request set-var(txn.rp_path) path,bytes(0,256),url_enc if ${refused}`,
-    `    http-request set-log-level info if ${refused}`,
-    `    http-request return status 429 content-type "text/html; charset=utf-8" lf-file ${dir}/limited.html ${REQUEST_ID_HEADER} hdr retry-after %[var(txn.rp_retry)] if ${refused} ${limited} ${html}`,
-    `    http-request return status 429 content-type "text/plain; charset=utf-8" lf-string ${TEXT_429} ${REQUEST_ID_HEADER} hdr retry-after %[var(txn.rp_retry)] if ${refused} ${limited}`,
-    `    http-request return status 403 content-type "text/html; charset=utf-8" lf-file ${dir}/blocked.html ${REQUEST_ID_HEADER} if ${refused} ${html}`,
-    `    http-request return status 403 content-type "text/plain; charset=utf-8" lf-string ${TEXT_403} ${REQUEST_ID_HEADER} if ${refused}`,
+    `    http-request set-var(txn.rp_action) str(block) if ${hit}`,
+    `    http-request set-var(txn.rp_method) method,url_enc if ${hit}`,
+    `    http-request set-var(txn.rp_path) path,bytes(0,256),url_enc if ${hit}`,
+    `    http-request set-log-level info if ${hit}`,
+    `    http-request return status 429 content-type "text/html; charset=utf-8" lf-file ${dir}/limited.html ${REQUEST_ID_HEADER} hdr retry-after %[var(txn.rp_retry)] if ${limited} ${html}`,
+    `    http-request return status 429 content-type "text/plain; charset=utf-8" lf-string ${TEXT_429} ${REQUEST_ID_HEADER} hdr retry-after %[var(txn.rp_retry)] if ${limited}`,
+    `    http-request return status 403 content-type "text/html; charset=utf-8" lf-file ${dir}/blocked.html ${REQUEST_ID_HEADER} if ${hit} ${html}`,
+    `    http-request return status 403 content-type "text/plain; charset=utf-8" lf-string ${TEXT_403} ${REQUEST_ID_HEADER} if ${hit}`,
   ];
 }
 
