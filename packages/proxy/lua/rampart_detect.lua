@@ -1529,6 +1529,15 @@ function D.name_structure(name)
   end)
 end
 
+-- The part of a value cut short by the end of a body that the application will read as it is:
+-- up to its last delimiter (blank, punctuation that ends a token); the token the cut went through
+-- ("https://w", half a host) is left out, what came before it is kept ("<script>...</script>"
+-- followed by padding past the buffer is still inspected).
+local function before_cut(s)
+  return match(s, "^(.*[%s&,;:<>()'\"=/|`])") or ""
+end
+D.before_cut = before_cut
+
 -- JSON: every string (keys and values, at any depth) with the key it belongs to, JSON escapes
 -- decoded, and the structure checks on every key (D.key_kind with the key's owner and
 -- ancestors). A scanner, not a parser: it never builds the document, malformed JSON is still
@@ -1562,8 +1571,8 @@ function D.json_walk(s, out, owner0, cut)
         j = k + 2
         escaped = true
       end
-      -- a body cut short (cut) ends in the middle of its last string: that string is left out
-      if cut and j > len then break end
+      -- a body cut short (cut) ends in the middle of its last string: it is read up to the token
+      -- the cut went through
       local raw = sub(s, p + 1, j - 1)
       if escaped then
         raw = gsub(raw, "\\(.)", function(e)
@@ -1573,6 +1582,7 @@ function D.json_walk(s, out, owner0, cut)
         end)
         raw = gsub(raw, "\\u(%x%x%x%x)", function(h) return D.utf8(tonumber(h, 16)) end)
       end
+      if cut and j > len then raw = before_cut(raw) end
       -- a key is followed by ':'
       local _, colon = find(s, "^%s*:", j + 1)
       if colon then
@@ -1663,7 +1673,8 @@ function D.multipart(body, boundary, fields, files, cut)
     local headers = sub(body, pos, he - 1)
     local nstart, npos = next_delimiter(body, delim, he + sep)
     -- (the last part of a body cut short has no delimiter after it: its content is cut too)
-    local content = (nstart or not cut) and sub(body, he + sep, (nstart or len + 1) - 1) or ""
+    local content = sub(body, he + sep, (nstart or len + 1) - 1)
+    if cut and not nstart then content = before_cut(content) end
     local name, names = "", {}
     for disp in gmatch(headers, DISPOSITION) do
       name = match(disp, ';%s*[Nn][Aa][Mm][Ee]%s*=%s*"([^"]*)"') or match(disp, ";%s*[Nn][Aa][Mm][Ee]%s*=%s*([^;%s]*)") or name
@@ -2020,8 +2031,9 @@ inspect_request = function(req, ctx)
   if body and body ~= "" then
     ctx.in_body = true
     -- A body cut short (longer than BODY_LIMIT, or longer than HAProxy's buffer: Content-Length
-    -- says more than arrived) ends in the middle of its last value, and half a value is not what
-    -- the application will read ("https://w" is a one-label host): that value is left out.
+    -- says more than arrived) ends in the middle of its last value, and half a token is not what
+    -- the application will read ("https://w" is a one-label host): the last value is read up to
+    -- the token the cut went through (before_cut).
     local length = tonumber(header_value(h, "content-length") or "")
     local cut = #body > D.BODY_LIMIT or (length ~= nil and length > #body)
     if #body > D.BODY_LIMIT then body = sub(body, 1, D.BODY_LIMIT) end
@@ -2089,11 +2101,11 @@ inspect_request = function(req, ctx)
       if f then return f end
       return inspect_pairs(ctx, "body:", D.xml_values(body), true)
     elseif find(ct, "x-www-form-urlencoded", 1, true) then
-      return inspect_pairs(ctx, "body:", D.form_pairs(cut and match(body, "^(.*)&") or body))
+      return inspect_pairs(ctx, "body:", D.form_pairs(cut and before_cut(body) or body))
     else
       -- text/plain or no type: the whole body, and as form data when it looks like it (cut
       -- short, up to its last blank, line break or '&')
-      if cut then body = match(body, "^(.*)[%s&]") or body end
+      if cut then body = before_cut(body) end
       -- form data starts with a name (no blank, quote or brace before its '='); event lines such
       -- as c{"type":...}\np{...} with URLs inside are not read a second time as pairs
       if find(body, "^[^=&%s{}\"'<]*=") then

@@ -417,7 +417,7 @@ test("budget: the values of a repeated name are joined up to JOIN_LIMIT bytes", 
   truthy(D.JOIN_LIMIT >= 4096 and D.JOIN_LIMIT <= D.VALUE_LIMIT, "a documented limit")
 end)
 
-test("budget: a body cut short (Content-Length says more arrived) leaves its last, partial value out", function()
+test("budget: a body cut short (Content-Length says more arrived) reads its last value up to the token the cut went through", function()
   local function cut(ct, body, length)
     local r = post(ct, body)
     r.headers["content-length"] = { [0] = tostring(length or #body) }
@@ -432,6 +432,14 @@ test("budget: a body cut short (Content-Length says more arrived) leaves its las
   falsy(cut("text/plain", "see https://w", 20000), "text, cut")
   falsy(cut("multipart/form-data; boundary=XX", '--XX\r\nContent-Disposition: form-data; name="next"\r\n\r\nhttps://w', 20000), "multipart, cut")
   eq(cut("multipart/form-data; boundary=XX", '--XX\r\nContent-Disposition: form-data; name="next"\r\n\r\nhttps://w\r\n--XX--\r\n'), "ssrf_detected", "multipart, whole")
+  -- a payload followed by padding past the buffer is still read
+  local pad = rep("a", 2000)
+  eq(cut("application/json", '{"c":"<script>alert(1)</script>' .. pad, 20000), "xss_detected", "JSON string cut after the payload")
+  eq(cut("application/x-www-form-urlencoded", "c=%3Csvg%2Fonload%3Dalert(1)%3E" .. pad, 20000), "xss_detected", "form value cut after the payload")
+  eq(cut("text/plain", "x; cat /etc/passwd " .. pad, 20000), "cmdi_detected", "text cut after the payload")
+  eq(cut("multipart/form-data; boundary=XX", '--XX\r\nContent-Disposition: form-data; name="c"\r\n\r\n<img src=x onerror=alert(1)>' .. pad, 20000), "xss_detected", "multipart cut after the payload")
+  eq(D.before_cut("see https://w"), "see https://", "the token the cut went through is left out")
+  eq(D.before_cut("abcdef"), "", "a value that is one token")
 end)
 
 test("budget: values are decoded at most DECODE_ROUNDS times", function()
