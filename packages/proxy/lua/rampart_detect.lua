@@ -1805,10 +1805,18 @@ function D.cache_reset() clean_cache, clean_count = {}, 0 end
 -- text (joined by blanks, at most VALUE_LIMIT bytes) under the location "<part>:*": the work stays
 -- linear in the bytes, and a payload is not hidden behind 2,000 dummy fields.
 local function over_budget(ctx, loc, v)
-  local rest = ctx.rest
+  -- one rest per part (query, cookie, header, body), in the order the parts came
+  local part = (match(loc, "^[^:]*") or loc) .. ":*"
+  local rests = ctx.rest
+  if not rests then
+    rests = {}
+    ctx.rest = rests
+  end
+  local rest = rests[part]
   if not rest then
-    rest = { n = 0, bytes = 0, loc = (match(loc, "^[^:]*") or loc) .. ":*" }
-    ctx.rest = rest
+    rest = { n = 0, bytes = 0, loc = part }
+    rests[part] = rest
+    rests[#rests + 1] = rest
   end
   if rest.bytes + #v + 1 <= D.VALUE_LIMIT then
     rest.n = rest.n + 1
@@ -1938,10 +1946,12 @@ function D.inspect(req, exceptions)
   local ctx = { exceptions = exceptions, path = req.path or "/", count = 0 }
   local f = inspect_request(req, ctx)
   if f then return f end
-  local rest = ctx.rest
-  if rest and rest.n > 0 then
+  if ctx.rest then
     ctx.count = -math.huge
-    return inspect_value(ctx, rest.loc, concat(rest, " ", 1, rest.n))
+    for _, rest in ipairs(ctx.rest) do
+      f = inspect_value(ctx, rest.loc, concat(rest, " ", 1, rest.n))
+      if f then return f end
+    end
   end
   return nil
 end

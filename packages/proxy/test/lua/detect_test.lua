@@ -395,6 +395,12 @@ test("budget: past VALUES_LIMIT values, the rest is inspected together (a payloa
   -- an exception for every body field covers the rest too
   D.cache_reset()
   falsy(D.inspect(post("application/x-www-form-urlencoded", body), { { path = "/", loc = "body:*", det = "xss" } }), "body:* exception")
+  -- a query past the budget and a body: each part's rest under its own location
+  D.cache_reset()
+  local r = post("application/x-www-form-urlencoded", "q=%3Cscript%3Ealert(1)%3C/script%3E")
+  r.query = fields(n, function(i) return "f" .. i .. "=v" .. i end)
+  f = D.inspect(r)
+  eq(f and f.location, "body:*", "the body's rest, after the query's")
   -- ordinary values past the budget pass
   D.cache_reset()
   falsy(D.inspect(post("application/x-www-form-urlencoded", fields(n, function(i) return "f" .. i .. "=O%27Brien+" .. i end))), "ordinary rest")
