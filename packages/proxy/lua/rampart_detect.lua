@@ -10,10 +10,14 @@
 --              carry user input, and the body (form, JSON, multipart, XML, text) up to BODY_LIMIT
 --   detectors  sqli, xss, cmdi, traversal, ssrf, xxe, injection, upload: each takes one decoded
 --              value and returns the byte offset of what it recognised, or nil
+--   structure  the keys of a request: document-database operators ({"password":{"$ne":null}},
+--              password[$ne]=x) and prototype pollution (__proto__, constructor.prototype), from
+--              JSON keys with their owners (D.json_walk) and parameter names (D.name_structure)
 --
 -- Every loop walks its input once and every pattern is anchored, starts with a literal or looks
 -- at a bounded window, so the cost stays linear in the size of the request (the fuzz tests of
--- test/lua/detect_test.lua and detect_attacks_test.lua check it).
+-- test/lua/detect_test.lua and detect_attacks_test.lua check it); D.inspect keeps a budget per
+-- request (BODY_LIMIT, VALUES_LIMIT, DEPTH_LIMIT, DECODE_ROUNDS: docs/detection.md).
 
 local D = {}
 
@@ -1937,7 +1941,7 @@ local inspect_request
 -- {[0]=v1, v2...} }, body (or nil) }; exceptions: the domain's waf_exception rules, { {path=,
 -- loc=, det=}, ... } or nil. Returns a finding or nil: { detector, reason, location, matched }.
 --
--- The budget of one request (docs/architecture.md, "Attack detection", "Budget"): at most
+-- The budget of one request (docs/detection.md, "The budget of one request"): at most
 -- BODY_LIMIT bytes of the body, VALUES_LIMIT values inspected one by one (the rest together, as
 -- one text), JSON nesting followed DEPTH_LIMIT levels deep, DECODE_ROUNDS rounds of decoding a
 -- value; every step walks its input once, so the work is linear in the request's size.
