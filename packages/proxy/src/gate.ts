@@ -1,5 +1,488 @@
-// Until the native gate lands, every request of a level-high domain goes to the detectors (the gate always fires).
-export const GATE_FILES: Readonly<Record<string, string>> = {};
-export function gateAcls(_dir: string): string[] {
-  return ['    acl rp_gate always_true'];
+// The native gate in front of the attack detectors (level high; docs/architecture.md, "Attack
+// detection"). HAProxy ACLs (PCRE2 regexes, JIT) pick the requests that could hold something
+// rampart_detect.lua recognises; only those run the Lua detectors. The gate must never hide an
+// attack: whenever D.inspect would return a finding, some rp_gate line matches. Everything here errs
+// on the side of firing; test/gate.test.ts checks the property through a real HAProxy against
+// D.inspect under Lua 5.3 (our corpora in every part of a request, a fuzzer built from the
+// detectors' own word lists, and the BlazeHTTP corpus when it is present).
+//
+// How it is derived. D.check hands a "plain" value (letters, digits, blanks, , _ @ : -) only to
+// D.sqli and D.injection, and every other value goes through D.canonical (percent escapes, entities,
+// backslash escapes, UTF-7, overlong UTF-8) and then all the detectors. So:
+//   1. Characters. A value may hold only the characters of an alphabet W (letters, digits, UTF-8
+//      text, and blank _ - . , / : @ + = ~ ( ) ; & ? # ! ^ | { } [ ] * " ') and the percent escapes
+//      that decode into W (also double-encoded, %2520). Anything else fires: < > $ ` \ %, controls,
+//      escapes of letters, digits or other ASCII, overlong and fullwidth forms of ASCII. That is
+//      where markup, shell substitution, template lookups, string escapes and encodings begin.
+//      Narrower per part: the path has no blank ( ) ; & ? # ! ^ | { } [ ] " '; a JSON body has no
+//      raw ' (its " are structure; a value's " arrives as \", which fires) and only the escapes \/
+//      and \u of non-ASCII characters; no part but a JSON body's ends has a line break or a tab.
+//   2. Words. Over W each detector can still recognise a few things, all spelled with letters or
+//      anchored on a separator: SQL keywords, functions and what follows a quote or a number,
+//      JavaScript sinks, a command after ; | &, file names and schemes, internal hosts after http:,
+//      serialized-object and code markers, character references. The word files fire on each (case
+//      insensitive; each punctuation also as it arrives percent-encoded); every pattern says which
+//      detector it stands for.
+//   3. Shapes the gate cannot bound fire: multipart bodies (file names and contents), a NUL in the
+//      body (HAProxy's text matchers stop at the first NUL; req.body,length sees it), a JSON-looking
+//      body sent as a form, so many values that the detectors' budget (VALUES_LIMIT) would join the
+//      rest into one text.
+//
+// Every pattern is linear in its input: no nested quantifiers over overlapping classes (a regex that
+// fails on PCRE2's match limit or JIT stack does not match, and would hide what it guards); searches
+// that pair two things anchor on the first ((?=(?<first>...))\k<first> keeps PCRE2 from trying every start).
+
+import { readFileSync } from 'node:fs';
+
+/**
+ * The engine's own lists, read from rampart_detect.lua when this module loads (as waf.ts reads the
+ * engine): a word or marker added to one of them is guarded without a change here. Each list the
+ * gate uses is this file's copy joined with the engine's (only STRUCTURED_HEADERS, the headers the
+ * gate may skip, is the engine's alone when it can be read). Three shapes are read: a word list
+ * `NAME = {}` then `for w in gmatch([[...]]`, a list of strings `NAME = { "a", "b" }`, and a set
+ * `NAME = { a = true, ["b.c"] = true }`; a list the reader cannot find leaves the copy alone.
+ */
+export function readEngineLists(source: string): Map<string, string[]> {
+  const lists = new Map<string, string[]>();
+  for (const m of source.matchAll(/^(?:local\s+)?((?:D\.)?[A-Z_]+)\s*=\s*\{\}\s*\nfor w in gmatch\(\[\[([\s\S]*?)\]\]/gm)) {
+    lists.set(m[1]!, m[2]!.split(/\s+/).filter(Boolean));
+  }
+  for (const m of source.matchAll(/^(?:local\s+)?((?:D\.)?[A-Z_]+)\s*=\s*\{/gm)) {
+    if (lists.has(m[1]!)) continue;
+    const items = tableItems(source, m.index! + m[0].length);
+    if (items && items.length > 0) lists.set(m[1]!, items);
+  }
+  return lists;
+}
+
+/** The strings (a list) or keys (a set) of a Lua table constructor whose body starts at i; undefined for anything else. */
+function tableItems(src: string, i: number): string[] | undefined {
+  const strings: string[] = [];
+  const keys: string[] = [];
+  for (;;) {
+    const rest = src.slice(i);
+    const blank = /^[\s,]*/.exec(rest)![0].length;
+    i += blank;
+    const c = src[i];
+    if (c === '}') return keys.length > 0 ? keys : strings;
+    if (c === '"' || c === "'") {
+      const s = luaString(src, i);
+      if (!s) return undefined;
+      i = s.end;
+      if (/^\s*=/.test(src.slice(i))) return undefined;
+      strings.push(s.value);
+      continue;
+    }
+    const key = /^(?:([A-Za-z_][A-Za-z0-9_]*)|\[\s*(["'])((?:[^"'\\\n]|\\.)*)\2\s*\])\s*=\s*(?:true|false|"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*')/.exec(src.slice(i));
+    if (!key) return undefined;
+    keys.push(key[1] ?? unescapeLua(key[3]!));
+    i += key[0].length;
+  }
+}
+
+function luaString(src: string, i: number): { value: string; end: number } | undefined {
+  const q = src[i];
+  let j = i + 1;
+  while (j < src.length && src[j] !== q) {
+    if (src[j] === '\n') return undefined;
+    j += src[j] === '\\' ? 2 : 1;
+  }
+  return j < src.length ? { value: unescapeLua(src.slice(i + 1, j)), end: j + 1 } : undefined;
+}
+
+const unescapeLua = (s: string) =>
+  s.replace(/\\(\d{1,3}|.)/g, (_, e: string) => (/^\d/.test(e) ? String.fromCharCode(Number(e)) : ({ n: '\n', t: '\t', r: '\r' } as Record<string, string>)[e] ?? e));
+
+let engineSource = '';
+try {
+  engineSource = readFileSync(new URL('../lua/rampart_detect.lua', import.meta.url), 'utf8');
+} catch {
+  // not shipped next to this module: the copies below stand alone
+}
+const ENGINE_LISTS = readEngineLists(engineSource);
+/** This file's copy of an engine list, joined with the engine's own. */
+const list = (name: string, copy: readonly string[]) => [...new Set([...copy, ...(ENGINE_LISTS.get(name) ?? [])])];
+const words = (s: string) => s.split(/\s+/).filter(Boolean);
+const escape = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+/** Longest first, so an alternation tries "python3" before "python". */
+const alternation = (items: readonly string[], as: (s: string) => string = escape) => [...items].sort((a, b) => b.length - a.length).map(as).join('|');
+
+/** A percent escape of the byte whose hex digits `h` matches, also encoded again up to eight times (%2F, %252F). */
+const pe = (h: string) => `%(?:25){0,8}${h}`;
+/** Hex digits of the escapes that decode into W: its punctuation, and bytes 80-FF but C0 and C1 (overlong ASCII). */
+const ESC = String.raw`(?:2[0-36-9aAbBcCfF]|3[aAbBdDfF]|40|5[bBdDeE]|7[bBcCdDeE]|[89abdefABDEF][0-9a-fA-F]|[cC][2-9a-fA-F])`;
+/** An escape that does not decode into W. */
+const BAD_ESC = String.raw`%(?!(?:25){0,8}${ESC})`;
+/** W as raw bytes, inside a character class, without the quotes (a JSON body has its own). */
+const W_NOQ = String.raw`A-Za-z0-9 _.,/:@=+~();&?#!^|{}\[\]*\x80-\xbf\xc2-\xff\-`;
+
+/** W's punctuation as it may arrive: raw, or percent-encoded (and / as JSON's \/). */
+const SL = String.raw`(?:/|${pe('2[fF]')}|\\/)`;
+const CO = String.raw`(?::|${pe('3[aA]')})`;
+const EQ = String.raw`(?:=|${pe('3[dD]')})`;
+const PL = String.raw`(?:\+|${pe('2[bB]')})`;
+const SEMI = String.raw`(?:;|${pe('3[bB]')})`;
+const LP = String.raw`(?:\(|${pe('28')})`;
+const RP = String.raw`(?:\)|${pe('29')})`;
+const CM = String.raw`(?:,|${pe('2[cC]')})`;
+const AMP = String.raw`(?:&|${pe('26')})`;
+const HASH = String.raw`(?:#|${pe('23')})`;
+const QM = String.raw`(?:\?|${pe('3[fF]')})`;
+const LBR = String.raw`(?:\[|${pe('5[bB]')})`;
+const RBR = String.raw`(?:\]|${pe('5[dD]')})`;
+const LC = String.raw`(?:\{|${pe('7[bB]')})`;
+const RC = String.raw`(?:\}|${pe('7[dD]')})`;
+const BANG = String.raw`(?:!|${pe('21')})`;
+const PIPE = String.raw`(?:\||${pe('7[cC]')})`;
+const AT = String.raw`(?:@|${pe('40')})`;
+const STAR = String.raw`(?:\*|${pe('2[aA]')})`;
+const CARET = String.raw`(?:\^|${pe('5[eE]')})`;
+const QUOTE = String.raw`(?:["']|${pe('2[27]')})`;
+/** Blanks between SQL and JavaScript words as they arrive: blank, tab, + (a blank in query strings and forms), %20, NBSP (a blank to MySQL's tokenizer). */
+const WS = String.raw`(?:[ \t+]|${pe('(?:20|[aA]0)')}|\xa0)`;
+/** An escape just before (%3B, or encoded again up to five times as the path is decoded: %25253B): its last hex digit is no letter of the value. */
+const AFTER_ESC = String.raw`(?<=%[0-9a-fA-F]{2}|%25[0-9a-fA-F]{2}|%2525[0-9a-fA-F]{2}|%252525[0-9a-fA-F]{2}|%25252525[0-9a-fA-F]{2})`;
+/** No letter (of the SQL tokenizer's words) before: a word starts here. Digits may precede (1union), and an escape (%3Bdrop). */
+const LB = String.raw`(?:(?<![A-Za-z_$\x80-\x9f\xa1-\xff])|${AFTER_ESC})`;
+/** No word character after: the word ends here. */
+const RB = String.raw`(?![A-Za-z0-9_$\x80-\x9f\xa1-\xff])`;
+const tok = (w: string) => `${LB}(?:${w})${RB}`;
+/** An identifier of the SQL tokenizer (a word that is not a number), its text bytes raw or encoded: one class, so no repeated group. */
+const IDENT = String.raw`[a-z_$\x80-\x9f\xa1-\xff%][a-z0-9_$.\x80-\x9f\xa1-\xff%]*`;
+/** Where a value starts: after a separator of query strings, cookies and forms, a JSON string's quote, a header's colon. */
+const START = String.raw`(?:^|[&=;?":\n])`;
+/** D.sqli's numeric context: a value that starts with a number ("^%s*[%-%(]?%s*%.?%d"), the number token (0x hex, digits, fraction, exponent), blanks and ')'. */
+const NUMBER = String.raw`${WS}*(?:-${WS}*)?(?:${LP}${WS}*)?(?:0[xX][0-9a-fA-F]+|\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE](?:[-+]|${PL})?[0-9]+)?(?:${WS}|${RP})*`;
+/** What D.sqli's numeric context needs right after the number (sql_tail): a logic word or operator, a clause, UNION. */
+const TAIL = String.raw`(?:(?:and|or|xor|union|having|procedure|into|order|group|limit)${RB}|${AMP}${AMP}|${PIPE}${PIPE})`;
+/** Any byte, in both PCRE2 and JavaScript. */
+const ANY = String.raw`[\s\S]`;
+/**
+ * The first occurrence of a (anchored, so it is looked for once: a look-ahead is atomic, and the
+ * group it captures is matched again as it is), then b anywhere after it. A named group: HAProxy
+ * compiles ACL regexes with PCRE2_NO_AUTO_CAPTURE.
+ */
+const thenAfter = (a: string, b: string) => `^(?=(?<first>${ANY}*?${a}))\\k<first>${ANY}*?${b}`;
+const JSON_START = String.raw`^[ \t\n\v\f\r]*[{\[]`;
+const NOT_JSON = String.raw`^(?![ \t\n\v\f\r]*[{\[])`;
+
+interface Pattern {
+  re: string;
+  why: string;
+}
+
+/** Overlong and fullwidth forms of ASCII, raw or percent-encoded, byte by byte (D.canonical's overlong(), traversal's folding). */
+const FORMS: Pattern[] = [
+  { re: String.raw`[\xc0\xc1]|${pe('[cC][01]')}`, why: 'C0 and C1 start overlong forms of ASCII (%c0%ae is ".", %c0%bc "<")' },
+  { re: String.raw`(?:\xe0|${pe('[eE]0')})(?:\x80|${pe('80')})`, why: 'E0 80 xx is an overlong form of ASCII' },
+  { re: String.raw`(?:\xef|${pe('[eE][fF]')})(?:\xbc|${pe('[bB][cC]')})(?:[\x8e\x8f\xbc]|${pe('(?:8[eEfF]|[bB][cC])')})`, why: 'fullwidth . / \\ (EF BC 8E, 8F, BC), which the traversal detector folds to ASCII' },
+  { re: String.raw`(?:\xe2|${pe('[eE]2')})(?:\x88|${pe('88')})(?:\x95|${pe('95')})`, why: 'the division slash (E2 88 95), which the traversal detector folds to /' },
+];
+
+const PATH: Pattern[] = [
+  { re: String.raw`[^A-Za-z0-9/_.,:@=+~*\x80-\xbf\xc2-\xff%-]`, why: 'a character outside the path\'s part of W: quotes, markup, ;matrix parameters, entities, backslashes, blanks, controls' },
+  { re: String.raw`%(?!(?:25){0,8}(?:2[0aAbBcCfF]|3[aAdD]|40|[89abdefABDEF][0-9a-fA-F]|[cC][2-9a-fA-F]))`, why: 'a percent escape of anything but the path\'s part of W (the path is decoded twice, then canonicalised)' },
+  ...FORMS,
+  { re: String.raw`^[^/]`, why: 'a path that does not start with / (asterisk form, or something HAProxy let through)' },
+  { re: String.raw`(?:/|${pe('2[fF]')})(?:/|${pe('2[fF]')}|\.)`, why: '// and /. : dot segments and dot files (/.git, /.env, /./), which normalize_path and path_traversal look at' },
+  { re: String.raw`\.\.`, why: '.. anywhere: traversal, in the path or its raw form' },
+];
+
+const QUERY: Pattern[] = [
+  { re: String.raw`[^${W_NOQ}"'%]`, why: 'a character outside W: < > $ ` \\ and controls' },
+  { re: BAD_ESC, why: 'a percent escape of anything but W (%3C <, %24 $, %5C \\, %25 of such, %u...)' },
+  ...FORMS,
+  { re: String.raw`^(?:[^&]*&){150}`, why: 'so many parameters that, with the other parts, the detectors would exceed VALUES_LIMIT and join the rest' },
+];
+
+/** rampart_detect.lua's STRUCTURED_HEADERS (the engine's own when it can be read), without cookie: only ${ %{ #{ {{ in them reach a detector. */
+export const GATE_STRUCTURED_HEADERS: readonly string[] = (
+  (ENGINE_LISTS.get('D.STRUCTURED_HEADERS')?.length ?? 0) >= 20 ? ENGINE_LISTS.get('D.STRUCTURED_HEADERS')! : words(`host accept accept-encoding accept-language accept-charset connection content-length
+  cache-control pragma upgrade-insecure-requests te upgrade if-modified-since if-unmodified-since
+  if-none-match if-match if-range range dnt priority sec-fetch-site sec-fetch-mode sec-fetch-user
+  sec-fetch-dest sec-ch-ua sec-ch-ua-mobile sec-ch-ua-platform sec-ch-ua-platform-version
+  sec-ch-ua-full-version-list sec-ch-ua-arch sec-ch-ua-model sec-ch-ua-bitness sec-ch-ua-wow64
+  sec-ch-prefers-color-scheme sec-purpose purpose sec-gpc sec-websocket-key sec-websocket-version
+  sec-websocket-extensions sec-websocket-protocol content-encoding transfer-encoding keep-alive
+  expect date x-requested-with authorization proxy-authorization x-forwarded-for x-forwarded-proto
+  x-forwarded-port x-real-ip forwarded via x-request-id traceparent tracestate
+  access-control-request-method access-control-request-headers save-data viewport-width
+  device-memory rtt downlink ect x-csrf-token x-xsrf-token if-schedule-tag-match
+  content-md5 x-http-method-override baggage sentry-trace`)
+).filter((h) => h !== 'cookie');
+
+/** The start of a header line whose value the detectors read (HTX: "name: value", names lowercase). */
+const INSPECTED_LINE = String.raw`(?:^|\n)(?!(?:${GATE_STRUCTURED_HEADERS.map((h) => h.replace(/-/g, '\\-')).join('|')}):)`;
+
+const HEADERS: Pattern[] = [
+  { re: String.raw`${INSPECTED_LINE}[^:\r\n]*:[^\r\n]*?(?:[^${W_NOQ}"'%\r\n]|${BAD_ESC})`, why: 'an inspected header (User-Agent, Cookie, Referer, Content-Type, custom ones) with a character or escape outside W' },
+  { re: String.raw`[$%#{]\{`, why: '${ %{ #{ {{ in any header: the structured ones still go to the injection detector' },
+  ...FORMS,
+  { re: String.raw`^(?:[^;&]*[;&]){150}`, why: 'so many cookies or Referer parameters that the detectors would exceed VALUES_LIMIT' },
+];
+
+const BODY: Pattern[] = [
+  { re: String.raw`${NOT_JSON}${ANY}*?(?:[^${W_NOQ}"'%]|${BAD_ESC})`, why: 'a form or text body (not starting with { or [) with a character outside W (no line breaks: the whole body is also one text value)' },
+  {
+    re: String.raw`${JSON_START}${ANY}*?(?:[^${W_NOQ}"\\%\t\n\r]|${BAD_ESC}|\\(?!/|u(?!00[0-7]|[fF][fF]0[eEfF]|[fF][fF]3[cC]|2215)[0-9a-fA-F]{4}))`,
+    why: 'a JSON body with a character outside W, a \' (JSON strings hold no raw quote), or an escape other than \\/ and \\u of a non-ASCII character (json_walk decodes \\" to " and \\x to x)',
+  },
+  { re: String.raw`${JSON_START}[^\t\n\r]*[\t\n\r][ \t\n\r]*[^ \t\n\r]`, why: 'a JSON body with a tab or line break before its end: it could be inside a string (a shell separator, what a browser strips from javascript:)' },
+  { re: String.raw`^(?:\xff\xfe|\xfe\xff|\xac\xed)`, why: 'a UTF-16 byte-order mark (the detectors drop it and the NULs); a serialized Java object (AC ED 00 05)' },
+  ...FORMS,
+  { re: String.raw`^(?:[^&]*&){150}`, why: 'so many form fields that the detectors would exceed VALUES_LIMIT' },
+  { re: String.raw`^(?:[^"]*"){1200}`, why: 'so many JSON strings that the detectors would exceed VALUES_LIMIT' },
+];
+
+/** The first 64 bytes of the body, "|", then the first Content-Type in lowercase. */
+const FORM_JSON: Pattern[] = [
+  { re: String.raw`${JSON_START}${ANY}*x-www-form-urlencoded`, why: 'a body starting with { or [ sent as a form: the detectors read it as form fields, where its quotes are SQL strings' },
+];
+
+/** A shell separator in W: ; | or & (not &name=, a parameter or an entity), raw or encoded. */
+const SEP = String.raw`(?:[;|]|&(?![a-z0-9_-]*${EQ})|${pe('(?:3[bB]|7[cC])')}|${pe('26')}(?![a-z0-9_-]*${EQ}))`;
+/** What D.cmdi's command_at skips before a command: blanks, quotes, { ( ! (raw: encoded ones fire by themselves). */
+const SKIP = String.raw`[ \t+\xa0({!'"]*`;
+/** Commands (CMD_STRONG, CMD_WEAK, INTERPRETERS). */
+const CMDS = alternation([
+  ...list('CMD_STRONG', words(`wget curl nc ncat netcat bash sh zsh ksh csh tcsh dash busybox powershell pwsh cmd whoami uname ifconfig ipconfig
+  nslookup base64 python python2 python3 perl php ruby lua certutil bitsadmin mkfifo telnet xterm systeminfo tasklist netstat
+  chmod chown crontab passwd sudo useradd rm wmic reg regsvr32 mshta rundll32 cscript wscript nmap tftp ftp socat openssl
+  getent id hostname msiexec schtasks docker tclsh kubectl`)),
+  ...list('CMD_WEAK', words(`cat ls echo ping sleep find head tail more less type dir net env printenv kill ps touch cp mv awk sed xargs
+  sort who date pwd uptime dig host ssh scp expr eval exec timeout grep od xxd strings nohup tar zip unzip gzip which export node`)),
+  ...list('INTERPRETERS', words('python python2 python3 perl php ruby lua bash sh zsh ksh csh tcsh dash node tclsh')),
+]);
+
+/** rampart_detect.lua's CODE_MARKERS. */
+const CODE_MARKERS = list('CODE_MARKERS', [
+  'java.lang.runtime', 'java.lang.processbuilder', 'java.lang.system', 'java.lang.class', 'javax.script', 'scriptenginemanager',
+  'getruntime()', '.getruntime', 'processbuilder(', '#_memberaccess', '#context[', '@java.lang.', '@ognl', 'ognl.ognlcontext', 'xwork2.',
+  'freemarker.template.utility', '?new()', 'child_process', 'process.mainmodule', 'process.binding', '__globals__', '__builtins__',
+  '__subclasses__', '__class__', '__mro__', '__init__.', 'os.system(', 'os.popen(', 'subprocess.', '$_get[', '$_post[', '$_request[',
+  '$_cookie[', '$_server[', '<?php', '<?=', 'com.sun.rowset.', 'jdbcrowsetimpl', 'com.mchange.v2.c3p0', 'org.apache.commons.collections',
+  'org.apache.xalan', 'templatesimpl', 'bsh.interpreter', 'groovy.lang.', 'java.net.url', 'java.io.file', 'getclass(', 'classloader',
+  '.forname(', '$class.inspect', '#set(', '#foreach', '<#assign', '${class', '<%=', '<%@', 'java.beans.xmldecoder',
+  'org.springframework.context.support', 'javax.naming', 'jndi:', '@type":"com.', '@type":"java.', '@type":"org.', '"@type":"',
+  '"$type":"system.', 'objectdataprovider', 'system.diagnostics.process', '!!python/', '!ruby/', 'kernel.exec', 'kernel.system',
+  'io.popen', '{php}', 'cos\nsystem', 'cposix\nsystem', 'cbuiltins\n', 'c__builtin__\n', 'csubprocess\n', '_$$nd_func$$_', '|map(',
+  '|filter(', '|sort(', '|reduce(', '|map (', '|filter (', '".execute()', "'.execute()",
+]);
+const FRAGMENT: Record<string, string> = {
+  '/': SL, ':': CO, '=': EQ, '+': PL, ';': SEMI, '(': LP, ')': RP, ',': CM, '&': AMP, '#': HASH, '?': QM, '[': LBR, ']': RBR,
+  '{': LC, '}': RC, '!': BANG, '|': PIPE, '@': AT, '*': STAR, '^': CARET, ' ': WS, '"': `(?:"|${pe('22')})`, "'": `(?:'|${pe('27')})`,
+  '\n': String.raw`(?:\n|\\n|${pe('0[aA]')})`,
+};
+/** A marker as a pattern: each punctuation also as it may arrive encoded. */
+const marker = (m: string) => [...m].map((c) => FRAGMENT[c] ?? c.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join('');
+
+/** A sensitive file (SENSITIVE) as a pattern: traversal_common collapses // and /./ before looking, so a run of them may stand for each / (a longer run fires by itself). */
+const sensitive = (f: string) => f.split('/').map(escape).join(String.raw`${SL}(?:\.?${SL}){0,7}`);
+const SENSITIVE = list('SENSITIVE', ['/etc/passwd', '/etc/shadow', '/etc/group', '/etc/hosts', '/etc/issue', '/proc/self/', '/proc/version', 'win.ini', 'boot.ini',
+  'system32/', 'web-inf/', 'meta-inf/', '.htaccess', '.htpasswd', '/.git/', '/.svn/', '/.hg/', '/.env', 'id_rsa', 'wp-config.php', '/etc/mysql/', '/var/log/',
+  '/.ssh/', '.bash_history', '.aws/', 'web.config', '.svn/', 'wwwroot/', '/etc/nginx/', '/etc/apache2/', '/usr/local/etc/']);
+const SCHEMES = [
+  ...list('INCLUDE_SCHEMES', ['php://', 'file://', 'zip://', 'phar://', 'expect://', 'data://', 'glob://', 'compress.zlib://', 'compress.bzip2://', 'jar:file:', 'ogg://', 'rar://', 'ssh2.', 'data:text/plain;base64,', 'data:;base64,', 'data:text/plain,']),
+  ...list('SSRF_SCHEMES', ['gopher://', 'dict://', 'ldap://', 'ldaps://', 'tftp://', 'sftp://', 'netdoc://', 'jar:http', 'rmi://', 'iiop://', 'ftp://127.', 'ftp://localhost', 'file://', 'smb://', 'telnet://']),
+];
+const CODE_CALLS = list('CODE_CALLS', words(`system passthru shell_exec popen proc_open pcntl_exec phpinfo assert call_user_func call_user_func_array create_function
+  base64_decode file_put_contents file_get_contents fputs fwrite preg_replace include_once require_once str_rot13 gzinflate __import__ getruntime
+  processbuilder exec_command exec`));
+const SQL_DANGER_ALONE = list('SQL_DANGER_ALONE', words(`sleep benchmark pg_sleep extractvalue updatexml load_file xp_cmdshell xp_dirtree sys_eval sys_exec
+  dbms_pipe.receive_message utl_inaddr.get_host_address utl_http.request dbms_lock.sleep pg_read_file pg_ls_dir ctxsys.drithsx.sn gtid_subset name_const`));
+const STACKED = [...list('STACKED', []), ...list('STATEMENT_AFTER_SEMI', words('select drop delete insert update exec execute declare create alter truncate shutdown waitfor set union replace copy'))];
+const JS_SINKS = [...list('JS_SINKS', words('alert prompt confirm eval settimeout setinterval atob fetch import execscript msgbox')), ...list('JS_STRING_SINKS', [])];
+const SINK_VALUES = list('SINK_VALUES', words('alert eval prompt confirm'));
+const JS_GLOBALS = list('JS_GLOBALS', words('window self top parent frames globalthis this document content opener'));
+const ENTITY_NAMES = list('ENTITIES', words(`lt gt amp quot apos sol bsol lpar rpar colon semi comma period excl quest equals plus num percnt lsqb rsqb lbrack
+  rbrack lcub rcub grave Tab NewLine nbsp dollar ast midast vert verbar lowbar hyphen dash bne`)).map((e) => e.toLowerCase());
+
+const INTERNAL_TLD = ['internal', 'local', 'localhost', 'svc', 'consul', 'corp', 'lan', 'intranet', 'arpa'].map((t) => `\\.${t}`).join('|');
+/** Where D.ssrf's authority ends ([/\?#%s"'<>]), raw or encoded. */
+const AUTHORITY_END = String.raw`(?:[/?#'"<>\\ \t\n\v\f\r]|${pe('(?:2[fF237]|3[fF]|20|09)')})`;
+/**
+ * A public host name: dotted, a letter in its last label (not an address), not starting like a
+ * private or loopback address (127. 10. 0. 169. 172. 192. 100.) or 0x, no internal suffix, no
+ * nip.io-style wrapper, an optional port; then the rest of the authority holds no @ (which would
+ * start the real host), no : (so each URL's look-ahead stops at the next URL) and at most 16
+ * escapes. A label starting 0x, an internal suffix in that rest: the suffix rule.
+ */
+const SAFE_HOST =
+  String.raw`(?![a-z0-9.-]*(?:localtest\.me|lvh\.me|vcap\.me|nip\.io|xip\.io|sslip\.io)(?![a-z0-9-]))(?!(?:127|10|0[0-9]*|169|172|192|100)\.)(?!0x)` +
+  String.raw`[a-z0-9.-]*\.[0-9-]*[a-z][a-z0-9-]*(?<!${INTERNAL_TLD})(?:${CO}[0-9]*)?` +
+  String.raw`[^/?#'"<>\\ \t\n\v\f\r@%:]*(?:%(?!(?:25){0,8}(?:40|2[fF237]|3[fFaA]|20|09))[^/?#'"<>\\ \t\n\v\f\r@%:]*){0,16}(?:${AUTHORITY_END}|$)`;
+
+/** Case-insensitive, over url, req.hdrs and req.body (JSON included). */
+const WORDS: Pattern[] = [
+  // runs that would wear out a pattern: PCRE2's JIT gives up on a group repeated a few thousand times
+  // (the regex then does not match); the patterns repeat groups of blanks, parentheses, quotes and
+  // slashes, so a long run of them fires by itself
+  { re: String.raw`(?:[ \t+\xa0()'"{!]|${pe('(?:20|[aA]0|2[12789]|7[bB])')}){64}`, why: 'a run of 64 blanks, parentheses, quotes, { or ! (raw or encoded)' },
+  { re: String.raw`${SL}(?:\.?${SL}){7}`, why: 'a run of 8 slashes or /. (traversal_common collapses them)' },
+  // SQL injection (D.sqli): keyword structures, the numeric context (the string context is in QUOTE_TAIL)
+  { re: String.raw`${LB}union(?:${WS}|${LP}|${CM})`, why: 'sqli: UNION [ALL] SELECT, UNION (SELECT' },
+  { re: String.raw`${LB}select(?:${WS}|${CM}|${AT}|${QUOTE}|${STAR}|\.[0-9])`, why: 'sqli: SELECT followed by a select list (select case, select @@version, select 1,2, select x from dual, select *)' },
+  { re: String.raw`${LB}waitfor${WS}`, why: 'sqli: WAITFOR DELAY' },
+  { re: String.raw`${AT}${AT}(?:version|hostname|datadir|basedir|servername|tmpdir|global\.|session\.)`, why: 'sqli: @@version and the other system variables sql_structure knows' },
+  { re: String.raw`information_schema|master\.\.|mysql\.user|pg_catalog|all_tables|${LB}sys\.`, why: 'sqli: system schemas and tables' },
+  { re: thenAfter(tok('insert'), tok('into')), why: 'sqli: INSERT INTO (hidden by comments, or as a whole statement)' },
+  { re: thenAfter(tok('delete'), tok('from')), why: 'sqli: DELETE FROM' },
+  { re: thenAfter(tok('update'), tok('set')), why: 'sqli: UPDATE t SET' },
+  { re: thenAfter(tok('drop'), tok('table|database')), why: 'sqli: DROP TABLE, DROP DATABASE' },
+  { re: String.raw`${SEMI}${WS}*${tok(alternation(STACKED))}`, why: 'sqli: a statement stacked after ;' },
+  { re: String.raw`${SEMI}${WS}*(?:--|${HASH})`, why: 'sqli: a comment after ; (1;-- )' },
+  { re: String.raw`(?:${alternation(SQL_DANGER_ALONE)})${WS}*${LP}`, why: 'sqli: calls that alone make an injection (SQL_DANGER_ALONE; pg_sleep and dbms_lock.sleep end in sleep)' },
+  { re: String.raw`${START}${NUMBER}${TAIL}`, why: 'sqli: a value that starts with a number followed by OR/AND/&&/UNION/ORDER BY/LIMIT... (1 or true, 1 order by 5, 0x1for 1)' },
+  // cross-site scripting (D.xss, D.js): W has no < > or backtick, so script URLs and sinks
+  { re: String.raw`script${WS}*${CO}`, why: 'xss: javascript: vbscript: livescript: ecmascript:' },
+  { re: String.raw`data${CO}(?:${SL}|${SEMI}|text|image|application)`, why: 'xss and traversal: data: URLs (data:text/html, data:image/svg, data://, data:;base64, data:text/plain)' },
+  { re: String.raw`(?:${alternation(JS_SINKS)})${WS}*(?:${LP}|\x60)`, why: 'xss: a sink called (alert(1), eval(...), setTimeout(...))' },
+  { re: String.raw`(?:(?<![a-z])|${AFTER_ESC})(?:${alternation(SINK_VALUES)})${WS}*(?:${RP}|${CM}|${SEMI}|${RBR})`, why: 'xss: a sink used as a value ((alert)(1), [1].find(alert), x=alert,...)' },
+  { re: String.raw`document${WS}*\.`, why: 'xss: document.cookie, document.write, document.location, document.domain' },
+  { re: String.raw`constructor|fromcharcode|innerhtml|outerhtml|srcdoc|insertadjacenthtml|importscripts|__proto__|location${WS}*(?:\.${WS}*href|${EQ}${WS}*${QUOTE})|\.source${WS}*${PL}`, why: 'xss: constructor chains, String.fromCharCode, DOM sinks, location.href=, /x/.source+; __proto__ and constructor.prototype (prototype pollution)' },
+  { re: String.raw`(?:[/ \t+"']|${pe('(?:20|2[fF]|2[27])')})on[a-z]+${WS}*${EQ}`, why: 'xss: an event handler attribute written after a blank, a quote or / (" onfocus=x.y autofocus")' },
+  { re: String.raw`(?:${alternation(JS_GLOBALS)})${WS}*${LBR}`, why: 'xss: window[...], top[...]' },
+  { re: String.raw`(?:[\[\]()!+]|${pe('(?:5[bBdD]|2[189bB])')}){12}`, why: 'xss: JSFuck, a run of a dozen of [ ] ( ) ! + (D.js also wants [] and ! or + in it)' },
+  // command injection (D.cmdi): W has no ` $ < > or line break, so ; | & then a command. After the
+  // separator, blanks and quotes, the command word is matched raw (one class each, no repeated group);
+  // an encoded blank, quote or path character in it fires by itself.
+  {
+    re: String.raw`${SEP}${SKIP}(?:[a-z0-9_.?*:/-]*/)?(?:${CMDS})(?:\.exe)?(?![a-z0-9_.:/?*-])`,
+    why: 'cmdi: a command after ; | or & (not &name=), bare, quoted or after a path (; id, |/usr/bin/whoami, & cmd.exe, ;"cat", ;*/pwsh): the word\'s last / part',
+  },
+  { re: String.raw`${SEP}${SKIP}[a-z0-9_.:/-][a-z0-9_.:/'"?*-]*?['"][a-z0-9]`, why: 'cmdi: a word split by quotes after a separator (; c\'a\'t): the shell drops them' },
+  { re: String.raw`${SEP}${SKIP}/[a-z0-9/]*[?*]`, why: 'cmdi: a globbed path after a separator (; /???/c?t, | /bin/ca*)' },
+  { re: String.raw`${SEP}${SKIP}(?:${pe('(?:20|[aA]0|2[12789]|7[bB])')}|[a-z0-9_.?*:/'"-]*(?:${pe('(?:2[2378aAfF]|3[aAfF])')}|\\/))`, why: 'cmdi: after a separator, an encoded blank, quote or parenthesis, or a word with an encoded / : ? * or quote (the raw rules above do not read them)' },
+  { re: 'localgroup', why: 'cmdi: net localgroup (command_at accepts any word before localgroup)' },
+  { re: String.raw`${SL}dev${SL}(?:tcp|udp)`, why: 'cmdi: /dev/tcp/ and /dev/udp/ reverse shells' },
+  { re: String.raw`${LP}${WS}*${RP}${WS}*${LC}`, why: 'cmdi: Shellshock () {' },
+  // path traversal and file inclusion (D.traversal, D.path_traversal)
+  { re: String.raw`\.\.(?:${SL}|${SEMI})`, why: 'traversal: ../ and ..;/ (the path also fires on any ..)' },
+  { re: String.raw`${SL}(?:etc|proc|var)${SL}|${alternation(SENSITIVE, sensitive)}`, why: 'traversal: the sensitive files (SENSITIVE), each / also as // or /./ (which traversal_common removes); /etc/ /proc/ /var/ whatever follows' },
+  { re: String.raw`\.env|\.git${SL}`, why: 'traversal: a value that is .env or starts with .git/ (D.traversal)' },
+  { re: String.raw`${alternation(SCHEMES, marker)}|jar${CO}|compress\.|ssh2\.`, why: 'traversal and ssrf: inclusion wrappers and schemes that reach internal services (INCLUDE_SCHEMES, SSRF_SCHEMES: php:// file:// gopher:// jar: compress.zlib:// ...)' },
+  // server-side request forgery (D.ssrf)
+  { re: String.raw`unix${CO}`, why: 'ssrf: Apache\'s unix: socket (unix:...|http://...)' },
+  {
+    re: String.raw`(?<!^referer: |\nreferer: |^origin: |\norigin: )(?:https?|wss?|ftp)${CO}(?!${SL}*${SAFE_HOST})`,
+    why: 'ssrf: an http(s)/ws(s)/ftp URL whose host is not plainly public (an address, one label, an internal suffix, user@); not the host of Referer and Origin, which D.inspect does not read',
+  },
+  { re: String.raw`\.(?:internal|local|localhost|svc|consul|corp|lan|intranet|arpa)(?![a-z0-9-])|\.0x[0-9a-f]|(?:nip|xip|sslip)\.io|localtest\.me|lvh\.me|vcap\.me`, why: 'ssrf: internal suffixes anywhere (what follows a public host up to the end of the authority belongs to the host: http://a.com,x.internal/)' },
+  // XML external entities (D.xxe): without < only XInclude
+  { re: String.raw`xi${CO}include|xinclude`, why: 'xxe: XInclude' },
+  // code, template and expression injection, serialized objects (D.injection)
+  { re: alternation(CODE_MARKERS, marker), why: 'injection: the code markers (CODE_MARKERS: Java, OGNL, Python, PHP, Node, gadget classes)' },
+  { re: String.raw`(?:${alternation(CODE_CALLS)})${WS}*${LP}`, why: 'injection: calls of functions that run code (CODE_CALLS)' },
+  { re: String.raw`${LP}${WS}*java\.|${LP}${HASH}|${HASH}${LC}`, why: 'injection: SpEL T(java.lang...), OGNL (#x=...), EL #{...}' },
+  { re: String.raw`${AT}type(?:"|${pe('22')})`, why: 'injection: fastjson\'s "@type"' },
+  { re: String.raw`ac${WS}?ed${WS}?00${WS}?05`, why: 'injection: a serialized Java object in hex' },
+  { re: String.raw`${LC}${LC}|(?:${LC}|${HASH})${WS}*[0-9]+${WS}*(?:[-*]|${STAR}|${SL}|${PL})`, why: 'injection: {{ templates, {7*7} #{7*7}' },
+];
+
+/**
+ * D.sqli's string context: the value read as the rest of a string the application quoted. What
+ * follows the quote that ends it (sql_tail from the breakout): a logic word, a clause, a comment,
+ * ;, ), a comparison, arithmetic on a call or subquery. Over a JSON body only after an encoded
+ * quote: its raw quotes are structure (its values hold none raw; \" fires).
+ */
+const quoteTail = (quote: string) =>
+  String.raw`${quote}${WS}*(?:(?:and|or|xor|having|procedure|into|union)${RB}|(?:order|group)${WS}+by${RB}|limit${WS}*\.?[0-9]|(?:like|rlike|regexp|in|is|between|sounds)${WS}*(?:${QUOTE}|${LP}|\.?[0-9])|--|${HASH}|${SEMI}|${RP}|[=<>!]|${EQ}|${BANG}|${AMP}${AMP}|${PIPE}${PIPE}|(?:-|${STAR}|${PL}|${SL}|${PIPE}|${CARET})${WS}*(?:${IDENT}${WS}*)?${LP})`;
+const QUOTE_TAIL = quoteTail(QUOTE);
+/** A block comment: it separates SQL words like a blank (UNION, a comment, SELECT; MySQL's executable comments). */
+const COMMENT = String.raw`${SL}${STAR}`;
+const VALUES: Pattern[] = [
+  { re: String.raw`${NOT_JSON}${ANY}*?${QUOTE_TAIL}`, why: 'sqli: what follows a quote that ends a string (\' or 1=1, "--, \'=\', \')) union...)' },
+  { re: String.raw`${JSON_START}${ANY}*?${quoteTail(pe('2[27]'))}`, why: 'sqli: the same after a percent-encoded quote in a JSON body (its raw quotes are structure, its values hold no raw quote)' },
+  { re: COMMENT, why: 'sqli: a block comment (UNION/**/SELECT, /*!50000 ...*/): it separates words like a blank' },
+];
+const HEADER_VALUES: Pattern[] = [
+  { re: String.raw`${INSPECTED_LINE}[^\r\n]*?(?:${QUOTE_TAIL}|${COMMENT})`, why: 'sqli: what follows a quote, a block comment, in an inspected header (structured ones are not read: sec-ch-ua\'s "Brand";v="8", Accept\'s */*)' },
+];
+
+/** Case-insensitive, over req.hdrs and req.body (where a raw & may be inside a value; in a URL it only separates parameters). */
+const TEXT: Pattern[] = [
+  { re: String.raw`${AMP}(?:${HASH}|${alternation(ENTITY_NAMES)})(?![a-z])`, why: 'an HTML character reference, which D.canonical decodes (&lt; &#60; &lpar;)' },
+];
+/** Case-insensitive, over url: an encoded & is a & inside a value. */
+const URL_TEXT: Pattern[] = [
+  { re: String.raw`${pe('26')}(?:${HASH}|${alternation(ENTITY_NAMES)})(?![a-z])`, why: 'an HTML character reference inside a value (%26lt; %26%2360;), which D.canonical decodes' },
+];
+
+/**
+ * Repeated names (case-sensitive): the detectors join the values of a name that comes again (with
+ * "," and with a blank, as ASP.NET does), and a joined value holds what no single one does
+ * ("id=1&id=or true", "q=x|&q=id", "u=alert&u=(1)"). A name is compared as it is written, so a
+ * name with an escape or + fires too (it may decode to another one). Each name looks ahead to the
+ * end of its line once: the budget rules (earlier ACL lines) keep the names of one part under 150.
+ */
+const repeated = (start: string, sep: string): Pattern[] => [
+  { re: String.raw`${start}[ ]*(?<name>[^=&;?#\s]*)=(?=[^\r\n]*?${sep}[ ]*\k<name>=)`, why: 'a name that comes again' },
+  { re: String.raw`${start}[ ]*[^=&;?#\s%+]*[%+][^=&;\s]*=`, why: 'a name with an escape or +: two spellings of one name' },
+];
+/** In a URL: the query string's names (after its first ? and after each &: a ? is no separator, and starting at each one would be quadratic). */
+const REPEATED_URL = repeated(String.raw`(?:^[^?]*\?|&)`, '&');
+/** In the headers: cookies (after ": " and ;) and a Referer's query string (after its first ? and after &); no other header is read as pairs. */
+const REPEATED_HEADERS = repeated(String.raw`(?:(?:^|\n)cookie:[^\r\n]*?(?:: |;)|(?:^|\n)referer:[^?\r\n]*\?(?:[^\r\n]*?&)?)`, '[&;]');
+/** In a body: form fields (at the start and after &). */
+const REPEATED_BODY = repeated('(?:^|&)', '&');
+
+/** Case-sensitive markers, over url, req.hdrs and req.body. */
+const MARKS: Pattern[] = [
+  { re: String.raw`rO0AB|AAEAAAD${SL}{5}|BAhvOk|(?<![A-Za-z0-9+/_-])gA[SJNR][VjW]`, why: 'injection: serialized Java (base64), .NET BinaryFormatter, Ruby Marshal, Python pickles (at the start of a value)' },
+  { re: String.raw`[Oa]${CO}[0-9]+${CO}`, why: 'injection: serialized PHP objects and arrays (O:8:"...", a:2:{...})' },
+  { re: `${PL}AD[w4]-`, why: 'xss: UTF-7 < and > (+ADw- +AD4-), which D.canonical decodes' },
+];
+
+function file(title: string, patterns: Pattern[]): string {
+  return [`# ${title}`, '# Generated by Rampart (packages/proxy/src/gate.ts). One PCRE2 pattern per line, each after the reason it is there.', ...patterns.flatMap((p) => [`# ${p.why}`, p.re]), ''].join('\n');
+}
+
+/** The gate's pattern files (file name -> content, one PCRE2 pattern per line), written into the config directory. */
+export const GATE_FILES: Readonly<Record<string, string>> = {
+  'gate_path.lst': file('The request path (HAProxy path): fires on what only an attack needs in a path.', PATH),
+  'gate_query.lst': file('The query string (HAProxy query): characters and escapes outside the gate\'s alphabet.', QUERY),
+  'gate_headers.lst': file('The request headers (HAProxy req.hdrs, HTX: "name: value" lines, lowercase names).', HEADERS),
+  'gate_body.lst': file('The body (HAProxy req.body, up to its first NUL): characters and shapes.', BODY),
+  'gate_form_json.lst': file('The first 64 bytes of the body, "|", the first Content-Type in lowercase.', FORM_JSON),
+  'gate_words.lst': file('Words the detectors recognise over the gate\'s alphabet; case-insensitive, over url, headers and body.', WORDS),
+  'gate_values.lst': file('What follows a quote, block comments; case-insensitive, over url and body.', VALUES),
+  'gate_header_values.lst': file('What follows a quote, block comments; case-insensitive, over the inspected headers.', HEADER_VALUES),
+  'gate_text.lst': file('Character references and && where a raw & is inside a value: headers and body; case-insensitive.', TEXT),
+  'gate_url_text.lst': file('Character references inside URL values (%26); case-insensitive.', URL_TEXT),
+  'gate_repeated_url.lst': file('Names of the query string that come again (their values are joined); over url.', REPEATED_URL),
+  'gate_repeated_headers.lst': file('Cookie and Referer names that come again (their values are joined); over req.hdrs.', REPEATED_HEADERS),
+  'gate_repeated_body.lst': file('Form field names that come again (their values are joined); over req.body.', REPEATED_BODY),
+  'gate_marks.lst': file('Case-sensitive markers, over url, headers and body.', MARKS),
+};
+
+/** HAProxy `acl` lines (each indented 4 spaces, all named `rp_gate`, OR'ed by HAProxy) for a backend; dir = absolute config directory. */
+export function gateAcls(dir: string): string[] {
+  const f = (name: string) => `${dir}/${name}`;
+  return [
+    `    acl rp_gate path -m reg -f ${f('gate_path.lst')}`,
+    `    acl rp_gate query -m reg -f ${f('gate_query.lst')}`,
+    `    acl rp_gate req.hdrs -m reg -f ${f('gate_headers.lst')}`,
+    // multipart bodies fire (file names and contents); the Content-Type is kept for the form check below
+    '    acl rp_gate req.fhdr(content-type,1),lower,set-var(txn.rp_gate_ct) -m sub multipart',
+    `    acl rp_gate req.body -m reg -f ${f('gate_body.lst')}`,
+    // a NUL: HAProxy's text matchers stop at it (req.body,length counts up to it), the detectors do not
+    '    acl rp_gate req.body,length,set-var(txn.rp_gate_len) -m int lt 0',
+    '    acl rp_gate req.body_len,sub(txn.rp_gate_len) -m int gt 0',
+    `    acl rp_gate req.body,bytes(0,64),concat(|,txn.rp_gate_ct,) -m reg -f ${f('gate_form_json.lst')}`,
+    `    acl rp_gate url -m reg -i -f ${f('gate_words.lst')}`,
+    `    acl rp_gate req.hdrs -m reg -i -f ${f('gate_words.lst')}`,
+    `    acl rp_gate req.body -m reg -i -f ${f('gate_words.lst')}`,
+    `    acl rp_gate url -m reg -i -f ${f('gate_values.lst')}`,
+    `    acl rp_gate req.hdrs -m reg -i -f ${f('gate_header_values.lst')}`,
+    `    acl rp_gate req.body -m reg -i -f ${f('gate_values.lst')}`,
+    `    acl rp_gate url -m reg -i -f ${f('gate_url_text.lst')}`,
+    `    acl rp_gate req.hdrs -m reg -i -f ${f('gate_text.lst')}`,
+    `    acl rp_gate req.body -m reg -i -f ${f('gate_text.lst')}`,
+    `    acl rp_gate url -m reg -f ${f('gate_repeated_url.lst')}`,
+    `    acl rp_gate req.hdrs -m reg -f ${f('gate_repeated_headers.lst')}`,
+    `    acl rp_gate req.body -m reg -f ${f('gate_repeated_body.lst')}`,
+    `    acl rp_gate url -m reg -f ${f('gate_marks.lst')}`,
+    `    acl rp_gate req.hdrs -m reg -f ${f('gate_marks.lst')}`,
+    `    acl rp_gate req.body -m reg -f ${f('gate_marks.lst')}`,
+  ];
 }

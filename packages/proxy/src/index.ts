@@ -2,4 +2,5 @@ export * from './backend.js';
 export * from './export-template.js';
 export * from './haproxy-config.js';
 export * from './waf.js';
+export * from './gate.js';
 export * from './pow.js';
