@@ -177,14 +177,18 @@ export function startModsecNginx(o: { dir: string; port: number; originPort: num
 /**
  * The origin of every proxy in the benches: a bare HAProxy answering every request itself, with
  * the same defaults as Rampart's own configuration, so the proxies differ only by what they add.
+ * `sink`: a port where requests marked with an X-Bench-Sink header go instead (a server that reads
+ * whole bodies).
  */
-export function bareOriginConfig(port: number, o: { global?: readonly string[]; more?: readonly string[] } = {}): string {
+export function bareOriginConfig(port: number, o: { global?: readonly string[]; more?: readonly string[]; sink?: number } = {}): string {
   return [
     ...head(o.global),
     'frontend bare',
     `    bind 127.0.0.1:${port}`,
-    '    http-request return status 200 content-type text/plain string ok',
+    ...(o.sink ? ['    use_backend sink if { req.hdr(x-bench-sink) -m found }'] : []),
+    `    http-request return status 200 content-type text/plain string ok${o.sink ? ' unless { req.hdr(x-bench-sink) -m found }' : ''}`,
     '',
+    ...(o.sink ? ['backend sink', `    server sink 127.0.0.1:${o.sink}`, ''] : []),
     ...(o.more ?? []),
   ].join('\n');
 }

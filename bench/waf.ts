@@ -32,7 +32,8 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { createSocket } from 'node:dgram';
 import { once } from 'node:events';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { connect, type Socket } from 'node:net';
+import { createServer, type Server } from 'node:http';
+import { connect, type AddressInfo, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -44,7 +45,9 @@ import { viaProxy } from '../test/support/cluster.js';
 import { freePort, startProcess, waitFor, type Proc } from '../test/support/processes.js';
 import { bareOriginConfig, passCookie, benchProcesses, modsecNginxInstalled, plainHaproxyConfig, runWrk as runWrkOn, startModsecNginx, writeReplayFile, type WrkResult } from './support.js';
 
-const DURATION = Number(process.env.BENCH_SECONDS ?? 5);
+const DURATION = Number(process.env.BENCH_SECONDS ?? 4);
+/** Runs of each target and workload, each right after one of the plain proxy. */
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
 const TRACKED_IPS = Number(process.env.BENCH_IPS ?? 50_000);
 // HAProxy's maxconn follows the descriptor limit (two per proxied connection), and this bench holds
@@ -71,17 +74,33 @@ const LONG_PATH = (() => {
 
 const tmp = mkdtempSync(join(tmpdir(), 'rampart-bench-waf-'));
 const procs = benchProcesses(tmp);
+const sinks: Server[] = [];
 
 // ------------------------------------------------------------------------------------------------
 // HAProxy instances
 // ------------------------------------------------------------------------------------------------
 
-/** The origin of every proxy here: one frontend answering every request itself. */
+/**
+ * The origin of every proxy here: one frontend answering every request itself; the body cases'
+ * requests (marked X-Bench-Sink) go on to a Node server that reads the whole body before it answers,
+ * as an application does (HAProxy answering at once would leave most of a 64 KB body unread, and
+ * the connection unusable).
+ */
 async function startBare(): Promise<{ port: number; proc: Proc }> {
   const port = await freePort();
   const dir = join(tmp, 'bare');
   mkdirSync(dir);
-  writeFileSync(join(dir, 'haproxy.cfg'), bareOriginConfig(port));
+  const sink = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => res.end('ok'));
+  });
+  sink.listen(0, '127.0.0.1');
+  await once(sink, 'listening');
+  sinks.push(sink);
+  writeFileSync(
+    join(dir, 'haproxy.cfg'),
+    bareOriginConfig(port, { sink: (sink.address() as AddressInfo).port }),
+  );
   const proc = launch(join(dir, 'haproxy.cfg'));
   await ready(proc, port, 'origin HAProxy');
   return { port, proc };
@@ -252,7 +271,7 @@ function bodies(): { name: string; ordinary: boolean; type: string; body: Buffer
 }
 
 function postRequest(type: string, body: Buffer): Buffer {
-  const head = [`POST /api/items HTTP/1.1`, `Host: ${HOST}`, `User-Agent: ${UA}`, `Cookie: ${botCookie('127.0.0.1')}`, `Content-Type: ${type}`, `Content-Length: ${body.length}`];
+  const head = [`POST /api/items HTTP/1.1`, `Host: ${HOST}`, 'X-Bench-Sink: 1', `User-Agent: ${UA}`, `Cookie: ${botCookie('127.0.0.1')}`, `Content-Type: ${type}`, `Content-Length: ${body.length}`];
   return Buffer.concat([Buffer.from(`${head.join('\r\n')}\r\n\r\n`), body]);
 }
 
@@ -339,7 +358,8 @@ async function openConnections(port: number, n: number): Promise<{ sockets: Sock
 // The run
 // ------------------------------------------------------------------------------------------------
 
-interface Row { name: string; workload: 'short' | 'long' | 'mix'; r: WrkResult }
+/** One wrk run; `pairedWith`: a plain-proxy run measured right before that target's (the ratio's baseline). */
+interface Row { name: string; workload: 'short' | 'long' | 'mix'; r: WrkResult; pairedWith?: string }
 const ORIGIN_ROW = 'origin alone (reference)';
 const PLAIN = 'plain HAProxy proxy (baseline)';
 const NGINX = 'nginx + ModSecurity + CRS PL1';
@@ -382,11 +402,20 @@ const bodyCases = bodies().map((b, i) => {
   return { ...b, w: { kind: 'replay', file } as Workload };
 });
 
-/** The throughput workloads every target runs (the mix only with the corpus). */
+/**
+ * The throughput workloads of a target (the mix only with the corpus), each measured ROUNDS times
+ * in alternation with the plain proxy (running all along at plainPort), so that the machine's drift
+ * from minute to minute falls on both sides of every ratio.
+ */
+let plainPort = 0;
 async function throughput(name: string, port: number, opts: { long?: boolean } = {}): Promise<void> {
-  rows.push({ name, workload: 'short', r: await measure(port, SHORT) });
-  if (opts.long) rows.push({ name, workload: 'long', r: await measure(port, LONG) });
-  if (mix) rows.push({ name, workload: 'mix', r: await measure(port, MIX) });
+  const workloads: [Row['workload'], Workload][] = [['short', SHORT], ...(opts.long ? [['long', LONG] as [Row['workload'], Workload]] : []), ...(mix ? [['mix', MIX] as [Row['workload'], Workload]] : [])];
+  for (const [workload, w] of workloads) {
+    for (let i = 0; i < ROUNDS; i++) {
+      rows.push({ name: PLAIN, workload, r: await measure(plainPort, w), pairedWith: name });
+      rows.push({ name, workload, r: await measure(port, w) });
+    }
+  }
 }
 
 /** Case 4 on one target: each body's latency at one connection. */
@@ -416,25 +445,14 @@ try {
 
   rows.push({ name: ORIGIN_ROW, workload: 'short', r: await measure(bare.port) });
 
-  const plainRun = async (second: boolean) => {
-    const plain = await startPlain(bare.port);
-    try {
-      if (!second) {
-        const other = await viaProxy(plain.port, 'other.example.com', SHORT_PATH);
-        const long = await viaProxy(plain.port, HOST, LONG_PATH);
-        if (other.status !== 404 || long.status !== 200) throw new Error(`plain HAProxy proxy: another host answered ${other.status}, the 2 KB query ${long.status}`);
-        sanity.push(`${PLAIN}: ${HOST} 200, another host ${other.status}, 2 KB query ${long.status}`);
-      }
-      await throughput(PLAIN, plain.port, { long: true });
-      if (!second) {
-        await bodyLatency(PLAIN, plain.port);
-        await holdOpen(PLAIN, plain.proc, plain.port);
-      }
-    } finally {
-      await procs.stop(plain.proc);
-    }
-  };
-  await plainRun(false);
+  const plain = await startPlain(bare.port);
+  plainPort = plain.port;
+  const other = await viaProxy(plain.port, 'other.example.com', SHORT_PATH);
+  const long = await viaProxy(plain.port, HOST, LONG_PATH);
+  if (other.status !== 404 || long.status !== 200) throw new Error(`plain HAProxy proxy: another host answered ${other.status}, the 2 KB query ${long.status}`);
+  sanity.push(`${PLAIN}: ${HOST} 200, another host ${other.status}, 2 KB query ${long.status}`);
+  await bodyLatency(PLAIN, plain.port);
+  await holdOpen(PLAIN, plain.proc, plain.port);
 
   if (modsecNginxInstalled()) {
     const ngx = await startNginx(bare.port);
@@ -504,7 +522,7 @@ try {
       await procs.stop(rp.proc);
     }
   }
-  await plainRun(true);
+  await procs.stop(plain.proc);
 
   // Memory: level medium, the rate limit at the API's ceiling, one request from each of 50,000
   // loopback addresses (Linux accepts any 127.0.0.0/8 source), each with its own valid bot cookie
@@ -529,6 +547,7 @@ try {
   }
 } finally {
   await procs.stopAll();
+  for (const sink of sinks) sink.close();
   events.close();
   rmSync(tmp, { recursive: true, force: true });
 }
@@ -537,21 +556,28 @@ try {
 // Report
 // ------------------------------------------------------------------------------------------------
 
-/** A target's result on a workload; the plain proxy's is the mean of its two runs. */
-function result(name: string, workload: Row['workload']): WrkResult | undefined {
-  const rs = rows.filter((r) => r.name === name && r.workload === workload).map((r) => r.r);
+/** A target's result on a workload (the mean of its runs); for the plain proxy, of the runs paired with `pairedWith` (every run without it). */
+function result(name: string, workload: Row['workload'], pairedWith?: string): WrkResult | undefined {
+  const rs = rows.filter((r) => r.name === name && r.workload === workload && (pairedWith === undefined || r.pairedWith === pairedWith)).map((r) => r.r);
   if (rs.length === 0) return undefined;
   const mean = (f: (r: WrkResult) => number) => rs.reduce((a, r) => a + f(r), 0) / rs.length;
   return { rps: mean((r) => r.rps), p50: mean((r) => r.p50), p99: mean((r) => r.p99), avg: mean((r) => r.avg), requests: mean((r) => r.requests), non2xx: mean((r) => r.non2xx), socketErrors: mean((r) => r.socketErrors) };
+}
+/** A target against the plain proxy runs paired with it: throughput ratio and p99 difference. */
+function versusPlain(name: string, workload: Row['workload']): { ratio: number; p99: number } | undefined {
+  const r = result(name, workload);
+  const plain = result(PLAIN, workload, name);
+  return r && plain ? { ratio: r.rps / plain.rps, p99: r.p99 - plain.p99 } : undefined;
 }
 const signed = (x: number) => `${x >= 0 ? '+' : ''}${x.toFixed(2)}`;
 const names = [ORIGIN_ROW, PLAIN, NGINX, 'Rampart, WAF off', 'Rampart, WAF low', 'Rampart, WAF medium', 'Rampart, WAF high'];
 const workloads: Row['workload'][] = ['short', 'long', 'mix'];
 const WORKLOAD_WORDS = { short: 'one short request, repeated', long: 'a 2 KB query string, repeated', mix: `the corpus's ${mix?.length.toLocaleString('en') ?? 0} ordinary requests, replayed` };
 
-console.log(`\nbench:waf — wrk -t1 -c${CONNECTIONS}, ${DURATION} s per run after a 1 s warm-up, one run after another; all proxies forward to the origin`);
-console.log('(a bare HAProxy answering a fixed 200). Ratios to the plain HAProxy proxy (the mean of a run before and one after the Rampart');
-console.log('cases) and to nginx + ModSecurity, on the same workload. WAF cases: 10,000 blacklist entries, 100 other rules, bot protection on');
+console.log(`\nbench:waf — wrk -t1 -c${CONNECTIONS}, ${DURATION} s per run after a 1 s warm-up; all proxies forward to the origin (a bare HAProxy`);
+console.log(`answering a fixed 200). Every target's run follows one of the plain HAProxy proxy, ${ROUNDS} rounds: "x plain" and "p99-plain" compare`);
+console.log('with those paired runs (the plain row shows all its runs). "x modsec": to nginx + ModSecurity on the same workload.');
+console.log('WAF cases: 10,000 blacklist entries, 100 other rules, bot protection on');
 console.log(`(every request carries a valid cookie).${mix ? '' : ` No corpus at ${CORPUS}: the mix is not measured.`}`);
 for (const w of workloads) {
   const plain = result(PLAIN, w);
@@ -562,10 +588,10 @@ for (const w of workloads) {
   for (const name of names) {
     const r = result(name, w);
     if (!r) continue;
-    const self = name === PLAIN;
+    const vs = name === PLAIN ? undefined : versusPlain(name, w);
     console.log(
       name.padEnd(34) + r.rps.toFixed(0).padStart(9) + r.p50.toFixed(2).padStart(8) + r.p99.toFixed(2).padStart(8) +
-        (self ? '' : (r.rps / plain.rps).toFixed(2)).padStart(9) + (self ? '' : signed(r.p99 - plain.p99)).padStart(11) +
+        (vs ? vs.ratio.toFixed(2) : '').padStart(9) + (vs ? signed(vs.p99) : '').padStart(11) +
         (name.startsWith('Rampart') && modsec ? `${(r.rps / modsec.rps).toFixed(1)}x` : '').padStart(10) + String(Math.round(r.non2xx + r.socketErrors)).padStart(9),
     );
   }
@@ -588,16 +614,15 @@ const line = (name: string, value: string, aim: string, ok: boolean) =>
 console.log('\naims');
 const aims: [string, number][] = [['Rampart, WAF off', 0.97], ['Rampart, WAF low', 0.93], ['Rampart, WAF medium', 0.93], ['Rampart, WAF high', 0.85]];
 for (const w of ['short', 'mix'] as const) {
-  const plain = result(PLAIN, w);
   const modsec = result(NGINX, w);
-  if (!plain) continue;
+  if (!result(PLAIN, w)) continue;
   for (const [name, aim] of aims) {
-    const r = result(name, w)!;
-    line(`${name.slice(9)}, ${w}: throughput / plain proxy`, (r.rps / plain.rps).toFixed(2), `>= ${aim}`, r.rps / plain.rps >= aim);
+    const vs = versusPlain(name, w)!;
+    line(`${name.slice(9)}, ${w}: throughput / plain proxy`, vs.ratio.toFixed(2), `>= ${aim}`, vs.ratio >= aim);
   }
   for (const [name] of aims) {
-    const r = result(name, w)!;
-    line(`${name.slice(9)}, ${w}: p99 - plain proxy p99`, `${signed(r.p99 - plain.p99)} ms`, '<= 0.5 ms', r.p99 - plain.p99 <= 0.5);
+    const vs = versusPlain(name, w)!;
+    line(`${name.slice(9)}, ${w}: p99 - plain proxy p99`, `${signed(vs.p99)} ms`, '<= 0.5 ms', vs.p99 <= 0.5);
   }
   const high = result('Rampart, WAF high', w)!;
   if (modsec) line(`WAF high, ${w}: throughput / nginx + ModSecurity + CRS`, `${(high.rps / modsec.rps).toFixed(1)}x`, '>= 20x', high.rps / modsec.rps >= 20);
