@@ -105,10 +105,41 @@ const list = (name: string, copy: readonly string[]) => [...new Set([...copy, ..
 const words = (s: string) => s.split(/\s+/).filter(Boolean);
 const escape = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 /** Longest first, so an alternation tries "python3" before "python". */
-const alternation = (items: readonly string[], as: (s: string) => string = escape) => [...items].sort((a, b) => b.length - a.length).map(as).join('|');
+/**
+ * An alternation of literals (each a list of tokens: a character, or a pattern fragment such as SL)
+ * as a prefix tree: PCRE2 tries the branches of an alternation one by one at each position; a tree
+ * has one branch per next token, so a position costs a few comparisons instead of one per item.
+ */
+function trie(items: readonly (readonly string[])[]): string {
+  interface Node { end: boolean; next: Map<string, Node> }
+  const root: Node = { end: false, next: new Map() };
+  for (const item of items) {
+    let n = root;
+    for (const t of item) {
+      let c = n.next.get(t);
+      if (!c) n.next.set(t, (c = { end: false, next: new Map() }));
+      n = c;
+    }
+    n.end = true;
+  }
+  const emit = (n: Node): string => {
+    const branches = [...n.next.entries()].map(([t, c]) => t + emit(c));
+    if (branches.length === 0) return '';
+    const body = branches.length === 1 && !n.end ? branches[0]! : `(?:${branches.join('|')})`;
+    return n.end ? `(?:${body})?` : body;
+  };
+  return emit(root);
+}
+/** Literal items as a prefix tree; `as` turns an item into its tokens (by default: its characters, escaped, letters lowercase). */
+const alternation = (items: readonly string[], as: (s: string) => string[] = (s) => [...s.toLowerCase()].map(escape)) =>
+  trie([...new Set(items)].map(as));
 
-/** A percent escape of the byte whose hex digits `h` matches, also encoded again up to eight times (%2F, %252F). */
-const pe = (h: string) => `%(?:25){0,8}${h}`;
+/**
+ * A percent escape of the byte whose hex digits `h` matches, also encoded again (%2F, %252F): %[25]*
+ * is looser than (?:25)* and one class (compact, and JIT-safe); what it takes beyond real escapes
+ * (%52F) is an escape of a letter, which the character rules fire on.
+ */
+const pe = (h: string) => `%[25]*${h}`;
 /** Hex digits of the escapes that decode into W: its punctuation, and bytes 80-FF but C0 and C1 (overlong ASCII). */
 const ESC = String.raw`(?:2[0-36-9aAbBcCfF]|3[aAbBdDfF]|40|5[bBdDeE]|7[bBcCdDeE]|[89abdefABDEF][0-9a-fA-F]|[cC][2-9a-fA-F])`;
 /** An escape that does not decode into W. */
@@ -140,21 +171,28 @@ const CARET = String.raw`(?:\^|${pe('5[eE]')})`;
 const QUOTE = String.raw`(?:["']|${pe('2[27]')})`;
 /** Blanks between SQL and JavaScript words as they arrive: blank, tab, + (a blank in query strings and forms), %20, NBSP (a blank to MySQL's tokenizer). */
 const WS = String.raw`(?:[ \t+]|${pe('(?:20|[aA]0)')}|\xa0)`;
-/** An escape just before (%3B, or encoded again up to five times as the path is decoded: %25253B): its last hex digit is no letter of the value. */
-const AFTER_ESC = String.raw`(?<=%[0-9a-fA-F]{2}|%25[0-9a-fA-F]{2}|%2525[0-9a-fA-F]{2}|%252525[0-9a-fA-F]{2}|%25252525[0-9a-fA-F]{2})`;
-/** No letter (of the SQL tokenizer's words) before: a word starts here. Digits may precede (1union), and an escape (%3Bdrop). */
-const LB = String.raw`(?:(?<![A-Za-z_$\x80-\x9f\xa1-\xff])|${AFTER_ESC})`;
+/**
+ * After a word of n bytes just matched: it started a word, that is the byte before it is no letter
+ * (of the SQL tokenizer's words: digits may precede, 1union), or the last hex digit of an escape
+ * (%3Bdrop, or encoded again up to five times as the path is decoded: %25253Bdrop). Checked after
+ * the word, so that a position where the word does not start costs one comparison.
+ */
+const startedWord = (n: number) => {
+  const w = `[\\s\\S]{${n}}`;
+  return String.raw`(?:(?<![A-Za-z_$\x80-\x9f\xa1-\xff]${w})|(?<=%[0-9a-fA-F]{2}${w}|%25[0-9a-fA-F]{2}${w}|%2525[0-9a-fA-F]{2}${w}|%252525[0-9a-fA-F]{2}${w}|%25252525[0-9a-fA-F]{2}${w}))`;
+};
+/** A word (literal letters) that starts a word of the value. */
+const word = (w: string) => `${w}${startedWord(w.length)}`;
 /** No word character after: the word ends here. */
 const RB = String.raw`(?![A-Za-z0-9_$\x80-\x9f\xa1-\xff])`;
-const tok = (w: string) => `${LB}(?:${w})${RB}`;
 /** An identifier of the SQL tokenizer (a word that is not a number), its text bytes raw or encoded: one class, so no repeated group. */
 const IDENT = String.raw`[a-z_$\x80-\x9f\xa1-\xff%][a-z0-9_$.\x80-\x9f\xa1-\xff%]*`;
 /** Where a value starts: after a separator of query strings, cookies and forms, a JSON string's quote, a header's colon. */
 const START = String.raw`(?:^|[&=;?":\n])`;
 /** D.sqli's numeric context: a value that starts with a number ("^%s*[%-%(]?%s*%.?%d"), the number token (0x hex, digits, fraction, exponent), blanks and ')'. */
 const NUMBER = String.raw`${WS}*(?:-${WS}*)?(?:${LP}${WS}*)?(?:0[xX][0-9a-fA-F]+|\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE](?:[-+]|${PL})?[0-9]+)?(?:${WS}|${RP})*`;
-/** What D.sqli's numeric context needs right after the number (sql_tail): a logic word or operator, a clause, UNION. */
-const TAIL = String.raw`(?:(?:and|or|xor|union|having|procedure|into|order|group|limit)${RB}|${AMP}${AMP}|${PIPE}${PIPE})`;
+/** What D.sqli's numeric context needs right after the number (sql_tail): a logic word or operator, a clause, UNION (a raw && only in TEXT: in a URL it separates parameters). */
+const TAIL = String.raw`(?:(?:and|or|xor|union|having|procedure|into|order|group|limit)${RB}|${pe('26')}${AMP}|&${pe('26')}|${PIPE}${PIPE})`;
 /** Any byte, in both PCRE2 and JavaScript. */
 const ANY = String.raw`[\s\S]`;
 /**
@@ -166,7 +204,7 @@ const thenAfter = (a: string, b: string) => `^(?=(?<first>${ANY}*?${a}))\\k<firs
 const JSON_START = String.raw`^[ \t\n\v\f\r]*[{\[]`;
 const NOT_JSON = String.raw`^(?![ \t\n\v\f\r]*[{\[])`;
 
-interface Pattern {
+export interface Pattern {
   re: string;
   why: string;
 }
@@ -241,8 +279,10 @@ const FORM_JSON: Pattern[] = [
 
 /** A shell separator in W: ; | or & (not &name=, a parameter or an entity), raw or encoded. */
 const SEP = String.raw`(?:[;|]|&(?![a-z0-9_-]*${EQ})|${pe('(?:3[bB]|7[cC])')}|${pe('26')}(?![a-z0-9_-]*${EQ}))`;
-/** What D.cmdi's command_at skips before a command: blanks, quotes, { ( ! (raw: encoded ones fire by themselves). */
-const SKIP = String.raw`[ \t+\xa0({!'"]*`;
+/** What D.cmdi's command_at skips before a command: blanks, quotes, { ( !. */
+const SKIP = String.raw`(?:[ \t+\xa0({!'"]|${pe('(?:20|[aA]0|2[1278]|7[bB])')})`;
+/** A run of the word command_at reads ([%w_.-/\\:'"?*]; quotes are dropped from it), escapes included as their characters. */
+const WORD_RUN = String.raw`[a-z0-9_.?*:/'"%\\-]*`;
 /** Commands (CMD_STRONG, CMD_WEAK, INTERPRETERS). */
 const CMDS = alternation([
   ...list('CMD_STRONG', words(`wget curl nc ncat netcat bash sh zsh ksh csh tcsh dash busybox powershell pwsh cmd whoami uname ifconfig ipconfig
@@ -273,11 +313,11 @@ const FRAGMENT: Record<string, string> = {
   '{': LC, '}': RC, '!': BANG, '|': PIPE, '@': AT, '*': STAR, '^': CARET, ' ': WS, '"': `(?:"|${pe('22')})`, "'": `(?:'|${pe('27')})`,
   '\n': String.raw`(?:\n|\\n|${pe('0[aA]')})`,
 };
-/** A marker as a pattern: each punctuation also as it may arrive encoded. */
-const marker = (m: string) => [...m].map((c) => FRAGMENT[c] ?? c.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join('');
+/** A marker's tokens: each punctuation also as it may arrive encoded. */
+const marker = (m: string) => [...m.toLowerCase()].map((c) => FRAGMENT[c] ?? escape(c));
 
 /** A sensitive file (SENSITIVE) as a pattern: traversal_common collapses // and /./ before looking, so a run of them may stand for each / (a longer run fires by itself). */
-const sensitive = (f: string) => f.split('/').map(escape).join(String.raw`${SL}(?:\.?${SL}){0,7}`);
+const sensitive = (f: string) => f.toLowerCase().split('/').flatMap((piece, i) => [...(i > 0 ? [String.raw`${SL}(?:\.?${SL})*`] : []), ...[...piece].map(escape)]);
 const SENSITIVE = list('SENSITIVE', ['/etc/passwd', '/etc/shadow', '/etc/group', '/etc/hosts', '/etc/issue', '/proc/self/', '/proc/version', 'win.ini', 'boot.ini',
   'system32/', 'web-inf/', 'meta-inf/', '.htaccess', '.htpasswd', '/.git/', '/.svn/', '/.hg/', '/.env', 'id_rsa', 'wp-config.php', '/etc/mysql/', '/var/log/',
   '/.ssh/', '.bash_history', '.aws/', 'web.config', '.svn/', 'wwwroot/', '/etc/nginx/', '/etc/apache2/', '/usr/local/etc/']);
@@ -312,24 +352,30 @@ const SAFE_HOST =
   String.raw`[a-z0-9.-]*\.[0-9-]*[a-z][a-z0-9-]*(?<!${INTERNAL_TLD})(?:${CO}[0-9]*)?` +
   String.raw`[^/?#'"<>\\ \t\n\v\f\r@%:]*(?:%(?!(?:25){0,8}(?:40|2[fF237]|3[fFaA]|20|09))[^/?#'"<>\\ \t\n\v\f\r@%:]*){0,16}(?:${AUTHORITY_END}|$)`;
 
-/** Case-insensitive, over url, req.hdrs and req.body (JSON included). */
-const WORDS: Pattern[] = [
-  // runs that would wear out a pattern: PCRE2's JIT gives up on a group repeated a few thousand times
-  // (the regex then does not match); the patterns repeat groups of blanks, parentheses, quotes and
-  // slashes, so a long run of them fires by itself
+/**
+ * Runs that would wear a pattern out: PCRE2's JIT gives up on a group repeated a few thousand
+ * times, and a regex that gives up does not match (a line of alternatives gives up whole). The word
+ * rules repeat groups of blanks, parentheses, quotes and slashes; these lines come first on each
+ * sample, so the word lines only ever read samples without such a run.
+ */
+const RUNS: Pattern[] = [
   { re: String.raw`(?:[ \t+\xa0()'"{!]|${pe('(?:20|[aA]0|2[12789]|7[bB])')}){64}`, why: 'a run of 64 blanks, parentheses, quotes, { or ! (raw or encoded)' },
   { re: String.raw`${SL}(?:\.?${SL}){7}`, why: 'a run of 8 slashes or /. (traversal_common collapses them)' },
+];
+
+/** Case-insensitive, over url, req.hdrs and req.body (JSON included). */
+const WORDS: Pattern[] = [
   // SQL injection (D.sqli): keyword structures, the numeric context (the string context is in QUOTE_TAIL)
-  { re: String.raw`${LB}union(?:${WS}|${LP}|${CM})`, why: 'sqli: UNION [ALL] SELECT, UNION (SELECT' },
-  { re: String.raw`${LB}select(?:${WS}|${CM}|${AT}|${QUOTE}|${STAR}|\.[0-9])`, why: 'sqli: SELECT followed by a select list (select case, select @@version, select 1,2, select x from dual, select *)' },
-  { re: String.raw`${LB}waitfor${WS}`, why: 'sqli: WAITFOR DELAY' },
+  { re: String.raw`${word('union')}(?:${WS}|${LP}|${CM})`, why: 'sqli: UNION [ALL] SELECT, UNION (SELECT' },
+  { re: String.raw`${word('select')}(?:${WS}|${CM}|${QUOTE}|${STAR}|\.[0-9]|${AT}[a-z0-9_.$@]*(?:${WS}|${CM}|$))`, why: 'sqli: SELECT followed by a select list (select case, select @@version, select 1,2, select x from dual, select *)' },
+  { re: String.raw`${word('waitfor')}${WS}`, why: 'sqli: WAITFOR DELAY' },
   { re: String.raw`${AT}${AT}(?:version|hostname|datadir|basedir|servername|tmpdir|global\.|session\.)`, why: 'sqli: @@version and the other system variables sql_structure knows' },
-  { re: String.raw`information_schema|master\.\.|mysql\.user|pg_catalog|all_tables|${LB}sys\.`, why: 'sqli: system schemas and tables' },
-  { re: thenAfter(tok('insert'), tok('into')), why: 'sqli: INSERT INTO (hidden by comments, or as a whole statement)' },
-  { re: thenAfter(tok('delete'), tok('from')), why: 'sqli: DELETE FROM' },
-  { re: thenAfter(tok('update'), tok('set')), why: 'sqli: UPDATE t SET' },
-  { re: thenAfter(tok('drop'), tok('table|database')), why: 'sqli: DROP TABLE, DROP DATABASE' },
-  { re: String.raw`${SEMI}${WS}*${tok(alternation(STACKED))}`, why: 'sqli: a statement stacked after ;' },
+  { re: String.raw`information_schema|master\.\.|mysql\.user|pg_catalog|all_tables|${word('sys')}\.`, why: 'sqli: system schemas and tables' },
+  // (sql_structure's INSERT INTO, DELETE FROM, DROP TABLE and UPDATE t SET: the second word is the
+  // very next token; between them blanks, or comments, which fire by themselves)
+  { re: String.raw`(?:${word('insert')}${WS}+into|${word('delete')}${WS}+from|${word('drop')}${WS}+(?:table|database))${RB}`, why: 'sqli: INSERT INTO, DELETE FROM, DROP TABLE, DROP DATABASE' },
+  { re: String.raw`${word('update')}${WS}+[a-z0-9_$.\x80-\xff%]+${WS}+set${RB}`, why: 'sqli: UPDATE t SET' },
+  { re: String.raw`${SEMI}${WS}*(?:${alternation(STACKED)})${RB}`, why: 'sqli: a statement stacked after ;' },
   { re: String.raw`${SEMI}${WS}*(?:--|${HASH})`, why: 'sqli: a comment after ; (1;-- )' },
   { re: String.raw`(?:${alternation(SQL_DANGER_ALONE)})${WS}*${LP}`, why: 'sqli: calls that alone make an injection (SQL_DANGER_ALONE; pg_sleep and dbms_lock.sleep end in sleep)' },
   { re: String.raw`${START}${NUMBER}${TAIL}`, why: 'sqli: a value that starts with a number followed by OR/AND/&&/UNION/ORDER BY/LIMIT... (1 or true, 1 order by 5, 0x1for 1)' },
@@ -337,22 +383,22 @@ const WORDS: Pattern[] = [
   { re: String.raw`script${WS}*${CO}`, why: 'xss: javascript: vbscript: livescript: ecmascript:' },
   { re: String.raw`data${CO}(?:${SL}|${SEMI}|text|image|application)`, why: 'xss and traversal: data: URLs (data:text/html, data:image/svg, data://, data:;base64, data:text/plain)' },
   { re: String.raw`(?:${alternation(JS_SINKS)})${WS}*(?:${LP}|\x60)`, why: 'xss: a sink called (alert(1), eval(...), setTimeout(...))' },
-  { re: String.raw`(?:(?<![a-z])|${AFTER_ESC})(?:${alternation(SINK_VALUES)})${WS}*(?:${RP}|${CM}|${SEMI}|${RBR})`, why: 'xss: a sink used as a value ((alert)(1), [1].find(alert), x=alert,...)' },
+  { re: String.raw`(?:${SINK_VALUES.map(word).join('|')})${WS}*(?:${RP}|${CM}|${SEMI}|${RBR})`, why: 'xss: a sink used as a value ((alert)(1), [1].find(alert), x=alert,...)' },
   { re: String.raw`document${WS}*\.`, why: 'xss: document.cookie, document.write, document.location, document.domain' },
   { re: String.raw`constructor|fromcharcode|innerhtml|outerhtml|srcdoc|insertadjacenthtml|importscripts|__proto__|location${WS}*(?:\.${WS}*href|${EQ}${WS}*${QUOTE})|\.source${WS}*${PL}`, why: 'xss: constructor chains, String.fromCharCode, DOM sinks, location.href=, /x/.source+; __proto__ and constructor.prototype (prototype pollution)' },
   { re: String.raw`(?:[/ \t+"']|${pe('(?:20|2[fF]|2[27])')})on[a-z]+${WS}*${EQ}`, why: 'xss: an event handler attribute written after a blank, a quote or / (" onfocus=x.y autofocus")' },
   { re: String.raw`(?:${alternation(JS_GLOBALS)})${WS}*${LBR}`, why: 'xss: window[...], top[...]' },
   { re: String.raw`(?:[\[\]()!+]|${pe('(?:5[bBdD]|2[189bB])')}){12}`, why: 'xss: JSFuck, a run of a dozen of [ ] ( ) ! + (D.js also wants [] and ! or + in it)' },
-  // command injection (D.cmdi): W has no ` $ < > or line break, so ; | & then a command. After the
-  // separator, blanks and quotes, the command word is matched raw (one class each, no repeated group);
-  // an encoded blank, quote or path character in it fires by itself.
+  // command injection (D.cmdi): W has no ` $ < > or line break, so ; | & then a command: command_at
+  // skips blanks, quotes, { ( !, then reads a word of [%w_.-/\:'"?*] (quotes dropped, the part after
+  // its last / is the command). The word is scanned as one class that also takes %XX (so an encoded
+  // / or quote is read, and the scan repeats no group: a long word cannot wear the regex out).
   {
-    re: String.raw`${SEP}${SKIP}(?:[a-z0-9_.?*:/-]*/)?(?:${CMDS})(?:\.exe)?(?![a-z0-9_.:/?*-])`,
-    why: 'cmdi: a command after ; | or & (not &name=), bare, quoted or after a path (; id, |/usr/bin/whoami, & cmd.exe, ;"cat", ;*/pwsh): the word\'s last / part',
+    re: String.raw`${SEP}${SKIP}*(?:${WORD_RUN}${SL})?(?:${CMDS})(?:\.exe)?(?![a-z0-9_.:/?*-])`,
+    why: 'cmdi: a command after ; | or & (not &name=), bare, quoted or after a path (; id, |/usr/bin/whoami, & cmd.exe, ;"cat", ;*/pwsh)',
   },
-  { re: String.raw`${SEP}${SKIP}[a-z0-9_.:/-][a-z0-9_.:/'"?*-]*?['"][a-z0-9]`, why: 'cmdi: a word split by quotes after a separator (; c\'a\'t): the shell drops them' },
-  { re: String.raw`${SEP}${SKIP}/[a-z0-9/]*[?*]`, why: 'cmdi: a globbed path after a separator (; /???/c?t, | /bin/ca*)' },
-  { re: String.raw`${SEP}${SKIP}(?:${pe('(?:20|[aA]0|2[12789]|7[bB])')}|[a-z0-9_.?*:/'"-]*(?:${pe('(?:2[2378aAfF]|3[aAfF])')}|\\/))`, why: 'cmdi: after a separator, an encoded blank, quote or parenthesis, or a word with an encoded / : ? * or quote (the raw rules above do not read them)' },
+  { re: String.raw`${SEP}${SKIP}*${WORD_RUN}?(?<!%|%[0-9a-f])[a-z0-9]${QUOTE}+[a-z0-9]`, why: 'cmdi: a word split by quotes after a separator (; c\'a\'t, | who""ami): the shell drops them' },
+  { re: String.raw`${SEP}${SKIP}*${SL}[a-z0-9/%\\]*?(?:${QM}|${STAR})`, why: 'cmdi: a globbed path after a separator (; /???/c?t, | /bin/ca*)' },
   { re: 'localgroup', why: 'cmdi: net localgroup (command_at accepts any word before localgroup)' },
   { re: String.raw`${SL}dev${SL}(?:tcp|udp)`, why: 'cmdi: /dev/tcp/ and /dev/udp/ reverse shells' },
   { re: String.raw`${LP}${WS}*${RP}${WS}*${LC}`, why: 'cmdi: Shellshock () {' },
@@ -364,7 +410,7 @@ const WORDS: Pattern[] = [
   // server-side request forgery (D.ssrf)
   { re: String.raw`unix${CO}`, why: 'ssrf: Apache\'s unix: socket (unix:...|http://...)' },
   {
-    re: String.raw`(?<!^referer: |\nreferer: |^origin: |\norigin: )(?:https?|wss?|ftp)${CO}(?!${SL}*${SAFE_HOST})`,
+    re: String.raw`(?:https?|wss?|ftp)(?<!^referer: http|\nreferer: http|^origin: http|\norigin: http|^referer: https|\nreferer: https|^origin: https|\norigin: https)${CO}(?!${SL}*${SAFE_HOST})`,
     why: 'ssrf: an http(s)/ws(s)/ftp URL whose host is not plainly public (an address, one label, an internal suffix, user@); not the host of Referer and Origin, which D.inspect does not read',
   },
   { re: String.raw`\.(?:internal|local|localhost|svc|consul|corp|lan|intranet|arpa)(?![a-z0-9-])|\.0x[0-9a-f]|(?:nip|xip|sslip)\.io|localtest\.me|lvh\.me|vcap\.me`, why: 'ssrf: internal suffixes anywhere (what follows a public host up to the end of the authority belongs to the host: http://a.com,x.internal/)' },
@@ -401,6 +447,7 @@ const HEADER_VALUES: Pattern[] = [
 
 /** Case-insensitive, over req.hdrs and req.body (where a raw & may be inside a value; in a URL it only separates parameters). */
 const TEXT: Pattern[] = [
+  { re: String.raw`${START}${NUMBER}&&`, why: 'sqli: a value that starts with a number followed by && (1 && 1=1)' },
   { re: String.raw`${AMP}(?:${HASH}|${alternation(ENTITY_NAMES)})(?![a-z])`, why: 'an HTML character reference, which D.canonical decodes (&lt; &#60; &lpar;)' },
 ];
 /** Case-insensitive, over url: an encoded & is a & inside a value. */
@@ -412,30 +459,69 @@ const URL_TEXT: Pattern[] = [
  * Repeated names (case-sensitive): the detectors join the values of a name that comes again (with
  * "," and with a blank, as ASP.NET does), and a joined value holds what no single one does
  * ("id=1&id=or true", "q=x|&q=id", "u=alert&u=(1)"). A name is compared as it is written, so a
- * name with an escape or + fires too (it may decode to another one). Each name looks ahead to the
- * end of its line once: the budget rules (earlier ACL lines) keep the names of one part under 150.
+ * name with an escape or + fires too when there is another (it may decode to the other's spelling).
+ * Each name looks ahead to the end of its line once: the budget rules (earlier ACL lines) keep the
+ * names of one part under 150.
  */
-const repeated = (start: string, sep: string): Pattern[] => [
-  { re: String.raw`${start}[ ]*(?<name>[^=&;?#\s]*)=(?=[^\r\n]*?${sep}[ ]*\k<name>=)`, why: 'a name that comes again' },
-  { re: String.raw`${start}[ ]*[^=&;?#\s%+]*[%+][^=&;\s]*=`, why: 'a name with an escape or +: two spellings of one name' },
+/** A name with an escape or +: it may decode to the spelling of another one. */
+const ODD_NAME = String.raw`[^=&;?#\s%+]*[%+][^=&;\s]*=`;
+const REPEATED_URL: Pattern[] = [
+  { re: String.raw`(?:^[^?]*\?|&)[ ]*(?<name>[^=&;?#\s]*)=(?=[^\r\n]*?&[ ]*\k<name>=)`, why: 'a name of the query string that comes again (after the first ? and after each &: a ? is no separator)' },
+  { re: String.raw`^(?=[^?]*\?[^#]*&)[^?]*\?(?:[^&]*&)*?[ ]*${ODD_NAME}`, why: 'a name with an escape or + in a query string of two parameters or more' },
 ];
-/** In a URL: the query string's names (after its first ? and after each &: a ? is no separator, and starting at each one would be quadratic). */
-const REPEATED_URL = repeated(String.raw`(?:^[^?]*\?|&)`, '&');
-/** In the headers: cookies (after ": " and ;) and a Referer's query string (after its first ? and after &); no other header is read as pairs. */
-const REPEATED_HEADERS = repeated(String.raw`(?:(?:^|\n)cookie:[^\r\n]*?(?:: |;)|(?:^|\n)referer:[^?\r\n]*\?(?:[^\r\n]*?&)?)`, '[&;]');
-/** In a body: form fields (at the start and after &). */
-const REPEATED_BODY = repeated('(?:^|&)', '&');
+const REPEATED_HEADERS: Pattern[] = [
+  { re: String.raw`(?:(?:^|\n)cookie:[^\r\n]*?(?:: |;)|(?:^|\n)referer:[^?\r\n]*\?(?:[^\r\n]*?&)?)[ ]*(?<name>[^=&;?#\s]*)=(?=[^\r\n]*?[&;][ ]*\k<name>=)`, why: 'a cookie name, or a name of the Referer\'s query string, that comes again (no other header is read as pairs)' },
+  { re: String.raw`(?:(?:^|\n)cookie:(?=[^\r\n]*;)[^\r\n]*?(?:: |;)|(?:^|\n)referer:[^?\r\n]*\?(?=[^\r\n]*&)(?:[^\r\n]*?&)?)[ ]*${ODD_NAME}`, why: 'a name with an escape or + among two cookies or Referer parameters or more' },
+];
+const REPEATED_BODY: Pattern[] = [
+  { re: String.raw`${NOT_JSON}(?:[^&\r\n]*&)*?[ ]*(?<name>[^=&;?#\s]*)=(?=[^\r\n]*?&[ ]*\k<name>=)`, why: 'a form field name that comes again (not in a JSON body: it is never read as form fields)' },
+  { re: String.raw`${NOT_JSON}(?=[^\r\n]*&)(?:[^&\r\n]*&)*?[ ]*${ODD_NAME}`, why: 'a form field name with an escape or + among two fields or more' },
+];
 
 /** Case-sensitive markers, over url, req.hdrs and req.body. */
 const MARKS: Pattern[] = [
-  { re: String.raw`rO0AB|AAEAAAD${SL}{5}|BAhvOk|(?<![A-Za-z0-9+/_-])gA[SJNR][VjW]`, why: 'injection: serialized Java (base64), .NET BinaryFormatter, Ruby Marshal, Python pickles (at the start of a value)' },
+  { re: String.raw`rO0AB|AAEAAAD${SL}{5}|BAhvOk|gA[SJNR][VjW](?<![A-Za-z0-9+/_-][\s\S]{4})`, why: 'injection: serialized Java (base64), .NET BinaryFormatter, Ruby Marshal, Python pickles (at the start of a value)' },
   { re: String.raw`[Oa]${CO}[0-9]+${CO}`, why: 'injection: serialized PHP objects and arrays (O:8:"...", a:2:{...})' },
   { re: `${PL}AD[w4]-`, why: 'xss: UTF-7 < and > (+ADw- +AD4-), which D.canonical decodes' },
 ];
 
-function file(title: string, patterns: Pattern[]): string {
-  return [`# ${title}`, '# Generated by Rampart (packages/proxy/src/gate.ts). One PCRE2 pattern per line, each after the reason it is there.', ...patterns.flatMap((p) => [`# ${p.why}`, p.re]), ''].join('\n');
+/** HAProxy reads a pattern file's lines into a 16 KB buffer: a line longer than that is cut (and no longer compiles). */
+export const GATE_LINE_MAX = 8000;
+
+/**
+ * A pattern file: its patterns joined into alternations (one scan of the sample instead of one per
+ * pattern; HAProxy tries each line in turn), as few lines as GATE_LINE_MAX allows, each
+ * alternative's reason in the comments, numbered. Named groups get the number too, so that they stay
+ * unique within a line.
+ */
+function file(title: string, patterns: readonly Pattern[], wrap: (alternation: string) => string = (a) => a): string {
+  const alternatives = patterns.map(
+    (p, i) => `(?:${p.re.replace(/\(\?<([a-z]+)>|\\k<([a-z]+)>/g, (m: string, open?: string, ref?: string) => (open ? `(?<${open}${i}>` : `\\k<${ref}${i}>`))})`,
+  );
+  const lines: string[] = [];
+  const room = GATE_LINE_MAX - wrap('').length;
+  for (const a of alternatives) {
+    if (a.length > room) throw new Error(`gate.ts: a pattern of ${a.length} bytes (${title})`);
+    const last = lines.length - 1;
+    if (last >= 0 && lines[last]!.length + 1 + a.length <= room) lines[last] += `|${a}`;
+    else lines.push(a);
+  }
+  return [
+    `# ${title}`,
+    '# Generated by Rampart (packages/proxy/src/gate.ts): each line is the alternation of some of the numbered patterns below.',
+    ...patterns.map((p, i) => `#   ${i + 1}. ${p.why}`),
+    ...lines.map(wrap),
+    '',
+  ].join('\n');
 }
+
+/** The patterns of each file, one by one, with their reasons (GATE_FILES joins them into alternations). */
+export const GATE_PATTERNS: Readonly<Record<string, readonly Readonly<Pattern>[]>> = {
+  'gate_path.lst': PATH, 'gate_query.lst': QUERY, 'gate_headers.lst': HEADERS, 'gate_body.lst': BODY, 'gate_form_json.lst': FORM_JSON,
+  'gate_runs.lst': RUNS, 'gate_words.lst': WORDS, 'gate_header_words.lst': WORDS, 'gate_values.lst': VALUES, 'gate_header_values.lst': HEADER_VALUES, 'gate_text.lst': TEXT,
+  'gate_url_text.lst': URL_TEXT, 'gate_repeated_url.lst': REPEATED_URL, 'gate_repeated_headers.lst': REPEATED_HEADERS,
+  'gate_repeated_body.lst': REPEATED_BODY, 'gate_marks.lst': MARKS,
+};
 
 /** The gate's pattern files (file name -> content, one PCRE2 pattern per line), written into the config directory. */
 export const GATE_FILES: Readonly<Record<string, string>> = {
@@ -444,7 +530,9 @@ export const GATE_FILES: Readonly<Record<string, string>> = {
   'gate_headers.lst': file('The request headers (HAProxy req.hdrs, HTX: "name: value" lines, lowercase names).', HEADERS),
   'gate_body.lst': file('The body (HAProxy req.body, up to its first NUL): characters and shapes.', BODY),
   'gate_form_json.lst': file('The first 64 bytes of the body, "|", the first Content-Type in lowercase.', FORM_JSON),
-  'gate_words.lst': file('Words the detectors recognise over the gate\'s alphabet; case-insensitive, over url, headers and body.', WORDS),
+  'gate_runs.lst': file('Long runs of what the word rules repeat; over url, headers and body, before them.', RUNS),
+  'gate_words.lst': file('Words the detectors recognise over the gate\'s alphabet; case-insensitive, over url and body.', WORDS),
+  'gate_header_words.lst': file('The same words in the headers the detectors read (a structured header is skipped at its line start); case-insensitive.', WORDS, (a) => String.raw`${INSPECTED_LINE}[^\r\n]*?(?:${a})`),
   'gate_values.lst': file('What follows a quote, block comments; case-insensitive, over url and body.', VALUES),
   'gate_header_values.lst': file('What follows a quote, block comments; case-insensitive, over the inspected headers.', HEADER_VALUES),
   'gate_text.lst': file('Character references and && where a raw & is inside a value: headers and body; case-insensitive.', TEXT),
@@ -469,8 +557,11 @@ export function gateAcls(dir: string): string[] {
     '    acl rp_gate req.body,length,set-var(txn.rp_gate_len) -m int lt 0',
     '    acl rp_gate req.body_len,sub(txn.rp_gate_len) -m int gt 0',
     `    acl rp_gate req.body,bytes(0,64),concat(|,txn.rp_gate_ct,) -m reg -f ${f('gate_form_json.lst')}`,
+    `    acl rp_gate url -m reg -f ${f('gate_runs.lst')}`,
+    `    acl rp_gate req.hdrs -m reg -f ${f('gate_runs.lst')}`,
+    `    acl rp_gate req.body -m reg -f ${f('gate_runs.lst')}`,
     `    acl rp_gate url -m reg -i -f ${f('gate_words.lst')}`,
-    `    acl rp_gate req.hdrs -m reg -i -f ${f('gate_words.lst')}`,
+    `    acl rp_gate req.hdrs -m reg -i -f ${f('gate_header_words.lst')}`,
     `    acl rp_gate req.body -m reg -i -f ${f('gate_words.lst')}`,
     `    acl rp_gate url -m reg -i -f ${f('gate_values.lst')}`,
     `    acl rp_gate req.hdrs -m reg -i -f ${f('gate_header_values.lst')}`,
