@@ -470,8 +470,8 @@ const REPEATED_URL: Pattern[] = [
   { re: String.raw`^(?=[^?]*\?[^#]*&)[^?]*\?(?:[^&]*&)*?[ ]*${ODD_NAME}`, why: 'a name with an escape or + in a query string of two parameters or more' },
 ];
 const REPEATED_HEADERS: Pattern[] = [
-  { re: String.raw`(?:(?:^|\n)cookie:[^\r\n]*?(?:: |;)|(?:^|\n)referer:[^?\r\n]*\?(?:[^\r\n]*?&)?)[ ]*(?<name>[^=&;?#\s]*)=(?=[^\r\n]*?[&;][ ]*\k<name>=)`, why: 'a cookie name, or a name of the Referer\'s query string, that comes again (no other header is read as pairs)' },
-  { re: String.raw`(?:(?:^|\n)cookie:(?=[^\r\n]*;)[^\r\n]*?(?:: |;)|(?:^|\n)referer:[^?\r\n]*\?(?=[^\r\n]*&)(?:[^\r\n]*?&)?)[ ]*${ODD_NAME}`, why: 'a name with an escape or + among two cookies or Referer parameters or more' },
+  { re: String.raw`(?:(?:^|\n)cookie:(?:[^\r\n]*?;)?|(?:^|\n)referer:[^?\r\n]*\?(?:[^\r\n]*?&)?)[ ]*(?<name>[^=&;?#\s]*)=(?=[^\r\n]*?[&;][ ]*\k<name>=)`, why: 'a cookie name, or a name of the Referer\'s query string, that comes again (no other header is read as pairs)' },
+  { re: String.raw`(?:(?:^|\n)cookie:(?=[^\r\n]*;)(?:[^\r\n]*?;)?|(?:^|\n)referer:[^?\r\n]*\?(?=[^\r\n]*&)(?:[^\r\n]*?&)?)[ ]*${ODD_NAME}`, why: 'a name with an escape or + among two cookies or Referer parameters or more' },
 ];
 const REPEATED_BODY: Pattern[] = [
   { re: String.raw`${NOT_JSON}(?:[^&\r\n]*&)*?[ ]*(?<name>[^=&;?#\s]*)=(?=[^\r\n]*?&[ ]*\k<name>=)`, why: 'a form field name that comes again (not in a JSON body: it is never read as form fields)' },
