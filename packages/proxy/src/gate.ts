@@ -27,6 +27,9 @@
 //      body (HAProxy's text matchers stop at the first NUL; req.body,length sees it), a JSON-looking
 //      body sent as a form, so many values that the detectors' budget (VALUES_LIMIT) would join the
 //      rest into one text.
+//   4. A binary body (a control character other than a tab or a line break in its first 512 bytes)
+//      is one the detectors read nothing in unless its Content-Type names a form (then it fires):
+//      the body rules see it as "x" (BODY_FETCH).
 //
 // Every pattern is linear in its input: no nested quantifiers over overlapping classes (a regex that
 // fails on PCRE2's match limit or JIT stack does not match, and would hide what it guards); searches
@@ -272,9 +275,15 @@ const BODY: Pattern[] = [
   { re: String.raw`^(?:[^"]*"){1200}`, why: 'so many JSON strings that the detectors would exceed VALUES_LIMIT' },
 ];
 
-/** The first 64 bytes of the body, "|", then the first Content-Type in lowercase. */
+/** A control character that makes a body binary for the detectors (with NUL, which fires by itself). */
+const BINARY_CHAR = String.raw`[\x01-\x08\x0e-\x1f]`;
+/** A body with such a character in its first 512 bytes, as the detectors test it (sub(body, 1, 512)). */
+const BINARY_START = String.raw`^[^\x01-\x08\x0e-\x1f]{0,511}${BINARY_CHAR}`;
+
+/** The first 512 bytes of the body, "|", then the first Content-Type in lowercase. */
 const FORM_JSON: Pattern[] = [
   { re: String.raw`${JSON_START}${ANY}*x-www-form-urlencoded`, why: 'a body starting with { or [ sent as a form: the detectors read it as form fields, where its quotes are SQL strings' },
+  { re: String.raw`${BINARY_START}${ANY}*form`, why: 'a binary body (a control character in its first 512 bytes) whose Content-Type names a form: the detectors read it as text, so the body rules must see it (they see binary bodies as "x")' },
 ];
 
 /** A shell separator in W: ; | or & (not &name=, a parameter or an entity), raw or encoded. */
@@ -528,8 +537,8 @@ export const GATE_FILES: Readonly<Record<string, string>> = {
   'gate_path.lst': file('The request path (HAProxy path): fires on what only an attack needs in a path.', PATH),
   'gate_query.lst': file('The query string (HAProxy query): characters and escapes outside the gate\'s alphabet.', QUERY),
   'gate_headers.lst': file('The request headers (HAProxy req.hdrs, HTX: "name: value" lines, lowercase names).', HEADERS),
-  'gate_body.lst': file('The body (HAProxy req.body, up to its first NUL): characters and shapes.', BODY),
-  'gate_form_json.lst': file('The first 64 bytes of the body, "|", the first Content-Type in lowercase.', FORM_JSON),
+  'gate_body.lst': file('The body (HAProxy req.body, up to its first NUL; "x" when binary, BODY_FETCH): characters and shapes.', BODY),
+  'gate_form_json.lst': file('The first 512 bytes of the body, "|", the first Content-Type in lowercase.', FORM_JSON),
   'gate_runs.lst': file('Long runs of what the word rules repeat; over url, headers and body, before them.', RUNS),
   'gate_words.lst': file('Words the detectors recognise over the gate\'s alphabet; case-insensitive, over url and body.', WORDS),
   'gate_header_words.lst': file('The same words in the headers the detectors read (a structured header is skipped at its line start); case-insensitive.', WORDS, (a) => String.raw`${INSPECTED_LINE}[^\r\n]*?(?:${a})`),
@@ -543,37 +552,49 @@ export const GATE_FILES: Readonly<Record<string, string>> = {
   'gate_marks.lst': file('Case-sensitive markers, over url, headers and body.', MARKS),
 };
 
+/**
+ * The body as the body rules read it: a binary body (a control character other than a tab or a
+ * line break in its first 512 bytes, BINARY_START) becomes "x". The detectors read nothing in such
+ * a body when its Content-Type does not name a form (then FORM_JSON fires) except a serialized Java
+ * object, whose magic AC ED 00 05 holds a NUL (which fires by itself); a UTF-16 body they convert
+ * first starts with a byte-order mark or holds NULs (both fire). The regex is in double quotes for
+ * the converter's arguments (its comma) and in single quotes for the configuration's line (its
+ * backslashes go to PCRE2 as written).
+ */
+const BODY_FETCH = `req.body,regsub('"${BINARY_START}${ANY}*"',x)`;
+
 /** HAProxy `acl` lines (each indented 4 spaces, all named `rp_gate`, OR'ed by HAProxy) for a backend; dir = absolute config directory. */
 export function gateAcls(dir: string): string[] {
   const f = (name: string) => `${dir}/${name}`;
+  const body = BODY_FETCH;
   return [
     `    acl rp_gate path -m reg -f ${f('gate_path.lst')}`,
     `    acl rp_gate query -m reg -f ${f('gate_query.lst')}`,
     `    acl rp_gate req.hdrs -m reg -f ${f('gate_headers.lst')}`,
     // multipart bodies fire (file names and contents); the Content-Type is kept for the form check below
     '    acl rp_gate req.fhdr(content-type,1),lower,set-var(txn.rp_gate_ct) -m sub multipart',
-    `    acl rp_gate req.body -m reg -f ${f('gate_body.lst')}`,
+    `    acl rp_gate ${body} -m reg -f ${f('gate_body.lst')}`,
     // a NUL: HAProxy's text matchers stop at it (req.body,length counts up to it), the detectors do not
     '    acl rp_gate req.body,length,set-var(txn.rp_gate_len) -m int lt 0',
     '    acl rp_gate req.body_len,sub(txn.rp_gate_len) -m int gt 0',
-    `    acl rp_gate req.body,bytes(0,64),concat(|,txn.rp_gate_ct,) -m reg -f ${f('gate_form_json.lst')}`,
+    `    acl rp_gate req.body,bytes(0,512),concat(|,txn.rp_gate_ct,) -m reg -f ${f('gate_form_json.lst')}`,
     `    acl rp_gate url -m reg -f ${f('gate_runs.lst')}`,
     `    acl rp_gate req.hdrs -m reg -f ${f('gate_runs.lst')}`,
-    `    acl rp_gate req.body -m reg -f ${f('gate_runs.lst')}`,
+    `    acl rp_gate ${body} -m reg -f ${f('gate_runs.lst')}`,
     `    acl rp_gate url -m reg -i -f ${f('gate_words.lst')}`,
     `    acl rp_gate req.hdrs -m reg -i -f ${f('gate_header_words.lst')}`,
-    `    acl rp_gate req.body -m reg -i -f ${f('gate_words.lst')}`,
+    `    acl rp_gate ${body} -m reg -i -f ${f('gate_words.lst')}`,
     `    acl rp_gate url -m reg -i -f ${f('gate_values.lst')}`,
     `    acl rp_gate req.hdrs -m reg -i -f ${f('gate_header_values.lst')}`,
-    `    acl rp_gate req.body -m reg -i -f ${f('gate_values.lst')}`,
+    `    acl rp_gate ${body} -m reg -i -f ${f('gate_values.lst')}`,
     `    acl rp_gate url -m reg -i -f ${f('gate_url_text.lst')}`,
     `    acl rp_gate req.hdrs -m reg -i -f ${f('gate_text.lst')}`,
-    `    acl rp_gate req.body -m reg -i -f ${f('gate_text.lst')}`,
+    `    acl rp_gate ${body} -m reg -i -f ${f('gate_text.lst')}`,
     `    acl rp_gate url -m reg -f ${f('gate_repeated_url.lst')}`,
     `    acl rp_gate req.hdrs -m reg -f ${f('gate_repeated_headers.lst')}`,
-    `    acl rp_gate req.body -m reg -f ${f('gate_repeated_body.lst')}`,
+    `    acl rp_gate ${body} -m reg -f ${f('gate_repeated_body.lst')}`,
     `    acl rp_gate url -m reg -f ${f('gate_marks.lst')}`,
     `    acl rp_gate req.hdrs -m reg -f ${f('gate_marks.lst')}`,
-    `    acl rp_gate req.body -m reg -f ${f('gate_marks.lst')}`,
+    `    acl rp_gate ${body} -m reg -f ${f('gate_marks.lst')}`,
   ];
 }

@@ -71,7 +71,7 @@ const cookieSafe = (s: string) => latin1(utf8(s)).replace(/[;\r\n\0%]/g, (c) => 
 /** A quoted multipart parameter: quotes and line breaks percent-encoded (file names are decoded). */
 const quotedParam = (s: string) => latin1(utf8(s)).replace(/["\r\n\0]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase().padStart(2, '0')}`);
 
-export const PLACEMENTS = ['query', 'query-raw', 'form', 'json', 'json-key', 'cookie', 'cookie-raw', 'header', 'referer', 'user-agent', 'path', 'path-raw', 'multipart-name', 'multipart-field', 'text'] as const;
+export const PLACEMENTS = ['query', 'query-raw', 'form', 'json', 'json-key', 'cookie', 'cookie-raw', 'header', 'referer', 'user-agent', 'path', 'path-raw', 'multipart-name', 'multipart-field', 'text', 'binary-late', 'binary-form'] as const;
 export type Placement = (typeof PLACEMENTS)[number];
 
 /** The value v placed in one part of an ordinary browser request. */
@@ -113,6 +113,14 @@ export function place(v: string, where: Placement): Buffer {
     }
     case 'text':
       return build({ method: 'POST', target: '/t', headers: [...h, ['Content-Type', 'text/plain;charset=UTF-8']], body: latin1(utf8(v)) });
+    // a control character just past the first 512 bytes: not binary for the detectors (text)
+    case 'binary-late': {
+      const text = latin1(utf8(v));
+      return build({ method: 'POST', target: '/b', headers: [...h, ['Content-Type', 'application/octet-stream']], body: `${text}${' '.repeat(Math.max(0, 512 - text.length))}\x01tail` });
+    }
+    // a control character in a form body: still read as form fields
+    case 'binary-form':
+      return build({ method: 'POST', target: '/f', headers: [...h, ['Content-Type', 'application/x-www-form-urlencoded']], body: `a=\x01\x1f&q=${formEnc(v)}` });
   }
 }
 
