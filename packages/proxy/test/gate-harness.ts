@@ -193,8 +193,8 @@ export async function engineTables(): Promise<{ structured: Set<string>; markers
   return { structured, markers };
 }
 
-/** The BlazeHTTP corpus beside the repository (never part of it), when present. */
-export const BLAZEHTTP = process.env.RAMPART_BLAZEHTTP ?? here('../../../../shared/corpora/blazehttp-dev/requests.jsonl.gz');
+/** The BlazeHTTP corpus (requests.jsonl.gz; never part of the repository), when RAMPART_BLAZEHTTP names it. */
+export const BLAZEHTTP = process.env.RAMPART_BLAZEHTTP;
 
 export interface CorpusCase {
   id: string;
@@ -207,7 +207,7 @@ export interface CorpusCase {
  * recomputed from the body's bytes (a chunked request keeps its framing), other headers as they are.
  */
 export function loadBlazehttp(file = BLAZEHTTP): CorpusCase[] | undefined {
-  if (!existsSync(file)) return undefined;
+  if (file === undefined || !existsSync(file)) return undefined;
   const cases: CorpusCase[] = [];
   for (const line of gunzipSync(readFileSync(file)).toString('utf8').split('\n')) {
     if (!line.trim()) continue;

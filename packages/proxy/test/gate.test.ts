@@ -264,7 +264,7 @@ describe('the gate in front of the attack detectors, through a real HAProxy', ()
   });
 
   const blaze = loadBlazehttp();
-  test('the BlazeHTTP corpus: no finding hidden, and most ordinary requests skip the detectors', { skip: blaze ? false : `no corpus at ${BLAZEHTTP}` }, async () => {
+  test('the BlazeHTTP corpus: no finding hidden, and most ordinary requests skip the detectors', { skip: blaze ? false : BLAZEHTTP ? `no corpus at ${BLAZEHTTP}` : 'RAMPART_BLAZEHTTP names no corpus file' }, async () => {
     const outcomes = await run(proxy, blaze!.map((c) => ({ name: `${c.kind} ${c.id}`, bytes: c.bytes })));
     assertNothingHidden(outcomes, 'BlazeHTTP');
     const benign = outcomes.filter((o) => o.name.startsWith('benign ') && o.finding !== 'not-recorded');
