@@ -41,7 +41,7 @@ import { readFileSync } from 'node:fs';
  * The engine's own lists, read from rampart_detect.lua when this module loads (as waf.ts reads the
  * engine): a word or marker added to one of them is guarded without a change here. Each list the
  * gate uses is this file's copy joined with the engine's (only STRUCTURED_HEADERS, the headers the
- * gate may skip, is the engine's alone when it can be read). Three shapes are read: a word list
+ * gate may skip, is the engine's alone, and loading fails without it). Three shapes are read: a word list
  * `NAME = {}` then `for w in gmatch([[...]]`, a list of strings `NAME = { "a", "b" }`, and a set
  * `NAME = { a = true, ["b.c"] = true }`; a list the reader cannot find leaves the copy alone.
  */
@@ -236,21 +236,15 @@ const QUERY: Pattern[] = [
   { re: String.raw`^(?:[^&]*&){150}`, why: 'so many parameters that, with the other parts, the detectors would exceed VALUES_LIMIT and join the rest' },
 ];
 
-/** rampart_detect.lua's STRUCTURED_HEADERS (the engine's own when it can be read), without cookie: only ${ %{ #{ {{ in them reach a detector. */
-export const GATE_STRUCTURED_HEADERS: readonly string[] = (
-  (ENGINE_LISTS.get('D.STRUCTURED_HEADERS')?.length ?? 0) >= 20 ? ENGINE_LISTS.get('D.STRUCTURED_HEADERS')! : words(`host accept accept-encoding accept-language accept-charset connection content-length
-  cache-control pragma upgrade-insecure-requests te upgrade if-modified-since if-unmodified-since
-  if-none-match if-match if-range range dnt priority sec-fetch-site sec-fetch-mode sec-fetch-user
-  sec-fetch-dest sec-ch-ua sec-ch-ua-mobile sec-ch-ua-platform sec-ch-ua-platform-version
-  sec-ch-ua-full-version-list sec-ch-ua-arch sec-ch-ua-model sec-ch-ua-bitness sec-ch-ua-wow64
-  sec-ch-prefers-color-scheme sec-purpose purpose sec-gpc sec-websocket-key sec-websocket-version
-  sec-websocket-extensions sec-websocket-protocol content-encoding transfer-encoding keep-alive
-  expect date x-requested-with authorization proxy-authorization x-forwarded-for x-forwarded-proto
-  x-forwarded-port x-real-ip forwarded via x-request-id traceparent tracestate
-  access-control-request-method access-control-request-headers save-data viewport-width
-  device-memory rtt downlink ect x-csrf-token x-xsrf-token if-schedule-tag-match
-  content-md5 x-http-method-override baggage sentry-trace`)
-).filter((h) => h !== 'cookie');
+/**
+ * rampart_detect.lua's STRUCTURED_HEADERS, without cookie: only ${ %{ #{ {{ in them reach a
+ * detector. Read from the engine only: a copy here could skip a header the engine inspects.
+ */
+export const GATE_STRUCTURED_HEADERS: readonly string[] = (() => {
+  const headers = ENGINE_LISTS.get('D.STRUCTURED_HEADERS');
+  if (!headers || headers.length < 20) throw new Error('gate.ts: D.STRUCTURED_HEADERS not found in rampart_detect.lua');
+  return headers.filter((h) => h !== 'cookie');
+})();
 
 /** The start of a header line whose value the detectors read (HTX: "name: value", names lowercase). */
 const INSPECTED_LINE = String.raw`(?:^|\n)(?!(?:${GATE_STRUCTURED_HEADERS.map((h) => h.replace(/-/g, '\\-')).join('|')}):)`;
