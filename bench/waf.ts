@@ -5,7 +5,7 @@
 //     a bare HAProxy answering a fixed 200, which is also measured alone for reference. Rampart's
 //     rendered HAProxy runs with the WAF off, and at levels low, medium and high, with 10,000
 //     blacklist entries, 100 other rules and bot protection on; requests per second, p50 and p99
-//     latency, as ratios to the plain proxy (measured before and after the Rampart cases, averaged)
+//     latency, as ratios to the plain proxy (the plain proxy runs all along; each run of a target follows one of its, BENCH_ROUNDS times)
 //     and to nginx + ModSecurity;
 //  2. two workloads at 32 connections: one repeated short request, and a mix: the ordinary requests
 //     of the BlazeHTTP dev corpus (../shared/corpora, BENCH_CORPUS; skipped when absent) replayed as
@@ -124,7 +124,7 @@ async function ready(proc: Proc, port: number, what: string, headers: Record<str
 async function startPlain(originPort: number): Promise<{ port: number; proc: Proc }> {
   const port = await freePort();
   const dir = join(tmp, 'plain');
-  mkdirSync(dir, { recursive: true }); // started twice: before and after the Rampart cases
+  mkdirSync(dir);
   writeFileSync(join(dir, 'haproxy.cfg'), plainHaproxyConfig({ host: HOST, originPort, bind: `127.0.0.1:${port}` }));
   const proc = launch(join(dir, 'haproxy.cfg'));
   await ready(proc, port, 'plain HAProxy proxy');
