@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { request as httpRequest } from 'node:http';
 import { connect } from 'node:net';
 import { once } from 'node:events';
+import { gzipSync } from 'node:zlib';
 import { after, before, describe, test } from 'node:test';
 import { answerUrl, leadingZeroBits, parseChallengePage, solveChallenge } from '@rampart/proxy';
 import { apiClient, ADMIN, settle, startAgent, startOrigin, viaProxy, type AgentProc, type ApiClient } from '../support/cluster.js';
@@ -23,10 +24,11 @@ describe('WAF through real HAProxy', () => {
   const get = (host: string, from: string, path = '/', headers: Record<string, string> = {}) => viaProxy(agent.httpPort, host, path, headers, from);
   const status = async (host: string, from: string, path = '/', headers: Record<string, string> = {}) => (await get(host, from, path, headers)).status;
 
-  // With the response headers (viaProxy returns status and body only).
-  const full = (host: string, from: string, path: string, headers: Record<string, string> = {}) =>
+  // With the response headers (viaProxy returns status and body only); with a body, a POST.
+  const full = (host: string, from: string, path: string, headers: Record<string, string> = {}, body?: Buffer) =>
     new Promise<{ status: number; text: string; headers: Record<string, string | string[] | undefined> }>((resolve, reject) => {
-      const req = httpRequest({ host: '127.0.0.1', port: agent.httpPort, path, headers: { ...headers, host }, agent: false, localAddress: from }, (res) => {
+      const method = body ? 'POST' : 'GET';
+      const req = httpRequest({ host: '127.0.0.1', port: agent.httpPort, method, path, headers: { ...headers, host }, agent: false, localAddress: from }, (res) => {
         let text = '';
         res.setEncoding('utf8');
         res.on('data', (d) => (text += d));
@@ -35,7 +37,7 @@ describe('WAF through real HAProxy', () => {
       });
       req.setTimeout(10_000, () => req.destroy(new Error('request timed out')));
       req.on('error', reject);
-      req.end();
+      req.end(body);
     });
   const requestIds: string[] = [];
 
@@ -117,6 +119,27 @@ describe('WAF through real HAProxy', () => {
     assert.equal(await status('medium.waf.test', '127.0.14.4', "/search?q=1'%20Or%20'1'='1"), 200);
     assert.equal(await status('high.waf.test', '127.0.14.5', '/blog/select-your-plan?q=update+profile'), 200);
     assert.equal(await status('high.waf.test', '127.0.14.6', '/s?q=%3Cscript%3Ealert(1)%3C/script%3E&x=%zz'), 403, 'a malformed escape cannot hide a payload');
+  });
+
+  test('step 5: a compressed request body at level high is refused as compressed_body (an event) until the domain allows it', async () => {
+    const body = gzipSync(Buffer.from('{"cmd":"; cat /etc/passwd"}'));
+    const headers = { 'content-type': 'application/json', 'content-encoding': 'gzip' };
+    const refused = await full('high.waf.test', '127.0.14.7', '/api/run', headers, body);
+    assert.equal(refused.status, 403);
+    assert.match(refused.text, /blocked/i);
+    const id = refused.headers['x-rampart-request-id'];
+    await waitFor(async () => {
+      const events = (await api.call('GET', '/api/waf/events?reason=compressed_body')).body as any[];
+      return events.some((e) => e.request_id === id && e.domain === 'high.waf.test' && e.source_ip === '127.0.14.7');
+    }, 'the compressed_body event', 15_000, 200);
+    assert.equal((await full('medium.waf.test', '127.0.14.8', '/api/run', headers, body)).status, 200, 'below high, bodies are not read');
+    const allowed = await api.call('PUT', `/api/domains/${dom.high}`, { wafCompressedBodies: 'allow' });
+    assert.equal(allowed.body.wafCompressedBodies, 'allow');
+    await settle(api);
+    assert.equal((await full('high.waf.test', '127.0.14.9', '/api/run', headers, body)).status, 200, 'allowed: it passes uninspected');
+    await api.call('PUT', `/api/domains/${dom.high}`, { wafCompressedBodies: 'refuse' });
+    await settle(api);
+    assert.equal((await full('high.waf.test', '127.0.14.10', '/api/run', headers, body)).status, 403, 'refused again');
   });
 
   test('block_country: global and per-domain country rules, looked up natively by source address', async () => {

@@ -290,6 +290,7 @@ const REASON_WORDS: Record<string, string> = {
   xxe_detected: 'XML external entity',
   injection_detected: 'Template/expression injection',
   upload_blocked: 'Upload blocked',
+  compressed_body: 'Compressed body refused',
 };
 export function reasonText(reason: string): string {
   return REASON_WORDS[reason] ?? reason.replace(/_/g, ' ');

@@ -1,6 +1,6 @@
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
 import { TypeCompiler } from '@sinclair/typebox/compiler';
-import { RULE_TYPES, WAF_LEVELS, WAF_MODES } from './waf.js';
+import { COMPRESSED_BODY_POLICIES, RULE_TYPES, WAF_LEVELS, WAF_MODES } from './waf.js';
 
 /** Raised on both ends; an agent speaking another version is refused with a close reason. */
 export const PROTOCOL_VERSION = 1;
@@ -87,6 +87,12 @@ export const SnapshotDomain = Type.Object(
     wafLevel: Type.Union(WAF_LEVELS.map((l) => Type.Literal(l))),
     /** block: the attack-detection step answers 403; detect: it logs the event (not blocked) and lets the request through. */
     wafMode: Type.Union(WAF_MODES.map((m) => Type.Literal(m))),
+    /**
+     * Level high: refuse: a request whose body is compressed (Content-Encoding other than identity)
+     * is refused (compressed_body), since no detector can read it; allow: it passes uninspected.
+     * Absent from older control planes: refuse.
+     */
+    wafCompressedBodies: Type.Optional(Type.Union(COMPRESSED_BODY_POLICIES.map((m) => Type.Literal(m)))),
     /**
      * The addresses of every live shield server of this domain (each one's publicIp, else the
      * address its agent connected from): before ordering a certificate the agent checks that the
@@ -202,6 +208,7 @@ export const WAF_REASONS = [
   'xxe_detected',
   'injection_detected',
   'upload_blocked',
+  'compressed_body',
 ] as const;
 export type WafReason = (typeof WAF_REASONS)[number];
 

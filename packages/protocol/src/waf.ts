@@ -20,6 +20,13 @@ export type WafLevel = (typeof WAF_LEVELS)[number];
  */
 export const WAF_MODES = ['block', 'detect'] as const;
 export type WafMode = (typeof WAF_MODES)[number];
+/**
+ * What level high does with a compressed request body (Content-Encoding other than identity),
+ * which no detector can read: refuse it (reason compressed_body; the default), or allow it through
+ * uninspected (for sites whose clients compress uploads).
+ */
+export const COMPRESSED_BODY_POLICIES = ['refuse', 'allow'] as const;
+export type CompressedBodyPolicy = (typeof COMPRESSED_BODY_POLICIES)[number];
 
 /** The attack detectors a waf_exception can name. */
 export const WAF_DETECTORS = ['sqli', 'xss', 'cmdi', 'traversal', 'ssrf', 'xxe', 'injection', 'upload'] as const;

@@ -24,6 +24,7 @@ export const REASON_WORDS: Readonly<Record<WafReason, string>> = {
   xxe_detected: 'XML external entity',
   injection_detected: 'code injection',
   upload_blocked: 'a dangerous file upload',
+  compressed_body: 'a compressed request body, which cannot be inspected',
 };
 
 /** reason -> words, looked up by the pages (`%[var(txn.rp_reason),map(...)]`). */

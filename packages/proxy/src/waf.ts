@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { blockBotOf, BOT_CHALLENGE_TTL_SECONDS, BOT_COOKIE_TTL_SECONDS, isIP, BOT_KEY_ID_PATTERN, checkRuleValue, findAiBot, SEARCH_CRAWLERS, isUuid, rateLimitOf, wafExceptionOf, WAF_LEVELS, WAF_MODES, type ServerSnapshot, type SnapshotDomain, type SnapshotRule } from '@rampart/protocol';
+import { blockBotOf, COMPRESSED_BODY_POLICIES, BOT_CHALLENGE_TTL_SECONDS, BOT_COOKIE_TTL_SECONDS, isIP, BOT_KEY_ID_PATTERN, checkRuleValue, findAiBot, SEARCH_CRAWLERS, isUuid, rateLimitOf, wafExceptionOf, WAF_LEVELS, WAF_MODES, type ServerSnapshot, type SnapshotDomain, type SnapshotRule } from '@rampart/protocol';
 import { UnsafeValueError } from './backend.js';
 import { GATE_FILES, gateAcls } from './gate.js';
 import { BOT_ANSWER_PATH, cookieKeys } from './pow.js';
@@ -96,6 +96,9 @@ function checkDomainSettings(d: SnapshotDomain): void {
   if (typeof d.wafEnabled !== 'boolean') throw new UnsafeValueError('wafEnabled', d.wafEnabled);
   if (!(WAF_LEVELS as readonly string[]).includes(d.wafLevel)) throw new UnsafeValueError('wafLevel', d.wafLevel);
   if (d.wafMode !== undefined && !(WAF_MODES as readonly string[]).includes(d.wafMode)) throw new UnsafeValueError('wafMode', d.wafMode);
+  if (d.wafCompressedBodies !== undefined && !(COMPRESSED_BODY_POLICIES as readonly string[]).includes(d.wafCompressedBodies)) {
+    throw new UnsafeValueError('wafCompressedBodies', d.wafCompressedBodies);
+  }
 }
 
 function collect(rules: readonly SnapshotRule[], domainId: string | null) {
@@ -356,6 +359,7 @@ export function renderWaf(
           // Step 5: the body is read (as far as the buffer holds it, BODY_INSPECT_LIMIT) before the
           // gate and the detectors look at it; a client that stops sending is not waited for more than 5 s.
           `    http-request wait-for-body time 5s at-least ${BODY_INSPECT_LIMIT} if${open} { req.hdr(content-length) -m found } or${open} { req.hdr(transfer-encoding) -m found }`,
+          ...compressedBodies(domain, open),
           ...gateAcls(dir),
           // Only requests the gate picks can hold what a detector recognises (gate.ts); in block
           // mode a finding becomes a hit (rampart_waf.lua's rampart_waf_answer).
@@ -366,6 +370,29 @@ export function renderWaf(
       return lines;
     },
   };
+}
+
+/**
+ * Level high and a compressed request body (a Content-Encoding other than identity, in any of its
+ * values, on a request that carries a body): no detector can read it, so unless the domain allows
+ * such bodies (wafCompressedBodies "allow": they pass uninspected) it is refused as compressed_body,
+ * or in detect mode logged as such and let through (docs/detection.md "Budgets").
+ */
+function compressedBodies(domain: SnapshotDomain, open: string): string[] {
+  if (domain.wafCompressedBodies === 'allow') return [];
+  const encoded = '{ req.hdr(content-encoding) -m reg -i ^(?!identity$). }';
+  const carried = `${open} ${encoded} { req.hdr(content-length) -m int gt 0 } or${open} ${encoded} { req.hdr(transfer-encoding) -m found }`;
+  if (domain.wafMode !== 'detect') return [`    http-request set-var(txn.rp_hit) str(compressed_body:-) if${carried}`];
+  const seen = found('rp_cz');
+  return [
+    `    http-request set-var(txn.rp_cz) bool(1) if${carried}`,
+    `    http-request set-var(txn.rp_reason) str(compressed_body) if ${seen}`,
+    `    http-request set-var(txn.rp_rule) str(-) if ${seen}`,
+    `    http-request set-var(txn.rp_action) str(detect) if ${seen}`,
+    `    http-request set-var(txn.rp_method) method,url_enc if ${seen}`,
+    `    http-request set-var(txn.rp_path) path,bytes(0,256),url_enc if ${seen}`,
+    `    http-request set-log-level info if ${seen}`,
+  ];
 }
 
 /**

@@ -5,6 +5,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, request as httpRequest } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
+import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import type { ServerSnapshot, SnapshotRule } from '@rampart/protocol';
@@ -19,7 +20,12 @@ import { freePort, startProcess, waitFor, type Proc } from '../../../test/suppor
 
 const HAPROXY = process.env.HAPROXY ?? 'haproxy';
 const id = (n: number) => `00000000-0000-4000-8000-${String(n).padStart(12, '0')}`;
-const DOMAINS = { low: id(1), medium: id(2), high: id(3), off: id(4) } as const;
+const DOMAINS = { low: id(1), medium: id(2), high: id(3), off: id(4), zip: id(5), watch: id(6) } as const;
+/** Level high with a setting other than the defaults: zip allows compressed bodies, watch only detects. */
+const HIGH_VARIANTS: Record<string, Partial<ServerSnapshot['domains'][number]>> = {
+  zip: { wafLevel: 'high', wafCompressedBodies: 'allow' },
+  watch: { wafLevel: 'high', wafMode: 'detect' },
+};
 const RULE = {
   allow: id(10), block: id(11), blockMedium: id(12), rate: id(13), bot: id(14), gpt: id(15), claudeHigh: id(16), kp: id(17), irMedium: id(18),
 } as const;
@@ -42,6 +48,7 @@ function snapshot(botOn: boolean): ServerSnapshot {
       wafEnabled: level !== 'off',
       wafLevel: level === 'off' ? 'high' : (level as 'low' | 'medium' | 'high'),
       wafMode: 'block',
+      ...HIGH_VARIANTS[level],
     })),
     rules: [
       r(RULE.allow, 'allow_ip', '127.0.10.1', null, 1),
@@ -87,27 +94,37 @@ describe('the processing order, natively in HAProxy', () => {
     ports[name] = port;
   }
 
+  /** The token in the path of the request sent last. */
+  let lastToken = '';
   /**
    * One request on its own connection: its status and, when the origin did not answer it, the
    * reason and rule of its event line (found by a random token in its path).
    */
-  async function send(port: number, host: string, from: string, headers: Record<string, string> = {}, path = '/'): Promise<Seen> {
+  async function send(port: number, host: string, from: string, headers: Record<string, string> = {}, path = '/', body?: Buffer): Promise<Seen> {
     const token = `t${Math.random().toString(36).slice(2)}`;
+    const method = body ? 'POST' : 'GET';
     const { status, text } = await new Promise<{ status: number; text: string }>((resolve, reject) => {
-      const req = httpRequest({ host: '127.0.0.1', port, path: `/${token}${path}`, headers: { 'user-agent': UA, ...headers, host }, agent: false, localAddress: from }, (res) => {
+      const req = httpRequest({ host: '127.0.0.1', port, method, path: `/${token}${path}`, headers: { 'user-agent': UA, ...headers, host }, agent: false, localAddress: from }, (res) => {
         let text = '';
         res.setEncoding('utf8');
         res.on('data', (d) => (text += d));
         res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
       });
       req.on('error', reject);
-      req.end();
+      req.end(body);
     });
+    lastToken = token;
     if (status === 200 && text === 'origin') return { status };
-    const line = await waitFor(() => lines.find((l) => l.includes(token)), `the event of ${host} /${token}${path}`, 5_000, 10);
+    const { reason, rule } = await eventOf(token);
+    return { status, reason, rule };
+  }
+
+  /** The reason, rule and action of the event line of the request with this token. */
+  async function eventOf(token: string): Promise<{ reason?: string | undefined; rule?: string | undefined; action?: string | undefined }> {
+    const line = await waitFor(() => lines.find((l) => l.includes(token)), `the event of /${token}`, 5_000, 10);
     const fields = line.slice(line.indexOf('rampart-waf ')).split(' ');
-    // rampart-waf <ts> <ip> <domain> <reason> <rule> ...
-    return { status, reason: fields[4], rule: fields[5] };
+    // rampart-waf <ts> <ip> <domain> <reason> <rule> <action> ...
+    return { reason: fields[4], rule: fields[5], action: fields[6] };
   }
 
   before(async () => {
@@ -130,8 +147,8 @@ describe('the processing order, natively in HAProxy', () => {
   const cookie = (ip: string, ua = UA, expiry = Math.floor(Date.now() / 1000) + 3600, key = KEY) =>
     `rampart_bot=${key.id}.${expiry}.${passCookieMac(key.secret, ip, ua, expiry)}`;
   /** A request with a valid pass cookie for its source (bot protection on), else none. */
-  const get = (server: 'bots' | 'nobots', level: string, from: string, headers: Record<string, string> = {}, path = '/') =>
-    send(ports[server]!, `${level}.order.test`, from, server === 'bots' && !('cookie' in headers) ? { cookie: cookie(from, headers['user-agent'] ?? UA), ...headers } : headers, path);
+  const get = (server: 'bots' | 'nobots', level: string, from: string, headers: Record<string, string> = {}, path = '/', body?: Buffer) =>
+    send(ports[server]!, `${level}.order.test`, from, server === 'bots' && !('cookie' in headers) ? { cookie: cookie(from, headers['user-agent'] ?? UA), ...headers } : headers, path, body);
 
   test('step 6: a clean request passes at every level, and with the WAF off', async () => {
     for (const level of ['low', 'medium', 'high', 'off']) {
@@ -222,5 +239,32 @@ describe('the processing order, natively in HAProxy', () => {
     assert.equal((await get('nobots', 'high', '127.0.26.1', {}, attack)).status, 403);
     assert.equal((await get('nobots', 'medium', '127.0.26.1', {}, attack)).status, 200);
     assert.equal((await get('nobots', 'off', '127.0.26.1', {}, attack)).status, 200);
+  });
+
+  test('step 5: a compressed body at level high is refused (compressed_body) unless the domain allows it; detect mode logs it', async () => {
+    // An attack no detector could read once compressed: refusing the body is what keeps it out.
+    const attack = Buffer.from('{"q":"1\' OR \'1\'=\'1"}');
+    const json = { 'content-type': 'application/json' };
+    // A fresh source for every request: the rate limit (RATE a minute) counts by address.
+    let n = 0;
+    const from = () => `127.0.27.${++n}`;
+    for (const [encoding, body] of [['gzip', gzipSync(attack)], ['deflate', deflateSync(attack)], ['br', brotliCompressSync(attack)], ['identity, GZIP', gzipSync(attack)]] as const) {
+      assert.deepEqual(await get('nobots', 'high', from(), { ...json, 'content-encoding': encoding }, '/api', body), { status: 403, reason: 'compressed_body', rule: '-' }, encoding);
+      assert.equal((await eventOf(lastToken)).action, 'block');
+      // Below level high nothing reads bodies, and a domain may let compressed bodies through (uninspected).
+      assert.equal((await get('nobots', 'medium', from(), { ...json, 'content-encoding': encoding }, '/api', body)).status, 200, `medium ${encoding}`);
+      assert.equal((await get('nobots', 'zip', from(), { ...json, 'content-encoding': encoding }, '/api', body)).status, 200, `allowed ${encoding}`);
+    }
+    // Chunked (no Content-Length) is refused the same way; identity, and an encoding without a body, pass.
+    const chunked = await get('nobots', 'high', from(), { ...json, 'content-encoding': 'gzip', 'transfer-encoding': 'chunked' }, '/api', gzipSync(attack));
+    assert.equal(chunked.reason, 'compressed_body');
+    assert.equal((await get('nobots', 'high', from(), { ...json, 'content-encoding': 'identity' }, '/api', Buffer.from('{"q":"hello"}'))).status, 200);
+    assert.equal((await get('nobots', 'high', from(), { 'content-encoding': 'gzip' }, '/api')).status, 200);
+    // The attack sent plainly is still found: the refusal is not what stands between it and the origin alone.
+    assert.equal((await get('nobots', 'high', from(), json, '/api', attack)).reason, 'sqli_detected');
+    // Detect mode: let through, and logged as what level high would have refused.
+    const watched = await get('nobots', 'watch', from(), { ...json, 'content-encoding': 'gzip' }, '/api', gzipSync(Buffer.from('{"q":"hello"}')));
+    assert.equal(watched.status, 200);
+    assert.deepEqual(await eventOf(lastToken), { reason: 'compressed_body', rule: '-', action: 'detect' });
   });
 });

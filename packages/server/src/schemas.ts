@@ -1,4 +1,4 @@
-import { EVENT_FIELD_MAX, RULE_TYPES, SSL_STATUSES, WAF_LEVELS, WAF_MODES } from '@rampart/protocol';
+import { COMPRESSED_BODY_POLICIES, EVENT_FIELD_MAX, RULE_TYPES, SSL_STATUSES, WAF_LEVELS, WAF_MODES } from '@rampart/protocol';
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
 
 // The HTTP edge: shapes, types and lengths. Semantic checks (hostnames, addresses, rule values)
@@ -84,6 +84,10 @@ const domainSettable = {
   wafMode: Type.Union(WAF_MODES.map((m) => Type.Literal(m)), {
     description: 'Default block. detect: the attack-detection step (level high) logs events marked not blocked and lets the request through; IP lists, bots and rate limits still act',
   }),
+  wafCompressedBodies: Type.Union(COMPRESSED_BODY_POLICIES.map((m) => Type.Literal(m)), {
+    description:
+      'Default refuse. Level high: refuse answers 403 (reason compressed_body) to a request whose body is compressed (Content-Encoding other than identity), which no detector can read; allow lets it through uninspected',
+  }),
   dnsFailover: Type.Boolean({
     description:
       "Default false; only with PUT. DNS failover: the domain's A/AAAA records hold its healthy shield servers' addresses. Pro and Enterprise, at least 2 servers, a DNS provider connected (PUT /api/settings/dns)",
@@ -98,6 +102,7 @@ export const DomainCreate = Type.Object(
     wafEnabled: Type.Optional(domainSettable.wafEnabled),
     wafLevel: Type.Optional(domainSettable.wafLevel),
     wafMode: Type.Optional(domainSettable.wafMode),
+    wafCompressedBodies: Type.Optional(domainSettable.wafCompressedBodies),
   },
   strict,
 );
@@ -116,6 +121,7 @@ export const DomainView = Type.Object({
   wafEnabled: Type.Boolean(),
   wafLevel: Type.String(),
   wafMode: Type.String({ description: 'block or detect' }),
+  wafCompressedBodies: Type.String({ description: 'refuse or allow' }),
   status: Type.Union([Type.Literal('active'), Type.Literal('pending'), Type.Literal('error')]),
   dnsFailover: Type.Boolean({ description: "Whether DNS failover keeps the domain's A/AAAA records on its healthy servers" }),
   dnsAddresses: Type.Union([Type.Array(Type.String()), Type.Null()], { description: 'The addresses DNS failover last published; null before the first publication' }),

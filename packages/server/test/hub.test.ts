@@ -191,6 +191,7 @@ describe('agent hub', async () => {
       const next = await agent.snapshot((s) => s.revision > first.revision && s.domains.some((d) => d.domain === 'pushed.example.com'), 'the pushed snapshot');
       assert.ok(agent.snapshots().length > count);
       assert.deepEqual(next.domains.map((d) => d.domain).sort(), ['before.example.com', 'pushed.example.com']);
+      assert.equal(next.domains.find((d) => d.domain === 'pushed.example.com')!.wafCompressedBodies, 'refuse', 'the domain\'s settings travel with it');
       assert.equal(next.revision, (await serverView(server.id)).desiredRevision);
       assert.ok(agent.isOpen);
     });

@@ -455,6 +455,27 @@ describe('servers and domains', async () => {
     assert.deepEqual(await domains(key), before, 'nothing stored');
   });
 
+  test('wafCompressedBodies: refuse by default, allow by PUT or on create; anything else is 400 naming the field and stores nothing', async () => {
+    const { key } = await newAccount(app);
+    const d = await newDomain(key, { domain: uniqueDomain(), wafLevel: 'high' });
+    assert.equal(d.wafCompressedBodies, 'refuse');
+    const allowed = await newDomain(key, { domain: uniqueDomain(), wafCompressedBodies: 'allow' });
+    assert.equal(allowed.wafCompressedBodies, 'allow');
+    const r = await call(app, 'PUT', `/api/domains/${d.id}`, { key, body: { wafCompressedBodies: 'allow' } });
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+    assert.equal((await domains(key)).find((x) => x.id === d.id)!.wafCompressedBodies, 'allow');
+    const before = await domains(key);
+    for (const wafCompressedBodies of ['decode', 'ALLOW', '', true, null, ['allow']]) {
+      const created = await call(app, 'POST', '/api/domains', { key, body: { domain: uniqueDomain(), origins: [{ ip: '10.0.0.1', port: 80 }], wafCompressedBodies } });
+      assert.equal(created.status, 400, `create ${JSON.stringify(wafCompressedBodies)}`);
+      assert.match(created.body.error, /^wafCompressedBodies: /);
+      const updated = await call(app, 'PUT', `/api/domains/${d.id}`, { key, body: { wafLevel: 'low', wafCompressedBodies } });
+      assert.equal(updated.status, 400, `update ${JSON.stringify(wafCompressedBodies)}`);
+      assert.match(updated.body.error, /^wafCompressedBodies: /);
+    }
+    assert.deepEqual(await domains(key), before, 'nothing stored');
+  });
+
   test('DELETE /api/domains/:id answers {success:true}, then 404; foreign and unknown ids 404', async () => {
     const { key } = await newAccount(app);
     const stranger = await newAccount(app);

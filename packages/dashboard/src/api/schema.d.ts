@@ -983,6 +983,8 @@ export interface paths {
                             wafLevel: string;
                             /** @description block or detect */
                             wafMode: string;
+                            /** @description refuse or allow */
+                            wafCompressedBodies: string;
                             status: "active" | "pending" | "error";
                             /** @description Whether DNS failover keeps the domain's A/AAAA records on its healthy servers */
                             dnsFailover: boolean;
@@ -1064,6 +1066,8 @@ export interface paths {
                         wafLevel?: "low" | "medium" | "high";
                         /** @description Default block. detect: the attack-detection step (level high) logs events marked not blocked and lets the request through; IP lists, bots and rate limits still act */
                         wafMode?: "block" | "detect";
+                        /** @description Default refuse. Level high: refuse answers 403 (reason compressed_body) to a request whose body is compressed (Content-Encoding other than identity), which no detector can read; allow lets it through uninspected */
+                        wafCompressedBodies?: "refuse" | "allow";
                     };
                 };
             };
@@ -1093,6 +1097,8 @@ export interface paths {
                             wafLevel: string;
                             /** @description block or detect */
                             wafMode: string;
+                            /** @description refuse or allow */
+                            wafCompressedBodies: string;
                             status: "active" | "pending" | "error";
                             /** @description Whether DNS failover keeps the domain's A/AAAA records on its healthy servers */
                             dnsFailover: boolean;
@@ -1196,6 +1202,8 @@ export interface paths {
                         wafLevel?: "low" | "medium" | "high";
                         /** @description Default block. detect: the attack-detection step (level high) logs events marked not blocked and lets the request through; IP lists, bots and rate limits still act */
                         wafMode?: "block" | "detect";
+                        /** @description Default refuse. Level high: refuse answers 403 (reason compressed_body) to a request whose body is compressed (Content-Encoding other than identity), which no detector can read; allow lets it through uninspected */
+                        wafCompressedBodies?: "refuse" | "allow";
                         /** @description Default false; only with PUT. DNS failover: the domain's A/AAAA records hold its healthy shield servers' addresses. Pro and Enterprise, at least 2 servers, a DNS provider connected (PUT /api/settings/dns) */
                         dnsFailover?: boolean;
                     };
@@ -1227,6 +1235,8 @@ export interface paths {
                             wafLevel: string;
                             /** @description block or detect */
                             wafMode: string;
+                            /** @description refuse or allow */
+                            wafCompressedBodies: string;
                             status: "active" | "pending" | "error";
                             /** @description Whether DNS failover keeps the domain's A/AAAA records on its healthy servers */
                             dnsFailover: boolean;
@@ -2284,6 +2294,7 @@ export interface paths {
                                     xxe_detected?: number;
                                     injection_detected?: number;
                                     upload_blocked?: number;
+                                    compressed_body?: number;
                                 };
                             }[];
                             /** @description From the stored WAF events (kept 7 days) over the same range and domain, blocked ones only, 10 each */

@@ -44,6 +44,7 @@ function DomainForm(props: { domain?: Domain; servers: Server[]; onSaved: (d: Do
   const [wafEnabled, setWaf] = useState(d?.wafEnabled ?? true);
   const [wafLevel, setLevel] = useState<string>(d?.wafLevel ?? 'medium');
   const [wafMode, setMode] = useState<string>(d?.wafMode ?? 'block');
+  const [compressed, setCompressed] = useState(d?.wafCompressedBodies === 'allow');
   const [dnsFailover, setDnsFailover] = useState(d?.dnsFailover ?? false);
   const [error, setError] = useState<string>();
   const [busy, setBusy] = useState(false);
@@ -59,7 +60,7 @@ function DomainForm(props: { domain?: Domain; servers: Server[]; onSaved: (d: Do
           if (!parsed.ok) return setError(parsed.message);
           setBusy(true);
           setError(undefined);
-          const body = { origins: parsed.origins, serverIds, sslEnabled, wafEnabled, wafLevel: wafLevel as DomainUpdate['wafLevel'], wafMode: wafMode as DomainUpdate['wafMode'] };
+          const body = { origins: parsed.origins, serverIds, sslEnabled, wafEnabled, wafLevel: wafLevel as DomainUpdate['wafLevel'], wafMode: wafMode as DomainUpdate['wafMode'], wafCompressedBodies: compressed ? ('allow' as const) : ('refuse' as const) };
           try {
             const saved = d
               ? await ok(api.PUT('/api/domains/{id}', { params: { path: { id: d.id } }, body: { ...body, dnsFailover } }))
@@ -111,6 +112,9 @@ function DomainForm(props: { domain?: Domain; servers: Server[]; onSaved: (d: Do
           </Field>
         </div>
         <Switch label="WAF on" checked={wafEnabled} onChange={setWaf} />
+        {wafLevel === 'high' ? (
+          <Switch label="Allow compressed request bodies" checked={compressed} onChange={setCompressed} hint="Attack detection cannot read a gzip, deflate or br body: off, such requests are refused; on, they pass uninspected" />
+        ) : null}
         <Switch label="HTTPS with a Let's Encrypt certificate" checked={sslEnabled} onChange={setSsl} />
         {d ? <Switch label="DNS failover" checked={dnsFailover} onChange={setDnsFailover} hint="Pro and Enterprise, at least 2 servers and a DNS provider (Settings)" /> : null}
         <ErrorNote error={error} />

@@ -19,7 +19,7 @@ export async function snapshotContents(db: Database | Tx, liveIds: readonly stri
     db
       .selectFrom('domains')
       .innerJoin('domain_servers', 'domain_servers.domain_id', 'domains.id')
-      .select(['domain_servers.server_id', 'domains.id', 'domains.domain', 'domains.origins', 'domains.ssl_enabled', 'domains.waf_enabled', 'domains.waf_level', 'domains.waf_mode'])
+      .select(['domain_servers.server_id', 'domains.id', 'domains.domain', 'domains.origins', 'domains.ssl_enabled', 'domains.waf_enabled', 'domains.waf_level', 'domains.waf_mode', 'domains.waf_compressed_bodies'])
       .where('domain_servers.server_id', 'in', [...liveIds])
       .orderBy('domains.domain')
       .execute(),

@@ -410,6 +410,13 @@ const migrations: Record<string, Migration> = {
       }
     },
   },
+  '0013_compressed_bodies': {
+    // What level high does with a compressed request body (protocol COMPRESSED_BODY_POLICIES):
+    // every domain refuses one until its owner allows it.
+    async up(db: Kysely<any>) {
+      await db.schema.alterTable('domains').addColumn('waf_compressed_bodies', 'text', (c) => c.notNull().defaultTo('refuse')).execute();
+    },
+  },
 };
 
 export const migrationProvider: MigrationProvider = {

@@ -74,6 +74,7 @@ export interface DomainsTable {
   waf_enabled: boolean;
   waf_level: string;
   waf_mode: ColumnType<string, string | undefined, string>;
+  waf_compressed_bodies: ColumnType<string, string | undefined, string>;
   status: DomainStatus;
   ssl_expires: Timestamp | null;
   ssl_status: SslStatus;

@@ -1,4 +1,4 @@
-import { isIP, type RuleType, type ServerSnapshot, type WafLevel, type WafMode } from '@rampart/protocol';
+import { isIP, type RuleType, type ServerSnapshot, type CompressedBodyPolicy, type WafLevel, type WafMode } from '@rampart/protocol';
 import { snapshotContents, snapshotServers } from '../data/snapshot.js';
 import type { Database } from '../db/database.js';
 import { parseOrigins } from '../services/domains.js';
@@ -56,6 +56,7 @@ export async function buildSnapshots(db: Database, serverIds: readonly string[])
         wafEnabled: d.waf_enabled,
         wafLevel: d.waf_level as WafLevel,
         wafMode: d.waf_mode as WafMode,
+        wafCompressedBodies: d.waf_compressed_bodies as CompressedBodyPolicy,
         serverAddresses: addresses.get(d.id) ?? [],
       })),
       rules: rules

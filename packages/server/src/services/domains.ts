@@ -1,4 +1,4 @@
-import { formatHostPort, isHostname, isIP, isPort, normalizeHostname, type SslStatus, type WafLevel, type WafMode } from '@rampart/protocol';
+import { formatHostPort, isHostname, isIP, isPort, normalizeHostname, type SslStatus, type CompressedBodyPolicy, type WafLevel, type WafMode } from '@rampart/protocol';
 import type { Tx } from '../db/database.js';
 import type { ServiceContext } from '../context.js';
 import { iso, isUniqueViolation, isUuid } from '../context.js';
@@ -37,6 +37,7 @@ export interface DomainInput {
   wafEnabled?: boolean | undefined;
   wafLevel?: WafLevel | undefined;
   wafMode?: WafMode | undefined;
+  wafCompressedBodies?: CompressedBodyPolicy | undefined;
 }
 
 export type DomainPatch = Partial<Omit<DomainInput, 'domain'>> & {
@@ -52,6 +53,7 @@ type DomainRow = {
   waf_enabled: boolean;
   waf_level: string;
   waf_mode: string;
+  waf_compressed_bodies: string;
   status: DomainStatus;
   ssl_status: SslStatus;
   ssl_error: string | null;
@@ -81,6 +83,7 @@ function domainView(d: DomainRow, serverIds: string[]) {
     wafEnabled: d.waf_enabled,
     wafLevel: d.waf_level,
     wafMode: d.waf_mode,
+    wafCompressedBodies: d.waf_compressed_bodies,
     status: d.status,
     dnsFailover: d.dns_failover,
     /** The addresses DNS failover last published for the domain; null before the first publication. */
@@ -144,6 +147,7 @@ export async function createDomain(ctx: ServiceContext, accountId: string, input
         waf_enabled: input.wafEnabled ?? true,
         waf_level: input.wafLevel ?? 'medium',
         waf_mode: input.wafMode ?? 'block',
+        waf_compressed_bodies: input.wafCompressedBodies ?? 'refuse',
         status: 'pending',
         created_at: now,
         updated_at: now,
@@ -199,6 +203,7 @@ export async function updateDomain(ctx: ServiceContext, accountId: string, id: s
       ...(patch.wafEnabled !== undefined ? { waf_enabled: patch.wafEnabled } : {}),
       ...(patch.wafLevel !== undefined ? { waf_level: patch.wafLevel } : {}),
       ...(patch.wafMode !== undefined ? { waf_mode: patch.wafMode } : {}),
+      ...(patch.wafCompressedBodies !== undefined ? { waf_compressed_bodies: patch.wafCompressedBodies } : {}),
       // Off: the records stay as they are, and what was published is forgotten.
       ...(patch.dnsFailover === true ? { dns_failover: true } : {}),
       ...(patch.dnsFailover === false ? { dns_failover: false, dns_addresses: null, dns_error: null } : {}),
