@@ -444,9 +444,6 @@ const VALUES: Pattern[] = [
   { re: String.raw`${JSON_START}${ANY}*?${quoteTail(pe('2[27]'))}`, why: 'sqli: the same after a percent-encoded quote in a JSON body (its raw quotes are structure, its values hold no raw quote)' },
   { re: COMMENT, why: 'sqli: a block comment (UNION/**/SELECT, /*!50000 ...*/): it separates words like a blank' },
 ];
-const HEADER_VALUES: Pattern[] = [
-  { re: String.raw`${INSPECTED_LINE}[^\r\n]*?(?:${QUOTE_TAIL}|${COMMENT})`, why: 'sqli: what follows a quote, a block comment, in an inspected header (structured ones are not read: sec-ch-ua\'s "Brand";v="8", Accept\'s */*)' },
-];
 
 /** Case-insensitive, over req.hdrs and req.body (where a raw & may be inside a value; in a URL it only separates parameters). */
 const TEXT: Pattern[] = [
@@ -521,7 +518,7 @@ function file(title: string, patterns: readonly Pattern[], wrap: (alternation: s
 /** The patterns of each file, one by one, with their reasons (GATE_FILES joins them into alternations). */
 export const GATE_PATTERNS: Readonly<Record<string, readonly Readonly<Pattern>[]>> = {
   'gate_path.lst': PATH, 'gate_query.lst': QUERY, 'gate_headers.lst': HEADERS, 'gate_body.lst': BODY, 'gate_form_json.lst': FORM_JSON,
-  'gate_runs.lst': RUNS, 'gate_words.lst': WORDS, 'gate_header_words.lst': WORDS, 'gate_values.lst': VALUES, 'gate_header_values.lst': HEADER_VALUES, 'gate_text.lst': TEXT,
+  'gate_runs.lst': RUNS, 'gate_words.lst': WORDS, 'gate_values.lst': VALUES, 'gate_text.lst': TEXT,
   'gate_url_text.lst': URL_TEXT, 'gate_repeated_url.lst': REPEATED_URL, 'gate_repeated_headers.lst': REPEATED_HEADERS,
   'gate_repeated_body.lst': REPEATED_BODY, 'gate_marks.lst': MARKS,
 };
@@ -534,10 +531,8 @@ export const GATE_FILES: Readonly<Record<string, string>> = {
   'gate_body.lst': file('The body (HAProxy req.body, up to its first NUL; "x" when binary, BODY_FETCH): characters and shapes.', BODY),
   'gate_form_json.lst': file('The first 512 bytes of the body, "|", the first Content-Type in lowercase.', FORM_JSON),
   'gate_runs.lst': file('Long runs of what the word rules repeat; over url, headers and body, before them.', RUNS),
-  'gate_words.lst': file('Words the detectors recognise over the gate\'s alphabet; case-insensitive, over url and body.', WORDS),
-  'gate_header_words.lst': file('The same words in the headers the detectors read (a structured header is skipped at its line start); case-insensitive.', WORDS, (a) => String.raw`${INSPECTED_LINE}[^\r\n]*?(?:${a})`),
-  'gate_values.lst': file('What follows a quote, block comments; case-insensitive, over url and body.', VALUES),
-  'gate_header_values.lst': file('What follows a quote, block comments; case-insensitive, over the inspected headers.', HEADER_VALUES),
+  'gate_words.lst': file('Words the detectors recognise over the gate\'s alphabet; case-insensitive, over url, the inspected headers and body.', WORDS),
+  'gate_values.lst': file('What follows a quote, block comments; case-insensitive, over url, the inspected headers and body.', VALUES),
   'gate_text.lst': file('Character references and && where a raw & is inside a value: headers and body; case-insensitive.', TEXT),
   'gate_url_text.lst': file('Character references inside URL values (%26); case-insensitive.', URL_TEXT),
   'gate_repeated_url.lst': file('Names of the query string that come again (their values are joined); over url.', REPEATED_URL),
@@ -557,11 +552,31 @@ export const GATE_FILES: Readonly<Record<string, string>> = {
  */
 const BODY_FETCH = `req.body,regsub('"${BINARY_START}${ANY}*"',x)`;
 
-/** HAProxy `acl` lines (each indented 4 spaces, all named `rp_gate`, OR'ed by HAProxy) for a backend; dir = absolute config directory. */
-export function gateAcls(dir: string): string[] {
+/**
+ * The request headers the detectors read: req.hdrs without the lines of structured headers
+ * (GATE_STRUCTURED_HEADERS, which only ${ %{ #{ {{ take to a detector, and HEADERS fires on those in
+ * any header). The word and value rules read this text with the very pattern files they use for the
+ * URL and the body: HAProxy compiles a pattern file once for every ACL that uses it with the same
+ * flags, and the gate's cost is mostly the machine code of its compiled patterns (about 1 MB for the
+ * words), which a request pulls into the CPU's caches once per distinct pattern file it meets.
+ */
+const INSPECTED_HEADERS = `req.hdrs,regsub('"(?:^|\\n)(?:${GATE_STRUCTURED_HEADERS.map((h) => h.replace(/-/g, '\\-')).join('|')}):[^\\r\\n]*"',,g)`;
+
+/**
+ * The gate for a backend: two variables read once (the inspected headers, and the body as the body
+ * rules read it), then the `acl` lines, all named `rp_gate` (OR'ed by HAProxy); each line indented 4
+ * spaces. `cond`: the condition under which the gate will be asked (so the variables are not made
+ * for a request already decided), as an `if` clause's words with a leading blank, or ''.
+ * dir = absolute config directory.
+ */
+export function gateAcls(dir: string, cond = ''): string[] {
   const f = (name: string) => `${dir}/${name}`;
-  const body = BODY_FETCH;
+  const when = cond ? ` if${cond}` : '';
+  const headers = 'var(txn.rp_gh)';
+  const body = 'var(txn.rp_gb)';
   return [
+    `    http-request set-var(txn.rp_gh) ${INSPECTED_HEADERS}${when}`,
+    `    http-request set-var(txn.rp_gb) ${BODY_FETCH}${cond ? `${when} { req.body_len gt 0 }` : ' if { req.body_len gt 0 }'}`,
     `    acl rp_gate path -m reg -f ${f('gate_path.lst')}`,
     `    acl rp_gate query -m reg -f ${f('gate_query.lst')}`,
     `    acl rp_gate req.hdrs -m reg -f ${f('gate_headers.lst')}`,
@@ -576,10 +591,10 @@ export function gateAcls(dir: string): string[] {
     `    acl rp_gate req.hdrs -m reg -f ${f('gate_runs.lst')}`,
     `    acl rp_gate ${body} -m reg -f ${f('gate_runs.lst')}`,
     `    acl rp_gate url -m reg -i -f ${f('gate_words.lst')}`,
-    `    acl rp_gate req.hdrs -m reg -i -f ${f('gate_header_words.lst')}`,
+    `    acl rp_gate ${headers} -m reg -i -f ${f('gate_words.lst')}`,
     `    acl rp_gate ${body} -m reg -i -f ${f('gate_words.lst')}`,
     `    acl rp_gate url -m reg -i -f ${f('gate_values.lst')}`,
-    `    acl rp_gate req.hdrs -m reg -i -f ${f('gate_header_values.lst')}`,
+    `    acl rp_gate ${headers} -m reg -i -f ${f('gate_values.lst')}`,
     `    acl rp_gate ${body} -m reg -i -f ${f('gate_values.lst')}`,
     `    acl rp_gate url -m reg -i -f ${f('gate_url_text.lst')}`,
     `    acl rp_gate req.hdrs -m reg -i -f ${f('gate_text.lst')}`,

@@ -360,7 +360,7 @@ export function renderWaf(
           // gate and the detectors look at it; a client that stops sending is not waited for more than 5 s.
           `    http-request wait-for-body time 5s at-least ${BODY_INSPECT_LIMIT} if${open} { req.hdr(content-length) -m found } or${open} { req.hdr(transfer-encoding) -m found }`,
           ...compressedBodies(domain, open),
-          ...gateAcls(dir),
+          ...gateAcls(dir, open),
           // Only requests the gate picks can hold what a detector recognises (gate.ts); in block
           // mode a finding becomes a hit (rampart_waf.lua's rampart_waf_answer).
           `    http-request lua.rampart_detect ${domain.id} if${open} rp_gate`,
