@@ -160,7 +160,7 @@ async function main(): Promise<void> {
   }
 
   console.log(`\n3. Requests per second with a valid pass cookie (wrk, ${CONNECTIONS} connections, ${DURATION} s, after a 1 s warm-up)`);
-  const headers = { Host: HOST, 'User-Agent': UA, Cookie: passCookie(KEY, '127.0.0.1', UA) };
+  const headers = { Host: HOST, 'User-Agent': UA, Cookie: passCookie(KEY, HOST, '127.0.0.1', UA) };
   const check = await viaProxy(on, HOST, '/', { 'user-agent': UA, cookie: headers.Cookie });
   if (check.text !== 'ok') throw new Error(`the pass cookie did not pass: ${check.status} ${check.text.slice(0, 100)}`);
   const measure = async (port: number) => {

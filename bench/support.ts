@@ -204,10 +204,10 @@ export async function medianMs(runs: number, fn: () => Promise<unknown>): Promis
   return times.sort((a, b) => a - b)[Math.floor(runs / 2)]!;
 }
 
-/** A bot protection pass cookie as the shield server issues it (rampart_waf.lua): "<key id>.<expiry>.<MAC>". */
-export function passCookie(key: { id: string; secret: string }, ip: string, ua: string): string {
+/** A bot protection pass cookie for a domain as the shield server issues it (rampart_waf.lua): "<key id>.<expiry>.<MAC>". */
+export function passCookie(key: { id: string; secret: string }, domain: string, ip: string, ua: string): string {
   const expiry = Math.floor(Date.now() / 1000) + 86_400;
-  return `rampart_bot=${key.id}.${expiry}.${passCookieMac(key.secret, ip, ua, expiry)}`;
+  return `rampart_bot=${key.id}.${expiry}.${passCookieMac(key.secret, domain, ip, ua, expiry)}`;
 }
 
 export interface WrkResult {

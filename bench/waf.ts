@@ -174,9 +174,9 @@ const BOT_KEY = { id: randomBytes(4).toString('hex'), secret: randomBytes(32).to
 const DOMAIN_ID = randomUUID();
 const BLOCKED_LOOPBACK = '127.0.0.2'; // one blacklist entry a sanity check can hit from loopback
 
-/** The pass cookie exactly as the Lua engine issues it: "<key id>.<expiry>.<HMAC-SHA256(key, ip|ua|expiry)>". */
+/** The pass cookie exactly as the Lua engine issues it for the bench domain: "<key id>.<expiry>.<MAC over domain|ip|ua|expiry>". */
 function botCookie(ip: string, ua = UA): string {
-  return passCookie(BOT_KEY, ip, ua);
+  return passCookie(BOT_KEY, HOST, ip, ua);
 }
 
 const COUNTRIES = 'US NL DE FR GB FI AU CA BR IN SE RU ES HK IT JP CH CN PL AT SG IE ID BE CO UA AR CZ TR RO MX ZA KR DK NO IR MU BD TW VN BG AE PT NZ LT MY CL SC PH TH IL RS HU EE LU PE EC SA KZ GR'.split(' ');
@@ -240,7 +240,7 @@ function mixRequests(): Buffer[] | undefined {
     const chunked = headers.some((h) => name(h) === 'transfer-encoding' && /chunked/i.test(h));
     const kept = headers.filter((h) => !['host', 'connection', 'expect', 'keep-alive', 'proxy-connection', ...(chunked ? [] : ['content-length'])].includes(name(h)));
     const ua = [...headers].reverse().find((h) => name(h) === 'user-agent');
-    const cookie = passCookie(BOT_KEY, '127.0.0.1', ua ? ua.slice(ua.indexOf(':') + 1).trim() : '');
+    const cookie = passCookie(BOT_KEY, HOST, '127.0.0.1', ua ? ua.slice(ua.indexOf(':') + 1).trim() : '');
     const head = [`${parts[0]} ${parts[1]} HTTP/1.1`, `Host: ${HOST}`, ...kept, `Cookie: ${cookie.split(';')[0]}`];
     if (!chunked && (body.length > 0 || headers.some((h) => name(h) === 'content-length'))) head.push(`Content-Length: ${body.length}`);
     out.push(Buffer.concat([Buffer.from(`${head.join('\r\n')}\r\n\r\n`, 'latin1'), body]));

@@ -18,7 +18,9 @@ M.settings = { bot = nil, keys = nil, difficulty = 14, cookie_ttl = 86400, chall
 -- The browser finds a counter n such that SHA-256(token .. n) starts with `difficulty` zero bits
 -- and sends both to M.ANSWER_PATH; the engine checks the MAC, the expiry and the work (HAProxy's
 -- own hmac and sha2 converters, no call out) and answers with the pass cookie:
---   "<key id>.<expiry>.<MAC over ip|ua|expiry>" (M.cookie_mac)
+--   "<key id>.<expiry>.<MAC over domain|ip|ua|expiry>" (M.cookie_mac)
+-- Both the token and the cookie are bound to the domain (its configured name, txn.rp_domain): work
+-- done or a pass earned on one site of the shield server is worth nothing on another.
 -- checked natively on every later request (waf.ts). Both are bound to the client's address and
 -- User-Agent, and valid on every shield server of the account (they share its keys).
 ---------------------------------------------------------------------------------------------------
@@ -29,13 +31,13 @@ M.ANSWER_PATH = "/.well-known/rampart/bot"
 -- The pass cookie's MAC (pow.ts passCookieMac): HMAC's nested construction with plain SHA-256 and
 -- the key's two derived block-sized keys, which HAProxy checks fast on every request (waf.ts).
 -- sha256_hex(data): upper-case hex, as HAProxy's hex converter writes it.
-function M.cookie_mac(key, ip, ua, expiry, sha256_hex)
-  local inner = sha256_hex(key.inner .. "|" .. ip .. "|" .. ua .. "|" .. tostring(expiry))
+function M.cookie_mac(key, domain, ip, ua, expiry, sha256_hex)
+  local inner = sha256_hex(key.inner .. "|" .. domain .. "|" .. ip .. "|" .. ua .. "|" .. tostring(expiry))
   return string.lower(sha256_hex(key.outer .. inner))
 end
 
-function M.challenge_payload(ip, ua, kid, expiry, difficulty, nonce)
-  return "c|" .. ip .. "|" .. ua .. "|" .. kid .. "|" .. tostring(expiry) .. "|" .. tostring(difficulty) .. "|" .. nonce
+function M.challenge_payload(domain, ip, ua, kid, expiry, difficulty, nonce)
+  return "c|" .. domain .. "|" .. ip .. "|" .. ua .. "|" .. kid .. "|" .. tostring(expiry) .. "|" .. tostring(difficulty) .. "|" .. nonce
 end
 
 -- The parts of a challenge token, or nil when it is not of the form above.
@@ -74,7 +76,7 @@ end
 
 -- Checks an answer: query is the request's query string, hmac(key, data) a hex MAC, sha256(data)
 -- a binary digest. Returns true, or false and why (for tests and logs; never sent to the client).
-function M.check_answer(query, ip, ua, now, hmac, sha256)
+function M.check_answer(query, domain, ip, ua, now, hmac, sha256)
   query = "&" .. (query or "") .. "&"
   local token = string.match(query, "&c=([0-9a-z.]+)&")
   local n = string.match(query, "&n=(%d+)&")
@@ -85,7 +87,7 @@ function M.check_answer(query, ip, ua, now, hmac, sha256)
   if key == nil then return false, "unknown key" end
   if t.expiry <= now or t.expiry > now + M.settings.challenge_ttl then return false, "expired" end
   if t.difficulty < M.settings.difficulty then return false, "too easy" end
-  if hmac(key.secret, M.challenge_payload(ip, ua, t.kid, t.expiry, t.difficulty, t.nonce)) ~= t.mac then
+  if hmac(key.secret, M.challenge_payload(domain, ip, ua, t.kid, t.expiry, t.difficulty, t.nonce)) ~= t.mac then
     return false, "forged or for another client"
   end
   if M.zero_bits(sha256(token .. n)) < t.difficulty then return false, "not enough work" end
@@ -170,13 +172,13 @@ if core ~= nil and core.register_action ~= nil then
   end
 
   -- The challenge page, logged as a bot_challenge event with status 200.
-  local function challenge(txn, rule, ip, now)
+  local function challenge(txn, rule, domain, ip, now)
     local key = M.settings.keys[1]
     local expiry = now + M.settings.challenge_ttl
     local difficulty = M.settings.difficulty
     local ua = txn.f:req_fhdr("user-agent") or ""
     local nonce = string.format("%08x%08x", txn.f:rand(2147483647), txn.f:rand(2147483647))
-    local mac = hmac_of(txn)(key.secret, M.challenge_payload(ip, ua, key.id, expiry, difficulty, nonce))
+    local mac = hmac_of(txn)(key.secret, M.challenge_payload(domain, ip, ua, key.id, expiry, difficulty, nonce))
     local body = M.challenge_page(table.concat({ key.id, tostring(expiry), tostring(difficulty), nonce, mac }, "."), difficulty)
     txn:set_var("txn.rp_reason", "bot_challenge")
     txn:set_var("txn.rp_rule", rule)
@@ -192,12 +194,12 @@ if core ~= nil and core.register_action ~= nil then
 
   -- A challenge answer: the pass cookie (signed with the current key) when the work and the token
   -- check out, else a refusal.
-  local function verify(txn, rule, ip, now)
+  local function verify(txn, rule, domain, ip, now)
     local ua = txn.f:req_fhdr("user-agent") or ""
-    if not M.check_answer(txn.f:query(), ip, ua, now, hmac_of(txn), sha256_of(txn)) then return refuse(txn, rule) end
+    if not M.check_answer(txn.f:query(), domain, ip, ua, now, hmac_of(txn), sha256_of(txn)) then return refuse(txn, rule) end
     local key = M.settings.keys[1]
     local expiry = now + M.settings.cookie_ttl
-    local value = key.id .. "." .. tostring(expiry) .. "." .. M.cookie_mac(key, ip, ua, expiry, sha256_hex_of(txn))
+    local value = key.id .. "." .. tostring(expiry) .. "." .. M.cookie_mac(key, domain, ip, ua, expiry, sha256_hex_of(txn))
     local cookie = M.COOKIE .. "=" .. value .. "; Path=/; Max-Age=" .. M.settings.cookie_ttl .. "; SameSite=Lax; HttpOnly"
     local tls = txn.f:ssl_fc() -- a boolean sample (0/1 in some builds)
     if tls == true or tls == 1 then cookie = cookie .. "; Secure" end
@@ -210,8 +212,10 @@ if core ~= nil and core.register_action ~= nil then
     if M.settings.bot == nil or M.settings.keys == nil or M.settings.keys[1] == nil then return end
     local now = os.time()
     local ip = txn.f:src()
-    if txn.f:path() == M.ANSWER_PATH then return verify(txn, rule, ip, now) end
-    challenge(txn, rule, ip, now)
+    -- The domain's configured name, set first thing in its backend (waf.ts).
+    local domain = txn:get_var("txn.rp_domain") or ""
+    if txn.f:path() == M.ANSWER_PATH then return verify(txn, rule, domain, ip, now) end
+    challenge(txn, rule, domain, ip, now)
   end
 
   -- For rampart_detect.lua, loaded into the same Lua state, in block mode: its finding (already in

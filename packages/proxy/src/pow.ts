@@ -46,15 +46,18 @@ export function answerUrl(token: string, counter: number): string {
  * The pass cookie's MAC keys, derived from a bot key (hex): two independent 64-character keys,
  * each exactly one SHA-256 block, for HMAC's nested construction done with plain SHA-256 (the one
  * HAProxy runs fast on every request; its hmac converter costs several times more per call):
- *   MAC = SHA-256(outer || HEX(SHA-256(inner || "|" ip "|" user-agent "|" expiry)))
+ *   MAC = SHA-256(outer || HEX(SHA-256(inner || "|" domain "|" ip "|" user-agent "|" expiry)))
+ * The domain is the site's name as configured (not the request's Host header): a pass earned on one
+ * domain is worth nothing on another domain of the same shield server, as Cloudflare's clearance
+ * cookie is bound to its zone.
  * HEX is upper case, as HAProxy's hex converter writes it; the cookie carries the MAC in lower case.
  */
 export function cookieKeys(secretHex: string): { inner: string; outer: string } {
   return { inner: sha256hex(`rampart pass cookie inner|${secretHex}`), outer: sha256hex(`rampart pass cookie outer|${secretHex}`) };
 }
 
-/** The pass cookie's MAC (lower-case hex) for a client, as the shield server computes it. */
-export function passCookieMac(secretHex: string, ip: string, ua: string, expiry: number): string {
+/** The pass cookie's MAC (lower-case hex) for a client of a domain, as the shield server computes it. */
+export function passCookieMac(secretHex: string, domain: string, ip: string, ua: string, expiry: number): string {
   const { inner, outer } = cookieKeys(secretHex);
-  return sha256hex(outer + sha256hex(`${inner}|${ip}|${ua}|${expiry}`).toUpperCase());
+  return sha256hex(outer + sha256hex(`${inner}|${domain}|${ip}|${ua}|${expiry}`).toUpperCase());
 }

@@ -398,25 +398,27 @@ function compressedBodies(domain: SnapshotDomain, open: string): string[] {
 /**
  * The pass cookie "<key id>.<expiry>.<MAC>" checked natively: the MAC the Lua engine signs (pow.ts
  * passCookieMac, two SHA-256 with the key's derived keys from bot_inner.map and bot_outer.map),
- * over the client's address, its User-Agent and the expiry. A verified cookie is remembered for
- * the connection (whose address cannot change) with its User-Agent and expiry, so later requests
- * showing that very cookie and User-Agent pass on one comparison, without hashing.
+ * over the domain (its configured name), the client's address, its User-Agent and the expiry. A
+ * verified cookie is remembered for the connection (whose address cannot change) with its domain,
+ * User-Agent and expiry, so later requests to that domain showing that very cookie and User-Agent
+ * pass on a few comparisons, without hashing; a cookie past its expiry never passes.
  */
 function cookieCheck(dir: string, open: string): string[] {
   const fresh = `${open} !${found('rp_cookie_ok')}`;
   const shaped = `{ var(txn.rp_ck) -m reg ^[0-9a-z]{1,16}[.][0-9]{1,12}[.][0-9a-fA-F]{64}$ }`;
   return [
-    `    http-request set-var(txn.rp_cookie_ok) bool(1) if { req.cook(rampart_bot),strcmp(sess.rp_okck) eq 0 } { req.fhdr(user-agent),strcmp(sess.rp_okua) eq 0 } { date,sub(sess.rp_okexp) -m int lt 0 }`,
+    `    http-request set-var(txn.rp_cookie_ok) bool(1) if { req.cook(rampart_bot),strcmp(sess.rp_okck) eq 0 } { req.fhdr(user-agent),strcmp(sess.rp_okua) eq 0 } { var(txn.rp_domain),strcmp(sess.rp_okdom) eq 0 } { date,sub(sess.rp_okexp) -m int lt 0 }`,
     `    http-request set-var(txn.rp_ck) req.cook(rampart_bot) if${fresh}`,
     `    http-request set-var(txn.rp_ckexp) var(txn.rp_ck),field(2,.) if${fresh} ${shaped}`,
     `    http-request set-var(txn.rp_ckin) var(txn.rp_ck),field(1,.),map(${dir}/bot_inner.map) if ${found('rp_ckexp')} { date,sub(txn.rp_ckexp) -m int lt 0 }`,
     `    http-request set-var(txn.rp_ip) src if ${found('rp_ckin')}`,
     `    http-request set-var(txn.rp_ua) req.fhdr(user-agent) if ${found('rp_ckin')}`,
-    `    http-request set-var(txn.rp_ckmac) var(txn.rp_ckin),concat(|,txn.rp_ip,|),concat(,txn.rp_ua,|),concat(,txn.rp_ckexp),sha2(256),hex if ${found('rp_ckin')}`,
+    `    http-request set-var(txn.rp_ckmac) var(txn.rp_ckin),concat(|,txn.rp_domain,|),concat(,txn.rp_ip,|),concat(,txn.rp_ua,|),concat(,txn.rp_ckexp),sha2(256),hex if ${found('rp_ckin')}`,
     `    http-request set-var(txn.rp_ckmac) var(txn.rp_ck),field(1,.),map(${dir}/bot_outer.map),concat(,txn.rp_ckmac),sha2(256),hex,lower if ${found('rp_ckmac')}`,
     `    http-request set-var(txn.rp_cookie_ok) bool(1) if ${found('rp_ckmac')} { var(txn.rp_ck),field(3,.),lower,strcmp(txn.rp_ckmac) eq 0 }`,
     `    http-request set-var(sess.rp_okck) var(txn.rp_ck) if ${found('rp_ckmac')} ${found('rp_cookie_ok')}`,
     `    http-request set-var(sess.rp_okua) var(txn.rp_ua) if ${found('rp_ckmac')} ${found('rp_cookie_ok')}`,
+    `    http-request set-var(sess.rp_okdom) var(txn.rp_domain) if ${found('rp_ckmac')} ${found('rp_cookie_ok')}`,
     `    http-request set-var(sess.rp_okexp) var(txn.rp_ckexp) if ${found('rp_ckmac')} ${found('rp_cookie_ok')}`,
   ];
 }

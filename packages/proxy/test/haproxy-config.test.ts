@@ -336,7 +336,7 @@ describe('the renderer re-checks every rule and WAF setting itself', () => {
     // connection that showed a verified cookie passes on one comparison; no key is in the configuration.
     assert.equal(files['bot_inner.map'], `k2 ${cookieKeys('ab'.repeat(32)).inner}\nk1 ${cookieKeys('cd'.repeat(32)).inner}\n`);
     assert.equal(files['bot_outer.map'], `k2 ${cookieKeys('ab'.repeat(32)).outer}\nk1 ${cookieKeys('cd'.repeat(32)).outer}\n`);
-    assert.ok(cfg.includes('http-request set-var(txn.rp_cookie_ok) bool(1) if { req.cook(rampart_bot),strcmp(sess.rp_okck) eq 0 } { req.fhdr(user-agent),strcmp(sess.rp_okua) eq 0 } { date,sub(sess.rp_okexp) -m int lt 0 }'));
+    assert.ok(cfg.includes('http-request set-var(txn.rp_cookie_ok) bool(1) if { req.cook(rampart_bot),strcmp(sess.rp_okck) eq 0 } { req.fhdr(user-agent),strcmp(sess.rp_okua) eq 0 } { var(txn.rp_domain),strcmp(sess.rp_okdom) eq 0 } { date,sub(sess.rp_okexp) -m int lt 0 }'));
     for (const secret of ['ab'.repeat(32), 'cd'.repeat(32)]) {
       for (const k of [secret, Buffer.from(secret, 'hex').toString('base64'), cookieKeys(secret).inner, cookieKeys(secret).outer]) assert.ok(!cfg.includes(k), 'no key material in haproxy.cfg');
     }

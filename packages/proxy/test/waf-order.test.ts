@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { createSocket } from 'node:dgram';
 import { once } from 'node:events';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer, request as httpRequest } from 'node:http';
+import { Agent, createServer, request as httpRequest } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib';
@@ -144,11 +144,11 @@ describe('the processing order, natively in HAProxy', () => {
     rmSync(tmp, { recursive: true, force: true });
   });
 
-  const cookie = (ip: string, ua = UA, expiry = Math.floor(Date.now() / 1000) + 3600, key = KEY) =>
-    `rampart_bot=${key.id}.${expiry}.${passCookieMac(key.secret, ip, ua, expiry)}`;
+  const cookie = (ip: string, ua = UA, expiry = Math.floor(Date.now() / 1000) + 3600, key = KEY, domain = 'medium.order.test') =>
+    `rampart_bot=${key.id}.${expiry}.${passCookieMac(key.secret, domain, ip, ua, expiry)}`;
   /** A request with a valid pass cookie for its source (bot protection on), else none. */
   const get = (server: 'bots' | 'nobots', level: string, from: string, headers: Record<string, string> = {}, path = '/', body?: Buffer) =>
-    send(ports[server]!, `${level}.order.test`, from, server === 'bots' && !('cookie' in headers) ? { cookie: cookie(from, headers['user-agent'] ?? UA), ...headers } : headers, path, body);
+    send(ports[server]!, `${level}.order.test`, from, server === 'bots' && !('cookie' in headers) ? { cookie: cookie(from, headers['user-agent'] ?? UA, undefined, KEY, `${level}.order.test`), ...headers } : headers, path, body);
 
   test('step 6: a clean request passes at every level, and with the WAF off', async () => {
     for (const level of ['low', 'medium', 'high', 'off']) {
@@ -185,7 +185,7 @@ describe('the processing order, natively in HAProxy', () => {
     assert.deepEqual(await get('bots', 'low', '127.0.21.1', { 'user-agent': `${BAD_UA} GPTBot`, cookie: '' }), { status: 403, reason: 'bot_blocked', rule: RULE.bot });
     assert.deepEqual(await get('nobots', 'low', '127.0.21.1', { 'user-agent': BAD_UA }), { status: 200 });
     // a valid cookie does not cover a second User-Agent header naming a bad bot
-    const two = await send(ports.bots!, 'low.order.test', '127.0.21.2', { 'user-agent': [BAD_UA, UA] as unknown as string, cookie: cookie('127.0.21.2') });
+    const two = await send(ports.bots!, 'low.order.test', '127.0.21.2', { 'user-agent': [BAD_UA, UA] as unknown as string, cookie: cookie('127.0.21.2', UA, undefined, KEY, 'low.order.test') });
     assert.deepEqual(two, { status: 403, reason: 'bot_blocked', rule: RULE.bot });
   });
 
@@ -211,7 +211,42 @@ describe('the processing order, natively in HAProxy', () => {
     const forged = cookie(ip).replace(/\.(\d+)\./, (_m, e) => `.${Number(e) + 100}.`);
     await challenged(forged, 'a changed expiry');
     await challenged(`${cookie(ip)}x`, 'a malformed cookie');
+    await challenged(cookie(ip, UA, undefined, KEY, 'low.order.test'), 'a cookie earned on another domain of the server');
     assert.deepEqual(await get('bots', 'medium', ip), { status: 200 }, 'its own cookie passes to the origin');
+  });
+
+  test('step 3: a pass is bound to its domain on a kept-alive connection too, and stops at its expiry', async () => {
+    // The first request verifies the cookie (and the connection remembers it); the next ones on the
+    // same connection must not reuse that for another domain, nor after the expiry.
+    const ip = '127.0.23.5';
+    const keep = new Agent({ keepAlive: true, maxSockets: 1 });
+    const sockets = new Set<unknown>();
+    const on = (host: string, c: string) =>
+      new Promise<string>((resolve, reject) => {
+        const req = httpRequest({ host: '127.0.0.1', port: ports.bots!, path: '/', headers: { 'user-agent': UA, cookie: c, host }, agent: keep, localAddress: ip }, (res) => {
+          sockets.add(req.socket);
+          let text = '';
+          res.setEncoding('utf8');
+          res.on('data', (d) => (text += d));
+          res.on('end', () => resolve(text));
+        });
+        req.on('error', reject);
+        req.end();
+      });
+    try {
+      const pass = cookie(ip, UA, undefined, KEY, 'low.order.test');
+      assert.equal(await on('low.order.test', pass), 'origin', 'its own domain');
+      assert.notEqual(await on('medium.order.test', pass), 'origin', 'another domain on the same connection is challenged');
+      assert.equal(await on('low.order.test', pass), 'origin', 'its own domain again');
+      const soon = Math.floor(Date.now() / 1000) + 2;
+      const brief = cookie(ip, UA, soon, KEY, 'low.order.test');
+      assert.equal(await on('low.order.test', brief), 'origin', 'a cookie about to expire still passes');
+      await waitFor(() => Math.floor(Date.now() / 1000) > soon, 'the cookie to expire', 5_000, 50);
+      assert.notEqual(await on('low.order.test', brief), 'origin', 'past its expiry it no longer passes, even on the connection that verified it');
+      assert.equal(sockets.size, 1, 'all on one connection');
+    } finally {
+      keep.destroy();
+    }
   });
 
   test('step 4: medium and high count and limit (429 rate_limited); low stores the rule but never limits', async () => {

@@ -55,9 +55,9 @@ local function fake_sha(data)
   return string.rep("\0", bits // 8) .. string.char(255 >> (bits % 8)) .. string.rep("\255", 31 - bits // 8)
 end
 
-local function token(ip, ua, kid, secret, expiry, difficulty)
+local function token(ip, ua, kid, secret, expiry, difficulty, domain)
   local nonce = "00ff00ff00ff00ff"
-  local mac = fake_hmac(secret, M.challenge_payload(ip, ua, kid, expiry, difficulty, nonce))
+  local mac = fake_hmac(secret, M.challenge_payload(domain or "a.test", ip, ua, kid, expiry, difficulty, nonce))
   return table.concat({ kid, tostring(expiry), tostring(difficulty), nonce, mac }, ".")
 end
 
@@ -72,23 +72,24 @@ end)
 test("check_answer: a token of this client with enough work passes", function()
   setup({ bot = true })
   local t = token("192.0.2.1", "UA/1", "k2", "c2VjcmV0", 1100, 12)
-  truthy(M.check_answer("c=" .. t .. "&n=4412", "192.0.2.1", "UA/1", 1000, fake_hmac, fake_sha), "12 bits at difficulty 12")
-  truthy(M.check_answer("x=1&n=4416&c=" .. t, "192.0.2.1", "UA/1", 1000, fake_hmac, fake_sha), "parameters in any order, more work")
+  truthy(M.check_answer("c=" .. t .. "&n=4412", "a.test", "192.0.2.1", "UA/1", 1000, fake_hmac, fake_sha), "12 bits at difficulty 12")
+  truthy(M.check_answer("x=1&n=4416&c=" .. t, "a.test", "192.0.2.1", "UA/1", 1000, fake_hmac, fake_sha), "parameters in any order, more work")
   local old = token("192.0.2.1", "UA/1", "k1", "b2xk", 1100, 12)
-  truthy(M.check_answer("c=" .. old .. "&n=12", "192.0.2.1", "UA/1", 1000, fake_hmac, fake_sha), "a token of the previous key")
+  truthy(M.check_answer("c=" .. old .. "&n=12", "a.test", "192.0.2.1", "UA/1", 1000, fake_hmac, fake_sha), "a token of the previous key")
 end)
 
 test("check_answer refuses replays elsewhere, forgeries, expired or easy tokens and too little work", function()
   setup({ bot = true })
   local t = token("192.0.2.1", "UA/1", "k2", "c2VjcmV0", 1100, 12)
-  local function refused(query, ip, ua, now, why)
-    local ok, reason = M.check_answer(query, ip, ua, now, fake_hmac, fake_sha)
+  local function refused(query, ip, ua, now, why, domain)
+    local ok, reason = M.check_answer(query, domain or "a.test", ip, ua, now, fake_hmac, fake_sha)
     if ok then fail("accepted: " .. why) end
     return reason
   end
   eq(refused("c=" .. t .. "&n=11", "192.0.2.1", "UA/1", 1000, "11 bits"), "not enough work", "too little work")
   eq(refused("c=" .. t .. "&n=12", "192.0.2.2", "UA/1", 1000, "another address"), "forged or for another client", "other address")
   eq(refused("c=" .. t .. "&n=12", "192.0.2.1", "UA/2", 1000, "another user-agent"), "forged or for another client", "other UA")
+  eq(refused("c=" .. t .. "&n=12", "192.0.2.1", "UA/1", 1000, "another domain", "b.test"), "forged or for another client", "work done for one site is worth nothing on another")
   eq(refused("c=" .. t .. "&n=12", "192.0.2.1", "UA/1", 1100, "at expiry"), "expired", "expired")
   local far = token("192.0.2.1", "UA/1", "k2", "c2VjcmV0", 1000 + M.settings.challenge_ttl + 1, 12)
   eq(refused("c=" .. far .. "&n=12", "192.0.2.1", "UA/1", 1000, "expiry beyond the challenge lifetime"), "expired", "too far")
@@ -127,10 +128,10 @@ end)
 test("the pass cookie's MAC: SHA-256 over the outer key and the inner digest's upper-case hex", function()
   -- The MAC's composition, with a stand-in hash that shows its input.
   local calls = {}
-  local mac = M.cookie_mac({ inner = "IN", outer = "OUT" }, "192.0.2.1", "UA/1.0", 123, function(d) calls[#calls + 1] = d; return "H(" .. d .. ")" end)
-  eq(calls[1], "IN|192.0.2.1|UA/1.0|123", "inner input: inner key, address, user-agent, expiry")
-  eq(calls[2], "OUTH(IN|192.0.2.1|UA/1.0|123)", "outer input: outer key and the inner hex")
-  eq(mac, "h(outh(in|192.0.2.1|ua/1.0|123))", "lower case")
+  local mac = M.cookie_mac({ inner = "IN", outer = "OUT" }, "a.test", "192.0.2.1", "UA/1.0", 123, function(d) calls[#calls + 1] = d; return "H(" .. d .. ")" end)
+  eq(calls[1], "IN|a.test|192.0.2.1|UA/1.0|123", "inner input: inner key, domain, address, user-agent, expiry")
+  eq(calls[2], "OUTH(IN|a.test|192.0.2.1|UA/1.0|123)", "outer input: outer key and the inner hex")
+  eq(mac, "h(outh(in|a.test|192.0.2.1|ua/1.0|123))", "lower case")
 end)
 
 test("request ids: only the generated form is ever put in a page", function()
