@@ -223,6 +223,9 @@ describe('WAF through real HAProxy', () => {
     assert.equal(JSON.parse(passed.text).origin, 'origin');
     assert.equal(await challenged('low.waf.test', '127.0.16.3', '/', { 'user-agent': ua, cookie }), true, 'another address gets the challenge again');
     assert.equal(await challenged('low.waf.test', '127.0.16.2', '/', { 'user-agent': 'curl/8.0', cookie }), true, 'another User-Agent gets the challenge again');
+    assert.equal(await challenged('medium.waf.test', '127.0.16.2', '/', { 'user-agent': ua, cookie }), true, 'another domain of the same shield server gets the challenge again');
+    const elsewhere = await answer('medium.waf.test', '127.0.16.2', ua, answerUrl(challenge.token, counter));
+    assert.equal(elsewhere.status, 403, 'work done for one domain earns no pass on another');
     const [name, value] = cookie.split('=') as [string, string];
     const [kid, expiry, mac] = value.split('.') as [string, string, string];
     for (const [what, forged] of [
