@@ -109,6 +109,47 @@ describe('FCrDNS', () => {
     assert.ok(!dns.questions.some((q) => q.startsWith('A ')), dns.questions.join(', '));
   });
 
+  test("accepts only the names each crawler's owner documents: a cloud machine's default name is refused, without a forward query", async () => {
+    const { dns } = setup();
+    const accepted: [string, string, string][] = [
+      ['66.249.66.2', 'crawl-66-249-66-2.googlebot.com', 'google'],
+      ['66.249.66.3', 'geo-crawl-66-249-66-3.geo.googlebot.com', 'google'],
+      ['66.249.90.77', 'rate-limited-proxy-66-249-90-77.google.com', 'google'],
+      ['157.55.39.2', 'msnbot-157-55-39-2.search.msn.com', 'bing'],
+      ['5.255.253.1', '5-255-253-1.spider.yandex.com', 'yandex'],
+      ['213.180.203.1', 'spider-213-180-203-1.yandex.ru', 'yandex'],
+      ['87.250.224.1', 'x.yandex.net', 'yandex'],
+      ['123.125.66.120', 'baiduspider-123-125-66-120.crawl.baidu.com', 'baidu'],
+      ['119.63.195.254', 'baiduspider-119-63-195-254.crawl.baidu.jp', 'baidu'],
+      ['17.58.101.1', '17-58-101-1.applebot.apple.com', 'apple'],
+      ['74.6.67.218', 'lj612134.crawl.yahoo.net', 'yahoo'],
+    ];
+    for (const [ip, name, id] of accepted) {
+      dns.ptr.set(ip, [name]);
+      dns.a.set(name, [ip]);
+      assert.deepEqual(await fcrdns(dns.resolver(), ip), { id }, name);
+    }
+    dns.questions = [];
+    const refused: [string, string][] = [
+      // Every Google Cloud machine's default reverse name, and App Engine's
+      ['34.105.1.2', '2.1.105.34.bc.googleusercontent.com'],
+      ['35.187.1.2', 'x.gae.googleusercontent.com'],
+      ['35.187.1.3', 'googleusercontent.com'],
+      // the owners' other names, not their crawlers'
+      ['40.77.1.1', 'x.msn.com'],
+      ['40.77.1.2', 'bing.com'],
+      ['17.1.1.1', 'x.apple.com'],
+      ['74.6.1.1', 'x.yahoo.net'],
+      ['74.6.1.2', 'x.yahoo.com'],
+    ];
+    for (const [ip, name] of refused) {
+      dns.ptr.set(ip, [name]);
+      dns.a.set(name, [ip]); // even when it resolves back
+      assert.deepEqual(await fcrdns(dns.resolver(), ip), { id: null, transient: false }, name);
+    }
+    assert.ok(!dns.questions.some((q) => q.startsWith('A ')), dns.questions.join(', '));
+  });
+
   test('refuses a right PTR name whose forward answer points elsewhere, or is missing', async () => {
     const { dns } = setup();
     dns.ptr.set('203.0.113.9', ['crawl-66-249-66-1.googlebot.com']); // someone else's name
