@@ -405,6 +405,10 @@ export class Agent {
         else this.responder.remove(domain, token, 'peer');
         return;
       }
+      case 'crawlers/ranges':
+        // The owners' published crawler ranges: a claim from inside them is verified without DNS.
+        this.crawlers.setAddressLists(m.payload.lists);
+        return;
       case 'service/heartbeat':
         return;
     }

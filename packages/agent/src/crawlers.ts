@@ -1,15 +1,17 @@
 import { Resolver } from 'node:dns/promises';
-import { isIP, isIPv4 } from 'node:net';
-import { SEARCH_CRAWLERS, searchCrawler, underCrawlerDomain } from '@rampart/protocol';
+import { BlockList, isIP, isIPv4 } from 'node:net';
+import { isCrawlerPrefix, SEARCH_CRAWLERS, searchCrawler, underCrawlerDomain, type CrawlerAddressList } from '@rampart/protocol';
 import { systemClock, type Clock } from './backoff.js';
 import { canonicalIp } from './certificates/resolve.js';
 
 /**
  * Verified search crawlers (docs/bots.md "Verified crawlers"): a request whose User-Agent claims a
- * search crawler passes the bot challenge only once its address is verified by forward-confirmed
- * reverse DNS. HAProxy logs the claim with the challenge (events.ts); the agent verifies the
- * address here, off the request path, and hands `address -> crawler id` to the running HAProxy's
- * map through its runtime API (RuntimeCrawlerMap). No DNS answer is trusted beyond that check.
+ * search crawler passes the bot challenge only once its address is verified: by the owner's
+ * published address list when the control plane sent a current one (crawlers/ranges), otherwise by
+ * forward-confirmed reverse DNS. HAProxy logs the claim with the challenge (events.ts); the agent
+ * verifies the address here, off the request path, and hands `address -> crawler id` to the
+ * running HAProxy's map through its runtime API (RuntimeCrawlerMap). No DNS answer is trusted
+ * beyond that check.
  */
 
 /** The DNS questions FCrDNS asks; node's `dns/promises` Resolver, or a stand-in in tests. */
@@ -36,14 +38,21 @@ export interface CrawlerVerifierOptions {
   verifiedTtlMs?: number;
   /** How long an address that failed the check is not asked about again (1 h). */
   failedTtlMs?: number;
-  /** The same after a DNS error or timeout, which proves nothing either way (5 min). */
+  /**
+   * The same after a DNS error or timeout, which proves nothing either way (5 min); a network one
+   * of whose lookups timed out waits behind every other network for as long.
+   */
   errorTtlMs?: number;
-  /** One lookup (reverse and forward queries together) gives up after this long (5 s). */
+  /** One lookup (reverse and forward queries together) gives up after this long (3 s). */
   lookupTimeoutMs?: number;
-  /** Lookups at the same time (4). */
+  /** Lookups at the same time (16); one network (networkOf) has at most one running. */
   concurrency?: number;
-  /** Addresses waiting for a lookup; claims beyond it are dropped, to come back later (256). */
+  /** Networks remembered as slow (a lookup timed out); past it the oldest is forgotten (10,000). */
+  maxSlowNetworks?: number;
+  /** Addresses waiting for a lookup, all networks together (1,024). */
   queueMax?: number;
+  /** Addresses of one network waiting for a lookup; its further claims are dropped, to come back later (8). */
+  networkQueueMax?: number;
   /** Verified addresses kept; past it the oldest is forgotten and leaves the map (10,000). */
   maxVerified?: number;
   /** Failed addresses remembered; past it the oldest is forgotten (10,000). */
@@ -60,14 +69,39 @@ const NO_RECORD = new Set(['ENOTFOUND', 'ENODATA', 'ENONAME', 'NXDOMAIN']);
 /** A DNS name as it may appear in a PTR answer: letters, digits, hyphens, dots (and `_`, seen in the wild). */
 const NAME_RE = /^[A-Za-z0-9_](?:[A-Za-z0-9_.-]{0,252})$/;
 
-type Outcome = { id: string } | { id: null; transient: boolean };
+type Outcome = { id: string } | { id: null; transient: boolean; timedOut?: boolean };
 
 /**
- * FCrDNS for the addresses that claim a crawler, bounded: one lookup per address at a time (claims
- * for an address already queued, in flight or cached cost nothing), at most `concurrency` lookups
- * at once, a bounded queue, a timeout per lookup, and caches of verified and failed addresses,
- * each with an expiry and a size cap. A verification is added to the sink; an expiry or eviction
- * removes it.
+ * The network a claim is queued under, for fairness: the IPv4 /16 or the IPv6 /32 of the address.
+ * Whoever makes lookups hang runs the reverse zones of its addresses, so it holds address space;
+ * spread over many such networks it is rare and dear, and each network gets one lookup at a time.
+ */
+export function networkOf(ip: string): string {
+  if (isIPv4(ip)) return `${ip.split('.').slice(0, 2).join('.')}/16`;
+  const groups = canonicalIp(ip).split('::')[0]!.split(':');
+  return `${(groups[0] || '0')}:${groups[1] ?? '0'}::/32`;
+}
+
+/** The claims waiting for one network's turn. */
+interface NetworkQueue {
+  addresses: string[];
+  running: number;
+}
+
+/** One crawler's published ranges as the agent checks them, until they expire. */
+interface AddressList {
+  ranges: BlockList;
+  expires: number;
+}
+
+/**
+ * The check of the addresses that claim a crawler: the owners' published lists first (no DNS),
+ * then FCrDNS, bounded and fair: one lookup per address at a time (claims for an address already
+ * queued, in flight or cached cost nothing), queues per network taking turns with at most one
+ * lookup each (a network whose lookups hang holds one slot, and waits behind the others once one
+ * timed out), at most `concurrency` lookups at once, bounded queues, a short timeout per lookup,
+ * and caches of verified and failed addresses, each with an expiry and a size cap. A verification
+ * is added to the sink; an expiry or eviction removes it.
  *
  * The cache is per address, not per claim: the check finds which crawler (if any) the address
  * belongs to, and HAProxy compares that with what each request claims, so an address verified as
@@ -76,16 +110,22 @@ type Outcome = { id: string } | { id: null; transient: boolean };
 export class CrawlerVerifier {
   private readonly verified = new Map<string, { id: string; expires: number }>();
   private readonly failed = new Map<string, number>();
-  private readonly queue: string[] = [];
+  /** Waiting claims by network, in turn order (a network that got a turn goes to the back). */
+  private readonly networks = new Map<string, NetworkQueue>();
+  private waiting = 0;
+  /** Networks one of whose lookups timed out -> until when their turn comes only when no other network waits. */
+  private readonly slow = new Map<string, number>();
   /** Queued or in flight. */
   private readonly pending = new Set<string>();
   private active = 0;
+  private lists = new Map<string, AddressList>();
   private idleWaiters: (() => void)[] = [];
   private readonly clock: Clock;
   private readonly o: Required<Omit<CrawlerVerifierOptions, 'sink' | 'clock' | 'log' | 'dns'>>;
-  /** Lookups started, and claims dropped because the queue was full (for tests and logs). */
+  /** Lookups started, claims dropped because a queue was full, and addresses settled by a published list (for tests and logs). */
   lookups = 0;
   dropped = 0;
+  listed = 0;
 
   constructor(private readonly options: CrawlerVerifierOptions) {
     this.clock = options.clock ?? systemClock;
@@ -93,9 +133,11 @@ export class CrawlerVerifier {
       verifiedTtlMs: options.verifiedTtlMs ?? 24 * 3_600_000,
       failedTtlMs: options.failedTtlMs ?? 3_600_000,
       errorTtlMs: options.errorTtlMs ?? 300_000,
-      lookupTimeoutMs: options.lookupTimeoutMs ?? 5_000,
-      concurrency: options.concurrency ?? 4,
-      queueMax: options.queueMax ?? 256,
+      lookupTimeoutMs: options.lookupTimeoutMs ?? 3_000,
+      concurrency: options.concurrency ?? 16,
+      queueMax: options.queueMax ?? 1024,
+      networkQueueMax: options.networkQueueMax ?? 8,
+      maxSlowNetworks: options.maxSlowNetworks ?? 10_000,
       maxVerified: options.maxVerified ?? 10_000,
       maxFailed: options.maxFailed ?? 10_000,
       maxNames: options.maxNames ?? 4,
@@ -104,22 +146,101 @@ export class CrawlerVerifier {
   }
 
   /**
+   * The owners' published address lists, as the control plane last sent them (crawlers/ranges):
+   * they replace the previous ones. A list past its expiry, or with a prefix the protocol does not
+   * allow, is not used (its crawler falls back to reverse DNS).
+   */
+  setAddressLists(lists: readonly CrawlerAddressList[]): void {
+    const next = new Map<string, AddressList>();
+    for (const l of lists) {
+      if (!searchCrawler(l.crawlerId) || !l.prefixes.every(isCrawlerPrefix)) {
+        this.options.log?.('warn', `ignored the published address list of crawler ${JSON.stringify(l.crawlerId).slice(0, 40)}: not a known crawler, or a prefix out of bounds`);
+        continue;
+      }
+      const ranges = new BlockList();
+      for (const p of l.prefixes) {
+        const [addr, bits] = p.split('/') as [string, string];
+        ranges.addSubnet(addr, Number(bits), isIPv4(addr) ? 'ipv4' : 'ipv6');
+      }
+      next.set(l.crawlerId, { ranges, expires: l.expiresAt * 1000 });
+    }
+    this.lists = next;
+  }
+
+  /**
    * An address claimed to be crawler `crawlerId` (from an authenticated event line). Unknown ids
-   * and anything that is not an IP address are ignored; otherwise the address is queued for a
-   * lookup unless it is already cached, queued or being looked up.
+   * and anything that is not an IP address are ignored. An address in a crawler's current
+   * published list is verified at once, without DNS; one outside every list, claiming a crawler
+   * that has a current list, fails at once. Otherwise the address is queued for a lookup unless it
+   * is already cached, queued or being looked up.
    */
   claim(ip: string, crawlerId: string): void {
     if (typeof ip !== 'string' || typeof crawlerId !== 'string' || !searchCrawler(crawlerId) || !isIP(ip)) return;
     const key = canonicalIp(ip);
     this.expire(key);
     if (this.verified.has(key) || this.failed.has(key) || this.pending.has(key)) return;
-    if (this.queue.length >= this.o.queueMax) {
+    const listed = this.inPublishedList(key, crawlerId);
+    if (listed !== undefined) {
+      this.listed++;
+      this.settle(key, listed === null ? { id: null, transient: false } : { id: listed }, 'its published address list');
+      return;
+    }
+    this.enqueue(key);
+    this.pump();
+  }
+
+  /**
+   * The crawler whose current published list holds the address; null when none does and the
+   * claimed crawler has a current list (the list is the owner's word); undefined when DNS must tell.
+   */
+  private inPublishedList(key: string, crawlerId: string): string | null | undefined {
+    const now = this.clock.now();
+    const family = isIPv4(key) ? 'ipv4' : 'ipv6';
+    for (const [id, l] of this.lists) if (l.expires > now && l.ranges.check(key, family)) return id;
+    const own = this.lists.get(crawlerId);
+    return own && own.expires > now ? null : undefined;
+  }
+
+  /**
+   * Queues an address under its network. Bounded twice: a network's own queue (its further claims
+   * are dropped) and all queues together, where a newcomer displaces the last claim of the longest
+   * queue when its own is shorter, so a flood from some networks never shuts out another one.
+   */
+  private enqueue(key: string): void {
+    const net = networkOf(key);
+    const own = this.networks.get(net) ?? { addresses: [], running: 0 };
+    if (own.addresses.length >= this.o.networkQueueMax) {
       this.dropped++;
       return;
     }
+    if (this.waiting >= this.o.queueMax) {
+      let longest: NetworkQueue | undefined;
+      for (const q of this.networks.values()) if (!longest || q.addresses.length > longest.addresses.length) longest = q;
+      if (!longest || longest.addresses.length <= own.addresses.length + 1) {
+        this.dropped++;
+        return;
+      }
+      this.pending.delete(longest.addresses.pop()!);
+      this.waiting--;
+      this.dropped++;
+    }
+    this.networks.set(net, own);
+    own.addresses.push(key);
+    this.waiting++;
     this.pending.add(key);
-    this.queue.push(key);
-    this.pump();
+  }
+
+  /** The next network whose turn it is: the first one waiting with no lookup running, slow ones last. */
+  private nextNetwork(): [string, NetworkQueue] | undefined {
+    const now = this.clock.now();
+    let slow: [string, NetworkQueue] | undefined;
+    for (const entry of this.networks) {
+      const q = entry[1];
+      if (q.running > 0 || q.addresses.length === 0) continue;
+      if ((this.slow.get(entry[0]) ?? 0) <= now) return entry;
+      slow ??= entry;
+    }
+    return slow;
   }
 
   /** The verified addresses now (address -> crawler id): what the map must hold. */
@@ -134,6 +255,8 @@ export class CrawlerVerifier {
   sweep(): void {
     for (const key of [...this.verified.keys()]) this.expire(key);
     for (const key of [...this.failed.keys()]) this.expire(key);
+    const now = this.clock.now();
+    for (const [net, until] of [...this.slow]) if (until <= now) this.slow.delete(net);
   }
 
   /** Sweeps every sweepIntervalMs until the signal aborts. */
@@ -146,7 +269,7 @@ export class CrawlerVerifier {
 
   /** Resolves when nothing is queued or in flight. */
   settled(): Promise<void> {
-    if (this.active === 0 && this.queue.length === 0) return Promise.resolve();
+    if (this.active === 0 && this.waiting === 0) return Promise.resolve();
     return new Promise((resolve) => this.idleWaiters.push(resolve));
   }
 
@@ -155,7 +278,7 @@ export class CrawlerVerifier {
   }
 
   get queued(): number {
-    return this.queue.length;
+    return this.waiting;
   }
 
   private expire(key: string): void {
@@ -170,23 +293,33 @@ export class CrawlerVerifier {
   }
 
   private pump(): void {
-    while (this.active < this.o.concurrency && this.queue.length > 0) {
-      const key = this.queue.shift()!;
+    while (this.active < this.o.concurrency) {
+      const next = this.nextNetwork();
+      if (!next) break;
+      const [net, q] = next;
+      const key = q.addresses.shift()!;
+      this.waiting--;
+      // Its turn is taken: to the back of the line.
+      this.networks.delete(net);
+      this.networks.set(net, q);
+      q.running++;
       this.active++;
       this.lookups++;
-      void this.verify(key).finally(() => {
+      void this.verify(key, net).finally(() => {
         this.active--;
+        q.running--;
+        if (q.running === 0 && q.addresses.length === 0 && this.networks.get(net) === q) this.networks.delete(net);
         this.pending.delete(key);
         this.pump();
-        if (this.active === 0 && this.queue.length === 0) for (const w of this.idleWaiters.splice(0)) w();
+        if (this.active === 0 && this.waiting === 0) for (const w of this.idleWaiters.splice(0)) w();
       });
     }
   }
 
-  private async verify(key: string): Promise<void> {
+  private async verify(key: string, network: string): Promise<void> {
     const dns = this.options.dns();
     const stop = new AbortController();
-    const timedOut = this.clock.sleep(this.o.lookupTimeoutMs, stop.signal).then((): Outcome => ({ id: null, transient: true }));
+    const timedOut = this.clock.sleep(this.o.lookupTimeoutMs, stop.signal).then((): Outcome => ({ id: null, transient: true, timedOut: true }));
     let outcome: Outcome;
     try {
       outcome = await Promise.race([fcrdns(dns, key, this.o.maxNames), timedOut]);
@@ -197,12 +330,24 @@ export class CrawlerVerifier {
       stop.abort();
     }
     if (outcome.id === null && outcome.transient) dns.cancel?.();
+    if (outcome.id === null && outcome.timedOut) this.markSlow(network);
+    this.settle(key, outcome, 'forward-confirmed reverse DNS');
+  }
+
+  private markSlow(network: string): void {
+    this.slow.delete(network);
+    this.slow.set(network, this.clock.now() + this.o.errorTtlMs);
+    while (this.slow.size > this.o.maxSlowNetworks) this.slow.delete(this.slow.keys().next().value as string);
+  }
+
+  /** Caches what the check found: a verified address goes to the sink, a failed one is not asked about again for a while. */
+  private settle(key: string, outcome: Outcome, how: string): void {
     const now = this.clock.now();
     if (outcome.id !== null) {
       this.verified.delete(key);
       this.verified.set(key, { id: outcome.id, expires: now + this.o.verifiedTtlMs });
       this.options.sink?.add(key, outcome.id);
-      this.options.log?.('info', `verified ${key} as search crawler ${outcome.id}`);
+      this.options.log?.('info', `verified ${key} as search crawler ${outcome.id} by ${how}`);
       while (this.verified.size > this.o.maxVerified) {
         const oldest = this.verified.keys().next().value as string;
         this.verified.delete(oldest);

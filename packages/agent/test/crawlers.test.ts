@@ -19,6 +19,8 @@ class FakeDns {
   a = new Map<string, string[] | string>();
   aaaa = new Map<string, string[] | string>();
   questions: string[] = [];
+  /** Questions about these (addresses or names) are never answered: a zone whose servers stay silent. */
+  silent = new Set<string>();
   /** When set, every answer waits for release(). */
   gate: Promise<void> | undefined;
   private open: (() => void) | undefined;
@@ -35,6 +37,7 @@ class FakeDns {
 
   private async answer(table: Map<string, string[] | string>, key: string, q: string): Promise<string[]> {
     this.questions.push(q);
+    if (this.silent.has(key)) await new Promise(() => {});
     if (this.gate) await this.gate;
     const v = table.get(key);
     if (v === undefined) throw dnsError('ENOTFOUND');
@@ -293,21 +296,69 @@ describe('CrawlerVerifier', () => {
     assert.deepEqual(sink.calls, ['add 66.249.66.1 google']);
   });
 
-  test('flood bound: many addresses at once -> at most `concurrency` lookups, a bounded queue, the rest dropped', async () => {
-    const { dns, v } = setup({ concurrency: 3, queueMax: 10 });
+  test('flood bound: at most `concurrency` lookups, one per network, bounded queues, the rest dropped', async () => {
+    const { dns, v } = setup({ concurrency: 3, queueMax: 10, networkQueueMax: 4 });
     dns.hold();
     for (let i = 0; i < 500; i++) v.claim(`10.0.${i >> 8}.${i & 255}`, 'google');
+    assert.equal(v.inFlight, 1, 'one network, one lookup');
+    assert.equal(v.queued, 4, "the network's own queue");
+    for (let i = 1; i <= 20; i++) v.claim(`10.${i}.0.1`, 'google');
     assert.equal(v.inFlight, 3);
     assert.equal(v.queued, 10);
-    assert.equal(v.dropped, 487);
+    assert.equal(v.dropped, 520 - 13);
     assert.equal(dns.questions.length, 3, 'only the running lookups have asked anything');
     dns.release();
     await v.settled();
     assert.equal(v.lookups, 13);
+    assert.ok(dns.questions.filter((q) => q.startsWith('PTR 10.0.')).length <= 2, 'newcomers displaced the flooding network\'s queue');
     // the dropped ones were not cached: they are looked up when they come back
     v.claim('10.0.1.200', 'google');
     await v.settled();
     assert.equal(v.lookups, 14);
+  });
+
+  /** Lets the verifier's promise chains run (no timer moves). */
+  const ticks = async (n = 20) => {
+    for (let i = 0; i < n; i++) await new Promise((r) => setImmediate(r));
+  };
+
+  test('300 claims whose reverse zones never answer neither drop nor delay a genuine crawler (defaults)', async () => {
+    const { dns, clock, sink, v } = setup();
+    // An attacker's addresses in three networks whose reverse DNS it runs, and lets hang.
+    const attackers = Array.from({ length: 300 }, (_, i) => `100.${64 + (i % 3)}.${Math.floor(i / 3)}.1`);
+    for (const ip of attackers) dns.silent.add(ip);
+    for (const ip of attackers) v.claim(ip, 'google');
+    v.claim('66.249.66.1', 'google');
+    await ticks();
+    assert.deepEqual([...sink.map], [['66.249.66.1', 'google']], 'verified at once, the clock never moved');
+    // The attacker keeps at most one lookup per network running, and its queue is bounded.
+    assert.ok(v.inFlight <= 3, `in flight ${v.inFlight}`);
+    assert.ok(v.queued <= 3 * 8, `queued ${v.queued}`);
+    // Its networks' lookups time out; the next genuine crawler still goes first.
+    clock.advance(3000);
+    await ticks();
+    dns.ptr.set('66.249.66.2', ['crawl-66-249-66-2.googlebot.com']);
+    dns.a.set('crawl-66-249-66-2.googlebot.com', ['66.249.66.2']);
+    for (const ip of attackers) v.claim(ip, 'google');
+    v.claim('66.249.66.2', 'google');
+    await ticks();
+    assert.equal(sink.map.get('66.249.66.2'), 'google');
+  });
+
+  test('claims from 300 networks that never answer: the genuine crawler is queued, never dropped, and verified within a bounded time', async () => {
+    const { dns, clock, sink, v } = setup();
+    const attackers = Array.from({ length: 300 }, (_, i) => `${11 + (i >> 8)}.${i & 255}.0.1`);
+    for (const ip of attackers) dns.silent.add(ip);
+    for (const ip of attackers) v.claim(ip, 'google');
+    v.claim('66.249.66.1', 'google');
+    let waited = 0;
+    while (!sink.map.has('66.249.66.1') && waited < 120_000) {
+      clock.advance(1000);
+      waited += 1000;
+      await ticks();
+    }
+    assert.equal(sink.map.get('66.249.66.1'), 'google', `not verified after ${waited} ms`);
+    assert.ok(waited <= 60_000, `verified after ${waited} ms`);
   });
 
   test('a lookup that hangs times out, frees its slot, and is cached as a DNS error', async () => {
@@ -345,6 +396,68 @@ describe('CrawlerVerifier', () => {
     v.claim('198.51.100.3', 'google'); // still cached
     await v.settled();
     assert.equal(v.lookups, 7);
+  });
+});
+
+describe('published address lists', () => {
+  const lists = (expiresAt: number) => [
+    { crawlerId: 'google', prefixes: ['66.249.64.0/19', '2001:4860:4801:10::/64'], expiresAt },
+    { crawlerId: 'bing', prefixes: ['157.55.39.0/24'], expiresAt },
+  ];
+
+  test('an address in its owner\'s list is verified without DNS; outside every list, a claim of a listed crawler fails without DNS', async () => {
+    const { dns, clock, sink, v } = setup();
+    v.setAddressLists(lists(clock.now() / 1000 + 3600));
+    v.claim('66.249.70.1', 'google');
+    v.claim('2001:4860:4801:10::abcd', 'google');
+    v.claim('157.55.39.9', 'google'); // a Bing address claiming Googlebot: verified as Bing (HAProxy compares)
+    v.claim('34.105.1.2', 'google'); // a cloud machine: not in Google's list
+    v.claim('34.105.1.3', 'bing');
+    await v.settled();
+    assert.deepEqual(dns.questions, []);
+    assert.deepEqual([...sink.map], [['66.249.70.1', 'google'], ['2001:4860:4801:10::abcd', 'google'], ['157.55.39.9', 'bing']]);
+    assert.equal(v.listed, 5);
+    v.claim('34.105.1.2', 'google');
+    assert.equal(v.listed, 5, 'the failure is cached');
+    // A crawler without a list is checked by reverse DNS.
+    dns.ptr.set('5.255.253.1', ['5-255-253-1.spider.yandex.com']);
+    dns.a.set('5-255-253-1.spider.yandex.com', ['5.255.253.1']);
+    v.claim('5.255.253.1', 'yandex');
+    await v.settled();
+    assert.equal(sink.map.get('5.255.253.1'), 'yandex');
+    assert.deepEqual(dns.questions, ['PTR 5.255.253.1', 'A 5-255-253-1.spider.yandex.com']);
+  });
+
+  test('an expired list, or one with a prefix out of bounds or an unknown crawler, is not used: reverse DNS decides', async () => {
+    const { dns, clock, sink, v } = setup();
+    v.setAddressLists(lists(clock.now() / 1000 + 60));
+    clock.advance(60_000);
+    v.claim('66.249.66.1', 'google'); // FCrDNS answers for this one (setup)
+    v.claim('66.249.70.2', 'google'); // in the expired list, no PTR
+    await v.settled();
+    assert.deepEqual([...sink.map], [['66.249.66.1', 'google']]);
+    assert.equal(v.lookups, 2);
+    const warnings: string[] = [];
+    const other = setup({ log: (_l, msg) => warnings.push(msg) });
+    other.v.setAddressLists([
+      { crawlerId: 'google', prefixes: ['0.0.0.0/0'], expiresAt: clock.now() / 1000 + 3600 },
+      { crawlerId: 'evilbot', prefixes: ['198.51.100.0/24'], expiresAt: clock.now() / 1000 + 3600 },
+    ]);
+    other.v.claim('198.51.100.1', 'google');
+    await other.v.settled();
+    assert.equal(other.v.lookups, 1, 'asked DNS');
+    assert.equal(other.sink.map.size, 0);
+    assert.equal(warnings.length, 2);
+  });
+
+  test('300 claims and a resolver that never answers anything: a crawler in its published list is verified at once', async () => {
+    const { dns, sink, v, clock } = setup();
+    dns.hold(); // nothing is ever answered
+    v.setAddressLists(lists(clock.now() / 1000 + 3600));
+    for (let i = 0; i < 300; i++) v.claim(`198.${18 + (i >> 8)}.${i & 255}.1`, 'bing');
+    for (let i = 0; i < 300; i++) v.claim(`100.${64 + (i % 4)}.${i >> 2}.1`, 'yandex');
+    v.claim('66.249.66.1', 'google');
+    assert.deepEqual([...sink.map], [['66.249.66.1', 'google']]);
   });
 });
 

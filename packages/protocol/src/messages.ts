@@ -1,6 +1,7 @@
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
 import { TypeCompiler } from '@sinclair/typebox/compiler';
 import { COMPRESSED_BODY_POLICIES, RULE_TYPES, WAF_LEVELS, WAF_MODES } from './waf.js';
+import { CRAWLER_PREFIXES_MAX } from './crawlers.js';
 
 /** Raised on both ends; an agent speaking another version is refused with a close reason. */
 export const PROTOCOL_VERSION = 1;
@@ -327,7 +328,27 @@ export const AcmeSlotReply = message(
 export const AcmeChallenge = message('acme/challenge', Type.Object(ChallengeFields, { additionalProperties: false }));
 /** Answers a publish once the challenge has been sent to the domain's other connected agents. */
 export const AcmeChallengeReply = message('acme/challenge-reply', Type.Object({ requestId: RequestId, relayedTo: Type.Integer({ minimum: 0 }) }, { additionalProperties: false }));
-export const ServiceMessage = Type.Union([ConfigSnapshot, ServiceHeartbeat, AcmeSlotReply, AcmeChallenge, AcmeChallengeReply]);
+/**
+ * One search crawler's published address ranges (docs/bots.md "Verified crawlers"), as the control
+ * plane last fetched them from the crawler's owner: CIDR prefixes (isCrawlerPrefix), used until
+ * `expiresAt` (Unix seconds), after which the agent falls back to reverse DNS for that crawler.
+ */
+export const CrawlerAddressList = Type.Object(
+  {
+    crawlerId: Type.String({ pattern: '^[a-z0-9_-]{1,32}$' }),
+    prefixes: Type.Array(Type.String({ maxLength: 49 }), { maxItems: CRAWLER_PREFIXES_MAX }),
+    expiresAt: Type.Integer({ minimum: 0, maximum: MAX_UNIX_SECONDS }),
+  },
+  { additionalProperties: false },
+);
+export type CrawlerAddressList = Static<typeof CrawlerAddressList>;
+/**
+ * Every current list (the whole set: a crawler left out has none), sent after each snapshot of a
+ * (re)connect and whenever the lists change. Agents from before it ignore it (an unknown message
+ * is logged and dropped), and keep verifying by reverse DNS.
+ */
+export const CrawlerRanges = message('crawlers/ranges', Type.Object({ lists: Type.Array(CrawlerAddressList, { maxItems: 32 }) }, { additionalProperties: false }));
+export const ServiceMessage = Type.Union([ConfigSnapshot, ServiceHeartbeat, AcmeSlotReply, AcmeChallenge, AcmeChallengeReply, CrawlerRanges]);
 export type ServiceMessage = Static<typeof ServiceMessage>;
 
 const agentCheck = TypeCompiler.Compile(AgentMessage);
