@@ -1,16 +1,20 @@
 // A real local EVM chain for tests: a ganache JSON-RPC server on 127.0.0.1 (a free port) with an
 // OpenZeppelin ERC20PresetMinterPauser deployed as "Test USD" (TUSD). Every transaction is mined
 // into its own block at once (instamine "eager"), so a transfer's block exists when the call
-// returns; mine(n) adds empty blocks to give it confirmations.
+// returns; mine(n) adds empty blocks to give it confirmations. multisend pays several addresses in
+// one transaction, through an OpenZeppelin TimelockController's executeBatch (as a multisend or a
+// wallet's batch does): one transaction hash, one Transfer log per address.
+import { randomBytes } from 'node:crypto';
 import { createRequire } from 'node:module';
 import type { AddressInfo } from 'node:net';
 import ganache from 'ganache';
-import { createPublicClient, createTestClient, createWalletClient, defineChain, http, type Abi, type Hex } from 'viem';
+import { createPublicClient, createTestClient, createWalletClient, defineChain, encodeFunctionData, http, type Abi, type Hex } from 'viem';
 import { privateKeyToAccount, privateKeyToAddress } from 'viem/accounts';
 import { createNonceManager, jsonRpc } from 'viem/nonce';
 
 // The compiled contract (abi + bytecode) as OpenZeppelin ships it.
 const ERC20 = createRequire(import.meta.url)('@openzeppelin/contracts/build/contracts/ERC20PresetMinterPauser.json') as { abi: Abi; bytecode: Hex };
+const TIMELOCK = createRequire(import.meta.url)('@openzeppelin/contracts/build/contracts/TimelockController.json') as { abi: Abi; bytecode: Hex };
 
 export const CHAIN_ID = 1337;
 /** The funded account's key: it deploys the tokens, mints and sends. */
@@ -41,6 +45,8 @@ export interface EvmChain {
   mint: TestToken['mint'];
   transfer: TestToken['transfer'];
   transferInOneBlock: TestToken['transferInOneBlock'];
+  /** Pays every address in one transaction (Transfer logs in this order); the mined tx hash. */
+  multisend(transfers: readonly { to: `0x${string}`; amount: bigint }[]): Promise<Hex>;
   /** Deploys another ERC20PresetMinterPauser, e.g. to check one token's transfers are not taken for another's. */
   deployToken(name: string, symbol: string): Promise<TestToken>;
   /** Mines n empty blocks. */
@@ -113,9 +119,28 @@ export async function startEvmChain(): Promise<EvmChain> {
     await server.close(); // else the listening server keeps the test process alive
     throw err;
   }
+  /** A timelock without delay, the funded account its proposer and executor: a batch of calls in one transaction. */
+  let batcher: `0x${string}` | undefined;
+  const multisend = async (transfers: readonly { to: `0x${string}`; amount: bigint }[]): Promise<Hex> => {
+    if (!batcher) {
+      const hash = await wallet.deployContract({ abi: TIMELOCK.abi, bytecode: TIMELOCK.bytecode, args: [0n, [account.address], [account.address], account.address] });
+      const { contractAddress } = await publicClient.waitForTransactionReceipt({ hash, pollingInterval: 20 });
+      if (!contractAddress) throw new Error('deploying the batcher created no contract');
+      batcher = contractAddress;
+    }
+    await tusd.mint(batcher, transfers.reduce((sum, t) => sum + t.amount, 0n));
+    const targets = transfers.map(() => tusd.address);
+    const values = transfers.map(() => 0n);
+    const payloads = transfers.map((t) => encodeFunctionData({ abi: ERC20.abi, functionName: 'transfer', args: [t.to, t.amount] }));
+    const batch = [targets, values, payloads, `0x${'00'.repeat(32)}`, `0x${randomBytes(32).toString('hex')}`] as const;
+    await mined(await wallet.writeContract({ address: batcher, abi: TIMELOCK.abi, functionName: 'scheduleBatch', args: [...batch, 0n] }));
+    return mined(await wallet.writeContract({ address: batcher, abi: TIMELOCK.abi, functionName: 'executeBatch', args: [...batch] }));
+  };
+
   return {
     rpcUrl,
     token: tusd.address,
+    multisend,
     decimals: tusd.decimals,
     mint: tusd.mint,
     transfer: tusd.transfer,
