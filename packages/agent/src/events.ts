@@ -1,10 +1,28 @@
 import { timingSafeEqual } from 'node:crypto';
 import { createSocket, type Socket } from 'node:dgram';
-import { AGENT_LIMITS, EVENT_FIELD_MAX, isHostname, isIP, isUuid, searchCrawler, WAF_REASONS, type WafEventItem } from '@rampart/protocol';
+import {
+  AGENT_LIMITS,
+  EVENT_FIELD_MAX,
+  eventFoldKey,
+  eventRowFits,
+  eventRowsFor,
+  FOLD_WINDOW_SECONDS,
+  isHostname,
+  isIP,
+  isUuid,
+  searchCrawler,
+  takeEventRow,
+  WAF_REASONS,
+  type EventRowShares,
+  type EventRowsTaken,
+  type WafEventItem,
+} from '@rampart/protocol';
+import { BOT_ANSWER_PATH } from '@rampart/proxy';
 
 /** docs/architecture.md "The event log": at most 5,000 events per server per (UTC) day are stored; blocking goes on regardless. */
 export const DAILY_EVENT_CAP = AGENT_LIMITS.eventsPerServerPerDay;
 const MAX_BUFFERED = AGENT_LIMITS.bufferedEvents;
+const IDS_PER_EVENT = AGENT_LIMITS.requestIdsPerEvent;
 const BATCH = AGENT_LIMITS.eventsPerBatch;
 const REASONS = new Set<string>(WAF_REASONS);
 const REQUEST_ID_RE = /^[A-Za-z0-9_-]{1,64}$/;
@@ -77,20 +95,30 @@ export function parseEvent(line: string, secret?: string): { event: WafEventItem
   if (!isIP(ip) || !isHostname(domain) || !REASONS.has(reason)) return undefined;
   const base = { ts: Number(ts), ip, domain, reason: reason as WafEventItem['reason'], ruleId: isUuid(rule) ? rule : null };
   if (action === undefined) return { event: { ...base, method: null, path: null, location: null, matched: null, blocked: true }, claim: null };
-  const blocked = ACTIONS.get(action);
-  if (blocked === undefined) return undefined;
+  const refused = ACTIONS.get(action);
+  if (refused === undefined) return undefined;
   const claim = claimed !== undefined && searchCrawler(claimed) ? claimed : null;
+  const requestPath = capLength(decodeField(path!), EVENT_FIELD_MAX.path);
   const event: WafEventItem = {
     ...base,
     method: capLength(decodeField(method!), EVENT_FIELD_MAX.method),
-    path: capLength(decodeField(path!), EVENT_FIELD_MAX.path),
+    path: requestPath,
     location: optional(location!, EVENT_FIELD_MAX.location),
     matched: optional(matched!, EVENT_FIELD_MAX.matched),
-    blocked,
+    blocked: refused && !servedChallenge(reason, requestPath),
     // the proxy's request id (newer proxies): kept when of the protocol's form, else left out
     ...(requestId !== undefined && REQUEST_ID_RE.test(requestId) ? { requestId } : {}),
   };
   return { event, claim };
+}
+
+/**
+ * A bot_challenge line is either the challenge page served (200, any path but the answer's) or a
+ * refused answer to it (403, on BOT_ANSWER_PATH): the Lua engine logs both with the action block,
+ * and only the path tells them apart. A served page is not a block (the visitor may pass it).
+ */
+function servedChallenge(reason: string, path: string): boolean {
+  return reason === 'bot_challenge' && path !== BOT_ANSWER_PATH;
 }
 
 function sameSecret(token: string | undefined, secret: string): boolean {
@@ -98,22 +126,54 @@ function sameSecret(token: string | undefined, secret: string): boolean {
   return timingSafeEqual(Buffer.from(token), Buffer.from(secret));
 }
 
+/** An event of the last FOLD_WINDOW_SECONDS that repeats fold into, with what is not shipped yet. */
+interface OpenEvent {
+  /** The first occurrence: its time, details and request id are the event's. */
+  first: WafEventItem;
+  /** Occurrences not shipped yet (0: all shipped), the last one's time and their kept request ids. */
+  pending: number;
+  lastTs: number;
+  ids: string[];
+  /** Request ids this event may still keep (IDS_PER_EVENT in all, the first ones). */
+  idsLeft: number;
+}
+
 /**
- * Receives HAProxy's WAF event log lines on a loopback UDP port, applies the daily cap, and hands
- * batches to `ship` (which returns false while the service is unreachable; they are kept then).
+ * Receives HAProxy's WAF event log lines on a loopback UDP port, folds repeats, applies the daily
+ * cap, and hands batches to `ship` (which returns false while the service is unreachable; they are
+ * kept then).
+ *
+ * Folding: a line with the same eventFoldKey (source, reason, rule, domain, method, path, location,
+ * blocked) as an event whose first occurrence is at most FOLD_WINDOW_SECONDS away is a repeat: it
+ * adds to that event's count (and its request id to the event's first IDS_PER_EVENT) instead of
+ * being a new event. A new event is shipped as one item; the repeats folded into it since its last
+ * shipment go in the next batch as one item with the same fields and `ts`, `count`, `lastTs` and
+ * `requestIds`, which the service folds into the stored event.
+ *
+ * The cap counts events, not lines (a repeat takes no room), shared out by eventRowFits: of the
+ * day's 5,000, 1,000 are kept for detections, so no flood of blocks, rate limits or challenges
+ * drops an attack detection.
  */
 export class EventCollector {
   private socket: Socket | undefined;
-  private buffer: WafEventItem[] = [];
+  /** Events repeats may fold into, by eventFoldKey. */
+  private open = new Map<string, OpenEvent>();
+  /** Events with occurrences to ship, oldest first. */
+  private queue: OpenEvent[] = [];
   private day = '';
-  private countToday = 0;
+  private taken: EventRowsTaken = { all: 0, detections: 0, flood: 0 };
   private timer: NodeJS.Timeout | undefined;
+  /** Lines not logged because the day's room for their kind of event was full. */
   dropped = 0;
+  private readonly rows: EventRowShares;
+  /** The latest time a line carried: events whose window it has passed take no more repeats. */
+  private latest = 0;
 
   constructor(
     private readonly ship: (events: WafEventItem[]) => boolean,
     private readonly now: () => Date = () => new Date(),
-    private readonly cap = DAILY_EVENT_CAP,
+    /** Events a day (shared out as eventRowsFor does). */
+    cap = DAILY_EVENT_CAP,
     /** The secret the HAProxy configuration puts in every line (see parseEventLine). */
     private readonly secret?: () => string,
     /**
@@ -126,7 +186,9 @@ export class EventCollector {
      * blocks during a flood too; analytics.ts).
      */
     private readonly onEvent?: (event: WafEventItem) => void,
-  ) {}
+  ) {
+    this.rows = eventRowsFor(cap);
+  }
 
   /** Binds 127.0.0.1:port (0 for any) and returns the port. */
   async listen(port: number): Promise<number> {
@@ -151,31 +213,78 @@ export class EventCollector {
     const e = parsed.event;
     if (parsed.claim !== null) this.onClaim?.(e.ip, parsed.claim);
     this.onEvent?.(e);
+    this.latest = Math.max(this.latest, e.ts);
     const day = this.now().toISOString().slice(0, 10);
     if (day !== this.day) {
       this.day = day;
-      this.countToday = 0;
+      this.taken = { all: 0, detections: 0, flood: 0 };
     }
-    if (this.countToday >= this.cap) {
+    const key = eventFoldKey(e);
+    const into = this.open.get(key);
+    if (into && Math.abs(e.ts - into.first.ts) <= FOLD_WINDOW_SECONDS) this.fold(into, e);
+    else if (!eventRowFits(e.reason, this.taken, this.rows)) {
       this.dropped++;
-      return; // logging stops at the cap; blocking does not depend on it
+      return; // logging stops when the day is full; blocking does not depend on it
+    } else {
+      takeEventRow(e.reason, this.taken);
+      const opened: OpenEvent = { first: e, pending: 0, lastTs: e.ts, ids: [], idsLeft: IDS_PER_EVENT };
+      this.open.set(key, opened);
+      this.fold(opened, e);
     }
-    this.countToday++;
-    this.buffer.push(e);
-    if (this.buffer.length > MAX_BUFFERED) this.buffer.shift();
-    if (this.buffer.length >= BATCH) this.flush();
+    if (this.queue.length > MAX_BUFFERED) this.queue.shift()!.pending = 0;
+    if (this.queue.length >= BATCH) this.flush();
+  }
+
+  /** Counts one occurrence into the event, queued to ship if it had nothing pending. */
+  private fold(into: OpenEvent, e: WafEventItem): void {
+    if (into.pending === 0) {
+      this.queue.push(into);
+      into.lastTs = e.ts;
+    }
+    into.pending += 1;
+    into.lastTs = Math.max(into.lastTs, e.ts);
+    if (e.requestId !== undefined && into.idsLeft > 0) {
+      into.ids.push(e.requestId);
+      into.idsLeft -= 1;
+    }
   }
 
   flush(): void {
-    while (this.buffer.length > 0) {
-      const batch = this.buffer.slice(0, BATCH);
-      if (!this.ship(batch)) return;
-      this.buffer.splice(0, batch.length);
+    while (this.queue.length > 0) {
+      const events = this.queue.slice(0, BATCH);
+      if (!this.ship(events.map(shipped))) break;
+      for (const o of events) {
+        o.pending = 0;
+        o.ids = [];
+      }
+      this.queue.splice(0, events.length);
     }
+    this.forgetClosed();
+  }
+
+  /**
+   * Events whose window the latest line has passed take no more repeats (by the lines' clock, the
+   * one folding compares): the map holds about a window's events, never more than a day's.
+   */
+  private forgetClosed(): void {
+    for (const [key, o] of this.open) if (this.latest - o.first.ts > FOLD_WINDOW_SECONDS) this.open.delete(key);
   }
 
   close(): void {
     if (this.timer) clearInterval(this.timer);
     this.socket?.close();
   }
+}
+
+/** The item that ships an event's pending occurrences: the first one's fields, and what folded in. */
+function shipped(o: OpenEvent): WafEventItem {
+  const { requestId: _first, ...event } = o.first;
+  const [requestId, ...requestIds] = o.ids;
+  return {
+    ...event,
+    ...(requestId !== undefined ? { requestId } : {}),
+    ...(o.pending > 1 ? { count: Math.min(o.pending, AGENT_LIMITS.foldedPerItem) } : {}),
+    ...(o.lastTs !== event.ts ? { lastTs: o.lastTs } : {}),
+    ...(requestIds.length > 0 ? { requestIds } : {}),
+  };
 }

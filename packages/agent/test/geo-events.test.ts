@@ -204,14 +204,21 @@ describe('WAF event collection', () => {
     );
   });
 
-  test('caps events at 5,000 per UTC day: logging stops at the cap and starts again the next day', () => {
+  /** A distinct source address for each n (identical lines fold into one event). */
+  const ipOf = (n: number) => `10.${(n >> 16) & 255}.${(n >> 8) & 255}.${n & 255}`;
+
+  test('caps events at 5,000 per UTC day, 1,000 of them kept for detections: logging stops at the cap and starts again the next day', () => {
     let now = new Date('2026-11-22T10:00:00Z');
     const shipped: number[] = [];
     const c = new EventCollector((batch) => (shipped.push(batch.length), true), () => now);
-    for (let i = 0; i < 5200; i++) c.accept(line('127.0.0.9'));
+    for (let i = 0; i < 5200; i++) c.accept(line(ipOf(i)));
     c.flush();
-    assert.equal(shipped.reduce((a, b) => a + b, 0), 5000);
-    assert.equal(c.dropped, 200);
+    assert.equal(shipped.reduce((a, b) => a + b, 0), 4000, 'blocks stop at 4,000');
+    assert.equal(c.dropped, 1200);
+    for (let i = 0; i < 1200; i++) c.accept(line(ipOf(i), 'sqli_detected'));
+    c.flush();
+    assert.equal(shipped.reduce((a, b) => a + b, 0), 5000, 'detections take the rest');
+    assert.equal(c.dropped, 1400);
     now = new Date('2026-11-23T00:00:01Z');
     c.accept(line('127.0.0.9'));
     c.flush();
@@ -222,8 +229,9 @@ describe('WAF event collection', () => {
     const now = new Date('2026-11-22T10:00:00Z');
     const shipped: { blocked?: boolean | undefined }[] = [];
     const c = new EventCollector((batch) => (shipped.push(...batch), true), () => now);
-    for (let i = 0; i < 3000; i++) c.accept(detail('detect GET query:q /s x'));
-    for (let i = 0; i < 3000; i++) c.accept(detail('block GET query:q /s x'));
+    const from = (i: number, rest: string) => detail(rest).replace('2001:db8::7', ipOf(i));
+    for (let i = 0; i < 3000; i++) c.accept(from(i, 'detect GET query:q /s x'));
+    for (let i = 0; i < 3000; i++) c.accept(from(i, 'block GET query:q /s x'));
     c.flush();
     assert.equal(shipped.length, 5000);
     assert.equal(shipped.filter((e) => e.blocked === false).length, 3000);

@@ -41,6 +41,13 @@ export const AGENT_LIMITS = {
   eventsPerServerPerDay: 5000,
   /** WAF events an agent holds while the service is away. */
   bufferedEvents: 5000,
+  /**
+   * Request ids one stored event keeps: its first occurrences' (the first and the next 31 folded
+   * into it); an events/batch item carries at most this many (requestId and requestIds).
+   */
+  requestIdsPerEvent: 32,
+  /** Occurrences one events/batch item folds (and a stored event's count never passes int32). */
+  foldedPerItem: 1_000_000_000,
   /** Status reports an agent holds while the service is away. */
   bufferedReports: 100,
   /** Errors in one config/ack, and characters in each one's message. */
@@ -220,6 +227,8 @@ export type WafReason = (typeof WAF_REASONS)[number];
 export const EVENT_FIELD_MAX = { method: 16, path: 256, location: 80, matched: 64 } as const;
 
 const nullableText = (maxLength: number) => Type.Union([Type.String({ maxLength }), Type.Null()]);
+/** The proxy's id of a request (docs/architecture.md "Block pages"). */
+const ProxyRequestId = Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9_-]+$' });
 
 export const WafEventItem = Type.Object(
   {
@@ -242,7 +251,17 @@ export const WafEventItem = Type.Object(
     /** false for a request let through in detect mode. */
     blocked: Type.Optional(Type.Boolean()),
     /** The proxy's id of the request (1–64 of A–Z a–z 0–9 _ -); optional: older agents send none. */
-    requestId: Type.Optional(Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9_-]+$' })),
+    requestId: Type.Optional(ProxyRequestId),
+    // The agent folds repeats (event-log.ts eventFoldKey): an item then stands for `count`
+    // occurrences, the first at `ts` and the last at `lastTs`; an agent sends one item per new
+    // event and then one per batch for the repeats folded into it since (same fields, same `ts`).
+    // Absent (agents from before folding): one occurrence.
+    /** Occurrences this item stands for; 1 when absent. */
+    count: Type.Optional(Type.Integer({ minimum: 1, maximum: AGENT_LIMITS.foldedPerItem })),
+    /** Unix time in seconds of the last of them; `ts` when absent. */
+    lastTs: Type.Optional(Type.Integer({ minimum: 0, maximum: MAX_UNIX_SECONDS })),
+    /** Request ids of the occurrences after the one `requestId` names (the first ones only: AGENT_LIMITS.requestIdsPerEvent in all). */
+    requestIds: Type.Optional(Type.Array(ProxyRequestId, { maxItems: AGENT_LIMITS.requestIdsPerEvent - 1 })),
   },
   { additionalProperties: false },
 );
