@@ -65,7 +65,8 @@ export async function startServe(opts: { port: number; dataDir?: string; databas
   const ownDir = !opts.databaseUrl && !opts.dataDir ? mkdtempSync(join(tmpdir(), 'rampart-serve-')) : undefined;
   if (!opts.databaseUrl) args.push('--data-dir', opts.dataDir ?? ownDir!);
   if (opts.databaseUrl) args.push('--database-url', opts.databaseUrl);
-  const proc = startProcess(process.execPath, [CLI, ...args], { RAMPART_ADMIN_TOKEN: opts.adminToken, RAMPART_LOG_LEVEL: 'warn', ...opts.env });
+  // No crawler lists from the Internet unless the test names its own (RAMPART_CRAWLER_RANGES).
+  const proc = startProcess(process.execPath, [CLI, ...args], { RAMPART_ADMIN_TOKEN: opts.adminToken, RAMPART_LOG_LEVEL: 'warn', RAMPART_CRAWLER_RANGES: 'off', ...opts.env });
   const url = `http://127.0.0.1:${opts.port}`;
   await waitFor(async () => {
     if (proc.child.exitCode !== null) throw new Error(`rampart serve exited: ${proc.output()}`);

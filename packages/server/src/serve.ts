@@ -8,6 +8,7 @@ import { scheduleJobs } from './jobs.js';
 import { pruneEvents } from './services/events.js';
 import { ANALYTICS_JOB_INTERVAL_MS, runAnalyticsJob } from './services/analytics.js';
 import { botKeyMaxAgeFromEnv, runBotKeyJob } from './services/bot-keys.js';
+import { crawlerRangesConfigFromEnv, runCrawlerRangesJob, type CrawlerRangesConfig } from './services/crawler-ranges.js';
 import { healthIntervalFromEnv, runHealthCycle } from './services/health.js';
 import { billingIntervalFromEnv, pollChainDeposits, runChargeJob } from './services/billing.js';
 import { chainConfigFromEnv, type ChainConfig } from './chain/config.js';
@@ -47,6 +48,8 @@ export interface ServerOptions {
   metricsToken?: string | undefined;
   /** GET /api/stream's limits and heartbeat (routes/stream.ts). */
   stream?: LiveStreamOptions | undefined;
+  /** The search crawlers' published address lists to fetch (docs/bots.md); default from RAMPART_CRAWLER_RANGES; null: none. */
+  crawlerRanges?: CrawlerRangesConfig | null | undefined;
 }
 
 export interface RunningServer {
@@ -71,6 +74,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const billingIntervalSeconds = options.billingIntervalSeconds ?? billingIntervalFromEnv(process.env.RAMPART_BILLING_INTERVAL);
   if (!(billingIntervalSeconds > 0)) throw new Error('billingIntervalSeconds must be above 0');
   const chain = options.chain === undefined ? chainConfigFromEnv(process.env) : (options.chain ?? undefined);
+  const crawlerRanges = options.crawlerRanges === undefined ? crawlerRangesConfigFromEnv(process.env) : options.crawlerRanges;
   const paymentWebhookSecret = options.paymentWebhookSecret ?? (process.env.RAMPART_PAYMENT_WEBHOOK_SECRET || undefined);
   const database = await openDatabase({ url: options.databaseUrl, dataDir: options.dataDir, schema: options.schema });
   // The app's logger, once the app exists (the bus may log before).
@@ -180,6 +184,8 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       // On-chain deposits: payments to deposit addresses, confirmed once deep enough.
       ...(chain ? [{ name: 'chain-watcher', everyMs: chain.pollMs, run: () => pollChainDeposits(ctx, chain) }] : []),
       { name: 'notification-delivery', everyMs: deliveryConfig.intervalMs, run: () => deliveries.run() },
+      // The search crawlers' published address lists, for the agents (docs/bots.md "Verified crawlers").
+      ...(crawlerRanges ? [{ name: 'crawler-ranges', everyMs: crawlerRanges.intervalMs, run: () => runCrawlerRangesJob(ctx, crawlerRanges, appLog) }] : []),
     ],
     (msg, err) => app.log.warn({ err }, msg),
     metrics.jobs,

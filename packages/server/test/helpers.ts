@@ -10,6 +10,9 @@ import { DEFAULT_PLANS } from '../src/plans.js';
 import type { App } from '../src/routes/types.js';
 
 export const ADMIN_TOKEN = 'test-admin-token';
+// No test reaches the Internet: a control plane started in a test fetches no crawler lists unless
+// the test names its own (a loopback server's).
+process.env.RAMPART_CRAWLER_RANGES ??= 'off';
 const DEFAULT_PG_URL = 'postgres://postgres@127.0.0.1:5432/test';
 
 let pgUrl: Promise<string | undefined> | undefined;

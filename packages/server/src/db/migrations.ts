@@ -417,6 +417,19 @@ const migrations: Record<string, Migration> = {
       await db.schema.alterTable('domains').addColumn('waf_compressed_bodies', 'text', (c) => c.notNull().defaultTo('refuse')).execute();
     },
   },
+  '0018_crawler_address_lists': {
+    // The search crawlers' published address lists (docs/bots.md "Verified crawlers"), one row per
+    // crawler, as the crawler-ranges job last fetched them; agents get them through the hub.
+    async up(db: Kysely<any>) {
+      await db.schema
+        .createTable('crawler_address_lists')
+        .addColumn('crawler_id', 'text', (c) => c.primaryKey())
+        .addColumn('prefixes', 'text', (c) => c.notNull())
+        .addColumn('sources', 'text', (c) => c.notNull())
+        .addColumn('fetched_at', 'timestamptz', (c) => c.notNull())
+        .execute();
+    },
+  },
 };
 
 export const migrationProvider: MigrationProvider = {

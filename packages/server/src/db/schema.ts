@@ -250,6 +250,16 @@ export interface DnsSettingsTable {
   updated_at: Timestamp;
 }
 
+/** A search crawler's published address list as last fetched (services/crawler-ranges.ts). */
+export interface CrawlerAddressListsTable {
+  crawler_id: string;
+  /** JSON array of CIDR prefixes (protocol isCrawlerPrefix). */
+  prefixes: string;
+  /** JSON array of the URLs it was fetched from. */
+  sources: string;
+  fetched_at: Timestamp;
+}
+
 export interface JobStateTable {
   name: string;
   value: string;
@@ -298,6 +308,7 @@ export interface DB {
   notification_deliveries: NotificationDeliveriesTable;
   dns_settings: DnsSettingsTable;
   job_state: JobStateTable;
+  crawler_address_lists: CrawlerAddressListsTable;
   analytics_minute: AnalyticsMinuteTable;
   analytics_hour: AnalyticsHourTable;
 }

@@ -8,6 +8,7 @@ import { sha256 } from '../crypto.js';
 import { findServerByTokenHash } from '../data/servers.js';
 import { recordStatusReport, SERVER_NOTIFICATION_LIMIT } from '../services/notifications.js';
 import { buildSnapshots } from './snapshot.js';
+import { CrawlerRangesRelay } from './crawler-ranges.js';
 import { storeEvents } from '../services/events.js';
 import { storeAnalytics } from '../services/analytics.js';
 import { challengeRecipients, recordCertificateStatus, requestOrderSlot } from '../services/certificates.js';
@@ -99,6 +100,8 @@ export class AgentHub {
   private sweeping: Promise<void> | undefined;
   private readonly dirty = new Set<string>();
   private flushing: Promise<void> | undefined;
+  /** The search crawlers' published lists, as last read from the database. */
+  private readonly crawlerRanges: CrawlerRangesRelay;
 
   constructor(
     private readonly ctx: ServiceContext,
@@ -106,6 +109,7 @@ export class AgentHub {
   ) {
     this.heartbeatMs = options.heartbeatMs ?? 10_000;
     this.processId = options.processId ?? randomUUID();
+    this.crawlerRanges = new CrawlerRangesRelay(ctx);
   }
 
   attach(server: Server): void {
@@ -280,6 +284,7 @@ export class AgentHub {
         // A new address reaches the snapshots of the servers sharing a domain with this one.
         this.ctx.serversChanged(r.peers); // the peers may be connected to another process
         await this.push(c);
+        await this.sendCrawlerRanges(c);
         return;
       }
       case 'agent/heartbeat': {
@@ -473,5 +478,21 @@ export class AgentHub {
     for (const id of replaced) this.closeReplaced(id);
     const expired = await expireAgentConnections(this.ctx);
     if (expired.length) this.options.log?.info(`agent connections without a heartbeat expired: servers ${expired.join(', ')}`);
+    if (await this.crawlerRanges.refresh()) {
+      for (const c of this.live.values()) if (c.hello && !c.closeReason) this.send(c, { type: 'crawlers/ranges', payload: { lists: this.crawlerRanges.lists } });
+    }
+  }
+
+  /**
+   * After a hello's snapshot: the crawlers' published lists, when there are any (an agent from
+   * before them ignores the message). A change reaches every agent here on the next sweep.
+   */
+  private async sendCrawlerRanges(c: AgentConn): Promise<void> {
+    try {
+      await this.crawlerRanges.refresh();
+    } catch (err) {
+      this.options.log?.warn(`reading the crawlers' published lists failed: ${String(err)}`);
+    }
+    if (this.crawlerRanges.lists.length > 0) this.send(c, { type: 'crawlers/ranges', payload: { lists: this.crawlerRanges.lists } });
   }
 }
