@@ -1,7 +1,8 @@
 import { Agent, DEFAULT_METRICS_PORT } from '@rampart/agent';
 import { intFrom, parseFlags, portFrom, UsageError } from './args.js';
+import { checkServerUrl } from './server-url.js';
 
-export const AGENT_HELP = `Usage: rampart agent --server ws://HOST:PORT/agent --token T [--data-dir DIR] [--http-port 80]
+export const AGENT_HELP = `Usage: rampart agent --server wss://HOST/agent [--insecure] [--data-dir DIR] [--http-port 80]
                      [--https-port 443] [--haproxy PATH] [--bind ADDR] [--nbthread N]
                      [--country-map FILE] [--acme-directory URL] [--acme-email E]
                      [--resolver HOST:PORT] [--renew-before-days 30] [--metrics-port 9464]
@@ -11,8 +12,11 @@ service (reconnecting with capped, jittered backoff), applies every configuratio
 gets and renews a certificate (ACME HTTP-01) for every domain with sslEnabled.
 
 Options:
-  --server URL       the service's agent endpoint, e.g. ws://127.0.0.1:8080/agent
-  --token T          this server's connection token (env RAMPART_AGENT_TOKEN)
+  --server URL       the service's agent endpoint, e.g. wss://rampart.example.com/agent; plain ws://
+                     only to this machine (e.g. ws://127.0.0.1:8080/agent) unless --insecure
+  --insecure         allow a plain ws:// service on another machine (the token crosses in clear)
+  --token T          this server's connection token; better env RAMPART_AGENT_TOKEN, as
+                     rampart init agent writes it: a command line is visible to every user (ps)
   --data-dir DIR     where HAProxy's files, sockets and the agent's state live (default ./agent-data)
   --http-port N      HAProxy's HTTP port (default 80)
   --https-port N     HAProxy's HTTPS port (default 443; used once certificates exist)
@@ -34,15 +38,16 @@ SIGINT and SIGTERM stop the agent and its HAProxy.
 `;
 
 export async function agentCommand(args: string[]): Promise<void> {
-  const flags = parseFlags(args, ['server', 'token', 'data-dir', 'http-port', 'https-port', 'haproxy', 'bind', 'nbthread', 'country-map', 'acme-directory', 'acme-email', 'resolver', 'renew-before-days', 'metrics-port']);
+  const flags = parseFlags(args, ['server', 'token', 'data-dir', 'http-port', 'https-port', 'haproxy', 'bind', 'nbthread', 'country-map', 'acme-directory', 'acme-email', 'resolver', 'renew-before-days', 'metrics-port'], ['insecure']);
   if (flags.help) {
     process.stdout.write(AGENT_HELP);
     return;
   }
   const token = flags.token ?? process.env.RAMPART_AGENT_TOKEN;
   if (!flags.server) throw new UsageError('--server is required');
-  if (!token) throw new UsageError('--token (or RAMPART_AGENT_TOKEN) is required');
-  if (!/^wss?:\/\//.test(flags.server)) throw new UsageError('--server must be a ws:// or wss:// URL');
+  if (!token) throw new UsageError('RAMPART_AGENT_TOKEN (or --token) is required');
+  checkServerUrl(flags.server, flags.insecure === true);
+  if (flags.token) process.stderr.write('rampart: warning: --token is visible to every user of this machine (ps); set RAMPART_AGENT_TOKEN instead\n');
   const agent = new Agent({
     serverUrl: flags.server,
     token,

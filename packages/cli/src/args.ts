@@ -4,12 +4,12 @@ export class UsageError extends Error {}
 
 export type Flags = { [name: string]: string | undefined } & { help?: boolean };
 
-/** String flags by name, plus --help; usage errors name the flag; no positional arguments. */
-export function parseFlags(args: string[], names: readonly string[]): Flags {
-  const options = Object.fromEntries(names.map((n) => [n, { type: 'string' as const }]));
+/** String flags by name, switches (flags without a value), plus --help; usage errors name the flag; no positional arguments. */
+export function parseFlags<S extends string = never>(args: string[], names: readonly string[], switches: readonly S[] = []): Flags & { [K in S]?: boolean } {
+  const options = Object.fromEntries([...names.map((n) => [n, { type: 'string' as const }]), ...switches.map((n) => [n, { type: 'boolean' as const }])]);
   try {
     const { values } = parseArgs({ args, options: { ...options, help: { type: 'boolean', short: 'h' } }, strict: true, allowPositionals: false });
-    return values as Flags;
+    return values as Flags & { [K in S]?: boolean };
   } catch (err) {
     throw new UsageError((err as Error).message);
   }

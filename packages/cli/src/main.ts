@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 import { adminCommand } from './admin.js';
 import { agentCommand } from './agent.js';
+import { initCommand } from './init.js';
 import { UsageError } from './args.js';
 import { serveCommand } from './serve.js';
 import { upCommand } from './up.js';
@@ -13,6 +14,7 @@ Commands:
   up       everything on one machine for a first look (embedded database, demo account)
   serve    the control plane: API, dashboard and agent WebSocket
   agent    a shield server's agent (owns HAProxy)
+  init     configure an installed package: init server, init agent (writes /etc/rampart, starts the unit)
   admin    operator verbs: create-account, charge, confirm-deposit
 
 Run 'rampart <command> --help' for the options of a command.
@@ -32,6 +34,8 @@ async function main(argv: string[]): Promise<number> {
       return -1;
     case 'admin':
       return adminCommand(rest);
+    case 'init':
+      return initCommand(rest);
     case undefined:
     case 'help':
     case '--help':

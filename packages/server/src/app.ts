@@ -17,6 +17,7 @@ import { apiKeyRoutes } from './routes/api-keys.js';
 import { authRoutes } from './routes/auth.js';
 import { billingWebhookRoutes } from './routes/billing-webhook.js';
 import { dashboardRoutes } from './routes/dashboard.js';
+import { downloadRoutes } from './routes/downloads.js';
 import { domainRoutes } from './routes/domains.js';
 import { notificationRoutes } from './routes/notifications.js';
 import { serverRoutes } from './routes/servers.js';
@@ -46,6 +47,8 @@ export interface AppOptions {
   adminToken?: string | undefined;
   logger?: FastifyServerOptions['logger'];
   trustProxy?: boolean;
+  /** RAMPART_DOWNLOADS_DIR: the Debian packages served under /downloads/ (routes/downloads.ts); none when absent. */
+  downloadsDir?: string | undefined;
   /** Prometheus metrics (src/metrics.ts); a registry of the app's own when absent. */
   metrics?: ControlPlaneMetrics | undefined;
   /** RAMPART_METRICS_TOKEN: GET /metrics answers this bearer token too (besides adminToken). */
@@ -211,6 +214,7 @@ export async function buildApp(options: AppOptions): Promise<App> {
   await app.register(notificationRoutes, deps);
   await app.register(adminRoutes, deps);
   await app.register(dashboardRoutes);
+  await app.register(downloadRoutes, { dir: options.downloadsDir });
   const streams = options.streams ?? new LiveStreams(ctx);
   metrics.sources.liveStreams = () => streams.count();
   await app.register(streamRoutes, { ...deps, streams });

@@ -46,6 +46,8 @@ export interface ServerOptions {
   delivery?: DeliveryConfig | undefined;
   /** GET /metrics also answers this bearer token; default RAMPART_METRICS_TOKEN (docs/metrics.md). */
   metricsToken?: string | undefined;
+  /** The Debian packages served under /downloads/; default RAMPART_DOWNLOADS_DIR, else none. */
+  downloadsDir?: string | undefined;
   /** GET /api/stream's limits and heartbeat (routes/stream.ts). */
   stream?: LiveStreamOptions | undefined;
   /** The search crawlers' published address lists to fetch (docs/bots.md); default from RAMPART_CRAWLER_RANGES; null: none. */
@@ -156,6 +158,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       metrics,
       metricsToken: options.metricsToken ?? (process.env.RAMPART_METRICS_TOKEN || undefined),
       streams,
+      downloadsDir: options.downloadsDir ?? (process.env.RAMPART_DOWNLOADS_DIR || undefined),
     });
   } catch (err) {
     await bus.close();
