@@ -2,6 +2,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdir } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { AGENT_LIMITS, CLOSE, parseServiceMessage, PROTOCOL_VERSION, type AgentMessage, type ServerSnapshot, type ServiceMessage } from '@rampart/protocol';
+import { RAMPART_VERSION } from '@rampart/protocol/version';
 import { HEALTH_SOCKET, VERIFIED_CRAWLERS_MAP, type RenderOptions } from '@rampart/proxy';
 import type { Server } from 'node:http';
 import WebSocket from 'ws';
@@ -20,7 +21,8 @@ import { HaproxyProcess } from './haproxy.js';
 import { AgentMetrics, fetchHaproxyMetrics } from './metrics.js';
 export { AgentMetrics, DEFAULT_METRICS_PORT, fetchHaproxyMetrics } from './metrics.js';
 
-export const AGENT_VERSION = '0.1.0';
+/** The version the agent's hello says: the product's (the root package.json). */
+export const AGENT_VERSION = RAMPART_VERSION;
 
 export interface AgentOptions {
   serverUrl: string;
@@ -472,7 +474,10 @@ export class Agent {
       ws.on('close', (code, reason) => {
         clearInterval(beat);
         for (const r of [...this.requests.values()]) r.reject(new Error('the connection to the service closed'));
-        if (code === CLOSE.protocolMismatch || code === CLOSE.decommissioned || code === CLOSE.tokenRevoked) {
+        if (code === CLOSE.protocolMismatch) {
+          // The control plane's reason names its version; this line names ours too, whatever was cut.
+          this.log('error', `the service refused this agent (rampart ${AGENT_VERSION}, protocol ${PROTOCOL_VERSION}): ${reason.toString()}`);
+        } else if (code === CLOSE.decommissioned || code === CLOSE.tokenRevoked) {
           this.log('error', `the service closed the connection: ${reason.toString()}`);
         }
         resolveConn({ healthy, closeCode: code });

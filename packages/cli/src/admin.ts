@@ -1,3 +1,10 @@
+import { createReadStream, createWriteStream } from 'node:fs';
+import { rename, rm } from 'node:fs/promises';
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import type { ReadableStream as WebReadableStream } from 'node:stream/web';
+import { createGunzip } from 'node:zlib';
+import { BackupError, inspectBackup } from '@rampart/server';
 import { parseFlags, UsageError } from './args.js';
 
 export const ADMIN_HELP = `Usage: rampart admin <verb> [--url http://127.0.0.1:8080] [--admin-token T] [options]
@@ -8,6 +15,10 @@ Verbs:
   create-account --email E --plan free|pro|enterprise [--balance DOLLARS] [--password P]
   charge [--account-id ID]        run the monthly charge now (one account, or every account due)
   confirm-deposit --id ID [--tx-hash H]
+  backup --out FILE               a consistent backup of the whole database, taken while the
+                                  control plane runs (gzip'd JSON lines, mode 0600; it holds
+                                  password hashes and encrypted secrets): restore it with
+                                  'rampart restore'
 
 Options:
   --url URL           the control plane (default http://127.0.0.1:8080, env RAMPART_URL)
@@ -20,13 +31,17 @@ export async function adminCommand(args: string[]): Promise<number> {
     process.stdout.write(ADMIN_HELP);
     return verb ? 0 : 2;
   }
-  const flags = parseFlags(rest, ['url', 'admin-token', 'email', 'plan', 'balance', 'password', 'account-id', 'id', 'tx-hash']);
+  const flags = parseFlags(rest, ['url', 'admin-token', 'email', 'plan', 'balance', 'password', 'account-id', 'id', 'tx-hash', 'out']);
   if (flags.help) {
     process.stdout.write(ADMIN_HELP);
     return 0;
   }
   const base = (flags.url ?? process.env.RAMPART_URL ?? 'http://127.0.0.1:8080').replace(/\/$/, '');
   const token = flags['admin-token'] ?? process.env.RAMPART_ADMIN_TOKEN ?? '';
+  if (verb === 'backup') {
+    if (!flags.out) throw new UsageError('backup needs --out FILE');
+    return backup(base, token, flags.out);
+  }
   let path: string;
   let body: Record<string, unknown>;
   switch (verb) {
@@ -58,4 +73,29 @@ export async function adminCommand(args: string[]): Promise<number> {
   const text = await res.text();
   process.stdout.write(text.endsWith('\n') ? text : `${text}\n`);
   return res.ok ? 0 : 1;
+}
+
+/**
+ * GET /admin/backup into FILE: written beside it (mode 0600), read back whole and checked, and only
+ * then renamed to FILE, so FILE is never a partial backup. Prints what it holds.
+ */
+async function backup(base: string, token: string, out: string): Promise<number> {
+  const res = await fetch(`${base}/admin/backup`, { headers: { authorization: `Bearer ${token}` } });
+  if (!res.ok || !res.body) {
+    const text = await res.text();
+    process.stdout.write(text.endsWith('\n') ? text : `${text}\n`);
+    return 1;
+  }
+  const partial = `${out}.partial`;
+  try {
+    await pipeline(Readable.fromWeb(res.body as WebReadableStream<Uint8Array>), createWriteStream(partial, { mode: 0o600 }));
+    const summary = await inspectBackup(createReadStream(partial).pipe(createGunzip()));
+    await rename(partial, out);
+    process.stdout.write(`${JSON.stringify({ file: out, ...summary })}\n`);
+    return 0;
+  } catch (err) {
+    await rm(partial, { force: true });
+    if (err instanceof BackupError) throw new Error(`the backup received is not whole: ${err.message}`);
+    throw err;
+  }
 }

@@ -2,7 +2,9 @@
 import { adminCommand } from './admin.js';
 import { agentCommand } from './agent.js';
 import { initCommand } from './init.js';
+import { RAMPART_VERSION } from '@rampart/protocol/version';
 import { UsageError } from './args.js';
+import { restoreCommand } from './restore.js';
 import { serveCommand } from './serve.js';
 import { upCommand } from './up.js';
 
@@ -15,9 +17,10 @@ Commands:
   serve    the control plane: API, dashboard and agent WebSocket
   agent    a shield server's agent (owns HAProxy)
   init     configure an installed package: init server, init agent (writes /etc/rampart, starts the unit)
-  admin    operator verbs: create-account, charge, confirm-deposit
+  admin    operator verbs: create-account, charge, confirm-deposit, backup
+  restore  a backup into an empty database (embedded or PostgreSQL)
 
-Run 'rampart <command> --help' for the options of a command.
+Run 'rampart <command> --help' for the options of a command; 'rampart --version' prints the version.
 `;
 
 async function main(argv: string[]): Promise<number> {
@@ -36,6 +39,12 @@ async function main(argv: string[]): Promise<number> {
       return adminCommand(rest);
     case 'init':
       return initCommand(rest);
+    case 'restore':
+      return restoreCommand(rest);
+    case '--version':
+    case 'version':
+      process.stdout.write(`${RAMPART_VERSION}\n`);
+      return 0;
     case undefined:
     case 'help':
     case '--help':

@@ -390,6 +390,43 @@ function parseWith<T>(check: { Check(v: unknown): boolean; Errors(v: unknown): I
 export const parseAgentMessage = (raw: string): Parsed<AgentMessage> => parseWith(agentCheck, raw);
 export const parseServiceMessage = (raw: string): Parsed<ServiceMessage> => parseWith(serviceCheck, raw);
 
+/**
+ * The versions a hello claims, read without validating the rest of it (an agent of another
+ * protocol may shape its hello otherwise); undefined for anything else. Control characters are
+ * dropped from the version, and it is cut to AGENT_LIMITS.agentVersion.
+ */
+export function helloVersions(raw: string): { protocol: number; agentVersion: string | null } | undefined {
+  let value: unknown;
+  try {
+    value = JSON.parse(raw);
+  } catch {
+    return undefined;
+  }
+  const { type, payload } = (typeof value === 'object' && value !== null ? value : {}) as { type?: unknown; payload?: unknown };
+  if (type !== 'agent/hello' || typeof payload !== 'object' || payload === null) return undefined;
+  const { protocol, agentVersion } = payload as { protocol?: unknown; agentVersion?: unknown };
+  if (typeof protocol !== 'number' || !Number.isSafeInteger(protocol)) return undefined;
+  // eslint-disable-next-line no-control-regex
+  const version = typeof agentVersion === 'string' ? agentVersion.replace(/[\x00-\x1f\x7f]/g, '').slice(0, AGENT_LIMITS.agentVersion) : null;
+  return { protocol, agentVersion: version };
+}
+
+/**
+ * Why an agent is refused, naming both sides' versions (the control plane's first, so that a close
+ * reason cut to its 123 bytes keeps it); the same words on both sides.
+ */
+export function protocolRefusal(agent: { protocol: number; agentVersion: string | null }, service: { protocol: number; version: string }): string {
+  const upgrade = agent.protocol > service.protocol ? 'upgrade the control plane' : 'upgrade the agent';
+  return `control plane rampart ${service.version} speaks protocol ${service.protocol}, agent ${agent.agentVersion ?? '(no version)'} speaks protocol ${agent.protocol}: ${upgrade}`;
+}
+
+/** A WebSocket close reason holds at most 123 bytes of UTF-8: longer text is cut to fit. */
+export function closeReasonText(text: string): string {
+  const bytes = new TextEncoder().encode(text);
+  if (bytes.length <= 123) return text;
+  return new TextDecoder().decode(bytes.subarray(0, 120)).replace(/\uFFFD$/, '') + '...';
+}
+
 /** A domain's certificate state as the API shows it (`sslStatus`): `off` when sslEnabled is false. */
 export const SSL_STATUSES = ['off', 'pending', 'active', 'error'] as const;
 export type SslStatus = (typeof SSL_STATUSES)[number];

@@ -59,6 +59,11 @@ const serverFields = {
   }),
   healthError: Type.Union([Type.String(), Type.Null()], { description: 'Why the last health check did not find the server healthy; null when it did' }),
   healthCheckedAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()], { description: 'When the last health check ran; null before the first' }),
+  agentVersion: Type.Union([Type.String(), Type.Null()], { description: "The rampart version the server's agent said in its last hello (stored at every hello); null until one connects" }),
+  agentRefused: Type.Union([Type.String(), Type.Null()], {
+    description:
+      "Why the control plane refused the agent's last hello: a protocol it cannot speak, with both versions named (the agent stays offline); null once an agent is accepted",
+  }),
   createdAt: Type.String({ format: 'date-time' }),
 };
 export const ServerView = Type.Object(serverFields);

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, describe, test } from 'node:test';
 import { CLOSE, parseServiceMessage, PROTOCOL_VERSION, type ServerSnapshot, type ServiceMessage } from '@rampart/protocol';
+import { RAMPART_VERSION } from '@rampart/protocol/version';
 import WebSocket from 'ws';
 import { hubServer } from './fake-agent.js';
 import { waitFor } from '../../../test/support/processes.js';
@@ -118,7 +119,9 @@ describe('agent hub', async () => {
   async function serverView(id: string) {
     const r = await call(srv.app, 'GET', '/api/servers', { key });
     assert.equal(r.status, 200);
-    const s = (r.body as { id: string; status: string; ip: string | null; desiredRevision: number; appliedRevision: number }[]).find((x) => x.id === id);
+    const s = (
+      r.body as { id: string; status: string; ip: string | null; desiredRevision: number; appliedRevision: number; agentVersion: string | null; agentRefused: string | null }[]
+    ).find((x) => x.id === id);
     assert.ok(s, `server ${id} is listed`);
     return s;
   }
@@ -244,6 +247,48 @@ describe('agent hub', async () => {
     assert.match(closed.reason, new RegExp(`(^|\\D)${PROTOCOL_VERSION}(\\D|$)`), closed.reason);
     assert.equal(agent.snapshots().length, 0, 'no snapshot for an agent that speaks another protocol');
     assert.equal((await serverView(id)).status, 'offline');
+  });
+
+  test("every hello stores the agent's version (agentVersion); a protocol this control plane cannot speak is refused naming both versions, in the close reason and the server's agentRefused, whatever the rest of the hello looks like", async () => {
+    const { id, token } = await newServer('versions');
+    const { agent } = await connect(token);
+    await waitFor(async () => (await serverView(id)).agentVersion === 'fake-0.0.1', 'the agent version stored', WAIT_MS, 25);
+    assert.equal((await serverView(id)).agentRefused, null);
+    agent.ws.close();
+    await waitForStatus(id, 'offline');
+
+    // A newer agent: another protocol, and a hello this control plane's schema does not know.
+    const newer = new FakeAgent(token);
+    await within(newer.opened, WAIT_MS, 'the upgrade');
+    newer.send({ type: 'agent/hello', payload: { protocol: PROTOCOL_VERSION + 1, agentVersion: '9.9.9', runningRevision: null, features: ['x'] } });
+    const closed = await newer.closedWithin('the protocol mismatch close');
+    assert.equal(closed.code, CLOSE.protocolMismatch, closed.reason);
+    for (const part of [`rampart ${RAMPART_VERSION}`, `protocol ${PROTOCOL_VERSION}`, 'agent 9.9.9', `protocol ${PROTOCOL_VERSION + 1}`, 'upgrade the control plane']) {
+      assert.ok(closed.reason.includes(part), `the close reason names ${part}: ${closed.reason}`);
+    }
+    const refused = await serverView(id);
+    assert.equal(refused.status, 'offline');
+    assert.equal(refused.agentVersion, '9.9.9', 'the refused hello stored its version too');
+    assert.equal(refused.agentRefused, closed.reason, "the server's agentRefused says what the agent was told");
+    assert.equal(newer.snapshots().length, 0);
+
+    // An older agent is told to upgrade itself; a long version is cut so the reason fits a close frame.
+    const older = new FakeAgent(token);
+    await within(older.opened, WAIT_MS, 'the upgrade');
+    older.send({ type: 'agent/hello', payload: { protocol: 0, agentVersion: `0.0.1-${'x'.repeat(200)}`, runningRevision: null } });
+    const closedOld = await older.closedWithin('the protocol mismatch close');
+    assert.equal(closedOld.code, CLOSE.protocolMismatch, closedOld.reason);
+    assert.ok(closedOld.reason.startsWith(`control plane rampart ${RAMPART_VERSION} speaks protocol ${PROTOCOL_VERSION}`), closedOld.reason);
+    const olderView = await serverView(id);
+    assert.match(olderView.agentRefused ?? '', /protocol 0: upgrade the agent$/);
+    assert.equal(olderView.agentVersion?.length, 64, 'the stored version is cut to AGENT_LIMITS.agentVersion');
+
+    // An agent this control plane speaks clears the refusal.
+    const { agent: again } = await connect(token);
+    await waitFor(async () => (await serverView(id)).agentRefused === null, 'the refusal cleared', WAIT_MS, 25);
+    assert.equal((await serverView(id)).agentVersion, 'fake-0.0.1');
+    assert.equal((await serverView(id)).status, 'active');
+    again.ws.close();
   });
 
   // ------------------------------------------------------------------------ (f) token regeneration

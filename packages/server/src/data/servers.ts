@@ -26,6 +26,8 @@ export function listServersWithHeartbeat(db: Database | Tx, accountId: string) {
       'servers.healthy',
       'servers.health_error',
       'servers.health_checked_at',
+      'servers.agent_version',
+      'servers.agent_refused',
       'agent_connections.last_heartbeat_at',
     ])
     .where('servers.account_id', '=', accountId)
@@ -99,13 +101,26 @@ export async function markServerConnected(
   serverId: string,
   ip: string,
   now: Date,
-  reported: { httpPort: number | null; proxyServing: boolean | null } = { httpPort: null, proxyServing: null },
+  reported: { httpPort: number | null; proxyServing: boolean | null; agentVersion?: string | undefined } = { httpPort: null, proxyServing: null },
 ): Promise<void> {
   await db
     .updateTable('servers')
-    .set({ status: 'active', ip, last_seen_at: now, http_port: reported.httpPort, proxy_serving: reported.proxyServing })
+    .set({
+      status: 'active',
+      ip,
+      last_seen_at: now,
+      http_port: reported.httpPort,
+      proxy_serving: reported.proxyServing,
+      ...(reported.agentVersion !== undefined ? { agent_version: reported.agentVersion } : {}),
+      agent_refused: null,
+    })
     .where('id', '=', serverId)
     .execute();
+}
+
+/** An agent's hello was refused (its protocol is not spoken here): what it said it was, and why. */
+export async function markAgentRefused(db: Database | Tx, serverId: string, agentVersion: string | null, reason: string): Promise<void> {
+  await db.updateTable('servers').set({ agent_version: agentVersion, agent_refused: reason }).where('id', '=', serverId).where('status', '<>', 'decommissioned').execute();
 }
 
 /** What the agent's heartbeat says of its HAProxy. */

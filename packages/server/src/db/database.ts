@@ -1,7 +1,8 @@
-import { mkdirSync } from 'node:fs';
+import { cpSync, mkdirSync, renameSync } from 'node:fs';
 import { PGlite } from '@electric-sql/pglite';
-import { Kysely, Migrator, PostgresDialect, sql, type Transaction } from 'kysely';
+import { Kysely, Migrator, PostgresDialect, sql, type MigrationProvider, type Transaction } from 'kysely';
 import { PGliteDialect } from 'kysely-pglite-dialect';
+import { resolve } from 'node:path';
 import pg from 'pg';
 import { migrationProvider } from './migrations.js';
 import type { DB } from './schema.js';
@@ -18,6 +19,12 @@ export interface DatabaseOptions {
   /** PostgreSQL only: a schema to create and use, so test suites can share one database. */
   schema?: string | undefined;
   poolSize?: number | undefined;
+  /** false: opened as found, not migrated (a restore builds the schema itself). */
+  migrate?: boolean | undefined;
+  /** The migrations to run: this release's unless a test passes others. */
+  migrations?: MigrationProvider | undefined;
+  /** Told where the embedded database was copied before an upgrade migrated it. */
+  onSnapshot?: ((path: string) => void) | undefined;
 }
 
 export interface OpenDatabase {
@@ -56,24 +63,67 @@ export async function openDatabase(options: DatabaseOptions): Promise<OpenDataba
   } else {
     kind = 'pglite';
     if (options.dataDir) mkdirSync(options.dataDir, { recursive: true });
-    const lite = options.dataDir ? new PGlite(options.dataDir) : new PGlite();
-    await lite.waitReady;
-    db = new Kysely<DB>({ dialect: new PGliteDialect(lite) });
+    db = await openPglite(options.dataDir);
   }
+  const provider = options.migrations ?? migrationProvider;
+  let snapshot: string | undefined;
   try {
-    // Kysely's own migration tables go in the schema the connection uses (search_path may name one).
-    const schema = kind === 'postgres' ? (options.schema ?? (await sql<{ s: string }>`select current_schema() as s`.execute(db)).rows[0]?.s) : undefined;
-    await migrate(db, schema);
+    if (options.migrate !== false) {
+      // An upgrade of the embedded database is preceded by a copy of it, taken while it is closed.
+      const pending = options.dataDir && kind === 'pglite' ? await pendingUpgrade(db, provider) : undefined;
+      if (pending) {
+        await db.destroy();
+        snapshot = snapshotDataDir(options.dataDir!, pending);
+        options.onSnapshot?.(snapshot);
+        db = await openPglite(options.dataDir);
+      }
+      // Kysely's own migration tables go in the schema the connection uses (search_path may name one).
+      const schema = kind === 'postgres' ? (options.schema ?? (await sql<{ s: string }>`select current_schema() as s`.execute(db)).rows[0]?.s) : undefined;
+      await migrate(db, schema, provider);
+    }
   } catch (err) {
     await db.destroy();
-    throw err;
+    if (!snapshot) throw err;
+    throw new Error(
+      `${err instanceof Error ? err.message : String(err)}. The database in ${options.dataDir} is left as it was before this start (the migrations run in one transaction) ` +
+        `and the previous release still opens it; a copy taken before migrating is in ${snapshot}`,
+    );
   }
   return { db, kind, schema: options.url ? options.schema : undefined, close: () => db.destroy() };
 }
 
-export async function migrate(db: Database, schema?: string): Promise<void> {
+async function openPglite(dataDir: string | undefined): Promise<Database> {
+  const lite = dataDir ? new PGlite(dataDir) : new PGlite();
+  await lite.waitReady;
+  return new Kysely<DB>({ dialect: new PGliteDialect(lite) });
+}
+
+/** The first migration an upgrade would run: some ran before and some have not; undefined otherwise. */
+async function pendingUpgrade(db: Database, provider: MigrationProvider): Promise<string | undefined> {
+  const migrations = await new Migrator({ db, provider }).getMigrations();
+  if (!migrations.some((m) => m.executedAt)) return undefined; // a new database: nothing to keep
+  return migrations.find((m) => !m.executedAt)?.name;
+}
+
+/**
+ * Copies the (closed) embedded database beside itself, as DIR.before-<migration>-<time>: a data
+ * directory the previous release opens as it is. The copy is renamed into place once whole.
+ */
+function snapshotDataDir(dataDir: string, migration: string): string {
+  const stamp = new Date().toISOString().replace(/[:.]/g, '-');
+  const target = `${resolve(dataDir)}.before-${migration}-${stamp}`;
+  try {
+    cpSync(dataDir, `${target}.partial`, { recursive: true, errorOnExist: true, force: false });
+    renameSync(`${target}.partial`, target);
+  } catch (err) {
+    throw new Error(`not migrating: the embedded database could not be copied to ${target} before migration ${migration}: ${String(err)}`);
+  }
+  return target;
+}
+
+export async function migrate(db: Database, schema?: string, provider: MigrationProvider = migrationProvider): Promise<void> {
   // Named explicitly when suites share a database, so Kysely's own tables land in the suite's schema.
-  const migrator = new Migrator({ db, provider: migrationProvider, ...(schema ? { migrationTableSchema: schema } : {}) });
+  const migrator = new Migrator({ db, provider, ...(schema ? { migrationTableSchema: schema } : {}) });
   const { error, results } = await migrator.migrateToLatest();
   if (error) {
     const failed = results?.find((r) => r.status === 'Error');

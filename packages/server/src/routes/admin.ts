@@ -1,5 +1,7 @@
+import { createReadStream } from 'node:fs';
 import { Type } from '@sinclair/typebox';
 import { checkAdmin } from '../auth.js';
+import { backupToTempFile } from '../db/backup.js';
 import { invalidField } from '../errors.js';
 import { cents, hasAtMostTwoDecimals } from '../plans.js';
 import { createAccount } from '../services/accounts.js';
@@ -74,5 +76,25 @@ export async function adminRoutes(app: App, { ctx, adminToken }: RouteDeps) {
     },
     preValidation: emptyBody,
     handler: async (req) => confirmDepositByOperator(ctx, req.params.id, req.body.txHash),
+  });
+  app.get('/admin/backup', {
+    schema: {
+      tags,
+      security,
+      summary:
+        'A consistent backup of the whole database (every table, one read-only repeatable-read transaction) while the control plane runs: gzip\'d JSON lines (application/gzip), restored by `rampart restore` into PGlite or PostgreSQL',
+      response: ERROR_RESPONSES,
+    },
+    handler: async (_req, reply) => {
+      const now = ctx.now();
+      const backup = await backupToTempFile(ctx.db, now);
+      const file = createReadStream(backup.path);
+      file.once('close', () => void backup.remove());
+      return reply
+        .header('content-type', 'application/gzip')
+        .header('content-disposition', `attachment; filename="rampart-backup-${now.toISOString().replace(/[:.]/g, '-')}.jsonl.gz"`)
+        .header('x-rampart-backup-rows', String(backup.summary.rows))
+        .send(file);
+    },
   });
 }

@@ -11,6 +11,7 @@ import {
   findServer,
   insertServer,
   listServersWithHeartbeat,
+  markAgentRefused,
   markServerDecommissioned,
   setServerTokenHash,
   updateServerFields,
@@ -37,6 +38,8 @@ type ServerRow = {
   healthy: boolean | null;
   health_error: string | null;
   health_checked_at: Date | string | null;
+  agent_version: string | null;
+  agent_refused: string | null;
 };
 
 export function serverView(s: ServerRow) {
@@ -53,6 +56,8 @@ export function serverView(s: ServerRow) {
     healthy: s.healthy,
     healthError: s.health_error,
     healthCheckedAt: iso(s.health_checked_at),
+    agentVersion: s.agent_version,
+    agentRefused: s.agent_refused,
     createdAt: iso(s.created_at)!,
   };
 }
@@ -186,6 +191,8 @@ export interface AgentConnection {
   httpPort?: number | undefined;
   /** Whether HAProxy serves, as its heartbeats last said (absent before the first, and from older agents). */
   proxyServing?: boolean | undefined;
+  /** The version its hello said. */
+  agentVersion?: string | undefined;
 }
 
 export interface ConnectedResult {
@@ -208,11 +215,19 @@ export async function recordAgentConnected(ctx: ServiceContext, conn: AgentConne
     const now = ctx.now();
     const previous = await store.connectionOfServer(tx, conn.serverId);
     await store.upsertConnection(tx, conn.serverId, { connection_id: conn.connectionId, process_id: conn.processId, ip: conn.ip, connected_at: now, last_heartbeat_at: now });
-    await store.markServerConnected(tx, conn.serverId, conn.ip, now, { httpPort: conn.httpPort ?? null, proxyServing: conn.proxyServing ?? null });
+    await store.markServerConnected(tx, conn.serverId, conn.ip, now, { httpPort: conn.httpPort ?? null, proxyServing: conn.proxyServing ?? null, agentVersion: conn.agentVersion });
     const replaced = previous && previous.connection_id !== conn.connectionId ? { connectionId: previous.connection_id, processId: previous.process_id } : null;
     const moved = serverAddress(current) !== serverAddress({ public_ip: current.public_ip, ip: conn.ip });
     return { recorded: true, replaced, peers: moved ? await store.bumpServers(tx, current.account_id, await store.serversSharingDomains(tx, conn.serverId)) : [] };
   });
+}
+
+/**
+ * An agent's hello was refused because this control plane cannot speak its protocol: the server
+ * shows the version it said and why (agentVersion, agentRefused) until an agent is accepted.
+ */
+export async function recordAgentRefused(ctx: ServiceContext, serverId: string, agentVersion: string | null, reason: string): Promise<void> {
+  await markAgentRefused(ctx.db, serverId, agentVersion, reason);
 }
 
 /** The health_error of a server whose agent's connection dropped. */
