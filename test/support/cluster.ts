@@ -86,13 +86,14 @@ export async function startAgent(opts: AgentStartOptions): Promise<AgentProc> {
   const proc = startProcess(
     process.execPath,
     [
-      CLI, 'agent', '--server', `${opts.serverUrl.replace(/^http/, 'ws')}/agent`, '--token', opts.token,
+      CLI, 'agent', '--server', `${opts.serverUrl.replace(/^http/, 'ws')}/agent`,
       '--data-dir', dataDir, '--http-port', String(httpPort), '--bind', opts.bind ?? '127.0.0.1',
       ...(opts.httpsPort ? ['--https-port', String(opts.httpsPort)] : []),
       ...(opts.haproxy ? ['--haproxy', opts.haproxy] : []), ...(opts.nbthread ? ['--nbthread', String(opts.nbthread)] : []), ...(opts.countryMap ? ['--country-map', opts.countryMap] : []),
       ...(opts.args ?? []),
     ],
-    { ...(opts.analyticsIntervalMs !== undefined ? { RAMPART_AGENT_ANALYTICS_INTERVAL_MS: String(opts.analyticsIntervalMs) } : {}), ...(opts.env ?? {}) },
+    // The token as the installed unit passes it: in the environment, never on the command line.
+    { RAMPART_AGENT_TOKEN: opts.token, ...(opts.analyticsIntervalMs !== undefined ? { RAMPART_AGENT_ANALYTICS_INTERVAL_MS: String(opts.analyticsIntervalMs) } : {}), ...(opts.env ?? {}) },
   );
   return { ...proc, dataDir, httpPort };
 }

@@ -21,16 +21,33 @@ export function revisionText(s: Server): { text: string; tone: 'good' | 'warn' |
   return { text: 'applying', tone: 'warn' };
 }
 
-function agentCommand(token: string): string {
-  const scheme = location.protocol === 'https:' ? 'wss' : 'ws';
-  return `rampart agent --server ${scheme}://${location.host}/agent --token ${token}`;
+/**
+ * What connects a new shield server: the package this control plane serves (GET
+ * /downloads/rampart_all.deb), then `rampart init agent` with the token on standard input, never
+ * on a command line. The token line starts with a space: shells that ignore such lines (Debian's
+ * bash: HISTCONTROL=ignoreboth) keep it out of their history.
+ */
+export function installCommands(token: string, page: { protocol: string; host: string; hostname: string }): { text: string; insecure: boolean } {
+  const secure = page.protocol === 'https:';
+  const loopback = /^(localhost|127\.[0-9.]+|\[::1\])$/.test(page.hostname);
+  const insecure = !secure && !loopback;
+  const text = [
+    `curl -fsSLo /tmp/rampart_all.deb ${page.protocol}//${page.host}/downloads/rampart_all.deb`,
+    'sudo apt-get install -y /tmp/rampart_all.deb',
+    ` echo '${token}' | sudo rampart init agent --server ${secure ? 'wss' : 'ws'}://${page.host}/agent${insecure ? ' --insecure' : ''}`,
+  ].join('\n');
+  return { text, insecure };
 }
 
 function TokenShown({ server, onClose }: { server: ServerWithToken; onClose: () => void }) {
+  const commands = installCommands(server.connectionToken, location);
   return (
     <Dialog title={`Connect ${server.name}`} onClose={onClose} wide>
-      <p>Run this on the shield server (next to HAProxy). The token is shown only now; a new one can be made later, which disconnects the old.</p>
-      <Secret text={agentCommand(server.connectionToken)} label="Agent command" />
+      <p>Run these on the shield server (Debian 12 with Node.js 20, or Debian 13): they install Rampart from this control plane and connect it as {server.name}. The token is shown only now; a new one can be made later, which disconnects the old.</p>
+      <Secret text={commands.text} label="Install and connect commands" />
+      {commands.insecure ? (
+        <p class="text-warn">This dashboard is not served over HTTPS, so the agent would send its token in clear (hence --insecure). Put the control plane behind TLS first: see docs/operations.md.</p>
+      ) : null}
       <div class="actions">
         <button type="button" class="primary" onClick={onClose}>
           Done
