@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
-import { readlink } from 'node:fs/promises';
-import { connect } from 'node:net';
+import { readFile, readlink } from 'node:fs/promises';
+import { createServer, type Server } from 'node:http';
+import { connect, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { apiClient, ADMIN, rawRequest, settle, startAgent, startOrigin, viaProxy, type AgentProc, type ApiClient } from '../support/cluster.js';
@@ -10,7 +11,9 @@ import { freePort, startServe, waitFor } from '../support/processes.js';
 // docs/bots.md "Verified crawlers" through real processes: the control plane, an agent and its
 // HAProxy, and PowerDNS answering the PTR and A records. A User-Agent claiming Googlebot passes
 // the bot challenge only from an address verified by forward-confirmed reverse DNS, which the
-// agent hands to the running HAProxy through its runtime API, without a reload.
+// agent hands to the running HAProxy through its runtime API, without a reload. Bing's published
+// address list comes from a loopback server (the fixture, with a loopback range added): the
+// control plane fetches it and the agent verifies a Bingbot claim from inside it without DNS.
 
 const GOOGLEBOT = 'Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)';
 const BINGBOT = 'Mozilla/5.0 (compatible; bingbot/2.0; +http://www.bing.com/bingbot.htm)';
@@ -23,6 +26,7 @@ describe('verified search crawlers', () => {
   let agent: AgentProc;
   let origin: Awaited<ReturnType<typeof startOrigin>>;
   let serverId: string;
+  let lists: Server;
   const host = 'crawl.test';
   const get = (from: string, headers: Record<string, string> = {}) => viaProxy(agent.httpPort, host, '/', headers, from);
   const reached = async (from: string, headers: Record<string, string>) => {
@@ -63,18 +67,27 @@ describe('verified search crawlers', () => {
   const asked = (question: string) => waitFor(() => pdns.output().includes(`wants '${question}'`), `pdns to be asked ${question}`, 10_000, 25);
 
   before(async () => {
-    pdns = await startPdns({ zones: ['60.0.127.in-addr.arpa', 'googlebot.com', 'evil.test'], logQueries: true });
+    pdns = await startPdns({ zones: ['60.0.127.in-addr.arpa', 'googlebot.com', 'evil.test', 'googleusercontent.com'], logQueries: true });
     const ptr = (n: number, name: string) => setRecords(pdns, '60.0.127.in-addr.arpa', `${n}.60.0.127.in-addr.arpa`, 'PTR', [name]);
     await ptr(1, 'crawl-60-1.googlebot.com');
     await setRecords(pdns, 'googlebot.com', 'crawl-60-1.googlebot.com', 'A', ['127.0.60.1']);
     // Forward-confirmed, but not under Google's domains.
     await ptr(2, 'crawl.googlebot.com.evil.test');
     await setRecords(pdns, 'evil.test', 'crawl.googlebot.com.evil.test', 'A', ['127.0.60.2']);
+    // Any Google Cloud machine's default reverse name: Google's, but not its crawlers'.
+    await ptr(4, '4.60.0.127.bc.googleusercontent.com');
+    await setRecords(pdns, 'googleusercontent.com', '4.60.0.127.bc.googleusercontent.com', 'A', ['127.0.60.4']);
     // Under Google's domains, but the name points elsewhere.
     await ptr(3, 'crawl-60-3.googlebot.com');
     await setRecords(pdns, 'googlebot.com', 'crawl-60-3.googlebot.com', 'A', ['127.0.60.99']);
 
-    serve = await startServe({ port: await freePort(), adminToken: ADMIN });
+    // Bing's list: its fixture's ranges and 127.0.61.0/28 (no PTR record exists for it).
+    const bing = JSON.parse(await readFile(new URL('../../packages/server/test/fixtures/crawlers/bingbot.json', import.meta.url), 'utf8')) as { prefixes: object[] };
+    bing.prefixes.push({ ipv4Prefix: '127.0.61.0/28' });
+    lists = createServer((req, res) => (req.url === '/bingbot.json' ? res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(bing)) : res.writeHead(404).end()));
+    await new Promise<void>((resolve) => lists.listen(0, '127.0.0.1', resolve));
+    const listUrl = `http://127.0.0.1:${(lists.address() as AddressInfo).port}/bingbot.json`;
+    serve = await startServe({ port: await freePort(), adminToken: ADMIN, env: { RAMPART_CRAWLER_RANGES: `bing=${listUrl}` } });
     api = await apiClient(serve.url);
     origin = await startOrigin('origin');
     const srv = await api.call('POST', '/api/servers', { name: 'edge-crawlers' });
@@ -92,6 +105,7 @@ describe('verified search crawlers', () => {
     await serve?.stop();
     await origin?.close();
     await pdns?.stop();
+    await new Promise((resolve) => (lists ? lists.close(resolve) : resolve(undefined)));
   });
 
   test('a Googlebot claim passes once FCrDNS verifies its address, without a reload; unverified claims stay challenged', async () => {
@@ -102,8 +116,10 @@ describe('verified search crawlers', () => {
     // .3's name resolves to another address.
     await challenged('127.0.60.2', { 'user-agent': GOOGLEBOT }, 'PTR under evil.test, first request');
     await challenged('127.0.60.3', { 'user-agent': GOOGLEBOT }, 'forward mismatch, first request');
+    await challenged('127.0.60.4', { 'user-agent': GOOGLEBOT }, 'a Google Cloud machine, first request');
     await asked('2.60.0.127.in-addr.arpa|PTR');
     await asked('crawl-60-3.googlebot.com|A');
+    await asked('4.60.0.127.in-addr.arpa|PTR');
 
     // Until verified, the claimed crawler is challenged like any other client.
     await challenged('127.0.60.1', { 'user-agent': GOOGLEBOT }, 'the first request from the real crawler');
@@ -114,6 +130,7 @@ describe('verified search crawlers', () => {
 
     await challenged('127.0.60.2', { 'user-agent': GOOGLEBOT }, 'PTR under evil.test');
     await challenged('127.0.60.3', { 'user-agent': GOOGLEBOT }, 'forward answer points elsewhere');
+    await challenged('127.0.60.4', { 'user-agent': GOOGLEBOT }, 'a Google Cloud machine');
     await challenged('127.0.60.1', { 'user-agent': BINGBOT }, 'the verified Google address claiming Bingbot');
     await challenged('127.0.60.1', { 'user-agent': 'curl/8.0' }, 'the verified address without a crawler claim');
     // Two User-Agent headers claim nothing, whatever the first one says.
@@ -122,6 +139,7 @@ describe('verified search crawlers', () => {
     assert.match(twoHeaders.text, CHALLENGE, 'two User-Agent headers');
 
     assert.ok(!pdns.output().includes("wants 'crawl.googlebot.com.evil.test|A'"), 'a name outside the documented domains is never resolved');
+    assert.ok(!pdns.output().includes("wants '4.60.0.127.bc.googleusercontent.com|A'"), "a cloud machine's name is never resolved");
     assert.deepEqual(await runtimeMap(), ['127.0.60.1 google'], 'the running map holds the verified address only');
   });
 
@@ -134,5 +152,19 @@ describe('verified search crawlers', () => {
     assert.ok(await reached('127.0.60.1', { 'user-agent': GOOGLEBOT }), 'still verified after the reload');
     await waitFor(async () => (await runtimeMap()).join() === '127.0.60.1 google', 'the new worker\'s map to hold exactly the verified address', 5_000, 25);
     await challenged('127.0.60.3', { 'user-agent': GOOGLEBOT }, 'still refused after the reload');
+  });
+
+  test("a claim from inside the owner's published list passes without any DNS question; outside it, that crawler's claim fails without one", async () => {
+    await challenged('127.0.61.5', { 'user-agent': BINGBOT }, 'the first request of the listed crawler');
+    await waitFor(() => reached('127.0.61.5', { 'user-agent': BINGBOT }), 'the listed Bingbot to reach the origin', 20_000, 50);
+    await challenged('127.0.61.5', { 'user-agent': GOOGLEBOT }, 'a Bing address claiming Googlebot');
+    // A Bingbot claim outside Bing's list, then a Googlebot claim (Google has no list here, so
+    // reverse DNS is asked): once the second is asked, the first was handled, with no question.
+    await challenged('127.0.60.9', { 'user-agent': BINGBOT }, 'Bingbot outside its list');
+    await challenged('127.0.60.10', { 'user-agent': GOOGLEBOT }, 'Googlebot, checked by DNS');
+    await asked('10.60.0.127.in-addr.arpa|PTR');
+    await challenged('127.0.60.9', { 'user-agent': BINGBOT }, 'Bingbot outside its list, again');
+    for (const q of ['5.61.0.127.in-addr.arpa|PTR', '9.60.0.127.in-addr.arpa|PTR']) assert.ok(!pdns.output().includes(`wants '${q}'`), `never asked ${q}`);
+    assert.ok((await runtimeMap()).includes('127.0.61.5 bing'));
   });
 });

@@ -147,10 +147,12 @@ export class CrawlerVerifier {
 
   /**
    * The owners' published address lists, as the control plane last sent them (crawlers/ranges):
-   * they replace the previous ones. A list past its expiry, or with a prefix the protocol does not
-   * allow, is not used (its crawler falls back to reverse DNS).
+   * they replace the previous ones, and the failures cached so far are forgotten (they were found
+   * without these lists). A list past its expiry, or with a prefix the protocol does not allow, is
+   * not used (its crawler falls back to reverse DNS).
    */
   setAddressLists(lists: readonly CrawlerAddressList[]): void {
+    this.failed.clear();
     const next = new Map<string, AddressList>();
     for (const l of lists) {
       if (!searchCrawler(l.crawlerId) || !l.prefixes.every(isCrawlerPrefix)) {

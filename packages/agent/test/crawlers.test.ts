@@ -419,6 +419,10 @@ describe('published address lists', () => {
     assert.equal(v.listed, 5);
     v.claim('34.105.1.2', 'google');
     assert.equal(v.listed, 5, 'the failure is cached');
+    // New lists: what failed before is checked again, against them.
+    v.setAddressLists([...lists(clock.now() / 1000 + 3600), { crawlerId: 'apple', prefixes: ['34.105.1.0/24'], expiresAt: clock.now() / 1000 + 3600 }]);
+    v.claim('34.105.1.2', 'apple');
+    assert.equal(sink.map.get('34.105.1.2'), 'apple');
     // A crawler without a list is checked by reverse DNS.
     dns.ptr.set('5.255.253.1', ['5-255-253-1.spider.yandex.com']);
     dns.a.set('5-255-253-1.spider.yandex.com', ['5.255.253.1']);
