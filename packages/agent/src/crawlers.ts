@@ -399,7 +399,7 @@ export async function fcrdns(dns: CrawlerDns, ip: string, maxNames = 4): Promise
 /** The real DNS: `server` (HOST:PORT, the agent's --resolver) or the system's servers. */
 export function crawlerDns(server?: string): () => CrawlerDns {
   return () => {
-    const resolver = new Resolver({ timeout: 2000, tries: 2 });
+    const resolver = new Resolver({ timeout: 1000, tries: 2 });
     if (server) resolver.setServers([server]);
     return resolver;
   };
