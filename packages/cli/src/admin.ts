@@ -5,7 +5,7 @@ import { pipeline } from 'node:stream/promises';
 import type { ReadableStream as WebReadableStream } from 'node:stream/web';
 import { createGunzip } from 'node:zlib';
 import { BackupError, inspectBackup } from '@rampart/server';
-import { parseFlags, UsageError } from './args.js';
+import { intFrom, parseFlags, UsageError } from './args.js';
 
 export const ADMIN_HELP = `Usage: rampart admin <verb> [--url http://127.0.0.1:8080] [--admin-token T] [options]
 
@@ -15,6 +15,10 @@ Verbs:
   create-account --email E --plan free|pro|enterprise [--balance DOLLARS] [--password P]
   charge [--account-id ID]        run the monthly charge now (one account, or every account due)
   confirm-deposit --id ID [--tx-hash H]
+  create-invitation [--email E] [--days N]
+                                  a single-use invitation to register, when the server runs
+                                  with RAMPART_SIGNUP=invite (only for E if given; valid N
+                                  days, default 7, at most 90); its token is printed only here
   backup --out FILE               a consistent backup of the whole database, taken while the
                                   control plane runs (gzip'd JSON lines, mode 0600; it holds
                                   password hashes and encrypted secrets): restore it with
@@ -31,7 +35,7 @@ export async function adminCommand(args: string[]): Promise<number> {
     process.stdout.write(ADMIN_HELP);
     return verb ? 0 : 2;
   }
-  const flags = parseFlags(rest, ['url', 'admin-token', 'email', 'plan', 'balance', 'password', 'account-id', 'id', 'tx-hash', 'out']);
+  const flags = parseFlags(rest, ['url', 'admin-token', 'email', 'plan', 'balance', 'password', 'account-id', 'id', 'tx-hash', 'out', 'days']);
   if (flags.help) {
     process.stdout.write(ADMIN_HELP);
     return 0;
@@ -62,6 +66,12 @@ export async function adminCommand(args: string[]): Promise<number> {
       path = `/admin/deposits/${encodeURIComponent(flags.id)}/confirm`;
       body = flags['tx-hash'] ? { txHash: flags['tx-hash'] } : {};
       break;
+    case 'create-invitation': {
+      const days = flags.days === undefined ? undefined : intFrom(flags.days, '--days', 1, 90);
+      path = '/admin/invitations';
+      body = { ...(flags.email ? { email: flags.email } : {}), ...(days !== undefined ? { expiresInDays: days } : {}) };
+      break;
+    }
     default:
       throw new UsageError(`unknown admin verb: ${verb}`);
   }

@@ -1,7 +1,8 @@
-import { plansFromEnv, startServer } from '@rampart/server';
+import { plansFromEnv, startServer, trustProxyFrom } from '@rampart/server';
 import { parseFlags, portFrom } from './args.js';
 
 export const SERVE_HELP = `Usage: rampart serve [--port 8080] [--host 127.0.0.1] [--data-dir ./data] [--database-url URL]
+                     [--trust-proxy ADDR[,CIDR...]] [--public-url URL]
 
 Runs the control plane: the HTTP API, the dashboard, the API docs (/docs) and the agent WebSocket
 (/agent) on one listener.
@@ -11,9 +12,20 @@ Options:
   --host ADDR         address to listen on (default 127.0.0.1)
   --data-dir DIR      embedded database directory (env RAMPART_DATA_DIR, default ./data)
   --database-url URL  PostgreSQL instead of the embedded database (env DATABASE_URL)
+  --trust-proxy LIST  the reverse proxies in front (addresses and CIDR ranges, comma-separated;
+                      env RAMPART_TRUST_PROXY, default none): only from them are X-Forwarded-For
+                      (the client address sign-in limits count) and X-Forwarded-Proto believed
+  --public-url URL    where users reach the control plane (env RAMPART_PUBLIC_URL); https makes
+                      the session cookie Secure
 
 Environment:
   RAMPART_ADMIN_TOKEN   enables the operator API (/admin/...) with this bearer token
+  RAMPART_SIGNUP        who may register with POST /api/auth/register: closed (default: only the
+                        operator creates accounts), invite (an invitation from
+                        'rampart admin create-invitation' is needed) or open (anyone)
+  RAMPART_REQUEST_TIMEOUT_MS  a request (headers and body) must arrive within this (default 30000)
+  RAMPART_HEADERS_TIMEOUT_MS  its request line and headers within this (default 10000); else 408
+  RAMPART_MAX_CONNECTIONS  open connections at once, agents and live streams included (default 10000)
   RAMPART_PLAN_PRICES   monthly prices in cents, e.g. '{"pro":2900,"enterprise":29900}'
   RAMPART_LOG_LEVEL     pino log level (default info)
   RAMPART_HEALTH_INTERVAL  seconds between health cycles (server health probes, DNS failover,
@@ -33,7 +45,7 @@ Environment:
 `;
 
 export async function serveCommand(args: string[]): Promise<void> {
-  const flags = parseFlags(args, ['port', 'host', 'data-dir', 'database-url']);
+  const flags = parseFlags(args, ['port', 'host', 'data-dir', 'database-url', 'trust-proxy', 'public-url']);
   if (flags.help) {
     process.stdout.write(SERVE_HELP);
     return;
@@ -48,6 +60,8 @@ export async function serveCommand(args: string[]): Promise<void> {
     adminToken: env.RAMPART_ADMIN_TOKEN || undefined,
     plans: plansFromEnv(env.RAMPART_PLAN_PRICES),
     logger: { level: env.RAMPART_LOG_LEVEL ?? 'info' },
+    trustProxy: flags['trust-proxy'] === undefined ? undefined : trustProxyFrom(flags['trust-proxy'], '--trust-proxy'),
+    publicUrl: flags['public-url'],
   });
   server.app.log.info(`rampart control plane listening on ${server.url} (${databaseUrl ? 'PostgreSQL' : 'embedded PGlite'})`);
   const stop = async () => {

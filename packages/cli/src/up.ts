@@ -5,7 +5,7 @@ import { createServer as createTcpServer } from 'node:net';
 import { once } from 'node:events';
 import { join, resolve } from 'node:path';
 import { Agent } from '@rampart/agent';
-import { createDemoAccount, plansFromEnv, startServer, type RunningServer } from '@rampart/server';
+import { createDemoAccount, plansFromEnv, signupModeFrom, startServer, type RunningServer } from '@rampart/server';
 import { parseFlags, portFrom } from './args.js';
 
 export const UP_HELP = `Usage: rampart up [--port 8080] [--http-port 8081] [--origin-port 8088] [--data-dir ./.rampart] [--haproxy PATH]
@@ -28,6 +28,7 @@ Environment:
   RAMPART_ADMIN_TOKEN   the operator token (default: one generated and kept in the data directory)
   RAMPART_PLAN_PRICES   monthly prices in cents, e.g. '{"pro":2900,"enterprise":29900}'
   RAMPART_LOG_LEVEL     the control plane's pino log level (default warn)
+  RAMPART_SIGNUP        who may register: open (default here, a demo on loopback), invite or closed
 `;
 
 interface DemoState {
@@ -146,6 +147,7 @@ export async function upCommand(args: string[]): Promise<void> {
     adminToken,
     plans: plansFromEnv(process.env.RAMPART_PLAN_PRICES),
     logger: { level: process.env.RAMPART_LOG_LEVEL ?? 'warn' },
+    signup: signupModeFrom(process.env.RAMPART_SIGNUP, 'open'),
   });
   // From here on a failure stops what already started, so the command exits instead of hanging.
   let origin: Awaited<ReturnType<typeof startDemoOrigin>> | undefined;

@@ -8,6 +8,7 @@ import type { Socket } from 'node:net';
 import { authenticate, SESSION_COOKIE, type Principal } from './auth.js';
 import type { ServiceContext } from './context.js';
 import { AppError } from './errors.js';
+import { LISTENER_LIMITS, listenerOptions, type ListenerLimits } from './listener-limits.js';
 import { ControlPlaneMetrics } from './metrics.js';
 import { metricsRoutes } from './routes/metrics.js';
 import { LiveStreams, streamRoutes } from './routes/stream.js';
@@ -27,6 +28,7 @@ import { wafRoutes } from './routes/waf.js';
 import { analyticsRoutes } from './routes/analytics.js';
 import { ErrorBody } from './schemas.js';
 import { SERVICE_VERSION } from './services/export.js';
+import type { SignupMode } from './services/signup.js';
 import { validationMessage } from './validation-message.js';
 
 /** What a route may do while the account is frozen: docs/api.md lists the few mutations that still work. */
@@ -46,7 +48,17 @@ export interface AppOptions {
   ctx: ServiceContext;
   adminToken?: string | undefined;
   logger?: FastifyServerOptions['logger'];
-  trustProxy?: boolean;
+  /**
+   * RAMPART_TRUST_PROXY / --trust-proxy: the addresses and ranges of the reverse proxies in front
+   * (trust-proxy.ts); X-Forwarded-For and X-Forwarded-Proto are read only from them. Default none.
+   */
+  trustProxy?: boolean | string[];
+  /** RAMPART_PUBLIC_URL: where users reach the control plane; https makes session cookies Secure. */
+  publicUrl?: URL | undefined;
+  /** RAMPART_SIGNUP (services/signup.ts); default closed. */
+  signup?: SignupMode | undefined;
+  /** Timeouts and the connection limit of the listener (listener-limits.ts); default LISTENER_LIMITS. */
+  listener?: ListenerLimits | undefined;
   /** RAMPART_DOWNLOADS_DIR: the Debian packages served under /downloads/ (routes/downloads.ts); none when absent. */
   downloadsDir?: string | undefined;
   /** Prometheus metrics (src/metrics.ts); a registry of the app's own when absent. */
@@ -99,10 +111,12 @@ function clientError(err: Error & { code?: string }, socket: Socket): void {
 }
 
 export async function buildApp(options: AppOptions): Promise<App> {
+  const listener = options.listener ?? LISTENER_LIMITS;
   const app = Fastify({
     logger: options.logger ?? false,
     bodyLimit: BODY_LIMIT,
-    trustProxy: options.trustProxy ?? false,
+    ...listenerOptions(listener),
+    trustProxy: Array.isArray(options.trustProxy) && options.trustProxy.length === 0 ? false : (options.trustProxy ?? false),
     onProtoPoisoning: 'error',
     onConstructorPoisoning: 'error',
     // Fastify's own 503 while closing has a body of its own; the hook below answers { error }.
@@ -117,6 +131,7 @@ export async function buildApp(options: AppOptions): Promise<App> {
     clientErrorHandler: clientError,
     ajv: { customOptions: { removeAdditional: false, coerceTypes: false, useDefaults: false, allErrors: true } },
   }).withTypeProvider<TypeBoxTypeProvider>();
+  app.server.maxConnections = listener.maxConnections;
   const { ctx } = options;
   const metrics = options.metrics ?? new ControlPlaneMetrics();
   metrics.instrument(app); // on the root, before the routes: every answer is timed by its route pattern
@@ -201,7 +216,7 @@ export async function buildApp(options: AppOptions): Promise<App> {
   });
   app.setNotFoundHandler((_req, reply) => reply.code(404).send({ error: 'Not found' }));
 
-  const deps = { ctx, adminToken: options.adminToken };
+  const deps = { ctx, adminToken: options.adminToken, publicUrl: options.publicUrl, signup: options.signup };
   await app.register(authRoutes, deps);
   await app.register(apiKeyRoutes, deps);
   await app.register(serverRoutes, deps);

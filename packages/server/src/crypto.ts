@@ -5,6 +5,7 @@ import { AppError } from './errors.js';
 /** The fixed 5-character prefix of every API key. */
 export const API_KEY_PREFIX = 'rmpk_';
 export const SERVER_TOKEN_PREFIX = 'rmps_';
+export const INVITATION_PREFIX = 'rmpi_';
 
 export function sha256(value: string): string {
   return createHash('sha256').update(value).digest('hex');
@@ -16,6 +17,10 @@ export function newApiKey(): string {
 
 export function newServerToken(): string {
   return SERVER_TOKEN_PREFIX + randomBytes(32).toString('hex');
+}
+
+export function newInvitationToken(): string {
+  return INVITATION_PREFIX + randomBytes(32).toString('hex');
 }
 
 export function newSessionToken(): string {

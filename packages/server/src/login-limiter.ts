@@ -6,9 +6,11 @@ import { AppError } from './errors.js';
  *
  * - per source address: 50 failures in 15 minutes, whatever the emails, stop that address; this
  *   is what stops one attacker, and a legitimate user elsewhere never notices it;
- * - per account (email): 10 failures in 15 minutes, from any addresses, stop that email; this
- *   protects the account against guessing spread over many addresses, at the price that such an
- *   attacker can keep the account from signing in from new addresses meanwhile;
+ * - per account (email): 10 failures in 15 minutes, from any addresses, stop that email from
+ *   every address that has failed sign-ins of its own in the window; an address without any
+ *   failure is always let through to the password check, so guessing spread over many addresses
+ *   gets one guess per address and window, and never locks out the owner who comes from an
+ *   address of its own with the right password;
  * - except from an address this account signed in from successfully (in the last 30 days, as far
  *   as this process remembers): there only that address's own failures on the account count
  *   (10 in 15 minutes), so the owner's usual address keeps working while someone else guesses.
@@ -127,12 +129,11 @@ export class LoginLimiter {
     const account = email.toLowerCase();
     const addr = addressKey(address);
     const pair = `${account}\n${addr}`;
-    const knownHere = this.isKnown(account, addr, now);
-    // From a known address only its own failures on the account count; elsewhere all of them.
-    const checks: [Table<Log>, string, number][] = [
-      [this.byAddress, addr, this.limits.perAddress],
-      knownHere ? [this.byPair, pair, this.limits.perAccount] : [this.byAccount, account, this.limits.perAccount],
-    ];
+    // From a known address only its own failures on the account count; from an address without
+    // any failure (or attempt in progress) none of the account's count; elsewhere all of them.
+    const checks: [Table<Log>, string, number][] = [[this.byAddress, addr, this.limits.perAddress]];
+    if (this.isKnown(account, addr, now)) checks.push([this.byPair, pair, this.limits.perAccount]);
+    else if (!this.isClean(addr, now)) checks.push([this.byAccount, account, this.limits.perAccount]);
     let retryMs = 0;
     for (const [table, key, limit] of checks) retryMs = Math.max(retryMs, this.overBy(table, key, limit, now));
     if (retryMs > 0) throw new AppError('too_many_logins', undefined, { retryAfterSeconds: Math.max(1, Math.ceil(retryMs / 1000)) });
@@ -195,6 +196,12 @@ export class LoginLimiter {
     if (!log || log.pending > 0) return;
     const cutoff = now - this.limits.windowMs;
     if (log.times.every((t) => t <= cutoff)) table.delete(key);
+  }
+
+  /** No failure of this address in the window, and no attempt of it in progress. */
+  private isClean(addr: string, now: number): boolean {
+    const log = this.byAddress.get(addr);
+    return !log || (log.pending === 0 && log.times.every((t) => t <= now - this.limits.windowMs || t > now));
   }
 
   private isKnown(account: string, addr: string, now: number): boolean {

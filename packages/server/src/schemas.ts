@@ -332,6 +332,18 @@ export const Credentials = Type.Object(
   strict,
 );
 export const SessionView = Type.Object({ accountId: Type.String(), email: Type.String(), plan: Type.String() });
+export const Registration = Type.Object(
+  {
+    ...Credentials.properties,
+    invitation: Type.Optional(Type.String({ minLength: 1, maxLength: 200, pattern: NO_CONTROL_CHARS, description: 'an invitation from the operator (RAMPART_SIGNUP=invite)' })),
+  },
+  strict,
+);
+export const SignupView = Type.Object({
+  signup: Type.Union([Type.Literal('closed'), Type.Literal('invite'), Type.Literal('open')], {
+    description: 'closed: only the operator creates accounts; invite: POST /api/auth/register needs an invitation; open: anyone may register',
+  }),
+});
 
 // Operator API
 export const AdminAccountCreate = Type.Object(
@@ -343,6 +355,19 @@ export const AdminAccountCreate = Type.Object(
   },
   strict,
 );
+export const AdminInvitationCreate = Type.Object(
+  {
+    email: Type.Optional(Credentials.properties.email),
+    expiresInDays: Type.Optional(Type.Integer({ minimum: 1, maximum: 90, description: 'default 7' })),
+  },
+  strict,
+);
+export const InvitationCreated = Type.Object({
+  id: Type.String(),
+  invitation: Type.String({ description: 'the token to give the invited person; shown only here' }),
+  email: Type.Union([Type.String(), Type.Null()]),
+  expiresAt: Type.String(),
+});
 export const AdminCharge = Type.Object({ accountId: Type.Optional(Type.String({ maxLength: 100 })) }, strict);
 export const AdminConfirm = Type.Object({ txHash: Type.Optional(Type.String({ minLength: 1, maxLength: 200, pattern: NO_CONTROL_CHARS })) }, strict);
 export const AdminAdjustment = Type.Object(

@@ -18,6 +18,9 @@ import { credentialCache } from './credential-cache.js';
 import { countListeners, pgNotify } from './data/bus.js';
 import { openDatabase } from './db/database.js';
 import { secretKeyFrom } from './secret-box.js';
+import { signupModeFrom, type SignupMode } from './services/signup.js';
+import { publicUrlFrom, trustProxyFrom } from './trust-proxy.js';
+import { listenerLimitsFromEnv, type ListenerLimits } from './listener-limits.js';
 import { DEFAULT_PLANS, type PlanTable } from './plans.js';
 import type { App } from './routes/types.js';
 
@@ -50,6 +53,14 @@ export interface ServerOptions {
   downloadsDir?: string | undefined;
   /** GET /api/stream's limits and heartbeat (routes/stream.ts). */
   stream?: LiveStreamOptions | undefined;
+  /** Reverse proxies trusted with X-Forwarded-*; default RAMPART_TRUST_PROXY (trust-proxy.ts), else none. */
+  trustProxy?: string[] | undefined;
+  /** Where users reach the control plane; default RAMPART_PUBLIC_URL. https makes session cookies Secure. */
+  publicUrl?: string | undefined;
+  /** Who may register (services/signup.ts); default RAMPART_SIGNUP, else closed. */
+  signup?: SignupMode | undefined;
+  /** The listener's timeouts and connection limit; default from RAMPART_REQUEST_TIMEOUT_MS and the others (listener-limits.ts). */
+  listener?: ListenerLimits | undefined;
   /** The search crawlers' published address lists to fetch (docs/bots.md); default from RAMPART_CRAWLER_RANGES; null: none. */
   crawlerRanges?: CrawlerRangesConfig | null | undefined;
 }
@@ -78,6 +89,10 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const chain = options.chain === undefined ? chainConfigFromEnv(process.env) : (options.chain ?? undefined);
   const crawlerRanges = options.crawlerRanges === undefined ? crawlerRangesConfigFromEnv(process.env) : options.crawlerRanges;
   const paymentWebhookSecret = options.paymentWebhookSecret ?? (process.env.RAMPART_PAYMENT_WEBHOOK_SECRET || undefined);
+  const trustProxy = options.trustProxy ?? trustProxyFrom(process.env.RAMPART_TRUST_PROXY, 'RAMPART_TRUST_PROXY');
+  const publicUrl = publicUrlFrom(options.publicUrl ?? process.env.RAMPART_PUBLIC_URL, 'RAMPART_PUBLIC_URL');
+  const signup = options.signup ?? signupModeFrom(process.env.RAMPART_SIGNUP, 'closed');
+  const listener = options.listener ?? listenerLimitsFromEnv(process.env);
   const database = await openDatabase({ url: options.databaseUrl, dataDir: options.dataDir, schema: options.schema });
   // The app's logger, once the app exists (the bus may log before).
   let log: { info(msg: string): void; warn(msg: string): void } | undefined;
@@ -158,6 +173,10 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       metrics,
       metricsToken: options.metricsToken ?? (process.env.RAMPART_METRICS_TOKEN || undefined),
       streams,
+      trustProxy,
+      publicUrl,
+      signup,
+      listener,
       downloadsDir: options.downloadsDir ?? (process.env.RAMPART_DOWNLOADS_DIR || undefined),
     });
   } catch (err) {

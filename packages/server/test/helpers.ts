@@ -3,7 +3,7 @@ import { after } from 'node:test';
 import pg from 'pg';
 import assert from 'node:assert/strict';
 import { Kysely, Migrator, PostgresDialect } from 'kysely';
-import { buildApp } from '../src/app.js';
+import { buildApp, type AppOptions } from '../src/app.js';
 import type { ServiceContext } from '../src/context.js';
 import { dropSchema, openDatabase, type OpenDatabase } from '../src/db/database.js';
 import { DEFAULT_PLANS } from '../src/plans.js';
@@ -84,8 +84,11 @@ async function openTestDatabase(url: string | undefined, schema: string | undefi
   }
 }
 
-/** A fresh app on a fresh database (in-memory PGlite, or a new schema on PostgreSQL). */
-export async function makeTestApp(backend: Backend = 'pglite'): Promise<TestApp> {
+/**
+ * A fresh app on a fresh database (in-memory PGlite, or a new schema on PostgreSQL). Sign-up is
+ * open unless `appOptions` says otherwise (the tests register accounts freely).
+ */
+export async function makeTestApp(backend: Backend = 'pglite', appOptions: Partial<Omit<AppOptions, 'ctx'>> = {}): Promise<TestApp> {
   const url = backend === 'postgres' ? await postgresUrl() : undefined;
   if (backend === 'postgres' && !url) throw new Error('PostgreSQL is not reachable');
   const schema = url ? `t_${randomBytes(6).toString('hex')}` : undefined;
@@ -93,7 +96,7 @@ export async function makeTestApp(backend: Backend = 'pglite'): Promise<TestApp>
   const clock = testClock();
   const changed: string[][] = [];
   const ctx: ServiceContext = { db: database.db, plans: DEFAULT_PLANS, now: clock.now, serversChanged: (ids) => changed.push([...ids]) };
-  const app = await buildApp({ ctx, adminToken: ADMIN_TOKEN });
+  const app = await buildApp({ ctx, adminToken: ADMIN_TOKEN, signup: 'open', ...appOptions });
   await app.ready();
   let closed = false;
   const close = async () => {

@@ -430,6 +430,22 @@ const migrations: Record<string, Migration> = {
         .execute();
     },
   },
+  '0017_signup_invitations': {
+    // RAMPART_SIGNUP=invite (docs/api.md "Sign-up"): single-use invitations the operator issues,
+    // stored by the SHA-256 of their token; account_id is the account the invitation created.
+    async up(db: Kysely<any>) {
+      await db.schema
+        .createTable('invitations')
+        .addColumn('id', 'uuid', (c) => c.primaryKey())
+        .addColumn('token_hash', 'text', (c) => c.notNull().unique())
+        .addColumn('email', 'text')
+        .addColumn('created_at', 'timestamptz', (c) => c.notNull())
+        .addColumn('expires_at', 'timestamptz', (c) => c.notNull())
+        .addColumn('used_at', 'timestamptz')
+        .addColumn('account_id', 'uuid', (c) => c.references('accounts.id').onDelete('set null'))
+        .execute();
+    },
+  },
 };
 
 export const migrationProvider: MigrationProvider = {

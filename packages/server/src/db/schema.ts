@@ -33,6 +33,17 @@ export interface SessionsTable {
   expires_at: Timestamp;
 }
 
+export interface InvitationsTable {
+  id: string;
+  token_hash: string;
+  /** The only email the invitation registers, or null for any. */
+  email: string | null;
+  created_at: Timestamp;
+  expires_at: Timestamp;
+  used_at: ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
+  account_id: ColumnType<string | null, string | null | undefined, string | null>;
+}
+
 export interface ApiKeysTable {
   id: string;
   account_id: string;
@@ -292,6 +303,7 @@ export interface AnalyticsHourTable extends AnalyticsCounts {
 export interface DB {
   accounts: AccountsTable;
   sessions: SessionsTable;
+  invitations: InvitationsTable;
   api_keys: ApiKeysTable;
   servers: ServersTable;
   domains: DomainsTable;

@@ -5,8 +5,9 @@ import { backupToTempFile } from '../db/backup.js';
 import { invalidField } from '../errors.js';
 import { cents, hasAtMostTwoDecimals } from '../plans.js';
 import { createAccount } from '../services/accounts.js';
+import { createInvitation } from '../services/signup.js';
 import { adjustBalance, confirmDepositByOperator, runMonthlyCharge } from '../services/billing.js';
-import { AdminAccountCreate, AdminAdjusted, AdminAdjustment, AdminCharge, AdminConfirm, DepositConfirmed, IdParams } from '../schemas.js';
+import { AdminAccountCreate, AdminAdjusted, AdminAdjustment, AdminCharge, AdminConfirm, AdminInvitationCreate, DepositConfirmed, IdParams, InvitationCreated } from '../schemas.js';
 import { ERROR_RESPONSES, type App, type RouteDeps } from './types.js';
 
 /** The operator API: Authorization: Bearer RAMPART_ADMIN_TOKEN. */
@@ -32,6 +33,17 @@ export async function adminRoutes(app: App, { ctx, adminToken }: RouteDeps) {
       const r = await createAccount(ctx, { email: req.body.email, password: req.body.password, plan: req.body.plan, balanceCents: cents(balance) });
       return reply.code(201).send(r);
     },
+  });
+  app.post('/admin/invitations', {
+    schema: {
+      tags,
+      security,
+      summary: 'Issue a single-use invitation to register (RAMPART_SIGNUP=invite); the token is shown only here, stored as SHA-256',
+      body: AdminInvitationCreate,
+      response: { 201: InvitationCreated, ...ERROR_RESPONSES },
+    },
+    preValidation: emptyBody,
+    handler: async (req, reply) => reply.code(201).send(await createInvitation(ctx, req.body)),
   });
   app.post('/admin/accounts/:id/adjustments', {
     schema: {

@@ -1,20 +1,34 @@
 import { clearSessionCookie, SESSION_COOKIE, setSessionCookie } from '../auth.js';
 import { LoginLimiter } from '../login-limiter.js';
 import { login, logout, register } from '../services/sessions.js';
-import { Credentials, SessionView, Success } from '../schemas.js';
+import { Credentials, Registration, SessionView, SignupView, Success } from '../schemas.js';
 import { ERROR_RESPONSES, type App, type RouteDeps } from './types.js';
 
-export async function authRoutes(app: App, { ctx }: RouteDeps) {
+export async function authRoutes(app: App, { ctx, publicUrl, signup = 'closed' }: RouteDeps) {
   const tags = ['Sessions'];
   const config = { public: true, frozen: 'allow' } as const;
   // Failed sign-ins, per account and per address, in this process (docs/api.md "Browser sessions").
   const limiter = new LoginLimiter(() => ctx.now().getTime());
+  // Secure when users reach the control plane over HTTPS: a TLS terminator in front of it, named by
+  // RAMPART_PUBLIC_URL, or a request that says so (TLS here, or X-Forwarded-Proto from a trusted proxy).
+  const secure = (protocol: string) => publicUrl?.protocol === 'https:' || protocol === 'https';
+  app.get('/api/auth/signup', {
+    config,
+    schema: { tags, summary: "Whether this server lets people register (the operator's RAMPART_SIGNUP)", response: { 200: SignupView } },
+    handler: async () => ({ signup }),
+  });
   app.post('/api/auth/register', {
     config,
-    schema: { tags, summary: 'Create a free account and sign in (sets an HttpOnly session cookie)', body: Credentials, response: { 201: SessionView, 409: { $ref: 'Error#' }, ...ERROR_RESPONSES, 503: { $ref: 'Error#' } } },
+    schema: {
+      tags,
+      summary: 'Create a free account and sign in (sets an HttpOnly session cookie)',
+      description: 'Only as RAMPART_SIGNUP allows (GET /api/auth/signup): closed answers 403; invite needs an unused invitation from the operator.',
+      body: Registration,
+      response: { 201: SessionView, 409: { $ref: 'Error#' }, ...ERROR_RESPONSES, 503: { $ref: 'Error#' } },
+    },
     handler: async (req, reply) => {
-      const r = await register(ctx, req.body.email, req.body.password);
-      setSessionCookie(reply, r.session.token, r.session.expires, req.protocol === 'https');
+      const r = await register(ctx, req.body, signup);
+      setSessionCookie(reply, r.session.token, r.session.expires, secure(req.protocol));
       return reply.code(201).send({ accountId: r.accountId, email: r.email, plan: r.plan });
     },
   });
@@ -31,7 +45,7 @@ export async function authRoutes(app: App, { ctx }: RouteDeps) {
     },
     handler: async (req, reply) => {
       const r = await login(ctx, req.body.email, req.body.password, { limiter, address: req.ip });
-      setSessionCookie(reply, r.session.token, r.session.expires, req.protocol === 'https');
+      setSessionCookie(reply, r.session.token, r.session.expires, secure(req.protocol));
       return { accountId: r.accountId, email: r.email, plan: r.plan };
     },
   });

@@ -3,6 +3,7 @@ import { insertApiKey } from '../data/api-keys.js';
 import { postEntry } from '../data/transactions.js';
 import { hashPassword, newApiKey, newBotKeyId, newId, newSecret, sha256 } from '../crypto.js';
 import type { ServiceContext } from '../context.js';
+import type { Tx } from '../db/database.js';
 import { iso, isUniqueViolation } from '../context.js';
 import { AppError } from '../errors.js';
 import { dollars, type Plan } from '../plans.js';
@@ -15,10 +16,15 @@ export interface NewAccount {
   balanceCents: number;
 }
 
-/** Creates an account; on a plan with API keys it also creates a first key and returns it once. */
+/**
+ * Creates an account; on a plan with API keys it also creates a first key and returns it once.
+ * `within` runs in the same transaction once the account row exists (an invitation is used
+ * there); when it throws, nothing is created.
+ */
 export async function createAccount(
   ctx: ServiceContext,
   input: NewAccount,
+  within?: (tx: Tx, accountId: string) => Promise<void>,
 ): Promise<{ accountId: string; apiKey: string | null }> {
   const now = ctx.now();
   const accountId = newId();
@@ -45,6 +51,7 @@ export async function createAccount(
           insert: { id: newId(), account_id: accountId, kind: 'adjustment', amount_cents: input.balanceCents, delta_cents: input.balanceCents, status: 'confirmed', description: 'Opening balance', created_at: now, confirmed_at: now },
         });
       }
+      await within?.(tx, accountId);
       if (apiKey) {
         await insertApiKey(tx, { id: newId(), account_id: accountId, name: 'default', key_hash: sha256(apiKey), key_prefix: apiKey.slice(0, 12), created_at: now });
       }

@@ -6,6 +6,7 @@ import { deleteSession, insertSession } from '../data/sessions.js';
 import { AppError } from '../errors.js';
 import type { LoginLimiter, LoginOutcome } from '../login-limiter.js';
 import { createAccount } from './accounts.js';
+import { admitSignup, type SignupMode } from './signup.js';
 
 export const SESSION_DAYS = 30;
 
@@ -17,9 +18,14 @@ async function startSession(ctx: ServiceContext, accountId: string) {
   return { token, expires };
 }
 
-/** Self-service sign-up: a free account with a zero balance, signed in at once. */
-export async function register(ctx: ServiceContext, email: string, password: string) {
-  const { accountId } = await createAccount(ctx, { email, password, plan: 'free', balanceCents: 0 });
+/**
+ * Self-service sign-up, as far as the operator's RAMPART_SIGNUP allows it (services/signup.ts): a
+ * free account with a zero balance, signed in at once.
+ */
+export async function register(ctx: ServiceContext, input: { email: string; password: string; invitation?: string | undefined }, mode: SignupMode) {
+  const { email, password } = input;
+  const within = await admitSignup(ctx, mode, email, input.invitation);
+  const { accountId } = await createAccount(ctx, { email, password, plan: 'free', balanceCents: 0 }, within);
   return { accountId, email: email.toLowerCase(), plan: 'free' as const, session: await startSession(ctx, accountId) };
 }
 
