@@ -5,6 +5,7 @@ import type { CredentialMessage } from './credential-messages.js';
 import type { Database } from './db/database.js';
 import type { PlanTable } from './plans.js';
 import type { ChainConfig } from './chain/config.js';
+import type { DeliveryResult } from './delivery/types.js';
 
 /** What every service needs: storage, the plan table, a clock, and the change bus. */
 export interface ServiceContext {
@@ -57,6 +58,8 @@ export interface DeliveryContext {
   emailEnabled: boolean;
   /** Deliveries were queued (perhaps in a transaction not yet committed): deliver soon. */
   queued(): void;
+  /** Sends one e-mail through the operator's SMTP server (an address's confirmation); absent without SMTP. */
+  sendEmail?: ((mail: { to: string; subject: string; text: string }) => Promise<DeliveryResult>) | undefined;
 }
 
 export interface BillingContext {

@@ -28,7 +28,7 @@ export const ERRORS = {
   chain_unavailable: { status: 503, message: 'The payment network cannot be reached right now, try again' },
   rule_limit: { status: 403, message: 'Maximum 10000 WAF rules allowed' },
   domain_limit: { status: 403, message: 'Maximum 1000 domains allowed' },
-  server_limit: { status: 403, message: 'Maximum 1000 servers allowed' },
+  server_limit: { status: 403, message: "Maximum servers of the account's plan reached" },
   plan_no_dns_failover: { status: 403, message: 'DNS failover requires the Pro or Enterprise plan' },
   dns_provider_in_use: { status: 409, message: 'DNS failover is on for domains of this account; turn dnsFailover off on them first' },
   signup_closed: { status: 403, message: 'Sign-up is closed on this server: its operator creates accounts' },
@@ -37,6 +37,9 @@ export const ERRORS = {
   too_many_logins: { status: 429, message: 'Too many failed sign-ins, try again later' },
   hashing_busy: { status: 503, message: 'Too many password checks at once, try again in a moment' },
   shutting_down: { status: 503, message: 'The server is shutting down, try again' },
+  email_token_invalid: { status: 400, message: 'token: this confirmation link is unknown, used or expired; ask for a new one in the notification settings' },
+  email_confirmation_spacing: { status: 429, message: 'email: a confirmation e-mail was sent less than a minute ago; try again later' },
+  email_unavailable: { status: 503, message: 'email: the confirmation e-mail could not be sent' },
 } as const satisfies Record<string, { status: number; message: string }>;
 
 export type ErrorCode = keyof typeof ERRORS;

@@ -8,14 +8,20 @@ export interface PlanInfo {
   priceCents: number;
   apiKeys: boolean;
   dnsFailover: boolean;
+  /**
+   * Shield servers an account may have (decommissioned ones do not count). Every server can raise
+   * notifications and hold an agent connection, so the plan bounds what one account costs the
+   * others (docs/api.md "Plans and limits").
+   */
+  maxServers: number;
 }
 
 export type PlanTable = Record<Plan, PlanInfo>;
 
 export const DEFAULT_PLANS: PlanTable = {
-  free: { priceCents: 0, apiKeys: false, dnsFailover: false },
-  pro: { priceCents: 2900, apiKeys: true, dnsFailover: true },
-  enterprise: { priceCents: 29900, apiKeys: true, dnsFailover: true },
+  free: { priceCents: 0, apiKeys: false, dnsFailover: false, maxServers: 3 },
+  pro: { priceCents: 2900, apiKeys: true, dnsFailover: true, maxServers: 25 },
+  enterprise: { priceCents: 29900, apiKeys: true, dnsFailover: true, maxServers: 1000 },
 };
 
 export function isPlan(value: string): value is Plan {

@@ -318,13 +318,38 @@ export const DeliveryView = Type.Object({
   attempts: Type.Integer(),
   lastStatus: Type.Union([Type.Integer(), Type.Null()], { description: 'HTTP status or SMTP reply code of the last attempt' }),
   lastError: Type.Union([Type.String(), Type.Null()]),
+const ChannelStatus = Type.Union(
+  [
+    Type.Object({
+      state: Type.Union([Type.Literal('ok'), Type.Literal('failing'), Type.Literal('paused'), Type.Literal('disabled')], {
+        description: 'failing: its last attempts failed; paused: 5 failed in a row, nothing is sent until pausedUntil; disabled: every attempt failed for 3 days, save the channel again to turn it back on',
+      }),
+      consecutiveFailures: Type.Integer(),
+      failingSince: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
+      pausedUntil: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
+      disabledAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
+      lastError: Type.Union([Type.String(), Type.Null()]),
+    }),
+    Type.Null(),
+  ],
+  { description: 'How deliveries to this channel go; null without the channel' },
+);
   nextAttemptAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
   createdAt: Type.String({ format: 'date-time' }),
   updatedAt: Type.String({ format: 'date-time' }),
 });
+  emailConfirmed: Type.Boolean({ description: 'Whether the link of the confirmation e-mail was opened; nothing else is sent to the address before' }),
+  emailConfirmationSentAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()], { description: 'When the last confirmation e-mail was sent (null once confirmed)' }),
 
 // Sessions
+  webhookStatus: ChannelStatus,
+  emailStatus: ChannelStatus,
 export const Credentials = Type.Object(
+export const EmailConfirmBody = Type.Object(
+  { token: Type.String({ minLength: 1, maxLength: 200, description: 'The token of the confirmation link' }) },
+  strict,
+);
+export const EmailConfirmResult = Type.Object({ email: Type.String({ description: 'The address now confirmed' }) });
   {
     email: Type.String({ minLength: 3, maxLength: 254, pattern: '^[^\\s@\\p{Cc}\\p{Cs}]+@[^\\s@\\p{Cc}\\p{Cs}]+\\.[^\\s@\\p{Cc}\\p{Cs}]+$' }),
     password: Type.String({ minLength: 8, maxLength: 200, pattern: '^[^\\p{Cs}]*$' }),

@@ -187,7 +187,12 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   log = { info: (msg) => app.log.info(msg), warn: (msg) => app.log.warn(msg) };
   // Notification delivery: runs of the job below, and one soon after deliveries are queued.
   const deliveries = deliveryRunner(ctx, deliveryConfig, (msg, err) => app.log.warn({ err }, msg), (channel, outcome) => metrics.delivery(channel, outcome));
-  ctx.delivery = { allowPrivateWebhooks: deliveryConfig.allowPrivateWebhooks, emailEnabled: deliveryConfig.smtpUrl !== undefined, queued: () => deliveries.kick() };
+  ctx.delivery = {
+    allowPrivateWebhooks: deliveryConfig.allowPrivateWebhooks,
+    emailEnabled: deliveryConfig.smtpUrl !== undefined,
+    queued: () => deliveries.kick(),
+    sendEmail: deliveries.sendEmail,
+  };
   hub.attach(app.server);
   // Periodic jobs, each on one process at a time however many share the database.
   const stopJobs = scheduleJobs(

@@ -278,15 +278,17 @@ describe('webhook signatures', () => {
 describe('e-mail delivery', () => {
   const mail = notificationEmail(NOTIFICATION, 'owner@example.com', 'rampart@localhost');
 
-  test('the e-mail names the kind in words and carries the message (which says what to do) once', () => {
+  test('the subject names the kind in words and the ids; the message (which says what to do) is in the body, once', () => {
     assert.equal(mail.from, 'rampart@localhost');
     assert.equal(mail.to, 'owner@example.com');
-    assert.equal(mail.subject, '[Rampart] Server down: Shield server eu-1 disconnected');
+    assert.equal(mail.subject, '[Rampart] Server down (server 5f0e8a44-1c2b-4d3e-8f9a-0b1c2d3e4f5a)');
     assert.match(mail.text, /^Server down\n\nShield server eu-1 disconnected\n\nRaised at /);
     assert.match(mail.text, /Raised at 2025-03-01T12:00:00.000Z \(notification 0b7c3c1e-5d7c-4f0e-9a37-2a1c4d9e8f10, kind server_down\)/);
     const long = notificationEmail({ ...NOTIFICATION, kind: 'server_error', message: `${'x'.repeat(200)}\nsecond line` }, 'o@example.com', 'f@example.com');
-    assert.equal(long.subject, `[Rampart] Server error: ${'x'.repeat(77)}...`);
-    assert.equal(notificationEmail({ ...NOTIFICATION, kind: 'quota_reached' }, 'o@example.com', 'f@example.com').subject, '[Rampart] Quota reached: Shield server eu-1 disconnected');
+    assert.equal(long.subject, '[Rampart] Server error (server 5f0e8a44-1c2b-4d3e-8f9a-0b1c2d3e4f5a)', 'no text of the message in the subject');
+    const domainId = '7a1b2c3d-0000-4000-8000-000000000001';
+    assert.equal(notificationEmail({ ...NOTIFICATION, kind: 'ssl_expiring', serverId: null, domainId }, 'o@example.com', 'f@example.com').subject, `[Rampart] Certificate expiring (domain ${domainId})`);
+    assert.equal(notificationEmail({ ...NOTIFICATION, kind: 'quota_reached', serverId: null }, 'o@example.com', 'f@example.com').subject, '[Rampart] Quota reached');
   });
 
   test('the mail reaches an SMTP server with its subject and message', async () => {
@@ -299,7 +301,8 @@ describe('e-mail delivery', () => {
     const [m] = smtp.messages as [{ from: string; to: string[]; raw: string }];
     assert.equal(m.from, 'rampart@localhost');
     assert.deepEqual(m.to, ['owner@example.com']);
-    assert.match(m.raw, /^Subject: \[Rampart\] Server down: Shield server eu-1 disconnected\r$/m);
+    const headers = m.raw.slice(0, m.raw.indexOf('\r\n\r\n')).replace(/\r\n[ \t]+/g, ' '); // unfolded
+    assert.match(headers, /^Subject: \[Rampart\] Server down \(server 5f0e8a44-1c2b-4d3e-8f9a-0b1c2d3e4f5a\)$/m);
     const body = mailText(m.raw);
     assert.ok(body.includes(mail.text.trim()), body);
   });

@@ -2,7 +2,8 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import dns, { type LookupAddress } from 'node:dns';
 import { after, describe, mock, test } from 'node:test';
-import { emailTransport } from '../src/delivery/email.js';
+import { deliverEmail, emailTransport } from '../src/delivery/email.js';
+import { CIRCUIT_THRESHOLD, circuitPauseMs, ENDPOINT_DISABLE_AFTER_MS } from '../src/delivery/circuit.js';
 import { DELIVERY_GIVE_UP_MS } from '../src/delivery/retry.js';
 import { verifyWebhook, webhookBody } from '../src/delivery/webhook.js';
 import { secretKeyFrom } from '../src/secret-box.js';
@@ -34,6 +35,9 @@ type Delivery = {
   updatedAt: string;
 };
 
+type ChannelStatus = { state: string; consecutiveFailures: number; failingSince: string | null; pausedUntil: string | null; disabledAt: string | null; lastError: string | null };
+type NotificationSettings = { email: string | null; emailConfirmed: boolean; webhookStatus: ChannelStatus | null; emailStatus: ChannelStatus | null };
+
 for (const backend of await backends()) {
   describe(`notification delivery (${backend})`, async () => {
     const t = await makeTestApp(backend);
@@ -44,10 +48,23 @@ for (const backend of await backends()) {
     const smtp = await smtpReceiver();
     const transport = emailTransport(smtp.url);
     after(() => transport.close());
+    t.ctx.delivery.sendEmail = (mail) => deliverEmail(transport, { ...mail, from: FROM });
     const options: DeliveryOptions = { allowPrivateWebhooks: true, smtp: { transport, from: FROM }, random: () => 0.5 };
     const run = (o: Partial<DeliveryOptions> = {}) => runDeliveries(t.ctx, { ...options, ...o });
 
-    /** A new account whose channels are set as given (the receivers', by default). */
+    /** Opens the confirmation e-mail last sent to this address: the token it carries confirms it. */
+    const confirmAddress = async (email: string) => {
+      const mail = smtp.messages.findLast((m) => m.to.includes(email) && /Confirm the address/.test(m.raw));
+      assert.ok(mail, `a confirmation e-mail reached ${email}`);
+      const token = /^([A-Za-z0-9_-]{43})$/m.exec(mailText(mail.raw))![1]!;
+      const r = await call(t.app, 'POST', '/api/settings/notifications/email/confirm', { body: { token } });
+      assert.equal(r.status, 200, JSON.stringify(r.body));
+    };
+
+    /** The notification e-mails (not the confirmation) that reached this address. */
+    const mailsTo = (email: string) => smtp.messages.filter((m) => m.to.includes(email) && !/Confirm the address/.test(m.raw));
+
+    /** A new account whose channels are set as given (the receivers', by default), its e-mail address confirmed. */
     const account = async (channels: Record<string, unknown> = {}) => {
       const a = await newAccount(t.app);
       const path = `/hook/${a.accountId}`;
@@ -55,6 +72,7 @@ for (const backend of await backends()) {
       if (body.webhookUrl === null) delete body.webhookSecret;
       const r = await call(t.app, 'PUT', '/api/settings/notifications', { key: a.key, body });
       assert.equal(r.status, 200, JSON.stringify(r.body));
+      if (body.email) await confirmAddress(body.email as string);
       return { ...a, path, email: body.email as string | null };
     };
     const log = async (key: string, query = '') => {
@@ -64,6 +82,7 @@ for (const backend of await backends()) {
     };
     const raise = (accountId: string, kind: NotificationKind = 'ssl_expiring', message = `m-${randomUUID()}`, domainId: string | null = null) =>
       notify(t.ctx, { accountId, kind, message, domainId });
+    const settings = async (key: string) => (await call(t.app, 'GET', '/api/settings/notifications', { key })).body as NotificationSettings;
     const notifications = async (key: string) => (await call(t.app, 'GET', '/api/notifications', { key })).body as { id: string; kind: string; message: string; createdAt: string }[];
     const hooksTo = (path: string) => hook.requests.filter((r) => r.url.startsWith(path));
 
@@ -94,11 +113,11 @@ for (const backend of await backends()) {
       assert.ok(verifyWebhook(SECRET, req!.headers, req!.body, nowSeconds, 0), 'signed with the account secret');
       assert.ok(!verifyWebhook('another-secret-entirely', req!.headers, req!.body, nowSeconds), 'and only with it');
 
-      const mail = smtp.messages.find((m) => m.to.includes(a.email!));
+      const mail = mailsTo(a.email!)[0];
       assert.ok(mail, 'the e-mail arrived');
       assert.equal(mail.from, FROM);
       const headers = mail.raw.slice(0, mail.raw.indexOf('\r\n\r\n')).replace(/\r\n[ \t]+/g, ' '); // unfolded
-      assert.match(headers, /^Subject: \[Rampart\] Certificate expiring: The certificate of shop\.example\.com expires soon$/m);
+      assert.match(headers, new RegExp(`^Subject: \\[Rampart\\] Certificate expiring \\(domain ${domainId}\\)$`, 'm'), 'our words and the id: the message is in the body');
       assert.ok(mailText(mail.raw).includes(`notification ${n.id}, kind ssl_expiring`));
 
       const done = await log(a.key);
@@ -149,7 +168,7 @@ for (const backend of await backends()) {
         .find((b) => b.kind === 'proxy_reload_failed')!;
       assert.equal(report.serverId, server.id);
       assert.equal(report.message, notificationMessages.fromAgent('proxy_reload_failed', 'edge-fold', 'Reload to revision 4 failed.'));
-      assert.match(report.message, /^Shield server edge-fold: Reload to revision 4 failed\. The server serves its previous configuration.*save it again\.$/);
+      assert.match(report.message, /^Shield server "edge-fold": Reload to revision 4 failed\. The server serves its previous configuration.*save it again\.$/);
     });
 
     test('a failed attempt is retried after the backoff, then succeeds; the log shows each step', async () => {
@@ -185,10 +204,12 @@ for (const backend of await backends()) {
         const times: number[] = [];
         for (let i = 0; i < 200; i++) {
           times.push(t.clock.now().getTime());
-          await run();
+          assert.equal((await run()).attempted, 1);
           d = (await log(a.key))[0]!;
           if (d.status !== 'pending') break;
-          t.clock.set(new Date(d.nextAttemptAt!));
+          // The next attempt waits for its own retry time and for the endpoint's circuit (paused after 5 failures).
+          const paused = (await settings(a.key)).webhookStatus?.pausedUntil;
+          t.clock.set(new Date(Math.max(Date.parse(d.nextAttemptAt!), paused ? Date.parse(paused) : 0)));
         }
         assert.equal(d!.status, 'given_up');
         assert.equal(d!.nextAttemptAt, null);
@@ -197,7 +218,9 @@ for (const backend of await backends()) {
         assert.equal(d!.attempts, times.length);
         assert.ok(times.at(-1)! - start >= DELIVERY_GIVE_UP_MS, 'the last attempt came a day after');
         assert.ok(times.at(-2)! - start < DELIVERY_GIVE_UP_MS, 'and the one before within the day');
-        assert.ok(d!.attempts > 40 && d!.attempts < 70, `about 55 attempts: ${d!.attempts}`);
+        // Five attempts on the retry schedule, then the circuit's pauses (1, 2, 4 ... 60 minutes): about 30 in a day.
+        assert.ok(d!.attempts > 20 && d!.attempts < 40, `about 30 attempts: ${d!.attempts}`);
+        for (let i = CIRCUIT_THRESHOLD; i < times.length; i++) assert.ok(times[i]! - times[i - 1]! >= circuitPauseMs(i), `attempt ${i + 1} waited for the circuit`);
         assert.equal(hooksTo(a.path).length, d!.attempts);
         assert.equal((await notifications(a.key)).length, 1);
         assert.equal((await run()).attempted, 0);
@@ -338,13 +361,162 @@ for (const backend of await backends()) {
       try {
         const started = Date.now();
         await raise(a.accountId, 'server_down', 'kicked');
-        await waitFor(() => hooksTo(a.path).length === 1 && smtp.messages.some((m) => m.to.includes(a.email!)), 'the kicked delivery', 3000, 10);
+        await waitFor(() => hooksTo(a.path).length === 1 && mailsTo(a.email!).length === 1, 'the kicked delivery', 3000, 10);
         assert.ok(Date.now() - started < 2000);
         await waitFor(async () => (await log(a.key)).every((d) => d.status === 'delivered'), 'the log to say delivered', 3000, 10);
       } finally {
         t.ctx.delivery = saved;
         await runner.stop();
       }
+    });
+
+    // Issue 20, point 3: one account cannot delay another's notifications.
+
+    test("a backlog towards a webhook that never answers does not delay another account's server_down: that endpoint holds one attempt, the other account goes next", async () => {
+      const held: import('node:http').ServerResponse[] = [];
+      let answering = false; // the receiver answers nothing until the test ends
+      const dead = await webhookReceiver((_req, res) => void (answering ? res.writeHead(204).end() : held.push(res)));
+      const a = await account({ email: null, webhookUrl: `${dead.url}/hook/a` });
+      const b = await account({ email: null });
+      const runner = deliveryRunner(t.ctx, { allowPrivateWebhooks: true, smtpFrom: FROM, intervalMs: 60_000 }, (msg, err) => assert.fail(`${msg}: ${String(err)}`));
+      const saved = t.ctx.delivery;
+      t.ctx.delivery = { ...saved!, queued: () => runner.kick() };
+      try {
+        // The burst is queued first, B's server_down after it: B's is the newest due delivery.
+        for (let i = 0; i < 40; i++) await raise(a.accountId, 'server_down', `burst ${i}`);
+        await raise(b.accountId, 'server_down', 'b first');
+        await waitFor(() => hooksTo(b.path).length === 1, "B's server_down", 5000, 10);
+        assert.equal(dead.requests.length, 1, "A's endpoint has one attempt under way, never more");
+
+        // While A's attempt still hangs (10 s timeout), a new notification of B goes out at once.
+        await raise(b.accountId, 'server_down', 'b second');
+        await waitFor(() => hooksTo(b.path).length === 2, "B's second server_down", 5000, 10);
+        assert.equal(dead.requests.length, 1);
+        assert.deepEqual(hooksTo(b.path).map((r) => (JSON.parse(r.body) as { message: string }).message), ['b first', 'b second']);
+        const aLog = await log(a.key);
+        assert.equal(aLog.filter((d) => d.attempts > 0).length, 0, 'no attempt of A has finished');
+      } finally {
+        t.ctx.delivery = saved;
+        answering = true;
+        for (const res of held.splice(0)) res.writeHead(204).end();
+        await runner.stop();
+        await run(); // A's backlog, so that later tests do not wait for it
+      }
+    });
+
+    test('endpoints take turns: two backlogs and a single delivery are interleaved, oldest first within each endpoint', async () => {
+      await run(); // what earlier tests left due
+      const a = await account({ email: null });
+      const c = await account({ email: null });
+      const b = await account({ email: null });
+      for (let i = 0; i < 6; i++) await raise(a.accountId, 'server_error', `a${i}`);
+      for (let i = 0; i < 6; i++) await raise(c.accountId, 'server_error', `c${i}`);
+      await raise(b.accountId, 'server_down', 'b0');
+      const before = hook.requests.length;
+      // One worker makes the order plain: each endpoint's turn comes after every other endpoint with due work.
+      await runDeliveries(t.ctx, { ...options, concurrency: 1 });
+      const ours = [a.path, b.path, c.path];
+      const order = hook.requests
+        .slice(before)
+        .filter((r) => ours.some((p) => r.url.startsWith(p)))
+        .map((r) => (JSON.parse(r.body) as { message: string }).message);
+      assert.equal(order.length, 13);
+      assert.ok(order.indexOf('b0') <= 2, `B is served within the first round: ${order.join(' ')}`);
+      assert.deepEqual(order.filter((m) => m.startsWith('a')), ['a0', 'a1', 'a2', 'a3', 'a4', 'a5'], 'oldest first within an endpoint');
+      for (let i = 1; i < order.length; i++) assert.notEqual(order[i]![0], order[i - 1]![0], `no endpoint twice in a row while another waits: ${order.join(' ')}`);
+    });
+
+    test('an endpoint that keeps failing opens its circuit: 5 failures, then one attempt per pause (1 min, 2 min ...), and a success closes it', async () => {
+      let status = 503;
+      const flaky = await webhookReceiver((_req, res) => void res.writeHead(status).end());
+      const a = await account({ email: null, webhookUrl: `${flaky.url}/hook/flaky` });
+      for (let i = 0; i < 20; i++) await raise(a.accountId, 'server_error', `e${i}`);
+      await run();
+      assert.equal(flaky.requests.length, CIRCUIT_THRESHOLD, 'five attempts, then the circuit opens');
+      const paused = (await settings(a.key)).webhookStatus!;
+      assert.deepEqual([paused.state, paused.consecutiveFailures, paused.lastError], ['paused', 5, 'the receiver answered HTTP 503']);
+      assert.equal(paused.pausedUntil, new Date(t.clock.now().getTime() + circuitPauseMs(5)).toISOString());
+      assert.equal(paused.failingSince, t.clock.now().toISOString());
+      t.clock.advance(circuitPauseMs(5) - 1000);
+      await run();
+      assert.equal(flaky.requests.length, CIRCUIT_THRESHOLD, 'nothing is sent while the circuit is open');
+      t.clock.advance(1000);
+      await run();
+      assert.equal(flaky.requests.length, CIRCUIT_THRESHOLD + 1, 'one attempt when the pause is over');
+      const reopened = (await settings(a.key)).webhookStatus!;
+      assert.deepEqual([reopened.state, reopened.consecutiveFailures], ['paused', 6]);
+      assert.equal(reopened.pausedUntil, new Date(t.clock.now().getTime() + circuitPauseMs(6)).toISOString());
+      assert.equal(circuitPauseMs(6), 2 * circuitPauseMs(5));
+
+      status = 204;
+      t.clock.advance(circuitPauseMs(6));
+      await run();
+      assert.equal(flaky.requests.length, 26, 'a success closes the circuit and the backlog goes out');
+      assert.ok((await log(a.key)).every((d) => d.status === 'delivered'));
+      const ok = (await settings(a.key)).webhookStatus!;
+      assert.deepEqual(ok, { state: 'ok', consecutiveFailures: 0, failingSince: null, pausedUntil: null, disabledAt: null, lastError: null });
+    });
+
+    test('an endpoint failing for 3 days is disabled: its deliveries are given up, nothing more is queued for it, the account is told by its other channel, and saving the webhook turns it back on', async () => {
+      const down = await webhookReceiver((_req, res) => void res.writeHead(500).end());
+      const a = await account({ webhookUrl: `${down.url}/hook/down`, kinds: ['server_error', 'delivery_disabled'] });
+      const start = t.clock.now().getTime();
+      let lastRaise = -Infinity;
+      let status = (await settings(a.key)).webhookStatus!;
+      for (let i = 0; i < 500 && status.state !== 'disabled'; i++) {
+        // A notification every 6 hours keeps deliveries coming while the endpoint fails.
+        if (t.clock.now().getTime() - lastRaise >= 6 * 3600_000) {
+          await raise(a.accountId, 'server_error', `down ${i}`);
+          lastRaise = t.clock.now().getTime();
+        }
+        await run();
+        status = (await settings(a.key)).webhookStatus!;
+        const due = (await log(a.key)).filter((d) => d.channel === 'webhook' && d.status === 'pending').map((d) => Date.parse(d.nextAttemptAt!));
+        const next = Math.max(Math.min(...due, lastRaise + 6 * 3600_000), status.pausedUntil ? Date.parse(status.pausedUntil) : 0);
+        t.clock.set(new Date(Math.max(next, t.clock.now().getTime() + 1000)));
+      }
+      assert.equal(status.state, 'disabled');
+      const disabledAt = Date.parse(status.disabledAt!);
+      assert.ok(disabledAt - Date.parse(status.failingSince!) >= ENDPOINT_DISABLE_AFTER_MS, 'after 3 days of failures');
+      assert.ok(disabledAt - start < ENDPOINT_DISABLE_AFTER_MS + 2 * 3600_000, 'and not much later');
+      const webhookLog = (await log(a.key, '?limit=200')).filter((d) => d.channel === 'webhook');
+      assert.ok(webhookLog.every((d) => d.status !== 'pending'), 'nothing is left pending for it');
+      assert.ok(webhookLog.some((d) => d.lastError === 'not delivered: the webhook was disabled after failing for 3 days'));
+      assert.ok(down.requests.length < 120, `the circuit spaced the attempts: ${down.requests.length} in 3 days`);
+
+      const told = (await notifications(a.key)).find((n) => n.kind === 'delivery_disabled');
+      assert.ok(told, 'a delivery_disabled notification');
+      assert.match(told.message, /^Notifications are no longer sent to the webhook of this account: every attempt failed for 3 days \(the last: the receiver answered HTTP 500\)/);
+      await run();
+      const mail = mailsTo(a.email!).find((m) => /Subject: \[Rampart\] Notification channel disabled/.test(m.raw));
+      assert.ok(mail, 'the account is told by e-mail');
+      assert.ok(mailText(mail.raw).includes('save the channel again'));
+
+      const requestsBefore = down.requests.length;
+      await raise(a.accountId, 'server_error', 'after disabling');
+      assert.equal((await log(a.key)).filter((d) => d.channel === 'webhook' && d.status === 'pending').length, 0, 'nothing is queued for a disabled webhook');
+      await run();
+      assert.equal(down.requests.length, requestsBefore);
+
+      const r = await call(t.app, 'PUT', '/api/settings/notifications', { key: a.key, body: { webhookUrl: `${hook.url}${a.path}` } });
+      assert.equal(r.status, 200, JSON.stringify(r.body));
+      assert.equal((r.body as NotificationSettings).webhookStatus!.state, 'ok', 'saving the webhook turns it back on');
+      await raise(a.accountId, 'server_error', 'back on');
+      await run();
+      assert.ok(hooksTo(a.path).some((req) => (JSON.parse(req.body) as { message: string }).message === 'back on'));
+    });
+
+    test("the control plane's own failures (an unreadable secret) do not count against the endpoint", async () => {
+      const a = await account({ email: null });
+      for (let i = 0; i < 8; i++) await raise(a.accountId);
+      const key = t.ctx.secretKey;
+      t.ctx.secretKey = secretKeyFrom('another-key-than-the-one-it-was-stored-with');
+      try {
+        assert.equal((await run()).failed, 8);
+      } finally {
+        t.ctx.secretKey = key;
+      }
+      assert.equal((await settings(a.key)).webhookStatus!.state, 'ok');
     });
   });
 }

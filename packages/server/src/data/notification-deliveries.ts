@@ -10,41 +10,15 @@ export async function insertDeliveries(db: Database | Tx, rows: Insertable<Notif
 }
 
 /**
- * Claims up to `limit` pending deliveries due at `now`, oldest due first: their next attempt
- * moves to `leaseUntil`, so no other run takes them meanwhile, and a run that dies holding them
- * lets them go again then. Rows another run is claiming are skipped, not waited for (one
- * statement, FOR UPDATE SKIP LOCKED). Returns the claimed ids.
+ * What an attempt needs for this delivery: the delivery, its notification, the account's channels
+ * as they are now (absent when the account has no settings row) and its endpoint's circuit.
  */
-export async function claimDueDeliveries(db: Database | Tx, now: Date, leaseUntil: Date, limit: number): Promise<string[]> {
-  const rows = await db
-    .updateTable('notification_deliveries')
-    .set({ next_attempt_at: leaseUntil })
-    .where('id', 'in', (eb) =>
-      eb
-        .selectFrom('notification_deliveries')
-        .select('id')
-        .where('status', '=', 'pending')
-        .where('next_attempt_at', '<=', now)
-        .orderBy('next_attempt_at')
-        .limit(limit)
-        .forUpdate()
-        .skipLocked(),
-    )
-    .returning('id')
-    .execute();
-  return rows.map((r) => r.id);
-}
-
-/**
- * What an attempt needs for each of these deliveries: the delivery, its notification, and the
- * account's channels as they are now (absent when the account has no settings row).
- */
-export function deliveryWork(db: Database | Tx, ids: readonly string[]) {
-  if (ids.length === 0) return Promise.resolve([]);
+export function deliveryWork(db: Database | Tx, id: string) {
   return db
     .selectFrom('notification_deliveries as d')
     .innerJoin('notifications as n', (j) => j.onRef('n.id', '=', 'd.notification_id').onRef('n.account_id', '=', 'd.account_id'))
     .leftJoin('notification_settings as s', 's.account_id', 'd.account_id')
+    .leftJoin('notification_endpoints as e', (j) => j.onRef('e.account_id', '=', 'd.account_id').onRef('e.channel', '=', 'd.channel'))
     .select([
       'd.id',
       'd.account_id',
@@ -61,9 +35,15 @@ export function deliveryWork(db: Database | Tx, ids: readonly string[]) {
       's.webhook_url',
       's.webhook_secret_enc',
       's.email',
+      's.email_confirmed_at',
+      'e.consecutive_failures',
+      'e.failing_since',
+      'e.paused_until',
+      'e.disabled_at',
+      'e.last_error as endpoint_error',
     ])
-    .where('d.id', 'in', [...ids])
-    .execute();
+    .where('d.id', '=', id)
+    .executeTakeFirst();
 }
 
 /** Records the outcome of an attempt on one of the account's deliveries. */

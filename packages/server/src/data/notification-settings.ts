@@ -23,3 +23,25 @@ export async function saveNotificationSettings(db: Database | Tx, row: Insertabl
     .onConflict((oc) => oc.column('account_id').doUpdateSet(fields))
     .execute();
 }
+
+/** Stores the hash of the account's confirmation token (null: none), until when it works, and when it was sent. */
+export async function setEmailToken(db: Database | Tx, accountId: string, t: { hash: string | null; expiresAt: Date | null; sentAt: Date }): Promise<void> {
+  await db
+    .updateTable('notification_settings')
+    .set({ email_token_hash: t.hash, email_token_expires_at: t.expiresAt, email_token_sent_at: t.sentAt })
+    .where('account_id', '=', accountId)
+    .execute();
+}
+
+/** Confirms the address whose token has this hash, if it has not expired; the token is used up. Returns the address. */
+export async function confirmEmailByToken(db: Database | Tx, tokenHash: string, now: Date): Promise<string | undefined> {
+  const row = await db
+    .updateTable('notification_settings')
+    .set({ email_confirmed_at: now, email_token_hash: null, email_token_expires_at: null })
+    .where('email_token_hash', '=', tokenHash)
+    .where('email_token_expires_at', '>', now)
+    .where('email', 'is not', null)
+    .returning('email')
+    .executeTakeFirst();
+  return row?.email ?? undefined;
+}

@@ -417,6 +417,43 @@ const migrations: Record<string, Migration> = {
       await db.schema.alterTable('domains').addColumn('waf_compressed_bodies', 'text', (c) => c.notNull().defaultTo('refuse')).execute();
     },
   },
+  '0015_notification_endpoints': {
+    // Fair delivery and a circuit breaker per delivery endpoint (an account's webhook, its e-mail
+    // address; docs/notifications.md "Delivery runs" and "Failing endpoints"), and the e-mail
+    // address's confirmation. An address set before this version is unconfirmed: nothing is sent
+    // to it until its owner confirms it.
+    async up(db: Kysely<any>) {
+      await db.schema
+        .createTable('notification_endpoints')
+        .addColumn('account_id', 'uuid', (c) => c.notNull().references('accounts.id').onDelete('cascade'))
+        .addColumn('channel', 'text', (c) => c.notNull()) // webhook | email
+        .addColumn('busy_until', 'timestamptz') // an attempt is under way (its lease)
+        .addColumn('last_turn', 'bigint', (c) => c.notNull().defaultTo(0)) // endpoints take turns, least recently served first
+        .addColumn('consecutive_failures', 'integer', (c) => c.notNull().defaultTo(0))
+        .addColumn('failing_since', 'timestamptz')
+        .addColumn('paused_until', 'timestamptz') // the circuit is open until then
+        .addColumn('disabled_at', 'timestamptz')
+        .addColumn('last_error', 'text')
+        .addPrimaryKeyConstraint('notification_endpoints_pk', ['account_id', 'channel'])
+        .execute();
+      await sql`create sequence notification_endpoint_turns`.execute(db);
+      await sql`insert into notification_endpoints (account_id, channel)
+        select distinct account_id, channel from notification_deliveries where status = 'pending'`.execute(db);
+      await db.schema
+        .createIndex('notification_deliveries_endpoint_due')
+        .on('notification_deliveries')
+        .columns(['account_id', 'channel', 'status', 'next_attempt_at'])
+        .execute();
+      await db.schema
+        .alterTable('notification_settings')
+        .addColumn('email_confirmed_at', 'timestamptz')
+        .addColumn('email_token_hash', 'text') // SHA-256 of the single-use confirmation token
+        .addColumn('email_token_expires_at', 'timestamptz')
+        .addColumn('email_token_sent_at', 'timestamptz')
+        .execute();
+      await db.schema.createIndex('notification_settings_email_token').on('notification_settings').column('email_token_hash').execute();
+    },
+  },
   '0018_crawler_address_lists': {
     // The search crawlers' published address lists (docs/bots.md "Verified crawlers"), one row per
     // crawler, as the crawler-ranges job last fetched them; agents get them through the hub.

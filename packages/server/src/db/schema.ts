@@ -234,6 +234,30 @@ export interface NotificationSettingsTable {
   /** The kinds delivered; empty: every kind. */
   kinds: ColumnType<string[], string | undefined, string>;
   updated_at: Timestamp;
+  /** When the owner confirmed `email` (the link of the confirmation e-mail); null: nothing is sent to it. */
+  email_confirmed_at: NullableTime;
+  /** SHA-256 (hex) of the single-use confirmation token of `email`, and until when it works. */
+  email_token_hash: Nullable<string>;
+  email_token_expires_at: NullableTime;
+  /** When the last confirmation e-mail was sent (they are spaced out). */
+  email_token_sent_at: NullableTime;
+}
+
+/** One delivery endpoint of an account (its webhook, its e-mail address): fair turns and the circuit breaker. */
+export interface NotificationEndpointsTable {
+  account_id: string;
+  /** webhook | email */
+  channel: string;
+  /** An attempt to this endpoint is under way until then (one at a time per endpoint). */
+  busy_until: NullableTime;
+  /** When it was last served, as a number from the notification_endpoint_turns sequence (0: never). */
+  last_turn: ColumnType<string, string | number | undefined, string | number>;
+  consecutive_failures: ColumnType<number, number | undefined, number>;
+  failing_since: NullableTime;
+  /** The circuit is open: no attempt before then. */
+  paused_until: NullableTime;
+  disabled_at: NullableTime;
+  last_error: Nullable<string>;
 }
 
 export interface NotificationDeliveriesTable {
@@ -318,6 +342,7 @@ export interface DB {
   payment_events: PaymentEventsTable;
   notification_settings: NotificationSettingsTable;
   notification_deliveries: NotificationDeliveriesTable;
+  notification_endpoints: NotificationEndpointsTable;
   dns_settings: DnsSettingsTable;
   job_state: JobStateTable;
   crawler_address_lists: CrawlerAddressListsTable;

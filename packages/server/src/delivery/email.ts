@@ -26,6 +26,7 @@ const TITLES: Record<string, string> = {
   account_frozen: 'Account frozen',
   account_active: 'Account active',
   deposit_confirmed: 'Deposit confirmed',
+  delivery_disabled: 'Notification channel disabled',
 };
 
 function kindTitle(kind: string): string {
@@ -33,10 +34,15 @@ function kindTitle(kind: string): string {
   return TITLES[kind] ?? words.charAt(0).toUpperCase() + words.slice(1);
 }
 
-/** The message's first line, cut to fit a subject line. */
-function subjectPart(message: string): string {
-  const line = message.split(/\r?\n/)[0]!.trim();
-  return line.length > 80 ? `${line.slice(0, 77)}...` : line;
+/**
+ * The subject: our words (the kind) and identifiers, never text an account chose. A server's or a
+ * domain's name is the account's text: it stays in the body (quoted, escaped and shortened by the
+ * message, services/notifications.ts quotedName), so no name can make our subject line an
+ * advertisement.
+ */
+function notificationSubject(n: DeliverableNotification): string {
+  const ids = [...(n.serverId ? [`server ${n.serverId}`] : []), ...(n.domainId ? [`domain ${n.domainId}`] : [])];
+  return `[Rampart] ${kindTitle(n.kind)}${ids.length ? ` (${ids.join(', ')})` : ''}`;
 }
 
 export interface NotificationEmail {
@@ -64,7 +70,33 @@ export function notificationEmail(n: DeliverableNotification, accountEmail: stri
     'You get this e-mail because your Rampart account sends its notifications to this address; change that in its notification settings.',
     '',
   ].join('\n');
-  return { from, to: accountEmail, subject: `[Rampart] ${title}: ${subjectPart(n.message)}`, text };
+  return { from, to: accountEmail, subject: notificationSubject(n), text };
+}
+
+/**
+ * The e-mail that asks the owner of an address to confirm it: our words and the link only. With
+ * the control plane's public URL (RAMPART_PUBLIC_URL) the link opens the dashboard's confirmation
+ * page, the token in the fragment (never sent in a request line, so never in a log); without it,
+ * the token is given to paste.
+ */
+export function confirmationEmail(to: string, token: string, publicUrl?: URL): { to: string; subject: string; text: string } {
+  const how = publicUrl
+    ? ['To confirm it, open this link within 24 hours:', '', `${new URL('/', publicUrl).href}#/confirm-email?token=${token}`]
+    : [
+        'To confirm it within 24 hours, paste this code in the confirmation page of the Rampart dashboard, or send it',
+        'with POST /api/settings/notifications/email/confirm {"token": "<code>"}:',
+        '',
+        token,
+      ];
+  const text = [
+    'Someone asked for the notifications of a Rampart account to be sent to this address.',
+    '',
+    ...how,
+    '',
+    'Nothing else is sent to this address until it is confirmed. If you did not ask for this, ignore this e-mail.',
+    '',
+  ].join('\n');
+  return { to, subject: '[Rampart] Confirm the address for notifications', text };
 }
 
 /**

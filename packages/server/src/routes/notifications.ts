@@ -1,13 +1,13 @@
-import { DeliveryView, NotificationReadBody, NotificationReadResult, NotificationSettingsUpdate, NotificationSettingsView, NotificationView } from '../schemas.js';
+import { DeliveryView, EmailConfirmBody, EmailConfirmResult, NotificationReadBody, NotificationReadResult, NotificationSettingsUpdate, NotificationSettingsView, NotificationView } from '../schemas.js';
 import { listDeliveries } from '../services/notification-delivery.js';
-import { getNotificationSettings, updateNotificationSettings } from '../services/notification-settings.js';
+import { confirmEmail, getNotificationSettings, requestEmailConfirmation, updateNotificationSettings } from '../services/notification-settings.js';
 import { listNotifications, markRead } from '../services/notifications.js';
 import { pagedListRoute } from './paging.js';
 import { ERROR_RESPONSES, SECURITY, type App, type RouteDeps } from './types.js';
 
 const tags = ['Notifications'];
 
-export async function notificationRoutes(app: App, { ctx }: RouteDeps) {
+export async function notificationRoutes(app: App, { ctx, publicUrl }: RouteDeps) {
   pagedListRoute(app, '/api/notifications', { tags, summary: 'Notifications, newest first, in pages' }, NotificationView, (accountId, query) =>
     listNotifications(ctx, accountId, query),
   );
@@ -47,6 +47,26 @@ export async function notificationRoutes(app: App, { ctx }: RouteDeps) {
       body: NotificationSettingsUpdate,
       response: { 200: NotificationSettingsView, ...ERROR_RESPONSES },
     },
-    handler: async (req) => updateNotificationSettings(ctx, req.principal.accountId, req.body),
+    handler: async (req) => updateNotificationSettings(ctx, req.principal.accountId, req.body, publicUrl),
+  });
+  app.post('/api/settings/notifications/email/confirmation', {
+    schema: {
+      tags,
+      security: SECURITY,
+      summary: "Send the address a new confirmation e-mail (at most one a minute; the previous link stops working)",
+      response: { 200: NotificationSettingsView, ...ERROR_RESPONSES, 429: { $ref: 'Error#' }, 503: { $ref: 'Error#' } },
+    },
+    handler: async (req) => requestEmailConfirmation(ctx, req.principal.accountId, publicUrl),
+  });
+  app.post('/api/settings/notifications/email/confirm', {
+    // The link is opened wherever the mail is read: the token alone (single-use, 24 hours) proves it.
+    config: { public: true, frozen: 'allow' },
+    schema: {
+      tags,
+      summary: 'Confirm an address with the token of its confirmation e-mail (no sign-in needed)',
+      body: EmailConfirmBody,
+      response: { 200: EmailConfirmResult, 400: { $ref: 'Error#' } },
+    },
+    handler: async (req) => confirmEmail(ctx, req.body.token),
   });
 }

@@ -7,7 +7,7 @@ import { jobIntervalFromEnv } from '../jobs.js';
 import { mapBounded } from '../map-bounded.js';
 import { notifyExpiringCertificates, pruneCertificateOrders } from './certificates.js';
 import { publishFailoverAddresses, type DnsFailoverOptions, type FailoverOutcome } from './dns-failover.js';
-import { NOTIFICATION_ADVICE, notificationMessages, notifyFromServer } from './notifications.js';
+import { NOTIFICATION_ADVICE, notificationMessages, notifyFromServer, quotedName } from './notifications.js';
 import { AGENT_CONNECTION_TIMEOUT_MS, serverAddress } from './servers.js';
 
 /** The server health check runs every 5 minutes by default (docs/api.md, "HTTPS certificates"). */
@@ -194,13 +194,13 @@ function downMessage(name: string, error: string, cause: { cause: Cause; target?
   switch (cause?.cause) {
     case 'probe':
       return (
-        `Shield server ${name} is connected but failed its health check: ${lowerFirst(error)}. ` +
+        `Shield server ${quotedName(name)} is connected but failed its health check: ${lowerFirst(error)}. ` +
         `Check that its HAProxy runs and that port ${cause.target!.port} of ${cause.target!.address} is reachable from the control plane (a firewall, or a publicIp that is not the server's).`
       );
     case 'proxy':
-      return `Shield server ${name} is connected but its agent reports that HAProxy is not serving. The agent restarts HAProxy on its last-known-good configuration; if that keeps failing, look at the agent's log and HAProxy on the server.`;
+      return `Shield server ${quotedName(name)} is connected but its agent reports that HAProxy is not serving. The agent restarts HAProxy on its last-known-good configuration; if that keeps failing, look at the agent's log and HAProxy on the server.`;
     default:
-      return `Shield server ${name} has not been connected for over ${AGENT_CONNECTION_TIMEOUT_MS / 60_000} minute(s) (${lowerFirst(error)}). ${NOTIFICATION_ADVICE.server_down}`;
+      return `Shield server ${quotedName(name)} has not been connected for over ${AGENT_CONNECTION_TIMEOUT_MS / 60_000} minute(s) (${lowerFirst(error)}). ${NOTIFICATION_ADVICE.server_down}`;
   }
 }
 

@@ -6,6 +6,6 @@ import { AppError, type ErrorCode } from '../errors.js';
  * Refuses a creation that would pass an account's limit. Callers hold the account row lock
  * (lockAccount) first, so concurrent creations are serialized and the limit holds under races.
  */
-export async function enforceLimit(tx: Tx, accountId: string, table: Counted, max: number, error: ErrorCode): Promise<void> {
-  if ((await countOwned(tx, table, accountId)) >= max) throw new AppError(error);
+export async function enforceLimit(tx: Tx, accountId: string, table: Counted, max: number, error: ErrorCode, message?: string): Promise<void> {
+  if ((await countOwned(tx, table, accountId)) >= max) throw new AppError(error, message);
 }

@@ -2,14 +2,17 @@ import type { Transporter } from 'nodemailer';
 import type { ServiceContext } from '../context.js';
 import { iso } from '../context.js';
 import { newId } from '../crypto.js';
-import { claimDueDeliveries, deliveryCursor, deliveryWork, insertDeliveries, latestDeliveries, updateDelivery } from '../data/notification-deliveries.js';
+import { deliveryCursor, deliveryWork, insertDeliveries, latestDeliveries, updateDelivery } from '../data/notification-deliveries.js';
+import { claimNextAttempt, endpointsOf, ensureEndpoints, giveUpPendingOf, updateEndpoint } from '../data/notification-endpoints.js';
 import { notificationSettings } from '../data/notification-settings.js';
 import type { Database, Tx } from '../db/database.js';
+import { afterFailure, HEALTHY_ENDPOINT, type EndpointState } from '../delivery/circuit.js';
 import { deliverEmail, emailTransport, notificationEmail } from '../delivery/email.js';
-import { nextAttemptDelayMs, shouldGiveUp } from '../delivery/retry.js';
-import type { DeliverableNotification, DeliveryResult } from '../delivery/types.js';
+import { DELIVERY_GIVE_UP_MS, nextAttemptDelayMs, shouldGiveUp } from '../delivery/retry.js';
+import { shortError, type DeliverableNotification, type DeliveryResult } from '../delivery/types.js';
 import { deliverWebhook } from '../delivery/webhook.js';
 import { decryptSecret } from '../secret-box.js';
+import { notificationMessages, notify } from './notifications.js';
 import { listPage, type PageParams } from './paging.js';
 
 // Delivering notifications to an account's webhook and e-mail address (docs/notifications.md,
@@ -20,18 +23,16 @@ import { listPage, type PageParams } from './paging.js';
 export type DeliveryChannel = 'webhook' | 'email';
 export type DeliveryStatus = 'pending' | 'delivered' | 'given_up';
 
-/** Deliveries claimed by one step of a run. */
-export const DELIVERY_BATCH = 100;
-/** Batches one run takes at most; the next run goes on. */
-const MAX_BATCHES_PER_RUN = 10;
-/** Attempts of a batch made at the same time. */
+/** Attempts one run makes at most; the next run goes on. */
+const MAX_ATTEMPTS_PER_RUN = 1000;
+/** Attempts under way at the same time in one process (to different endpoints). */
 const DELIVERY_CONCURRENCY = 10;
 /**
- * How long a claimed delivery stays with the run that claimed it: a run that dies mid-batch lets
- * its deliveries go again after this. Longer than a batch can take (10 rounds of attempts, each
- * at most 50 s for an e-mail).
+ * How long a claimed delivery and its endpoint stay with the worker that claimed them: a process
+ * that dies mid-attempt lets them go again after this. Longer than an attempt can take (10 s for
+ * a webhook, about 50 s for an e-mail).
  */
-export const DELIVERY_LEASE_MS = 15 * 60_000;
+export const DELIVERY_LEASE_MS = 2 * 60_000;
 
 /** What the log shows of a webhook URL: its origin and path, never its query (it may hold a token). */
 export function webhookTarget(url: string): string {
@@ -46,16 +47,19 @@ export function deliversKind(kinds: readonly string[], kind: string): boolean {
 
 /**
  * Queues the deliveries of a notification just created, in the caller's transaction: one per
- * channel the account has set whose kinds include this one, due at once. Returns how many.
+ * channel the account has set whose kinds include this one, due at once; none to a disabled
+ * endpoint, nor to an e-mail address not confirmed. Returns how many.
  */
 export async function queueDeliveries(db: Database | Tx, n: { id: string; account_id: string; kind: string; created_at: Date | string }): Promise<number> {
   const settings = await notificationSettings(db, n.account_id);
   if (!settings || !deliversKind(settings.kinds, n.kind)) return 0;
   const createdAt = new Date(n.created_at);
+  const disabled = new Set((await endpointsOf(db, n.account_id)).filter((e) => e.disabled_at !== null).map((e) => e.channel));
   const channels: { channel: DeliveryChannel; target: string }[] = [
-    ...(settings.webhook_url ? [{ channel: 'webhook' as const, target: webhookTarget(settings.webhook_url) }] : []),
-    ...(settings.email ? [{ channel: 'email' as const, target: settings.email }] : []),
+    ...(settings.webhook_url && !disabled.has('webhook') ? [{ channel: 'webhook' as const, target: webhookTarget(settings.webhook_url) }] : []),
+    ...(settings.email && settings.email_confirmed_at && !disabled.has('email') ? [{ channel: 'email' as const, target: settings.email }] : []),
   ];
+  await ensureEndpoints(db, n.account_id, channels.map((c) => c.channel));
   await insertDeliveries(
     db,
     channels.map((c) => ({
@@ -103,6 +107,8 @@ export interface DeliveryOptions {
   /** The SMTP transport (RAMPART_SMTP_URL) and the From address (RAMPART_SMTP_FROM); absent: no e-mail. */
   smtp?: { transport: Transporter; from: string } | undefined;
   webhookTimeoutMs?: number | undefined;
+  /** Attempts under way at once (to different endpoints); DELIVERY_CONCURRENCY by default. */
+  concurrency?: number | undefined;
   /** The retry jitter's randomness (tests pin it). */
   random?: (() => number) | undefined;
   /** Told each attempt's channel and outcome (src/metrics.ts). */
@@ -116,9 +122,11 @@ export interface DeliveryRunResult {
   givenUp: number;
 }
 
-type Work = Awaited<ReturnType<typeof deliveryWork>>[number];
+type Work = NonNullable<Awaited<ReturnType<typeof deliveryWork>>>;
+/** A failure of the control plane's own (its secret key, its SMTP settings, an unconfirmed address): not the endpoint's. */
+type Failed = DeliveryResult & { local?: true };
 /** An attempt's outcome, or `removed` when the channel is no longer in the settings. */
-type Outcome = DeliveryResult | { removed: string };
+type Outcome = Failed | { removed: string };
 
 function secretOf(ctx: ServiceContext, stored: string | null): string | null {
   if (!stored || !ctx.secretKey) return null;
@@ -139,7 +147,7 @@ async function attempt(ctx: ServiceContext, options: DeliveryOptions, w: Work): 
     domainId: w.domain_id,
     createdAt: w.notification_created_at,
   };
-  const failed = (error: string): DeliveryResult => ({ ok: false, error, durationMs: 0 });
+  const failed = (error: string): Failed => ({ ok: false, error, durationMs: 0, local: true });
   if (w.channel === 'webhook') {
     if (!w.webhook_url) return { outcome: { removed: 'the webhook was removed from the notification settings' }, target: w.target };
     const target = webhookTarget(w.webhook_url);
@@ -149,72 +157,164 @@ async function attempt(ctx: ServiceContext, options: DeliveryOptions, w: Work): 
     return { outcome, target };
   }
   if (!w.email) return { outcome: { removed: 'the e-mail address was removed from the notification settings' }, target: w.target };
+  if (!w.email_confirmed_at) return { outcome: failed(EMAIL_NOT_CONFIRMED), target: w.email };
   if (!options.smtp) return { outcome: failed('e-mail is not configured on the control plane (RAMPART_SMTP_URL)'), target: w.email };
   return { outcome: await deliverEmail(options.smtp.transport, notificationEmail(n, w.email, options.smtp.from)), target: w.email };
 }
 
-/** Attempts one claimed delivery and records what happened; returns its new status, or 'failed' when it stays pending. */
-async function deliverOne(ctx: ServiceContext, options: DeliveryOptions, w: Work): Promise<'delivered' | 'failed' | 'given_up'> {
-  const { outcome, target } = await attempt(ctx, options, w);
-  const now = ctx.now();
+/** Why nothing is sent to an address its owner has not confirmed (docs/notifications.md "E-mail"). */
+export const EMAIL_NOT_CONFIRMED =
+  'the e-mail address is not confirmed: nothing is sent to it until the link of its confirmation e-mail is opened';
+
+/** Records an attempt's outcome on the delivery; returns its new status, or 'failed' when it stays pending. */
+async function recordAttempt(tx: Tx, w: Work, outcome: Outcome, target: string, now: Date, random?: () => number): Promise<'delivered' | 'failed' | 'given_up'> {
   if ('removed' in outcome) {
-    await updateDelivery(ctx.db, w.account_id, w.id, { status: 'given_up', next_attempt_at: null, last_error: outcome.removed, updated_at: now });
+    await updateDelivery(tx, w.account_id, w.id, { status: 'given_up', next_attempt_at: null, last_error: outcome.removed, updated_at: now });
     return 'given_up';
   }
   const attempts = w.attempts + 1;
   const recorded = { attempts, target, last_status: outcome.status ?? null, updated_at: now };
   if (outcome.ok) {
-    await updateDelivery(ctx.db, w.account_id, w.id, { ...recorded, status: 'delivered', last_error: null, next_attempt_at: null });
+    await updateDelivery(tx, w.account_id, w.id, { ...recorded, status: 'delivered', last_error: null, next_attempt_at: null });
     return 'delivered';
   }
   const error = outcome.error ?? 'failed';
   if (shouldGiveUp(new Date(w.created_at), now)) {
-    await updateDelivery(ctx.db, w.account_id, w.id, { ...recorded, status: 'given_up', last_error: error, next_attempt_at: null });
+    await updateDelivery(tx, w.account_id, w.id, { ...recorded, status: 'given_up', last_error: error, next_attempt_at: null });
     return 'given_up';
   }
-  const next = new Date(now.getTime() + nextAttemptDelayMs(attempts, options.random));
-  await updateDelivery(ctx.db, w.account_id, w.id, { ...recorded, status: 'pending', last_error: error, next_attempt_at: next });
+  const next = new Date(now.getTime() + nextAttemptDelayMs(attempts, random));
+  await updateDelivery(tx, w.account_id, w.id, { ...recorded, status: 'pending', last_error: error, next_attempt_at: next });
   return 'failed';
 }
 
-/** Runs fn over the items, at most `limit` at a time; rejects with the first error once all have settled. */
-async function eachLimited<T>(items: readonly T[], limit: number, fn: (item: T) => Promise<void>): Promise<void> {
-  let next = 0;
-  const errors: unknown[] = [];
-  const worker = async () => {
-    while (next < items.length) {
-      const item = items[next++]!;
-      await fn(item).catch((err: unknown) => void errors.push(err));
-    }
+const dateOf = (d: Date | string | null): Date | null => (d === null ? null : new Date(d));
+
+/** The endpoint's circuit as deliveryWork read it. */
+function endpointStateOf(w: Work): EndpointState {
+  return {
+    consecutiveFailures: w.consecutive_failures ?? 0,
+    failingSince: dateOf(w.failing_since),
+    pausedUntil: dateOf(w.paused_until),
+    disabledAt: dateOf(w.disabled_at),
+    lastError: w.endpoint_error,
   };
-  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
-  if (errors.length) throw errors[0];
+}
+
+/** The endpoint_row columns of a circuit state. */
+export function endpointColumns(state: EndpointState) {
+  return {
+    consecutive_failures: state.consecutiveFailures,
+    failing_since: state.failingSince,
+    paused_until: state.pausedUntil,
+    disabled_at: state.disabledAt,
+    last_error: state.lastError,
+  };
 }
 
 /**
- * One delivery run: claims the due deliveries in batches (FOR UPDATE SKIP LOCKED, so runs on
- * several processes share them out) and attempts each: a success is `delivered`; a failure is
- * retried after nextAttemptDelayMs, or `given_up` once a day has passed since it was queued; a
- * channel removed from the settings gives its pending deliveries up.
+ * Frees the endpoint for its next attempt and moves its circuit (src/delivery/circuit.ts): a
+ * success closes it; a failure of the endpoint counts, may open it (and then its deliveries queued
+ * more than a day ago are given up) or disable it (all its pending deliveries are given up, and
+ * the account is told with a delivery_disabled notification). The control plane's own failures
+ * and a removed channel leave the circuit as it is.
  */
-export async function runDeliveries(ctx: ServiceContext, options: DeliveryOptions): Promise<DeliveryRunResult> {
+async function recordEndpoint(ctx: ServiceContext, tx: Tx, w: Work, outcome: Outcome, now: Date): Promise<void> {
+  const endpoint = { accountId: w.account_id, channel: w.channel };
+  if ('removed' in outcome || outcome.local) return updateEndpoint(tx, w.account_id, w.channel, { busy_until: null });
+  if (outcome.ok) return updateEndpoint(tx, w.account_id, w.channel, { busy_until: null, ...endpointColumns(HEALTHY_ENDPOINT) });
+  const state = afterFailure(endpointStateOf(w), now, outcome.error ?? 'failed');
+  await updateEndpoint(tx, w.account_id, w.channel, { busy_until: null, ...endpointColumns(state) });
+  const channel = w.channel as DeliveryChannel;
+  if (state.disabledAt) {
+    await giveUpPendingOf(tx, endpoint, now, `not delivered: the ${CHANNEL_WORDS[channel]} was disabled after failing for 3 days`);
+    await notify({ ...ctx, db: tx }, { accountId: w.account_id, kind: 'delivery_disabled', message: notificationMessages.deliveryDisabled(channel, state.lastError ?? 'failed') });
+  } else if (state.pausedUntil) {
+    const error = `not delivered within a day: the ${CHANNEL_WORDS[channel]} failed ${state.consecutiveFailures} attempts in a row and is paused (last: ${state.lastError})`;
+    await giveUpPendingOf(tx, endpoint, now, shortError(error), new Date(now.getTime() - DELIVERY_GIVE_UP_MS));
+  }
+}
+
+const CHANNEL_WORDS: Record<DeliveryChannel, string> = { webhook: 'webhook', email: 'e-mail address' };
+
+/** Attempts one claimed delivery and records what happened; returns its new status, or 'failed' when it stays pending. */
+async function deliverOne(ctx: ServiceContext, options: DeliveryOptions, w: Work): Promise<'delivered' | 'failed' | 'given_up'> {
+  const { outcome, target } = await attempt(ctx, options, w);
+  const now = ctx.now();
+  return ctx.db.transaction().execute(async (tx) => {
+    const status = await recordAttempt(tx, w, outcome, target, now, options.random);
+    await recordEndpoint(ctx, tx, w, outcome, now);
+    return status;
+  });
+}
+
+/** Claims the next attempt (claimNextAttempt) with its lease; undefined when nothing is due. */
+async function claimNext(ctx: ServiceContext): Promise<Work | undefined> {
+  const now = ctx.now();
+  const claimed = await ctx.db.transaction().execute((tx) => claimNextAttempt(tx, now, new Date(now.getTime() + DELIVERY_LEASE_MS)));
+  return claimed && (await deliveryWork(ctx.db, claimed.id));
+}
+
+/**
+ * The delivery workers of a run: each claims the next attempt (the endpoint served least
+ * recently among those free, see claimNextAttempt), makes it, records it, and goes on until
+ * nothing is due. `fill` adds workers up to DELIVERY_CONCURRENCY, so deliveries queued while a
+ * slow endpoint holds one worker are taken by another at once; `done` settles when every worker
+ * has stopped.
+ */
+function deliveryWorkers(ctx: ServiceContext, options: DeliveryOptions, stopped: () => boolean = () => false) {
   const result: DeliveryRunResult = { attempted: 0, delivered: 0, failed: 0, givenUp: 0 };
-  for (let batch = 0; batch < MAX_BATCHES_PER_RUN; batch++) {
-    const now = ctx.now();
-    const ids = await claimDueDeliveries(ctx.db, now, new Date(now.getTime() + DELIVERY_LEASE_MS), DELIVERY_BATCH);
-    if (ids.length === 0) break;
-    const work = await deliveryWork(ctx.db, ids);
-    await eachLimited(work, DELIVERY_CONCURRENCY, async (w) => {
+  let active = 0;
+  let claims = 0;
+  const errors: unknown[] = [];
+  let finish: (r: DeliveryRunResult) => void = () => {};
+  let fail: (err: unknown) => void = () => {};
+  const done = new Promise<DeliveryRunResult>((resolve, reject) => ((finish = resolve), (fail = reject)));
+  const worker = async () => {
+    while (!stopped() && claims < MAX_ATTEMPTS_PER_RUN) {
+      claims++;
+      const w = await claimNext(ctx);
+      if (!w) break;
       const status = await deliverOne(ctx, options, w);
       options.onAttempt?.(w.channel, status);
       result.attempted++;
       if (status === 'delivered') result.delivered++;
       else if (status === 'failed') result.failed++;
       else result.givenUp++;
-    });
-    if (ids.length < DELIVERY_BATCH) break;
-  }
-  return result;
+    }
+  };
+  let settled = false;
+  /** Adds workers up to the concurrency; false once the run is over (start another). */
+  const fill = (): boolean => {
+    if (settled) return false;
+    while (active < (options.concurrency ?? DELIVERY_CONCURRENCY)) {
+      active++;
+      worker()
+        .catch((err: unknown) => void errors.push(err))
+        .finally(() => {
+          if (--active > 0) return;
+          settled = true;
+          if (errors.length) fail(errors[0]);
+          else finish(result);
+        });
+    }
+    return true;
+  };
+  return { fill, done };
+}
+
+/**
+ * One delivery run: workers claim due deliveries one at a time (FOR UPDATE SKIP LOCKED, so runs
+ * on several processes share them out), one attempt at a time per endpoint, endpoints taking
+ * turns, and attempt each: a success is `delivered`; a failure is retried after
+ * nextAttemptDelayMs, or `given_up` once a day has passed since it was queued; a channel removed
+ * from the settings gives its pending deliveries up; the endpoint's circuit moves with each
+ * outcome (recordEndpoint).
+ */
+export async function runDeliveries(ctx: ServiceContext, options: DeliveryOptions): Promise<DeliveryRunResult> {
+  const workers = deliveryWorkers(ctx, options);
+  workers.fill();
+  return workers.done;
 }
 
 export interface DeliveryConfig {
@@ -245,10 +345,12 @@ export function deliveryConfigFromEnv(env: NodeJS.ProcessEnv): DeliveryConfig {
 }
 
 export interface DeliveryRunner {
-  /** One run now; a call while one is under way makes one more follow it. */
+  /** Delivers what is due now: a run, or more workers for the run under way (they take the deliveries its busy workers cannot). */
   run(): Promise<DeliveryRunResult | undefined>;
   /** Deliveries were queued: a run in a moment, and another a second later (the queueing transaction may commit late). */
   kick(): void;
+  /** One e-mail through the operator's SMTP server (an address's confirmation); undefined without SMTP. */
+  sendEmail: ((mail: { to: string; subject: string; text: string }) => Promise<DeliveryResult>) | undefined;
   /** No more runs; waits up to `waitMs` for the one under way, then closes the SMTP transport. */
   stop(waitMs?: number): Promise<void>;
 }
@@ -256,7 +358,7 @@ export interface DeliveryRunner {
 /** KICK_DELAYS_MS: when the runs after a kick start. */
 const KICK_DELAYS_MS = [50, 1000] as const;
 
-/** The delivery runs of one process: the job's and the kicked ones, one at a time. */
+/** The delivery runs of one process: the job's and the kicked ones, one run at a time, topped up with workers when asked again. */
 export function deliveryRunner(
   ctx: ServiceContext,
   config: DeliveryConfig,
@@ -269,26 +371,28 @@ export function deliveryRunner(
     smtp: transport && { transport, from: config.smtpFrom },
     onAttempt,
   };
-  let current: Promise<DeliveryRunResult | undefined> | undefined;
-  let again = false;
+  let current: { workers: ReturnType<typeof deliveryWorkers>; done: Promise<DeliveryRunResult | undefined> } | undefined;
   let stopped = false;
   const timers: (NodeJS.Timeout | undefined)[] = KICK_DELAYS_MS.map(() => undefined);
 
   const run = (): Promise<DeliveryRunResult | undefined> => {
     if (stopped) return Promise.resolve(undefined);
-    if (current) {
-      again = true; // asked for during a run: one more follows it
-      return current;
-    }
-    again = false;
-    current = runDeliveries(ctx, options).finally(() => {
-      current = undefined;
-      if (again) run().catch((err) => log('notification delivery failed', err));
-    });
-    return current;
+    // Asked for during a run: idle workers join it, so a slow endpoint's attempt does not hold new deliveries back.
+    if (current?.workers.fill()) return current.done;
+    const workers = deliveryWorkers(ctx, options, () => stopped);
+    const run = {
+      workers,
+      done: workers.done.finally(() => {
+        if (current === run) current = undefined;
+      }),
+    };
+    current = run;
+    workers.fill();
+    return run.done;
   };
   return {
     run,
+    sendEmail: transport && ((mail) => deliverEmail(transport, { ...mail, from: config.smtpFrom })),
     kick() {
       KICK_DELAYS_MS.forEach((delay, i) => {
         if (stopped || timers[i]) return;
@@ -304,7 +408,7 @@ export function deliveryRunner(
       timers.forEach((t) => t && clearTimeout(t));
       if (current) {
         let timer: NodeJS.Timeout | undefined;
-        await Promise.race([current.catch(() => undefined), new Promise((r) => (timer = setTimeout(r, waitMs)))]);
+        await Promise.race([current.done.catch(() => undefined), new Promise((r) => (timer = setTimeout(r, waitMs)))]);
         clearTimeout(timer);
       }
       transport?.close();

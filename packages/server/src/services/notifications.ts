@@ -19,6 +19,7 @@ export const NOTIFICATION_KINDS = [
   'account_frozen',
   'account_active',
   'deposit_confirmed',
+  'delivery_disabled',
 ] as const;
 export type NotificationKind = (typeof NOTIFICATION_KINDS)[number];
 
@@ -180,6 +181,26 @@ export async function recordStatusReport(
   return dropped;
 }
 
+/** The longest name a message shows; a longer one is cut, with `…`. */
+export const NAME_MAX_IN_MESSAGE = 40;
+/** Line breaks, control and formatting characters (bidirectional overrides among them), quotes and backslashes. */
+const NAME_ESCAPED = /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}\p{Co}\p{Cn}"\\]/u;
+
+/**
+ * A name an account chose (a server's, a domain's) as a message shows it: in double quotes, cut
+ * to NAME_MAX_IN_MESSAGE characters, and with every character that could hide or rearrange the
+ * text around it escaped (`\"`, `\\`, `\u{202e}`), so a name reads as a name and never as our
+ * words. Subjects of e-mails carry no names at all (src/delivery/email.ts).
+ */
+export function quotedName(name: string): string {
+  const chars = [...name.trim()];
+  const cut = chars.length > NAME_MAX_IN_MESSAGE;
+  const shown = (cut ? chars.slice(0, NAME_MAX_IN_MESSAGE - 1) : chars).map((ch) =>
+    !NAME_ESCAPED.test(ch) ? ch : ch === '"' || ch === '\\' ? `\\${ch}` : `\\u{${ch.codePointAt(0)!.toString(16)}}`,
+  );
+  return `"${shown.join('')}${cut ? '…' : ''}"`;
+}
+
 /** An agent's text as the middle of a sentence: trimmed, without a final full stop. */
 const clause = (text: string) => text.trim().replace(/[.\s]+$/, '');
 
@@ -198,6 +219,8 @@ export const NOTIFICATION_ADVICE: Record<NotificationKind, string> = {
   account_frozen: 'Make a deposit: once it is confirmed and covers the price, the account is charged and active again.',
   account_active: 'Nothing to do.',
   deposit_confirmed: 'Nothing to do.',
+  delivery_disabled:
+    'Make sure the receiver works, then save the channel again in the notification settings (PUT /api/settings/notifications) to turn it back on.',
 };
 
 /**
@@ -208,25 +231,25 @@ export const NOTIFICATION_ADVICE: Record<NotificationKind, string> = {
  */
 export const notificationMessages = {
   /** server_down: the server's agent lost its connection. */
-  serverDown: (serverName: string) => `Shield server ${serverName} disconnected from the control plane. ${NOTIFICATION_ADVICE.server_down}`,
+  serverDown: (serverName: string) => `Shield server ${quotedName(serverName)} disconnected from the control plane. ${NOTIFICATION_ADVICE.server_down}`,
   /** server_recovered: a server that was down serves again; `detail` says how it was seen (e.g. "its agent reconnected"). */
   serverRecovered: (serverName: string, detail?: string) =>
-    `Shield server ${serverName} is back${detail ? ` (${clause(detail)})` : ''}. ${NOTIFICATION_ADVICE.server_recovered}`,
+    `Shield server ${quotedName(serverName)} is back${detail ? ` (${clause(detail)})` : ''}. ${NOTIFICATION_ADVICE.server_recovered}`,
   /** server_error: the agent refused or failed a configuration update (its ack's errors, joined). */
   configFailed: (revision: number, detail: string) =>
     `Configuration update to revision ${revision} failed on this shield server; it keeps running its previous configuration. ` +
     `Correct the change HAProxy's messages point to and save it again. HAProxy said: ${detail}`,
   /** proxy_crash, proxy_reload_failed, server_error reported by a server's agent, its text in the middle. */
   fromAgent: (kind: StatusReport['kind'], serverName: string, agentMessage: string) =>
-    `Shield server ${serverName}: ${clause(agentMessage)}. ${NOTIFICATION_ADVICE[kind]}`,
+    `Shield server ${quotedName(serverName)}: ${clause(agentMessage)}. ${NOTIFICATION_ADVICE[kind]}`,
   /** ssl_expiring: the certificate of `domain` expires at `expires` (or has expired) without being renewed. */
   sslExpiring: (domain: string, expires: Date, now: Date) => {
     const day = expires.toISOString().slice(0, 10);
     const days = Math.ceil((expires.getTime() - now.getTime()) / 86_400_000);
     const what =
       expires.getTime() <= now.getTime()
-        ? `The certificate of ${domain} expired on ${day} and has not been renewed`
-        : `The certificate of ${domain} expires on ${day} (in ${days} day${days === 1 ? '' : 's'}) and has not been renewed yet`;
+        ? `The certificate of ${quotedName(domain)} expired on ${day} and has not been renewed`
+        : `The certificate of ${quotedName(domain)} expires on ${day} (in ${days} day${days === 1 ? '' : 's'}) and has not been renewed yet`;
     return `${what}. ${NOTIFICATION_ADVICE.ssl_expiring}`;
   },
   /** account_frozen: the monthly charge of `priceCents` for `plan` failed on a balance of `balanceCents`. */
@@ -240,6 +263,10 @@ export const notificationMessages = {
   /** deposit_confirmed: `amountCents` credited (by `txHash` when on-chain), the balance now `balanceCents`. */
   depositConfirmed: (amountCents: number, balanceCents: number, txHash?: string) =>
     `Deposit of ${money(amountCents)} confirmed${txHash ? ` (transaction ${txHash})` : ''}. Balance: ${money(balanceCents)}. ${NOTIFICATION_ADVICE.deposit_confirmed}`,
+  /** delivery_disabled: every attempt to the account's webhook or e-mail address failed for 3 days (src/delivery/circuit.ts). */
+  deliveryDisabled: (channel: 'webhook' | 'email', lastError: string) =>
+    `Notifications are no longer sent to ${channel === 'webhook' ? 'the webhook' : 'the e-mail address'} of this account: ` +
+    `every attempt failed for 3 days (the last: ${clause(lastError)}), and its pending deliveries were given up. ${NOTIFICATION_ADVICE.delivery_disabled}`,
   /** The notice counting what a server raised past SERVER_NOTIFICATION_LIMIT. */
   dropped: (kind: NotificationKind) =>
     `More ${kind} notifications from this server were dropped: at most ${SERVER_NOTIFICATION_LIMIT.perWindow} a minute are kept (count: how many were dropped). ` +

@@ -18,12 +18,12 @@ import {
 } from '../data/servers.js';
 import { AppError, invalidField } from '../errors.js';
 import { enforceLimit } from './limits.js';
+import { planName, type Plan } from '../plans.js';
 import type { ServerStatus } from '../db/schema.js';
 import { agentChannelStore, type AgentChannelStore } from './agent-channel.js';
 import { refreshDomainSsl } from './certificates.js';
 import { notificationMessages, notifyFromServer } from './notifications.js';
 
-export const MAX_SERVERS = 1000;
 
 type ServerRow = {
   id: string;
@@ -64,8 +64,10 @@ export function serverView(s: ServerRow) {
 
 export async function createServer(ctx: ServiceContext, accountId: string, name: string) {
   return ctx.db.transaction().execute(async (tx) => {
-    await lockAccount(tx, accountId);
-    await enforceLimit(tx, accountId, 'servers', MAX_SERVERS, 'server_limit');
+    const account = await lockAccount(tx, accountId);
+    if (!account) throw new AppError('account_not_found');
+    const max = ctx.plans[account.plan as Plan].maxServers;
+    await enforceLimit(tx, accountId, 'servers', max, 'server_limit', `Maximum ${max} servers allowed on the ${planName(account.plan)} plan`);
     const token = newServerToken();
     const row = await insertServer(tx, { id: newId(), account_id: accountId, name, token_hash: sha256(token), status: 'offline', created_at: ctx.now() });
     return { ...serverView(row), connectionToken: token };
