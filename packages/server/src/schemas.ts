@@ -301,23 +301,6 @@ export const NotificationSettingsUpdate = Type.Object(
   },
   { ...strict, minProperties: 1 },
 );
-export const NotificationSettingsView = Type.Object({
-  webhookUrl: Type.Union([Type.String(), Type.Null()]),
-  webhookSecretSet: Type.Boolean({ description: 'Whether a webhook secret is stored (it is never shown)' }),
-  email: Type.Union([Type.String(), Type.Null()]),
-  kinds: Type.Array(Type.String(), { description: 'Kinds delivered; empty: every kind' }),
-  updatedAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
-});
-export const DeliveryView = Type.Object({
-  id: Type.String(),
-  notificationId: Type.String(),
-  kind: Type.String(),
-  channel: Type.Union([Type.Literal('webhook'), Type.Literal('email')]),
-  target: Type.String({ description: 'The webhook URL without its query, or the e-mail address' }),
-  status: Type.Union([Type.Literal('pending'), Type.Literal('delivered'), Type.Literal('given_up')]),
-  attempts: Type.Integer(),
-  lastStatus: Type.Union([Type.Integer(), Type.Null()], { description: 'HTTP status or SMTP reply code of the last attempt' }),
-  lastError: Type.Union([Type.String(), Type.Null()]),
 const ChannelStatus = Type.Union(
   [
     Type.Object({
@@ -334,22 +317,39 @@ const ChannelStatus = Type.Union(
   ],
   { description: 'How deliveries to this channel go; null without the channel' },
 );
-  nextAttemptAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
-  createdAt: Type.String({ format: 'date-time' }),
-  updatedAt: Type.String({ format: 'date-time' }),
-});
+export const NotificationSettingsView = Type.Object({
+  webhookUrl: Type.Union([Type.String(), Type.Null()]),
+  webhookSecretSet: Type.Boolean({ description: 'Whether a webhook secret is stored (it is never shown)' }),
+  email: Type.Union([Type.String(), Type.Null()]),
   emailConfirmed: Type.Boolean({ description: 'Whether the link of the confirmation e-mail was opened; nothing else is sent to the address before' }),
   emailConfirmationSentAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()], { description: 'When the last confirmation e-mail was sent (null once confirmed)' }),
-
-// Sessions
+  kinds: Type.Array(Type.String(), { description: 'Kinds delivered; empty: every kind' }),
+  updatedAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
   webhookStatus: ChannelStatus,
   emailStatus: ChannelStatus,
-export const Credentials = Type.Object(
+});
 export const EmailConfirmBody = Type.Object(
   { token: Type.String({ minLength: 1, maxLength: 200, description: 'The token of the confirmation link' }) },
   strict,
 );
 export const EmailConfirmResult = Type.Object({ email: Type.String({ description: 'The address now confirmed' }) });
+export const DeliveryView = Type.Object({
+  id: Type.String(),
+  notificationId: Type.String(),
+  kind: Type.String(),
+  channel: Type.Union([Type.Literal('webhook'), Type.Literal('email')]),
+  target: Type.String({ description: 'The webhook URL without its query, or the e-mail address' }),
+  status: Type.Union([Type.Literal('pending'), Type.Literal('delivered'), Type.Literal('given_up')]),
+  attempts: Type.Integer(),
+  lastStatus: Type.Union([Type.Integer(), Type.Null()], { description: 'HTTP status or SMTP reply code of the last attempt' }),
+  lastError: Type.Union([Type.String(), Type.Null()]),
+  nextAttemptAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
+  createdAt: Type.String({ format: 'date-time' }),
+  updatedAt: Type.String({ format: 'date-time' }),
+});
+
+// Sessions
+export const Credentials = Type.Object(
   {
     email: Type.String({ minLength: 3, maxLength: 254, pattern: '^[^\\s@\\p{Cc}\\p{Cs}]+@[^\\s@\\p{Cc}\\p{Cs}]+\\.[^\\s@\\p{Cc}\\p{Cs}]+$' }),
     password: Type.String({ minLength: 8, maxLength: 200, pattern: '^[^\\p{Cs}]*$' }),
