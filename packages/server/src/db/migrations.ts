@@ -483,7 +483,13 @@ const migrations: Record<string, Migration> = {
         .execute();
     },
   },
-};
+  '0020_agent_version': {
+    // The version each server's agent said in its last hello, and why the last one was refused
+    // (a protocol this control plane cannot speak; null once an agent is accepted).
+    async up(db: Kysely<any>) {
+      await db.schema.alterTable('servers').addColumn('agent_version', 'text').addColumn('agent_refused', 'text').execute();
+    },
+  },};
 
 export const migrationProvider: MigrationProvider = {
   async getMigrations() {

@@ -74,6 +74,9 @@ export interface ServersTable {
   healthy: ColumnType<boolean | null, boolean | null | undefined, boolean | null>;
   health_error: ColumnType<string | null, string | null | undefined, string | null>;
   health_checked_at: ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
+  /** The version the agent's last hello said, and why that hello was refused (null: accepted). */
+  agent_version: ColumnType<string | null, string | null | undefined, string | null>;
+  agent_refused: ColumnType<string | null, string | null | undefined, string | null>;
 }
 
 export interface DomainsTable {

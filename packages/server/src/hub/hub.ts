@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { AGENT_LIMITS, AGENT_PATH, CLOSE, parseAgentMessage, PROTOCOL_VERSION, type AgentMessage, type ServiceMessage } from '@rampart/protocol';
+import { AGENT_LIMITS, AGENT_PATH, CLOSE, closeReasonText, helloVersions, parseAgentMessage, protocolRefusal, PROTOCOL_VERSION, type AgentMessage, type ServiceMessage } from '@rampart/protocol';
+import { RAMPART_VERSION } from '@rampart/protocol/version';
 import { WebSocketServer, type WebSocket } from 'ws';
 import type { ServiceContext } from '../context.js';
 import { sha256 } from '../crypto.js';
@@ -16,6 +17,7 @@ import {
   expireAgentConnections,
   recordAgentConnected,
   recordAgentDisconnected,
+  recordAgentRefused,
   recordProxyServing,
   releaseAgentConnections,
   touchAgentConnections,
@@ -66,6 +68,8 @@ interface AgentConn {
   /** What the agent's hello said of its HTTP port, and its heartbeats last of its HAProxy (passed on to the service when it changes). */
   httpPort: number | undefined;
   proxyServing: boolean | undefined;
+  /** The version the agent's hello said. */
+  agentVersion?: string | undefined;
   /** The oldest snapshot sent and not yet acknowledged: its revision and when (performance.now()), for push-to-ack latency. */
   pushed?: { revision: number; at: number } | undefined;
 }
@@ -208,7 +212,12 @@ export class AgentHub {
       if (ws.readyState !== ws.OPEN) return; // closing: nothing more is handled
       c.lastSeen = Date.now();
       if (isBinary) return ws.close(CLOSE.invalidMessage, 'binary messages are not part of the protocol');
-      const parsed = parseAgentMessage(data.toString());
+      const text = data.toString();
+      // A hello's protocol is read before the message is validated: an agent of another protocol
+      // may word the rest otherwise, and is still refused with both versions named.
+      const claimed = c.hello ? undefined : helloVersions(text);
+      if (claimed && claimed.protocol !== PROTOCOL_VERSION) return this.enqueue(c, () => this.refuseProtocol(c, claimed));
+      const parsed = parseAgentMessage(text);
       if (!parsed.ok) return ws.close(CLOSE.invalidMessage, `invalid message: ${parsed.error}`.slice(0, 120));
       if (++c.pending >= PENDING_MAX) ws.pause();
       this.enqueue(c, async () => {
@@ -238,6 +247,18 @@ export class AgentHub {
     c.handling = c.handling.then(step).catch((err) => this.options.log?.warn(`agent message from server ${c.serverId} failed: ${String(err)}`));
   }
 
+  /**
+   * An agent whose protocol this control plane cannot speak: both sides are told both versions (the
+   * agent in the close reason, the operator in the log and the server's agentRefused).
+   */
+  private async refuseProtocol(c: AgentConn, claimed: { protocol: number; agentVersion: string | null }): Promise<void> {
+    if (c.closeReason || c.ws.readyState !== c.ws.OPEN) return;
+    const reason = protocolRefusal(claimed, { protocol: PROTOCOL_VERSION, version: RAMPART_VERSION });
+    this.options.log?.warn(`server ${c.serverId}: agent refused: ${reason}`);
+    await recordAgentRefused(this.ctx, c.serverId, claimed.agentVersion, reason);
+    c.ws.close(CLOSE.protocolMismatch, closeReasonText(reason));
+  }
+
   private closeWith(c: AgentConn, reason: CloseReason, code: number, text: string): void {
     c.closeReason ??= reason;
     c.ws.close(code, text);
@@ -263,12 +284,9 @@ export class AgentHub {
     const server = { accountId: c.accountId, serverId: c.serverId };
     switch (m.type) {
       case 'agent/hello': {
-        if (m.payload.protocol !== PROTOCOL_VERSION) {
-          c.ws.close(CLOSE.protocolMismatch, `protocol version ${m.payload.protocol} is not supported; this service speaks ${PROTOCOL_VERSION}`);
-          return;
-        }
         if (c.hello) return;
         c.httpPort = m.payload.httpPort;
+        c.agentVersion = m.payload.agentVersion;
         const r = await recordAgentConnected(this.ctx, this.connectionOf(c));
         if (!r.recorded) return this.closeWith(c, 'decommissioned', CLOSE.decommissioned, 'server decommissioned');
         c.hello = true;
@@ -395,7 +413,7 @@ export class AgentHub {
 
   /** What the service records of a connection. */
   private connectionOf(c: AgentConn): AgentConnection {
-    return { serverId: c.serverId, connectionId: c.connectionId, processId: this.processId, ip: c.ip, httpPort: c.httpPort, proxyServing: c.proxyServing };
+    return { serverId: c.serverId, connectionId: c.connectionId, processId: this.processId, ip: c.ip, httpPort: c.httpPort, proxyServing: c.proxyServing, agentVersion: c.agentVersion };
   }
 
   /** Open connections here, including those whose close is still being recorded. */
