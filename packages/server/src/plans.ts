@@ -14,14 +14,16 @@ export interface PlanInfo {
    * others (docs/api.md "Plans and limits").
    */
   maxServers: number;
+  /** Custom rules (/api/rules) an account may have, enabled or not (docs/rules.md "Limits"). */
+  maxCustomRules: number;
 }
 
 export type PlanTable = Record<Plan, PlanInfo>;
 
 export const DEFAULT_PLANS: PlanTable = {
-  free: { priceCents: 0, apiKeys: false, dnsFailover: false, maxServers: 3 },
-  pro: { priceCents: 2900, apiKeys: true, dnsFailover: true, maxServers: 25 },
-  enterprise: { priceCents: 29900, apiKeys: true, dnsFailover: true, maxServers: 1000 },
+  free: { priceCents: 0, apiKeys: false, dnsFailover: false, maxServers: 3, maxCustomRules: 5 },
+  pro: { priceCents: 2900, apiKeys: true, dnsFailover: true, maxServers: 25, maxCustomRules: 25 },
+  enterprise: { priceCents: 29900, apiKeys: true, dnsFailover: true, maxServers: 1000, maxCustomRules: 250 },
 };
 
 export function isPlan(value: string): value is Plan {
