@@ -20,6 +20,8 @@ export const ERRORS = {
   server_decommissioned: { status: 409, message: 'Server is decommissioned' },
   deposit_not_pending: { status: 409, message: 'Deposit is not pending' },
   tx_hash_used: { status: 409, message: 'txHash: this transaction was already credited' },
+  transfer_not_final: { status: 409, message: 'txHash: the transaction is not deep enough in the chain yet' },
+  deposit_limit: { status: 409, message: 'Maximum 5 open deposits: pay one, or ask again once one has expired (24 hours after it was made)' },
   plan_usage: { status: 409, message: 'plan: the account uses more than the new plan allows' },
   balance_negative: { status: 409, message: 'amount: the adjustment would take the balance below 0' },
   insufficient_balance: { status: 402, message: 'The balance does not cover this charge' },

@@ -195,6 +195,11 @@ export const AiBotView = Type.Object({ name: Type.String(), pattern: Type.String
 
 // Account, billing, notifications
 const Money = Type.Number({ description: 'US dollars' });
+const LogIndex = Type.Integer({
+  minimum: 0,
+  maximum: 2_147_483_647,
+  description: "On-chain deposits: the one transfer of the transaction meant (its log index, as explorers show it); default every transfer of it to the deposit's address",
+});
 export const AccountView = Type.Object({
   id: Type.String(),
   email: Type.String(),
@@ -217,15 +222,17 @@ export const TransactionView = Type.Object({
   kind: Type.String({ description: 'charge, deposit or adjustment' }),
   amount: Type.Number({ description: "US dollars: a charge's price, a deposit's amount (what arrived, once confirmed); an adjustment's signed amount" }),
   delta: Type.Number({ description: 'US dollars: the signed effect on the balance; 0 while pending or failed. The balance is the sum of every delta' }),
-  status: Type.String({ description: 'pending, confirmed or failed' }),
+  status: Type.String({ description: 'pending, confirmed, failed, or expired (a deposit not paid in time)' }),
   description: nullable(Type.String()),
-  txHash: nullable(Type.String(), 'The payment: an on-chain transaction hash, or what the operator or processor gave'),
+  txHash: nullable(Type.String(), 'The payment: an on-chain transaction hash, or the payment id the operator or processor gave'),
+  logIndex: nullable(Type.Integer(), 'On-chain payments: the log index of the transfer credited (with txHash, the transfer itself)'),
   periodStart: nullable(Time, 'Monthly charges: the start of the month paid for'),
   address: nullable(Type.String(), 'On-chain deposits: the address to pay to'),
   network: nullable(Type.String(), 'On-chain deposits: the network to pay on'),
   token: nullable(Type.String(), 'On-chain deposits: the token to pay with (its symbol)'),
   createdAt: nullable(Time),
   confirmedAt: nullable(Time),
+  expiresAt: nullable(Time, 'Deposits: when it stops being open (24 hours after it was made)'),
 });
 export const DepositView = Type.Object({
   ...TransactionView.properties,
@@ -245,7 +252,8 @@ export const PaymentEventBody = Type.Object(
     type: Type.String({ minLength: 1, maxLength: 100, description: 'deposit.confirmed; other types are acknowledged and ignored' }),
     depositId: Type.Optional(Type.String({ maxLength: 100 })),
     amount: Type.Optional(Type.Number({ minimum: 0.01, maximum: 1_000_000, description: 'US dollars received, at most two decimals; default the amount asked for' })),
-    txHash: Type.Optional(Type.String({ minLength: 1, maxLength: 200, pattern: NO_CONTROL_CHARS })),
+    txHash: Type.Optional(Type.String({ minLength: 1, maxLength: 200, pattern: NO_CONTROL_CHARS, description: "The payment: on-chain deposits, the transaction's hash (required); otherwise the processor's payment id" })),
+    logIndex: Type.Optional(LogIndex),
   },
   strict,
 );
@@ -394,7 +402,13 @@ export const InvitationCreated = Type.Object({
   expiresAt: Type.String(),
 });
 export const AdminCharge = Type.Object({ accountId: Type.Optional(Type.String({ maxLength: 100 })) }, strict);
-export const AdminConfirm = Type.Object({ txHash: Type.Optional(Type.String({ minLength: 1, maxLength: 200, pattern: NO_CONTROL_CHARS })) }, strict);
+export const AdminConfirm = Type.Object(
+  {
+    txHash: Type.Optional(Type.String({ minLength: 1, maxLength: 200, pattern: NO_CONTROL_CHARS, description: "The payment: on-chain deposits, the transaction's hash (required); otherwise the payment id" })),
+    logIndex: Type.Optional(LogIndex),
+  },
+  strict,
+);
 export const AdminAdjustment = Type.Object(
   {
     amount: Type.Number({ minimum: -100_000_000, maximum: 100_000_000, description: 'US dollars, signed (a credit or a debit), not 0, at most two decimals' }),

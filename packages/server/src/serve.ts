@@ -10,7 +10,7 @@ import { ANALYTICS_JOB_INTERVAL_MS, runAnalyticsJob } from './services/analytics
 import { botKeyMaxAgeFromEnv, runBotKeyJob } from './services/bot-keys.js';
 import { crawlerRangesConfigFromEnv, runCrawlerRangesJob, type CrawlerRangesConfig } from './services/crawler-ranges.js';
 import { healthIntervalFromEnv, runHealthCycle } from './services/health.js';
-import { billingIntervalFromEnv, pollChainDeposits, runChargeJob } from './services/billing.js';
+import { billingIntervalFromEnv, pollChainDeposits, runChargeJob, runDepositExpiry } from './services/billing.js';
 import { chainConfigFromEnv, type ChainConfig } from './chain/config.js';
 import { deliveryConfigFromEnv, deliveryRunner, type DeliveryConfig } from './services/notification-delivery.js';
 import type { ServiceContext } from './context.js';
@@ -208,6 +208,8 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       { name: 'health-cycle', everyMs: healthIntervalSeconds * 1000, run: () => runHealthCycle(ctx, ctx.now(), { log: appLog }) },
       // The monthly charge of every account due (docs/billing.md, "The monthly charge").
       { name: 'billing-charge', everyMs: billingIntervalSeconds * 1000, run: () => runChargeJob(ctx) },
+      // Deposits not paid within 24 hours expire (docs/billing.md, "Deposits").
+      { name: 'deposit-expiry', everyMs: billingIntervalSeconds * 1000, run: () => runDepositExpiry(ctx) },
       // On-chain deposits: payments to deposit addresses, confirmed once deep enough.
       ...(chain ? [{ name: 'chain-watcher', everyMs: chain.pollMs, run: () => pollChainDeposits(ctx, chain) }] : []),
       { name: 'notification-delivery', everyMs: deliveryConfig.intervalMs, run: () => deliveries.run() },

@@ -1,10 +1,12 @@
 import assert from 'node:assert/strict';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { describe, test } from 'node:test';
+import { after, describe, test } from 'node:test';
 import { HDKey } from '@scure/bip32';
 import { sql } from 'kysely';
-import { creditChainPayment, paymentSignature, proRataCents } from '../src/services/billing.js';
+import { writeJobState } from '../src/data/job-state.js';
+import { CHAIN_CURSOR, paymentSignature, pollChainDeposits, proRataCents } from '../src/services/billing.js';
 import { ledgerProblems } from './billing-support.js';
+import { startFakeChain } from './fake-chain.js';
 import { backends, call, makeTestApp, newAccount } from './helpers.js';
 
 // An attacker's and auditor's pass over the money paths (docs/billing.md): what a scripted
@@ -66,7 +68,12 @@ for (const backend of await backends()) {
   describe(`money paths under attack (${backend})`, async () => {
     const t = await makeTestApp(backend);
     const xpub = HDKey.fromMasterSeed(randomBytes(32)).derive("m/44'/60'/0'/0").publicExtendedKey;
-    const chain = { rpcUrl: 'http://127.0.0.1:9', xpub, token: `0x${'11'.repeat(20)}` as `0x${string}`, symbol: 'USDC', decimals: 6, network: 'Testnet', confirmations: 1, pollMs: 1000 };
+    const fake = await startFakeChain();
+    after(() => fake.close());
+    const chain = { rpcUrl: fake.rpcUrl, xpub, token: fake.token, symbol: 'USDC', decimals: 6, network: 'Testnet', confirmations: 2, pollMs: 1000 };
+    const usdc = (dollars: number) => BigInt(dollars) * 10n ** 6n;
+    /** The watcher reads from the next block on. */
+    const watchFromHere = () => writeJobState(t.ctx.db, CHAIN_CURSOR, String(fake.head() + 1));
     t.ctx.billing = { webhookSecret: SECRET };
     const nowSeconds = () => Math.floor(t.clock.now().getTime() / 1000);
     const signed = (raw: string, ts = nowSeconds()) => `t=${ts},v1=${paymentSignature(SECRET, ts, raw)}`;
@@ -97,37 +104,95 @@ for (const backend of await backends()) {
       const { key, accountId } = await newAccount(t.app, 'pro', 0);
       const d = await withChain(() => deposit(key, 40));
       assert.ok(d.address);
+      await watchFromHere();
       const bare = await call(t.app, 'POST', `/admin/deposits/${d.id}/confirm`, { admin: true, body: {} });
       assert.equal(bare.status, 400, JSON.stringify(bare.body));
       assert.match(bare.body.error, /^txHash: /);
-      const viaHook = await webhook(event(d.id));
+      const viaHook = await withChain(() => webhook(event(d.id)));
       assert.equal(viaHook.status, 400, JSON.stringify(viaHook.body));
+      const hash = fake.send([{ to: d.address as `0x${string}`, amount: usdc(40) }]);
+      fake.mine(1);
       // Given in upper case (as some explorers show it), matched to the chain's lower case.
-      const hash = `0x${randomBytes(32).toString('hex')}`;
-      const ok = await call(t.app, 'POST', `/admin/deposits/${d.id}/confirm`, { admin: true, body: { txHash: hash.toUpperCase().replace('0X', '0x') } });
+      const ok = await withChain(() => call(t.app, 'POST', `/admin/deposits/${d.id}/confirm`, { admin: true, body: { txHash: hash.toUpperCase().replace('0X', '0x') } }));
       assert.equal(ok.status, 200, JSON.stringify(ok.body));
       assert.equal(ok.body.deposit.txHash, hash);
-      assert.equal(await creditChainPayment(t.ctx, { address: d.address, txHash: hash, amountCents: 4000 }), 'duplicate');
+      assert.equal(ok.body.deposit.logIndex, 0);
+      assert.deepEqual(await pollChainDeposits(t.ctx, chain), ['duplicate']);
       assert.equal(await balance(key), 40);
-      // A second payment to the address, with its own hash, is still credited.
-      assert.equal(await creditChainPayment(t.ctx, { address: d.address, txHash: `0x${randomBytes(32).toString('hex')}`, amountCents: 500 }), 'credited');
+      // A second payment to the address, another transfer, is still credited.
+      fake.send([{ to: d.address as `0x${string}`, amount: usdc(5) }]);
+      fake.mine(1);
+      assert.deepEqual(await pollChainDeposits(t.ctx, chain), ['credited']);
       assert.equal(await balance(key), 45);
       assert.deepEqual(await ledgerProblems(t, [accountId]), []);
     });
 
-    test('one on-chain payment confirmed at once by the operator, the webhook and the chain: credited once', async () => {
+    test('one on-chain payment confirmed at once by the operator, webhooks and two watcher looks: credited once', async () => {
       const { key, accountId } = await newAccount(t.app, 'pro', 0);
       const d = await withChain(() => deposit(key, 30));
-      const hash = `0x${randomBytes(32).toString('hex')}`;
-      const results = await Promise.all([
-        call(t.app, 'POST', `/admin/deposits/${d.id}/confirm`, { admin: true, body: { txHash: hash } }),
-        webhook(event(d.id, { txHash: hash })),
-        webhook(event(d.id, { txHash: hash })),
-        creditChainPayment(t.ctx, { address: d.address!, txHash: hash, amountCents: 3000 }),
-        creditChainPayment(t.ctx, { address: d.address!, txHash: hash, amountCents: 3000 }),
-      ]);
-      assert.equal(results.filter((r) => r === 'credited' || (typeof r === 'object' && r.status === 200)).length, 1, JSON.stringify(results));
+      await watchFromHere();
+      const hash = fake.send([{ to: d.address as `0x${string}`, amount: usdc(30) }]);
+      fake.mine(1);
+      const results = await withChain(() =>
+        Promise.all([
+          call(t.app, 'POST', `/admin/deposits/${d.id}/confirm`, { admin: true, body: { txHash: hash } }),
+          webhook(event(d.id, { txHash: hash })),
+          webhook(event(d.id, { txHash: hash, logIndex: 0 })),
+          pollChainDeposits(t.ctx, chain),
+          pollChainDeposits(t.ctx, chain),
+        ]),
+      );
+      const credited = results.filter((r) => (Array.isArray(r) ? r.includes('credited') : r.status === 200));
+      assert.equal(credited.length, 1, JSON.stringify(results));
+      for (const r of results) if (!Array.isArray(r) && r.status !== 200) assert.deepEqual([r.status, r.body], [409, { error: 'txHash: this transaction was already credited' }]);
       assert.equal(await balance(key), 30);
+      assert.deepEqual(await ledgerProblems(t, [accountId]), []);
+    });
+
+    test('an off-chain confirmation names a transfer the chain shows, deep enough, to this deposit: otherwise 400, 409 or 503 and nothing credited', async () => {
+      const { key, accountId } = await newAccount(t.app, 'pro', 0);
+      const [a, b] = [await withChain(() => deposit(key, 20)), await withChain(() => deposit(key, 50))];
+      const offChain = await deposit(key, 5);
+      const confirm = (id: string, body: Record<string, unknown>) => withChain(() => call(t.app, 'POST', `/admin/deposits/${id}/confirm`, { admin: true, body }));
+      const multisend = fake.send([
+        { to: a.address as `0x${string}`, amount: usdc(20) },
+        { to: b.address as `0x${string}`, amount: usdc(50) },
+      ]);
+      // One block deep, two needed: a reorganisation could still drop it.
+      let r = await confirm(b.id, { txHash: multisend });
+      assert.deepEqual([r.status, r.body], [409, { error: 'txHash: the transaction is 1 block(s) deep and counts at 2: confirm it then' }]);
+      fake.mine(1);
+      r = await confirm(b.id, { txHash: `0x${'12'.repeat(32)}` });
+      assert.deepEqual([r.status, r.body], [400, { error: 'txHash: no such transaction on Testnet (or not mined yet)' }]);
+      r = await confirm(b.id, { txHash: 'pi_123' });
+      assert.equal(r.status, 400);
+      assert.match(r.body.error, /^txHash: must be the hash/);
+      r = await confirm(b.id, { txHash: multisend, logIndex: 0 });
+      assert.deepEqual([r.status, r.body], [400, { error: `logIndex: transfer 0 of that transaction pays ${a.address}, not this deposit's address ${b.address}` }]);
+      const unrelated = fake.send([{ to: a.address as `0x${string}`, amount: usdc(1) }]);
+      fake.mine(1);
+      r = await confirm(b.id, { txHash: unrelated });
+      assert.deepEqual([r.status, r.body], [400, { error: `txHash: that transaction pays no USDC to this deposit's address ${b.address}` }]);
+      const withAmount = await withChain(() => webhook(event(b.id, { txHash: multisend, amount: 500 })));
+      assert.equal(withAmount.status, 400);
+      assert.match(withAmount.body.error, /^amount: /);
+      r = await withChain(() => call(t.app, 'POST', `/admin/deposits/${offChain.id}/confirm`, { admin: true, body: { txHash: 'pay_1', logIndex: 0 } }));
+      assert.deepEqual([r.status, r.body.error], [400, 'logIndex: is only for on-chain deposits (those with an address)']);
+      t.ctx.billing = { webhookSecret: SECRET, chain: { ...chain, rpcUrl: 'http://127.0.0.1:9' } };
+      try {
+        r = await call(t.app, 'POST', `/admin/deposits/${b.id}/confirm`, { admin: true, body: { txHash: multisend } });
+        assert.deepEqual([r.status, r.body], [503, { error: 'The payment network cannot be reached right now, try again' }]);
+      } finally {
+        t.ctx.billing = { webhookSecret: SECRET };
+      }
+      assert.equal(await balance(key), 0, 'nothing credited by any of these');
+      // The multisend, confirmed for each deposit: each its own transfer, once.
+      r = await confirm(b.id, { txHash: multisend });
+      assert.deepEqual([r.status, r.body.deposit.id, r.body.deposit.delta, r.body.deposit.logIndex], [200, b.id, 50, 1]);
+      r = await confirm(a.id, { txHash: multisend, logIndex: 0 });
+      assert.deepEqual([r.status, r.body.deposit.id, r.body.deposit.delta, r.body.deposit.logIndex], [200, a.id, 20, 0]);
+      for (const id of [a.id, b.id]) assert.equal((await confirm(id, { txHash: multisend })).status, 409);
+      assert.equal(await balance(key), 70);
       assert.deepEqual(await ledgerProblems(t, [accountId]), []);
     });
 

@@ -32,23 +32,21 @@ const transfer = (to: number, amount: bigint, tx: number, logIndex: number): Con
   blockNumber: 1n,
 });
 
-test('transfers become credits: one per transaction and address, amounts in cents rounded down', () => {
+test('transfers become credits: one per transfer, keyed by chain, transaction hash and log index; amounts in cents rounded down', () => {
   const unit = 10n ** 6n;
+  const key = (address: number, tx: number, logIndex: number, amountCents: number) => ({ chain: 'eip155:8453', txHash: hash(tx), logIndex, address: addr(address), amountCents });
   assert.deepEqual(
     chainCredits(
       [
         transfer(1, 5n * unit, 1, 0),
-        transfer(1, 2n * unit + 9_999n, 1, 3), // same transaction, same address: added up, then rounded
-        transfer(2, 7n * unit, 1, 1), // same transaction, another deposit address
+        transfer(2, 7n * unit, 1, 1), // a multisend: the same transaction pays another deposit address
+        transfer(1, 2n * unit + 9_999n, 1, 3), // and the first one again
         transfer(3, 1n * unit, 2, 0),
       ],
+      'eip155:8453',
       6,
     ),
-    [
-      { address: addr(1), txHash: hash(1), amountCents: 700 },
-      { address: addr(2), txHash: `${hash(1)}:1`, amountCents: 700 },
-      { address: addr(3), txHash: hash(2), amountCents: 100 },
-    ],
+    [key(1, 1, 0, 500), key(2, 1, 1, 700), key(1, 1, 3, 200), key(3, 2, 0, 100)],
   );
 });
 

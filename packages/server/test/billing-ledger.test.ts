@@ -72,8 +72,11 @@ for (const backend of await backends()) {
             const events = new Map<number, string>();
             const run = async (o: Op): Promise<unknown> => {
               switch (o.op) {
-                case 'deposit':
-                  return deposits.push((await createDeposit(t.ctx, accounts[o.account]!, o.cents)).id);
+                case 'deposit': {
+                  // Refused (409) past the cap of open deposits.
+                  const d = await expectedOrRefused(createDeposit(t.ctx, accounts[o.account]!, o.cents));
+                  return d instanceof AppError ? d : deposits.push(d.id);
+                }
                 case 'confirm': {
                   const id = deposits[o.deposit % Math.max(deposits.length, 1)] ?? randomUUID();
                   return expectedOrRefused(confirmDeposit(t.ctx, id, o.partial ? { amountCents: 1 } : {}));
@@ -137,7 +140,7 @@ for (const backend of await backends()) {
       const { key, accountId } = await newAccount(t.app, 'pro', 0);
       for (let i = 0; i < 120; i++) {
         t.clock.advance(i % 3 === 0 ? 0 : 10); // some rows share a time: the id orders them
-        await createDeposit(t.ctx, accountId, i + 1);
+        await adjustBalance(t.ctx, accountId, i + 1, undefined);
       }
       const first = await call(t.app, 'GET', '/api/billing/transactions', { key });
       assert.equal(first.status, 200);

@@ -7,7 +7,7 @@
 // Only blocks at least `confirmations` deep are read, so a reorganisation shallower than that can
 // neither show a transfer that later vanishes nor hide one: nothing above the safe head is looked
 // at until it is deep enough. The cursor only moves forward, past what a successful poll read.
-import { createPublicClient, getAddress, http, parseAbiItem, type PublicClient } from 'viem';
+import { createPublicClient, getAddress, http, parseAbiItem, parseEventLogs, TransactionReceiptNotFoundError, type Log, type PublicClient } from 'viem';
 import { networkName } from './config.js';
 
 const TRANSFER = parseAbiItem('event Transfer(address indexed from, address indexed to, uint256 value)');
@@ -32,6 +32,15 @@ export interface ConfirmedTransfer {
   logIndex: number;
   blockNumber: bigint;
 }
+
+/** One transaction as an off-chain confirmation names it (ChainWatcher.transaction). */
+export type SeenTransaction =
+  | { state: 'unknown' }
+  /** Mined, but not `confirmations` deep yet: `depth` counts its own block as 1. */
+  | { state: 'shallow'; depth: number }
+  /** Deep enough: its non-zero transfers of the token, by log index. */
+  | { state: 'final'; transfers: ConfirmedTransfer[] };
+
 
 export interface ChainWatcherOptions {
   rpcUrl: string;
@@ -80,6 +89,31 @@ export class ChainWatcher {
    */
   get cursor(): bigint | undefined {
     return this.nextBlock;
+  }
+
+  /** The chain's EIP-155 id, as the RPC says (part of every on-chain credit's key). */
+  async chainId(): Promise<number> {
+    return this.client.getChainId();
+  }
+
+  /**
+   * One transaction, by hash, as an operator or a processor names it: unknown (not mined, or on
+   * another chain), mined but not deep enough, or deep enough with its transfers of the token,
+   * read from its receipt (the same logs a poll reads).
+   */
+  async transaction(hash: `0x${string}`): Promise<SeenTransaction> {
+    let receipt;
+    try {
+      receipt = await this.client.getTransactionReceipt({ hash });
+    } catch (err) {
+      if (err instanceof TransactionReceiptNotFoundError) return { state: 'unknown' };
+      throw err;
+    }
+    const latest = await this.client.getBlockNumber({ cacheTime: 0 });
+    const depth = latest - receipt.blockNumber + 1n;
+    if (depth < this.confirmations) return { state: 'shallow', depth: Number(depth < 0n ? 0n : depth) };
+    const logs = receipt.logs.filter((log) => log.address.toLowerCase() === this.token.toLowerCase());
+    return { state: 'final', transfers: transfersOf(parseEventLogs({ abi: [TRANSFER], logs, eventName: 'Transfer', strict: true })) };
   }
 
   /** The network's display name, for payment details: the configured one, else by chain id. */
@@ -133,18 +167,24 @@ export class ChainWatcher {
 
   /** Non-zero transfers of the token to `to`, in blocks fromBlock..toBlock inclusive. */
   private async transfers(to: `0x${string}`[], fromBlock: bigint, toBlock: bigint): Promise<ConfirmedTransfer[]> {
-    const logs = await this.client.getLogs({ address: this.token, event: TRANSFER, args: { to }, fromBlock, toBlock, strict: true });
-    return logs
-      .filter((log) => log.args.value > 0n)
-      .map((log) => ({
-        from: log.args.from,
-        to: log.args.to,
-        amount: log.args.value,
-        txHash: log.transactionHash,
-        logIndex: log.logIndex,
-        blockNumber: log.blockNumber,
-      }));
+    return transfersOf(await this.client.getLogs({ address: this.token, event: TRANSFER, args: { to }, fromBlock, toBlock, strict: true }));
   }
+}
+
+type TransferLog = Log<bigint, number, false, typeof TRANSFER, true>;
+
+/** Decoded Transfer logs as transfers, those of 0 left out (see poll). */
+function transfersOf(logs: readonly TransferLog[]): ConfirmedTransfer[] {
+  return logs
+    .filter((log) => log.args.value > 0n)
+    .map((log) => ({
+      from: log.args.from,
+      to: log.args.to,
+      amount: log.args.value,
+      txHash: log.transactionHash,
+      logIndex: log.logIndex,
+      blockNumber: log.blockNumber,
+    }));
 }
 
 /** Checksummed and without repeats. */

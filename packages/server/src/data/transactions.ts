@@ -26,6 +26,8 @@ export type LedgerEntry =
         id: string;
         amount_cents: number;
         tx_hash: string | null;
+        chain: string | null;
+        log_index: number | null;
         confirmed_at: Date;
         description?: string | null | undefined;
       };
@@ -37,7 +39,7 @@ const CHARGE_PER_PERIOD = sql`(account_id, period_start) where kind = 'charge' a
  * The one way a single row changes a balance: writes the ledger row and moves the account's
  * cached balance by its delta, in the caller's transaction. A charge for a period already charged
  * is not written (the unique index transactions_one_charge_per_period): undefined, nothing
- * changed. A settle of a deposit that is no longer pending: undefined, nothing changed. A delta
+ * changed. A settle of a deposit that is neither pending nor expired: undefined, nothing changed. A delta
  * that would take the balance below 0 throws (services check first, so this is a bug guard), and
  * the caller's transaction rolls back with it.
  */
@@ -68,12 +70,14 @@ export async function postEntry(tx: Tx, entry: LedgerEntry): Promise<{ row: Tran
         amount_cents: s.amount_cents,
         delta_cents: s.amount_cents,
         tx_hash: s.tx_hash,
+        chain: s.chain,
+        log_index: s.log_index,
         confirmed_at: s.confirmed_at,
         ...(s.description !== undefined ? { description: s.description } : {}),
       })
       .where('id', '=', s.id)
       .where('kind', '=', 'deposit')
-      .where('status', '=', 'pending')
+      .where('status', 'in', ['pending', 'expired'])
       .returningAll()
       .executeTakeFirst();
   }
@@ -153,14 +157,36 @@ export async function chargeDueAccounts(
   return rows.map((r) => ({ ...r, balance_cents: Number(r.balance_cents), price_cents: Number(r.price_cents) }));
 }
 
+/** A deposit, unlocked: what a confirmation checks before it asks the chain. */
+export function findDeposit(db: Database | Tx, depositId: string) {
+  return db.selectFrom('transactions').selectAll().where('id', '=', depositId).where('kind', '=', 'deposit').executeTakeFirst();
+}
+
 /** A deposit, locked for the rest of the transaction (confirming it twice must not credit twice). */
 export function lockDeposit(db: Database | Tx, depositId: string) {
   return db.selectFrom('transactions').selectAll().where('id', '=', depositId).where('kind', '=', 'deposit').forUpdate().executeTakeFirst();
 }
 
-/** The row that credited this transaction hash, if any (one credit per hash: transactions_tx_hash). */
-export function findByTxHash(db: Database | Tx, txHash: string) {
-  return db.selectFrom('transactions').select(['id', 'account_id', 'kind']).where('tx_hash', '=', txHash).executeTakeFirst();
+/**
+ * What a credit is keyed by: an on-chain transfer (its chain, transaction hash and log index), or
+ * an off-chain payment id (chain and log index null). One credit per key (transactions_transfer,
+ * transactions_payment).
+ */
+export interface PaymentKey {
+  chain: string | null;
+  txHash: string;
+  logIndex: number | null;
+}
+
+/** The row that credited this payment, if any. */
+export function findCredit(db: Database | Tx, key: PaymentKey) {
+  return db
+    .selectFrom('transactions')
+    .select(['id', 'account_id', 'kind'])
+    .where('tx_hash', '=', key.txHash)
+    .$if(key.chain === null, (q) => q.where('chain', 'is', null))
+    .$if(key.chain !== null, (q) => q.where('chain', '=', key.chain!).where('log_index', '=', key.logIndex!))
+    .executeTakeFirst();
 }
 
 /** The deposit handed out with this address (addresses are unique: transactions_address). */
@@ -169,18 +195,53 @@ export function findDepositByAddress(db: Database | Tx, address: string) {
 }
 
 /**
- * The addresses the chain watcher looks for payments to: every pending deposit's, and those of
- * deposits confirmed since `confirmedSince` (a second payment to an address is credited too).
+ * The addresses the chain watcher looks for payments to: those of unpaid deposits (pending, or
+ * expired) that expire after `expiresAfter`, and those of deposits confirmed since
+ * `confirmedSince` (a second payment to an address is credited too). Abandoned deposits drop out
+ * once expired long enough, however many there are.
  */
-export async function watchedDepositAddresses(db: Database | Tx, confirmedSince: Date): Promise<string[]> {
-  const rows = await db
+export async function watchedDepositAddresses(db: Database | Tx, o: { expiresAfter: Date; confirmedSince: Date }): Promise<string[]> {
+  const unpaid = db
     .selectFrom('transactions')
     .select('address')
     .where('kind', '=', 'deposit')
     .where('address', 'is not', null)
-    .where((eb) => eb.or([eb('status', '=', 'pending'), eb('confirmed_at', '>=', confirmedSince)]))
-    .execute();
+    .where('status', 'in', ['pending', 'expired'])
+    .where('expires_at', '>', o.expiresAfter);
+  const paid = db
+    .selectFrom('transactions')
+    .select('address')
+    .where('kind', '=', 'deposit')
+    .where('address', 'is not', null)
+    .where('status', '=', 'confirmed')
+    .where('confirmed_at', '>=', o.confirmedSince);
+  const rows = await unpaid.unionAll(paid).execute();
   return rows.map((r) => r.address!);
+}
+
+/** How many of the account's deposits are open: pending and not expired at `now`. */
+export async function openDepositCount(db: Database | Tx, accountId: string, now: Date): Promise<number> {
+  const r = await db
+    .selectFrom('transactions')
+    .select((eb) => eb.fn.countAll<string>().as('n'))
+    .where('account_id', '=', accountId)
+    .where('kind', '=', 'deposit')
+    .where('status', '=', 'pending')
+    .where('expires_at', '>', now)
+    .executeTakeFirstOrThrow();
+  return Number(r.n);
+}
+
+/** Pending deposits whose time ran out by `now` become `expired`; how many did. */
+export async function expireDeposits(db: Database | Tx, now: Date): Promise<number> {
+  const r = await db
+    .updateTable('transactions')
+    .set({ status: 'expired' })
+    .where('kind', '=', 'deposit')
+    .where('status', '=', 'pending')
+    .where('expires_at', '<=', now)
+    .executeTakeFirst();
+  return Number(r.numUpdatedRows);
 }
 
 /** The next deposit address index (the sequence deposit_address_index: unique, never reused). */

@@ -417,6 +417,35 @@ const migrations: Record<string, Migration> = {
       await db.schema.alterTable('domains').addColumn('waf_compressed_bodies', 'text', (c) => c.notNull().defaultTo('refuse')).execute();
     },
   },
+  '0014_deposit_transfers': {
+    // Every credit is keyed by what paid it (docs/billing.md, "Confirming deposits"): an on-chain
+    // transfer by its chain (CAIP-2, `eip155:<chain id>`), transaction hash and log index; an
+    // off-chain payment by the processor's payment id (tx_hash, chain null). Rows credited before
+    // named an on-chain transfer `<hash>` or `<hash>:<logIndex>`: they are split under the chain
+    // 'legacy' (the chain id was not kept, and a bare hash's log index, -1 here, is unknown). The
+    // watcher never reads their blocks again (its cursor only moves on), so no new key meets them.
+    // Deposits expire (expires_at): pending ones get 24 hours from the upgrade.
+    async up(db: Kysely<any>) {
+      await db.schema
+        .alterTable('transactions')
+        .addColumn('chain', 'text')
+        .addColumn('log_index', 'integer')
+        .addColumn('expires_at', 'timestamptz')
+        .execute();
+      await sql`update transactions set chain = 'legacy',
+          log_index = case when tx_hash like '%:%' then split_part(tx_hash, ':', 2)::integer else -1 end,
+          tx_hash = split_part(tx_hash, ':', 1)
+        where tx_hash is not null and network is not null`.execute(db);
+      await sql`drop index transactions_tx_hash`.execute(db);
+      await sql`create unique index transactions_transfer on transactions (chain, tx_hash, log_index) where chain is not null`.execute(db);
+      await sql`create unique index transactions_payment on transactions (tx_hash) where chain is null and tx_hash is not null`.execute(db);
+      await sql`update transactions set expires_at = now() + interval '24 hours' where kind = 'deposit' and status = 'pending'`.execute(db);
+      // The cap of open deposits per account, and the addresses the chain watcher looks for.
+      await sql`create index transactions_open_deposits on transactions (account_id, expires_at) where kind = 'deposit' and status = 'pending'`.execute(db);
+      await sql`create index transactions_unpaid_addresses on transactions (expires_at) where kind = 'deposit' and address is not null and status in ('pending', 'expired')`.execute(db);
+      await sql`create index transactions_paid_addresses on transactions (confirmed_at) where kind = 'deposit' and address is not null and status = 'confirmed'`.execute(db);
+    },
+  },
   '0015_notification_endpoints': {
     // Fair delivery and a circuit breaker per delivery endpoint (an account's webhook, its e-mail
     // address; docs/notifications.md "Delivery runs" and "Failing endpoints"), and the e-mail

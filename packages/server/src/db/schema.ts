@@ -219,6 +219,14 @@ export interface TransactionsTable {
   address_index: Nullable<number>;
   network: Nullable<string>;
   token: Nullable<string>;
+  /**
+   * What credited the row (with tx_hash): an on-chain transfer's chain (`eip155:<chain id>`) and
+   * log index, one credit per (chain, tx_hash, log_index); null for an off-chain payment id.
+   */
+  chain: Nullable<string>;
+  log_index: Nullable<number>;
+  /** Deposits: when a pending one expires (no longer open, and an hour later no longer watched). */
+  expires_at: NullableTime;
 }
 
 /** A payment processor's webhook events, applied once each. */

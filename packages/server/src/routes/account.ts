@@ -32,9 +32,9 @@ export async function accountRoutes(app: App, { ctx }: RouteDeps) {
     schema: {
       tags: ['Account'],
       security: SECURITY,
-      summary: 'Announce a deposit; with on-chain deposits it gets its own address to pay to. Credited once confirmed. Works while frozen.',
+      summary: 'Announce a deposit; with on-chain deposits it gets its own address to pay to. Credited once confirmed. Open for 24 hours, at most 5 open at once (409). Works while frozen.',
       body: DepositCreate,
-      response: { 201: DepositView, 503: { $ref: 'Error#' }, ...ERROR_RESPONSES },
+      response: { 201: DepositView, 409: { $ref: 'Error#' }, 503: { $ref: 'Error#' }, ...ERROR_RESPONSES },
     },
     handler: async (req, reply) => {
       if (!hasAtMostTwoDecimals(req.body.amount)) throw invalidField('amount', 'must have at most two decimals');

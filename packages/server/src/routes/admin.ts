@@ -81,13 +81,13 @@ export async function adminRoutes(app: App, { ctx, adminToken }: RouteDeps) {
     schema: {
       tags,
       security,
-      summary: 'Mark a pending deposit confirmed, as the on-chain watcher would',
+      summary: 'Confirm a deposit, naming what paid it: an on-chain deposit, the transaction (read from the chain and credited per transfer, as the watcher would); otherwise the payment id',
       params: IdParams,
       body: AdminConfirm,
-      response: { 200: DepositConfirmed, 409: { $ref: 'Error#' }, ...ERROR_RESPONSES },
+      response: { 200: DepositConfirmed, 409: { $ref: 'Error#' }, 503: { $ref: 'Error#' }, ...ERROR_RESPONSES },
     },
     preValidation: emptyBody,
-    handler: async (req) => confirmDepositByOperator(ctx, req.params.id, req.body.txHash),
+    handler: async (req) => confirmDepositByOperator(ctx, req.params.id, { txHash: req.body.txHash, logIndex: req.body.logIndex }),
   });
   app.get('/admin/backup', {
     schema: {

@@ -46,6 +46,7 @@ export async function billingWebhookRoutes(app: App, { ctx }: RouteDeps) {
         depositId: req.body.depositId,
         amountCents: amount === undefined ? undefined : cents(amount),
         txHash: req.body.txHash,
+        logIndex: req.body.logIndex,
       });
     },
   });

@@ -14,15 +14,19 @@ import { readJobState, writeJobState } from '../data/job-state.js';
 import { recordPaymentEvent } from '../data/payment-events.js';
 import {
   chargeDueAccounts,
-  findByTxHash,
+  expireDeposits,
+  findCredit,
+  findDeposit,
   findDepositByAddress,
   insertTransaction,
   lockDeposit,
   nextDepositAddressIndex,
+  openDepositCount,
   postEntry,
   transactionCursor,
   transactionsPage,
   watchedDepositAddresses,
+  type PaymentKey,
   type TransactionRow,
 } from '../data/transactions.js';
 import type { Tx } from '../db/database.js';
@@ -85,11 +89,13 @@ export function transactionView(t: TransactionRow) {
     description: t.description,
     txHash: t.tx_hash,
     periodStart: iso(t.period_start),
+    logIndex: t.log_index,
     address: t.address,
     network: t.network,
     token: t.token,
     createdAt: iso(t.created_at),
     confirmedAt: iso(t.confirmed_at),
+    expiresAt: iso(t.expires_at),
   };
 }
 
@@ -202,20 +208,22 @@ export interface CreditResult {
 }
 
 /**
- * Credits a locked deposit row: a pending one is confirmed with what arrived; a confirmed one
- * with `another` set (a second payment to its address) gets a confirmed deposit row of its own.
+ * Credits a locked deposit row with a payment (keyed by `paid`, null for none named): a pending
+ * or expired one is settled with what arrived; a confirmed one (a second payment to its address)
+ * gets a confirmed deposit row of its own.
  */
 async function creditDeposit(
   ctx: ServiceContext,
   tx: Tx,
   dep: TransactionRow,
-  o: { amountCents: number; txHash: string | null; another: boolean },
+  o: { amountCents: number; paid: PaymentKey | null },
 ): Promise<CreditResult & { reactivated: boolean }> {
   const account = await lockAccount(tx, dep.account_id);
   if (!account) throw new AppError('account_not_found');
   const now = ctx.now();
   const requested = Number(dep.amount_cents);
-  const posted = o.another
+  const key = { tx_hash: o.paid?.txHash ?? null, chain: o.paid?.chain ?? null, log_index: o.paid?.logIndex ?? null };
+  const posted = dep.status === 'confirmed'
     ? await postEntry(tx, {
         insert: {
           id: newId(),
@@ -224,7 +232,7 @@ async function creditDeposit(
           amount_cents: o.amountCents,
           delta_cents: o.amountCents,
           status: 'confirmed',
-          tx_hash: o.txHash,
+          ...key,
           network: dep.network,
           token: dep.token,
           description: `Another payment to ${dep.address ?? 'the address'} of deposit ${dep.id}`,
@@ -236,7 +244,7 @@ async function creditDeposit(
         settle: {
           id: dep.id,
           amount_cents: o.amountCents,
-          tx_hash: o.txHash,
+          ...key,
           confirmed_at: now,
           ...(o.amountCents !== requested ? { description: `Requested ${money(requested)}, received ${money(o.amountCents)}` } : {}),
         },
@@ -247,7 +255,7 @@ async function creditDeposit(
     tx,
     account.id,
     'deposit_confirmed',
-    notificationMessages.depositConfirmed(o.amountCents, posted.balanceCents, o.txHash ?? undefined),
+    notificationMessages.depositConfirmed(o.amountCents, posted.balanceCents, o.paid?.txHash),
   );
   const after = await reactivateIfCovered(ctx, tx, account, posted.balanceCents);
   return {
@@ -263,7 +271,7 @@ async function runCredit<T extends { reactivated: boolean; account: { id: string
   try {
     r = await ctx.db.transaction().execute(fn);
   } catch (err) {
-    // One credit per transaction hash (transactions_tx_hash), whatever raced us to it.
+    // One credit per payment (transactions_transfer, transactions_payment), whatever raced us to it.
     if (isUniqueViolation(err)) throw new AppError('tx_hash_used');
     throw err;
   }
@@ -272,46 +280,106 @@ async function runCredit<T extends { reactivated: boolean; account: { id: string
 }
 
 export interface ConfirmOptions {
+  /** What paid it: the transaction's hash (on-chain deposits, required), or the processor's payment id. */
   txHash?: string | undefined;
-  /** What arrived, in cents; default the amount asked for. */
+  /** On-chain deposits: the one transfer of that transaction meant; default every transfer of it to the deposit's address. */
+  logIndex?: number | undefined;
+  /** Off-chain deposits: what arrived, in cents; default the amount asked for. */
   amountCents?: number | undefined;
   /** A payment processor's event id: applied once (payment_events). */
   eventId?: string | undefined;
 }
 
+type Confirmed = CreditResult | { duplicate: true };
+
+const TX_HASH = /^0x[0-9a-fA-F]{64}$/;
+
 /**
- * Confirms a pending deposit and credits it: the one function behind the operator API, the
- * payment webhook and the chain watcher. A frozen account whose new balance covers its price is
- * charged and active again in the same transaction. A deposit already confirmed is a 409, a
- * transaction hash already credited a 409; an event id already applied answers `duplicate`.
+ * Confirms a deposit off-chain (the operator API, the payment webhook), naming what paid it. An
+ * on-chain deposit (one with an address) names the transaction: the control plane reads it from
+ * the chain and credits its transfers to the deposit's address as the chain watcher does, keyed
+ * by (chain, hash, log index), so whichever of the two sees a transfer first credits it and the
+ * other finds it credited; what is credited is what arrived. An off-chain deposit is settled once
+ * (a 409 after), with what the caller says arrived; a payment id it names is credited once.
+ * A frozen account whose new balance covers its price is charged and active again in the same
+ * transaction. An event id already applied answers `duplicate`.
  */
-export async function confirmDeposit(ctx: ServiceContext, depositId: string, o: ConfirmOptions = {}): Promise<CreditResult | { duplicate: true }> {
+export async function confirmDeposit(ctx: ServiceContext, depositId: string, o: ConfirmOptions = {}): Promise<Confirmed> {
   if (!isUuid(depositId)) throw new AppError('deposit_not_found');
-  // An EVM transaction hash as the chain watcher stores it (lower case), whatever case it was given in.
-  const txHash = o.txHash !== undefined && /^0x[0-9a-fA-F]{64}$/.test(o.txHash) ? o.txHash.toLowerCase() : o.txHash;
+  const dep = await findDeposit(ctx.db, depositId);
+  if (!dep) throw new AppError('deposit_not_found');
+  return dep.address === null ? confirmOffChain(ctx, dep.id, o) : confirmOnChain(ctx, dep, o);
+}
+
+/** One confirmation's credits in one transaction, its event id recorded with them (seen before: nothing done). */
+async function confirmIn(ctx: ServiceContext, depositId: string, eventId: string | undefined, credit: (tx: Tx) => Promise<CreditResult & { reactivated: boolean }>): Promise<Confirmed> {
   const r = await runCredit(ctx, async (tx) => {
-    if (o.eventId !== undefined && !(await recordPaymentEvent(tx, { id: o.eventId, deposit_id: depositId, received_at: ctx.now() }))) {
+    if (eventId !== undefined && !(await recordPaymentEvent(tx, { id: eventId, deposit_id: depositId, received_at: ctx.now() }))) {
       return { duplicate: true as const, reactivated: false, account: { id: '' } };
     }
-    const dep = await lockDeposit(tx, depositId);
-    if (!dep) throw new AppError('deposit_not_found');
-    if (dep.status !== 'pending') throw new AppError('deposit_not_pending');
-    // An on-chain deposit confirmed off-chain names the transaction that paid it, so that the chain
-    // watcher, seeing that transfer later, knows it credited (without it the same payment was
-    // credited again as "another payment" to the address).
-    if (dep.address !== null && txHash === undefined) {
-      throw invalidField('txHash', 'is required to confirm an on-chain deposit: the hash of the transaction that paid it');
-    }
-    if (txHash !== undefined && (await findByTxHash(tx, txHash))) throw new AppError('tx_hash_used');
-    return creditDeposit(ctx, tx, dep, { amountCents: o.amountCents ?? Number(dep.amount_cents), txHash: txHash ?? null, another: false });
+    return credit(tx);
   });
   if ('duplicate' in r) return { duplicate: true };
   return { deposit: r.deposit, account: r.account };
 }
 
+async function confirmOffChain(ctx: ServiceContext, depositId: string, o: ConfirmOptions): Promise<Confirmed> {
+  if (o.logIndex !== undefined) throw invalidField('logIndex', 'is only for on-chain deposits (those with an address)');
+  // A 0x hash in lower case, as chains and explorers mostly write it, whatever case it was given in.
+  const txHash = o.txHash !== undefined && TX_HASH.test(o.txHash) ? o.txHash.toLowerCase() : o.txHash;
+  const paid: PaymentKey | null = txHash === undefined ? null : { chain: null, txHash, logIndex: null };
+  return confirmIn(ctx, depositId, o.eventId, async (tx) => {
+    const dep = await lockDeposit(tx, depositId);
+    if (!dep) throw new AppError('deposit_not_found');
+    if (dep.status !== 'pending' && dep.status !== 'expired') throw new AppError('deposit_not_pending');
+    if (paid && (await findCredit(tx, paid))) throw new AppError('tx_hash_used');
+    return creditDeposit(ctx, tx, dep, { amountCents: o.amountCents ?? Number(dep.amount_cents), paid });
+  });
+}
+
+async function confirmOnChain(ctx: ServiceContext, dep: TransactionRow, o: ConfirmOptions): Promise<Confirmed> {
+  if (o.txHash === undefined) throw invalidField('txHash', 'is required to confirm an on-chain deposit: the hash of the transaction that paid it');
+  if (!TX_HASH.test(o.txHash)) throw invalidField('txHash', 'must be the hash of the transaction that paid an on-chain deposit: 0x and 64 hex digits');
+  if (o.amountCents !== undefined) throw invalidField('amount', 'an on-chain deposit is credited what arrived on-chain: leave amount out');
+  const chain = ctx.billing?.chain;
+  if (!chain) throw new AppError('chain_unavailable');
+  const credits = await transfersToDeposit(chain, dep, o.txHash.toLowerCase() as `0x${string}`, o.logIndex);
+  return confirmIn(ctx, dep.id, o.eventId, async (tx) => {
+    const done: (CreditResult & { reactivated: boolean })[] = [];
+    for (const c of credits) {
+      const r = await creditTransfer(ctx, tx, c);
+      if (typeof r !== 'string') done.push(r);
+    }
+    if (done.length === 0) throw new AppError('tx_hash_used');
+    return { deposit: done[0]!.deposit, account: done.at(-1)!.account, reactivated: done.some((r) => r.reactivated) };
+  });
+}
+
+/**
+ * The transfers of a named transaction to an on-chain deposit's address (or the one at
+ * `logIndex`), read from the chain: refused while the transaction is not as deep as the watcher
+ * needs (a reorganisation could still drop it), or when it pays the address nothing.
+ */
+async function transfersToDeposit(chain: ChainConfig, dep: TransactionRow, hash: `0x${string}`, logIndex: number | undefined): Promise<ChainCredit[]> {
+  const seen = await askChain(() => chainWatcher(chain).transaction(hash));
+  if (seen.state === 'unknown') throw invalidField('txHash', `no such transaction on ${dep.network ?? 'the chain'} (or not mined yet)`);
+  if (seen.state === 'shallow') {
+    throw new AppError('transfer_not_final', `txHash: the transaction is ${seen.depth} block(s) deep and counts at ${chain.confirmations}: confirm it then`);
+  }
+  const paysDeposit = seen.transfers.filter((t) => t.to.toLowerCase() === dep.address!.toLowerCase() && (logIndex === undefined || t.logIndex === logIndex));
+  if (paysDeposit.length === 0) {
+    const other = logIndex === undefined ? undefined : seen.transfers.find((t) => t.logIndex === logIndex);
+    if (other) throw invalidField('logIndex', `transfer ${logIndex} of that transaction pays ${other.to}, not this deposit's address ${dep.address}`);
+    throw invalidField('txHash', `that transaction pays no ${chain.symbol} to this deposit's address ${dep.address}`);
+  }
+  const credits = chainCredits(paysDeposit, await askChain(() => chainKey(chain)), chain.decimals).filter((c) => c.amountCents > 0);
+  if (credits.length === 0) throw invalidField('txHash', `that transaction pays this deposit's address less than a cent`);
+  return credits;
+}
+
 /** The operator's confirmation (POST /admin/deposits/:id/confirm). */
-export async function confirmDepositByOperator(ctx: ServiceContext, depositId: string, txHash: string | undefined): Promise<CreditResult> {
-  const r = await confirmDeposit(ctx, depositId, { txHash });
+export async function confirmDepositByOperator(ctx: ServiceContext, depositId: string, o: { txHash?: string | undefined; logIndex?: number | undefined }): Promise<CreditResult> {
+  const r = await confirmDeposit(ctx, depositId, o);
   if ('duplicate' in r) throw new AppError('deposit_not_pending'); // no event id: never a duplicate
   return r;
 }
@@ -364,7 +432,7 @@ async function chainNetwork(chain: ChainConfig): Promise<string> {
   if (!name) {
     let timer: NodeJS.Timeout | undefined;
     const late = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error('no answer')), NETWORK_NAME_TIMEOUT_MS)));
-    name = Promise.race([new ChainWatcher({ rpcUrl: chain.rpcUrl, token: chain.token, confirmations: chain.confirmations }).network(), late]).finally(() => clearTimeout(timer));
+    name = Promise.race([chainWatcher(chain).network(), late]).finally(() => clearTimeout(timer));
     networkNames.set(chain.rpcUrl, name);
     name.catch(() => networkNames.delete(chain.rpcUrl)); // asked again next time
   }
@@ -375,27 +443,44 @@ async function chainNetwork(chain: ChainConfig): Promise<string> {
   }
 }
 
+/** Deposits an account may have open (pending, not expired) at once. */
+export const MAX_OPEN_DEPOSITS = 5;
+/** A deposit stays open this long; then it expires (docs/billing.md, "Deposits"). */
+export const DEPOSIT_TTL_MS = 24 * 3_600_000;
+
 /**
- * A pending deposit. With on-chain deposits configured it gets payment details: its own address
- * (child `i` of the operator's xpub, `i` the next value of deposit_address_index), the network
- * and the token; `tokenContract` is the ERC-20 contract to pay with.
+ * A pending deposit, open for DEPOSIT_TTL_MS; an account with MAX_OPEN_DEPOSITS open already gets
+ * a 409 (counted under the account's lock, so requests at once cannot pass it). With on-chain
+ * deposits configured it gets payment details: its own address (child `i` of the operator's
+ * xpub, `i` the next value of deposit_address_index), the network and the token;
+ * `tokenContract` is the ERC-20 contract to pay with.
  */
 export async function createDeposit(ctx: ServiceContext, accountId: string, amountCents: number) {
   const chain = ctx.billing?.chain;
-  const base = { id: newId(), account_id: accountId, kind: 'deposit', amount_cents: amountCents, status: 'pending', created_at: ctx.now() };
-  if (!chain) return { ...transactionView(await insertTransaction(ctx.db, base)), tokenContract: null };
-  const network = await chainNetwork(chain);
-  const index = await nextDepositAddressIndex(ctx.db);
-  const address = depositAddress(chain.xpub, index);
-  const row = await insertTransaction(ctx.db, {
-    ...base,
-    address,
-    address_index: index,
-    network,
-    token: chain.symbol,
-    description: `Pay ${money(amountCents).slice(1)} ${chain.symbol} on ${network} to ${address}`,
+  const network = chain ? await chainNetwork(chain) : undefined;
+  const row = await ctx.db.transaction().execute(async (tx) => {
+    if (!(await lockAccount(tx, accountId))) throw new AppError('account_not_found');
+    const now = ctx.now();
+    if ((await openDepositCount(tx, accountId, now)) >= MAX_OPEN_DEPOSITS) throw new AppError('deposit_limit');
+    const base = { id: newId(), account_id: accountId, kind: 'deposit', amount_cents: amountCents, status: 'pending', created_at: now, expires_at: new Date(now.getTime() + DEPOSIT_TTL_MS) };
+    if (!chain || network === undefined) return insertTransaction(tx, base);
+    const index = await nextDepositAddressIndex(tx);
+    const address = depositAddress(chain.xpub, index);
+    return insertTransaction(tx, {
+      ...base,
+      address,
+      address_index: index,
+      network,
+      token: chain.symbol,
+      description: `Pay ${money(amountCents).slice(1)} ${chain.symbol} on ${network} to ${address}`,
+    });
   });
-  return { ...transactionView(row), tokenContract: chain.token as string };
+  return { ...transactionView(row), tokenContract: chain ? (chain.token as string) : null };
+}
+
+/** The deposit-expiry job: pending deposits past their time become `expired` (no longer open). */
+export function runDepositExpiry(ctx: ServiceContext): Promise<number> {
+  return expireDeposits(ctx.db, ctx.now());
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -522,6 +607,7 @@ export interface PaymentEvent {
   depositId?: string | undefined;
   amountCents?: number | undefined;
   txHash?: string | undefined;
+  logIndex?: number | undefined;
 }
 
 /**
@@ -531,7 +617,7 @@ export interface PaymentEvent {
 export async function applyPaymentEvent(ctx: ServiceContext, e: PaymentEvent) {
   if (e.type !== 'deposit.confirmed') return { received: true, applied: false };
   if (e.depositId === undefined) throw invalidField('depositId', 'is required for deposit.confirmed');
-  const r = await confirmDeposit(ctx, e.depositId, { eventId: e.id, txHash: e.txHash, amountCents: e.amountCents });
+  const r = await confirmDeposit(ctx, e.depositId, { eventId: e.id, txHash: e.txHash, logIndex: e.logIndex, amountCents: e.amountCents });
   if ('duplicate' in r) return { received: true, applied: false, duplicate: true };
   return { received: true, applied: true, deposit: r.deposit, account: r.account };
 }
@@ -543,54 +629,52 @@ export async function applyPaymentEvent(ctx: ServiceContext, e: PaymentEvent) {
 export const CHAIN_CURSOR = 'chain-watcher.cursor';
 /** A deposit's address stays watched this long after its confirmation: a second payment is credited too. */
 export const REPAYMENT_WATCH_MS = 30 * 86_400_000;
+/**
+ * An unpaid deposit's address stays watched this long after it expired: a payment made in its
+ * last minutes is credited once deep enough. After that it is not looked for (docs/billing.md).
+ */
+export const EXPIRED_WATCH_MS = 3_600_000;
 
-export interface ChainCredit {
+/** A transfer to a deposit address as a credit, keyed by the transfer itself. */
+export interface ChainCredit extends PaymentKey {
+  /** CAIP-2: `eip155:<chain id>`. */
+  chain: string;
+  logIndex: number;
   address: string;
-  /** The transaction hash, or `<hash>:<logIndex>` for the second and later deposit addresses one transaction pays. */
-  txHash: string;
   amountCents: number;
 }
 
 /**
- * Transfers as credits: one per transaction and deposit address (several transfers of one
- * transaction to one address add up), keyed by the transaction hash; when one transaction pays
- * several deposit addresses, the first keeps the hash and the others are keyed `<hash>:<logIndex>`.
+ * Transfers as credits: one per transfer, keyed by its chain, transaction hash and log index (a
+ * multisend paying several deposit addresses, or one address twice, is several credits), in cents
+ * rounded down.
  */
-export function chainCredits(transfers: readonly ConfirmedTransfer[], decimals: number): ChainCredit[] {
-  const byTx = new Map<string, Map<string, { amount: bigint; logIndex: number }>>();
-  for (const t of transfers) {
-    const tx = byTx.get(t.txHash) ?? new Map<string, { amount: bigint; logIndex: number }>();
-    byTx.set(t.txHash, tx);
-    const to = tx.get(t.to);
-    if (to) to.amount += t.amount;
-    else tx.set(t.to, { amount: t.amount, logIndex: t.logIndex });
-  }
-  const credits: ChainCredit[] = [];
-  for (const [hash, tos] of byTx) {
-    const sorted = [...tos].sort((a, b) => a[1].logIndex - b[1].logIndex);
-    sorted.forEach(([address, { amount, logIndex }], i) => {
-      credits.push({ address, txHash: i === 0 ? hash : `${hash}:${logIndex}`, amountCents: toCents(amount, decimals) });
-    });
-  }
-  return credits;
+export function chainCredits(transfers: readonly ConfirmedTransfer[], chain: string, decimals: number): ChainCredit[] {
+  return transfers.map((t) => ({ chain, txHash: t.txHash.toLowerCase(), logIndex: t.logIndex, address: t.to, amountCents: toCents(t.amount, decimals) }));
 }
 
 export type ChainCreditOutcome = 'credited' | 'duplicate' | 'unknown-address' | 'dust';
 
 /**
- * A payment seen on-chain: confirms the address's pending deposit with what arrived (less or more
- * than asked), or, when that deposit was already confirmed, credits the payment as a confirmed
- * deposit of its own. Once per transaction hash.
+ * One transfer credited in the caller's transaction, unless credited before: a pending or expired
+ * deposit at its address is settled with what arrived (less or more than asked); a confirmed one
+ * gets the payment as a confirmed deposit row of its own.
  */
+async function creditTransfer(ctx: ServiceContext, tx: Tx, c: ChainCredit): Promise<(CreditResult & { reactivated: boolean }) | 'duplicate' | 'unknown-address'> {
+  if (await findCredit(tx, c)) return 'duplicate';
+  const found = await findDepositByAddress(tx, c.address);
+  const dep = found && (await lockDeposit(tx, found.id));
+  if (!dep) return 'unknown-address';
+  return creditDeposit(ctx, tx, dep, { amountCents: c.amountCents, paid: c });
+}
+
+/** A payment the chain watcher saw: credited once per transfer, whichever path (or process) gets there first. */
 export async function creditChainPayment(ctx: ServiceContext, c: ChainCredit): Promise<ChainCreditOutcome> {
   if (c.amountCents <= 0) return 'dust';
   try {
     const r = await runCredit(ctx, async (tx) => {
-      if (await findByTxHash(tx, c.txHash)) return { outcome: 'duplicate' as const, reactivated: false, account: { id: '' } };
-      const found = await findDepositByAddress(tx, c.address);
-      const dep = found && (await lockDeposit(tx, found.id));
-      if (!dep) return { outcome: 'unknown-address' as const, reactivated: false, account: { id: '' } };
-      const r = await creditDeposit(ctx, tx, dep, { amountCents: c.amountCents, txHash: c.txHash, another: dep.status !== 'pending' });
+      const r = await creditTransfer(ctx, tx, c);
+      if (typeof r === 'string') return { outcome: r, reactivated: false, account: { id: '' } };
       return { ...r, outcome: 'credited' as const };
     });
     return r.outcome;
@@ -600,27 +684,51 @@ export async function creditChainPayment(ctx: ServiceContext, c: ChainCredit): P
   }
 }
 
+/** A watcher of the configured chain, reading from `fromBlock` (the stored cursor) when given. */
+function chainWatcher(chain: ChainConfig, fromBlock?: bigint): ChainWatcher {
+  return new ChainWatcher({ rpcUrl: chain.rpcUrl, token: chain.token, confirmations: chain.confirmations, network: chain.network, fromBlock });
+}
+
+/** The chain's part of every on-chain credit's key, `eip155:<chain id>` (CAIP-2), asked of the RPC once per process. */
+const chainKeys = new Map<string, Promise<string>>();
+function chainKey(chain: ChainConfig): Promise<string> {
+  let key = chainKeys.get(chain.rpcUrl);
+  if (!key) {
+    key = chainWatcher(chain)
+      .chainId()
+      .then((id) => `eip155:${id}`);
+    chainKeys.set(chain.rpcUrl, key);
+    key.catch(() => chainKeys.delete(chain.rpcUrl)); // asked again next time
+  }
+  return key;
+}
+
+/** An RPC call on behalf of a request: the chain not answering is a 503, not a 500. */
+async function askChain<T>(fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch {
+    throw new AppError('chain_unavailable');
+  }
+}
+
 /**
  * One look at the chain (the chain-watcher job): the transfers to watched deposit addresses in the
  * blocks from the stored cursor up to the newest deep enough, each credited once; then the cursor
  * moves on. A failure leaves the cursor, so the next run reads the same blocks again (what was
- * credited meanwhile is not credited twice: one credit per transaction hash).
+ * credited meanwhile is not credited twice: one credit per transfer).
  */
 export async function pollChainDeposits(ctx: ServiceContext, chain: ChainConfig | undefined = ctx.billing?.chain): Promise<ChainCreditOutcome[]> {
   if (!chain) return [];
+  const key = await chainKey(chain);
   const stored = await readJobState(ctx.db, CHAIN_CURSOR);
-  const watcher = new ChainWatcher({
-    rpcUrl: chain.rpcUrl,
-    token: chain.token,
-    confirmations: chain.confirmations,
-    network: chain.network,
-    fromBlock: stored !== undefined && /^\d+$/.test(stored) ? BigInt(stored) : undefined,
-  });
+  const watcher = chainWatcher(chain, stored !== undefined && /^\d+$/.test(stored) ? BigInt(stored) : undefined);
   // Read just before the poll (see ChainWatcher.poll).
-  const addresses = await watchedDepositAddresses(ctx.db, new Date(ctx.now().getTime() - REPAYMENT_WATCH_MS));
+  const now = ctx.now().getTime();
+  const addresses = await watchedDepositAddresses(ctx.db, { expiresAfter: new Date(now - EXPIRED_WATCH_MS), confirmedSince: new Date(now - REPAYMENT_WATCH_MS) });
   const transfers = await watcher.poll(addresses);
   const outcomes: ChainCreditOutcome[] = [];
-  for (const credit of chainCredits(transfers, chain.decimals)) outcomes.push(await creditChainPayment(ctx, credit));
+  for (const credit of chainCredits(transfers, key, chain.decimals)) outcomes.push(await creditChainPayment(ctx, credit));
   if (watcher.cursor !== undefined) await writeJobState(ctx.db, CHAIN_CURSOR, watcher.cursor.toString());
   return outcomes;
 }
