@@ -2,10 +2,12 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import dns, { type LookupAddress } from 'node:dns';
 import { after, describe, mock, test } from 'node:test';
+import { createHash } from 'node:crypto';
 import { deliverEmail, emailTransport } from '../src/delivery/email.js';
 import { CIRCUIT_THRESHOLD, circuitPauseMs, ENDPOINT_DISABLE_AFTER_MS } from '../src/delivery/circuit.js';
 import { DELIVERY_GIVE_UP_MS } from '../src/delivery/retry.js';
 import { verifyWebhook, webhookBody } from '../src/delivery/webhook.js';
+import { notificationSettings } from '../src/data/notification-settings.js';
 import { secretKeyFrom } from '../src/secret-box.js';
 import { deliveryRunner, runDeliveries, type DeliveryOptions } from '../src/services/notification-delivery.js';
 import { notificationMessages, notify, notifyFromServer, recordStatusReport, type NotificationKind } from '../src/services/notifications.js';
@@ -517,6 +519,86 @@ for (const backend of await backends()) {
         t.ctx.secretKey = key;
       }
       assert.equal((await settings(a.key)).webhookStatus!.state, 'ok');
+    });
+
+    test('an e-mail address is confirmed before anything is sent to it: a single-use link, stored hashed, spaced out, expiring', async () => {
+      const a = await newAccount(t.app);
+      const email = `confirm-${a.accountId.slice(0, 8)}@example.com`;
+      const put = await call(t.app, 'PUT', '/api/settings/notifications', { key: a.key, body: { email } });
+      assert.equal(put.status, 200, JSON.stringify(put.body));
+      const view = put.body as NotificationSettings & { emailConfirmationSentAt: string | null };
+      assert.deepEqual([view.email, view.emailConfirmed, view.emailConfirmationSentAt], [email, false, t.clock.now().toISOString()]);
+
+      // The confirmation e-mail: our words and the token, nothing the account wrote.
+      const confirmations = () => smtp.messages.filter((m) => m.to.includes(email) && /Confirm the address/.test(m.raw));
+      assert.equal(confirmations().length, 1);
+      const text = mailText(confirmations()[0]!.raw);
+      const token = /^([A-Za-z0-9_-]{43})$/m.exec(text)![1]!;
+      assert.match(confirmations()[0]!.raw, /^Subject: \[Rampart\] Confirm the address for notifications\r$/m);
+      const row = await notificationSettings(t.ctx.db, a.accountId);
+      assert.equal(row!.email_token_hash, createHash('sha256').update(token).digest('hex'), 'stored as its SHA-256');
+      assert.ok(!JSON.stringify(row).includes(token), 'the token itself is not stored');
+
+      // Unconfirmed: a notification queues no e-mail, and nothing but the confirmation reached the address.
+      await raise(a.accountId, 'server_down', 'before confirming');
+      assert.deepEqual(await log(a.key), []);
+      await run();
+      assert.deepEqual(mailsTo(email), []);
+
+      // At most one confirmation e-mail a minute.
+      const again = await call(t.app, 'POST', '/api/settings/notifications/email/confirmation', { key: a.key });
+      assert.equal(again.status, 429);
+      assert.match((again.body as { error: string }).error, /^email: a confirmation e-mail was sent less than a minute ago/);
+      assert.ok(Number(again.headers['retry-after']) > 0);
+      assert.equal(confirmations().length, 1);
+
+      const confirm = (body: unknown) => call(t.app, 'POST', '/api/settings/notifications/email/confirm', { body });
+      const wrong = await confirm({ token: `${token.slice(0, -1)}${token.endsWith('A') ? 'B' : 'A'}` });
+      assert.equal(wrong.status, 400);
+      assert.match((wrong.body as { error: string }).error, /^token: /);
+      assert.equal((await confirm({})).status, 400);
+      const ok = await confirm({ token });
+      assert.deepEqual([ok.status, ok.body], [200, { email }]);
+      assert.equal((await confirm({ token })).status, 400, 'single use');
+      assert.equal((await call(t.app, 'GET', '/api/settings/notifications', { key: a.key })).body.emailConfirmed, true);
+
+      // Confirmed: notifications are delivered to it.
+      await raise(a.accountId, 'server_down', 'after confirming');
+      await run();
+      assert.equal(mailsTo(email).length, 1);
+      assert.ok(mailText(mailsTo(email)[0]!.raw).includes('after confirming'));
+
+      // A new address starts unconfirmed; a link expires after 24 hours; a new one replaces it.
+      const other = `other-${a.accountId.slice(0, 8)}@example.com`;
+      t.clock.advance(60_000);
+      assert.equal((await call(t.app, 'PUT', '/api/settings/notifications', { key: a.key, body: { email: other } })).body.emailConfirmed, false);
+      const first = /^([A-Za-z0-9_-]{43})$/m.exec(mailText(smtp.messages.findLast((m) => m.to.includes(other))!.raw))![1]!;
+      await raise(a.accountId, 'server_down', 'to the new address');
+      await run();
+      assert.equal(smtp.messages.filter((m) => m.to.includes(other)).length, 1, 'only its confirmation');
+      t.clock.advance(24 * 3600_000);
+      assert.equal((await confirm({ token: first })).status, 400, 'expired');
+      const resent = await call(t.app, 'POST', '/api/settings/notifications/email/confirmation', { key: a.key });
+      assert.equal(resent.status, 200, JSON.stringify(resent.body));
+      await confirmAddress(other);
+      assert.equal((await call(t.app, 'POST', '/api/settings/notifications/email/confirmation', { key: a.key })).status, 400, 'already confirmed');
+    });
+
+    test("e-mail subjects carry our words and ids only; a server's name goes in the body, quoted, escaped and shortened", async () => {
+      const a = await account({ webhookUrl: null });
+      const name = 'Buy pills https://p.example \u202e!lave now 50% off, call us today';
+      const server = (await call(t.app, 'POST', '/api/servers', { key: a.key, body: { name } })).body as { id: string };
+      await notifyFromServer(t.ctx, { accountId: a.accountId, serverId: server.id, kind: 'server_down', message: notificationMessages.serverDown(name) });
+      await run();
+      const [mail] = mailsTo(a.email!);
+      assert.ok(mail);
+      const headers = mail.raw.slice(0, mail.raw.indexOf('\r\n\r\n')).replace(/\r\n[ \t]+/g, ' ');
+      const subject = /^Subject: (.*)$/m.exec(headers)![1]!;
+      assert.equal(subject, `[Rampart] Server down (server ${server.id})`);
+      const body = Buffer.from(mailText(mail.raw), 'latin1').toString('utf8'); // mailText gives the bytes; the mail is UTF-8
+      assert.ok(body.includes('Shield server "Buy pills https://p.example \\u{202e}!lave now …" disconnected'), body);
+      assert.ok(!body.includes('\u202e'), 'the override character itself is not sent');
+      assert.ok(!body.includes('call now'), 'the name is cut');
     });
   });
 }

@@ -14,6 +14,7 @@ import { ADMIN_TOKEN, backends, call, makeTestApp, newAccount, type TestApp } fr
 
 const SECRET = 'whsec-0123456789abcdef-secret';
 const FROZEN = { error: 'account is frozen, renew the plan to make changes' };
+const HEALTHY = { state: 'ok', consecutiveFailures: 0, failingSince: null, pausedUntil: null, disabledAt: null, lastError: null };
 
 type NotificationItem = { id: string; kind: string; message: string; serverId: string | null; domainId: string | null; count: number; read: boolean; createdAt: string };
 
@@ -148,15 +149,29 @@ for (const backend of await backends()) {
 
     test('settings: none at first; set, read back without the secret, stored encrypted; a field left out keeps its value, null clears it', async () => {
       const { key, accountId } = await newAccount(t.app);
-      assert.deepEqual(await settings(key), { webhookUrl: null, webhookSecretSet: false, email: null, kinds: [], updatedAt: null });
+      assert.deepEqual(await settings(key), {
+        webhookUrl: null,
+        webhookSecretSet: false,
+        email: null,
+        emailConfirmed: false,
+        emailConfirmationSentAt: null,
+        kinds: [],
+        updatedAt: null,
+        webhookStatus: null,
+        emailStatus: null,
+      });
       const r = await put(key, { webhookUrl: 'https://hooks.example.com/rampart?token=abc#frag', webhookSecret: SECRET, email: 'Ops@Example.COM', kinds: ['proxy_crash', 'server_down', 'server_down'] });
       assert.equal(r.status, 200, JSON.stringify(r.body));
       const expected = {
         webhookUrl: 'https://hooks.example.com/rampart?token=abc',
         webhookSecretSet: true,
         email: 'Ops@example.com',
+        emailConfirmed: false, // until the link of its confirmation e-mail is opened (this app sends none: no SMTP)
+        emailConfirmationSentAt: null,
         kinds: ['server_down', 'proxy_crash'],
         updatedAt: t.clock.now().toISOString(),
+        webhookStatus: HEALTHY,
+        emailStatus: HEALTHY,
       };
       assert.deepEqual(r.body, expected);
       assert.deepEqual(await settings(key), expected);
@@ -226,7 +241,7 @@ for (const backend of await backends()) {
         assert.match(r.body.error, error, JSON.stringify(body).slice(0, 120));
       }
       assert.deepEqual(await settings(key), before, 'nothing was stored');
-      assert.equal(NOTIFICATION_KINDS.length, 9);
+      assert.equal(NOTIFICATION_KINDS.length, 10);
     });
 
     test('without RAMPART_SECRET_KEY a webhook secret cannot be set, and the answer says what the operator must do', async () => {
