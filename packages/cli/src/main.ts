@@ -2,6 +2,7 @@
 import { adminCommand } from './admin.js';
 import { agentCommand } from './agent.js';
 import { initCommand } from './init.js';
+import { rekeyCommand } from './rekey.js';
 import { RAMPART_VERSION } from '@rampart/protocol/version';
 import { UsageError } from './args.js';
 import { restoreCommand } from './restore.js';
@@ -19,6 +20,7 @@ Commands:
   init     configure an installed package: init server, init agent (writes /etc/rampart, starts the unit)
   admin    operator verbs: create-account, charge, confirm-deposit, backup
   restore  a backup into an empty database (embedded or PostgreSQL)
+  rekey    every stored secret under a new RAMPART_SECRET_KEY (control plane stopped)
 
 Run 'rampart <command> --help' for the options of a command; 'rampart --version' prints the version.
 `;
@@ -41,6 +43,8 @@ async function main(argv: string[]): Promise<number> {
       return initCommand(rest);
     case 'restore':
       return restoreCommand(rest);
+    case 'rekey':
+      return rekeyCommand(rest);
     case '--version':
     case 'version':
       process.stdout.write(`${RAMPART_VERSION}\n`);
