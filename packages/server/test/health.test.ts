@@ -88,7 +88,7 @@ for (const backend of await backends()) {
       assert.match(down.healthError, new RegExp(`The health probe of http://127\\.0\\.0\\.3:${target.port}/\\.well-known/rampart/health answered HTTP 503`));
       const downs = await notes(key, 'server_down');
       assert.equal(downs.length, 1);
-      assert.match(downs[0]!.message, /Shield server edge-1 is connected but failed its health check: the health probe .* answered HTTP 503\. Check that its HAProxy runs and that port \d+ of 127\.0\.0\.3 is reachable/);
+      assert.match(downs[0]!.message, /Shield server "edge-1" is connected but failed its health check: the health probe .* answered HTTP 503\. Check that its HAProxy runs and that port \d+ of 127\.0\.0\.3 is reachable/);
       for (let i = 0; i < 3; i++) {
         await passWhileConnected(10_000, conn);
         await cycle();
@@ -100,7 +100,7 @@ for (const backend of await backends()) {
       assert.equal((await view(key, id)).healthy, true);
       const ups = await notes(key, 'server_recovered');
       assert.equal(ups.length, 1);
-      assert.match(ups[0]!.message, /Shield server edge-1 is back/);
+      assert.match(ups[0]!.message, /Shield server "edge-1" is back/);
       await passWhileConnected(10_000, conn);
       await cycle();
       assert.equal((await notes(key, 'server_recovered')).length, 1);
@@ -200,7 +200,7 @@ for (const backend of await backends()) {
       await cycle();
       const downs = await notes(a.key, 'server_down');
       assert.equal(downs.length, 1);
-      assert.match(downs[0]!.message, /Shield server stays-away has not been connected for over 1 minute/);
+      assert.match(downs[0]!.message, /Shield server "stays-away" has not been connected for over 1 minute/);
       assert.equal((await view(a.key, a.id)).healthy, true);
     });
 
