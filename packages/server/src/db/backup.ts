@@ -7,10 +7,10 @@ import { createInterface } from 'node:readline';
 import type { Readable, Writable } from 'node:stream';
 import { finished } from 'node:stream/promises';
 import { createGzip } from 'node:zlib';
-import { Migrator, sql } from 'kysely';
+import { sql, type MigrationProvider } from 'kysely';
 import { RAMPART_VERSION } from '@rampart/protocol/version';
 import { migrationProvider } from './migrations.js';
-import { openDatabase, type Database, type DatabaseOptions } from './database.js';
+import { migrate, openDatabase, type Database, type DatabaseOptions } from './database.js';
 
 // Logical backups of the whole database (docs/operations.md "Backup and restore"): one JSON-lines
 // file, gzip'd by the caller, the same from PGlite and PostgreSQL and restorable into either, so
@@ -247,9 +247,14 @@ export interface RestoreOptions extends Pick<DatabaseOptions, 'url' | 'dataDir' 
   force?: boolean;
 }
 
-/** The migrations this rampart knows, in the order they run. */
-async function knownMigrations(): Promise<string[]> {
-  return Object.keys(await migrationProvider.getMigrations()).sort();
+/** This rampart's migrations that the backup's database had applied: what builds its schema. */
+function migrationsOf(header: BackupHeader): MigrationProvider {
+  return {
+    async getMigrations() {
+      const all = await migrationProvider.getMigrations();
+      return Object.fromEntries(Object.entries(all).filter(([name]) => header.migrations.includes(name)));
+    },
+  };
 }
 
 /** Tables of the target that hold rows (Kysely's bookkeeping aside). */
@@ -282,7 +287,7 @@ export async function restoreBackup(options: RestoreOptions, input: Readable): P
   const lines = backupLines(input);
   const first = await lines.next();
   const header = first.value as BackupHeader;
-  const known = await knownMigrations();
+  const known = Object.keys(await migrationProvider.getMigrations());
   const unknown = header.migrations.filter((m) => !known.includes(m));
   if (unknown.length) {
     throw new BackupError(`the backup was made by rampart ${header.rampartVersion}, whose schema has migrations this rampart (${RAMPART_VERSION}) does not know: ${unknown.join(', ')}; restore it with that release or a newer one`);
@@ -296,15 +301,11 @@ export async function restoreBackup(options: RestoreOptions, input: Readable): P
     }
     await clearSchema(db);
     const schema = target.kind === 'postgres' ? (await sql<{ s: string }>`select current_schema() as s`.execute(db)).rows[0]?.s : undefined;
-    const migrator = new Migrator({ db, provider: migrationProvider, ...(schema ? { migrationTableSchema: schema } : {}) });
-    const last = header.migrations.at(-1);
-    if (last) {
-      const r = await migrator.migrateTo(last);
-      if (r.error) throw new Error(`building the backup's schema (${last}) failed: ${String(r.error)}`);
-    }
+    // Exactly the backup's migrations (not all those named before its last: they may have landed
+    // out of name order), then its rows, then this release's other migrations.
+    await migrate(db, schema, migrationsOf(header));
     const summary = await db.transaction().execute((tx) => loadRows(tx as unknown as Database, header, lines));
-    const r = await migrator.migrateToLatest();
-    if (r.error) throw new Error(`migrating the restored database failed: ${String(r.error)}`);
+    await migrate(db, schema);
     return summary;
   } finally {
     await target.close();

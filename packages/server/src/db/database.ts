@@ -85,7 +85,7 @@ export async function openDatabase(options: DatabaseOptions): Promise<OpenDataba
     await db.destroy();
     if (!snapshot) throw err;
     throw new Error(
-      `${err instanceof Error ? err.message : String(err)}. The database in ${options.dataDir} is left as it was before this start (the migrations run in one transaction) ` +
+      `${(err instanceof Error ? err.message : String(err)).replace(/\.+$/, '')}. The database in ${options.dataDir} is left as it was before this start (the migrations run in one transaction) ` +
         `and the previous release still opens it; a copy taken before migrating is in ${snapshot}`,
     );
   }
@@ -121,13 +121,17 @@ function snapshotDataDir(dataDir: string, migration: string): string {
   return target;
 }
 
+/**
+ * Runs the migrations not yet applied, in name order. Parallel work lands migrations out of name
+ * order (a release may hold 0018 before 0014 exists), so one named before the last applied still runs.
+ */
 export async function migrate(db: Database, schema?: string, provider: MigrationProvider = migrationProvider): Promise<void> {
   // Named explicitly when suites share a database, so Kysely's own tables land in the suite's schema.
-  const migrator = new Migrator({ db, provider, ...(schema ? { migrationTableSchema: schema } : {}) });
+  const migrator = new Migrator({ db, provider, allowUnorderedMigrations: true, ...(schema ? { migrationTableSchema: schema } : {}) });
   const { error, results } = await migrator.migrateToLatest();
   if (error) {
     const failed = results?.find((r) => r.status === 'Error');
-    throw new Error(`migration ${failed?.migrationName ?? '?'} failed: ${String(error)}`);
+    throw new Error(failed ? `migration ${failed.migrationName} failed: ${String(error)}` : `migrating failed: ${String(error)}`);
   }
 }
 
