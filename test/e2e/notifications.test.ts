@@ -54,6 +54,12 @@ describe('notification delivery from rampart serve', async () => {
     assert.equal(settings.status, 200, JSON.stringify(settings.body));
     assert.deepEqual(settings.body.webhookSecretSet, true);
     assert.ok(!JSON.stringify(settings.body).includes(SECRET));
+    // The address is confirmed first: the token of the confirmation e-mail, with no credentials.
+    assert.equal(settings.body.emailConfirmed, false);
+    const confirmation = await waitFor(() => smtp.messages.find((m) => m.to.includes('oncall@example.com')), 'the confirmation e-mail', 5000, 10);
+    const token = /^([A-Za-z0-9_-]{43})$/m.exec(mailText(confirmation.raw))![1]!;
+    const confirmed = await fetch(`${serve.url}/api/settings/notifications/email/confirm`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ token }) });
+    assert.deepEqual([confirmed.status, await confirmed.json()], [200, { email: 'oncall@example.com' }]);
 
     const server = await api.call('POST', '/api/servers', { name: 'edge-notify' });
     assert.equal(server.status, 201);
@@ -66,7 +72,7 @@ describe('notification delivery from rampart serve', async () => {
     // The first attempt comes at once (the queueing kicks a delivery run), not at the next tick.
     await waitFor(() => hook.requests.length >= 1, 'the first webhook attempt', 5000, 10);
     assert.ok(Date.now() - sent < 2500, `the first attempt came after ${Date.now() - sent} ms`);
-    const mail = await waitFor(() => smtp.messages.find((m) => m.to.includes('oncall@example.com')), 'the e-mail', 5000, 10);
+    const mail = await waitFor(() => smtp.messages.find((m) => m.to.includes('oncall@example.com') && m !== confirmation), 'the e-mail', 5000, 10);
 
     const list = (await api.call('GET', '/api/notifications')).body as { id: string; kind: string; message: string; serverId: string; createdAt: string }[];
     const n = list.find((x) => x.kind === 'proxy_crash')!;
@@ -112,5 +118,43 @@ describe('notification delivery from rampart serve', async () => {
     assert.ok(text.includes(n.message), text);
     assert.ok(text.includes(`notification ${n.id}, kind proxy_crash`));
     assert.ok(!mail.raw.includes(SECRET) && !JSON.stringify(log).includes(SECRET));
+  });
+
+  test("one account's burst towards a webhook that never answers does not delay another account's server_down", async () => {
+    const held: import('node:http').ServerResponse[] = [];
+    let answering = false;
+    const dead = await webhookReceiver((_req, res) => void (answering ? res.writeHead(204).end() : held.push(res)));
+    const live = await webhookReceiver();
+    const a = await apiClient(serve.url);
+    const b = await apiClient(serve.url);
+    const agents: FakeAgent[] = [];
+    try {
+      assert.equal((await a.call('PUT', '/api/settings/notifications', { webhookUrl: `${dead.url}/a`, webhookSecret: SECRET })).status, 200);
+      assert.equal((await b.call('PUT', '/api/settings/notifications', { webhookUrl: `${live.url}/b`, webhookSecret: SECRET })).status, 200);
+
+      // A: three servers whose agents report crashes, two notifications each (proxy_crash, server_error).
+      for (let i = 0; i < 3; i++) {
+        const server = await a.call('POST', '/api/servers', { name: `a-${i}` });
+        agents.push(await FakeAgent.connect(`${serve.url.replace(/^http/, 'ws')}/agent`, server.body.connectionToken));
+      }
+      for (let round = 0; round < 8; round++) {
+        for (const agent of agents) agent.send({ type: 'status/report', payload: { kind: 'proxy_crash', message: `crash ${round}` } });
+      }
+      await waitFor(async () => ((await a.call('GET', '/api/notifications/deliveries?limit=200')).body as Delivery[]).length >= 40, "A's 48 deliveries queued", 10_000, 50);
+      await waitFor(() => dead.requests.length >= 1, "A's first attempt", 5000, 10);
+
+      // B's server goes down while A's attempt hangs (the receiver never answers; the timeout is 10 s).
+      const server = await b.call('POST', '/api/servers', { name: 'b-edge' });
+      const agent = await FakeAgent.connect(`${serve.url.replace(/^http/, 'ws')}/agent`, server.body.connectionToken);
+      await waitFor(async () => ((await b.call('GET', '/api/servers')).body as { status: string }[])[0]!.status === 'active', "B's server connected", 5000, 20);
+      agent.ws.terminate();
+      const down = await waitFor(() => live.requests.find((r) => (JSON.parse(r.body) as { kind: string }).kind === 'server_down'), "B's server_down", 8000, 10);
+      assert.equal(dead.requests.length, 1, "A's webhook holds one attempt, never more: B did not wait behind A's backlog");
+      assert.ok(verifyWebhook(SECRET, down.headers, down.body, Math.floor(Date.now() / 1000)));
+    } finally {
+      answering = true;
+      for (const res of held.splice(0)) res.writeHead(204).end();
+      for (const agent of agents) agent.close();
+    }
   });
 });

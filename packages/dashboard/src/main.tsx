@@ -4,6 +4,7 @@ import { api, errorText, ok, onUnauthorized, type Account } from './api/client';
 import { closeStream, openStream, subscribe } from './api/stream';
 import { ErrorNote, Field } from './ui';
 import { Analytics } from './views/analytics';
+import { ConfirmEmail, confirmationToken } from './views/confirm-email';
 import { Domains } from './views/domains';
 import { Events } from './views/events';
 import { Notifications } from './views/notifications';
@@ -184,6 +185,7 @@ function Shell({ account, onSignOut }: { account: Account; onSignOut: () => void
 }
 
 function App() {
+  const [confirming, setConfirming] = useState(confirmationToken());
   const [account, setAccount] = useState<Account | null | undefined>(undefined);
   useEffect(() => {
     ok(api.GET('/api/account')).then(setAccount, () => setAccount(null));
@@ -193,6 +195,16 @@ function App() {
     if (account) openStream();
     else closeStream();
   }, [account]);
+  if (confirming)
+    return (
+      <ConfirmEmail
+        token={confirming}
+        onDone={() => {
+          location.hash = '#/notifications';
+          setConfirming(undefined);
+        }}
+      />
+    );
   if (account === undefined) return <p class="loading-page">Loading…</p>;
   if (account === null) return <SignIn onSignedIn={setAccount} />;
   return (

@@ -4,6 +4,53 @@ import { subscribe } from '../api/stream';
 import { CardTable, LoadMore } from '../components';
 import { Empty, ErrorNote, Field, fmtDate, fmtTime, PageHead, useLoad, type ViewProps } from '../ui';
 
+type ChannelStatus = NonNullable<NotificationSettings['webhookStatus']>;
+
+/** How a channel's deliveries go, when not plainly well (docs/notifications.md "Failing endpoints"). */
+function ChannelState({ status }: { status: ChannelStatus | null }) {
+  if (!status || status.state === 'ok') return null;
+  const last = status.lastError ? ` Last error: ${status.lastError}` : '';
+  const text =
+    status.state === 'disabled'
+      ? `Disabled on ${fmtDate(status.disabledAt)}: every attempt failed for 3 days. Make the receiver work, then save to turn it back on.${last}`
+      : status.state === 'paused'
+        ? `Paused until ${fmtDate(status.pausedUntil)} after ${status.consecutiveFailures} failed attempts in a row; one is tried then.${last}`
+        : `The last ${status.consecutiveFailures} attempt(s) failed.${last}`;
+  return (
+    <p role="status" class={status.state === 'failing' ? 'muted' : 'error'}>
+      {text}
+    </p>
+  );
+}
+
+/** Whether the address is confirmed, and a new confirmation e-mail on request. */
+function EmailConfirmation({ s, onChange }: { s: NotificationSettings; onChange: (s: NotificationSettings) => void }) {
+  const [error, setError] = useState<string>();
+  if (!s.email || s.emailConfirmed) return null;
+  return (
+    <div>
+      <p role="status" class="muted">
+        {s.email} is not confirmed: nothing is sent to it until the link of its confirmation e-mail is opened
+        {s.emailConfirmationSentAt ? ` (sent ${fmtDate(s.emailConfirmationSentAt)})` : ''}.
+      </p>
+      <ErrorNote error={error} />
+      <button
+        type="button"
+        onClick={async () => {
+          setError(undefined);
+          try {
+            onChange(await ok(api.POST('/api/settings/notifications/email/confirmation')));
+          } catch (err) {
+            setError(errorText(err));
+          }
+        }}
+      >
+        Send a new confirmation e-mail
+      </button>
+    </div>
+  );
+}
+
 function DeliverySettings() {
   const settings = useLoad(() => ok(api.GET('/api/settings/notifications')));
   return settings.data ? <DeliveryForm initial={settings.data} /> : <ErrorNote error={settings.error} />;
@@ -54,7 +101,12 @@ function DeliveryForm({ initial }: { initial: NotificationSettings }) {
       <Field label="Webhook secret" hint={s.webhookSecretSet ? 'A secret is set (never shown); type a new one to replace it' : '16 to 200 characters; required with a webhook'}>
         {(id, desc) => <input id={id} type="password" autocomplete="new-password" value={secret} aria-describedby={desc} onInput={(e) => setSecret(e.currentTarget.value)} />}
       </Field>
-      <Field label="E-mail address">{(id) => <input id={id} type="email" value={email} onInput={(e) => setEmail(e.currentTarget.value)} />}</Field>
+      <ChannelState status={s.webhookStatus} />
+      <Field label="E-mail address" hint="A new address gets a confirmation e-mail first">
+        {(id, desc) => <input id={id} type="email" value={email} aria-describedby={desc} onInput={(e) => setEmail(e.currentTarget.value)} />}
+      </Field>
+      <ChannelState status={s.emailStatus} />
+      <EmailConfirmation s={s} onChange={setS} />
       <Field label="Kinds" hint="Comma-separated notification kinds to deliver; empty: every kind">
         {(id, desc) => <input id={id} value={kinds} aria-describedby={desc} onInput={(e) => setKinds(e.currentTarget.value)} />}
       </Field>
