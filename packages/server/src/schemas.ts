@@ -176,10 +176,12 @@ export const WafEvent = Type.Object({
     description: 'Where a detector matched: query:<name>, body:<name>, cookie:<name>, header:<name> or path; null when no detector matched',
   }),
   matched: Type.Union([Type.String({ maxLength: EVENT_FIELD_MAX.matched }), Type.Null()], { description: 'A short excerpt of what a detector matched; null when no detector matched' }),
-  blocked: Type.Boolean({ description: 'false: detected in detect mode and let through' }),
-  count: Type.Integer({ minimum: 1, description: 'Identical events (same server, source, domain, reason and rule) within 60 s, folded into this one' }),
+  blocked: Type.Boolean({ description: 'false: logged, not blocked (a detection in detect mode, let through; a challenge page served)' }),
+  count: Type.Integer({ minimum: 1, description: 'Occurrences of this very event (same server, source, reason, rule, domain, method, path, location and blocked) within 60 s of the first, folded into it' }),
   last_seen_at: Type.Union([Type.String({ format: 'date-time' }), Type.Null()], { description: 'The last occurrence folded in; null when count is 1' }),
-  request_id: Type.Union([Type.String(), Type.Null()], { description: "The proxy's request id of the first occurrence; null from agents that predate it" }),
+  request_id: Type.Union([Type.String(), Type.Null()], {
+    description: "The proxy's request id of the first occurrence; null from agents that predate it. The ids of the first 32 occurrences find the event (requestId)",
+  }),
 });
 export const BotKeyRotationView = Type.Object(
   {
@@ -292,6 +294,9 @@ export const EventQuery = Type.Object(
     ip: Type.Optional(Type.String({ maxLength: 45, description: 'Events from this source address (exact)' })),
     since: Type.Optional(Type.String({ maxLength: 40, description: 'First occurrence at or after this ISO time (within the 7 days kept)' })),
     until: Type.Optional(Type.String({ maxLength: 40, description: 'First occurrence at or before this ISO time; since must not be after it' })),
+    requestId: Type.Optional(
+      Type.String({ maxLength: 64, description: 'The event holding this request id (from a block page or X-Rampart-Request-Id): its first occurrence or one folded into it' }),
+    ),
   },
   { description: 'Other parameters are ignored, as on every read' },
 );

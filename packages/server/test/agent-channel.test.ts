@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { describe, test } from 'node:test';
-import { AGENT_LIMITS, type WafEventItem } from '@rampart/protocol';
+import { AGENT_LIMITS, DETECTION_REASONS, FLOOD_REASONS, type WafEventItem } from '@rampart/protocol';
 import type { Insertable, Selectable } from 'kysely';
 import type { ServiceContext } from '../src/context.js';
 import type { Database, Tx } from '../src/db/database.js';
@@ -37,6 +37,7 @@ class World {
   connections = new Map<string, Connection>();
   domains: Domain[] = [];
   events: (Insertable<WafEventsTable> & { id?: string })[] = [];
+  requestIds: { event_id: string; account_id: string; request_id: string }[] = [];
   notifications: Notification[] = [];
   writes: string[] = [];
   changed: string[][] = [];
@@ -170,17 +171,40 @@ class World {
       this.write('activatePlainDomainsOfServer');
       for (const d of this.domains) if (d.serverIds.has(serverId) && !d.ssl_enabled) d.status = 'active';
     },
-    countEventsReceivedSince: async (_db, serverId, since, reasons) =>
-      this.events.filter((e) => e.server_id === serverId && time(e.received_at) >= since.getTime() && (!reasons || reasons.includes(e.reason))).length,
+    eventRowsReceivedSince: async (_db, serverId, since) => {
+      const today = this.events.filter((e) => e.server_id === serverId && time(e.received_at) >= since.getTime());
+      const of = (reasons: readonly string[]) => today.filter((e) => reasons.includes(e.reason)).length;
+      return { all: today.length, detections: of(DETECTION_REASONS), flood: of(FLOOD_REASONS) };
+    },
     insertEvents: async (_db, rows) => {
       if (rows.length) this.write('insertEvents');
-      this.events.push(...rows.map((r) => ({ ...r, id: String(this.events.length + 1) })));
+      return rows.map((r) => {
+        const id = String(this.events.length + 1);
+        this.events.push({ ...r, id });
+        return id;
+      });
     },
     foldableEvents: async (_db, serverId, ips, from, to) =>
       this.events
         .filter((e) => e.server_id === serverId && ips.includes(e.source_ip) && time(e.occurred_at) >= from.getTime() && time(e.occurred_at) <= to.getTime())
-        .map((e, i) => ({ id: String(e.id ?? i), source_ip: e.source_ip, domain: e.domain, reason: e.reason, rule_id: e.rule_id ?? null, occurred_at: new Date(time(e.occurred_at)) }))
+        .map((e, i) => ({
+          id: String(e.id ?? i),
+          source_ip: e.source_ip,
+          domain: e.domain,
+          reason: e.reason,
+          rule_id: e.rule_id ?? null,
+          method: e.method ?? null,
+          path: e.path ?? null,
+          location: e.location ?? null,
+          blocked: e.blocked ?? true,
+          occurred_at: new Date(time(e.occurred_at)),
+        }))
         .reverse(),
+    requestIdCounts: async (_db, eventIds) => new Map(eventIds.map((id) => [id, this.requestIds.filter((r) => r.event_id === id).length] as const).filter(([, n]) => n > 0)),
+    insertEventRequestIds: async (_db, rows) => {
+      if (rows.length) this.write('insertEventRequestIds');
+      for (const r of rows) if (!this.requestIds.some((x) => x.event_id === r.event_id && x.request_id === r.request_id)) this.requestIds.push(r);
+    },
     foldEvent: async (_db, id, n, lastSeen) => {
       this.write('foldEvent');
       const e = this.events.find((x) => String(x.id) === id)!;
@@ -311,20 +335,22 @@ describe('events/batch', () => {
   test(`an event dated yesterday counts toward today's cap of ${AGENT_LIMITS.eventsPerServerPerDay}, which counts by the time received`, async () => {
     const { w, s, store } = setUp();
     assert.equal(AGENT_LIMITS.eventsPerServerPerDay, 5000);
+    // Detections, which may take the whole day's room.
     const received = (at: string, n: number) => {
-      for (let i = 0; i < n; i++) w.events.push({ account_id: s.account_id, server_id: s.id, domain: 'shop.example.com', source_ip: '198.51.100.7', reason: 'ip_blocked', rule_id: null, occurred_at: at, received_at: at });
+      for (let i = 0; i < n; i++) w.events.push({ account_id: s.account_id, server_id: s.id, domain: 'shop.example.com', source_ip: '198.51.100.7', reason: 'sqli_detected', rule_id: null, occurred_at: at, received_at: at });
     };
     received('2024-05-09T23:59:00Z', 10); // yesterday's: not counted today
     received('2024-05-10T00:30:00Z', AGENT_LIMITS.eventsPerServerPerDay - 1);
     const yesterday = Math.floor(Date.parse('2024-05-09T08:00:00Z') / 1000);
+    const sqli = { reason: 'sqli_detected' } as const;
 
-    assert.deepEqual(await store([event('shop.example.com', { ts: yesterday }), event('shop.example.com', { ts: yesterday, ip: '198.51.100.8' })]), { stored: 1, invalid: 0, unassigned: 0, folded: 0, overCap: 1 });
+    assert.deepEqual(await store([event('shop.example.com', { ...sqli, ts: yesterday }), event('shop.example.com', { ...sqli, ts: yesterday, ip: '198.51.100.8' })]), { stored: 1, invalid: 0, unassigned: 0, folded: 0, overCap: 1 });
     const stored = w.events.at(-1)!;
     assert.deepEqual([stored.occurred_at, stored.received_at], [new Date('2024-05-09T08:00:00Z'), w.clock], 'stored with its own time, received today');
-    assert.deepEqual(await store([event('shop.example.com')]), { stored: 0, invalid: 0, unassigned: 0, folded: 0, overCap: 1 }, 'the backdated one took the last room');
+    assert.deepEqual(await store([event('shop.example.com', sqli)]), { stored: 0, invalid: 0, unassigned: 0, folded: 0, overCap: 1 }, 'the backdated one took the last room');
 
     w.clock = new Date('2024-05-11T00:00:01Z');
-    assert.equal((await store([event('shop.example.com')])).stored, 1, 'a new UTC day, a new cap');
+    assert.equal((await store([event('shop.example.com', sqli)])).stored, 1, 'a new UTC day, a new cap');
   });
 
   test('an event from the future is stored at the service clock', async () => {

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, describe, test } from 'node:test';
-import type { WafEventItem } from '@rampart/protocol';
-import { FLOOD_ROWS_PER_DAY, storeEvents } from '../src/services/events.js';
+import { EVENT_ROWS, type WafEventItem } from '@rampart/protocol';
+import { storeEvents } from '../src/services/events.js';
 import { backends, call, makeTestApp, newAccount, type TestApp } from './helpers.js';
 
 // The flood-proof event log: identical events within 60 s fold into one row with a count, and
@@ -90,7 +90,7 @@ for (const backend of await backends()) {
         stored += r.stored;
         overCap += r.overCap;
       }
-      assert.equal(FLOOD_ROWS_PER_DAY, 2500);
+      assert.equal(EVENT_ROWS.flood, 2500);
       assert.deepEqual([stored, overCap], [2500, 2700], 'rate-limit and challenge rows take at most half');
       const sqli = await store([ev({ ts: now - 1, ip: '198.51.100.66', reason: 'sqli_detected', path: '/login', matched: "' OR 1=1--" })]);
       assert.equal(sqli.stored, 1);
@@ -103,7 +103,7 @@ for (const backend of await backends()) {
       assert.equal(more, 2499);
       const full = await store([ev({ ts: now, ip: '198.51.100.67', reason: 'cmdi_detected' })]);
       assert.deepEqual([full.stored, full.overCap], [0, 1]);
-      const folded = await store([ev({ ts: now, ip: '198.51.100.66', reason: 'sqli_detected' })]);
+      const folded = await store([ev({ ts: now, ip: '198.51.100.66', reason: 'sqli_detected', path: '/login' })]);
       assert.deepEqual([folded.stored, folded.folded, folded.overCap], [0, 1, 0], 'folding takes no room, even on a full day');
       const rows = await t.ctx.db
         .selectFrom('waf_events')
@@ -111,6 +111,73 @@ for (const backend of await backends()) {
         .where('server_id', '=', serverId)
         .executeTakeFirstOrThrow();
       assert.equal(Number(rows.n), 5000);
+    });
+
+    test('a GET /articles?q=<script> and a POST /comment with an XSS body from one source stay two events, each found by its request id', async () => {
+      const { key, store } = await setUp();
+      const xss = { reason: 'xss_detected' as const, ip: '203.0.113.50' };
+      const r = await store([
+        ev({ ...xss, ts: now - 30, method: 'GET', path: '/articles', location: 'query:q', matched: '<script>', requestId: 'getArticles1' }),
+        ev({ ...xss, ts: now - 29, method: 'POST', path: '/comment', location: 'body:text', matched: '<img onerror=', requestId: 'postComment2' }),
+      ]);
+      assert.deepEqual([r.stored, r.folded], [2, 0]);
+      for (const [id, method, path, location] of [
+        ['getArticles1', 'GET', '/articles', 'query:q'],
+        ['postComment2', 'POST', '/comment', 'body:text'],
+      ]) {
+        const found = await list(key, `?requestId=${id}`);
+        assert.deepEqual(
+          found.map((e) => [e.method, e.path, e.location, e.request_id, e.count]),
+          [[method, path, location, id, 1]],
+          id,
+        );
+      }
+    });
+
+    test('only the very same event folds: method, path, location and blocked keep events apart too', async () => {
+      const { key, store } = await setUp();
+      const base = { reason: 'sqli_detected' as const, method: 'GET', path: '/a', location: 'query:id', matched: 'x', blocked: true };
+      const r = await store([
+        ev(base),
+        ev({ ...base, method: 'POST' }),
+        ev({ ...base, path: '/b' }),
+        ev({ ...base, location: 'query:other' }),
+        ev({ ...base, blocked: false }),
+        ev({ ...base, ts: now - 590, matched: 'another excerpt' }), // folds into the first: the excerpt is no part of the identity
+      ]);
+      assert.deepEqual([r.stored, r.folded], [5, 1]);
+      assert.deepEqual((await list(key)).map((e) => e.count).sort(), [1, 1, 1, 1, 2]);
+    });
+
+    test("an agent's folded items add to the first one's row; the first 32 request ids find it, later ones do not", async () => {
+      const { key, store } = await setUp();
+      const ids = Array.from({ length: 40 }, (_, i) => `fold${i}`);
+      const base = { reason: 'ip_blocked' as const, ruleId: RULE, method: 'GET', path: '/', location: null, matched: null, blocked: true };
+      assert.equal((await store([ev({ ...base, requestId: ids[0]! })])).stored, 1);
+      const r = await store([
+        ev({ ...base, requestId: ids[1]!, requestIds: ids.slice(2, 32), count: 5_000, lastTs: now - 570 }),
+        ev({ ...base, requestId: ids[32]!, requestIds: ids.slice(33, 40), count: 4_999, lastTs: now - 545 }),
+      ]);
+      assert.deepEqual([r.stored, r.folded], [0, 2]);
+      const [e] = await list(key);
+      assert.deepEqual([e!.count, e!.last_seen_at, e!.request_id], [10_000, new Date((now - 545) * 1000).toISOString(), 'fold0']);
+      for (const id of ids.slice(0, 32)) assert.deepEqual((await list(key, `?requestId=${id}`)).map((x) => x.id), [e!.id], id);
+      assert.deepEqual(await list(key, `?requestId=${ids[32]}`), [], 'past the 32 kept');
+      const other = await setUp();
+      assert.deepEqual(await list(other.key, `?requestId=${ids[0]}`), [], "another account's request id finds nothing");
+      // A count never passes what the column holds, whatever agents claim.
+      for (let i = 0; i < 3; i++) await store([ev({ ...base, count: 1_000_000_000 })]);
+      assert.equal((await list(key))[0]!.count, 2_147_483_647);
+    });
+
+    test('blocks, rate limits and challenges take at most 4,000 rows a day: a flood of distinct blocks leaves room for detections', async () => {
+      const { key, store } = await setUp();
+      let stored = 0;
+      for (let b = 0; b < 9; b++) stored += (await store(Array.from({ length: 500 }, (_, i) => ev({ ts: now - 3000 + b, ip: ipOf(b * 500 + i), reason: 'ip_blocked', ruleId: RULE })))).stored;
+      assert.equal(stored, EVENT_ROWS.perDay - EVENT_ROWS.reservedForDetections);
+      const sqli = await store([ev({ ts: now - 1, ip: '198.51.100.77', reason: 'sqli_detected', path: '/login', requestId: 'theAttack' })]);
+      assert.equal(sqli.stored, 1);
+      assert.deepEqual((await list(key, '?requestId=theAttack')).map((e) => e.source_ip), ['198.51.100.77']);
     });
 
     test('filters and paging: follow Link to the end, newest first, no duplicates', async () => {
@@ -168,6 +235,8 @@ for (const backend of await backends()) {
         ['limit=201', 'limit'],
         ['before=abc', 'before'],
         ['before=123456789', 'before'],
+        ['requestId=a.b', 'requestId'],
+        [`requestId=${'x'.repeat(65)}`, 'requestId'],
       ];
       for (const [query, field] of cases) {
         const r = await call(t.app, 'GET', `/api/waf/events?${query}`, { key });

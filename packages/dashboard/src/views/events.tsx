@@ -11,8 +11,9 @@ interface Filters {
   ip: string;
   since: string;
   until: string;
+  requestId: string;
 }
-const NO_FILTERS: Filters = { domain: '', reason: '', ip: '', since: '', until: '' };
+const NO_FILTERS: Filters = { domain: '', reason: '', ip: '', since: '', until: '', requestId: '' };
 
 function query(f: Filters, before?: string) {
   const q: Record<string, string> = {};
@@ -21,6 +22,7 @@ function query(f: Filters, before?: string) {
   if (f.ip.trim()) q.ip = f.ip.trim();
   if (f.since) q.since = new Date(f.since).toISOString();
   if (f.until) q.until = new Date(f.until).toISOString();
+  if (f.requestId.trim()) q.requestId = f.requestId.trim();
   if (before) q.before = before;
   return q;
 }
@@ -30,7 +32,24 @@ function matches(e: WafEvent, f: Filters): boolean {
   if (f.reason && e.reason !== f.reason) return false;
   if (f.ip.trim() && e.source_ip !== f.ip.trim()) return false;
   if (f.until) return false; // a bounded window: new events are after it
+  if (f.requestId.trim()) return false; // one event, already listed
   return true;
+}
+
+/**
+ * The request as an event shows it: method and path, and the query as far as a detector matched
+ * in it (HAProxy logs the path alone): GET /articles?q=<script>. Text only, never HTML.
+ */
+export function requestText(e: WafEvent): string {
+  const name = e.location?.startsWith('query:') ? e.location.slice('query:'.length) : undefined;
+  const query = name !== undefined && e.matched ? `?${name}=${e.matched}` : '';
+  return `${e.method ?? ''} ${e.domain}${e.path ?? ''}${query}`.trim();
+}
+
+/** Blocked, or logged and not blocked (a detection in detect mode, a challenge page served). */
+export function actionText(e: WafEvent): string {
+  if (e.blocked) return 'Blocked';
+  return e.reason === 'bot_challenge' ? 'Logged (challenge shown)' : 'Logged (let through)';
 }
 
 /** The detector of a detection reason (sqli_detected -> sqli, upload_blocked -> upload), if it is one. */
@@ -79,22 +98,24 @@ function EventDetail(props: { event: WafEvent; domains: Domain[]; onClose: () =>
         </dd>
         <dt>Reason</dt>
         <dd>
-          {reasonText(e.reason)} <code>{e.reason}</code> {e.blocked ? '' : <span class="badge warn">detected, let through</span>}
+          {reasonText(e.reason)} <code>{e.reason}</code>
         </dd>
+        <dt>Action</dt>
+        <dd>{e.blocked ? 'Blocked' : <span class="badge warn">{actionText(e)}</span>}</dd>
         <dt>Source</dt>
         <dd>
           <code>{e.source_ip}</code>
         </dd>
         <dt>Request</dt>
         <dd>
-          <code>
-            {e.method ?? '—'} {e.domain}
-            {e.path ?? ''}
-          </code>
+          <code>{requestText(e) || '—'}</code>
         </dd>
         <dt>Request id</dt>
-        <dd>{e.request_id ? <code>{e.request_id}</code> : '—'}</dd>
-        <dt>Location</dt>
+        <dd>
+          {e.request_id ? <code>{e.request_id}</code> : '—'}
+          {e.count > 1 ? <span class="muted"> (the first; the ids of the first 32 occurrences find this event)</span> : null}
+        </dd>
+        <dt>Field</dt>
         <dd>{e.location ? <code>{e.location}</code> : '—'}</dd>
         <dt>Excerpt</dt>
         <dd>{e.matched ? <code class="excerpt">{e.matched}</code> : '—'}</dd>
@@ -191,6 +212,9 @@ export function Events(_: ViewProps) {
         <Field label="Source IP">{(id) => <input id={id} value={form.ip} onInput={(e) => setForm({ ...form, ip: e.currentTarget.value })} />}</Field>
         <Field label="Since">{(id) => <input id={id} type="datetime-local" value={form.since} onInput={(e) => setForm({ ...form, since: e.currentTarget.value })} />}</Field>
         <Field label="Until">{(id) => <input id={id} type="datetime-local" value={form.until} onInput={(e) => setForm({ ...form, until: e.currentTarget.value })} />}</Field>
+        <Field label="Request id">
+          {(id) => <input id={id} value={form.requestId} maxLength={64} onInput={(e) => setForm({ ...form, requestId: e.currentTarget.value })} />}
+        </Field>
         <div class="filter-actions">
           <button type="submit">Apply</button>
           <button type="button" class="ghost" onClick={() => (setForm(NO_FILTERS), setFilters(NO_FILTERS))}>
@@ -201,24 +225,22 @@ export function Events(_: ViewProps) {
       <ErrorNote error={events.error ?? moreError} />
       {events.data && list.length === 0 ? <Empty>No events{filters === NO_FILTERS ? ' in the 7 days kept' : ' match these filters'}.</Empty> : null}
       {list.length ? (
-        <CardTable class="events" columns={['Time', 'Reason', 'Source', 'Request']} action="Details">
+        <CardTable class="events" columns={['Time', 'Reason', 'Source', 'Request', 'Field', 'Action']} action="Details">
             {list.map((e) => (
               <tr key={e.id}>
                 <td data-label="Time">
                   {fmtTime(e.timestamp)}
                   {e.count > 1 ? <span class="muted"> ×{e.count}</span> : null}
                 </td>
-                <td data-label="Reason">
-                  {reasonText(e.reason)}
-                  {e.blocked ? null : <span class="badge warn">let through</span>}
-                </td>
+                <td data-label="Reason">{reasonText(e.reason)}</td>
                 <td data-label="Source">
                   <code>{e.source_ip}</code>
                 </td>
                 <td data-label="Request" class="wrap">
-                  {e.method ?? ''} {e.domain}
-                  {e.path ?? ''}
+                  {requestText(e)}
                 </td>
+                <td data-label="Field">{e.location ? <code>{e.location}</code> : '—'}</td>
+                <td data-label="Action">{e.blocked ? 'Blocked' : <span class="badge warn">{actionText(e)}</span>}</td>
                 <td class="row-actions">
                   <button type="button" class="small" onClick={() => setOpen(e)}>
                     Details<span class="sr-only"> of {reasonText(e.reason)} from {e.source_ip}</span>

@@ -1,3 +1,4 @@
+import { DETECTION_REASONS, FLOOD_REASONS, type EventRowsTaken } from '@rampart/protocol';
 import { sql, type Insertable } from 'kysely';
 import type { Database, Tx } from '../db/database.js';
 import type { WafEventsTable } from '../db/schema.js';
@@ -5,27 +6,34 @@ import type { WafEventsTable } from '../db/schema.js';
 // The waf_events table.
 
 /**
- * How many event rows of the server the service received since then (what the daily cap
- * counts); with `reasons`, only the rows of those reasons.
+ * The server's event rows the service received since then (what the daily cap counts): all of
+ * them, and those of detections and of floods (protocol event-log.ts).
  */
-export async function countEventsReceivedSince(db: Database | Tx, serverId: string, since: Date, reasons?: readonly string[]): Promise<number> {
-  let q = db
+export async function eventRowsReceivedSince(db: Database | Tx, serverId: string, since: Date): Promise<EventRowsTaken> {
+  const row = await db
     .selectFrom('waf_events')
-    .select((eb) => eb.fn.countAll<number>().as('count'))
+    .select((eb) => [
+      eb.fn.countAll<number>().as('all'),
+      eb.fn.countAll<number>().filterWhere('reason', 'in', [...DETECTION_REASONS]).as('detections'),
+      eb.fn.countAll<number>().filterWhere('reason', 'in', [...FLOOD_REASONS]).as('flood'),
+    ])
     .where('server_id', '=', serverId)
-    .where('received_at', '>=', since);
-  if (reasons) q = q.where('reason', 'in', [...reasons]);
-  const { count } = await q.executeTakeFirstOrThrow();
-  return Number(count);
+    .where('received_at', '>=', since)
+    .executeTakeFirstOrThrow();
+  return { all: Number(row.all), detections: Number(row.detections), flood: Number(row.flood) };
 }
 
-/** What an event folds into: a row's identity and time. */
+/** What an event folds into: a row's identity (protocol eventFoldKey) and time. */
 export interface FoldableEvent {
   id: string;
   source_ip: string;
   domain: string;
   reason: string;
   rule_id: string | null;
+  method: string | null;
+  path: string | null;
+  location: string | null;
+  blocked: boolean;
   occurred_at: Date;
 }
 
@@ -34,7 +42,7 @@ export async function foldableEvents(db: Database | Tx, serverId: string, ips: r
   if (ips.length === 0) return [];
   const rows = await db
     .selectFrom('waf_events')
-    .select(['id', 'source_ip', 'domain', 'reason', 'rule_id', 'occurred_at'])
+    .select(['id', 'source_ip', 'domain', 'reason', 'rule_id', 'method', 'path', 'location', 'blocked', 'occurred_at'])
     .where('server_id', '=', serverId)
     .where('source_ip', 'in', [...new Set(ips)])
     .where('occurred_at', '>=', from)
@@ -50,15 +58,41 @@ export async function foldEvent(db: Database | Tx, id: string, n: number, lastSe
   await db
     .updateTable('waf_events')
     .set((eb) => ({
-      count: eb('count', '+', n),
+      // a count that would pass int32 stays at its largest value
+      count: sql<number>`least(${eb.ref('count')}::bigint + ${n}, 2147483647)`,
       last_seen_at: sql<Date>`greatest(coalesce(${eb.ref('last_seen_at')}, ${eb.ref('occurred_at')}), ${lastSeen})`,
     }))
     .where('id', '=', Number(id))
     .execute();
 }
 
-export async function insertEvents(db: Database | Tx, rows: readonly Insertable<WafEventsTable>[]): Promise<void> {
-  if (rows.length) await db.insertInto('waf_events').values([...rows]).execute();
+/** Inserts the rows; returns their ids, in the rows' order. */
+export async function insertEvents(db: Database | Tx, rows: readonly Insertable<WafEventsTable>[]): Promise<string[]> {
+  if (rows.length === 0) return [];
+  const ids = await db.insertInto('waf_events').values([...rows]).returning('id').execute();
+  return ids.map((r) => String(r.id));
+}
+
+/** How many request ids each of these events keeps (events with none are left out). */
+export async function requestIdCounts(db: Database | Tx, eventIds: readonly string[]): Promise<Map<string, number>> {
+  if (eventIds.length === 0) return new Map();
+  const rows = await db
+    .selectFrom('waf_event_requests')
+    .select((eb) => ['event_id', eb.fn.countAll<number>().as('n')])
+    .where('event_id', 'in', eventIds.map(Number))
+    .groupBy('event_id')
+    .execute();
+  return new Map(rows.map((r) => [String(r.event_id), Number(r.n)]));
+}
+
+/** Keeps request ids of events (one the event has already is skipped). */
+export async function insertEventRequestIds(db: Database | Tx, rows: readonly { event_id: string; account_id: string; request_id: string }[]): Promise<void> {
+  if (rows.length === 0) return;
+  await db
+    .insertInto('waf_event_requests')
+    .values(rows.map((r) => ({ ...r, event_id: Number(r.event_id) })))
+    .onConflict((oc) => oc.columns(['event_id', 'request_id']).doNothing())
+    .execute();
 }
 
 /** Events that occurred before `cutoff` go; returns how many. */
@@ -74,6 +108,8 @@ export interface EventFilter {
   ip?: string | undefined;
   since?: Date | undefined;
   until?: Date | undefined;
+  /** The event holding this request id (folded in or its first). */
+  requestId?: string | undefined;
 }
 
 /** Where a page continues: the last row of the previous page. */
@@ -99,6 +135,10 @@ export async function listEventRows(db: Database | Tx, accountId: string, filter
   if (filter.ip !== undefined) q = q.where('source_ip', '=', filter.ip);
   if (filter.since !== undefined) q = q.where('occurred_at', '>=', filter.since);
   if (filter.until !== undefined) q = q.where('occurred_at', '<=', filter.until);
+  const requestId = filter.requestId;
+  if (requestId !== undefined) {
+    q = q.where('id', 'in', (eb) => eb.selectFrom('waf_event_requests').select('event_id').where('account_id', '=', accountId).where('request_id', '=', requestId));
+  }
   if (before) q = q.where((eb) => eb.or([eb('occurred_at', '<', before.occurred_at), eb.and([eb('occurred_at', '=', before.occurred_at), eb('id', '<', Number(before.id))])]));
   const rows = await q.orderBy('occurred_at', 'desc').orderBy('id', 'desc').limit(limit).execute();
   return rows.map((r) => ({ ...r, id: String(r.id) }));

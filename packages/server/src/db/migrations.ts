@@ -518,7 +518,24 @@ const migrations: Record<string, Migration> = {
     async up(db: Kysely<any>) {
       await db.schema.alterTable('servers').addColumn('agent_version', 'text').addColumn('agent_refused', 'text').execute();
     },
-  },};
+  },
+  '0016_event_request_ids': {
+    // The request ids of each WAF event: its first occurrence's and those folded into it, the
+    // first AGENT_LIMITS.requestIdsPerEvent (32), so GET /api/waf/events?requestId= finds the
+    // event of any of them. Rows already stored bring their one id.
+    async up(db: Kysely<any>) {
+      await db.schema
+        .createTable('waf_event_requests')
+        .addColumn('event_id', 'bigint', (c) => c.notNull().references('waf_events.id').onDelete('cascade'))
+        .addColumn('account_id', 'uuid', (c) => c.notNull())
+        .addColumn('request_id', 'text', (c) => c.notNull())
+        .addPrimaryKeyConstraint('waf_event_requests_pk', ['event_id', 'request_id'])
+        .execute();
+      await db.schema.createIndex('waf_event_requests_account_request').on('waf_event_requests').columns(['account_id', 'request_id']).execute();
+      await sql`insert into waf_event_requests (event_id, account_id, request_id) select id, account_id, request_id from waf_events where request_id is not null`.execute(db);
+    },
+  },
+};
 
 export const migrationProvider: MigrationProvider = {
   async getMigrations() {

@@ -139,6 +139,13 @@ export interface WafRulesTable {
   updated_at: Timestamp;
 }
 
+/** The request ids a WAF event keeps (the first AGENT_LIMITS.requestIdsPerEvent, services/events.ts). */
+export interface WafEventRequestsTable {
+  event_id: ColumnType<string | number | bigint, number, never>;
+  account_id: string;
+  request_id: string;
+}
+
 export interface WafEventsTable {
   /** bigserial: assigned by the database. */
   id: ColumnType<string | number | bigint, never, never>;
@@ -347,6 +354,7 @@ export interface DB {
   certificate_orders: CertificateOrdersTable;
   waf_rules: WafRulesTable;
   waf_events: WafEventsTable;
+  waf_event_requests: WafEventRequestsTable;
   notifications: NotificationsTable;
   agent_connections: AgentConnectionsTable;
   transactions: TransactionsTable;

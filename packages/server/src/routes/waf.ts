@@ -52,8 +52,8 @@ export async function wafRoutes(app: App, { ctx }: RouteDeps) {
       tags,
       summary: 'WAF events (blocked, challenged, or detected and let through in detect mode), newest first, in pages; by default the 50 newest',
       description:
-        'Filters: `domain`, `reason`, `ip` (exact), `since` and `until` (ISO times on the first occurrence, within the 7 days kept). ' +
-        'Identical events (same server, source, domain, reason and rule) within 60 s are one entry with a `count`.',
+        'Filters: `domain`, `reason`, `ip` (exact), `since` and `until` (ISO times on the first occurrence, within the 7 days kept), `requestId` (the event holding that request id). ' +
+        'Repeats of the very same event (same server, source, reason, rule, domain, method, path, location and blocked) within 60 s are one entry with a `count`.',
     },
     WafEvent,
     (accountId, query) => listEvents(ctx, accountId, query),

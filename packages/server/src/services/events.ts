@@ -1,6 +1,20 @@
-import { AGENT_LIMITS, EVENT_FIELD_MAX, isHostname, isIP, WAF_REASONS, type WafEventItem, type WafReason } from '@rampart/protocol';
+import {
+  AGENT_LIMITS,
+  EVENT_FIELD_MAX,
+  eventFoldKey,
+  eventRowFits,
+  FOLD_WINDOW_SECONDS,
+  isHostname,
+  isIP,
+  MAX_UNIX_SECONDS,
+  takeEventRow,
+  WAF_REASONS,
+  type WafEventItem,
+  type WafReason,
+} from '@rampart/protocol';
 import type { Insertable } from 'kysely';
 import type { ServiceContext } from '../context.js';
+import type { Tx } from '../db/database.js';
 import type { WafEventsTable } from '../db/schema.js';
 import { iso, isUuid } from '../context.js';
 import { batchEventRows, deleteEventsBefore, eventCursor, listEventRows, type EventFilter } from '../data/events.js';
@@ -32,42 +46,53 @@ function storable(v: string | null | undefined): string | null {
 export interface StoredEvents {
   /** Stored as new rows. */
   stored: number;
-  /** Folded into an identical event's row (within FOLD_WINDOW_MS): its count went up, no new row. */
+  /** Folded into the same event's row (within FOLD_WINDOW_MS): its count went up, no new row. */
   folded: number;
-  /** Dropped: a bad address, domain, rule id or an over-long detail. */
+  /** Dropped: a bad address, domain, rule id, fold field or an over-long detail. */
   invalid: number;
   /** Dropped: for a domain not assigned to the sending server. */
   unassigned: number;
-  /** Dropped: past the server's cap for the day (or, for FLOOD_REASONS, past their half of it). */
+  /** Dropped: past the server's room for the day for its kind of event (protocol eventRowFits). */
   overCap: number;
 }
 
-/** Identical events (same server, source address, domain, reason and rule) this close in event time are one row. */
-export const FOLD_WINDOW_MS = 60_000;
-/** Rate-limit and challenge reasons: a flood of them may take at most FLOOD_ROWS_PER_DAY of a server's rows a day. */
-export const FLOOD_REASONS: readonly WafReason[] = ['rate_limited', 'bot_challenge'];
-/** Half the daily cap: the other half stays for detections and blocks during a flood. */
-export const FLOOD_ROWS_PER_DAY = Math.floor(AGENT_LIMITS.eventsPerServerPerDay / 2);
+/** Events this close in event time to a row's first occurrence fold into it (the agent folds by the same window). */
+export const FOLD_WINDOW_MS = FOLD_WINDOW_SECONDS * 1000;
+/** The largest count a row holds (int4). */
+const MAX_COUNT = 2_147_483_647;
 
-const foldKey = (ip: string, domain: string, reason: string, ruleId: string | null) => JSON.stringify([ip, domain, reason, ruleId]);
+/** The fold fields an agent sends (count, lastTs, requestIds), checked for any caller. */
+function foldFieldsOk(e: WafEventItem): boolean {
+  const count = e.count === undefined || (Number.isSafeInteger(e.count) && e.count >= 1 && e.count <= AGENT_LIMITS.foldedPerItem);
+  const last = e.lastTs === undefined || (Number.isSafeInteger(e.lastTs) && e.lastTs >= 0 && e.lastTs <= MAX_UNIX_SECONDS);
+  const ids =
+    e.requestIds === undefined ||
+    (Array.isArray(e.requestIds) && e.requestIds.length < AGENT_LIMITS.requestIdsPerEvent && e.requestIds.every((id) => typeof id === 'string' && REQUEST_ID.test(id)));
+  return count && last && ids;
+}
 
 /**
  * Stores a batch of WAF events (blocked, challenged, or detected in detect mode) from one agent.
- * Nothing an agent says is taken on trust: an event with a bad address, domain, rule id or an
- * over-long detail is dropped, and so is one for a domain not assigned to that server.
+ * Nothing an agent says is taken on trust: an event with a bad address, domain, rule id, fold
+ * field or an over-long detail is dropped, and so is one for a domain not assigned to that server.
  *
- * Folding: an event identical to a row of the server (same source address, domain, reason and
- * rule id) whose first occurrence is within FOLD_WINDOW_MS of the event's time (either side, by
- * event time: the row's occurred_at against the event's ts) is not a new row: the row's count
- * goes up and its last_seen_at becomes the latest time folded in. Rows of the same batch fold
- * too. The row keeps the first occurrence's details and request id. A persistent source so
- * yields one row a minute.
+ * An item stands for `count` occurrences (1 when absent: agents from before folding send one item
+ * per request), the first at `ts`, the last at `lastTs`, with the request ids `requestId` and
+ * `requestIds`.
  *
- * The cap: at most AGENT_LIMITS.eventsPerServerPerDay rows per server per UTC day, counted by
- * the time the service received them (an event that claims an earlier time is stored with that
- * time but counts toward today), and of them at most FLOOD_ROWS_PER_DAY of FLOOD_REASONS, so a
- * flood leaves room for detections. Folding takes no room. The server's row is locked
- * meanwhile, so concurrent batches (from another process too) cannot both take the last room.
+ * Folding: an item with the same protocol eventFoldKey as a row of the server (source, reason,
+ * rule, domain, method, path, location, blocked) whose first occurrence is within FOLD_WINDOW_MS
+ * of the item's `ts` (either side, the nearest row) is not a new row: the row's count goes up by
+ * the item's, its last_seen_at becomes the latest time folded in, and it keeps the item's request
+ * ids while it has fewer than AGENT_LIMITS.requestIdsPerEvent. Items of the same batch fold too;
+ * a row keeps its first occurrence's details. The agent folds the same way before it ships, so
+ * repeats it folded go into the row of their first occurrence.
+ *
+ * The cap: at most AGENT_LIMITS.eventsPerServerPerDay rows per server per UTC day, counted by the
+ * time the service received them (an event that claims an earlier time is stored with that time
+ * but counts toward today), shared out as the protocol's eventRowFits does: room kept for
+ * detections, a share for rate limits and challenges. Folding takes no room. The server's row is
+ * locked meanwhile, so concurrent batches (from another process too) cannot both take the last room.
  */
 export async function storeEvents(
   ctx: ServiceContext,
@@ -83,7 +108,8 @@ export async function storeEvents(
       (e.ruleId === null || isUuid(e.ruleId)) &&
       DETAILS.every((f) => detailOk(e, f)) &&
       (e.blocked === undefined || typeof e.blocked === 'boolean') &&
-      (e.requestId === undefined || (typeof e.requestId === 'string' && REQUEST_ID.test(e.requestId))),
+      (e.requestId === undefined || (typeof e.requestId === 'string' && REQUEST_ID.test(e.requestId))) &&
+      foldFieldsOk(e),
   );
   const result: StoredEvents = { stored: 0, folded: 0, invalid: events.length - valid.length, unassigned: 0, overCap: 0 };
   if (valid.length === 0) return result;
@@ -95,12 +121,10 @@ export async function storeEvents(
     if (own.length === 0) return result;
     const now = ctx.now();
     const dayStart = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate()));
-    let room = Math.max(0, AGENT_LIMITS.eventsPerServerPerDay - (await store.countEventsReceivedSince(tx, serverId, dayStart)));
-    let floodRoom = Math.max(0, FLOOD_ROWS_PER_DAY - (await store.countEventsReceivedSince(tx, serverId, dayStart, FLOOD_REASONS)));
+    const taken = await store.eventRowsReceivedSince(tx, serverId, dayStart);
 
-    // HAProxy's timestamp, but never in the future of the service's clock
-    const timed = own.map((e) => ({ e, at: new Date(Math.min(e.ts * 1000, now.getTime())) }));
-    const times = timed.map((t) => t.at.getTime());
+    const items = own.map((e) => received(e, now));
+    const times = items.map((t) => t.at);
     const existing = await store.foldableEvents(
       tx,
       serverId,
@@ -108,65 +132,91 @@ export async function storeEvents(
       new Date(Math.min(...times) - FOLD_WINDOW_MS),
       new Date(Math.max(...times) + FOLD_WINDOW_MS),
     );
-    /** Rows an event may fold into, by identity: the stored ones and this batch's new ones. */
-    type Target = { at: number; row?: Insertable<WafEventsTable>; id?: string; n: number; last: number };
+    /** Rows an item may fold into, by identity: the stored ones and this batch's new ones. */
+    type Target = { at: number; row?: Insertable<WafEventsTable>; id?: string; n: number; last: number; ids: string[] };
     const targets = new Map<string, Target[]>();
     const add = (key: string, t: Target) => (targets.get(key) ?? targets.set(key, []).get(key)!).push(t);
-    for (const r of existing) add(foldKey(r.source_ip, r.domain, r.reason, r.rule_id), { at: r.occurred_at.getTime(), id: r.id, n: 0, last: r.occurred_at.getTime() });
+    for (const r of existing) {
+      const key = eventFoldKey({ ip: r.source_ip, domain: r.domain, reason: r.reason as WafReason, ruleId: r.rule_id, method: r.method, path: r.path, location: r.location, blocked: r.blocked });
+      add(key, { at: r.occurred_at.getTime(), id: r.id, n: 0, last: r.occurred_at.getTime(), ids: [] });
+    }
 
     const rows: Insertable<WafEventsTable>[] = [];
-    for (const { e, at } of timed) {
-      const t = at.getTime();
-      const domain = e.domain.toLowerCase();
-      const key = foldKey(e.ip, domain, e.reason, e.ruleId);
-      const into = targets.get(key)?.find((x) => Math.abs(x.at - t) <= FOLD_WINDOW_MS);
+    const fresh: Target[] = [];
+    for (const item of items) {
+      const into = nearest(targets.get(item.key), item.at);
       if (into) {
-        into.n += 1;
-        into.last = Math.max(into.last, t);
+        into.n += item.count;
+        into.last = Math.max(into.last, item.last);
+        into.ids.push(...item.ids);
         result.folded += 1;
         continue;
       }
-      const flood = FLOOD_REASONS.includes(e.reason);
-      if (room === 0 || (flood && floodRoom === 0)) {
+      if (!eventRowFits(item.reason, taken)) {
         result.overCap += 1;
         continue;
       }
-      room -= 1;
-      if (flood) floodRoom -= 1;
-      const row: Insertable<WafEventsTable> = {
-        account_id: accountId,
-        server_id: serverId,
-        domain,
-        source_ip: e.ip,
-        reason: e.reason,
-        rule_id: e.ruleId,
-        occurred_at: at,
-        received_at: now,
-        method: storable(e.method),
-        path: storable(e.path),
-        location: storable(e.location),
-        matched: storable(e.matched),
-        blocked: e.blocked ?? true,
-        request_id: e.requestId ?? null,
-      };
+      takeEventRow(item.reason, taken);
+      const row: Insertable<WafEventsTable> = { ...item.row, account_id: accountId, server_id: serverId, received_at: now };
       rows.push(row);
-      add(key, { at: t, row, n: 0, last: t });
+      const target: Target = { at: item.at, row, n: item.count, last: item.last, ids: [...item.ids] };
+      fresh.push(target);
+      add(item.key, target);
     }
-    for (const list of targets.values()) {
-      for (const x of list) {
-        if (x.n === 0) continue;
-        if (x.row) {
-          x.row.count = 1 + x.n;
-          x.row.last_seen_at = new Date(x.last);
-        } else await store.foldEvent(tx, x.id!, x.n, new Date(x.last));
-      }
+    for (const x of fresh) {
+      x.row!.count = Math.min(x.n, MAX_COUNT);
+      x.row!.last_seen_at = x.n > 1 ? new Date(x.last) : null;
     }
-    await store.insertEvents(tx, rows);
+    for (const list of targets.values()) for (const x of list) if (x.id !== undefined && x.n > 0) await store.foldEvent(tx, x.id, x.n, new Date(x.last));
+    const ids = await store.insertEvents(tx, rows);
+    fresh.forEach((x, i) => (x.id = ids[i]));
+    await keepRequestIds(tx, store, accountId, [...targets.values()].flat());
     result.stored = rows.length;
     // The live streams load this batch's rows by server and receipt time, once committed.
     if (rows.length > 0) await ctx.live?.(tx, { kind: 'live-events', accountId, serverId, receivedAt: now.toISOString() });
     return result;
   });
+}
+
+/** An item as the service keeps it: its times (never past the service's clock), identity and row fields. */
+function received(e: WafEventItem, now: Date) {
+  const at = Math.min(e.ts * 1000, now.getTime());
+  const last = Math.max(at, Math.min((e.lastTs ?? e.ts) * 1000, now.getTime()));
+  const domain = e.domain.toLowerCase();
+  const row = {
+    domain,
+    source_ip: e.ip,
+    reason: e.reason,
+    rule_id: e.ruleId,
+    occurred_at: new Date(at),
+    method: storable(e.method),
+    path: storable(e.path),
+    location: storable(e.location),
+    matched: storable(e.matched),
+    blocked: e.blocked ?? true,
+    request_id: e.requestId ?? e.requestIds?.[0] ?? null,
+  };
+  const key = eventFoldKey({ ip: e.ip, domain, reason: e.reason, ruleId: e.ruleId, method: row.method, path: row.path, location: row.location, blocked: row.blocked });
+  const ids = [...(e.requestId !== undefined ? [e.requestId] : []), ...(e.requestIds ?? [])];
+  return { at, last, key, reason: e.reason, count: e.count ?? 1, ids, row };
+}
+
+/** The target whose first occurrence is nearest `at`, within FOLD_WINDOW_MS. */
+function nearest<T extends { at: number }>(list: readonly T[] | undefined, at: number): T | undefined {
+  let best: T | undefined;
+  for (const x of list ?? []) if (Math.abs(x.at - at) <= FOLD_WINDOW_MS && (!best || Math.abs(x.at - at) < Math.abs(best.at - at))) best = x;
+  return best;
+}
+
+/** Each row keeps the request ids folded into it until it holds AGENT_LIMITS.requestIdsPerEvent (the first ones). */
+async function keepRequestIds(tx: Tx, store: AgentChannelStore, accountId: string, targets: readonly { id?: string | undefined; ids: string[] }[]): Promise<void> {
+  const withIds = targets.filter((x) => x.id !== undefined && x.ids.length > 0);
+  if (withIds.length === 0) return;
+  const have = await store.requestIdCounts(tx, withIds.map((x) => x.id!));
+  const rows = withIds.flatMap((x) =>
+    [...new Set(x.ids)].slice(0, Math.max(0, AGENT_LIMITS.requestIdsPerEvent - (have.get(x.id!) ?? 0))).map((request_id) => ({ event_id: x.id!, account_id: accountId, request_id })),
+  );
+  await store.insertEventRequestIds(tx, rows);
 }
 
 /** The retention job: events older than 7 days go. */
@@ -182,6 +232,7 @@ export interface EventQuery extends PageParams {
   ip?: string | undefined;
   since?: string | undefined;
   until?: string | undefined;
+  requestId?: string | undefined;
 }
 
 const ISO_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})$/i;
@@ -212,6 +263,10 @@ export function eventFilter(ctx: ServiceContext, q: EventQuery): EventFilter {
     filter[field] = new Date(at);
   }
   if (filter.since && filter.until && filter.since > filter.until) throw invalidField('since', 'must not be after until');
+  if (q.requestId !== undefined) {
+    if (!REQUEST_ID.test(q.requestId)) throw invalidField('requestId', 'must be a request id: 1 to 64 of A-Z a-z 0-9 _ -');
+    filter.requestId = q.requestId;
+  }
   return filter;
 }
 
