@@ -9,6 +9,7 @@ import { authenticate, SESSION_COOKIE, type Principal } from './auth.js';
 import type { ServiceContext } from './context.js';
 import { AppError } from './errors.js';
 import { LISTENER_LIMITS, listenerOptions, type ListenerLimits } from './listener-limits.js';
+import { redactingLogger, urlSecrets } from './log-redaction.js';
 import { ControlPlaneMetrics } from './metrics.js';
 import { metricsRoutes } from './routes/metrics.js';
 import { LiveStreams, streamRoutes } from './routes/stream.js';
@@ -112,8 +113,10 @@ function clientError(err: Error & { code?: string }, socket: Socket): void {
 
 export async function buildApp(options: AppOptions): Promise<App> {
   const listener = options.listener ?? LISTENER_LIMITS;
+  // Secrets of the operator's that must never reach a log line, besides the patterns log-redaction.ts knows.
+  const logSecrets = [options.adminToken, options.metricsToken, options.ctx.billing?.webhookSecret, ...urlSecrets(options.ctx.billing?.chain?.rpcUrl)].filter((s): s is string => !!s);
   const app = Fastify({
-    logger: options.logger ?? false,
+    logger: redactingLogger(options.logger, logSecrets),
     bodyLimit: BODY_LIMIT,
     ...listenerOptions(listener),
     trustProxy: Array.isArray(options.trustProxy) && options.trustProxy.length === 0 ? false : (options.trustProxy ?? false),
