@@ -179,6 +179,19 @@ describe('the dashboard in a real Chromium', { skip: !CHROMIUM && 'chromium is n
     assert.equal(attack.status, 403);
     const row = page.getByRole('row').filter({ hasText: '/search' });
     await row.waitFor({ timeout: 15_000 }); // no reload: it arrives over /api/stream
+    // The request with the query as far as the detector matched, the field, and blocked or logged.
+    await row.getByText(/GET shop\.dash\.test\/search\?q=\S/).waitFor();
+    await row.getByRole('cell', { name: 'query:q' }).waitFor();
+    await row.getByRole('cell', { name: 'Blocked' }).waitFor();
+    // The request id the block page gave finds the event.
+    const requestId = /Request id: ([A-Za-z0-9_-]+)/.exec(attack.text)![1]!;
+    await page.getByLabel('Request id').fill(requestId);
+    await page.getByRole('button', { name: 'Apply' }).click();
+    await page.getByRole('row').filter({ hasText: '/search' }).waitFor();
+    await page.getByLabel('Request id').fill('no-such-request');
+    await page.getByRole('button', { name: 'Apply' }).click();
+    await page.getByText('No events match these filters.').waitFor();
+    await page.getByRole('button', { name: 'Clear' }).click();
     await row.getByRole('button', { name: /^Details/ }).click();
     const dialog = page.getByRole('dialog', { name: 'Event' });
     await dialog.getByText('query:q').waitFor();
