@@ -11,7 +11,7 @@ const flagsIn = (text: string) => new Set([...text.matchAll(/(?<![\w-])--[a-z][a
 
 describe('rampart command line', () => {
   const readme = readFileSync(`${ROOT}README.md`, 'utf8');
-  for (const command of ['up', 'serve', 'agent', 'admin']) {
+  for (const command of ['up', 'serve', 'agent', 'admin', 'restore']) {
     test(`README's row for \`rampart ${command}\` names exactly the flags of its --help`, () => {
       const help = run(command, '--help');
       assert.equal(help.status, 0, help.stderr);

@@ -93,7 +93,8 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const publicUrl = publicUrlFrom(options.publicUrl ?? process.env.RAMPART_PUBLIC_URL, 'RAMPART_PUBLIC_URL');
   const signup = options.signup ?? signupModeFrom(process.env.RAMPART_SIGNUP, 'closed');
   const listener = options.listener ?? listenerLimitsFromEnv(process.env);
-  const database = await openDatabase({ url: options.databaseUrl, dataDir: options.dataDir, schema: options.schema });
+  let snapshot: string | undefined;
+  const database = await openDatabase({ url: options.databaseUrl, dataDir: options.dataDir, schema: options.schema, onSnapshot: (p) => (snapshot = p) });
   // The app's logger, once the app exists (the bus may log before).
   let log: { info(msg: string): void; warn(msg: string): void } | undefined;
   const appLog = { info: (msg: string) => log?.info(msg), warn: (msg: string) => log?.warn(msg) };
@@ -185,6 +186,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     throw err;
   }
   log = { info: (msg) => app.log.info(msg), warn: (msg) => app.log.warn(msg) };
+  if (snapshot) log.info(`the embedded database was copied to ${snapshot} before it was migrated (the previous release opens the copy; remove it once this one runs well)`);
   // Notification delivery: runs of the job below, and one soon after deliveries are queued.
   const deliveries = deliveryRunner(ctx, deliveryConfig, (msg, err) => app.log.warn({ err }, msg), (channel, outcome) => metrics.delivery(channel, outcome));
   ctx.delivery = {

@@ -7,6 +7,7 @@ import { Confirm, Dialog, Empty, ErrorNote, Field, fmtAgo, PageHead, Secret, use
 /** Where the server is, in words. */
 export function connectionText(s: Server): { text: string; tone: 'good' | 'warn' | 'bad' | 'muted' } {
   if (s.status === 'decommissioned') return { text: 'decommissioned', tone: 'muted' };
+  if (s.status === 'offline' && s.agentRefused) return { text: `agent refused: ${s.agentRefused}`, tone: 'bad' };
   if (!s.lastSeenAt && !s.ip) return { text: 'never connected', tone: 'muted' };
   if (s.status === 'offline') return { text: `offline, last seen ${fmtAgo(s.lastSeenAt)}`, tone: 'bad' };
   return { text: 'online', tone: 'good' };
@@ -110,7 +111,7 @@ export function Servers(_: ViewProps) {
       <ErrorNote error={servers.error} />
       {servers.data && list.length === 0 ? <Empty>No shield servers yet. Add one and run the command it gives on the host.</Empty> : null}
       {list.length > 0 ? (
-        <CardTable columns={['Server', 'Connection', 'Configuration', 'Health', 'Address']} action="Actions">
+        <CardTable columns={['Server', 'Connection', 'Configuration', 'Health', 'Address', 'Agent']} action="Actions">
             {list.map((s) => {
               const c = connectionText(s);
               const r = revisionText(s);
@@ -135,6 +136,7 @@ export function Servers(_: ViewProps) {
                     {s.publicIp ?? s.ip ?? <span class="muted">—</span>}
                     {s.publicIp ? <small class="muted block">public address</small> : null}
                   </td>
+                  <td data-label="Agent">{s.agentVersion ?? <span class="muted">—</span>}</td>
                   <td class="row-actions">
                     {s.status !== 'decommissioned' ? (
                       <>
