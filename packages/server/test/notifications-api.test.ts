@@ -179,6 +179,12 @@ for (const backend of await backends()) {
       assert.ok(row?.webhook_secret_enc?.startsWith('v1.'), 'stored encrypted');
       assert.ok(!JSON.stringify(row).includes(SECRET), 'the secret is not stored in the clear');
 
+      // Without an SMTP transport no confirmation e-mail can be sent: none is shown, and asking for one says why.
+      const ask = await call(t.app, 'POST', '/api/settings/notifications/email/confirmation', { key });
+      assert.equal(ask.status, 503);
+      assert.match(ask.body.error, /^email: /);
+      assert.equal((await settings(key)).emailConfirmationSentAt, null);
+
       // Only the kinds: the channels and the secret stay.
       assert.deepEqual((await put(key, { kinds: [] })).body, { ...expected, kinds: [] });
       assert.deepEqual((await put(key, { kinds: null })).body, { ...expected, kinds: [] });

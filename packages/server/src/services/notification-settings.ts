@@ -86,7 +86,8 @@ function view(row: Row | undefined, endpoints: readonly Endpoint[], now: Date): 
     webhookSecretSet: Boolean(row?.webhook_secret_enc),
     email: row?.email ?? null,
     emailConfirmed: Boolean(row?.email && row.email_confirmed_at),
-    emailConfirmationSentAt: row?.email && !row.email_confirmed_at ? iso(row.email_token_sent_at) : null,
+    // A confirmation that could not be sent leaves no token: it shows as none sent.
+    emailConfirmationSentAt: row?.email && !row.email_confirmed_at && row.email_token_hash ? iso(row.email_token_sent_at) : null,
     kinds: (row?.kinds ?? []) as NotificationKind[],
     updatedAt: iso(row?.updated_at),
     webhookStatus: row?.webhook_url ? of('webhook') : null,
