@@ -4,3 +4,4 @@ export * from './messages.js';
 export * from './event-log.js';
 export * from './limits.js';
 export * from './crawlers.js';
+export * from './rule-language.js';

@@ -1,6 +1,7 @@
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
 import { TypeCompiler } from '@sinclair/typebox/compiler';
 import { COMPRESSED_BODY_POLICIES, RULE_TYPES, WAF_LEVELS, WAF_MODES } from './waf.js';
+import { CUSTOM_RULE_ACTIONS, RULE_LIMITS } from './rule-language.js';
 import { CRAWLER_PREFIXES_MAX } from './crawlers.js';
 
 /** Raised on both ends; an agent speaking another version is refused with a close reason. */
@@ -122,6 +123,18 @@ export const SnapshotRule = Type.Object(
   { additionalProperties: false },
 );
 
+/** A custom rule (rule-language.ts): its expression is parsed again by the proxy's compiler. */
+export const SnapshotCustomRule = Type.Object(
+  {
+    id: Type.String(),
+    expression: Type.String({ maxLength: RULE_LIMITS.expression }),
+    action: Type.Union(CUSTOM_RULE_ACTIONS.map((a) => Type.Literal(a))),
+    domainId: Type.Union([Type.String(), Type.Null()]),
+    priority: Type.Integer(),
+  },
+  { additionalProperties: false },
+);
+
 export const BOT_KEY_ID_PATTERN = '^[0-9a-z]{1,16}$';
 export const BotKey = Type.Object(
   { id: Type.String({ pattern: BOT_KEY_ID_PATTERN }), secret: Type.String({ pattern: '^[0-9a-f]{32,128}$' }) },
@@ -143,12 +156,15 @@ export const ServerSnapshot = Type.Object(
      * with that may still be live (accepted, never used to sign). Each is named by its key id.
      */
     botKeys: Type.Optional(Type.Array(BotKey, { minItems: 1, maxItems: 2 })),
+    /** Enabled custom rules only, by priority (lower first); absent from older control planes: none. */
+    customRules: Type.Optional(Type.Array(SnapshotCustomRule)),
   },
   { additionalProperties: false },
 );
 export type ServerSnapshot = Static<typeof ServerSnapshot>;
 export type SnapshotDomain = Static<typeof SnapshotDomain>;
 export type SnapshotRule = Static<typeof SnapshotRule>;
+export type SnapshotCustomRule = Static<typeof SnapshotCustomRule>;
 
 const ApplyError = Type.Object({ line: Type.Union([Count, Type.Null()]), message: Type.String({ maxLength: AGENT_LIMITS.ackErrorMessage }) }, { additionalProperties: false });
 
@@ -217,6 +233,8 @@ export const WAF_REASONS = [
   'injection_detected',
   'upload_blocked',
   'compressed_body',
+  'custom_rule_blocked',
+  'custom_rule_logged',
 ] as const;
 export type WafReason = (typeof WAF_REASONS)[number];
 

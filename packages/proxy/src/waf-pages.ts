@@ -25,6 +25,8 @@ export const REASON_WORDS: Readonly<Record<WafReason, string>> = {
   injection_detected: 'code injection',
   upload_blocked: 'a dangerous file upload',
   compressed_body: 'a compressed request body, which cannot be inspected',
+  custom_rule_blocked: 'a rule of this site',
+  custom_rule_logged: 'a rule of this site',
 };
 
 /** reason -> words, looked up by the pages (`%[var(txn.rp_reason),map(...)]`). */

@@ -1,0 +1,252 @@
+import { CUSTOM_RULE_ACTIONS, isUuid, parseRuleExpression, type CustomRuleAction, type RuleExpr, type RuleOperand, type SnapshotCustomRule } from '@rampart/protocol';
+import { UnsafeValueError } from './backend.js';
+
+// The compiler of custom rules (the expression language of @rampart/protocol rule-language.ts) to
+// native HAProxy: an expression becomes ACLs over sample fetches, in the shape HAProxy conditions
+// take (or of ands of ACLs), and every value the user wrote goes into a per-rule pattern file,
+// never into configuration text. Only the header and argument names a fetch takes are written as
+// its argument, after the parser's strict check (letters, digits, '-', '_', '.'). No Lua runs for
+// a custom rule, except the bot challenge of a matching `challenge` rule.
+
+/** A named ACL as a condition takes it: `rp_r0_1`, `!rp_r0_1` when negated. */
+type Literal = string;
+/** A condition: an or of ands of ACLs. [] never holds; [[]] always does. */
+type Dnf = Literal[][];
+
+/**
+ * HAProxy reads at most 64 words a line. A condition's terms each carry up to two words of their
+ * own (!rp_done and one more, customRuleLines) besides their ACLs, and the line's action takes 4.
+ * A condition that would pass MAX_WORDS or MAX_TERMS has parts kept in variables instead.
+ */
+const MAX_WORDS = 56;
+const TERM_WORDS = 2;
+const MAX_TERMS = 8;
+const words = (d: Dnf) => d.reduce((n, t) => n + t.length + TERM_WORDS, 0) + Math.max(0, d.length - 1);
+const fits = (d: Dnf) => d.length <= MAX_TERMS && words(d) <= MAX_WORDS;
+
+export interface CompiledCustomRule {
+  id: string;
+  action: CustomRuleAction;
+  domainId: string | null;
+  /** Its named ACLs (`acl rp_r<rule>_<n> ...` lines), declared before the lines that use them. */
+  acls: string[];
+  /** Parts of the condition kept in variables, set before the rule's own line (in this order). */
+  steps: { variable: string; when: Dnf }[];
+  when: Dnf;
+}
+
+const negate = (l: Literal): Literal => (l.startsWith('!') ? l.slice(1) : `!${l}`);
+
+/**
+ * Compiles one rule; `files` receives its pattern files (`rule<index>_<n>.pat` in `dir`). The
+ * expression is parsed again here, whatever the API let through.
+ */
+function compileRule(rule: SnapshotCustomRule, index: number, dir: string, countryMap: string | undefined, files: Record<string, string>): CompiledCustomRule {
+  if (!isUuid(rule.id)) throw new UnsafeValueError('custom rule id', rule.id);
+  if (!(CUSTOM_RULE_ACTIONS as readonly string[]).includes(rule.action)) throw new UnsafeValueError('custom rule action', rule.action);
+  if (rule.domainId !== null && !isUuid(rule.domainId)) throw new UnsafeValueError('custom rule domain', rule.domainId);
+  const parsed = parseRuleExpression(rule.expression);
+  if (!parsed.ok) throw new UnsafeValueError('custom rule expression', rule.expression);
+  const steps: CompiledCustomRule['steps'] = [];
+  const acls: string[] = [];
+  let files_ = 0;
+  const patterns = (lines: string[]): string => {
+    const name = `rule${index}_${files_++}.pat`;
+    files[name] = lines.map((l) => `${l}\n`).join('');
+    return `${dir}/${name}`;
+  };
+  const acl = (test: string): Literal => {
+    const name = `rp_r${index}_${acls.length}`;
+    acls.push(`    acl ${name} ${test}`);
+    return name;
+  };
+  // Every Dnf built here fits (a leaf's does); keep() takes one that fits and gives one literal.
+  const keep = (d: Dnf): Dnf => {
+    const variable = `txn.rp_v${index}_${steps.length}`;
+    steps.push({ variable, when: d });
+    return [[acl(`var(${variable}) -m bool`)]];
+  };
+  const single = (d: Dnf) => d.length === 1 && d[0]!.length <= 1;
+  const or = (a: Dnf, b: Dnf): Dnf => {
+    if (fits([...a, ...b])) return [...a, ...b];
+    if (!single(a)) a = keep(a);
+    if (fits([...a, ...b])) return [...a, ...b];
+    return [...a, ...keep(b)];
+  };
+  const product = (a: Dnf, b: Dnf): Dnf => a.flatMap((x) => b.map((y) => [...x, ...y]));
+  const and = (a: Dnf, b: Dnf): Dnf => {
+    if (fits(product(a, b))) return product(a, b);
+    if (words(a) >= words(b)) a = keep(a);
+    else b = keep(b);
+    if (fits(product(a, b))) return product(a, b);
+    return product(single(a) ? a : keep(a), single(b) ? b : keep(b));
+  };
+  // Negations are pushed down to the ACLs (De Morgan), so a condition never needs parentheses.
+  const compile = (e: RuleExpr, negated: boolean): Dnf => {
+    switch (e.kind) {
+      case 'and':
+        return negated ? or(compile(e.left, true), compile(e.right, true)) : and(compile(e.left, false), compile(e.right, false));
+      case 'or':
+        return negated ? and(compile(e.left, true), compile(e.right, true)) : or(compile(e.left, false), compile(e.right, false));
+      case 'not':
+        return compile(e.expr, !negated);
+      default: {
+        const tests = leaf(e, countryMap, patterns);
+        if (tests === 'always') return negated ? [] : [[]];
+        const named = tests.map(acl);
+        if (!negated) return named.map((l) => [l]);
+        return named.length === 0 ? [[]] : [named.map(negate)];
+      }
+    }
+  };
+  const when = compile(parsed.expr, false);
+  return { id: rule.id, action: rule.action, domainId: rule.domainId, acls, steps, when };
+}
+
+/** The sample fetch of an operand, or undefined when this shield server cannot read it (no country map). */
+function fetchOf(o: RuleOperand, countryMap: string | undefined): string | undefined {
+  if (o.kind !== 'field') {
+    const inner = fetchOf(o.arg, countryMap);
+    return inner === undefined ? undefined : `${inner},${o.kind === 'lower' ? 'lower' : 'length'}`;
+  }
+  switch (o.field) {
+    case 'http.host':
+      return 'req.fhdr(host)';
+    case 'http.request.method':
+      return 'method';
+    case 'http.request.uri':
+      return 'pathq';
+    case 'http.request.uri.path':
+      return 'path';
+    case 'http.request.uri.query':
+      return 'query';
+    case 'http.request.uri.args':
+      return `url_param(${checkedName(o.key!, /^[A-Za-z0-9_.-]{1,64}$/)})`;
+    case 'http.request.headers':
+      return `req.fhdr(${checkedName(o.key!, /^[a-z0-9_-]{1,64}$/)})`;
+    case 'http.cookie':
+      return 'req.fhdr(cookie)';
+    case 'http.user_agent':
+      return 'req.fhdr(user-agent)';
+    case 'http.referer':
+      return 'req.fhdr(referer)';
+    case 'ip.src':
+      return 'src';
+    case 'ip.src.country':
+      return countryMap === undefined ? undefined : `src,map_ip(${countryMap})`;
+    case 'ssl':
+      return 'ssl_fc';
+  }
+}
+
+function checkedName(name: string, re: RegExp): string {
+  if (!re.test(name)) throw new UnsafeValueError('header or argument name', name);
+  return name;
+}
+
+/**
+ * A value a pattern file holds as it is: HAProxy reads a file line by line, strips leading blanks,
+ * skips empty lines and lines starting with '#', so only printable ASCII not starting with a blank
+ * or '#' is written plain. Any other value (empty aside) is matched by an escaped regular expression.
+ */
+const PLAIN = /^[\x21-\x22\x24-\x7e][\x20-\x7e]*$/;
+
+/** Every byte of the value's UTF-8 but letters, digits and '_' as \xHH: a regular expression that matches it literally. */
+function literalRegex(value: string): string {
+  return [...new TextEncoder().encode(value)].map((b) => (/[A-Za-z0-9_]/.test(String.fromCharCode(b)) ? String.fromCharCode(b) : `\\x${b.toString(16).padStart(2, '0')}`)).join('');
+}
+
+/**
+ * The tests (ACL bodies) of one comparison, any of which makes it hold (an or), or 'always' for
+ * one that always holds. A comparison on a field the request lacks holds for none of them
+ * (HAProxy: no sample).
+ */
+function leaf(e: Extract<RuleExpr, { kind: 'bool' | 'string' | 'ip' | 'int' }>, countryMap: string | undefined, patterns: (lines: string[]) => string): string[] | 'always' {
+  const fetch = fetchOf(e.operand, countryMap);
+  if (fetch === undefined) return [];
+  switch (e.kind) {
+    case 'bool':
+      return [fetch];
+    case 'ip':
+      return [`${fetch} -f ${patterns(e.values)}`];
+    case 'int': {
+      // Ranges of HAProxy's integer match: "n", "lo:hi", "lo:" ("lt 0" matches nothing).
+      const ranges = e.values.flatMap((v) => ({ eq: [`${v}`], lt: v > 0 ? [`0:${v - 1}`] : [], le: [`0:${v}`], gt: [`${v + 1}:`], ge: [`${v}:`] })[e.op]);
+      return ranges.length ? [`${fetch} -m int -f ${patterns(ranges)}`] : [];
+    }
+    case 'string': {
+      if (e.op === 'matches') {
+        const re = e.values[0]!;
+        if (re === '') return [`${fetch} -m found`];
+        // A leading blank or '#' would be lost from the file: an empty group in front keeps it.
+        return [`${fetch} -m reg -f ${patterns([/^[ #]/.test(re) ? `(?:)${re}` : re])}`];
+      }
+      const acls: Literal[] = [];
+      const empty = e.values.filter((v) => v === '');
+      const plain = e.values.filter((v) => PLAIN.test(v));
+      const other = e.values.filter((v) => v !== '' && !PLAIN.test(v));
+      if (empty.length) acls.push(e.op === 'eq' ? `${fetch} -m len 0` : `${fetch} -m found`);
+      const method = { eq: 'str', contains: 'sub', starts_with: 'beg', ends_with: 'end' }[e.op];
+      if (plain.length) acls.push(`${fetch} -m ${method} -f ${patterns(plain)}`);
+      if (other.length) {
+        const shape = { eq: (r: string) => `^${r}$`, contains: (r: string) => r, starts_with: (r: string) => `^${r}`, ends_with: (r: string) => `${r}$` }[e.op];
+        acls.push(`${fetch} -m reg -f ${patterns(other.map((v) => shape(literalRegex(v))))}`);
+      }
+      return acls;
+    }
+  }
+}
+
+/** Every custom rule of a snapshot compiled (by priority, as they come), with their pattern files. */
+export function compileCustomRules(rules: readonly SnapshotCustomRule[], dir: string, countryMap: string | undefined): { rules: CompiledCustomRule[]; files: Record<string, string> } {
+  const files: Record<string, string> = {};
+  return { rules: rules.map((r, i) => compileRule(r, i, dir, countryMap, files)), files };
+}
+
+/** A condition whose every term starts with `guard` (named ACLs, negated or not): `if` takes it as it is. */
+function condition(guard: string, when: Dnf): string {
+  return when.map((t) => [guard, ...t].join(' ')).join(' or ');
+}
+
+/**
+ * A domain's custom rules, in priority order, after the blacklist and countries and before bot
+ * protection. The first decisive match wins: block sets the hit (the backend's answer block
+ * answers 403), allow sets the whitelist variable (later rules and steps skip the request),
+ * challenge runs the bot challenge for a client without a valid pass cookie (with `challenge.on`
+ * false, as no key signs one: block). A log rule decides nothing: the first one to match is the
+ * request's event (custom_rule_logged, logged as let through) unless a later step refuses it.
+ * Every line runs only while nothing is decided (rp_done: a hit, or whitelisted).
+ */
+export function customRuleLines(rules: readonly CompiledCustomRule[], challenge: { on: boolean; answerPath: string }): string[] {
+  if (rules.length === 0) return [];
+  const lines = [
+    '    acl rp_done var(txn.rp_hit) -m found',
+    '    acl rp_done var(txn.rp_wl) -m found',
+    '    acl rp_pass var(txn.rp_cookie_ok) -m found',
+    '    acl rp_logged var(txn.rp_lg) -m found',
+  ];
+  for (const r of rules) {
+    if (r.when.length === 0) continue; // never holds
+    lines.push(...r.acls);
+    for (const s of r.steps) lines.push(`    http-request set-var(${s.variable}) bool(1) if ${condition('!rp_done', s.when)}`);
+    if (r.action === 'allow') lines.push(`    http-request set-var(txn.rp_wl) bool(1) if ${condition('!rp_done', r.when)}`);
+    else if (r.action === 'log') lines.push(`    http-request set-var(txn.rp_lg) str(${r.id}) if ${condition('!rp_done !rp_logged', r.when)}`);
+    else if (r.action === 'challenge' && challenge.on) lines.push(`    http-request lua.rampart_bot ${r.id} if ${condition('!rp_done !rp_pass', r.when)}`);
+    else lines.push(`    http-request set-var(txn.rp_hit) str(custom_rule_blocked:${r.id}) if ${condition('!rp_done', r.when)}`);
+  }
+  const challenger = challenge.on ? rules.find((r) => r.action === 'challenge') : undefined;
+  // The answer to a challenge comes to its own path, which the rule's expression need not match.
+  if (challenger) lines.push(`    http-request lua.rampart_bot ${challenger.id} if !rp_done !rp_pass { path -m str ${challenge.answerPath} }`);
+  if (rules.some((r) => r.action === 'log')) {
+    const logged = 'rp_logged !{ var(txn.rp_hit) -m found }';
+    lines.push(
+      `    http-request set-var(txn.rp_reason) str(custom_rule_logged) if ${logged}`,
+      `    http-request set-var(txn.rp_rule) var(txn.rp_lg) if ${logged}`,
+      `    http-request set-var(txn.rp_action) str(detect) if ${logged}`,
+      `    http-request set-var(txn.rp_method) method,url_enc if ${logged}`,
+      `    http-request set-var(txn.rp_path) path,bytes(0,256),url_enc if ${logged}`,
+      `    http-request set-log-level info if ${logged}`,
+    );
+  }
+  return lines;
+}
