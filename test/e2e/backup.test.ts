@@ -8,8 +8,11 @@ import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
+import { AGENT_PATH, CLOSE, protocolRefusal, PROTOCOL_VERSION } from '@rampart/protocol';
+import { WebSocketServer } from 'ws';
+import { startAgent } from '../support/cluster.js';
 import { freshPostgresSchema } from '../support/postgres.js';
-import { CLI, freePort, ROOT, startServe } from '../support/processes.js';
+import { CLI, freePort, ROOT, startServe, waitFor } from '../support/processes.js';
 
 const ADMIN = 'backup-e2e-admin-token';
 
@@ -58,6 +61,38 @@ describe('versions, backup and restore through the built rampart', () => {
     const r = await rampart(['--version']);
     assert.equal(r.code, 0, r.stderr);
     assert.equal(r.stdout, `${version}\n`);
+  });
+
+  test("a real agent's version is stored and shown per server; an agent a control plane cannot speak to logs both versions", async () => {
+    const { version } = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string };
+    const dir = tempDir();
+    const cp = await startServe({ port: await freePort(), dataDir: join(dir, 'cp'), adminToken: ADMIN });
+    after(() => cp.stop());
+    const key = (await api(cp.url, '/admin/accounts', { admin: true, body: { email: 'versions@example.com', plan: 'pro' } })).body.apiKey as string;
+    const server = await api(cp.url, '/api/servers', { key, body: { name: 'edge-v' } });
+    const agent = await startAgent({ serverUrl: cp.url, token: server.body.connectionToken, dataDir: join(dir, 'agent') });
+    after(() => agent.stop());
+    const seen = await waitFor(async () => (await api(cp.url, '/api/servers', { key })).body.find((s: { agentVersion: string | null }) => s.agentVersion), 'the agent version stored', 30_000);
+    assert.equal(seen.agentVersion, version);
+    assert.equal(seen.agentRefused, null);
+    await agent.stop();
+
+    // A control plane of a newer protocol refuses this agent: the agent's log names both versions.
+    const port = await freePort();
+    const newer = new WebSocketServer({ host: '127.0.0.1', port, path: AGENT_PATH });
+    after(() => new Promise<void>((r) => newer.close(() => r())));
+    newer.on('connection', (ws) =>
+      ws.once('message', (data) => {
+        const hello = JSON.parse(data.toString()) as { payload: { protocol: number; agentVersion: string } };
+        ws.close(CLOSE.protocolMismatch, protocolRefusal(hello.payload, { protocol: PROTOCOL_VERSION + 1, version: '9.0.0' }));
+      }),
+    );
+    const refused = await startAgent({ serverUrl: `http://127.0.0.1:${port}`, token: 'rmps_test', dataDir: join(dir, 'agent2') });
+    after(() => refused.stop());
+    const line = await waitFor(() => refused.output().split('\n').find((l) => l.includes('refused this agent')), 'the refusal in the agent log', 30_000);
+    for (const part of [`rampart ${version}, protocol ${PROTOCOL_VERSION}`, 'control plane rampart 9.0.0', `protocol ${PROTOCOL_VERSION + 1}`, 'upgrade the agent']) {
+      assert.ok(line.includes(part), `the agent's log line names ${part}: ${line}`);
+    }
   });
 
   test('a backup of a running embedded control plane restores into an empty embedded database and into PostgreSQL, and both serve the same data', async () => {
