@@ -432,11 +432,11 @@ const migrations: Record<string, Migration> = {
         .addColumn('log_index', 'integer')
         .addColumn('expires_at', 'timestamptz')
         .execute();
+      await sql`drop index transactions_tx_hash`.execute(db);
       await sql`update transactions set chain = 'legacy',
           log_index = case when tx_hash like '%:%' then split_part(tx_hash, ':', 2)::integer else -1 end,
           tx_hash = split_part(tx_hash, ':', 1)
         where tx_hash is not null and network is not null`.execute(db);
-      await sql`drop index transactions_tx_hash`.execute(db);
       await sql`create unique index transactions_transfer on transactions (chain, tx_hash, log_index) where chain is not null`.execute(db);
       await sql`create unique index transactions_payment on transactions (tx_hash) where chain is null and tx_hash is not null`.execute(db);
       await sql`update transactions set expires_at = now() + interval '24 hours' where kind = 'deposit' and status = 'pending'`.execute(db);
