@@ -201,7 +201,7 @@ function endpointStateOf(w: Work): EndpointState {
   };
 }
 
-/** The endpoint_row columns of a circuit state. */
+/** The notification_endpoints columns of a circuit state. */
 export function endpointColumns(state: EndpointState) {
   return {
     consecutive_failures: state.consecutiveFailures,
