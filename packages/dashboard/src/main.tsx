@@ -65,39 +65,98 @@ function ThemeToggle() {
   );
 }
 
+type Signup = 'closed' | 'invite' | 'open';
+
+/** Sign in, or register when the server lets people (GET /api/auth/signup: the operator's RAMPART_SIGNUP). */
 function SignIn({ onSignedIn }: { onSignedIn: (a: Account) => void }) {
   const [error, setError] = useState<string>();
   const [busy, setBusy] = useState(false);
+  const [signup, setSignup] = useState<Signup>();
+  const [registering, setRegistering] = useState(false);
+  useEffect(() => {
+    ok(api.GET('/api/auth/signup')).then(
+      (r) => setSignup(r.signup),
+      () => setSignup('closed'),
+    );
+  }, []);
+  const submit = (send: (f: FormData) => Promise<unknown>) => async (e: Event) => {
+    e.preventDefault();
+    const f = new FormData(e.currentTarget as HTMLFormElement);
+    setBusy(true);
+    setError(undefined);
+    try {
+      await send(f);
+      onSignedIn(await ok(api.GET('/api/account')));
+    } catch (err) {
+      setError(errorText(err));
+    } finally {
+      setBusy(false);
+    }
+  };
+  const credentials = (f: FormData) => ({ email: String(f.get('email')), password: String(f.get('password')) });
+  const switchTo = (next: boolean) => () => {
+    setError(undefined);
+    setRegistering(next);
+  };
   return (
     <main class="signin">
       <div class="signin-box">
         <div class="brand big">
           <img src="/dashboard/favicon.svg" alt="" width={32} height={32} /> Rampart
         </div>
-        <h1>Sign in</h1>
-        <form
-          onSubmit={async (e) => {
-            e.preventDefault();
-            const f = new FormData(e.currentTarget);
-            setBusy(true);
-            setError(undefined);
-            try {
-              await ok(api.POST('/api/auth/login', { body: { email: String(f.get('email')), password: String(f.get('password')) } }));
-              onSignedIn(await ok(api.GET('/api/account')));
-            } catch (err) {
-              setError(errorText(err));
-            } finally {
-              setBusy(false);
-            }
-          }}
-        >
-          <Field label="Email">{(id) => <input id={id} name="email" type="email" autocomplete="username" required />}</Field>
-          <Field label="Password">{(id) => <input id={id} name="password" type="password" autocomplete="current-password" required />}</Field>
-          <ErrorNote error={error} />
-          <button type="submit" class="primary" disabled={busy}>
-            Sign in
-          </button>
-        </form>
+        {registering && signup !== 'closed' ? (
+          <>
+            <h1>Create an account</h1>
+            <form
+              onSubmit={submit((f) => {
+                const invitation = signup === 'invite' ? String(f.get('invitation')).trim() : '';
+                return ok(api.POST('/api/auth/register', { body: { ...credentials(f), ...(invitation ? { invitation } : {}) } }));
+              })}
+            >
+              <Field label="Email">{(id) => <input id={id} name="email" type="email" autocomplete="username" required />}</Field>
+              <Field label="Password" hint="8 characters or more">
+                {(id, hint) => <input id={id} name="password" type="password" autocomplete="new-password" minLength={8} required aria-describedby={hint} />}
+              </Field>
+              {signup === 'invite' ? (
+                <Field label="Invitation" hint="Sign-up on this server is by invitation: paste the one its operator gave you">
+                  {(id, hint) => <input id={id} name="invitation" autocomplete="off" required aria-describedby={hint} />}
+                </Field>
+              ) : null}
+              <ErrorNote error={error} />
+              <button type="submit" class="primary" disabled={busy}>
+                Create account
+              </button>
+            </form>
+            <p class="signin-alt">
+              Have an account?{' '}
+              <button type="button" class="link" onClick={switchTo(false)}>
+                Sign in
+              </button>
+            </p>
+          </>
+        ) : (
+          <>
+            <h1>Sign in</h1>
+            <form onSubmit={submit((f) => ok(api.POST('/api/auth/login', { body: credentials(f) })))}>
+              <Field label="Email">{(id) => <input id={id} name="email" type="email" autocomplete="username" required />}</Field>
+              <Field label="Password">{(id) => <input id={id} name="password" type="password" autocomplete="current-password" required />}</Field>
+              <ErrorNote error={error} />
+              <button type="submit" class="primary" disabled={busy}>
+                Sign in
+              </button>
+            </form>
+            {signup === undefined ? null : signup === 'closed' ? (
+              <p class="signin-alt muted">Accounts on this server are created by its operator.</p>
+            ) : (
+              <p class="signin-alt">
+                No account?{' '}
+                <button type="button" class="link" onClick={switchTo(true)}>
+                  {signup === 'invite' ? 'Create one with an invitation' : 'Create one'}
+                </button>
+              </p>
+            )}
+          </>
+        )}
       </div>
       <div class="signin-theme">
         <ThemeToggle />

@@ -156,7 +156,7 @@ export interface paths {
         put?: never;
         /**
          * Sign in (sets an HttpOnly session cookie)
-         * @description Failed sign-ins are limited per account (10 in 15 minutes) and per source address (50 in 15 minutes): over a limit, 429 with Retry-After. When too many passwords are being checked at once, 503 with Retry-After.
+         * @description Failed sign-ins are limited per account (10 in 15 minutes, holding back only addresses with failures of their own) and per source address (50 in 15 minutes): over a limit, 429 with Retry-After. The source address is X-Forwarded-For's only from a trusted proxy (--trust-proxy). When too many passwords are being checked at once, 503 with Retry-After.
          */
         post: {
             parameters: {
