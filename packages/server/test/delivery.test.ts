@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, mock, test } from 'node:test';
 import { isPublicAddress } from '../src/delivery/addresses.js';
+import { afterFailure, circuitPauseMs, endpointCondition, ENDPOINT_DISABLE_AFTER_MS, HEALTHY_ENDPOINT } from '../src/delivery/circuit.js';
 import { deliverEmail, emailTransport, notificationEmail } from '../src/delivery/email.js';
 import { DELIVERY_GIVE_UP_MS, nextAttemptDelayMs, RETRY_BASE_MS, RETRY_CAP_MS, shouldGiveUp } from '../src/delivery/retry.js';
 import { checkWebhookUrl, deliverWebhook, signWebhook, verifyWebhook, webhookBody } from '../src/delivery/webhook.js';
@@ -358,5 +359,32 @@ describe('retry schedule', () => {
     assert.equal(shouldGiveUp(first, first), false);
     assert.equal(shouldGiveUp(first, new Date(first.getTime() + DELIVERY_GIVE_UP_MS - 1)), false);
     assert.equal(shouldGiveUp(first, new Date(first.getTime() + DELIVERY_GIVE_UP_MS)), true);
+  });
+});
+
+describe('circuit breaker of an endpoint', () => {
+  const t0 = new Date('2026-03-01T00:00:00.000Z');
+  const at = (ms: number) => new Date(t0.getTime() + ms);
+
+  test('the pause after each failure from the fifth on: 1 minute, doubling, at most an hour', () => {
+    const minutes = [5, 6, 7, 8, 9, 10, 11, 12, 40].map((n) => circuitPauseMs(n) / 60_000);
+    assert.deepEqual(minutes, [1, 2, 4, 8, 16, 32, 60, 60, 60]);
+  });
+
+  test('closed for four failures, open from the fifth, disabled at a failure 3 days after the first; a success starts again', () => {
+    let s = HEALTHY_ENDPOINT;
+    for (let i = 0; i < 4; i++) s = afterFailure(s, at(i * 1000), 'HTTP 500');
+    assert.deepEqual([s.consecutiveFailures, s.pausedUntil, endpointCondition(s, at(4000))], [4, null, 'failing']);
+    s = afterFailure(s, at(4000), 'HTTP 500');
+    assert.deepEqual([s.pausedUntil, s.failingSince], [at(4000 + 60_000), t0]);
+    assert.equal(endpointCondition(s, at(4000)), 'paused');
+    assert.equal(endpointCondition(s, at(64_000)), 'failing', 'half-open when the pause is over');
+    const before = afterFailure(s, at(ENDPOINT_DISABLE_AFTER_MS - 1), 'HTTP 500');
+    assert.equal(before.disabledAt, null);
+    const disabled = afterFailure(s, at(ENDPOINT_DISABLE_AFTER_MS), 'timed out');
+    assert.deepEqual([disabled.disabledAt, disabled.lastError, endpointCondition(disabled, at(ENDPOINT_DISABLE_AFTER_MS))], [at(ENDPOINT_DISABLE_AFTER_MS), 'timed out', 'disabled']);
+    // Two failures 3 days apart are not 3 days of failing: the endpoint is disabled only once it has failed 5 in a row.
+    const sparse = afterFailure(afterFailure(HEALTHY_ENDPOINT, t0, 'x'), at(ENDPOINT_DISABLE_AFTER_MS + 1), 'x');
+    assert.equal(sparse.disabledAt, null);
   });
 });
