@@ -1,4 +1,4 @@
-import { COMPRESSED_BODY_POLICIES, EVENT_FIELD_MAX, RULE_TYPES, SSL_STATUSES, WAF_LEVELS, WAF_MODES } from '@rampart/protocol';
+import { COMPRESSED_BODY_POLICIES, CUSTOM_RULE_ACTIONS, CUSTOM_RULE_NAME_MAX, EVENT_FIELD_MAX, RULE_LIMITS, RULE_TYPES, SSL_STATUSES, WAF_LEVELS, WAF_MODES } from '@rampart/protocol';
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
 
 // The HTTP edge: shapes, types and lengths. Semantic checks (hostnames, addresses, rule values)
@@ -161,6 +161,37 @@ export const RuleView = Type.Object({
   priority: Type.Integer(),
   created_at: Type.String({ format: 'date-time' }),
   updated_at: Type.String({ format: 'date-time' }),
+});
+// Custom rules (docs/rules.md)
+const RuleName = Type.String({ minLength: 1, maxLength: CUSTOM_RULE_NAME_MAX, pattern: NO_CONTROL_CHARS });
+const RuleExpression = Type.String({ minLength: 1, maxLength: RULE_LIMITS.expression, description: "A subset of Cloudflare's Rules language, e.g. `http.request.uri.path eq \"/login\" and ip.src.country in {\"CN\" \"RU\"}`" });
+const CustomAction = Type.Union(CUSTOM_RULE_ACTIONS.map((a) => Type.Literal(a)), { description: 'block (403), challenge (the bot challenge), allow (skips bot protection, rate limits and attack detection), log' });
+const RuleScope = Type.Union([Type.String({ maxLength: 100 }), Type.Null()], { description: 'The domain; null or omitted: every domain of the account' });
+export const CustomRuleCreate = Type.Object(
+  { name: RuleName, expression: RuleExpression, action: CustomAction, domainId: Type.Optional(RuleScope), priority: Type.Optional(Priority), enabled: Type.Optional(Type.Boolean()) },
+  strict,
+);
+export const CustomRuleUpdate = Type.Object(
+  {
+    name: Type.Optional(RuleName),
+    expression: Type.Optional(RuleExpression),
+    action: Type.Optional(CustomAction),
+    domainId: Type.Optional(RuleScope),
+    priority: Type.Optional(Priority),
+    enabled: Type.Optional(Type.Boolean()),
+  },
+  { ...strict, minProperties: 1 },
+);
+export const CustomRuleView = Type.Object({
+  id: Type.String(),
+  name: Type.String(),
+  expression: Type.String(),
+  action: Type.String(),
+  domainId: Type.Union([Type.String(), Type.Null()]),
+  priority: Type.Integer(),
+  enabled: Type.Boolean(),
+  createdAt: Type.String({ format: 'date-time' }),
+  updatedAt: Type.String({ format: 'date-time' }),
 });
 export const WafEvent = Type.Object({
   id: Type.String({ description: 'The event; `before` in the Link header names the last of a page' }),

@@ -65,7 +65,7 @@ export async function bumpWafVersion(db: Database | Tx, accountId: string): Prom
   await db.updateTable('accounts').set({ waf_version: sql<number>`waf_version + 1` }).where('id', '=', accountId).execute();
 }
 
-export type Counted = 'api_keys' | 'servers' | 'domains' | 'waf_rules';
+export type Counted = 'api_keys' | 'servers' | 'domains' | 'waf_rules' | 'custom_rules';
 
 /** How many rows of a table the account owns; decommissioned servers do not count. */
 export async function countOwned(db: Database | Tx, table: Counted, accountId: string): Promise<number> {

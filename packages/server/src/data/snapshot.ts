@@ -1,4 +1,5 @@
 import type { Database, Tx } from '../db/database.js';
+import { enabledCustomRules } from './custom-rules.js';
 import { inApplyOrder } from './waf-rules.js';
 
 // The read model of agent snapshots: what the desired state of many shield servers is built from,
@@ -12,10 +13,10 @@ export function snapshotServers(db: Database | Tx, serverIds: readonly string[])
 /**
  * For these live servers of these accounts: their domains (each row with the server it is
  * assigned to), every live server of those domains with its addresses, the accounts' enabled rules
- * in the order agents apply them, and the accounts' bot secrets.
+ * in the order agents apply them, their enabled custom rules likewise, and the accounts' bot secrets.
  */
 export async function snapshotContents(db: Database | Tx, liveIds: readonly string[], accountIds: readonly string[]) {
-  const [domains, peers, rules, accounts] = await Promise.all([
+  const [domains, peers, rules, accounts, customRules] = await Promise.all([
     db
       .selectFrom('domains')
       .innerJoin('domain_servers', 'domain_servers.domain_id', 'domains.id')
@@ -38,6 +39,7 @@ export async function snapshotContents(db: Database | Tx, liveIds: readonly stri
       .$call(inApplyOrder)
       .execute(),
     db.selectFrom('accounts').select(['id', 'bot_secret', 'bot_key_id', 'bot_prev_key_id', 'bot_prev_secret']).where('id', 'in', [...accountIds]).execute(),
+    enabledCustomRules(db, accountIds),
   ]);
-  return { domains, peers, rules, accounts };
+  return { domains, peers, rules, accounts, customRules };
 }

@@ -535,6 +535,26 @@ const migrations: Record<string, Migration> = {
       await sql`insert into waf_event_requests (event_id, account_id, request_id) select id, account_id, request_id from waf_events where request_id is not null`.execute(db);
     },
   },
+  '0021_custom_rules': {
+    // Custom rules (docs/rules.md): an expression of the rule language, an action, a scope (a
+    // domain, or null: every domain of the account), a priority (lower first) and a switch.
+    async up(db: Kysely<any>) {
+      await db.schema
+        .createTable('custom_rules')
+        .addColumn('id', 'uuid', (c) => c.primaryKey())
+        .addColumn('account_id', 'uuid', (c) => c.notNull().references('accounts.id').onDelete('cascade'))
+        .addColumn('domain_id', 'uuid', (c) => c.references('domains.id').onDelete('cascade'))
+        .addColumn('name', 'text', (c) => c.notNull())
+        .addColumn('expression', 'text', (c) => c.notNull())
+        .addColumn('action', 'text', (c) => c.notNull())
+        .addColumn('enabled', 'boolean', (c) => c.notNull().defaultTo(true))
+        .addColumn('priority', 'integer', (c) => c.notNull().defaultTo(100))
+        .addColumn('created_at', 'timestamptz', (c) => c.notNull().defaultTo(sql`now()`))
+        .addColumn('updated_at', 'timestamptz', (c) => c.notNull().defaultTo(sql`now()`))
+        .execute();
+      await db.schema.createIndex('custom_rules_account').on('custom_rules').columns(['account_id', 'priority']).execute();
+    },
+  },
 };
 
 export const migrationProvider: MigrationProvider = {

@@ -127,6 +127,20 @@ export interface DomainServersTable {
   server_id: string;
 }
 
+/** Custom rules (services/custom-rules.ts): an expression of the rule language and an action. */
+export interface CustomRulesTable {
+  id: string;
+  account_id: string;
+  domain_id: string | null;
+  name: string;
+  expression: string;
+  action: string;
+  enabled: boolean;
+  priority: number;
+  created_at: Timestamp;
+  updated_at: Timestamp;
+}
+
 export interface WafRulesTable {
   id: string;
   account_id: string;
@@ -353,6 +367,7 @@ export interface DB {
   domain_certificates: DomainCertificatesTable;
   certificate_orders: CertificateOrdersTable;
   waf_rules: WafRulesTable;
+  custom_rules: CustomRulesTable;
   waf_events: WafEventsTable;
   waf_event_requests: WafEventRequestsTable;
   notifications: NotificationsTable;

@@ -1,4 +1,4 @@
-import { isIP, type RuleType, type ServerSnapshot, type CompressedBodyPolicy, type WafLevel, type WafMode } from '@rampart/protocol';
+import { isIP, type CustomRuleAction, type RuleType, type ServerSnapshot, type CompressedBodyPolicy, type WafLevel, type WafMode } from '@rampart/protocol';
 import { snapshotContents, snapshotServers } from '../data/snapshot.js';
 import type { Database } from '../db/database.js';
 import { parseOrigins } from '../services/domains.js';
@@ -25,7 +25,7 @@ export async function buildSnapshots(db: Database, serverIds: readonly string[])
   if (live.length === 0) return { states, snapshots };
   const accountIds = [...new Set(live.map((s) => s.account_id))];
   const liveIds = live.map((s) => s.id);
-  const { domains, peers, rules, accounts } = await snapshotContents(db, liveIds, accountIds);
+  const { domains, peers, rules, accounts, customRules } = await snapshotContents(db, liveIds, accountIds);
   // The current key first; the previous one while the job has not retired it (services/bot-keys.ts).
   const botKeys = new Map(
     accounts.map((a) => [
@@ -63,7 +63,22 @@ export async function buildSnapshots(db: Database, serverIds: readonly string[])
         .filter((r) => r.account_id === s.account_id && (r.domain_id === null || ownIds.has(r.domain_id)))
         .map((r) => ({ id: r.id, type: r.rule_type as RuleType, value: r.value, domainId: r.domain_id, priority: r.priority })),
       botKeys: botKeys.get(s.account_id)!,
+      // Sent only when there are some: an agent from before custom rules refuses a snapshot with a
+      // field it does not know, and keeps working for accounts that use none.
+      ...customRulesOf(customRules, s.account_id, ownIds),
     });
   }
   return { states, snapshots };
+}
+
+/** The account's enabled custom rules that reach a server with these domains, as the snapshot field (absent when none). */
+function customRulesOf(
+  rows: readonly { id: string; account_id: string; domain_id: string | null; expression: string; action: string; priority: number }[],
+  accountId: string,
+  ownIds: ReadonlySet<string>,
+): Pick<ServerSnapshot, 'customRules'> {
+  const customRules = rows
+    .filter((r) => r.account_id === accountId && (r.domain_id === null || ownIds.has(r.domain_id)))
+    .map((r) => ({ id: r.id, expression: r.expression, action: r.action as CustomRuleAction, domainId: r.domain_id, priority: r.priority }));
+  return customRules.length ? { customRules } : {};
 }

@@ -1,0 +1,161 @@
+import { CUSTOM_RULE_ACTIONS, parseRuleExpression, type CustomRuleAction } from '@rampart/protocol';
+import { check as checkRegex } from 'recheck';
+import type { Tx } from '../db/database.js';
+import type { ServiceContext } from '../context.js';
+import { iso, isUuid } from '../context.js';
+import { newId } from '../crypto.js';
+import { lockAccount } from '../data/accounts.js';
+import { deleteCustomRule as deleteRow, findCustomRule, insertCustomRule, listCustomRules, lockCustomRule, updateCustomRuleFields } from '../data/custom-rules.js';
+import { domainExists, serversOfDomain } from '../data/domains.js';
+import { bumpAllServers, bumpServers } from '../data/servers.js';
+import { AppError, invalidField } from '../errors.js';
+import { planName, type Plan } from '../plans.js';
+import { enforceLimit } from './limits.js';
+
+// Custom rules (/api/rules, docs/rules.md): an expression of the rule language (@rampart/protocol
+// rule-language.ts), checked here (syntax, types, limits, and every regular expression for
+// catastrophic backtracking), then pushed to the shield servers of its scope, whose proxy compiles
+// it to native HAProxy rules (packages/proxy custom-rules.ts).
+
+export const DEFAULT_RULE_PRIORITY = 100;
+/** How long the backtracking check of one regular expression may take before it is refused as unproven. */
+const REGEX_CHECK_MS = 2000;
+
+export interface CustomRuleInput {
+  name: string;
+  expression: string;
+  action: CustomRuleAction;
+  domainId?: string | null | undefined;
+  priority?: number | undefined;
+  enabled?: boolean | undefined;
+}
+export type CustomRulePatch = Partial<Omit<CustomRuleInput, 'domainId'>> & { domainId?: string | null | undefined };
+
+type Row = {
+  id: string;
+  name: string;
+  expression: string;
+  action: string;
+  domain_id: string | null;
+  priority: number;
+  enabled: boolean;
+  created_at: Date | string;
+  updated_at: Date | string;
+};
+
+export function customRuleView(r: Row) {
+  return {
+    id: r.id,
+    name: r.name,
+    expression: r.expression,
+    action: r.action as CustomRuleAction,
+    domainId: r.domain_id,
+    priority: r.priority,
+    enabled: r.enabled,
+    createdAt: iso(r.created_at)!,
+    updatedAt: iso(r.updated_at)!,
+  };
+}
+
+/**
+ * The expression's problem as a 400 naming the field, or nothing: a parse error with its column
+ * and what was expected there, a field we do not support, a size limit, or a regular expression
+ * that can backtrack catastrophically (recheck) or could not be proven safe in time.
+ */
+async function checkExpression(expression: string): Promise<void> {
+  const parsed = parseRuleExpression(expression);
+  if (!parsed.ok) throw invalidField('expression', parsed.message);
+  for (const source of parsed.regexes) {
+    const result = await checkRegex(source, '', { timeout: REGEX_CHECK_MS });
+    if (result.status === 'safe') continue;
+    const shown = JSON.stringify(source.length > 60 ? `${source.slice(0, 60)}…` : source);
+    if (result.status === 'vulnerable') {
+      const kind = result.complexity.type === 'exponential' ? 'exponential' : 'polynomial';
+      throw invalidField('expression', `the regular expression ${shown} can backtrack catastrophically (${kind} time on inputs like ${JSON.stringify(result.attack.pattern.slice(0, 60))}); rewrite it without nested or overlapping repetition`);
+    }
+    throw invalidField('expression', `the regular expression ${shown} could not be proven safe from catastrophic backtracking; simplify it`);
+  }
+}
+
+/** The servers a rule reaches: its domain's, or every server of the account. */
+function bumpForScope(tx: Tx, accountId: string, domainId: string | null): Promise<string[]> {
+  return domainId ? serversOfDomain(tx, domainId).then((ids) => bumpServers(tx, accountId, ids)) : bumpAllServers(tx, accountId);
+}
+
+async function checkDomain(tx: Tx, accountId: string, domainId: string | null): Promise<void> {
+  if (domainId !== null && (!isUuid(domainId) || !(await domainExists(tx, accountId, domainId)))) throw new AppError('domain_not_found');
+}
+
+export async function listRules(ctx: ServiceContext, accountId: string) {
+  return (await listCustomRules(ctx.db, accountId)).map(customRuleView);
+}
+
+export async function getRule(ctx: ServiceContext, accountId: string, id: string) {
+  const row = isUuid(id) ? await findCustomRule(ctx.db, accountId, id) : undefined;
+  if (!row) throw new AppError('custom_rule_not_found');
+  return customRuleView(row);
+}
+
+export async function createRule(ctx: ServiceContext, accountId: string, input: CustomRuleInput) {
+  if (!(CUSTOM_RULE_ACTIONS as readonly string[]).includes(input.action)) throw invalidField('action', `must be one of ${CUSTOM_RULE_ACTIONS.join(', ')}`);
+  await checkExpression(input.expression);
+  const domainId = input.domainId ?? null;
+  const { view, touched } = await ctx.db.transaction().execute(async (tx) => {
+    const account = await lockAccount(tx, accountId);
+    if (!account) throw new AppError('account_not_found');
+    await checkDomain(tx, accountId, domainId);
+    const max = ctx.plans[account.plan as Plan].maxCustomRules;
+    await enforceLimit(tx, accountId, 'custom_rules', max, 'custom_rule_limit', `Maximum ${max} custom rules allowed on the ${planName(account.plan)} plan`);
+    const now = ctx.now();
+    const row = await insertCustomRule(tx, {
+      id: newId(),
+      account_id: accountId,
+      domain_id: domainId,
+      name: input.name,
+      expression: input.expression,
+      action: input.action,
+      enabled: input.enabled ?? true,
+      priority: input.priority ?? DEFAULT_RULE_PRIORITY,
+      created_at: now,
+      updated_at: now,
+    });
+    return { view: customRuleView(row), touched: await bumpForScope(tx, accountId, domainId) };
+  });
+  ctx.serversChanged(touched);
+  return view;
+}
+
+export async function updateRule(ctx: ServiceContext, accountId: string, id: string, patch: CustomRulePatch) {
+  if (patch.expression !== undefined) await checkExpression(patch.expression);
+  const { view, touched } = await ctx.db.transaction().execute(async (tx) => {
+    const current = isUuid(id) ? await lockCustomRule(tx, accountId, id) : undefined;
+    if (!current) throw new AppError('custom_rule_not_found');
+    const domainId = patch.domainId === undefined ? current.domain_id : patch.domainId;
+    await checkDomain(tx, accountId, domainId);
+    const row = await updateCustomRuleFields(tx, id, {
+      ...(patch.name !== undefined ? { name: patch.name } : {}),
+      ...(patch.expression !== undefined ? { expression: patch.expression } : {}),
+      ...(patch.action !== undefined ? { action: patch.action } : {}),
+      ...(patch.priority !== undefined ? { priority: patch.priority } : {}),
+      ...(patch.enabled !== undefined ? { enabled: patch.enabled } : {}),
+      domain_id: domainId,
+      updated_at: ctx.now(),
+    });
+    // A rule moved between scopes leaves the servers of the old one too.
+    const touched = new Set([...(await bumpForScope(tx, accountId, current.domain_id)), ...(domainId !== current.domain_id ? await bumpForScope(tx, accountId, domainId) : [])]);
+    return { view: customRuleView(row), touched: [...touched] };
+  });
+  ctx.serversChanged(touched);
+  return view;
+}
+
+export async function deleteRule(ctx: ServiceContext, accountId: string, id: string) {
+  const touched = await ctx.db.transaction().execute(async (tx) => {
+    const current = isUuid(id) ? await lockCustomRule(tx, accountId, id) : undefined;
+    if (!current) throw new AppError('custom_rule_not_found');
+    await deleteRow(tx, id);
+    return bumpForScope(tx, accountId, current.domain_id);
+  });
+  ctx.serversChanged(touched);
+  return { success: true as const, id };
+}
