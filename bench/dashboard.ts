@@ -18,7 +18,8 @@ if (!CHROMIUM) throw new Error('chromium is not installed (npm run setup install
 
 const url = await freshPostgresSchema('bench_dashboard');
 if (!url) throw new Error(`bench:dashboard needs PostgreSQL at ${PG_URL} (RAMPART_TEST_DATABASE_URL)`);
-const serve = await startServe({ port: await freePort(), databaseUrl: url, adminToken: 'bench-admin-token' });
+// The bench signs up through the API as a visitor would: sign-up must be open (RAMPART_SIGNUP).
+const serve = await startServe({ port: await freePort(), databaseUrl: url, adminToken: 'bench-admin-token', env: { RAMPART_SIGNUP: 'open' } });
 const browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'] });
 try {
   // An account, signed in (its session cookie), with one domain and a day of minute rollups.

@@ -5,7 +5,7 @@ import { createServer } from 'node:http';
 import { after, test } from 'node:test';
 import { HDKey } from '@scure/bip32';
 import { FakeAgent } from '../../packages/server/test/fake-agent.js';
-import { freePort, startServe, waitFor } from '../support/processes.js';
+import { CLI, freePort, startProcess, startServe, waitFor } from '../support/processes.js';
 
 // docs/api.md "Logs": no secret in any log line. The built control plane runs at the most verbose
 // log level while every failing path that handles a secret runs: an RPC provider whose key is in
@@ -106,4 +106,16 @@ test('no secret reaches the log: failing RPC and webhook, bad sign-in, bad agent
   }
   // Nor the key part of an API key or token on its own.
   for (const t of [secrets.badApiKey, secrets.badAgentToken, extra.apiKey, connectionToken]) assert.ok(!log.includes(t.slice(5)), 'a key without its prefix');
+});
+
+test('a fatal configuration error quoting an endpoint URL does not print its key', async () => {
+  const key = `rpckey${hex(12)}`;
+  const run = startProcess(process.execPath, [CLI, 'serve', '--port', '0', '--data-dir', '/nonexistent/never'], {
+    RAMPART_CHAIN_RPC_URL: `ftp://rpc.example.com/v3/${key}`,
+    RAMPART_CHAIN_XPUB: HDKey.fromMasterSeed(randomBytes(32)).derive("m/44'/60'/0'/0").publicExtendedKey,
+    RAMPART_CHAIN_TOKEN_ADDRESS: `0x${'ab'.repeat(20)}`,
+  });
+  assert.equal(await run.stop('SIGCONT'), 1, run.output()); // SIGCONT changes nothing: this waits for the exit
+  assert.match(run.output(), /RAMPART_CHAIN_RPC_URL must be an http\(s\) URL, not "ftp:\/\/rpc\.example\.com\/\[redacted\]"/);
+  assert.ok(!run.output().includes(key), run.output());
 });

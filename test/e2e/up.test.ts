@@ -31,6 +31,8 @@ test('rampart up: control plane, local shield server and demo domain, with worki
   assert.match((await viaProxy(httpPort, curlHost[1]!)).text, /demo origin behind Rampart/);
   const servers = (await (await fetch(`http://127.0.0.1:${port}/api/servers`, { headers: { 'x-api-key': key } })).json()) as any[];
   assert.equal(servers[0].status, 'active');
+  // The demo lets visitors register (RAMPART_SIGNUP defaults to open here, closed for serve).
+  assert.deepEqual(await (await fetch(`http://127.0.0.1:${port}/api/auth/signup`)).json(), { signup: 'open' });
 });
 
 // A port that is already taken stops `rampart up` at once, before it starts or writes anything,

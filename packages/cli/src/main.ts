@@ -4,6 +4,7 @@ import { agentCommand } from './agent.js';
 import { initCommand } from './init.js';
 import { rekeyCommand } from './rekey.js';
 import { RAMPART_VERSION } from '@rampart/protocol/version';
+import { scrubText } from '@rampart/server';
 import { UsageError } from './args.js';
 import { restoreCommand } from './restore.js';
 import { serveCommand } from './serve.js';
@@ -69,7 +70,8 @@ main(process.argv.slice(2)).then(
       process.stderr.write(`rampart: ${err.message}\nRun 'rampart --help' for usage.\n`);
       process.exitCode = 2;
     } else {
-      process.stderr.write(`rampart: ${err instanceof Error ? err.message : String(err)}\n`);
+      // A fatal error can quote a configured URL (an RPC provider's, with its key): scrubbed as log lines are.
+      process.stderr.write(`rampart: ${scrubText(err instanceof Error ? err.message : String(err))}\n`);
       process.exitCode = 1;
     }
   },

@@ -7,5 +7,6 @@ export { startServer, type ServerOptions, type RunningServer } from './serve.js'
 export { createDemoAccount } from './services/accounts.js';
 export { signupModeFrom, SIGNUP_MODES, type SignupMode } from './services/signup.js';
 export { publicUrlFrom, trustProxyFrom } from './trust-proxy.js';
+export { scrubText } from './log-redaction.js';
 export { secretKeyFrom } from './secret-box.js';
 export { reencryptSecrets, RekeyError, type RekeySummary } from './services/secret-rotation.js';
