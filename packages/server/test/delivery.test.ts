@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { after, describe, mock, test } from 'node:test';
 import { isPublicAddress } from '../src/delivery/addresses.js';
 import { afterFailure, circuitPauseMs, endpointCondition, ENDPOINT_DISABLE_AFTER_MS, HEALTHY_ENDPOINT } from '../src/delivery/circuit.js';
-import { deliverEmail, emailTransport, notificationEmail } from '../src/delivery/email.js';
+import { deliverEmail, EMAIL_ATTEMPT_TIMEOUT_MS, emailTransport, notificationEmail } from '../src/delivery/email.js';
 import { DELIVERY_GIVE_UP_MS, nextAttemptDelayMs, RETRY_BASE_MS, RETRY_CAP_MS, shouldGiveUp } from '../src/delivery/retry.js';
 import { checkWebhookUrl, deliverWebhook, signWebhook, verifyWebhook, webhookBody } from '../src/delivery/webhook.js';
 import { mailText, smtpReceiver, webhookReceiver, type ReceivedRequest } from '../../../test/support/receivers.js';
@@ -306,6 +306,15 @@ describe('e-mail delivery', () => {
     assert.match(headers, /^Subject: \[Rampart\] Server down \(server 5f0e8a44-1c2b-4d3e-8f9a-0b1c2d3e4f5a\)$/m);
     const body = mailText(m.raw);
     assert.ok(body.includes(mail.text.trim()), body);
+  });
+
+  test('a server that holds the message past the attempt deadline fails the attempt, however it trickles', async () => {
+    const slow = await smtpReceiver({ onData: (stream) => stream.resume() }); // reads the message and never answers it
+    const transport = emailTransport(slow.url);
+    after(() => transport.close());
+    const r = await deliverEmail(transport, mail, 300);
+    assert.deepEqual([r.ok, r.error], [false, 'timed out after 300 ms']);
+    assert.equal(EMAIL_ATTEMPT_TIMEOUT_MS, 60_000);
   });
 
   test('a refused recipient is a failure with the SMTP answer', async () => {

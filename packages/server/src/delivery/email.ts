@@ -100,17 +100,30 @@ export function confirmationEmail(to: string, token: string, publicUrl?: URL): {
 }
 
 /**
+ * The longest an e-mail attempt may take, whatever the server does (nodemailer's timeouts are per
+ * step and per silence: a server that answers a byte at a time could hold an attempt longer than
+ * its endpoint's lease in services/notification-delivery.ts).
+ */
+export const EMAIL_ATTEMPT_TIMEOUT_MS = 60_000;
+
+/**
  * One attempt to send a notification e-mail. A refusal or failure gives the SMTP server's answer
  * (its reply code as `status`) or the connection error; it never throws for a failed delivery.
  */
-export async function deliverEmail(transport: Transporter, mail: NotificationEmail): Promise<DeliveryResult> {
+export async function deliverEmail(transport: Transporter, mail: NotificationEmail, timeoutMs = EMAIL_ATTEMPT_TIMEOUT_MS): Promise<DeliveryResult> {
   const result = stopwatch();
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<never>((_resolve, reject) => {
+    timer = setTimeout(() => reject(new Error(`timed out after ${timeoutMs} ms`)), timeoutMs);
+  });
   try {
-    await transport.sendMail(mail);
+    await Promise.race([transport.sendMail(mail), deadline]);
     return result({ ok: true });
   } catch (err) {
     const e = err as NodemailerError;
     const error = shortError(e.response ?? e.message ?? String(err));
     return result(e.responseCode === undefined ? { ok: false, error } : { ok: false, status: e.responseCode, error });
+  } finally {
+    clearTimeout(timer);
   }
 }

@@ -30,7 +30,7 @@ const DELIVERY_CONCURRENCY = 10;
 /**
  * How long a claimed delivery and its endpoint stay with the worker that claimed them: a process
  * that dies mid-attempt lets them go again after this. Longer than an attempt can take (10 s for
- * a webhook, about 50 s for an e-mail).
+ * a webhook, 60 s for an e-mail: EMAIL_ATTEMPT_TIMEOUT_MS).
  */
 export const DELIVERY_LEASE_MS = 2 * 60_000;
 
