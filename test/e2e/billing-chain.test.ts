@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { HDKey } from '@scure/bip32';
 import { startEvmChain, type EvmChain } from '../support/evm-chain.js';
-import { freePort, startServe, waitFor, type Proc } from '../support/processes.js';
+import { CLI, freePort, startProcess, startServe, waitFor, type Proc } from '../support/processes.js';
 
 // docs/billing.md, "Confirming deposits": a payment is credited once per transfer (chain,
 // transaction hash, log index), whichever path sees it first. Real processes: the built
@@ -72,10 +72,12 @@ describe('a multisend paying two deposits, one confirmed by the operator', () =>
       { to: b.address, amount: 50n * unit },
     ]);
     await chain.mine(2); // 3 deep
-    // The operator confirms the second deposit by the transaction, before the watcher looks.
-    const confirmed = await api('POST', `/admin/deposits/${b.id}/confirm`, { txHash: hash }, admin);
-    assert.equal(confirmed.status, 200, JSON.stringify(confirmed.body));
-    assert.equal(confirmed.body.account.balance, 50);
+    // The operator confirms the second deposit by the transaction (rampart admin), before the watcher looks.
+    const cli = startProcess(process.execPath, [CLI, 'admin', 'confirm-deposit', '--url', serve!.url, '--id', b.id, '--tx-hash', hash], { RAMPART_ADMIN_TOKEN: ADMIN });
+    await waitFor(() => cli.child.exitCode !== null, 'rampart admin confirm-deposit to finish');
+    assert.equal(cli.child.exitCode, 0, cli.output());
+    const confirmed = JSON.parse(cli.output());
+    assert.deepEqual([confirmed.deposit.id, confirmed.deposit.delta, confirmed.account.balance], [b.id, 50, 50]);
     // The watcher's look at start-up reads the multisend's block.
     await serve!.stop();
     await start();
@@ -93,9 +95,9 @@ describe('a multisend paying two deposits, one confirmed by the operator', () =>
     );
     assert.notEqual(deposits[0]!.logIndex, deposits[1]!.logIndex, 'two transfers of one transaction: two log indexes');
     assert.equal(await balance(), 70);
-    // Naming the transaction again, for either deposit, credits nothing.
-    for (const id of [a.id, b.id]) {
-      const again = await api('POST', `/admin/deposits/${id}/confirm`, { txHash: hash }, admin);
+    // Naming the transaction (or one transfer of it) again, for either deposit, credits nothing.
+    for (const [id, logIndex] of [[a.id, undefined], [b.id, undefined], [a.id, deposits.find((r) => r.id === a.id)!.logIndex]]) {
+      const again = await api('POST', `/admin/deposits/${id}/confirm`, { txHash: hash, logIndex }, admin);
       assert.equal(again.status, 409, JSON.stringify(again.body));
       assert.deepEqual(again.body, { error: 'txHash: this transaction was already credited' });
     }

@@ -14,7 +14,9 @@ Operator verbs over the operator API; each prints the JSON answer.
 Verbs:
   create-account --email E --plan free|pro|enterprise [--balance DOLLARS] [--password P]
   charge [--account-id ID]        run the monthly charge now (one account, or every account due)
-  confirm-deposit --id ID [--tx-hash H]
+  confirm-deposit --id ID [--tx-hash H] [--log-index N]
+                                  confirm a deposit by what paid it: for an on-chain one the
+                                  transaction (read from the chain; N: one transfer of it)
   create-invitation [--email E] [--days N]
                                   a single-use invitation to register, when the server runs
                                   with RAMPART_SIGNUP=invite (only for E if given; valid N
@@ -35,7 +37,7 @@ export async function adminCommand(args: string[]): Promise<number> {
     process.stdout.write(ADMIN_HELP);
     return verb ? 0 : 2;
   }
-  const flags = parseFlags(rest, ['url', 'admin-token', 'email', 'plan', 'balance', 'password', 'account-id', 'id', 'tx-hash', 'out', 'days']);
+  const flags = parseFlags(rest, ['url', 'admin-token', 'email', 'plan', 'balance', 'password', 'account-id', 'id', 'tx-hash', 'log-index', 'out', 'days']);
   if (flags.help) {
     process.stdout.write(ADMIN_HELP);
     return 0;
@@ -64,7 +66,10 @@ export async function adminCommand(args: string[]): Promise<number> {
     case 'confirm-deposit':
       if (!flags.id) throw new UsageError('confirm-deposit needs --id');
       path = `/admin/deposits/${encodeURIComponent(flags.id)}/confirm`;
-      body = flags['tx-hash'] ? { txHash: flags['tx-hash'] } : {};
+      body = {
+        ...(flags['tx-hash'] ? { txHash: flags['tx-hash'] } : {}),
+        ...(flags['log-index'] !== undefined ? { logIndex: intFrom(flags['log-index'], '--log-index', 0, 2_147_483_647) } : {}),
+      };
       break;
     case 'create-invitation': {
       const days = flags.days === undefined ? undefined : intFrom(flags.days, '--days', 1, 90);
