@@ -231,7 +231,7 @@ export class EventCollector {
       this.open.set(key, opened);
       this.fold(opened, e);
     }
-    if (this.queue.length > MAX_BUFFERED) this.queue.shift()!.pending = 0;
+    if (this.queue.length > MAX_BUFFERED) clearPending(this.queue.shift()!); // the oldest is given up
     if (this.queue.length >= BATCH) this.flush();
   }
 
@@ -253,11 +253,7 @@ export class EventCollector {
     while (this.queue.length > 0) {
       const events = this.queue.slice(0, BATCH);
       if (!this.ship(events.map(shipped))) break;
-      for (const o of events) {
-        o.pending = 0;
-        o.ids = [];
-      }
-      this.queue.splice(0, events.length);
+      for (const o of this.queue.splice(0, events.length)) clearPending(o);
     }
     this.forgetClosed();
   }
@@ -287,4 +283,10 @@ function shipped(o: OpenEvent): WafEventItem {
     ...(o.lastTs !== event.ts ? { lastTs: o.lastTs } : {}),
     ...(requestIds.length > 0 ? { requestIds } : {}),
   };
+}
+
+/** The event's pending occurrences are shipped (or given up): the next repeat starts anew. */
+function clearPending(o: OpenEvent): void {
+  o.pending = 0;
+  o.ids = [];
 }

@@ -151,6 +151,18 @@ describe('folding at the agent', () => {
     );
   });
 
+  test('while the service is away at most 5,000 events wait to be shipped; the oldest is given up', () => {
+    let online = false;
+    const shipped: WafEventItem[] = [];
+    const c = new EventCollector((b) => (online ? (shipped.push(...b), true) : false), () => new Date('2026-11-22T10:00:00Z'), 2 * AGENT_LIMITS.bufferedEvents);
+    for (let i = 0; i <= AGENT_LIMITS.bufferedEvents; i++) c.accept(line({ ip: ipOf(i), reason: 'sqli_detected', rule: '-', id: `q${i}` }));
+    c.flush();
+    online = true;
+    c.flush();
+    assert.equal(shipped.length, AGENT_LIMITS.bufferedEvents);
+    assert.deepEqual([shipped[0]!.requestId, shipped.at(-1)!.requestId], ['q1', `q${AGENT_LIMITS.bufferedEvents}`]);
+  });
+
   test('the largest item the collector ships (every request id at its longest) keeps a full batch under the message size cap', () => {
     const { c, batches } = collector();
     for (let i = 0; i < AGENT_LIMITS.eventsPerBatch; i++) {

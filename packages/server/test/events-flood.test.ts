@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, describe, test } from 'node:test';
 import { EVENT_ROWS, type WafEventItem } from '@rampart/protocol';
+import { migrationProvider } from '../src/db/migrations.js';
 import { storeEvents } from '../src/services/events.js';
 import { backends, call, makeTestApp, newAccount, type TestApp } from './helpers.js';
 
@@ -256,6 +257,16 @@ for (const backend of await backends()) {
       const r = await call(t.app, 'GET', `/api/waf/events?before=${their[0]!.id}`, { key: mine.key });
       assert.equal(r.status, 400);
       assert.match(String(r.body.error), /^before\b/);
+    });
+
+    // Last: it rebuilds the table of request ids, as an upgrade from before it does.
+    test('migration 0016: events stored before it are found by their request id', async () => {
+      const { key, store } = await setUp();
+      await store([ev({ ip: '198.51.100.90', requestId: 'storedBeforeUpgrade' })]);
+      await t.ctx.db.schema.dropTable('waf_event_requests').execute();
+      const migration = (await migrationProvider.getMigrations())['0016_event_request_ids']!;
+      await migration.up(t.ctx.db);
+      assert.deepEqual((await list(key, '?requestId=storedBeforeUpgrade')).map((e) => [e.source_ip, e.request_id]), [['198.51.100.90', 'storedBeforeUpgrade']]);
     });
   });
 }
