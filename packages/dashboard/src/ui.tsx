@@ -291,6 +291,8 @@ const REASON_WORDS: Record<string, string> = {
   injection_detected: 'Template/expression injection',
   upload_blocked: 'Upload blocked',
   compressed_body: 'Compressed body refused',
+  custom_rule_blocked: 'Custom rule: blocked',
+  custom_rule_logged: 'Custom rule: logged',
 };
 export function reasonText(reason: string): string {
   return REASON_WORDS[reason] ?? reason.replace(/_/g, ' ');
