@@ -74,6 +74,7 @@ function Billing({ initial }: { initial: Account }) {
           <p>
             Deposit of {money(deposit.amount)} announced ({deposit.status}).
             {deposit.address ? ' Pay to:' : ' It is credited once the payment is confirmed.'}
+            {deposit.expiresAt ? ` Open until ${fmtDate(deposit.expiresAt)}; pay before then (at most 5 deposits are open at once).` : null}
           </p>
           {deposit.address ? (
             <dl class="details">
