@@ -17,6 +17,8 @@ const WORKSPACES = ['protocol', 'proxy', 'server', 'agent', 'dashboard', 'cli'];
 /** What each workspace ships besides its package.json: its build, and the proxy's runtime assets. */
 const SHIPPED = { proxy: ['dist', 'lua', 'assets'] };
 const LIB = 'usr/lib/rampart';
+/** Who builds the package: Debian's DEBFULLNAME and DEBEMAIL, as dch reads them. */
+const MAINTAINER = `${process.env.DEBFULLNAME || 'Rampart maintainers'} <${process.env.DEBEMAIL || 'rampart@example.org'}>`;
 
 const { values } = parseArgs({ options: { out: { type: 'string' } } });
 const outDir = resolve(values.out ?? join(ROOT, 'dist'));
@@ -32,7 +34,7 @@ function checkBuilt() {
 function stageProduct(lib) {
   mkdirSync(lib, { recursive: true });
   for (const f of ['package.json', 'package-lock.json']) cpSync(join(ROOT, f), join(lib, f));
-  const keep = (src) => !/\.(tsbuildinfo|d\.ts\.map)$/.test(src);
+  const keep = (src) => !/\.(tsbuildinfo|d\.ts|d\.ts\.map)$/.test(src);
   for (const w of WORKSPACES) {
     const from = join(ROOT, 'packages', w);
     const to = join(lib, 'packages', w);
@@ -45,6 +47,19 @@ function stageProduct(lib) {
   execFileSync('npm', ['ci', '--omit=dev', '--omit=optional', '--ignore-scripts', '--no-audit', '--no-fund', '--prefer-offline', '--loglevel=error'], { cwd: lib, stdio: ['ignore', 'ignore', 'inherit'] });
   rmSync(join(lib, 'node_modules/.package-lock.json'), { force: true });
   chmodSync(join(lib, 'packages/cli/dist/main.js'), 0o755);
+}
+
+/** Dependencies' development leftovers that Debian's lintian refuses (linter and VCS files, shell scripts). */
+const LEFTOVER = /^(\.eslintrc.*|eslint\.config\.[cm]?js|\.npmignore|\.gitignore|\.gitattributes|\.travis\.yml|.*\.sh)$/;
+
+/** Removes LEFTOVER files; a file is executable exactly when it starts with #! (lintian's rule). */
+function pruneDependencies(dir) {
+  for (const e of readdirSync(dir, { withFileTypes: true })) {
+    const p = join(dir, e.name);
+    if (e.isDirectory()) pruneDependencies(p);
+    else if (e.isFile() && LEFTOVER.test(e.name)) rmSync(p);
+    else if (e.isFile()) chmodSync(p, readFileSync(p).subarray(0, 2).toString() === '#!' ? 0o755 : 0o644);
+  }
 }
 
 /** Architecture all: a compiled add-on would tie the package to one machine type. */
@@ -71,7 +86,7 @@ function stageSystemFiles(stage) {
   mkdirSync(doc, { recursive: true });
   cpSync(join(ROOT, 'docs/operations.md'), join(doc, 'operations.md'));
   cpSync(join(ROOT, 'packaging/debian/copyright'), join(doc, 'copyright'));
-  const changelog = `rampart (${version}) unstable; urgency=medium\n\n  * Release ${version}; see the project's git history.\n\n -- Rampart maintainers <rampart@localhost>  ${new Date(0).toUTCString().replace('GMT', '+0000')}\n`;
+  const changelog = `rampart (${version}) unstable; urgency=medium\n\n  * Release ${version}; see the project's git history.\n\n -- ${MAINTAINER}  ${new Date(0).toUTCString().replace('GMT', '+0000')}\n`;
   writeFileSync(join(doc, 'changelog.gz'), gzipSync(changelog, { level: 9 }));
 }
 
@@ -94,7 +109,7 @@ function stageControl(stage) {
   mkdirSync(debian);
   const files = filesBelow(stage).filter((f) => !f.startsWith('DEBIAN/'));
   const installedKb = Math.ceil(files.reduce((n, f) => n + statSync(join(stage, f)).size, 0) / 1024);
-  const control = readFileSync(join(ROOT, 'packaging/debian/control.in'), 'utf8').replace('@VERSION@', version).replace('@INSTALLED_SIZE@', String(installedKb));
+  const control = readFileSync(join(ROOT, 'packaging/debian/control.in'), 'utf8').replace('@VERSION@', version).replace('@MAINTAINER@', MAINTAINER).replace('@INSTALLED_SIZE@', String(installedKb));
   writeFileSync(join(debian, 'control'), control);
   const md5 = files.map((f) => `${createHash('md5').update(readFileSync(join(stage, f))).digest('hex')}  ${f}\n`);
   writeFileSync(join(debian, 'md5sums'), md5.join(''));
@@ -110,6 +125,7 @@ function build() {
   try {
     chmodSync(stage, 0o755);
     stageProduct(join(stage, LIB));
+    pruneDependencies(join(stage, LIB, 'node_modules'));
     checkNoNativeCode(join(stage, LIB));
     stageSystemFiles(stage);
     stageControl(stage);

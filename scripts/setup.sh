@@ -3,7 +3,7 @@
 # haproxy (with Lua and PCRE2), pebble and pebble-challtestsrv (the ACME tests), pdns-server with
 # its SQLite backend and sqlite3 (DNS failover), wrk,
 # lua5.3 (unit tests of the WAF engine), chromium (the bot-challenge test), openssl (test
-# certificates), and nginx with ModSecurity v3 and the OWASP CRS (bench:waf's comparison) when
+# certificates), fakeroot, lintian and systemd-analyze (the Debian package), and nginx with ModSecurity v3 and the OWASP CRS (bench:waf's comparison) when
 # they are missing. Idempotent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,6 +19,11 @@ command -v sqlite3 >/dev/null 2>&1 || need+=(sqlite3)
 command -v lua5.3 >/dev/null 2>&1 || need+=(lua5.3)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v openssl >/dev/null 2>&1 || need+=(openssl)
+# The Debian package (npm run package, npm run package:lint) and its test: fakeroot, lintian,
+# systemd-analyze (verifies the units; systemd need not run).
+command -v fakeroot >/dev/null 2>&1 || need+=(fakeroot)
+command -v lintian >/dev/null 2>&1 || need+=(lintian)
+command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)
 command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || need+=(nginx)
 [ -e /usr/lib/nginx/modules/ngx_http_modsecurity_module.so ] || need+=(libnginx-mod-http-modsecurity)
 [ -d /usr/share/modsecurity-crs/rules ] || need+=(modsecurity-crs)
