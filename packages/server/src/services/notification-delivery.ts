@@ -392,7 +392,8 @@ export function deliveryRunner(
   };
   return {
     run,
-    sendEmail: transport && ((mail) => deliverEmail(transport, { ...mail, from: config.smtpFrom })),
+    // A confirmation e-mail is sent while its request waits: a shorter deadline than a delivery's.
+    sendEmail: transport && ((mail) => deliverEmail(transport, { ...mail, from: config.smtpFrom }, 20_000)),
     kick() {
       KICK_DELAYS_MS.forEach((delay, i) => {
         if (stopped || timers[i]) return;
