@@ -313,6 +313,35 @@ describe('chain watcher on a local chain', async () => {
     assert.equal(watcher.cursor, (await chain.blockNumber()) + 1n);
   });
 
+  test('a transaction by hash: unknown, then not deep enough, then its transfers of the token (a multisend: one per address, with log indexes)', async () => {
+    const watcher = await freshWatcher(3);
+    assert.equal(await watcher.chainId(), 1337);
+    assert.deepEqual(await watcher.transaction(`0x${'12'.repeat(32)}`), { state: 'unknown' });
+    const [a, b] = [freshAddress(), freshAddress()];
+    const hash = await chain.multisend([
+      { to: a, amount: 2n * unit },
+      { to: b, amount: 5n * unit },
+    ]);
+    assert.deepEqual(await watcher.transaction(hash), { state: 'shallow', depth: 1 });
+    await chain.mine(2);
+    const seen = await watcher.transaction(hash);
+    assert.equal(seen.state, 'final');
+    const transfers = seen.state === 'final' ? seen.transfers : [];
+    assert.deepEqual(transfers.map((t) => ({ to: t.to, amount: t.amount, txHash: t.txHash })), [
+      { to: a, amount: 2n * unit, txHash: hash },
+      { to: b, amount: 5n * unit, txHash: hash },
+    ]);
+    assert.ok(transfers[0]!.logIndex < transfers[1]!.logIndex);
+    // The same transfers, with the same log indexes, as a poll finds them.
+    const polled = await new ChainWatcher({ rpcUrl: chain.rpcUrl, token: chain.token, confirmations: 3, fromBlock: transfers[0]!.blockNumber }).poll([a, b]);
+    assert.deepEqual(polled, transfers);
+    // Another token's transaction pays none of ours.
+    const other = await chain.deployToken('Other USD', 'OUSD');
+    const foreign = await other.transfer(a, unit);
+    await chain.mine(2);
+    assert.deepEqual(await watcher.transaction(foreign), { state: 'final', transfers: [] });
+  });
+
   test('the network is named from the chain id unless configured', async () => {
     assert.equal(await new ChainWatcher({ rpcUrl: chain.rpcUrl, token: chain.token, confirmations: 1 }).network(), 'EVM chain 1337');
     assert.equal(await new ChainWatcher({ rpcUrl: chain.rpcUrl, token: chain.token, confirmations: 1, network: 'Testnet' }).network(), 'Testnet');

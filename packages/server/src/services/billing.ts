@@ -1,6 +1,7 @@
 // Billing (docs/billing.md): the ledger, the monthly charge on a schedule, freezing and
-// reactivation, plan changes pro rata, deposits and their three confirmation paths (the chain
-// watcher, the operator API, a payment processor's webhook), operator adjustments.
+// reactivation, plan changes pro rata, deposits (a few open per account, expiring) and their three
+// confirmation paths (the chain watcher, the operator API, a payment processor's webhook), each
+// credit keyed by what paid it, operator adjustments.
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { depositAddress } from '../chain/addresses.js';
 import { toCents, type ChainConfig } from '../chain/config.js';
