@@ -13,6 +13,7 @@ import { afterFailure, circuitPauseMs, endpointCondition, ENDPOINT_DISABLE_AFTER
 import { deliverEmail, EMAIL_ATTEMPT_TIMEOUT_MS, emailTransport, notificationEmail } from '../src/delivery/email.js';
 import { DELIVERY_GIVE_UP_MS, nextAttemptDelayMs, RETRY_BASE_MS, RETRY_CAP_MS, shouldGiveUp } from '../src/delivery/retry.js';
 import { checkWebhookUrl, deliverWebhook, signWebhook, verifyWebhook, webhookBody } from '../src/delivery/webhook.js';
+import { DELIVERY_CONCURRENCY, deliveryConfigFromEnv } from '../src/services/notification-delivery.js';
 import { mailText, smtpReceiver, webhookReceiver, type ReceivedRequest } from '../../../test/support/receivers.js';
 
 // docs/notifications.md: webhook and e-mail delivery of notifications, against real receivers on
@@ -395,5 +396,16 @@ describe('circuit breaker of an endpoint', () => {
     // Two failures 3 days apart are not 3 days of failing: the endpoint is disabled only once it has failed 5 in a row.
     const sparse = afterFailure(afterFailure(HEALTHY_ENDPOINT, t0, 'x'), at(ENDPOINT_DISABLE_AFTER_MS + 1), 'x');
     assert.equal(sparse.disabledAt, null);
+  });
+});
+
+describe('delivery settings from the environment', () => {
+  test('RAMPART_DELIVERY_CONCURRENCY: 10 attempts at once by default, 1 to 200, anything else refused naming it', () => {
+    assert.equal(deliveryConfigFromEnv({}).concurrency, DELIVERY_CONCURRENCY);
+    assert.equal(DELIVERY_CONCURRENCY, 10);
+    assert.equal(deliveryConfigFromEnv({ RAMPART_DELIVERY_CONCURRENCY: '50' }).concurrency, 50);
+    for (const bad of ['0', '201', '2.5', 'many']) {
+      assert.throws(() => deliveryConfigFromEnv({ RAMPART_DELIVERY_CONCURRENCY: bad }), /^Error: RAMPART_DELIVERY_CONCURRENCY must be a whole number of attempts from 1 to 200$/);
+    }
   });
 });

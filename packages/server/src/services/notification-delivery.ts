@@ -25,8 +25,8 @@ export type DeliveryStatus = 'pending' | 'delivered' | 'given_up';
 
 /** Attempts one run makes at most; the next run goes on. */
 const MAX_ATTEMPTS_PER_RUN = 1000;
-/** Attempts under way at the same time in one process (to different endpoints). */
-const DELIVERY_CONCURRENCY = 10;
+/** Attempts under way at the same time in one process (to different endpoints), by default (RAMPART_DELIVERY_CONCURRENCY). */
+export const DELIVERY_CONCURRENCY = 10;
 /**
  * How long a claimed delivery and its endpoint stay with the worker that claimed them: a process
  * that dies mid-attempt lets them go again after this. Longer than an attempt can take (10 s for
@@ -325,6 +325,8 @@ export interface DeliveryConfig {
   smtpFrom: string;
   /** RAMPART_DELIVERY_INTERVAL_MS, default 5000: how often the delivery job looks for due deliveries. */
   intervalMs: number;
+  /** RAMPART_DELIVERY_CONCURRENCY, default 10: attempts under way at once in this process, each to another endpoint. */
+  concurrency?: number | undefined;
 }
 
 /** The delivery settings from the environment; throws on a value that cannot be used. */
@@ -339,9 +341,14 @@ export function deliveryConfigFromEnv(env: NodeJS.ProcessEnv): DeliveryConfig {
     const protocol = URL.canParse(smtpUrl) ? new URL(smtpUrl).protocol : undefined;
     if (protocol !== 'smtp:' && protocol !== 'smtps:') throw new Error('RAMPART_SMTP_URL must be an smtp:// or smtps:// URL, e.g. smtp://user:pass@mail.example.com:587');
   }
+  const workers = env.RAMPART_DELIVERY_CONCURRENCY;
+  const concurrency = workers === undefined || workers === '' ? DELIVERY_CONCURRENCY : Number(workers);
+  if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 200) {
+    throw new Error('RAMPART_DELIVERY_CONCURRENCY must be a whole number of attempts from 1 to 200');
+  }
   const allow = env.RAMPART_ALLOW_PRIVATE_WEBHOOKS ?? '';
   if (!['', '0', '1'].includes(allow)) throw new Error('RAMPART_ALLOW_PRIVATE_WEBHOOKS must be 1 (allow) or 0 (refuse, the default)');
-  return { allowPrivateWebhooks: allow === '1', smtpUrl, smtpFrom: env.RAMPART_SMTP_FROM || 'rampart@localhost', intervalMs };
+  return { allowPrivateWebhooks: allow === '1', smtpUrl, smtpFrom: env.RAMPART_SMTP_FROM || 'rampart@localhost', intervalMs, concurrency };
 }
 
 export interface DeliveryRunner {
@@ -369,6 +376,7 @@ export function deliveryRunner(
   const options: DeliveryOptions = {
     allowPrivateWebhooks: config.allowPrivateWebhooks,
     smtp: transport && { transport, from: config.smtpFrom },
+    concurrency: config.concurrency,
     onAttempt,
   };
   let current: { workers: ReturnType<typeof deliveryWorkers>; done: Promise<DeliveryRunResult | undefined> } | undefined;
