@@ -138,6 +138,13 @@ describe('upgrading the embedded database', () => {
     });
     assert.ok(existsSync(snapshots[0]!));
 
+    // Started again (a service restarting on failure): it fails the same way, and the copy taken
+    // before the same migration replaces the older one instead of adding to it.
+    await assert.rejects(openDatabase({ dataDir, migrations: failingMigrations, onSnapshot: (p) => snapshots.push(p) }), /migration 9999_fails failed/);
+    assert.equal(snapshots.length, 2);
+    assert.notEqual(snapshots[1], snapshots[0]);
+    assert.deepEqual(readdirSync(dirname(dataDir)).sort(), [basename(dataDir), basename(snapshots[1]!)].sort());
+
     // The previous release opens it as it left it: its migrations, its rows, no half-made column.
     const lite = new PGlite(dataDir);
     assert.deepEqual((await lite.query<{ name: string }>('select name from kysely_migration order by name')).rows.map((r) => r.name), FIXTURE_MIGRATIONS);

@@ -1,8 +1,8 @@
-import { cpSync, mkdirSync, renameSync } from 'node:fs';
+import { cpSync, mkdirSync, readdirSync, renameSync, rmSync } from 'node:fs';
 import { PGlite } from '@electric-sql/pglite';
 import { Kysely, Migrator, PostgresDialect, sql, type MigrationProvider, type Transaction } from 'kysely';
 import { PGliteDialect } from 'kysely-pglite-dialect';
-import { resolve } from 'node:path';
+import { basename, dirname, join, resolve } from 'node:path';
 import pg from 'pg';
 import { migrationProvider } from './migrations.js';
 import type { DB } from './schema.js';
@@ -107,16 +107,23 @@ async function pendingUpgrade(db: Database, provider: MigrationProvider): Promis
 
 /**
  * Copies the (closed) embedded database beside itself, as DIR.before-<migration>-<time>: a data
- * directory the previous release opens as it is. The copy is renamed into place once whole.
+ * directory the previous release opens as it is. The copy is renamed into place once whole; then
+ * older copies taken before the same migration go (the newest holds the latest data of that
+ * schema), so a service restarted after a failed migration does not fill the disk with copies.
  */
 function snapshotDataDir(dataDir: string, migration: string): string {
   const stamp = new Date().toISOString().replace(/[:.]/g, '-');
-  const target = `${resolve(dataDir)}.before-${migration}-${stamp}`;
+  const prefix = `${basename(resolve(dataDir))}.before-${migration}-`;
+  const parent = dirname(resolve(dataDir));
+  const target = join(parent, `${prefix}${stamp}`);
   try {
     cpSync(dataDir, `${target}.partial`, { recursive: true, errorOnExist: true, force: false });
     renameSync(`${target}.partial`, target);
   } catch (err) {
     throw new Error(`not migrating: the embedded database could not be copied to ${target} before migration ${migration}: ${String(err)}`);
+  }
+  for (const name of readdirSync(parent)) {
+    if (name.startsWith(prefix) && join(parent, name) !== target) rmSync(join(parent, name), { recursive: true, force: true });
   }
   return target;
 }
