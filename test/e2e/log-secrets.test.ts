@@ -5,13 +5,15 @@ import { createServer } from 'node:http';
 import { after, test } from 'node:test';
 import { HDKey } from '@scure/bip32';
 import { FakeAgent } from '../../packages/server/test/fake-agent.js';
+import { startAgent } from '../support/cluster.js';
 import { CLI, freePort, startProcess, startServe, waitFor } from '../support/processes.js';
 
 // docs/api.md "Logs": no secret in any log line. The built control plane runs at the most verbose
 // log level while every failing path that handles a secret runs: an RPC provider whose key is in
 // its URL path answers errors, a webhook with a token in its path and query answers errors, a sign-in
-// with a wrong password, an agent and an API key that are not valid, a request with a token in
-// its query; then its whole output is searched for each secret.
+// with a wrong password, an agent (a real one too) and an API key that are not valid, a request with
+// a token in its query; then the whole output of the control plane and the agent is searched for
+// each secret.
 
 const ADMIN = `admin-${randomBytes(12).toString('hex')}`;
 const hex = (n: number) => randomBytes(n).toString('hex');
@@ -85,9 +87,13 @@ test('no secret reaches the log: failing RPC and webhook, bad sign-in, bad agent
   // A sign-in with a wrong password, and one with the right one.
   assert.equal((await call('POST', '/api/auth/login', {}, { email: 'logs@example.com', password: secrets.wrongPassword })).status, 401);
   assert.equal((await call('POST', '/api/auth/login', {}, { email: 'logs@example.com', password: secrets.password })).status, 200);
-  // An agent with a token that is not valid.
+  // An agent with a token that is not valid: on the wire, and the real agent (its own log is searched too).
   const refused = new FakeAgent(`ws://127.0.0.1:${port}/agent`, secrets.badAgentToken);
   await assert.rejects(refused.opened, /HTTP 401/);
+  const realAgent = await startAgent({ serverUrl: serve.url, token: secrets.badAgentToken });
+  after(() => realAgent.stop());
+  await waitFor(() => /refused the connection: HTTP 401/.test(realAgent.output()), 'the agent to be refused');
+  await realAgent.stop();
   // An API key that is not valid; a token in a query string; a wrong operator token.
   assert.equal((await call('GET', '/api/account', { 'x-api-key': secrets.badApiKey })).status, 401);
   assert.equal((await call('GET', `/api/account?token=${secrets.queryToken}`, key)).status, 200);
@@ -97,7 +103,7 @@ test('no secret reaches the log: failing RPC and webhook, bad sign-in, bad agent
   await waitFor(() => rpc.state.hits >= 3 && /chain-watcher failed/.test(serve.output()), 'the chain watcher to fail and log it');
 
   await serve.stop();
-  const log = serve.output();
+  const log = `${serve.output()}\n${realAgent.output()}`;
   // The failing paths were logged (without their secrets): the RPC's host is there, so is the request with its query.
   assert.match(log, new RegExp(`127\\.0\\.0\\.1:${rpc.port}`), 'the RPC failure names its host');
   assert.match(log, /\/api\/account\?token=\[redacted\]/, 'the request with a token in its query');
