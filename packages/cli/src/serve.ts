@@ -16,7 +16,8 @@ Options:
                       env RAMPART_TRUST_PROXY, default none): only from them are X-Forwarded-For
                       (the client address sign-in limits count) and X-Forwarded-Proto believed
   --public-url URL    where users reach the control plane (env RAMPART_PUBLIC_URL); https makes
-                      the session cookie Secure
+                      the session cookie Secure, and the link of a notification address's
+                      confirmation e-mail opens the dashboard there
 
 Environment:
   RAMPART_ADMIN_TOKEN   enables the operator API (/admin/...) with this bearer token
@@ -37,6 +38,8 @@ Environment:
   RAMPART_SMTP_FROM     the sender of notification e-mails (default rampart@localhost)
   RAMPART_ALLOW_PRIVATE_WEBHOOKS=1  notification webhooks may reach private and loopback addresses
   RAMPART_DELIVERY_INTERVAL_MS  how often due notification deliveries are sent (default 5000)
+  RAMPART_DELIVERY_CONCURRENCY  notification delivery attempts at once, each to another endpoint
+                        (default 10)
   RAMPART_ALLOW_PRIVATE_DNS_API=1  a DNS provider's API URL may name a private address
   RAMPART_BILLING_INTERVAL  seconds between runs of the monthly charge (default 60)
   RAMPART_PAYMENT_WEBHOOK_SECRET  enables POST /api/billing/webhook (payment processors, signed)
