@@ -8,6 +8,7 @@ import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
+import { PGlite } from '@electric-sql/pglite';
 import { AGENT_PATH, CLOSE, protocolRefusal, PROTOCOL_VERSION } from '@rampart/protocol';
 import { WebSocketServer } from 'ws';
 import { startAgent } from '../support/cluster.js';
@@ -141,6 +142,32 @@ describe('versions, backup and restore through the built rampart', () => {
     const fromPg = await startServe({ port: await freePort(), databaseUrl: pgUrl, adminToken: ADMIN });
     after(() => fromPg.stop());
     assert.deepEqual(await accountView(fromPg.url, key), before);
+  });
+
+  test('a control plane whose migration fails exits naming the migration and the copy, and leaves the embedded database as it was', async () => {
+    // The previous release's database (packages/server/test/fixtures/upgrade), in which the column
+    // that 0020_agent_version adds already exists: that migration fails, for real.
+    const fixture = readFileSync(join(ROOT, 'packages/server/test/fixtures/upgrade/previous-release.sql'), 'utf8');
+    const dataDir = join(tempDir(), 'server');
+    const lite = new PGlite(dataDir);
+    await lite.exec(fixture);
+    await lite.exec('alter table servers add column agent_version text');
+    const before = (await lite.query<{ name: string }>('select name from kysely_migration order by name')).rows;
+    await lite.close();
+
+    const r = await rampart(['serve', '--port', String(await freePort()), '--data-dir', dataDir], { RAMPART_ADMIN_TOKEN: ADMIN, RAMPART_CRAWLER_RANGES: 'off' });
+    assert.equal(r.code, 1, r.stdout + r.stderr);
+    assert.match(r.stderr, /^rampart: migration 0020_agent_version failed: .*agent_version.*already exists/m);
+    const copy = /a copy taken before migrating is in (\S+)$/m.exec(r.stderr)?.[1];
+    assert.ok(copy && copy.startsWith(`${dataDir}.before-`), r.stderr);
+    assert.ok(r.stderr.includes(`The database in ${dataDir} is left as it was`), r.stderr);
+
+    for (const dir of [dataDir, copy]) {
+      const db = new PGlite(dir);
+      assert.deepEqual((await db.query<{ name: string }>('select name from kysely_migration order by name')).rows, before, `${dir} holds the previous release's schema`);
+      assert.deepEqual((await db.query<{ domain: string }>('select domain from domains')).rows, [{ domain: 'shop.fixture.example' }]);
+      await db.close();
+    }
   });
 
   test('restore names what is missing or wrong', async () => {
