@@ -120,6 +120,10 @@ describe('rampart serve against slow and idle clients', async () => {
   after(() => agent.close());
 
   test('a body sent one byte at a time is cut off with 408 once the request timeout has passed; an idle connection after the headers timeout', async () => {
+    // A live stream, open all along: the timeouts bound how a request arrives, not how long its answer lasts.
+    const stream = rawClient(port);
+    stream.socket.write(`GET /api/stream HTTP/1.1\r\nHost: x\r\nx-api-key: ${key['x-api-key']}\r\n\r\n`);
+    await waitFor(() => stream.received().includes(': connected'), 'the live stream to open');
     const slow = rawClient(port);
     await once(slow.socket, 'connect');
     const started = Date.now();
@@ -136,6 +140,8 @@ describe('rampart serve against slow and idle clients', async () => {
     assert.match(slow.received(), /^HTTP\/1\.1 408 /);
     assert.match(slow.received(), /"error":"request took too long to arrive"/);
     assert.ok(idleClosed - idleStarted <= HEADERS_MS + slack, `the idle connection was closed after ${idleClosed - idleStarted} ms`);
+    assert.ok(!stream.socket.destroyed && stream.socket.readyState === 'open', 'the live stream is still open');
+    stream.socket.destroy();
 
     // The agent's WebSocket, open longer than both timeouts, is still up and still gets snapshots.
     assert.ok(Date.now() - agentSince > REQUEST_MS, 'the agent has been connected longer than the request timeout');
