@@ -131,6 +131,19 @@ export const SnapshotCustomRule = Type.Object(
     action: Type.Union(CUSTOM_RULE_ACTIONS.map((a) => Type.Literal(a))),
     domainId: Type.Union([Type.String(), Type.Null()]),
     priority: Type.Integer(),
+    /** With the action rate_limit only (rule-language.ts RuleRateLimit; the proxy checks it again). */
+    rateLimit: Type.Optional(
+      Type.Object(
+        {
+          requests: Type.Integer(),
+          period: Type.Integer(),
+          characteristics: Type.Array(Type.String({ maxLength: 72 }), { maxItems: 2 }),
+          mitigation: Type.Union([Type.Literal('block'), Type.Literal('challenge')]),
+          duration: Type.Integer(),
+        },
+        { additionalProperties: false },
+      ),
+    ),
   },
   { additionalProperties: false },
 );

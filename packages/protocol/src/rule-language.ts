@@ -508,6 +508,37 @@ export function evaluateRule(e: RuleExpr, req: RuleRequest): boolean {
  * challenge), allow (skips bot protection, rate limits and attack detection; never the blacklist)
  * or log (the request goes on; the hit is logged).
  */
-export const CUSTOM_RULE_ACTIONS = ['block', 'challenge', 'allow', 'log'] as const;
+export const CUSTOM_RULE_ACTIONS = ['block', 'challenge', 'allow', 'log', 'rate_limit'] as const;
 export type CustomRuleAction = (typeof CUSTOM_RULE_ACTIONS)[number];
 export const CUSTOM_RULE_NAME_MAX = 100;
+
+/**
+ * A rate-limiting rule's settings: more than `requests` requests in `period` seconds from one
+ * client (as `characteristics` tells clients apart) get the mitigation for `duration` seconds.
+ */
+export interface RuleRateLimit {
+  requests: number;
+  period: number;
+  characteristics: string[];
+  mitigation: 'block' | 'challenge';
+  duration: number;
+}
+export const RULE_RATE_LIMITS = { requests: [1, 1_000_000], period: [10, 3600], duration: [10, 86_400] } as const;
+const RATE_HEADER_RE = /^header:[a-z0-9_-]{1,64}$/;
+
+/** The problem of a rateLimit object (naming its field), or undefined when it is valid. */
+export function rateLimitProblem(r: unknown): string | undefined {
+  if (typeof r !== 'object' || r === null || Array.isArray(r)) return 'rateLimit: must be an object with requests, period, characteristics, mitigation and duration';
+  const o = r as Record<string, unknown>;
+  const unknown = Object.keys(o).filter((k) => !['requests', 'period', 'characteristics', 'mitigation', 'duration'].includes(k));
+  if (unknown.length) return `rateLimit.${unknown[0]}: unknown field`;
+  for (const k of ['requests', 'period', 'duration'] as const) {
+    const [min, max] = RULE_RATE_LIMITS[k];
+    if (!Number.isInteger(o[k]) || (o[k] as number) < min || (o[k] as number) > max) return `rateLimit.${k}: must be a whole number from ${min} to ${max}`;
+  }
+  const c = o.characteristics;
+  const ok = Array.isArray(c) && ((c.length === 1 && (c[0] === 'ip' || (typeof c[0] === 'string' && RATE_HEADER_RE.test(c[0])))) || (c.length === 2 && c[0] === 'ip' && c[1] === 'path'));
+  if (!ok) return 'rateLimit.characteristics: must be ["ip"], ["ip", "path"] or ["header:<name>"] (a lowercase header name)';
+  if (o.mitigation !== 'block' && o.mitigation !== 'challenge') return 'rateLimit.mitigation: must be block or challenge';
+  return undefined;
+}

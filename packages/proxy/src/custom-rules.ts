@@ -1,4 +1,4 @@
-import { CUSTOM_RULE_ACTIONS, isUuid, parseRuleExpression, type CustomRuleAction, type RuleExpr, type RuleOperand, type SnapshotCustomRule } from '@rampart/protocol';
+import { CUSTOM_RULE_ACTIONS, isUuid, parseRuleExpression, rateLimitProblem, type CustomRuleAction, type RuleExpr, type RuleOperand, type RuleRateLimit, type SnapshotCustomRule } from '@rampart/protocol';
 import { UnsafeValueError } from './backend.js';
 
 // The compiler of custom rules (the expression language of @rampart/protocol rule-language.ts) to
@@ -30,6 +30,8 @@ export interface CompiledCustomRule {
   domainId: string | null;
   /** Its named ACLs (`acl rp_r<rule>_<n> ...` lines), declared before the lines that use them. */
   acls: string[];
+  /** A rate-limiting rule's settings and the stick table it counts in (rampart_rl<index>). */
+  rate?: { settings: RuleRateLimit; table: string; index: number };
   /** Parts of the condition kept in variables, set before the rule's own line (in this order). */
   steps: { variable: string; when: Dnf }[];
   when: Dnf;
@@ -45,6 +47,7 @@ function compileRule(rule: SnapshotCustomRule, index: number, dir: string, count
   if (!isUuid(rule.id)) throw new UnsafeValueError('custom rule id', rule.id);
   if (!(CUSTOM_RULE_ACTIONS as readonly string[]).includes(rule.action)) throw new UnsafeValueError('custom rule action', rule.action);
   if (rule.domainId !== null && !isUuid(rule.domainId)) throw new UnsafeValueError('custom rule domain', rule.domainId);
+  if ((rule.action === 'rate_limit') !== (rule.rateLimit !== undefined) || (rule.rateLimit && rateLimitProblem(rule.rateLimit))) throw new UnsafeValueError('custom rule rateLimit', rule.rateLimit);
   const parsed = parseRuleExpression(rule.expression);
   if (!parsed.ok) throw new UnsafeValueError('custom rule expression', rule.expression);
   const steps: CompiledCustomRule['steps'] = [];
@@ -100,7 +103,8 @@ function compileRule(rule: SnapshotCustomRule, index: number, dir: string, count
     }
   };
   const when = compile(parsed.expr, false);
-  return { id: rule.id, action: rule.action, domainId: rule.domainId, acls, steps, when };
+  const rate = rule.rateLimit ? { settings: rule.rateLimit as RuleRateLimit, table: `rampart_rl${index}`, index } : undefined;
+  return { id: rule.id, action: rule.action, domainId: rule.domainId, acls, steps, when, ...(rate ? { rate } : {}) };
 }
 
 /** The sample fetch of an operand, or undefined when this shield server cannot read it (no country map). */
@@ -197,10 +201,52 @@ function leaf(e: Extract<RuleExpr, { kind: 'bool' | 'string' | 'ip' | 'int' }>, 
   }
 }
 
-/** Every custom rule of a snapshot compiled (by priority, as they come), with their pattern files. */
-export function compileCustomRules(rules: readonly SnapshotCustomRule[], dir: string, countryMap: string | undefined): { rules: CompiledCustomRule[]; files: Record<string, string> } {
+/**
+ * Every custom rule of a snapshot compiled (by priority, as they come), with their pattern files
+ * and, for each rate-limiting rule, its stick table: the request rate over its period and the end
+ * of a running mitigation (gpt0), per client as its characteristics tell them apart. Counters live
+ * in memory, as the SPEC rate limiter's: a reload resets them.
+ */
+export function compileCustomRules(rules: readonly SnapshotCustomRule[], dir: string, countryMap: string | undefined): { rules: CompiledCustomRule[]; files: Record<string, string>; sections: string[] } {
   const files: Record<string, string> = {};
-  return { rules: rules.map((r, i) => compileRule(r, i, dir, countryMap, files)), files };
+  const compiled = rules.map((r, i) => compileRule(r, i, dir, countryMap, files));
+  const sections = compiled.flatMap((r) => {
+    if (!r.rate) return [];
+    const { period, duration, characteristics } = r.rate.settings;
+    const type = characteristics[0] === 'ip' && characteristics.length === 1 ? 'ipv6' : 'string len 300';
+    return [[`# Custom rate-limiting rule ${r.id}`, `backend ${r.rate.table}`, `    stick-table type ${type} size 100k expire ${Math.max(period, duration)}s store http_req_rate(${period}s),gpt0`].join('\n')];
+  });
+  return { rules: compiled, files, sections };
+}
+
+/** What a rate-limiting rule counts by: the client (an IPv6 client by its /64, as the SPEC rate limiter), with the path, or a header's value. */
+function rateKey(c: readonly string[]): string {
+  if (c[0] === 'ip' && c[1] === 'path') return 'src,ipmask(32,64),concat(|,txn.rp_rlp)';
+  if (c[0] === 'ip') return 'src,ipmask(32,64)';
+  return `req.fhdr(${checkedName(c[0]!.slice('header:'.length), /^[a-z0-9_-]{1,64}$/)}),bytes(0,256)`;
+}
+
+/**
+ * A rate-limiting rule: the first one whose expression matches a request counts it (in sticky
+ * counter 1; the SPEC rate limiter has 0); a client past `requests` in `period` starts the
+ * mitigation for `duration` seconds: 429 with Retry-After (rate_limited, the rule's id), or the
+ * bot challenge for a client without a valid pass cookie.
+ */
+function rateLimitLines(r: CompiledCustomRule, challengeOn: boolean): string[] {
+  const { settings, table, index } = r.rate!;
+  const mine = `rp_rl${index}`;
+  const lines = [`    acl ${mine} var(txn.rp_rl) -m str ${index}`, `    http-request set-var(txn.rp_rl) str(${index}) if ${condition('!rp_done !rp_limited', r.when)}`];
+  if (settings.characteristics[1] === 'path') lines.push(`    http-request set-var(txn.rp_rlp) path,bytes(0,256) if !rp_done ${mine}`);
+  lines.push(
+    `    http-request track-sc1 ${rateKey(settings.characteristics)} table ${table} if !rp_done ${mine}`,
+    `    http-request set-var(txn.rp_rlu) sc_get_gpt0(1) if !rp_done ${mine} { sc_tracked(1) }`,
+    `    http-request sc-set-gpt0(1) date,add(${settings.duration}) if !rp_done ${mine} { sc_http_req_rate(1) gt ${settings.requests} } { date,sub(txn.rp_rlu) -m int ge 0 }`,
+    `    http-request set-var(txn.rp_rlu) sc_get_gpt0(1) if !rp_done ${mine} { sc_tracked(1) }`,
+    `    http-request set-var(txn.rp_rlw) date,neg,add(txn.rp_rlu) if !rp_done ${mine} { sc_tracked(1) }`,
+  );
+  const mitigated = `!rp_done ${mine} { var(txn.rp_rlw) -m int gt 0 }`;
+  if (settings.mitigation === 'challenge' && challengeOn) return [...lines, `    http-request lua.rampart_bot ${r.id} if ${mitigated} !rp_pass`];
+  return [...lines, `    http-request set-var(txn.rp_retry) var(txn.rp_rlw) if ${mitigated}`, `    http-request set-var(txn.rp_hit) str(rate_limited:${r.id}) if ${mitigated}`];
 }
 
 /** A condition whose every term starts with `guard` (named ACLs, negated or not): `if` takes it as it is. */
@@ -224,17 +270,19 @@ export function customRuleLines(rules: readonly CompiledCustomRule[], challenge:
     '    acl rp_done var(txn.rp_wl) -m found',
     '    acl rp_pass var(txn.rp_cookie_ok) -m found',
     '    acl rp_logged var(txn.rp_lg) -m found',
+    ...(rules.some((r) => r.rate) ? ['    acl rp_limited var(txn.rp_rl) -m found'] : []),
   ];
   for (const r of rules) {
     if (r.when.length === 0) continue; // never holds
     lines.push(...r.acls);
     for (const s of r.steps) lines.push(`    http-request set-var(${s.variable}) bool(1) if ${condition('!rp_done', s.when)}`);
-    if (r.action === 'allow') lines.push(`    http-request set-var(txn.rp_wl) bool(1) if ${condition('!rp_done', r.when)}`);
+    if (r.action === 'rate_limit') lines.push(...rateLimitLines(r, challenge.on));
+    else if (r.action === 'allow') lines.push(`    http-request set-var(txn.rp_wl) bool(1) if ${condition('!rp_done', r.when)}`);
     else if (r.action === 'log') lines.push(`    http-request set-var(txn.rp_lg) str(${r.id}) if ${condition('!rp_done !rp_logged', r.when)}`);
     else if (r.action === 'challenge' && challenge.on) lines.push(`    http-request lua.rampart_bot ${r.id} if ${condition('!rp_done !rp_pass', r.when)}`);
     else lines.push(`    http-request set-var(txn.rp_hit) str(custom_rule_blocked:${r.id}) if ${condition('!rp_done', r.when)}`);
   }
-  const challenger = challenge.on ? rules.find((r) => r.action === 'challenge') : undefined;
+  const challenger = challenge.on ? rules.find((r) => r.action === 'challenge' || r.rate?.settings.mitigation === 'challenge') : undefined;
   // The answer to a challenge comes to its own path, which the rule's expression need not match.
   if (challenger) lines.push(`    http-request lua.rampart_bot ${challenger.id} if !rp_done !rp_pass { path -m str ${challenge.answerPath} }`);
   if (rules.some((r) => r.action === 'log')) {

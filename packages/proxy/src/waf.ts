@@ -206,7 +206,8 @@ export function renderWaf(
   const custom = compileCustomRules(snapshot.customRules ?? [], dir, opts.countryMap);
   const customOf = (d: SnapshotDomain) => custom.rules.filter((r) => r.domainId === null || r.domainId === d.id);
   // A challenge rule runs the bot challenge, which needs a key to sign with.
-  const challengeOn = keys.length > 0 && snapshot.domains.some((d) => d.wafEnabled && customOf(d).some((r) => r.action === 'challenge'));
+  const challenging = (r: (typeof custom.rules)[number]) => r.action === 'challenge' || r.rate?.settings.mitigation === 'challenge';
+  const challengeOn = keys.length > 0 && snapshot.domains.some((d) => d.wafEnabled && customOf(d).some(challenging));
   const signs = !!botOn || challengeOn;
   const anyHigh = snapshot.domains.some((d) => d.wafEnabled && d.wafLevel === 'high');
 
@@ -286,16 +287,19 @@ export function renderWaf(
   return {
     files,
     global: global_,
-    sections: rateOn
-      ? [
-          [
-            '# The rate limiter: per client (an IPv4 address, an IPv6 /64), the start of its 60 s window',
-            '# (gpt0) and its count (gpc0). At most RATE_TRACKED clients; one idle for RATE_EXPIRE is forgotten.',
-            `backend ${RATE_TABLE}`,
-            `    stick-table type ipv6 size ${RATE_TRACKED} expire ${RATE_EXPIRE} store gpt0,gpc0`,
-          ].join('\n'),
-        ]
-      : [],
+    sections: [
+      ...(rateOn
+        ? [
+            [
+              '# The rate limiter: per client (an IPv4 address, an IPv6 /64), the start of its 60 s window',
+              '# (gpt0) and its count (gpc0). At most RATE_TRACKED clients; one idle for RATE_EXPIRE is forgotten.',
+              `backend ${RATE_TABLE}`,
+              `    stick-table type ipv6 size ${RATE_TRACKED} expire ${RATE_EXPIRE} store gpt0,gpc0`,
+            ].join('\n'),
+          ]
+        : []),
+      ...custom.sections,
+    ],
     frontend,
     backend(domain) {
       const w = perDomain.get(domain.id)!;
@@ -324,7 +328,7 @@ export function renderWaf(
       if (global.block.size) decide(`src,map_ip(${dir}/block_global.map)`);
       if (w.block.size) decide(`src,map_ip(${dir}/block_d${i}.map)`);
       if (countries) decide(`src,map_ip(${opts.countryMap}),map(${dir}/countries_d${i}.map)`);
-      const challenges = challengeOn && customs.some((r) => r.action === 'challenge');
+      const challenges = challengeOn && customs.some(challenging);
       if (botOn || challenges) lines.push(...cookieCheck(dir, open));
       // Then the custom rules, by priority (first decisive match wins).
       lines.push(...customRuleLines(customs, { on: challenges, answerPath: BOT_ANSWER_PATH }));

@@ -25,7 +25,7 @@ const KEY = { id: 'k1', secret: 'cd'.repeat(32) };
 const UA = 'Mozilla/5.0 rules-test';
 const BAD_UA = 'sqlmap/1.7';
 const RATE = 3;
-const R = { block: id(10), country: id(11), rate: id(12), bot: id(13), office: id(20), watch: id(21), admin: id(22), checkout: id(23), afterAdmin: id(24) };
+const R = { block: id(10), country: id(11), rate: id(12), bot: id(13), office: id(20), watch: id(21), admin: id(22), checkout: id(23), afterAdmin: id(24), login: id(25), api: id(26) };
 
 function snapshot(botOn: boolean, originPort: number): ServerSnapshot {
   const r = (rid: string, type: SnapshotRule['type'], value: string): SnapshotRule => ({ id: rid, type, value, domainId: null, priority: 100 });
@@ -47,11 +47,13 @@ function snapshot(botOn: boolean, originPort: number): ServerSnapshot {
       c(R.admin, 3, 'block', 'lower(http.request.uri.path) contains "admin" and not ip.src eq 127.0.30.9'),
       c(R.checkout, 4, 'challenge', 'http.request.uri.path eq "/checkout"'),
       c(R.afterAdmin, 5, 'block', 'http.request.uri.path contains "admin"'),
+      { ...c(R.login, 6, 'rate_limit', 'starts_with(http.request.uri.path, "/login")'), rateLimit: { requests: 2, period: 60, characteristics: ['ip', 'path'], mitigation: 'block', duration: 30 } },
+      { ...c(R.api, 7, 'rate_limit', 'starts_with(http.request.uri.path, "/api")'), rateLimit: { requests: 1, period: 60, characteristics: ['header:x-api-key'], mitigation: 'challenge', duration: 30 } },
     ],
   };
 }
 
-interface Seen { status: number; body: string; reason?: string | undefined; rule?: string | undefined; action?: string | undefined }
+interface Seen { status: number; body: string; retryAfter?: string | undefined; reason?: string | undefined; rule?: string | undefined; action?: string | undefined }
 
 describe('custom rules in the processing order, natively in HAProxy', () => {
   const tmp = mkdtempSync(join(tmpdir(), 'rampart-rules-order-'));
@@ -83,23 +85,23 @@ describe('custom rules in the processing order, natively in HAProxy', () => {
    * the Lua engine with '/' as it is).
    */
   async function send(server: 'bots' | 'nobots', from: string, path: string, headers: Record<string, string> = {}, event = true): Promise<Seen> {
-    const { status, body } = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+    const { status, body, retryAfter } = await new Promise<{ status: number; body: string; retryAfter: string | undefined }>((resolve, reject) => {
       const req = httpRequest({ host: '127.0.0.1', port: ports[server], path, headers: { 'user-agent': UA, ...headers, host: HOST }, agent: false, localAddress: from }, (res) => {
         let text = '';
         res.setEncoding('utf8');
         res.on('data', (d) => (text += d));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text }));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text, retryAfter: res.headers['retry-after'] as string | undefined }));
       });
       req.on('error', reject);
       req.end();
     });
-    if (!event || (body === 'origin' && !path.includes('watch'))) return { status, body };
+    if (!event || (body === 'origin' && !path.includes('watch'))) return { status, body, retryAfter };
     const bare = path.split('?')[0]!;
     const forms = [` ${bare} `, ` ${bare.replace(/\//g, '%2F')} `];
     const line = await waitFor(() => lines.find((l) => l.includes(` ${from} `) && forms.some((f) => l.includes(f)) && !seenLines.has(l)), `the event of ${path} from ${from}`, 5_000, 10);
     seenLines.add(line);
     const f = line.slice(line.indexOf('rampart-waf ')).split(' ');
-    return { status, body, reason: f[4], rule: f[5], action: f[6] };
+    return { status, body, retryAfter, reason: f[4], rule: f[5], action: f[6] };
   }
   const seenLines = new Set<string>();
   const cookie = (ip: string) => {
@@ -165,5 +167,25 @@ describe('custom rules in the processing order, natively in HAProxy', () => {
     // The answer to the challenge reaches the engine although the rule does not match its path.
     const answer = await send('nobots', ip, '/.well-known/rampart/bot?c=x&n=1');
     assert.deepEqual(brief(answer), { status: 403, reason: 'bot_challenge', rule: R.checkout, action: 'block' });
+  });
+
+  test('rate_limit: past its requests in the period, the client (by address and path) gets 429 with Retry-After for the duration', async () => {
+    const ip = '127.0.25.1';
+    for (let i = 0; i < 2; i++) assert.equal((await send('nobots', ip, '/login', {}, false)).body, 'origin', `request ${i}`);
+    const limited = await send('nobots', ip, '/login');
+    assert.deepEqual(brief(limited), { status: 429, reason: 'rate_limited', rule: R.login, action: 'block' });
+    const wait = Number(limited.retryAfter);
+    assert.ok(wait > 0 && wait <= 30, `Retry-After ${limited.retryAfter}`);
+    assert.equal((await send('nobots', ip, '/login-b', {}, false)).body, 'origin', 'another path is counted apart');
+    assert.equal((await send('nobots', '127.0.25.2', '/login', {}, false)).body, 'origin', 'another client is counted apart');
+    assert.equal((await send('nobots', ip, '/office/login', {}, false)).body, 'origin', 'a request the expression does not select is not limited');
+  });
+
+  test('rate_limit with the challenge: counted by a header, the client past the limit is challenged until it shows a pass cookie', async () => {
+    const ip = '127.0.26.1';
+    assert.equal((await send('nobots', ip, '/api/x', { 'x-api-key': 'k1' }, false)).body, 'origin');
+    assert.deepEqual(brief(await send('nobots', ip, '/api/x', { 'x-api-key': 'k1' })), { status: 200, reason: 'bot_challenge', rule: R.api, action: 'block' });
+    assert.equal((await send('nobots', ip, '/api/x', { 'x-api-key': 'k2' }, false)).body, 'origin', 'another key is counted apart');
+    assert.equal((await send('nobots', ip, '/api/x', { 'x-api-key': 'k1', cookie: cookie(ip) }, false)).body, 'origin', 'a valid pass cookie goes on');
   });
 });

@@ -1,4 +1,4 @@
-import { COMPRESSED_BODY_POLICIES, CUSTOM_RULE_ACTIONS, CUSTOM_RULE_NAME_MAX, EVENT_FIELD_MAX, RULE_LIMITS, RULE_TYPES, SSL_STATUSES, WAF_LEVELS, WAF_MODES } from '@rampart/protocol';
+import { COMPRESSED_BODY_POLICIES, CUSTOM_RULE_ACTIONS, CUSTOM_RULE_NAME_MAX, EVENT_FIELD_MAX, RULE_LIMITS, RULE_RATE_LIMITS, RULE_TYPES, SSL_STATUSES, WAF_LEVELS, WAF_MODES } from '@rampart/protocol';
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
 
 // The HTTP edge: shapes, types and lengths. Semantic checks (hostnames, addresses, rule values)
@@ -165,10 +165,30 @@ export const RuleView = Type.Object({
 // Custom rules (docs/rules.md)
 const RuleName = Type.String({ minLength: 1, maxLength: CUSTOM_RULE_NAME_MAX, pattern: NO_CONTROL_CHARS });
 const RuleExpression = Type.String({ minLength: 1, maxLength: RULE_LIMITS.expression, description: "A subset of Cloudflare's Rules language, e.g. `http.request.uri.path eq \"/login\" and ip.src.country in {\"CN\" \"RU\"}`" });
-const CustomAction = Type.Union(CUSTOM_RULE_ACTIONS.map((a) => Type.Literal(a)), { description: 'block (403), challenge (the bot challenge), allow (skips bot protection, rate limits and attack detection), log' });
+const CustomAction = Type.Union(CUSTOM_RULE_ACTIONS.map((a) => Type.Literal(a)), {
+  description: 'block (403), challenge (the bot challenge), allow (skips bot protection, rate limits and attack detection), log, rate_limit (with rateLimit)',
+});
+const RateLimitSettings = Type.Object(
+  {
+    requests: Type.Integer({ minimum: RULE_RATE_LIMITS.requests[0], maximum: RULE_RATE_LIMITS.requests[1], description: 'Requests allowed in the period' }),
+    period: Type.Integer({ minimum: RULE_RATE_LIMITS.period[0], maximum: RULE_RATE_LIMITS.period[1], description: 'Seconds' }),
+    characteristics: Type.Array(Type.String({ maxLength: 72 }), { minItems: 1, maxItems: 2, description: '["ip"], ["ip", "path"] or ["header:<name>"]' }),
+    mitigation: Type.Union([Type.Literal('block'), Type.Literal('challenge')], { description: 'block: 429 with Retry-After; challenge: the bot challenge' }),
+    duration: Type.Integer({ minimum: RULE_RATE_LIMITS.duration[0], maximum: RULE_RATE_LIMITS.duration[1], description: 'Seconds the mitigation lasts' }),
+  },
+  strict,
+);
 const RuleScope = Type.Union([Type.String({ maxLength: 100 }), Type.Null()], { description: 'The domain; null or omitted: every domain of the account' });
 export const CustomRuleCreate = Type.Object(
-  { name: RuleName, expression: RuleExpression, action: CustomAction, domainId: Type.Optional(RuleScope), priority: Type.Optional(Priority), enabled: Type.Optional(Type.Boolean()) },
+  {
+    name: RuleName,
+    expression: RuleExpression,
+    action: CustomAction,
+    rateLimit: Type.Optional(Type.Union([RateLimitSettings, Type.Null()], { description: 'Required with the action rate_limit, absent or null otherwise' })),
+    domainId: Type.Optional(RuleScope),
+    priority: Type.Optional(Priority),
+    enabled: Type.Optional(Type.Boolean()),
+  },
   strict,
 );
 export const CustomRuleUpdate = Type.Object(
@@ -176,6 +196,7 @@ export const CustomRuleUpdate = Type.Object(
     name: Type.Optional(RuleName),
     expression: Type.Optional(RuleExpression),
     action: Type.Optional(CustomAction),
+    rateLimit: Type.Optional(Type.Union([RateLimitSettings, Type.Null()])),
     domainId: Type.Optional(RuleScope),
     priority: Type.Optional(Priority),
     enabled: Type.Optional(Type.Boolean()),
@@ -187,6 +208,7 @@ export const CustomRuleView = Type.Object({
   name: Type.String(),
   expression: Type.String(),
   action: Type.String(),
+  rateLimit: Type.Union([RateLimitSettings, Type.Null()]),
   domainId: Type.Union([Type.String(), Type.Null()]),
   priority: Type.Integer(),
   enabled: Type.Boolean(),

@@ -29,7 +29,7 @@ describe('/api/rules', () => {
     const { key } = await newAccount(t.app);
     const a = await create(key, LOGIN);
     assert.equal(a.status, 201, JSON.stringify(a.body));
-    assert.deepEqual({ ...a.body, id: undefined, createdAt: undefined, updatedAt: undefined }, { ...LOGIN, domainId: null, priority: 100, enabled: true, id: undefined, createdAt: undefined, updatedAt: undefined });
+    assert.deepEqual({ ...a.body, id: undefined, createdAt: undefined, updatedAt: undefined }, { ...LOGIN, rateLimit: null, domainId: null, priority: 100, enabled: true, id: undefined, createdAt: undefined, updatedAt: undefined });
     const b = await create(key, { name: 'office', expression: 'ip.src in {192.0.2.0/24}', action: 'allow', priority: 5 });
     assert.equal(b.status, 201);
     const list = await call(t.app, 'GET', '/api/rules', { key });
@@ -130,5 +130,37 @@ describe('/api/rules', () => {
       { id: own.body.id, expression: LOGIN.expression, action: 'block', domainId: d1, priority: 7 },
     ]);
     assert.deepEqual(snapshots.get(s2)!.customRules, [{ id: all.body.id, expression: 'ssl', action: 'log', domainId: null, priority: 3 }]);
+  });
+
+  test('rate-limiting rules: rateLimit required with the action rate_limit and refused with others, each setting checked; it reaches the snapshot', async () => {
+    const { key } = await newAccount(t.app);
+    const s1 = await server(key);
+    await domain(key, 'rate.example.com', [s1]);
+    const settings = { requests: 5, period: 60, characteristics: ['ip', 'path'], mitigation: 'block', duration: 300 };
+    const base = { name: 'login', expression: 'http.request.uri.path eq "/login"', action: 'rate_limit' };
+    const missing = await create(key, base);
+    assert.equal(missing.status, 400);
+    assert.equal(missing.body.error, 'rateLimit: is required with the action rate_limit');
+    const other = await create(key, { ...LOGIN, rateLimit: settings });
+    assert.equal(other.body.error, 'rateLimit: only a rule with the action rate_limit takes it');
+    for (const [bad, field] of [
+      [{ ...settings, period: 5 }, 'period'],
+      [{ ...settings, characteristics: ['path'] }, 'characteristics'],
+      [{ ...settings, characteristics: ['header:X Bad'] }, 'characteristics'],
+      [{ ...settings, mitigation: 'drop' }, 'mitigation'],
+      [{ ...settings, duration: 0 }, 'duration'],
+    ] as const) {
+      const r = await create(key, { ...base, rateLimit: bad });
+      assert.equal(r.status, 400, JSON.stringify(bad));
+      assert.ok(r.body.error.includes(field), `${r.body.error} names ${field}`);
+    }
+    const ok = await create(key, { ...base, rateLimit: settings });
+    assert.equal(ok.status, 201, JSON.stringify(ok.body));
+    assert.deepEqual(ok.body.rateLimit, settings);
+    const { snapshots } = await buildSnapshots(t.ctx.db, [s1]);
+    assert.deepEqual(snapshots.get(s1)!.customRules, [{ id: ok.body.id, expression: base.expression, action: 'rate_limit', domainId: null, priority: 100, rateLimit: settings }]);
+    const changed = await call(t.app, 'PUT', `/api/rules/${ok.body.id}`, { key, body: { action: 'block' } });
+    assert.equal(changed.status, 200);
+    assert.equal(changed.body.rateLimit, null, 'a rule turned into another action drops its settings');
   });
 });

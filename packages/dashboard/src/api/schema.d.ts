@@ -2309,6 +2309,18 @@ export interface paths {
                             name: string;
                             expression: string;
                             action: string;
+                            rateLimit: {
+                                /** @description Requests allowed in the period */
+                                requests: number;
+                                /** @description Seconds */
+                                period: number;
+                                /** @description ["ip"], ["ip", "path"] or ["header:<name>"] */
+                                characteristics: string[];
+                                /** @description block: 429 with Retry-After; challenge: the bot challenge */
+                                mitigation: "block" | "challenge";
+                                /** @description Seconds the mitigation lasts */
+                                duration: number;
+                            } | null;
                             domainId: string | null;
                             priority: number;
                             enabled: boolean;
@@ -2375,8 +2387,21 @@ export interface paths {
                         name: string;
                         /** @description A subset of Cloudflare's Rules language, e.g. `http.request.uri.path eq "/login" and ip.src.country in {"CN" "RU"}` */
                         expression: string;
-                        /** @description block (403), challenge (the bot challenge), allow (skips bot protection, rate limits and attack detection), log */
-                        action: "block" | "challenge" | "allow" | "log";
+                        /** @description block (403), challenge (the bot challenge), allow (skips bot protection, rate limits and attack detection), log, rate_limit (with rateLimit) */
+                        action: "block" | "challenge" | "allow" | "log" | "rate_limit";
+                        /** @description Required with the action rate_limit, absent or null otherwise */
+                        rateLimit?: {
+                            /** @description Requests allowed in the period */
+                            requests: number;
+                            /** @description Seconds */
+                            period: number;
+                            /** @description ["ip"], ["ip", "path"] or ["header:<name>"] */
+                            characteristics: string[];
+                            /** @description block: 429 with Retry-After; challenge: the bot challenge */
+                            mitigation: "block" | "challenge";
+                            /** @description Seconds the mitigation lasts */
+                            duration: number;
+                        } | null;
                         /** @description The domain; null or omitted: every domain of the account */
                         domainId?: string | null;
                         /** @description Default 100; lower runs first */
@@ -2397,6 +2422,18 @@ export interface paths {
                             name: string;
                             expression: string;
                             action: string;
+                            rateLimit: {
+                                /** @description Requests allowed in the period */
+                                requests: number;
+                                /** @description Seconds */
+                                period: number;
+                                /** @description ["ip"], ["ip", "path"] or ["header:<name>"] */
+                                characteristics: string[];
+                                /** @description block: 429 with Retry-After; challenge: the bot challenge */
+                                mitigation: "block" | "challenge";
+                                /** @description Seconds the mitigation lasts */
+                                duration: number;
+                            } | null;
                             domainId: string | null;
                             priority: number;
                             enabled: boolean;
@@ -2481,6 +2518,18 @@ export interface paths {
                             name: string;
                             expression: string;
                             action: string;
+                            rateLimit: {
+                                /** @description Requests allowed in the period */
+                                requests: number;
+                                /** @description Seconds */
+                                period: number;
+                                /** @description ["ip"], ["ip", "path"] or ["header:<name>"] */
+                                characteristics: string[];
+                                /** @description block: 429 with Retry-After; challenge: the bot challenge */
+                                mitigation: "block" | "challenge";
+                                /** @description Seconds the mitigation lasts */
+                                duration: number;
+                            } | null;
                             domainId: string | null;
                             priority: number;
                             enabled: boolean;
@@ -2548,8 +2597,20 @@ export interface paths {
                         name?: string;
                         /** @description A subset of Cloudflare's Rules language, e.g. `http.request.uri.path eq "/login" and ip.src.country in {"CN" "RU"}` */
                         expression?: string;
-                        /** @description block (403), challenge (the bot challenge), allow (skips bot protection, rate limits and attack detection), log */
-                        action?: "block" | "challenge" | "allow" | "log";
+                        /** @description block (403), challenge (the bot challenge), allow (skips bot protection, rate limits and attack detection), log, rate_limit (with rateLimit) */
+                        action?: "block" | "challenge" | "allow" | "log" | "rate_limit";
+                        rateLimit?: {
+                            /** @description Requests allowed in the period */
+                            requests: number;
+                            /** @description Seconds */
+                            period: number;
+                            /** @description ["ip"], ["ip", "path"] or ["header:<name>"] */
+                            characteristics: string[];
+                            /** @description block: 429 with Retry-After; challenge: the bot challenge */
+                            mitigation: "block" | "challenge";
+                            /** @description Seconds the mitigation lasts */
+                            duration: number;
+                        } | null;
                         /** @description The domain; null or omitted: every domain of the account */
                         domainId?: string | null;
                         /** @description Default 100; lower runs first */
@@ -2570,6 +2631,18 @@ export interface paths {
                             name: string;
                             expression: string;
                             action: string;
+                            rateLimit: {
+                                /** @description Requests allowed in the period */
+                                requests: number;
+                                /** @description Seconds */
+                                period: number;
+                                /** @description ["ip"], ["ip", "path"] or ["header:<name>"] */
+                                characteristics: string[];
+                                /** @description block: 429 with Retry-After; challenge: the bot challenge */
+                                mitigation: "block" | "challenge";
+                                /** @description Seconds the mitigation lasts */
+                                duration: number;
+                            } | null;
                             domainId: string | null;
                             priority: number;
                             enabled: boolean;

@@ -40,7 +40,7 @@ export async function deleteCustomRule(db: Database | Tx, id: string): Promise<v
 export function enabledCustomRules(db: Database | Tx, accountIds: readonly string[]) {
   return db
     .selectFrom('custom_rules')
-    .select(['id', 'account_id', 'domain_id', 'expression', 'action', 'priority'])
+    .select(['id', 'account_id', 'domain_id', 'expression', 'action', 'rate_limit', 'priority'])
     .where('account_id', 'in', [...accountIds])
     .where('enabled', '=', true)
     .$call(inRuleOrder)

@@ -555,6 +555,13 @@ const migrations: Record<string, Migration> = {
       await db.schema.createIndex('custom_rules_account').on('custom_rules').columns(['account_id', 'priority']).execute();
     },
   },
+  '0021_custom_rules_rate_limit': {
+    // A rate-limiting custom rule's settings (JSON: requests, period, characteristics, mitigation,
+    // duration); null for the other actions.
+    async up(db: Kysely<any>) {
+      await db.schema.alterTable('custom_rules').addColumn('rate_limit', 'text').execute();
+    },
+  },
 };
 
 export const migrationProvider: MigrationProvider = {

@@ -135,6 +135,8 @@ export interface CustomRulesTable {
   name: string;
   expression: string;
   action: string;
+  /** JSON of a rate_limit rule's settings (protocol RuleRateLimit); null for other actions. */
+  rate_limit: string | null;
   enabled: boolean;
   priority: number;
   created_at: Timestamp;

@@ -1,4 +1,4 @@
-import { isIP, type CustomRuleAction, type RuleType, type ServerSnapshot, type CompressedBodyPolicy, type WafLevel, type WafMode } from '@rampart/protocol';
+import { isIP, type CustomRuleAction, type RuleRateLimit, type RuleType, type ServerSnapshot, type CompressedBodyPolicy, type WafLevel, type WafMode } from '@rampart/protocol';
 import { snapshotContents, snapshotServers } from '../data/snapshot.js';
 import type { Database } from '../db/database.js';
 import { parseOrigins } from '../services/domains.js';
@@ -73,12 +73,19 @@ export async function buildSnapshots(db: Database, serverIds: readonly string[])
 
 /** The account's enabled custom rules that reach a server with these domains, as the snapshot field (absent when none). */
 function customRulesOf(
-  rows: readonly { id: string; account_id: string; domain_id: string | null; expression: string; action: string; priority: number }[],
+  rows: readonly { id: string; account_id: string; domain_id: string | null; expression: string; action: string; rate_limit: string | null; priority: number }[],
   accountId: string,
   ownIds: ReadonlySet<string>,
 ): Pick<ServerSnapshot, 'customRules'> {
   const customRules = rows
     .filter((r) => r.account_id === accountId && (r.domain_id === null || ownIds.has(r.domain_id)))
-    .map((r) => ({ id: r.id, expression: r.expression, action: r.action as CustomRuleAction, domainId: r.domain_id, priority: r.priority }));
+    .map((r) => ({
+      id: r.id,
+      expression: r.expression,
+      action: r.action as CustomRuleAction,
+      domainId: r.domain_id,
+      priority: r.priority,
+      ...(r.rate_limit !== null ? { rateLimit: JSON.parse(r.rate_limit) as RuleRateLimit } : {}),
+    }));
   return customRules.length ? { customRules } : {};
 }

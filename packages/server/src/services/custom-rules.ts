@@ -1,4 +1,4 @@
-import { CUSTOM_RULE_ACTIONS, parseRuleExpression, type CustomRuleAction } from '@rampart/protocol';
+import { CUSTOM_RULE_ACTIONS, parseRuleExpression, rateLimitProblem, type CustomRuleAction, type RuleRateLimit } from '@rampart/protocol';
 import { check as checkRegex } from 'recheck';
 import type { Tx } from '../db/database.js';
 import type { ServiceContext } from '../context.js';
@@ -25,6 +25,7 @@ export interface CustomRuleInput {
   name: string;
   expression: string;
   action: CustomRuleAction;
+  rateLimit?: RuleRateLimit | null | undefined;
   domainId?: string | null | undefined;
   priority?: number | undefined;
   enabled?: boolean | undefined;
@@ -36,6 +37,7 @@ type Row = {
   name: string;
   expression: string;
   action: string;
+  rate_limit: string | null;
   domain_id: string | null;
   priority: number;
   enabled: boolean;
@@ -49,6 +51,7 @@ export function customRuleView(r: Row) {
     name: r.name,
     expression: r.expression,
     action: r.action as CustomRuleAction,
+    rateLimit: r.rate_limit === null ? null : (JSON.parse(r.rate_limit) as RuleRateLimit),
     domainId: r.domain_id,
     priority: r.priority,
     enabled: r.enabled,
@@ -77,6 +80,19 @@ async function checkExpression(expression: string): Promise<void> {
   }
 }
 
+/** A rate_limit rule has its settings (checked), any other action none: the stored column, or a 400 naming the field. */
+function rateLimitColumn(action: CustomRuleAction, rateLimit: RuleRateLimit | null | undefined): string | null {
+  if (action !== 'rate_limit') {
+    if (rateLimit != null) throw invalidField('rateLimit', 'only a rule with the action rate_limit takes it');
+    return null;
+  }
+  if (rateLimit == null) throw invalidField('rateLimit', 'is required with the action rate_limit');
+  const problem = rateLimitProblem(rateLimit);
+  if (problem) throw new AppError('invalid_body', problem);
+  const { requests, period, characteristics, mitigation, duration } = rateLimit;
+  return JSON.stringify({ requests, period, characteristics, mitigation, duration });
+}
+
 /** The servers a rule reaches: its domain's, or every server of the account. */
 function bumpForScope(tx: Tx, accountId: string, domainId: string | null): Promise<string[]> {
   return domainId ? serversOfDomain(tx, domainId).then((ids) => bumpServers(tx, accountId, ids)) : bumpAllServers(tx, accountId);
@@ -98,6 +114,7 @@ export async function getRule(ctx: ServiceContext, accountId: string, id: string
 
 export async function createRule(ctx: ServiceContext, accountId: string, input: CustomRuleInput) {
   if (!(CUSTOM_RULE_ACTIONS as readonly string[]).includes(input.action)) throw invalidField('action', `must be one of ${CUSTOM_RULE_ACTIONS.join(', ')}`);
+  const rateLimit = rateLimitColumn(input.action, input.rateLimit);
   await checkExpression(input.expression);
   const domainId = input.domainId ?? null;
   const { view, touched } = await ctx.db.transaction().execute(async (tx) => {
@@ -114,6 +131,7 @@ export async function createRule(ctx: ServiceContext, accountId: string, input: 
       name: input.name,
       expression: input.expression,
       action: input.action,
+      rate_limit: rateLimit,
       enabled: input.enabled ?? true,
       priority: input.priority ?? DEFAULT_RULE_PRIORITY,
       created_at: now,
@@ -132,10 +150,15 @@ export async function updateRule(ctx: ServiceContext, accountId: string, id: str
     if (!current) throw new AppError('custom_rule_not_found');
     const domainId = patch.domainId === undefined ? current.domain_id : patch.domainId;
     await checkDomain(tx, accountId, domainId);
+    // The action and its settings are checked together: a rule turned into rate_limit brings them, one turned away drops them.
+    const action = patch.action ?? (current.action as CustomRuleAction);
+    const settings = patch.rateLimit !== undefined ? patch.rateLimit : action === 'rate_limit' ? (current.rate_limit === null ? null : (JSON.parse(current.rate_limit) as RuleRateLimit)) : null;
+    const rateLimit = rateLimitColumn(action, settings);
     const row = await updateCustomRuleFields(tx, id, {
       ...(patch.name !== undefined ? { name: patch.name } : {}),
       ...(patch.expression !== undefined ? { expression: patch.expression } : {}),
-      ...(patch.action !== undefined ? { action: patch.action } : {}),
+      action,
+      rate_limit: rateLimit,
       ...(patch.priority !== undefined ? { priority: patch.priority } : {}),
       ...(patch.enabled !== undefined ? { enabled: patch.enabled } : {}),
       domain_id: domainId,
