@@ -248,3 +248,24 @@ describe('LoginLimiter', () => {
     for (const k of ['byAddress', 'byAccount', 'byPair'] as const) assert.ok(sizes[k].size <= 100, `${k}: ${sizes[k].size}`);
   });
 });
+
+describe('the session cookie behind a proxy', () => {
+  const secureOf = async (t: TestApp, remoteAddress: string, headers: Record<string, string>) => {
+    const { email } = await newAccount(t.app, 'pro', 100, PASSWORD);
+    const res = await t.app.inject({ method: 'POST', url: '/api/auth/login', remoteAddress, headers: { 'content-type': 'application/json', ...headers }, payload: JSON.stringify({ email, password: PASSWORD }) });
+    assert.equal(res.statusCode, 200, res.body);
+    return /; Secure/.test(String(res.headers['set-cookie']));
+  };
+
+  test('Secure when the public URL is https, whatever the request says', async () => {
+    const t = await makeTestApp('pglite', { publicUrl: new URL('https://rampart.example.com') });
+    assert.equal(await secureOf(t, '203.0.113.1', {}), true);
+  });
+
+  test('without one: Secure only when X-Forwarded-Proto: https comes from a trusted proxy', async () => {
+    const t = await makeTestApp('pglite', { trustProxy: ['10.0.0.5'] });
+    assert.equal(await secureOf(t, '10.0.0.5', { 'x-forwarded-proto': 'https', 'x-forwarded-for': '203.0.113.2' }), true);
+    assert.equal(await secureOf(t, '203.0.113.3', { 'x-forwarded-proto': 'https' }), false, 'an untrusted peer');
+    assert.equal(await secureOf(t, '10.0.0.5', { 'x-forwarded-proto': 'http' }), false, 'plain HTTP at the proxy');
+  });
+});
