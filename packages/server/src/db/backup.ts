@@ -125,7 +125,7 @@ export async function writeBackup(db: Database, out: Writable, now: Date = new D
         await sql`declare rampart_backup no scroll cursor for select row_to_json(t)::text as j from ${ident(table)} t`.execute(tx);
         for (;;) {
           const batch = (await sql<{ j: string }>`fetch forward ${sql.lit(FETCH_ROWS)} from rampart_backup`.execute(tx)).rows;
-          for (const r of batch) await writeLine(out, `{"row":${r.j}}`);
+          if (batch.length) await writeLine(out, batch.map((r) => `{"row":${r.j}}`).join('\n'));
           rows += batch.length;
           if (batch.length < FETCH_ROWS) break;
         }
