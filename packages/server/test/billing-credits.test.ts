@@ -157,7 +157,7 @@ for (const backend of await backends()) {
           assert.deepEqual(pending.filter((p) => paid.has(p.address.toLowerCase())), [], 'no deposit a transfer paid is left pending');
           assert.deepEqual(await ledgerProblems(t, accounts), []);
         }),
-        { numRuns: backend === 'pglite' ? 30 : 20 },
+        { numRuns: backend === 'pglite' ? 25 : 12 },
       );
     });
   });
