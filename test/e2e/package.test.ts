@@ -10,7 +10,8 @@ import { freePort, ROOT, waitFor, type Proc } from '../support/processes.js';
 // The Debian package with the real tools: built by `scripts/package.mjs` (dpkg-deb under fakeroot),
 // its fields and files read back by dpkg-deb, its units checked by systemd-analyze verify, its
 // maintainer scripts run, and the installed product run as the rampart user the way its units run
-// it: a control plane and a real agent (with its HAProxy) that connects to it.
+// it: a control plane and a real agent (with its HAProxy) that connects to it, a backup of the
+// running control plane and its restore.
 //
 // This machine runs no systemd as PID 1 and the test must not change the host's /usr or /etc, so
 // "installed" means: in a private mount namespace (unshare -m), the package's extracted /usr is
@@ -245,8 +246,20 @@ describe('the Debian package', { skip }, () => {
     assert.equal(v.status, 0, v.stderr);
     assert.equal(v.stdout.trim(), version);
 
+    // A backup of the running control plane, and its restore into an empty database as the rampart
+    // user, with docs/operations.md's commands (the operator token read from server.env).
+    const backup = run(['sh', '-c', `set -a; . /etc/rampart/server.env; rampart admin backup --url ${url} --out /var/lib/rampart/test.backup`]);
+    assert.equal(backup.status, 0, backup.stderr);
+    assert.equal(JSON.parse(backup.stdout).file, '/var/lib/rampart/test.backup');
+    sh('chown rampart:rampart /var/lib/rampart/test.backup');
+
     await agent.stop();
     await server.stop();
+
+    const restore = run(['setpriv', '--reuid=rampart', '--regid=rampart', '--init-groups', '--', 'rampart', 'restore', '--in', '/var/lib/rampart/test.backup', '--data-dir', '/var/lib/rampart/restored']);
+    assert.equal(restore.status, 0, restore.stderr);
+    assert.equal(JSON.parse(restore.stdout).restored, '/var/lib/rampart/test.backup');
+    assert.equal(sh('stat -c "%U" /var/lib/rampart/restored'), 'rampart');
 
     // Upgrading (configure with the previous version) keeps configuration and data.
     sh('echo kept > /var/lib/rampart/server/marker');
