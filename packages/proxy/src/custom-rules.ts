@@ -52,9 +52,9 @@ function compileRule(rule: SnapshotCustomRule, index: number, dir: string, count
   if (!parsed.ok) throw new UnsafeValueError('custom rule expression', rule.expression);
   const steps: CompiledCustomRule['steps'] = [];
   const acls: string[] = [];
-  let files_ = 0;
+  let fileCount = 0;
   const patterns = (lines: string[]): string => {
-    const name = `rule${index}_${files_++}.pat`;
+    const name = `rule${index}_${fileCount++}.pat`;
     files[name] = lines.map((l) => `${l}\n`).join('');
     return `${dir}/${name}`;
   };
@@ -94,9 +94,7 @@ function compileRule(rule: SnapshotCustomRule, index: number, dir: string, count
       case 'not':
         return compile(e.expr, !negated);
       default: {
-        const tests = leaf(e, countryMap, patterns);
-        if (tests === 'always') return negated ? [] : [[]];
-        const named = tests.map(acl);
+        const named = leaf(e, countryMap, patterns).map(acl);
         if (!negated) return named.map((l) => [l]);
         return named.length === 0 ? [[]] : [named.map(negate)];
       }
@@ -161,11 +159,11 @@ function literalRegex(value: string): string {
 }
 
 /**
- * The tests (ACL bodies) of one comparison, any of which makes it hold (an or), or 'always' for
- * one that always holds. A comparison on a field the request lacks holds for none of them
- * (HAProxy: no sample).
+ * The tests (ACL bodies) of one comparison, any of which makes it hold (an or); none for one
+ * that never holds. A comparison on a field the request lacks holds for none of them (HAProxy: no
+ * sample).
  */
-function leaf(e: Extract<RuleExpr, { kind: 'bool' | 'string' | 'ip' | 'int' }>, countryMap: string | undefined, patterns: (lines: string[]) => string): string[] | 'always' {
+function leaf(e: Extract<RuleExpr, { kind: 'bool' | 'string' | 'ip' | 'int' }>, countryMap: string | undefined, patterns: (lines: string[]) => string): string[] {
   const fetch = fetchOf(e.operand, countryMap);
   if (fetch === undefined) return [];
   switch (e.kind) {
@@ -185,18 +183,18 @@ function leaf(e: Extract<RuleExpr, { kind: 'bool' | 'string' | 'ip' | 'int' }>, 
         // A leading blank or '#' would be lost from the file: an empty group in front keeps it.
         return [`${fetch} -m reg -f ${patterns([/^[ #]/.test(re) ? `(?:)${re}` : re])}`];
       }
-      const acls: Literal[] = [];
+      const tests: string[] = [];
       const empty = e.values.filter((v) => v === '');
       const plain = e.values.filter((v) => PLAIN.test(v));
       const other = e.values.filter((v) => v !== '' && !PLAIN.test(v));
-      if (empty.length) acls.push(e.op === 'eq' ? `${fetch} -m len 0` : `${fetch} -m found`);
+      if (empty.length) tests.push(e.op === 'eq' ? `${fetch} -m len 0` : `${fetch} -m found`);
       const method = { eq: 'str', contains: 'sub', starts_with: 'beg', ends_with: 'end' }[e.op];
-      if (plain.length) acls.push(`${fetch} -m ${method} -f ${patterns(plain)}`);
+      if (plain.length) tests.push(`${fetch} -m ${method} -f ${patterns(plain)}`);
       if (other.length) {
         const shape = { eq: (r: string) => `^${r}$`, contains: (r: string) => r, starts_with: (r: string) => `^${r}`, ends_with: (r: string) => `${r}$` }[e.op];
-        acls.push(`${fetch} -m reg -f ${patterns(other.map((v) => shape(literalRegex(v))))}`);
+        tests.push(`${fetch} -m reg -f ${patterns(other.map((v) => shape(literalRegex(v))))}`);
       }
-      return acls;
+      return tests;
     }
   }
 }
