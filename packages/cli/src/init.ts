@@ -108,7 +108,7 @@ async function initServer(args: string[]): Promise<void> {
   const actualPort = /^RAMPART_PORT=(\d+)$/m.exec(readFileSync(path, 'utf8'))?.[1] ?? String(port);
   const local = `http://127.0.0.1:${actualPort}`;
   const publicUrl = (flags['public-url'] ?? '').replace(/\/$/, '');
-  out.push(...startUnit('rampart-server.service', `sudo sh -c 'set -a; . ${path}; exec runuser -u rampart -- rampart serve --data-dir /var/lib/rampart/server'`));
+  out.push(...startUnit('rampart-server.service', `sudo sh -c 'set -a; . ${path}; RAMPART_DOWNLOADS_DIR=/var/lib/rampart/downloads; exec runuser -u rampart -- rampart serve --data-dir /var/lib/rampart/server'`));
   out.push(
     '',
     `Dashboard and API: ${publicUrl || local}${publicUrl ? ` (listening on ${local}; put TLS in front, docs/operations.md)` : ' (127.0.0.1 only; put TLS in front, docs/operations.md)'}`,
