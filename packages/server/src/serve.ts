@@ -53,6 +53,8 @@ export interface ServerOptions {
   downloadsDir?: string | undefined;
   /** GET /api/stream's limits and heartbeat (routes/stream.ts). */
   stream?: LiveStreamOptions | undefined;
+  /** The search crawlers' published address lists to fetch (docs/bots.md); default from RAMPART_CRAWLER_RANGES; null: none. */
+  crawlerRanges?: CrawlerRangesConfig | null | undefined;
   /** Reverse proxies trusted with X-Forwarded-*; default RAMPART_TRUST_PROXY (trust-proxy.ts), else none. */
   trustProxy?: string[] | undefined;
   /** Where users reach the control plane; default RAMPART_PUBLIC_URL. https makes session cookies Secure. */
@@ -61,8 +63,6 @@ export interface ServerOptions {
   signup?: SignupMode | undefined;
   /** The listener's timeouts and connection limit; default from RAMPART_REQUEST_TIMEOUT_MS and the others (listener-limits.ts). */
   listener?: ListenerLimits | undefined;
-  /** The search crawlers' published address lists to fetch (docs/bots.md); default from RAMPART_CRAWLER_RANGES; null: none. */
-  crawlerRanges?: CrawlerRangesConfig | null | undefined;
 }
 
 export interface RunningServer {

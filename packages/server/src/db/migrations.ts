@@ -483,19 +483,6 @@ const migrations: Record<string, Migration> = {
       await db.schema.createIndex('notification_settings_email_token').on('notification_settings').column('email_token_hash').execute();
     },
   },
-  '0018_crawler_address_lists': {
-    // The search crawlers' published address lists (docs/bots.md "Verified crawlers"), one row per
-    // crawler, as the crawler-ranges job last fetched them; agents get them through the hub.
-    async up(db: Kysely<any>) {
-      await db.schema
-        .createTable('crawler_address_lists')
-        .addColumn('crawler_id', 'text', (c) => c.primaryKey())
-        .addColumn('prefixes', 'text', (c) => c.notNull())
-        .addColumn('sources', 'text', (c) => c.notNull())
-        .addColumn('fetched_at', 'timestamptz', (c) => c.notNull())
-        .execute();
-    },
-  },
   '0017_signup_invitations': {
     // RAMPART_SIGNUP=invite (docs/api.md "Sign-up"): single-use invitations the operator issues,
     // stored by the SHA-256 of their token; account_id is the account the invitation created.
@@ -509,6 +496,19 @@ const migrations: Record<string, Migration> = {
         .addColumn('expires_at', 'timestamptz', (c) => c.notNull())
         .addColumn('used_at', 'timestamptz')
         .addColumn('account_id', 'uuid', (c) => c.references('accounts.id').onDelete('set null'))
+        .execute();
+    },
+  },
+  '0018_crawler_address_lists': {
+    // The search crawlers' published address lists (docs/bots.md "Verified crawlers"), one row per
+    // crawler, as the crawler-ranges job last fetched them; agents get them through the hub.
+    async up(db: Kysely<any>) {
+      await db.schema
+        .createTable('crawler_address_lists')
+        .addColumn('crawler_id', 'text', (c) => c.primaryKey())
+        .addColumn('prefixes', 'text', (c) => c.notNull())
+        .addColumn('sources', 'text', (c) => c.notNull())
+        .addColumn('fetched_at', 'timestamptz', (c) => c.notNull())
         .execute();
     },
   },

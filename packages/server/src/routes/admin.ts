@@ -5,9 +5,9 @@ import { backupToTempFile } from '../db/backup.js';
 import { invalidField } from '../errors.js';
 import { cents, hasAtMostTwoDecimals } from '../plans.js';
 import { createAccount } from '../services/accounts.js';
-import { createInvitation } from '../services/signup.js';
 import { adjustBalance, confirmDepositByOperator, runMonthlyCharge } from '../services/billing.js';
 import { AdminAccountCreate, AdminAdjusted, AdminAdjustment, AdminCharge, AdminConfirm, AdminInvitationCreate, DepositConfirmed, IdParams, InvitationCreated } from '../schemas.js';
+import { createInvitation } from '../services/signup.js';
 import { ERROR_RESPONSES, type App, type RouteDeps } from './types.js';
 
 /** The operator API: Authorization: Bearer RAMPART_ADMIN_TOKEN. */
