@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { AGENT_LIMITS, CLOSE } from '@rampart/protocol';
+import { AGENT_LIMITS, CLOSE, EVENT_ROWS } from '@rampart/protocol';
 import { storeEvents } from '../src/services/events.js';
 import { notificationMessages, notifyFromServer, SERVER_NOTIFICATION_LIMIT } from '../src/services/notifications.js';
 import { waitFor } from '../../../test/support/processes.js';
@@ -76,7 +76,8 @@ for (const backend of await backends()) {
         Array.from({ length: AGENT_LIMITS.eventsPerBatch }, (_, i) => ({ ts: threeDaysAgo - from - i, ip: `10.0.${((from + i) >> 8) & 255}.${(from + i) & 255}`, domain: 'cap.example.com', reason: 'ip_blocked' as const, ruleId: null }));
       let stored = 0;
       for (let i = 0; i < 11; i++) stored += (await storeEvents(t.ctx, accountId, s.id, batch(i * 500))).stored;
-      assert.equal(stored, AGENT_LIMITS.eventsPerServerPerDay);
+      // ip_blocked is no detection: it stops where the rows kept for detections begin.
+      assert.equal(stored, EVENT_ROWS.perDay - EVENT_ROWS.reservedForDetections);
       const oldest = await t.ctx.db.selectFrom('waf_events').select((eb) => eb.fn.max('occurred_at').as('t')).where('server_id', '=', s.id).executeTakeFirstOrThrow();
       assert.equal(new Date(oldest.t as Date).getTime(), threeDaysAgo * 1000, 'the time the event carries is stored as sent');
       const over = await storeEvents(t.ctx, accountId, s.id, batch(6000).slice(0, 10));

@@ -32,3 +32,13 @@ export function dnsSettingsOfAccounts(db: Database | Tx, accountIds: readonly st
   if (accountIds.length === 0) return Promise.resolve([]);
   return db.selectFrom('dns_settings').select(['account_id', 'provider', 'credentials_enc']).where('account_id', 'in', [...accountIds]).execute();
 }
+
+/** Every account's encrypted DNS provider credentials, locked until the transaction ends (rampart rekey). */
+export function lockAllDnsCredentials(db: Tx) {
+  return db.selectFrom('dns_settings').select(['account_id', 'credentials_enc']).forUpdate().execute();
+}
+
+/** Replaces an account's encrypted credentials with the same credentials encrypted under another key. */
+export function setDnsCredentialsEnc(db: Tx, accountId: string, credentialsEnc: string) {
+  return db.updateTable('dns_settings').set({ credentials_enc: credentialsEnc }).where('account_id', '=', accountId).execute();
+}

@@ -45,3 +45,13 @@ export async function confirmEmailByToken(db: Database | Tx, tokenHash: string, 
     .executeTakeFirst();
   return row?.email ?? undefined;
 }
+
+/** Every stored webhook signing secret (encrypted), locked until the transaction ends (rampart rekey). */
+export function lockAllWebhookSecrets(db: Tx) {
+  return db.selectFrom('notification_settings').select(['account_id', 'webhook_secret_enc']).where('webhook_secret_enc', 'is not', null).forUpdate().execute();
+}
+
+/** Replaces an account's encrypted webhook secret with the same secret encrypted under another key. */
+export function setWebhookSecretEnc(db: Tx, accountId: string, webhookSecretEnc: string) {
+  return db.updateTable('notification_settings').set({ webhook_secret_enc: webhookSecretEnc }).where('account_id', '=', accountId).execute();
+}

@@ -1,4 +1,6 @@
 import type { Database } from '../db/database.js';
+import { lockAllDnsCredentials, setDnsCredentialsEnc } from '../data/dns-settings.js';
+import { lockAllWebhookSecrets, setWebhookSecretEnc } from '../data/notification-settings.js';
 import { decryptSecret, encryptSecret, type SecretKey } from '../secret-box.js';
 
 // A new RAMPART_SECRET_KEY (docs/operations.md "Rotating secrets"): every stored secret encrypted
@@ -31,21 +33,21 @@ function reencrypt(stored: string, from: SecretKey, to: SecretKey, where: string
 export async function reencryptSecrets(db: Database, from: SecretKey, to: SecretKey): Promise<RekeySummary> {
   return db.transaction().execute(async (trx) => {
     const summary: RekeySummary = { reencrypted: { notification_settings: 0, dns_settings: 0 }, alreadyNew: 0 };
-    const webhooks = await trx.selectFrom('notification_settings').select(['account_id', 'webhook_secret_enc']).where('webhook_secret_enc', 'is not', null).forUpdate().execute();
+    const webhooks = await lockAllWebhookSecrets(trx);
     for (const row of webhooks) {
       const next = reencrypt(row.webhook_secret_enc!, from, to, `notification_settings of account ${row.account_id} (webhook secret)`);
       if (next === undefined) summary.alreadyNew++;
       else {
-        await trx.updateTable('notification_settings').set({ webhook_secret_enc: next }).where('account_id', '=', row.account_id).execute();
+        await setWebhookSecretEnc(trx, row.account_id, next);
         summary.reencrypted.notification_settings++;
       }
     }
-    const dns = await trx.selectFrom('dns_settings').select(['account_id', 'credentials_enc']).forUpdate().execute();
+    const dns = await lockAllDnsCredentials(trx);
     for (const row of dns) {
       const next = reencrypt(row.credentials_enc, from, to, `dns_settings of account ${row.account_id} (DNS provider credentials)`);
       if (next === undefined) summary.alreadyNew++;
       else {
-        await trx.updateTable('dns_settings').set({ credentials_enc: next }).where('account_id', '=', row.account_id).execute();
+        await setDnsCredentialsEnc(trx, row.account_id, next);
         summary.reencrypted.dns_settings++;
       }
     }
