@@ -393,15 +393,19 @@ export function renderWaf(
  * Level high and a compressed request body (a Content-Encoding other than identity, in any of its
  * values, on a request that carries a body): no detector can read it, so unless the domain allows
  * such bodies (wafCompressedBodies "allow": they pass uninspected) it is refused as compressed_body,
- * or in detect mode logged as such and let through (docs/detection.md "Budgets").
+ * or in detect mode logged as such and let through (docs/detection.md "Compressed request bodies").
+ * A body whose one Content-Type is a binary format (BINARY_TYPES: protobuf, octet streams, media)
+ * is no text an application reads as a form or a document: those pass, as telemetry SDKs send them.
  */
 function compressedBodies(domain: SnapshotDomain, open: string): string[] {
   if (domain.wafCompressedBodies === 'allow') return [];
-  const encoded = '{ req.hdr(content-encoding) -m reg -i ^(?!identity$). }';
+  const binary = `    http-request set-var(txn.rp_binct) bool(1) if${open} { req.hdr(content-encoding) -m found } { req.fhdr_cnt(content-type) eq 1 } { req.fhdr(content-type),lower -m beg ${BINARY_TYPES.join(' ')} }`;
+  const encoded = `{ req.hdr(content-encoding) -m reg -i ^(?!identity$). } !${found('rp_binct')}`;
   const carried = `${open} ${encoded} { req.hdr(content-length) -m int gt 0 } or${open} ${encoded} { req.hdr(transfer-encoding) -m found }`;
-  if (domain.wafMode !== 'detect') return [`    http-request set-var(txn.rp_hit) str(compressed_body:-) if${carried}`];
+  if (domain.wafMode !== 'detect') return [binary, `    http-request set-var(txn.rp_hit) str(compressed_body:-) if${carried}`];
   const seen = found('rp_cz');
   return [
+    binary,
     `    http-request set-var(txn.rp_cz) bool(1) if${carried}`,
     `    http-request set-var(txn.rp_reason) str(compressed_body) if ${seen}`,
     `    http-request set-var(txn.rp_rule) str(-) if ${seen}`,
@@ -411,6 +415,9 @@ function compressedBodies(domain: SnapshotDomain, open: string): string[] {
     `    http-request set-log-level info if ${seen}`,
   ];
 }
+
+/** Content-Types of binary formats: a compressed body of one of these is no evasion (compressedBodies). */
+const BINARY_TYPES = ['application/x-protobuf', 'application/protobuf', 'application/vnd.google.protobuf', 'application/grpc', 'application/octet-stream', 'image/', 'audio/', 'video/'];
 
 /**
  * The pass cookie "<key id>.<expiry>.<MAC>" checked natively: the MAC the Lua engine signs (pow.ts

@@ -290,6 +290,12 @@ describe('the processing order, natively in HAProxy', () => {
       assert.equal((await get('nobots', 'medium', from(), { ...json, 'content-encoding': encoding }, '/api', body)).status, 200, `medium ${encoding}`);
       assert.equal((await get('nobots', 'zip', from(), { ...json, 'content-encoding': encoding }, '/api', body)).status, 200, `allowed ${encoding}`);
     }
+    // A compressed binary format (telemetry SDKs' protobuf) is no evasion and passes; with a second
+    // Content-Type that could name a text format, it is refused.
+    const proto = { 'content-type': 'application/x-protobuf', 'content-encoding': 'gzip' };
+    assert.equal((await get('nobots', 'high', from(), proto, '/api/logs', gzipSync(Buffer.from('\u0008\u0001\u0012\u0003abc')))).status, 200, 'compressed protobuf');
+    const twoTypes = await send(ports.nobots!, 'high.order.test', from(), { ...proto, 'content-type': ['application/x-protobuf', 'application/json'] as unknown as string }, '/api/logs', gzipSync(attack));
+    assert.equal(twoTypes.reason, 'compressed_body', 'two Content-Types');
     // Chunked (no Content-Length) is refused the same way; identity, and an encoding without a body, pass.
     const chunked = await get('nobots', 'high', from(), { ...json, 'content-encoding': 'gzip', 'transfer-encoding': 'chunked' }, '/api', gzipSync(attack));
     assert.equal(chunked.reason, 'compressed_body');
