@@ -67,7 +67,7 @@ describe('two control-plane processes on one PostgreSQL', () => {
     agents.push(agent);
     const d = await apis[0]!.call('POST', '/api/domains', { domain, origins: [{ ip: '127.0.0.1', port: a.port }], serverIds: [srv.body.id], sslEnabled: false });
     assert.equal(d.status, 201);
-    await waitForOrigin(agent.httpPort, domain, 'a', 30_000);
+    await waitForOrigin(agent.httpPort, domain, 'a', 60_000);
     return { srv, agent, d };
   }
 
