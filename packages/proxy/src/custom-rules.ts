@@ -214,7 +214,66 @@ export function compileCustomRules(rules: readonly SnapshotCustomRule[], dir: st
     const type = characteristics[0] === 'ip' && characteristics.length === 1 ? 'ipv6' : 'string len 300';
     return [[`# Custom rate-limiting rule ${r.id}`, `backend ${r.rate.table}`, `    stick-table type ${type} size 100k expire ${Math.max(period, duration)}s store http_req_rate(${period}s),gpt0`].join('\n')];
   });
+  if (compiled.length > 0) {
+    // Every pair a request can hit (its first log rule or none, its decisive rule or none) has
+    // room, so no entry is ever pushed out; entries do not expire (the agent reads differences).
+    const logs = compiled.filter((r) => r.action === 'log').length;
+    const size = Math.min(HITS_TABLE_MAX, (logs + 1) * (compiled.length - logs + 1));
+    sections.push(
+      [
+        '# Hits of custom rules (docs/rules.md "Hits"): one entry per request a rule acted on, keyed',
+        '# "<first log rule>|<decisive rule>" ("-" for none); the agent reads them every minute.',
+        `backend ${HITS_TABLE}`,
+        `    stick-table type string len ${HITS_KEY_LENGTH} size ${size} store http_req_cnt`,
+      ].join('\n'),
+    );
+  }
   return { rules: compiled, files, sections };
+}
+
+/** The stick table counting the hits of custom rules (sticky counter 2). */
+export const HITS_TABLE = 'rampart_hits';
+/**
+ * The entries of `show table rampart_hits` ("0x...: key=<key> use=0 exp=0 http_req_cnt=<n>"):
+ * the requests counted under each key. Lines of another shape are skipped.
+ */
+export function parseRuleHits(showTable: string): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const line of showTable.split('\n')) {
+    const key = /\bkey=(\S+)/.exec(line)?.[1];
+    const n = /\bhttp_req_cnt=(\d+)/.exec(line)?.[1];
+    if (key !== undefined && n !== undefined && Number.isSafeInteger(Number(n))) out.set(key, Number(n));
+  }
+  return out;
+}
+
+/** The rules a key of the hits table names: its first log rule and its deciding rule, each when there is one. */
+export const rulesOfHitKey = (key: string): string[] => key.split('|').filter((id) => isUuid(id));
+
+/** Two rule ids and their separator. */
+const HITS_KEY_LENGTH = 36 + 1 + 36;
+const HITS_TABLE_MAX = 100_000;
+
+/**
+ * The request's hit, counted in HITS_TABLE when `guard` holds: the key is the first log rule that
+ * matched ("-" when none) and, after "|", the rule that decided (txn.rp_hd), if one did.
+ */
+function hitLines(guard: string, logs: boolean, decided = `${guard} { var(txn.rp_hd) -m found }`): string[] {
+  return [
+    `    http-request set-var(txn.rp_hk) str(-) if ${guard}`,
+    ...(logs ? [`    http-request set-var(txn.rp_hk) var(txn.rp_lg) if ${guard} rp_logged`] : []),
+    `    http-request set-var(txn.rp_hk) var(txn.rp_hk),concat(|,txn.rp_hd) if ${decided}`,
+    `    http-request track-sc2 var(txn.rp_hk) table ${HITS_TABLE} if ${guard}`,
+  ];
+}
+
+/**
+ * The bot challenge of a rule, counted first: the challenge page ends the request inside Lua, so
+ * its hit is tracked before (txn.rp_hd names the rule only for the request it challenges).
+ */
+function challengeLines(id: string, when: string, logs: boolean): string[] {
+  const mine = `{ var(txn.rp_hd) -m str ${id} }`;
+  return [`    http-request set-var(txn.rp_hd) str(${id}) if ${when}`, ...hitLines(mine, logs, mine), `    http-request lua.rampart_bot ${id} if ${mine}`];
 }
 
 /** What a rate-limiting rule counts by: the client (an IPv6 client by its /64, as the SPEC rate limiter), with the path, or a header's value. */
@@ -230,7 +289,7 @@ function rateKey(c: readonly string[]): string {
  * mitigation for `duration` seconds: 429 with Retry-After (rate_limited, the rule's id), or the
  * bot challenge for a client without a valid pass cookie.
  */
-function rateLimitLines(r: CompiledCustomRule, challengeOn: boolean): string[] {
+function rateLimitLines(r: CompiledCustomRule, challengeOn: boolean, logs: boolean): string[] {
   const { settings, table, index } = r.rate!;
   const mine = `rp_rl${index}`;
   const lines = [`    acl ${mine} var(txn.rp_rl) -m str ${index}`, `    http-request set-var(txn.rp_rl) str(${index}) if ${condition('!rp_done !rp_limited', r.when)}`];
@@ -243,9 +302,12 @@ function rateLimitLines(r: CompiledCustomRule, challengeOn: boolean): string[] {
     `    http-request set-var(txn.rp_rlw) date,neg,add(txn.rp_rlu) if !rp_done ${mine} { sc_tracked(1) }`,
   );
   const mitigated = `!rp_done ${mine} { var(txn.rp_rlw) -m int gt 0 }`;
-  if (settings.mitigation === 'challenge' && challengeOn) return [...lines, `    http-request lua.rampart_bot ${r.id} if ${mitigated} !rp_pass`];
+  if (settings.mitigation === 'challenge' && challengeOn) return [...lines, ...challengeLines(r.id, `${mitigated} !rp_pass`, logs)];
   return [...lines, `    http-request set-var(txn.rp_retry) var(txn.rp_rlw) if ${mitigated}`, `    http-request set-var(txn.rp_hit) str(rate_limited:${r.id}) if ${mitigated}`];
 }
+
+/** The reasons a custom rule decides with (the bot challenge's refusal of a wrong answer included). */
+const HIT_PREFIXES = 'custom_rule_blocked: rate_limited: bot_challenge:';
 
 /** A condition whose every term starts with `guard` (named ACLs, negated or not): `if` takes it as it is. */
 function condition(guard: string, when: Dnf): string {
@@ -270,20 +332,33 @@ export function customRuleLines(rules: readonly CompiledCustomRule[], challenge:
     '    acl rp_logged var(txn.rp_lg) -m found',
     ...(rules.some((r) => r.rate) ? ['    acl rp_limited var(txn.rp_rl) -m found'] : []),
   ];
+  const logs = rules.some((r) => r.action === 'log');
   for (const r of rules) {
     if (r.when.length === 0) continue; // never holds
     lines.push(...r.acls);
     for (const s of r.steps) lines.push(`    http-request set-var(${s.variable}) bool(1) if ${condition('!rp_done', s.when)}`);
-    if (r.action === 'rate_limit') lines.push(...rateLimitLines(r, challenge.on));
-    else if (r.action === 'allow') lines.push(`    http-request set-var(txn.rp_wl) bool(1) if ${condition('!rp_done', r.when)}`);
+    if (r.action === 'rate_limit') lines.push(...rateLimitLines(r, challenge.on, logs));
+    // The whitelist sets it to true; an allow rule to its own id (36 characters), which counts its hit.
+    else if (r.action === 'allow') lines.push(`    http-request set-var(txn.rp_wl) str(${r.id}) if ${condition('!rp_done', r.when)}`);
     else if (r.action === 'log') lines.push(`    http-request set-var(txn.rp_lg) str(${r.id}) if ${condition('!rp_done !rp_logged', r.when)}`);
-    else if (r.action === 'challenge' && challenge.on) lines.push(`    http-request lua.rampart_bot ${r.id} if ${condition('!rp_done !rp_pass', r.when)}`);
+    else if (r.action === 'challenge' && challenge.on) lines.push(...challengeLines(r.id, condition('!rp_done !rp_pass', r.when), logs));
     else lines.push(`    http-request set-var(txn.rp_hit) str(custom_rule_blocked:${r.id}) if ${condition('!rp_done', r.when)}`);
   }
   const challenger = challenge.on ? rules.find((r) => r.action === 'challenge' || r.rate?.settings.mitigation === 'challenge') : undefined;
   // The answer to a challenge comes to its own path, which the rule's expression need not match.
   if (challenger) lines.push(`    http-request lua.rampart_bot ${challenger.id} if !rp_done !rp_pass { path -m str ${challenge.answerPath} }`);
-  if (rules.some((r) => r.action === 'log')) {
+  // The request's hit: its first log rule, and the rule that decided it here. Steps before the
+  // custom rules decide with other reasons (ip_blocked, country_blocked) and the whitelist with true.
+  const decided = `{ var(txn.rp_hit) -m beg ${HIT_PREFIXES} }`;
+  lines.push(
+    `    acl rp_counted var(txn.rp_hit) -m beg ${HIT_PREFIXES}`,
+    '    acl rp_counted var(txn.rp_wl) -m len 36',
+    ...(logs ? ['    acl rp_counted var(txn.rp_lg) -m found'] : []),
+    `    http-request set-var(txn.rp_hd) var(txn.rp_hit),field(2,:) if ${decided}`,
+    `    http-request set-var(txn.rp_hd) var(txn.rp_wl) if { var(txn.rp_wl) -m len 36 }`,
+    ...hitLines('rp_counted', logs),
+  );
+  if (logs) {
     const logged = 'rp_logged !{ var(txn.rp_hit) -m found }';
     lines.push(
       `    http-request set-var(txn.rp_reason) str(custom_rule_logged) if ${logged}`,

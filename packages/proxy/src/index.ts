@@ -4,3 +4,4 @@ export * from './haproxy-config.js';
 export * from './waf.js';
 export * from './gate.js';
 export * from './pow.js';
+export { HITS_TABLE, parseRuleHits, rulesOfHitKey } from './custom-rules.js';

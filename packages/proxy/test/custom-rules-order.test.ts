@@ -3,12 +3,13 @@ import { createSocket } from 'node:dgram';
 import { once } from 'node:events';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, request as httpRequest } from 'node:http';
+import { createConnection } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import type { ServerSnapshot, SnapshotCustomRule, SnapshotRule } from '@rampart/protocol';
-import { passCookieMac, renderHaproxyConfig } from '../src/index.js';
+import { ADMIN_SOCKET, HITS_TABLE, parseRuleHits, passCookieMac, renderHaproxyConfig } from '../src/index.js';
 import { freePort, startProcess, waitFor, type Proc } from '../../../test/support/processes.js';
 
 // Custom rules in the processing order (docs/architecture.md "The WAF"), through a real HAProxy:
@@ -104,6 +105,15 @@ describe('custom rules in the processing order, natively in HAProxy', () => {
     return { status, body, retryAfter, reason: f[4], rule: f[5], action: f[6] };
   }
   const seenLines = new Set<string>();
+  /** The hits table of a server's HAProxy, read on its admin socket as the agent reads it. */
+  const hits = (server: 'bots' | 'nobots') =>
+    new Promise<Map<string, number>>((resolve, reject) => {
+      let text = '';
+      const socket = createConnection(join(tmp, server, ADMIN_SOCKET), () => socket.end(`show table ${HITS_TABLE}\n`));
+      socket.on('data', (d) => (text += d));
+      socket.on('end', () => resolve(parseRuleHits(text)));
+      socket.on('error', reject);
+    });
   const cookie = (ip: string) => {
     const expiry = Math.floor(Date.now() / 1000) + 3600;
     return `rampart_bot=${KEY.id}.${expiry}.${passCookieMac(KEY.secret, HOST, ip, UA, expiry)}`;
@@ -187,5 +197,19 @@ describe('custom rules in the processing order, natively in HAProxy', () => {
     assert.deepEqual(brief(await send('nobots', ip, '/api/x', { 'x-api-key': 'k1' })), { status: 200, reason: 'bot_challenge', rule: R.api, action: 'block' });
     assert.equal((await send('nobots', ip, '/api/x', { 'x-api-key': 'k2' }, false)).body, 'origin', 'another key is counted apart');
     assert.equal((await send('nobots', ip, '/api/x', { 'x-api-key': 'k1', cookie: cookie(ip) }, false)).body, 'origin', 'a valid pass cookie goes on');
+  });
+
+  test('each request a custom rule acts on is counted once, under its first log rule and the rule that decided it', async () => {
+    const before = await hits('nobots');
+    await send('nobots', '127.0.27.1', '/watch/admin'); // logged, then blocked
+    await send('nobots', '127.0.27.1', '/watch/x'); // logged only
+    await send('nobots', '127.0.27.1', '/office/x', {}, false); // allowed
+    await send('nobots', '127.0.27.2', '/checkout'); // challenged
+    for (let i = 0; i < 3; i++) await send('nobots', '127.0.27.3', '/login', {}, i === 2); // the third is refused 429
+    await send('nobots', '127.0.27.4', '/plain', {}, false); // no rule
+    await send('nobots', '127.0.10.9', '/admin'); // blacklisted before any custom rule
+    const after = await hits('nobots');
+    const added = Object.fromEntries([...after].map(([k, n]) => [k, n - (before.get(k) ?? 0)]).filter(([, n]) => n !== 0));
+    assert.deepEqual(added, { [`${R.watch}|${R.admin}`]: 1, [R.watch]: 1, [`-|${R.office}`]: 1, [`-|${R.checkout}`]: 1, [`-|${R.login}`]: 1 });
   });
 });
