@@ -163,6 +163,7 @@ export class Agent {
     this.analytics = new AnalyticsCollector({
       command: (cmd) => this.proxy.masterCommand(cmd),
       domains: () => this.state.desired?.domains.map((d) => d.domain) ?? [],
+      ruleIds: () => new Set(this.state.desired?.customRules?.map((r) => r.id)),
       send: (batch) => this.send({ type: 'analytics/batch', payload: batch }),
       now: () => new Date(this.clock.now()),
       ...(options.analyticsIntervalMs !== undefined ? { intervalMs: options.analyticsIntervalMs } : {}),

@@ -1,3 +1,4 @@
+import { HITS_TABLE, parseRuleHits, rulesOfHitKey } from '@rampart/proxy';
 import { AGENT_LIMITS, ANALYTICS_LIMITS, backendName, STATUS_CLASSES, type AnalyticsBatchPayload, type AnalyticsDomain, type StatusClass, type WafEventItem, type WafReason } from '@rampart/protocol';
 
 /** One backend's cumulative counters, as HAProxy's `show stat` reports them. */
@@ -77,6 +78,8 @@ export interface AnalyticsOptions {
   command(cmd: string): Promise<string>;
   /** The domains this server serves now (the latest snapshot's). */
   domains(): readonly string[];
+  /** The custom rules of the latest snapshot, by id (none: the hits table is not read). */
+  ruleIds?(): ReadonlySet<string>;
   /** Sends a batch; false while the service is unreachable (the batch is kept then). */
   send(batch: AnalyticsBatchPayload): boolean;
   now?: () => Date;
@@ -99,6 +102,8 @@ export class AnalyticsCollector {
   private readonly intervalMs: number;
   private readonly maxBuffered: number;
   private prev = new Map<string, BackendCounters>();
+  /** The hits table's counts at the last reading (custom-rules.ts HITS_TABLE), by key. */
+  private prevHits = new Map<string, number>();
   private pid: number | undefined;
   private blocks = new Map<string, Map<WafReason, number>>();
   private intervalStart: Date;
@@ -154,17 +159,28 @@ export class AnalyticsCollector {
 
   private async read(): Promise<void> {
     let stats: Map<string, BackendCounters> | undefined;
+    let hits: Map<string, number> | undefined;
+    const ruleIds = this.options.ruleIds?.() ?? new Set<string>();
     try {
       const pid = parseInfoPid(await this.options.command('@1 show info'));
       const csv = await this.options.command('@1 show stat');
       if (pid !== undefined && pid !== this.pid) {
         // A new worker (reload or restart): its counters began at 0.
         this.prev = new Map();
+        this.prevHits = new Map();
         this.pid = pid;
       }
       stats = parseStatCsv(csv);
     } catch (err) {
       this.options.log?.('warn', `analytics: reading HAProxy's counters failed: ${(err as Error).message}`);
+    }
+    // Apart: a worker still running a configuration from before the first rule has no such table.
+    if (stats && ruleIds.size > 0) {
+      try {
+        hits = parseRuleHits(await this.options.command(`@1 show table ${HITS_TABLE}`));
+      } catch (err) {
+        this.options.log?.('warn', `analytics: reading the hits of custom rules failed: ${(err as Error).message}`);
+      }
     }
     const start = this.intervalStart;
     this.intervalStart = this.now();
@@ -202,8 +218,28 @@ export class AnalyticsCollector {
       if (!d) continue;
       for (const [reason, n] of reasons) d.blocked[reason] = cap(n, AGENT_LIMITS.analyticsRequests);
     }
-    if (domains.size > 0) this.enqueue({ minute: minuteOf(start), domains: [...domains.values()] });
+    const rules = hits ? this.ruleHits(hits, ruleIds) : [];
+    if (domains.size > 0 || rules.length > 0) this.enqueue({ minute: minuteOf(start), domains: [...domains.values()], ...(rules.length ? { rules } : {}) });
     this.flush();
+  }
+
+  /**
+   * The hits of each rule since the last reading: a key's count that went down belongs to a new
+   * table (counterDelta's rule), and each key credits its log rule and its deciding rule. Only the
+   * snapshot's rules are reported.
+   */
+  private ruleHits(hits: Map<string, number>, ruleIds: ReadonlySet<string>): NonNullable<AnalyticsBatchPayload['rules']> {
+    const byRule = new Map<string, number>();
+    for (const [key, n] of hits) {
+      const prev = this.prevHits.get(key);
+      const delta = prev === undefined || n < prev ? n : n - prev;
+      if (delta === 0) continue;
+      for (const id of rulesOfHitKey(key)) if (ruleIds.has(id)) byRule.set(id, (byRule.get(id) ?? 0) + delta);
+    }
+    this.prevHits = hits;
+    return [...byRule]
+      .slice(0, AGENT_LIMITS.analyticsRules)
+      .map(([ruleId, n]) => ({ ruleId, hits: cap(n, AGENT_LIMITS.analyticsRequests) }));
   }
 
   private enqueue(batch: AnalyticsBatchPayload): void {

@@ -29,13 +29,22 @@ function harness(opts: { maxBuffered?: number } = {}) {
     sent: [] as AnalyticsBatchPayload[],
     now: new Date('2026-11-23T06:41:00.500Z'),
     domains: ['shop.example.com', 'blog.example.com'],
+    ruleIds: new Set<string>(),
+    /** The hits table's entries (`show table rampart_hits`), by key. */
+    hits: new Map<string, number>(),
+    tableMissing: false,
   };
   const c = new AnalyticsCollector({
     command: async (cmd) => {
       if (h.fail) throw new Error('connect ECONNREFUSED');
+      if (cmd.endsWith('show table rampart_hits')) {
+        if (h.tableMissing) throw new Error('No such table');
+        return `# table: rampart_hits, type: string, size:10, used:${h.hits.size}\n${[...h.hits].map(([k, n], i) => `0x55d${i}: key=${k} use=0 exp=0 shard=0 http_req_cnt=${n}\n`).join('')}\n`;
+      }
       return cmd.endsWith('show info') ? `Name: HAProxy\nVersion: 2.6.12\nPid: ${h.pid}\nUptime_sec: 3\n` : h.csv;
     },
     domains: () => h.domains,
+    ruleIds: () => h.ruleIds,
     send: (b) => {
       if (!h.connected) return false;
       // What the agent puts on the wire must be a valid message.
@@ -183,4 +192,38 @@ test('a failed reading keeps the baseline: the next one covers both intervals', 
   minute();
   await c.tick();
   assert.equal(h.sent.at(-1)!.domains[0]!.requests, 7);
+});
+
+test('hits of custom rules: each key credits its log rule and its deciding rule; differences between readings, reset by a new worker; only the snapshot\'s rules', async () => {
+  const { h, c, minute } = harness();
+  const [log, block, allow, gone] = ['a', 'b', 'c', 'd'].map((x) => `00000000-0000-4000-8000-00000000000${x}`) as [string, string, string, string];
+  h.ruleIds = new Set([log, block, allow]);
+  h.hits = new Map([[`${log}|${block}`, 2], [log, 3], [`-|${allow}`, 5], [`-|${gone}`, 7]]);
+  minute();
+  await c.tick();
+  const hitsOf = (b: AnalyticsBatchPayload | undefined) => Object.fromEntries((b?.rules ?? []).map((r) => [r.ruleId, r.hits]));
+  assert.deepEqual(hitsOf(h.sent.at(-1)), { [log]: 5, [block]: 2, [allow]: 5 }, 'a batch with hits and no traffic counters is still sent');
+  // The next minute: only what was added.
+  h.hits.set(`-|${allow}`, 6);
+  minute();
+  await c.tick();
+  assert.deepEqual(hitsOf(h.sent.at(-1)), { [allow]: 1 });
+  // Nothing new: no batch at all (no traffic either).
+  const count = h.sent.length;
+  minute();
+  await c.tick();
+  assert.equal(h.sent.length, count);
+  // A reload: the new worker's table starts again.
+  h.pid = 101;
+  h.hits = new Map([[`-|${allow}`, 2]]);
+  minute();
+  await c.tick();
+  assert.deepEqual(hitsOf(h.sent.at(-1)), { [allow]: 2 });
+  // A worker without the table yet (its configuration predates the first rule): the traffic counters still go.
+  h.tableMissing = true;
+  h.csv = stat({ be_shop_example_com: { req: 4, s2: 4, bin: 10, bout: 10 } });
+  minute();
+  await c.tick();
+  assert.equal(h.sent.at(-1)?.rules, undefined);
+  assert.equal(h.sent.at(-1)?.domains[0]?.requests, 4);
 });

@@ -68,6 +68,8 @@ export const AGENT_LIMITS = {
   analyticsRequests: 1_000_000_000_000,
   /** Bytes in or out one domain may count in one batch. */
   analyticsBytes: 1_000_000_000_000_000,
+  /** Custom rules one analytics/batch counts hits of (an account has at most 250). */
+  analyticsRules: 1000,
 } as const;
 
 /** Revisions and line numbers: non-negative integers a JavaScript number holds exactly. */
@@ -359,6 +361,14 @@ export const AnalyticsBatch = message(
       /** The minute the interval began in. */
       minute: Type.String({ pattern: ANALYTICS_MINUTE_PATTERN, maxLength: 24 }),
       domains: Type.Array(AnalyticsDomain, { maxItems: AGENT_LIMITS.analyticsDomains }),
+      /**
+       * Requests each custom rule acted on in the interval (docs/rules.md "Hits"): blocked,
+       * allowed, challenged, refused by its rate limit, or logged (a log rule). Rules without hits
+       * are left out; absent from older agents.
+       */
+      rules: Type.Optional(
+        Type.Array(Type.Object({ ruleId: Type.String({ minLength: 36, maxLength: 36 }), hits: AnalyticsCount }, { additionalProperties: false }), { maxItems: AGENT_LIMITS.analyticsRules }),
+      ),
     },
     { additionalProperties: false },
   ),
