@@ -5,7 +5,7 @@ import { freePort, startServe, waitFor } from '../support/processes.js';
 
 // Custom rules (docs/rules.md) through the whole product: written through /api/rules, pushed to
 // a real agent, compiled and applied to its HAProxy, enforced on requests from loopback sources,
-// and their events back in /api/waf/events with the rule's id.
+// and their events back in /api/waf/events with the rule's id, their hits in /api/rules.
 describe('custom rules through the control plane, an agent and HAProxy', () => {
   let serve: Awaited<ReturnType<typeof startServe>>;
   let api: ApiClient;
@@ -24,7 +24,7 @@ describe('custom rules through the control plane, an agent and HAProxy', () => {
     api = await apiClient(serve.url);
     origin = await startOrigin('origin');
     const srv = await api.call('POST', '/api/servers', { name: 'edge-rules' });
-    agent = await startAgent({ serverUrl: serve.url, token: srv.body.connectionToken });
+    agent = await startAgent({ serverUrl: serve.url, token: srv.body.connectionToken, analyticsIntervalMs: 1000 });
     const d = await api.call('POST', '/api/domains', { domain: HOST, origins: [{ ip: '127.0.0.1', port: origin.port }], serverIds: [srv.body.id], sslEnabled: false, wafLevel: 'low' });
     assert.equal(d.status, 201, JSON.stringify(d.body));
     await settle(api);
@@ -52,6 +52,14 @@ describe('custom rules through the control plane, an agent and HAProxy', () => {
       const of = (reason: string, id: string) => events.find((e) => e.reason === reason && e.rule_id === id);
       return of('custom_rule_blocked', block)?.blocked === true && of('custom_rule_logged', log)?.blocked === false && of('rate_limited', limit)?.blocked === true;
     }, 'the events of the three rules', 15_000, 200);
+    // Each rule's hits, counted by HAProxy and reported by the agent: the blocked, the logged and the refused request.
+    await waitFor(async () => {
+      const rules = (await api.call('GET', '/api/rules')).body as { id: string; hits: { hour: number; day: number; week: number } }[];
+      const hits = Object.fromEntries(rules.map((r) => [r.id, r.hits.hour]));
+      return hits[block] === 1 && hits[log] === 1 && hits[limit] === 1;
+    }, 'one hit of each rule in the last hour', 15_000, 200);
+    const all = (await api.call('GET', '/api/rules')).body as { id: string; hits: { hour: number; day: number; week: number } }[];
+    assert.deepEqual(all.find((r) => r.id === limit)?.hits, { hour: 1, day: 1, week: 1 }, 'the two requests it only counted are not hits');
     assert.equal((await api.call('PUT', `/api/rules/${block}`, { enabled: false })).status, 200);
     await settle(api);
     assert.equal((await get('127.0.50.2', '/wp-admin/x')).status, 200, 'a disabled rule no longer blocks');

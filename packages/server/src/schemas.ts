@@ -214,6 +214,14 @@ export const CustomRuleView = Type.Object({
   enabled: Type.Boolean(),
   createdAt: Type.String({ format: 'date-time' }),
   updatedAt: Type.String({ format: 'date-time' }),
+  hits: Type.Object(
+    {
+      hour: Type.Integer({ minimum: 0 }),
+      day: Type.Integer({ minimum: 0 }),
+      week: Type.Integer({ minimum: 0 }),
+    },
+    { description: 'Requests the rule acted on (blocked, allowed, challenged, rate limited, or logged by a log rule) in the last hour, day and week, as the shield servers report them every minute (docs/rules.md "Hits")' },
+  ),
 });
 export const WafEvent = Type.Object({
   id: Type.String({ description: 'The event; `before` in the Link header names the last of a page' }),

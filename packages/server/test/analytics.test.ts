@@ -243,5 +243,49 @@ for (const backend of await backends()) {
       assert.equal(own.status, 200, JSON.stringify(own.body));
       assert.ok(own.body.series.every((p: { bytes_in: number }) => p.bytes_in <= 60 * MINUTE_COUNT_MAX), 'each minute is clamped');
     });
+
+    test('hits of custom rules: only the account\'s rules the server has, summed per minute and hour; the last hour, day and week on /api/rules; a rule\'s hits go with it', async () => {
+      const a = await setup(t, 'hits.example.com');
+      const other = await setup(t, 'hits-other.example.com');
+      const rule = async (key: string, body: Record<string, unknown>) => {
+        const r = await call(t.app, 'POST', '/api/rules', { key, body: { expression: 'http.request.uri.path eq "/x"', action: 'log', ...body } });
+        assert.equal(r.status, 201, JSON.stringify(r.body));
+        return r.body.id as string;
+      };
+      const wide = await rule(a.key, { name: 'wide' });
+      const own = await rule(a.key, { name: 'own', action: 'block', domainId: a.ids['hits.example.com'] });
+      // A domain of the account that this server does not serve.
+      const srv2 = await call(t.app, 'POST', '/api/servers', { key: a.key, body: { name: 'edge-2' } });
+      const elsewhere = await call(t.app, 'POST', '/api/domains', { key: a.key, body: { domain: 'elsewhere.example.com', origins: [{ ip: '10.0.0.1', port: 80 }], serverIds: [srv2.body.id], sslEnabled: false } });
+      const notHere = await rule(a.key, { name: 'not here', domainId: elsewhere.body.id });
+      const theirs = await rule(other.key, { name: 'theirs' });
+      const hits = (minute: string, rules: { ruleId: string; hits: number }[]) => storeAnalytics(t.ctx, a.accountId, a.serverId, { minute, domains: [], rules });
+
+      await hits(minuteAgo(2), [{ ruleId: wide, hits: 3 }, { ruleId: own, hits: 1 }, { ruleId: notHere, hits: 50 }, { ruleId: theirs, hits: 50 }, { ruleId: wide, hits: 2 }]);
+      await hits(minuteAgo(2), [{ ruleId: wide, hits: 1 }]);
+      await hits(minuteAgo(90), [{ ruleId: wide, hits: 10 }]);
+      await hits(new Date(Math.floor(NOW.getTime() / 3_600_000) * 3_600_000 - 30 * 3_600_000).toISOString(), [{ ruleId: own, hits: 7 }]);
+      const bad = await hits(minuteAgo(1), [{ ruleId: 'not-a-uuid', hits: 1 }, { ruleId: wide, hits: -1 }, { ruleId: wide, hits: 1e13 }]);
+      assert.equal(bad.invalid, 3);
+
+      const list = await call(t.app, 'GET', '/api/rules', { key: a.key });
+      assert.equal(list.status, 200, JSON.stringify(list.body));
+      const of = (id: string) => list.body.find((r: { id: string }) => r.id === id).hits;
+      assert.deepEqual(of(wide), { hour: 6, day: 16, week: 16 });
+      assert.deepEqual(of(own), { hour: 1, day: 1, week: 8 }, 'older than a day: in the week only');
+      assert.deepEqual(of(notHere), { hour: 0, day: 0, week: 0 }, 'a rule of a domain this server does not serve');
+      assert.deepEqual((await call(t.app, 'GET', `/api/rules/${theirs}`, { key: other.key })).body.hits, { hour: 0, day: 0, week: 0 }, 'another account\'s rule');
+      assert.deepEqual((await call(t.app, 'GET', `/api/rules/${wide}`, { key: a.key })).body.hits, { hour: 6, day: 16, week: 16 });
+      // A minute later than an hour after: out of the last hour.
+      t.clock.set(new Date(NOW.getTime() + 58 * 60_000));
+      assert.deepEqual((await call(t.app, 'GET', `/api/rules/${wide}`, { key: a.key })).body.hits, { hour: 0, day: 16, week: 16 });
+      // The job keeps 25 hours of minutes and 8 days of hours.
+      t.clock.set(new Date(NOW.getTime() + 9 * 24 * 3_600_000));
+      await runAnalyticsJob(t.ctx);
+      t.clock.set(NOW);
+      assert.deepEqual((await call(t.app, 'GET', `/api/rules/${wide}`, { key: a.key })).body.hits, { hour: 0, day: 0, week: 0 }, 'cleaned up');
+      await hits(minuteAgo(1), [{ ruleId: own, hits: 2 }]);
+      assert.equal((await call(t.app, 'DELETE', `/api/rules/${own}`, { key: a.key })).status, 200, 'a rule with hits is deleted, its hits with it');
+    });
   });
 }

@@ -2328,6 +2328,12 @@ export interface paths {
                             createdAt: string;
                             /** Format: date-time */
                             updatedAt: string;
+                            /** @description Requests the rule acted on (blocked, allowed, challenged, rate limited, or logged by a log rule) in the last hour, day and week, as the shield servers report them every minute (docs/rules.md "Hits") */
+                            hits: {
+                                hour: number;
+                                day: number;
+                                week: number;
+                            };
                         }[];
                     };
                 };
@@ -2441,6 +2447,12 @@ export interface paths {
                             createdAt: string;
                             /** Format: date-time */
                             updatedAt: string;
+                            /** @description Requests the rule acted on (blocked, allowed, challenged, rate limited, or logged by a log rule) in the last hour, day and week, as the shield servers report them every minute (docs/rules.md "Hits") */
+                            hits: {
+                                hour: number;
+                                day: number;
+                                week: number;
+                            };
                         };
                     };
                 };
@@ -2537,6 +2549,12 @@ export interface paths {
                             createdAt: string;
                             /** Format: date-time */
                             updatedAt: string;
+                            /** @description Requests the rule acted on (blocked, allowed, challenged, rate limited, or logged by a log rule) in the last hour, day and week, as the shield servers report them every minute (docs/rules.md "Hits") */
+                            hits: {
+                                hour: number;
+                                day: number;
+                                week: number;
+                            };
                         };
                     };
                 };
@@ -2650,6 +2668,12 @@ export interface paths {
                             createdAt: string;
                             /** Format: date-time */
                             updatedAt: string;
+                            /** @description Requests the rule acted on (blocked, allowed, challenged, rate limited, or logged by a log rule) in the last hour, day and week, as the shield servers report them every minute (docs/rules.md "Hits") */
+                            hits: {
+                                hour: number;
+                                day: number;
+                                week: number;
+                            };
                         };
                     };
                 };

@@ -562,6 +562,27 @@ const migrations: Record<string, Migration> = {
       await db.schema.alterTable('custom_rules').addColumn('rate_limit', 'text').execute();
     },
   },
+  '0022_custom_rule_hits': {
+    // Hits of custom rules (docs/rules.md "Hits"): requests each rule acted on, per UTC minute
+    // (kept 25 hours) and per UTC hour (kept 8 days), as the agents report them.
+    async up(db: Kysely<any>) {
+      for (const [table, column] of [
+        ['custom_rule_hits_minute', 'minute'],
+        ['custom_rule_hits_hour', 'hour'],
+      ] as const) {
+        await db.schema
+          .createTable(table)
+          .addColumn('rule_id', 'uuid', (c) => c.notNull().references('custom_rules.id').onDelete('cascade'))
+          .addColumn('account_id', 'uuid', (c) => c.notNull().references('accounts.id').onDelete('cascade'))
+          .addColumn(column, 'timestamptz', (c) => c.notNull())
+          .addColumn('hits', 'bigint', (c) => c.notNull())
+          .addPrimaryKeyConstraint(`${table}_pkey`, ['rule_id', column])
+          .execute();
+        await db.schema.createIndex(`${table}_account`).on(table).columns(['account_id', column]).execute();
+        await db.schema.createIndex(`${table}_${column}`).on(table).column(column).execute();
+      }
+    },
+  },
 };
 
 export const migrationProvider: MigrationProvider = {

@@ -358,6 +358,20 @@ export interface AnalyticsHourTable extends AnalyticsCounts {
   hour: Timestamp;
 }
 
+/** Requests a custom rule acted on, per UTC minute (custom_rule_hits_minute) or hour (custom_rule_hits_hour). */
+export interface CustomRuleHitsMinuteTable {
+  rule_id: string;
+  account_id: string;
+  minute: Timestamp;
+  hits: Int8;
+}
+export interface CustomRuleHitsHourTable {
+  rule_id: string;
+  account_id: string;
+  hour: Timestamp;
+  hits: Int8;
+}
+
 export interface DB {
   accounts: AccountsTable;
   sessions: SessionsTable;
@@ -370,6 +384,8 @@ export interface DB {
   certificate_orders: CertificateOrdersTable;
   waf_rules: WafRulesTable;
   custom_rules: CustomRulesTable;
+  custom_rule_hits_minute: CustomRuleHitsMinuteTable;
+  custom_rule_hits_hour: CustomRuleHitsHourTable;
   waf_events: WafEventsTable;
   waf_event_requests: WafEventRequestsTable;
   notifications: NotificationsTable;

@@ -14,6 +14,7 @@ import {
   type CountColumn,
   type MinuteCounts,
 } from '../data/analytics.js';
+import { addRuleHits, deleteRuleHitsBefore } from '../data/custom-rules.js';
 import { readJobState, writeJobState } from '../data/job-state.js';
 import { AppError, invalidField } from '../errors.js';
 
@@ -22,6 +23,9 @@ const HOUR_MS = 3_600_000;
 const MINUTES_KEPT_MS = ANALYTICS_LIMITS.minuteRetentionHours * HOUR_MS;
 const HOURS_KEPT_MS = ANALYTICS_LIMITS.hourRetentionDays * 24 * HOUR_MS;
 const REASONS = new Set<string>(WAF_REASONS);
+/** Hits of custom rules: minutes for the last hour and day, hours for the week (data/custom-rules.ts ruleHits). */
+const RULE_MINUTES_KEPT_MS = 25 * HOUR_MS;
+const RULE_HOURS_KEPT_MS = 8 * 24 * HOUR_MS;
 const STATUS_COLUMN: Record<StatusClass, CountColumn> = { '1xx': 's1xx', '2xx': 's2xx', '3xx': 's3xx', '4xx': 's4xx', '5xx': 's5xx', other: 's_other' };
 
 const floorTo = (t: number, step: number) => Math.floor(t / step) * step;
@@ -54,7 +58,8 @@ export async function storeAnalytics(ctx: ServiceContext, accountId: string, ser
   if (!Number.isFinite(at) || at % MINUTE_MS !== 0) return { ...result, refused: `minute ${batch.minute} is not the start of a UTC minute` };
   if (at > floorTo(now, MINUTE_MS)) return { ...result, refused: `minute ${batch.minute} is in the future` };
   if (at < now - MINUTES_KEPT_MS) return { ...result, refused: `minute ${batch.minute} is older than the ${ANALYTICS_LIMITS.minuteRetentionHours} hours minutes are kept` };
-  if (batch.domains.length === 0) return result;
+  const rules = (batch.rules ?? []).slice(0, AGENT_LIMITS.analyticsRules);
+  if (batch.domains.length === 0 && rules.length === 0) return result;
   const own = new Map((await serverDomains(ctx.db, accountId, serverId)).map((d) => [d.domain.toLowerCase(), d.id]));
   const rows = new Map<string, MinuteCounts>();
   const R = AGENT_LIMITS.analyticsRequests;
@@ -94,7 +99,26 @@ export async function storeAnalytics(ctx: ServiceContext, accountId: string, ser
     result.stored++;
   }
   await addMinuteCounts(ctx.db, [...rows.values()], ctx.now());
+  await storeRuleHits(ctx, accountId, [...own.values()], new Date(at), rules, result);
   return result;
+}
+
+/**
+ * A batch's hits of custom rules: each a rule id and a count within the protocol's bounds (else
+ * dropped as invalid), the same rule's entries summed; only rules of the account that the server
+ * has (account-wide, or of one of its domains) are counted (addRuleHits).
+ */
+async function storeRuleHits(ctx: ServiceContext, accountId: string, domainIds: string[], minute: Date, rules: NonNullable<AnalyticsBatchPayload['rules']>, result: StoredAnalytics): Promise<void> {
+  const byRule = new Map<string, number>();
+  for (const r of rules) {
+    if (!isUuid(r?.ruleId) || !countOk(r.hits, AGENT_LIMITS.analyticsRequests)) {
+      result.invalid++;
+      continue;
+    }
+    const id = r.ruleId.toLowerCase();
+    byRule.set(id, Math.min(AGENT_LIMITS.analyticsRequests, (byRule.get(id) ?? 0) + r.hits));
+  }
+  await addRuleHits(ctx.db, accountId, domainIds, minute, [...byRule].filter(([, n]) => n > 0).map(([ruleId, hits]) => ({ ruleId, hits })));
 }
 
 /** The job's bookmark: when its last run began. */
@@ -118,6 +142,7 @@ export async function runAnalyticsJob(ctx: ServiceContext): Promise<{ hours: num
   const hours = await rollUpHours(ctx.db, since);
   const minutesDeleted = await deleteMinutesBefore(ctx.db, new Date(floorTo(started.getTime() - MINUTES_KEPT_MS, HOUR_MS)));
   const hoursDeleted = await deleteHoursBefore(ctx.db, new Date(floorTo(started.getTime() - HOURS_KEPT_MS, HOUR_MS)));
+  await deleteRuleHitsBefore(ctx.db, new Date(floorTo(started.getTime(), MINUTE_MS) - RULE_MINUTES_KEPT_MS), new Date(floorTo(started.getTime(), HOUR_MS) - RULE_HOURS_KEPT_MS));
   await writeJobState(ctx.db, ROLLUP_STATE, started.toISOString());
   return { hours, minutesDeleted, hoursDeleted };
 }

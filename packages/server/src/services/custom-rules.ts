@@ -5,7 +5,7 @@ import type { ServiceContext } from '../context.js';
 import { iso, isUuid } from '../context.js';
 import { newId } from '../crypto.js';
 import { lockAccount } from '../data/accounts.js';
-import { deleteCustomRule as deleteRow, findCustomRule, insertCustomRule, listCustomRules, lockCustomRule, updateCustomRuleFields } from '../data/custom-rules.js';
+import { deleteCustomRule as deleteRow, findCustomRule, insertCustomRule, listCustomRules, lockCustomRule, ruleHits, updateCustomRuleFields, type RuleHits } from '../data/custom-rules.js';
 import { domainExists, serversOfDomain } from '../data/domains.js';
 import { bumpAllServers, bumpServers } from '../data/servers.js';
 import { AppError, invalidField } from '../errors.js';
@@ -45,7 +45,9 @@ type Row = {
   updated_at: Date | string;
 };
 
-export function customRuleView(r: Row) {
+const NO_HITS: RuleHits = { hour: 0, day: 0, week: 0 };
+
+export function customRuleView(r: Row, hits: RuleHits = NO_HITS) {
   return {
     id: r.id,
     name: r.name,
@@ -57,6 +59,7 @@ export function customRuleView(r: Row) {
     enabled: r.enabled,
     createdAt: iso(r.created_at)!,
     updatedAt: iso(r.updated_at)!,
+    hits,
   };
 }
 
@@ -103,13 +106,14 @@ async function checkDomain(tx: Tx, accountId: string, domainId: string | null): 
 }
 
 export async function listRules(ctx: ServiceContext, accountId: string) {
-  return (await listCustomRules(ctx.db, accountId)).map(customRuleView);
+  const [rows, hits] = await Promise.all([listCustomRules(ctx.db, accountId), ruleHits(ctx.db, accountId, ctx.now())]);
+  return rows.map((r) => customRuleView(r, hits.get(r.id)));
 }
 
 export async function getRule(ctx: ServiceContext, accountId: string, id: string) {
   const row = isUuid(id) ? await findCustomRule(ctx.db, accountId, id) : undefined;
   if (!row) throw new AppError('custom_rule_not_found');
-  return customRuleView(row);
+  return customRuleView(row, (await ruleHits(ctx.db, accountId, ctx.now(), id)).get(id));
 }
 
 export async function createRule(ctx: ServiceContext, accountId: string, input: CustomRuleInput) {
@@ -166,7 +170,7 @@ export async function updateRule(ctx: ServiceContext, accountId: string, id: str
     });
     // A rule moved between scopes leaves the servers of the old one too.
     const touched = new Set([...(await bumpForScope(tx, accountId, current.domain_id)), ...(domainId !== current.domain_id ? await bumpForScope(tx, accountId, domainId) : [])]);
-    return { view: customRuleView(row), touched: [...touched] };
+    return { view: customRuleView(row, (await ruleHits(tx, accountId, ctx.now(), id)).get(id)), touched: [...touched] };
   });
   ctx.serversChanged(touched);
   return view;
