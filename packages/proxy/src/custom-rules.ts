@@ -1,4 +1,4 @@
-import { CUSTOM_RULE_ACTIONS, isUuid, parseRuleExpression, rateLimitProblem, type CustomRuleAction, type RuleExpr, type RuleOperand, type RuleRateLimit, type SnapshotCustomRule } from '@rampart/protocol';
+import { CUSTOM_RULE_ACTIONS, EVENT_FIELD_MAX, isUuid, parseRuleExpression, rateLimitProblem, type CustomRuleAction, type RuleExpr, type RuleOperand, type RuleRateLimit, type SnapshotCustomRule } from '@rampart/protocol';
 import { UnsafeValueError } from './backend.js';
 
 // The compiler of custom rules (the expression language of @rampart/protocol rule-language.ts) to
@@ -35,6 +35,24 @@ export interface CompiledCustomRule {
   /** Parts of the condition kept in variables, set before the rule's own line (in this order). */
   steps: { variable: string; when: Dnf }[];
   when: Dnf;
+  /** The fields its expression reads, as written in the language (an event's location). */
+  fields: string[];
+}
+
+/** The fields an expression reads, in order, each once: `http.request.uri.path`, `http.request.headers["x-token"]`. */
+function fieldsOf(e: RuleExpr, out: string[] = []): string[] {
+  switch (e.kind) {
+    case 'and':
+    case 'or':
+      return fieldsOf(e.right, fieldsOf(e.left, out));
+    case 'not':
+      return fieldsOf(e.expr, out);
+  }
+  let o: RuleOperand = e.operand;
+  while (o.kind !== 'field') o = o.arg;
+  const name = o.key === undefined ? o.field : `${o.field}["${o.key}"]`;
+  if (!out.includes(name)) out.push(name);
+  return out;
 }
 
 const negate = (l: Literal): Literal => (l.startsWith('!') ? l.slice(1) : `!${l}`);
@@ -102,7 +120,7 @@ function compileRule(rule: SnapshotCustomRule, index: number, dir: string, count
   };
   const when = compile(parsed.expr, false);
   const rate = rule.rateLimit ? { settings: rule.rateLimit as RuleRateLimit, table: `rampart_rl${index}`, index } : undefined;
-  return { id: rule.id, action: rule.action, domainId: rule.domainId, acls, steps, when, ...(rate ? { rate } : {}) };
+  return { id: rule.id, action: rule.action, domainId: rule.domainId, acls, steps, when, fields: fieldsOf(parsed.expr), ...(rate ? { rate } : {}) };
 }
 
 /** The sample fetch of an operand, or undefined when this shield server cannot read it (no country map). */
@@ -215,6 +233,7 @@ export function compileCustomRules(rules: readonly SnapshotCustomRule[], dir: st
     return [[`# Custom rate-limiting rule ${r.id}`, `backend ${r.rate.table}`, `    stick-table type ${type} size 100k expire ${Math.max(period, duration)}s store http_req_rate(${period}s),gpt0`].join('\n')];
   });
   if (compiled.length > 0) {
+    files[RULE_FIELDS_MAP] = compiled.map((r) => `${r.id} ${locationOf(r.fields)}\n`).join('');
     // Every pair a request can hit (its first log rule or none, its decisive rule or none) has
     // room, so no entry is ever pushed out; entries do not expire (the agent reads differences).
     const logs = compiled.filter((r) => r.action === 'log').length;
@@ -229,6 +248,20 @@ export function compileCustomRules(rules: readonly SnapshotCustomRule[], dir: st
     );
   }
   return { rules: compiled, files, sections };
+}
+
+/** Each rule's fields by rule id: the location of its events. */
+export const RULE_FIELDS_MAP = 'rule_fields.map';
+
+/** Fields joined by commas, as many whole ones as fit an event's location, percent-encoded as event fields travel. */
+function locationOf(fields: readonly string[]): string {
+  let text = '';
+  for (const f of fields) {
+    const next = text ? `${text},${f}` : f;
+    if (next.length > EVENT_FIELD_MAX.location) break;
+    text = next;
+  }
+  return encodeURIComponent(text || fields[0]!.slice(0, EVENT_FIELD_MAX.location));
 }
 
 /** The stick table counting the hits of custom rules (sticky counter 2). */
@@ -271,9 +304,14 @@ function hitLines(guard: string, logs: boolean, decided = `${guard} { var(txn.rp
  * The bot challenge of a rule, counted first: the challenge page ends the request inside Lua, so
  * its hit is tracked before (txn.rp_hd names the rule only for the request it challenges).
  */
-function challengeLines(id: string, when: string, logs: boolean): string[] {
+function challengeLines(id: string, when: string, logs: boolean, fieldsMap: string): string[] {
   const mine = `{ var(txn.rp_hd) -m str ${id} }`;
-  return [`    http-request set-var(txn.rp_hd) str(${id}) if ${when}`, ...hitLines(mine, logs, mine), `    http-request lua.rampart_bot ${id} if ${mine}`];
+  return [
+    `    http-request set-var(txn.rp_hd) str(${id}) if ${when}`,
+    ...hitLines(mine, logs, mine),
+    `    http-request set-var(txn.rp_loc) var(txn.rp_hd),map(${fieldsMap}) if ${mine}`,
+    `    http-request lua.rampart_bot ${id} if ${mine}`,
+  ];
 }
 
 /** What a rate-limiting rule counts by: the client (an IPv6 client by its /64, as the SPEC rate limiter), with the path, or a header's value. */
@@ -289,7 +327,7 @@ function rateKey(c: readonly string[]): string {
  * mitigation for `duration` seconds: 429 with Retry-After (rate_limited, the rule's id), or the
  * bot challenge for a client without a valid pass cookie.
  */
-function rateLimitLines(r: CompiledCustomRule, challengeOn: boolean, logs: boolean): string[] {
+function rateLimitLines(r: CompiledCustomRule, challengeOn: boolean, logs: boolean, fieldsMap: string): string[] {
   const { settings, table, index } = r.rate!;
   const mine = `rp_rl${index}`;
   const lines = [`    acl ${mine} var(txn.rp_rl) -m str ${index}`, `    http-request set-var(txn.rp_rl) str(${index}) if ${condition('!rp_done !rp_limited', r.when)}`];
@@ -302,7 +340,7 @@ function rateLimitLines(r: CompiledCustomRule, challengeOn: boolean, logs: boole
     `    http-request set-var(txn.rp_rlw) date,neg,add(txn.rp_rlu) if !rp_done ${mine} { sc_tracked(1) }`,
   );
   const mitigated = `!rp_done ${mine} { var(txn.rp_rlw) -m int gt 0 }`;
-  if (settings.mitigation === 'challenge' && challengeOn) return [...lines, ...challengeLines(r.id, `${mitigated} !rp_pass`, logs)];
+  if (settings.mitigation === 'challenge' && challengeOn) return [...lines, ...challengeLines(r.id, `${mitigated} !rp_pass`, logs, fieldsMap)];
   return [...lines, `    http-request set-var(txn.rp_retry) var(txn.rp_rlw) if ${mitigated}`, `    http-request set-var(txn.rp_hit) str(rate_limited:${r.id}) if ${mitigated}`];
 }
 
@@ -323,7 +361,8 @@ function condition(guard: string, when: Dnf): string {
  * request's event (custom_rule_logged, logged as let through) unless a later step refuses it.
  * Every line runs only while nothing is decided (rp_done: a hit, or whitelisted).
  */
-export function customRuleLines(rules: readonly CompiledCustomRule[], challenge: { on: boolean; answerPath: string }): string[] {
+export function customRuleLines(rules: readonly CompiledCustomRule[], challenge: { on: boolean; answerPath: string }, dir: string): string[] {
+  const fieldsMap = `${dir}/${RULE_FIELDS_MAP}`;
   if (rules.length === 0) return [];
   const lines = [
     '    acl rp_done var(txn.rp_hit) -m found',
@@ -337,11 +376,11 @@ export function customRuleLines(rules: readonly CompiledCustomRule[], challenge:
     if (r.when.length === 0) continue; // never holds
     lines.push(...r.acls);
     for (const s of r.steps) lines.push(`    http-request set-var(${s.variable}) bool(1) if ${condition('!rp_done', s.when)}`);
-    if (r.action === 'rate_limit') lines.push(...rateLimitLines(r, challenge.on, logs));
+    if (r.action === 'rate_limit') lines.push(...rateLimitLines(r, challenge.on, logs, fieldsMap));
     // The whitelist sets it to true; an allow rule to its own id (36 characters), which counts its hit.
     else if (r.action === 'allow') lines.push(`    http-request set-var(txn.rp_wl) str(${r.id}) if ${condition('!rp_done', r.when)}`);
     else if (r.action === 'log') lines.push(`    http-request set-var(txn.rp_lg) str(${r.id}) if ${condition('!rp_done !rp_logged', r.when)}`);
-    else if (r.action === 'challenge' && challenge.on) lines.push(...challengeLines(r.id, condition('!rp_done !rp_pass', r.when), logs));
+    else if (r.action === 'challenge' && challenge.on) lines.push(...challengeLines(r.id, condition('!rp_done !rp_pass', r.when), logs, fieldsMap));
     else lines.push(`    http-request set-var(txn.rp_hit) str(custom_rule_blocked:${r.id}) if ${condition('!rp_done', r.when)}`);
   }
   const challenger = challenge.on ? rules.find((r) => r.action === 'challenge' || r.rate?.settings.mitigation === 'challenge') : undefined;
@@ -357,6 +396,9 @@ export function customRuleLines(rules: readonly CompiledCustomRule[], challenge:
     `    http-request set-var(txn.rp_hd) var(txn.rp_hit),field(2,:) if ${decided}`,
     `    http-request set-var(txn.rp_hd) var(txn.rp_wl) if { var(txn.rp_wl) -m len 36 }`,
     ...hitLines('rp_counted', logs),
+    // The event's location: the fields of the rule that decided, else of the first log rule.
+    `    http-request set-var(txn.rp_loc) var(txn.rp_hd),map(${fieldsMap}) if { var(txn.rp_hd) -m found }`,
+    ...(logs ? [`    http-request set-var(txn.rp_loc) var(txn.rp_lg),map(${fieldsMap}) if rp_logged !{ var(txn.rp_hd) -m found }`] : []),
   );
   if (logs) {
     const logged = 'rp_logged !{ var(txn.rp_hit) -m found }';

@@ -331,7 +331,7 @@ export function renderWaf(
       const challenges = challengeOn && customs.some(challenging);
       if (botOn || challenges) lines.push(...cookieCheck(dir, open));
       // Then the custom rules, by priority (first decisive match wins).
-      lines.push(...customRuleLines(customs, { on: challenges, answerPath: BOT_ANSWER_PATH }));
+      lines.push(...customRuleLines(customs, { on: challenges, answerPath: BOT_ANSWER_PATH }, dir));
       // Step 3: known-bad user-agents (with bot protection on), AI crawlers, then the challenge.
       if (botOn) {
         // Every User-Agent header counts: a bad bot in any of them is refused (the ACL checks each

@@ -54,7 +54,7 @@ function snapshot(botOn: boolean, originPort: number): ServerSnapshot {
   };
 }
 
-interface Seen { status: number; body: string; retryAfter?: string | undefined; reason?: string | undefined; rule?: string | undefined; action?: string | undefined }
+interface Seen { status: number; body: string; retryAfter?: string | undefined; reason?: string | undefined; rule?: string | undefined; action?: string | undefined; location?: string | undefined }
 
 describe('custom rules in the processing order, natively in HAProxy', () => {
   const tmp = mkdtempSync(join(tmpdir(), 'rampart-rules-order-'));
@@ -102,7 +102,7 @@ describe('custom rules in the processing order, natively in HAProxy', () => {
     const line = await waitFor(() => lines.find((l) => l.includes(` ${from} `) && forms.some((f) => l.includes(f)) && !seenLines.has(l)), `the event of ${path} from ${from}`, 5_000, 10);
     seenLines.add(line);
     const f = line.slice(line.indexOf('rampart-waf ')).split(' ');
-    return { status, body, retryAfter, reason: f[4], rule: f[5], action: f[6] };
+    return { status, body, retryAfter, reason: f[4], rule: f[5], action: f[6], location: f[8] === undefined ? undefined : decodeURIComponent(f[8]) };
   }
   const seenLines = new Set<string>();
   /** The hits table of a server's HAProxy, read on its admin socket as the agent reads it. */
@@ -209,6 +209,12 @@ describe('custom rules in the processing order, natively in HAProxy', () => {
     await send('nobots', '127.0.27.4', '/plain', {}, false); // no rule
     await send('nobots', '127.0.10.9', '/admin'); // blacklisted before any custom rule
     const after = await hits('nobots');
+    // Each event's location is the fields of the rule that decided, else of the log rule.
+    assert.equal((await send('nobots', '127.0.27.5', '/watch/admin')).location, 'http.request.uri.path,ip.src');
+    assert.equal((await send('nobots', '127.0.27.5', '/watch/y')).location, 'http.request.uri.path');
+    assert.equal((await send('nobots', '127.0.27.6', '/checkout')).location, 'http.request.uri.path');
+    assert.equal((await send('nobots', '127.0.26.9', '/api/y', { 'x-api-key': 'k9' }, false)).body, 'origin');
+    assert.equal((await send('nobots', '127.0.26.9', '/api/y', { 'x-api-key': 'k9' })).location, 'http.request.uri.path', 'a rate limit\'s challenge');
     const added = Object.fromEntries([...after].map(([k, n]) => [k, n - (before.get(k) ?? 0)]).filter(([, n]) => n !== 0));
     assert.deepEqual(added, { [`${R.watch}|${R.admin}`]: 1, [R.watch]: 1, [`-|${R.office}`]: 1, [`-|${R.checkout}`]: 1, [`-|${R.login}`]: 1 });
   });
