@@ -212,9 +212,10 @@ function fieldValue(v: string, inList: boolean): string {
 
 function condition(e: RuleExpr): Omit<BuilderRow, 'join'> {
   const negated = e.kind === 'not';
-  const inner = e.kind === 'not' ? e.expr : e;
-  if (inner.kind === 'and' || inner.kind === 'or') throw new Unshowable(negated ? '"not" before parentheses' : `parentheses around an "${inner.kind}"`);
-  if (inner.kind === 'not') throw new Unshowable('"not" twice');
+  const outer = e.kind === 'not' ? e.expr : e;
+  if (outer.kind === 'and' || outer.kind === 'or') throw new Unshowable(negated ? '"not" before parentheses' : `parentheses around an "${outer.kind}"`);
+  if (outer.kind === 'not') throw new Unshowable('"not" twice');
+  const inner = outer as Exclude<RuleExpr, { kind: 'and' | 'or' | 'not' }>;
   const operand = operandOf(inner.operand);
   if (inner.kind === 'bool') return { ...operand, op: negated ? 'is_false' : 'is_true', value: '' };
   const values = inner.values.map(String);
