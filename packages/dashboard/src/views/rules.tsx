@@ -39,7 +39,8 @@ const COUNTING_LABELS: Record<Counting, string> = { ip: 'client address', 'ip,pa
 function actionText(r: CustomRule): string {
   if (r.action !== 'rate_limit' || !r.rateLimit) return ACTION_LABELS[r.action as CustomRuleAction] ?? r.action;
   const rl = r.rateLimit;
-  const per = rl.characteristics.join(' + ').replace('header:', 'header ');
+  const c = rl.characteristics;
+  const per = c[0]?.startsWith('header:') ? `value of the header ${c[0].slice('header:'.length)}` : COUNTING_LABELS[c.join(',') as Counting] ?? c.join(', ');
   return `Rate limit: ${count(rl.requests)} per ${count(rl.period)} s per ${per}, then ${rl.mitigation} for ${count(rl.duration)} s`;
 }
 
@@ -104,7 +105,7 @@ export function Rules(_: ViewProps) {
         Rules in Cloudflare’s expression language with an action, run after the IP and country lists and before bot protection, in this order (lower priority first; the same priority: the older
         rule first). The first block, challenge or allow that matches decides.
       </p>
-      <div class="inline-form">
+      <div class="inline-form rules-filter">
         <Field label="Show rules for" hint={chosen ? `The rules that run on ${chosen.domain}: its own and those of every domain` : undefined}>
           {(id, desc) => (
             <select
@@ -134,9 +135,11 @@ export function Rules(_: ViewProps) {
           {shown.map((r, i) => (
             <tr key={r.id} class={r.enabled ? undefined : 'disabled'}>
               <td data-label="#">{i + 1}</td>
-              <td data-label="Rule" class="rule-cell">
-                <strong>{r.name}</strong>
-                <code class="expr-cell">{r.expression}</code>
+              <td data-label="Rule">
+                <div class="rule-cell">
+                  <strong>{r.name}</strong>
+                  <code class="expr-cell">{r.expression}</code>
+                </div>
               </td>
               <td data-label="Action">{actionText(r)}</td>
               <td data-label="Scope">{domainName(r.domainId)}</td>
