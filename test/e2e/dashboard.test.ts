@@ -270,6 +270,9 @@ describe('the dashboard in a real Chromium', { skip: !CHROMIUM && 'chromium is n
     assert.equal(await d.locator('.expr-mark').evaluate((pre) => pre.querySelector('mark')!.previousSibling?.textContent), 'http.request.uri.path eq');
     await d.getByText('fix it in the text').waitFor();
     await page.screenshot({ path: join(OUT, 'dashboard-custom-rule-error-1400.png') });
+    await page.setViewportSize({ width: 390, height: 844 });
+    await page.screenshot({ path: join(OUT, 'dashboard-custom-rule-error-390.png') });
+    await page.setViewportSize({ width: 1400, height: 900 });
     // Text the builder cannot show is kept as written and saved as it is.
     const typed = '(http.request.uri.path eq "/wp-admin" or http.request.uri.path eq "/xmlrpc.php") and not ip.src in {192.0.2.0/24}';
     await expression.fill(typed);
