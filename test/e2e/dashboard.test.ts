@@ -9,12 +9,13 @@ import { freePort, startServe, waitFor } from '../support/processes.js';
 
 // The dashboard in a real Chromium against a real `rampart serve`, agent, HAProxy and origin:
 // signing in, domains, every rule type, a blocked request arriving live in Events and turned into
-// an exception, API keys, the export, a traffic chart; screenshots of every view at 1400 and 390
+// an exception, API keys, the export, a traffic chart, custom rules (builder, expression checked
+// as you type, enable, reorder); screenshots of every view at 1400 and 390
 // px into test-results/, and axe-core on every view in both themes.
 
 const CHROMIUM = ['/usr/bin/chromium', '/usr/bin/chromium-browser'].find((p) => existsSync(p));
 const FLAGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'];
-const VIEWS = ['Overview', 'Domains', 'Servers', 'WAF', 'Events', 'Analytics', 'Notifications', 'Settings'] as const;
+const VIEWS = ['Overview', 'Domains', 'Servers', 'WAF', 'Custom rules', 'Events', 'Analytics', 'Notifications', 'Settings'] as const;
 const OUT = join(process.cwd(), 'test-results');
 const AXE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
 const EMAIL = `dash-${Date.now()}@example.com`;
@@ -246,6 +247,80 @@ describe('the dashboard in a real Chromium', { skip: !CHROMIUM && 'chromium is n
     await nav('Overview').waitFor();
   });
 
+  test('custom rules: the builder writes the expression, a typo is marked at its column, the server\'s refusal is shown; enable and reorder', async () => {
+    await go('Custom rules');
+    await page.getByRole('button', { name: 'Add custom rule' }).click();
+    const d = page.getByRole('dialog', { name: 'Add custom rule' });
+    const expression = d.getByLabel('Expression', { exact: true });
+    const condition = (n: number) => d.getByRole('group', { name: `Condition ${n}`, exact: true });
+    await d.getByLabel('Name', { exact: true }).fill('admin from the office');
+    await d.getByLabel('Scope').selectOption({ label: DOMAIN });
+    await condition(1).getByLabel('Operator').selectOption('starts_with');
+    await condition(1).getByLabel('Value').fill('/wp-admin');
+    await d.getByRole('button', { name: 'Add condition' }).click();
+    await condition(2).getByLabel('Field').selectOption(':ip.src');
+    await condition(2).getByLabel('Operator').selectOption('not_in');
+    await condition(2).getByLabel('Value').fill('192.0.2.0/24');
+    assert.equal(await expression.inputValue(), 'starts_with(http.request.uri.path, "/wp-admin") and not ip.src in {192.0.2.0/24}');
+
+    // A typo: the parser's message with its column, and that column marked under the text.
+    await expression.fill('http.request.uri.path eq');
+    await d.getByText('at column 25: expected a string in double quotes, found the end of the expression').waitFor();
+    assert.equal(await expression.getAttribute('aria-invalid'), 'true');
+    assert.equal(await d.locator('.expr-mark').evaluate((pre) => pre.querySelector('mark')!.previousSibling?.textContent), 'http.request.uri.path eq');
+    await d.getByText('fix it in the text').waitFor();
+    await page.screenshot({ path: join(OUT, 'dashboard-custom-rule-error-1400.png') });
+    await page.setViewportSize({ width: 390, height: 844 });
+    await page.screenshot({ path: join(OUT, 'dashboard-custom-rule-error-390.png') });
+    await page.setViewportSize({ width: 1400, height: 900 });
+    // Text the builder cannot show is kept as written and saved as it is.
+    const typed = '(http.request.uri.path eq "/wp-admin" or http.request.uri.path eq "/xmlrpc.php") and not ip.src in {192.0.2.0/24}';
+    await expression.fill(typed);
+    await d.getByText(/The builder cannot show this expression \(parentheses around an "or"\)/).waitFor();
+    await d.getByRole('button', { name: 'Save' }).click();
+    await d.waitFor({ state: 'detached' });
+
+    // A rate-limiting rule; its regular expression is refused by the server (catastrophic backtracking), with the server's message.
+    await page.getByRole('button', { name: 'Add custom rule' }).click();
+    await d.getByLabel('Name', { exact: true }).fill('login rate');
+    await d.getByLabel('Action', { exact: true }).selectOption('rate_limit');
+    await d.getByLabel('Requests', { exact: true }).fill('5');
+    await d.getByLabel('Period (seconds)').fill('60');
+    await condition(1).getByLabel('Operator').selectOption('matches');
+    await condition(1).getByLabel('Value').fill('^/(a+)+$');
+    await page.screenshot({ path: join(OUT, 'dashboard-custom-rule-editor-1400.png') });
+    await d.getByRole('button', { name: 'Save' }).click();
+    await d.getByRole('alert').getByText(/can backtrack catastrophically/).waitFor();
+    await condition(1).getByLabel('Operator').selectOption('eq');
+    await condition(1).getByLabel('Value').fill('/login');
+    await d.getByRole('button', { name: 'Save' }).click();
+    await d.waitFor({ state: 'detached' });
+
+    type View = { name: string; expression: string; action: string; domainId: string | null; enabled: boolean; rateLimit: unknown };
+    const listed = async () => (await api.call('GET', '/api/rules')).body as View[];
+    const [admin, login] = await listed();
+    const [dom] = (await api.call('GET', '/api/domains')).body;
+    assert.deepEqual([admin?.name, admin?.expression, admin?.action, admin?.domainId], ['admin from the office', typed, 'block', dom.id]);
+    assert.deepEqual([login?.name, login?.expression, login?.domainId], ['login rate', 'http.request.uri.path eq "/login"', null]);
+    assert.deepEqual(login?.rateLimit, { requests: 5, period: 60, characteristics: ['ip'], mitigation: 'block', duration: 300 });
+
+    const rows = page.getByRole('table', { name: 'Custom rules in run order' }).getByRole('row');
+    const names = () => rows.locator('td[data-label="Rule"] strong').allTextContents();
+    assert.deepEqual(await names(), ['admin from the office', 'login rate']);
+    // A click, not uncheck(): the switch shows the rule as saved, so it turns once the API has answered.
+    await page.getByRole('switch', { name: 'Enabled: admin from the office' }).click();
+    await page.locator('tr.disabled').filter({ hasText: 'admin from the office' }).waitFor();
+    assert.equal((await listed())[0]?.enabled, false);
+    await page.getByRole('button', { name: 'Move login rate up' }).click();
+    await waitFor(async () => (await listed()).map((r) => r.name).join() === 'login rate,admin from the office', 'the rules to be reordered', 5000);
+    await page.getByRole('button', { name: 'Move login rate down' }).waitFor();
+    assert.deepEqual(await names(), ['login rate', 'admin from the office']);
+    // One domain's rules: its own and the account-wide ones.
+    await page.getByLabel('Show rules for').selectOption({ label: DOMAIN });
+    await page.getByText(`The rules that run on ${DOMAIN}`).waitFor();
+    assert.deepEqual(await names(), ['login rate', 'admin from the office']);
+  });
+
   test('every view: screenshots at 1400 and 390 px, no serious or critical axe violations in either theme, no style attributes', async () => {
     const problems: string[] = [];
     for (const scheme of ['light', 'dark'] as const) {
@@ -265,7 +340,7 @@ describe('the dashboard in a real Chromium', { skip: !CHROMIUM && 'chromium is n
           return r.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical').map((v) => `${v.id} (${v.impact}): ${v.help} at ${v.nodes.map((n) => n.target.join(' ')).slice(0, 3).join(', ')}`);
         });
         for (const v of violations) problems.push(`${view}, ${scheme}: ${v}`);
-        const file = view.toLowerCase();
+        const file = view.toLowerCase().replace(/ /g, '-');
         await page.screenshot({ path: join(OUT, `dashboard-${file}-1400-${scheme}.png`), fullPage: true });
         if (scheme === 'light') {
           await page.setViewportSize({ width: 390, height: 844 });

@@ -1,8 +1,8 @@
-import { render } from 'preact';
+import { render, type JSX } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import { api, errorText, ok, onUnauthorized, type Account } from './api/client';
 import { closeStream, openStream, subscribe } from './api/stream';
-import { ErrorNote, Field } from './ui';
+import { ErrorNote, Field, type ViewProps } from './ui';
 import { Analytics } from './views/analytics';
 import { ConfirmEmail, confirmationToken } from './views/confirm-email';
 import { Domains } from './views/domains';
@@ -14,11 +14,34 @@ import { Settings } from './views/settings';
 import { Waf } from './views/waf';
 import './style.css';
 
+type View = (props: ViewProps) => JSX.Element;
+
+/** A view whose code loads on its first visit, keeping it out of the first view's bundle. */
+function lazyView(load: () => Promise<View>): View {
+  let loaded: View | undefined;
+  return function Lazy(props: ViewProps) {
+    const [Loaded, setLoaded] = useState<View | undefined>(() => loaded);
+    const [failed, setFailed] = useState(false);
+    useEffect(() => {
+      if (!Loaded)
+        load().then(
+          (v) => setLoaded(() => (loaded = v)),
+          () => setFailed(true),
+        );
+    }, []);
+    if (failed) return <ErrorNote error="This page could not be loaded; reload to try again." />;
+    return Loaded ? <Loaded {...props} /> : <p>Loading…</p>;
+  };
+}
+// The custom rules editor brings the expression parser: loaded when it is opened.
+const Rules = lazyView(() => import('./views/rules').then((m) => m.Rules));
+
 const VIEWS = [
   { id: 'overview', label: 'Overview', view: Overview },
   { id: 'domains', label: 'Domains', view: Domains },
   { id: 'servers', label: 'Servers', view: Servers },
   { id: 'waf', label: 'WAF', view: Waf },
+  { id: 'rules', label: 'Custom rules', view: Rules },
   { id: 'events', label: 'Events', view: Events },
   { id: 'analytics', label: 'Analytics', view: Analytics },
   { id: 'notifications', label: 'Notifications', view: Notifications },

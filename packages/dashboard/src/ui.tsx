@@ -34,7 +34,8 @@ export function useLoad<T>(load: () => Promise<T>, deps: unknown[] = []): Loaded
 }
 
 /** A modal dialog (native <dialog>): focus moves in, stays in, Escape closes, focus returns to the opener. */
-export function Dialog(props: { title: string; onClose: () => void; children: ComponentChildren; wide?: boolean }) {
+/** `wide`: forms with a row of fields; `'extra'`: two columns side by side (the custom rule editor). */
+export function Dialog(props: { title: string; onClose: () => void; children: ComponentChildren; wide?: boolean | 'extra' }) {
   const ref = useRef<HTMLDialogElement>(null);
   useEffect(() => {
     const opener = document.activeElement as HTMLElement | null;
@@ -50,7 +51,7 @@ export function Dialog(props: { title: string; onClose: () => void; children: Co
   return (
     <dialog
       ref={ref}
-      class={props.wide ? 'dialog wide' : 'dialog'}
+      class={props.wide === 'extra' ? 'dialog wide extra' : props.wide ? 'dialog wide' : 'dialog'}
       aria-labelledby="dialog-title"
       onCancel={(e) => {
         e.preventDefault();

@@ -165,6 +165,9 @@ export function Domains(_: ViewProps) {
                   {d.dnsFailover ? (d.dnsError ? <span class="text-bad">{d.dnsError}</span> : (d.dnsAddresses ?? []).join(', ') || 'on') : 'off'}
                 </td>
                 <td class="row-actions">
+                  <a class="button small" href={`#/rules?domain=${encodeURIComponent(d.id)}`}>
+                    Rules<span class="sr-only"> of {d.domain}</span>
+                  </a>
                   <button type="button" class="small" aria-describedby={`dn-${d.id}`} onClick={() => setEditing(d)}>
                     Edit
                   </button>
