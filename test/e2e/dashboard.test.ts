@@ -307,6 +307,12 @@ describe('the dashboard in a real Chromium', { skip: !CHROMIUM && 'chromium is n
     const rows = page.getByRole('table', { name: 'Custom rules in run order' }).getByRole('row');
     const names = () => rows.locator('td[data-label="Rule"] strong').allTextContents();
     assert.deepEqual(await names(), ['admin from the office', 'login rate']);
+    // A request the block rule refuses on the real HAProxy becomes its hit, reported by the agent, shown in its row.
+    await settle(api);
+    assert.equal((await viaProxy(agent!.httpPort, DOMAIN, '/xmlrpc.php')).status, 403);
+    await waitFor(async () => (await api.call('GET', '/api/rules')).body[0]?.hits?.hour === 1, 'the hit to be reported', 15_000, 200);
+    await page.reload();
+    await rows.filter({ hasText: 'admin from the office' }).locator('td[data-label="Hits 1h / 24h / 7d"]').getByText('1 / 1 / 1').waitFor();
     // A click, not uncheck(): the switch shows the rule as saved, so it turns once the API has answered.
     await page.getByRole('switch', { name: 'Enabled: admin from the office' }).click();
     await page.locator('tr.disabled').filter({ hasText: 'admin from the office' }).waitFor();

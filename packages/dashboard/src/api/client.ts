@@ -20,14 +20,8 @@ export type Domain = Answer<'/api/domains', 'get'>[number];
 export type Server = Answer<'/api/servers', 'get'>[number];
 export type ServerWithToken = Answer<'/api/servers', 'post', 201>;
 export type Rule = Answer<'/api/waf', 'get'>[number];
-/** Requests a custom rule acted on in the last hour, day and week. */
-export interface RuleHits {
-  hour: number;
-  day: number;
-  week: number;
-}
-/** A custom rule (/api/rules); `hits` read defensively until every control plane answers with it. */
-export type CustomRule = Omit<Answer<'/api/rules', 'get'>[number], 'hits'> & { hits?: RuleHits | null };
+/** A custom rule (/api/rules), with its hits of the last hour, day and week. */
+export type CustomRule = Answer<'/api/rules', 'get'>[number];
 export type CustomRuleBody = Body<'/api/rules', 'post'>;
 export type WafEvent = Answer<'/api/waf/events', 'get'>[number];
 export type AiBot = Answer<'/api/waf/ai-bots', 'get'>[number];

@@ -44,9 +44,8 @@ function actionText(r: CustomRule): string {
   return `Rate limit: ${count(rl.requests)} per ${count(rl.period)} s per ${per}, then ${rl.mitigation} for ${count(rl.duration)} s`;
 }
 
-function hitsText(r: CustomRule): string {
-  const h = r.hits;
-  return h ? `${count(h.hour)} / ${count(h.day)} / ${count(h.week)}` : '—';
+function hitsText({ hits: h }: CustomRule): string {
+  return `${count(h.hour)} / ${count(h.day)} / ${count(h.week)}`;
 }
 
 /** The domain of #/rules?domain=<id>, or '' for every rule. */
