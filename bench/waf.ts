@@ -27,7 +27,8 @@
 //     (bench/waf-custom-rules.ts, generated from a seed; an ordinary request matches none but a few
 //     log and the rate-limiting rules, whose limits no run reaches) against itself without them,
 //     both running, alternated BENCH_ROUNDS times (in turn first), on the short request and the mix.
-// BENCH_ONLY=custom runs case 7 alone (no plain proxy, nginx or other case).
+// BENCH_ONLY=custom runs case 7 alone (no plain proxy, nginx or other case). For experiments,
+// BENCH_PATTERN_CACHE_SIZE sets HAProxy's tune.pattern.cache-size in every Rampart configuration.
 // HAProxy is configured by renderHaproxyConfig directly (no control plane, no agent process; the
 // agent's country map is built for block_country rules as the agent does it). nginx runs with its
 // own configuration, prefix, temp paths and logs in the temporary directory, as a non-daemon master
@@ -163,6 +164,7 @@ async function startRampart(name: string, snapshot: ServerSnapshot, eventsPort: 
   // The renderer refuses a limit the API would refuse: the unreached one goes into its data file.
   const rpm = rateLimitOf(snapshot.rules.find((r) => r.type === 'rate_limit')?.value ?? '{}');
   files['haproxy.cfg'] = files['haproxy.cfg']!.replace(`{ sc_get_gpc0(0) gt ${Math.min(rpm, RATE_LIMIT_MAX)} }`, `{ sc_get_gpc0(0) gt ${rpm} }`);
+  if (process.env.BENCH_PATTERN_CACHE_SIZE) files['haproxy.cfg'] = files['haproxy.cfg']!.replace(/^global\n/m, `global\n    tune.pattern.cache-size ${Number(process.env.BENCH_PATTERN_CACHE_SIZE)}\n`);
   for (const [file, content] of Object.entries(files)) writeFileSync(join(configDir, file), content);
   const proc = launch(join(configDir, 'haproxy.cfg'));
   await ready(proc, port, `Rampart HAProxy (${name})`, clientHeaders('127.0.0.1'));
@@ -696,7 +698,7 @@ if (rows.some((r) => r.name === CUSTOM_WITH)) {
   console.log(`${ROUNDS} runs each, alternated. "x without" and "p99-without" compare with the domain without them.`);
   if (mix) console.log(`The mix against the rules (the reference evaluator, first match in priority order): ${mixAgainstRules(mix)}.`);
   console.log('HAProxy CPU: its CPU time (user + system) per request answered, which other load on the machine moves least.');
-  console.log('workload'.padEnd(8) + 'case'.padEnd(38) + 'req/s'.padStart(9) + 'p50 ms'.padStart(8) + 'p99 ms'.padStart(8) + 'x without'.padStart(11) + 'p99-without'.padStart(13) + 'CPU us/req'.padStart(12) + 'non-2xx'.padStart(9));
+  console.log('workload'.padEnd(9) + 'case'.padEnd(38) + 'req/s'.padStart(9) + 'p50 ms'.padStart(8) + 'p99 ms'.padStart(8) + 'x without'.padStart(11) + 'p99-without'.padStart(13) + 'CPU us/req'.padStart(12) + 'non-2xx'.padStart(9));
   for (const w of ['short', 'mix'] as const) {
     const off = result(CUSTOM_WITHOUT, w);
     if (!off) continue;
@@ -704,7 +706,7 @@ if (rows.some((r) => r.name === CUSTOM_WITH)) {
       const r = result(name, w)!;
       const vs = name === CUSTOM_WITH;
       console.log(
-        w.padEnd(8) + name.padEnd(38) + r.rps.toFixed(0).padStart(9) + r.p50.toFixed(2).padStart(8) + r.p99.toFixed(2).padStart(8) +
+        w.padEnd(9) + name.padEnd(38) + r.rps.toFixed(0).padStart(9) + r.p50.toFixed(2).padStart(8) + r.p99.toFixed(2).padStart(8) +
           (vs ? (r.rps / off.rps).toFixed(2) : '').padStart(11) + (vs ? signed(r.p99 - off.p99) : '').padStart(13) + cpuPerRequest(name, w).toFixed(1).padStart(12) +
           String(Math.round(r.non2xx + r.socketErrors)).padStart(9),
       );
@@ -786,7 +788,7 @@ for (const w of ['short', 'mix'] as const) {
   if (!off || !on) continue;
   line(`${CUSTOM_LEVEL} + 110 custom rules, ${w}: throughput / without`, (on.rps / off.rps).toFixed(2), '>= 0.9', on.rps / off.rps >= 0.9);
   const cost = cpuPerRequest(CUSTOM_WITHOUT, w) / cpuPerRequest(CUSTOM_WITH, w);
-  console.log(`${`${CUSTOM_LEVEL} + 110 custom rules, ${w}: HAProxy CPU per request, without / with`.padEnd(58)}${cost.toFixed(2).padStart(12)}   (for reference)`);
+  console.log(`${`${CUSTOM_LEVEL} + 110 custom rules, ${w}: CPU per request, without / with`.padEnd(58)}${cost.toFixed(2).padStart(12)}   (for reference)`);
 }
 console.log('');
 for (const s of sanity) console.log(`check: ${s}`);
