@@ -16,7 +16,7 @@ import { CertificateStore } from './certificates/store.js';
 import { CrawlerVerifier, crawlerDns, RuntimeCrawlerMap, type CrawlerDns } from './crawlers.js';
 import { AnalyticsCollector } from './analytics.js';
 import { EventCollector } from './events.js';
-import { ensureCountrySubset } from './geo.js';
+import { countriesOf, ensureCountryMap, ensureCountrySubset } from './geo.js';
 import { HaproxyProcess } from './haproxy.js';
 import { AgentMetrics, fetchHaproxyMetrics } from './metrics.js';
 export { AgentMetrics, DEFAULT_METRICS_PORT, fetchHaproxyMetrics } from './metrics.js';
@@ -353,9 +353,10 @@ export class Agent {
       this.state.queued = undefined;
       let result: ApplyResult;
       try {
-        const countries = snapshot.rules.filter((r) => r.type === 'block_country').map((r) => r.value);
-        if (countries.length && !this.options.countryMap) {
-          this.renderOptions.countryMap = await ensureCountrySubset(join(resolve(this.options.dataDir), 'geo'), countries);
+        const countries = countriesOf(snapshot);
+        if ((countries === 'all' || countries.length) && !this.options.countryMap) {
+          const geo = join(resolve(this.options.dataDir), 'geo');
+          this.renderOptions.countryMap = countries === 'all' ? await ensureCountryMap(geo) : await ensureCountrySubset(geo, countries);
         }
         this.renderOptions.certificates = this.certificates.served(snapshot);
         result = await this.applier.apply(snapshot);

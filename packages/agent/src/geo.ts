@@ -4,6 +4,7 @@ import { mkdir, rename, writeFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
+import { parseRuleExpression, ruleCountries, type ServerSnapshot } from '@rampart/protocol';
 
 // The CIDR -> country map HAProxy looks up natively (map_ip), generated from the CC0 data set
 // @ip-location-db/geo-whois-asn-country shipped as an npm package. Never fetched at run time.
@@ -111,5 +112,22 @@ export async function ensureCountrySubset(dir: string, countries: readonly strin
   for await (const line of rl) if (keep.has(line.slice(-2))) lines.push(line);
   await writeFile(`${out}.tmp`, lines.length ? `${lines.join('\n')}\n` : '');
   await rename(`${out}.tmp`, out);
+  return out;
+}
+
+/**
+ * The countries a snapshot's rules look up: those of block_country rules and those its custom
+ * rules compare ip.src.country with; 'all' when a custom rule reads the country in a way a list
+ * cannot answer (then the whole map is loaded).
+ */
+export function countriesOf(snapshot: Pick<ServerSnapshot, 'rules' | 'customRules'>): string[] | 'all' {
+  const out = snapshot.rules.filter((r) => r.type === 'block_country').map((r) => r.value);
+  for (const rule of snapshot.customRules ?? []) {
+    const parsed = parseRuleExpression(rule.expression);
+    if (!parsed.ok) continue; // the proxy refuses it too
+    const named = ruleCountries(parsed.expr);
+    if (named === 'all') return 'all';
+    out.push(...named);
+  }
   return out;
 }

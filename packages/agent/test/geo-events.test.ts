@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import fc from 'fast-check';
-import { capLength, decodeField, EventCollector, ensureCountryMap, ensureCountrySubset, ipv6ToText, parseEventLine, rangeToCidrs, rangeToCidrs4 } from '../src/index.js';
+import { capLength, countriesOf, decodeField, EventCollector, ensureCountryMap, ensureCountrySubset, ipv6ToText, parseEventLine, rangeToCidrs, rangeToCidrs4 } from '../src/index.js';
 
 describe('country map', () => {
   test('a range becomes the fewest aligned CIDR blocks that cover exactly the range', () => {
@@ -249,4 +249,16 @@ describe('WAF event collection', () => {
     c.flush();
     assert.equal(shipped.length, 10);
   });
+});
+
+test('the countries a snapshot looks up: block_country rules and the countries custom rules compare with; any other reading of the country needs the whole map', () => {
+  const rule = (expression: string) => ({ id: '00000000-0000-4000-8000-000000000001', expression, action: 'block' as const, domainId: null, priority: 1 });
+  const blockKp = { id: 'r', type: 'block_country' as const, value: 'KP', domainId: null, priority: 1 };
+  assert.deepEqual(countriesOf({ rules: [blockKp] }), ['KP']);
+  assert.deepEqual(countriesOf({ rules: [blockKp], customRules: [rule('ip.src.country in {"CN" "RU"} and http.request.uri.path eq "/x"'), rule('not lower(ip.geoip.country) eq "ir"')] }), ['KP', 'CN', 'RU', 'IR']);
+  assert.deepEqual(countriesOf({ rules: [], customRules: [rule('ip.src.country ne "US"')] }), ['US'], 'ne: an address of any other country is rightly not US');
+  assert.deepEqual(countriesOf({ rules: [], customRules: [rule('http.request.uri.path eq "/x"')] }), []);
+  for (const e of ['ip.src.country matches "^C"', 'starts_with(ip.src.country, "C")', 'len(ip.src.country) eq 2', 'ip.src.country contains "N"']) {
+    assert.equal(countriesOf({ rules: [blockKp], customRules: [rule(e)] }), 'all', e);
+  }
 });
