@@ -15,11 +15,11 @@ type Dnf = Literal[][];
 
 /**
  * HAProxy reads at most 64 words a line. A condition's terms each carry up to two words of their
- * own (!rp_done and one more, customRuleLines) besides their ACLs, and the line's action takes 4.
+ * own (a shared lookup's ACL, !rp_done and one more: customRuleLines) besides their ACLs, and the line's action takes 4.
  * A condition that would pass MAX_WORDS or MAX_TERMS has parts kept in variables instead.
  */
 const MAX_WORDS = 56;
-const TERM_WORDS = 2;
+const TERM_WORDS = 3;
 const MAX_TERMS = 8;
 const words = (d: Dnf) => d.reduce((n, t) => n + t.length + TERM_WORDS, 0) + Math.max(0, d.length - 1);
 const fits = (d: Dnf) => d.length <= MAX_TERMS && words(d) <= MAX_WORDS;
@@ -37,6 +37,8 @@ export interface CompiledCustomRule {
   when: Dnf;
   /** The fields its expression reads, as written in the language (an event's location). */
   fields: string[];
+  /** Its ACLs that match a pattern file, by name: the test without the file, and the file's lines (planGuards). */
+  lookups: Record<Literal, { test: string; lines: string[] }>;
 }
 
 /** The fields an expression reads, in order, each once: `http.request.uri.path`, `http.request.headers["x-token"]`. */
@@ -70,15 +72,20 @@ function compileRule(rule: SnapshotCustomRule, index: number, dir: string, count
   if (!parsed.ok) throw new UnsafeValueError('custom rule expression', rule.expression);
   const steps: CompiledCustomRule['steps'] = [];
   const acls: string[] = [];
+  const lookups: CompiledCustomRule['lookups'] = {};
+  const written = new Map<string, string[]>();
   let fileCount = 0;
   const patterns = (lines: string[]): string => {
     const name = `rule${index}_${fileCount++}.pat`;
     files[name] = lines.map((l) => `${l}\n`).join('');
+    written.set(`${dir}/${name}`, lines);
     return `${dir}/${name}`;
   };
   const acl = (test: string): Literal => {
     const name = `rp_r${index}_${acls.length}`;
     acls.push(`    acl ${name} ${test}`);
+    const m = LOOKUP.exec(test);
+    if (m && written.has(m[2]!)) lookups[name] = { test: m[1]!, lines: written.get(m[2]!)! };
     return name;
   };
   // Every Dnf built here fits (a leaf's does); keep() takes one that fits and gives one literal.
@@ -120,7 +127,61 @@ function compileRule(rule: SnapshotCustomRule, index: number, dir: string, count
   };
   const when = compile(parsed.expr, false);
   const rate = rule.rateLimit ? { settings: rule.rateLimit as RuleRateLimit, table: `rampart_rl${index}`, index } : undefined;
-  return { id: rule.id, action: rule.action, domainId: rule.domainId, acls, steps, when, fields: fieldsOf(parsed.expr), ...(rate ? { rate } : {}) };
+  return { id: rule.id, action: rule.action, domainId: rule.domainId, acls, steps, when, fields: fieldsOf(parsed.expr), lookups, ...(rate ? { rate } : {}) };
+}
+
+/** A test that looks a value up in a pattern file: what it matches with (fetch and method), and the file. */
+const LOOKUP = /^(\S+(?: -m (?:str|beg|sub|end|reg))?) -f (\S+)$/;
+
+/** Shared lookups of a domain's custom rules (planGuards). */
+export interface GuardPlan {
+  /** Pattern files, by name. */
+  files: Record<string, string>;
+  /** The lookups, each setting its variable, and their ACLs: after customRuleLines' own ACLs. */
+  lines: string[];
+  /** The ACL of the shared lookup that guards a rule, by rule id. */
+  guardOf: Map<string, string>;
+}
+
+/**
+ * One lookup for many rules. Rules that each need a match of the same kind (the same fetch and
+ * method: a path prefix, a User-Agent substring, an address range) in every part of their
+ * condition share one lookup in the union of their patterns, made once a request: a request
+ * that matches none of them skips all those rules with one variable check each, instead of one
+ * lookup each. The lookup is a necessary condition only (its patterns are a superset of what
+ * each part needs), so a rule still decides with its own ACLs. Only kinds that two rules or more
+ * share get a lookup; `tag` names the files (one set per domain).
+ */
+export function planGuards(rules: readonly CompiledCustomRule[], dir: string, tag: string): GuardPlan {
+  // The kinds of match every part (term) of a rule's condition needs a positive match of.
+  const needs = new Map<CompiledCustomRule, string[]>();
+  const shared = new Map<string, number>();
+  for (const r of rules) {
+    if (r.when.length === 0) continue;
+    const kinds = r.when.map((t) => new Set(t.flatMap((l) => (r.lookups[l] ? [r.lookups[l]!.test] : []))));
+    const common = [...kinds[0]!].filter((k) => kinds.every((s) => s.has(k)));
+    if (common.length === 0) continue;
+    needs.set(r, common);
+    for (const k of common) shared.set(k, (shared.get(k) ?? 0) + 1);
+  }
+  // Each rule joins the kind most rules share (the first of them, for a stable plan).
+  const groups = new Map<string, CompiledCustomRule[]>();
+  for (const [r, kinds] of needs) {
+    const best = kinds.reduce((a, b) => (shared.get(b)! > shared.get(a)! ? b : a));
+    groups.set(best, [...(groups.get(best) ?? []), r]);
+  }
+  const plan: GuardPlan = { files: {}, lines: [], guardOf: new Map() };
+  let n = -1;
+  for (const [test, members] of groups) {
+    if (members.length < 2) continue;
+    n++;
+    const name = `guard_${tag}_${n}.pat`;
+    const lines = new Set(members.flatMap((r) => Object.values(r.lookups).flatMap((l) => (l.test === test ? l.lines : []))));
+    plan.files[name] = [...lines].map((l) => `${l}\n`).join('');
+    plan.lines.push(`    http-request set-var(txn.rp_g${n}) bool(1) if !rp_done { ${test} -f ${dir}/${name} }`, `    acl rp_g${n} var(txn.rp_g${n}) -m found`);
+    for (const r of members) plan.guardOf.set(r.id, `rp_g${n}`);
+  }
+  return plan;
 }
 
 /** The sample fetch of an operand, or undefined when this shield server cannot read it (no country map). */
@@ -327,10 +388,10 @@ function rateKey(c: readonly string[]): string {
  * mitigation for `duration` seconds: 429 with Retry-After (rate_limited, the rule's id), or the
  * bot challenge for a client without a valid pass cookie.
  */
-function rateLimitLines(r: CompiledCustomRule, challengeOn: boolean, logs: boolean, fieldsMap: string): string[] {
+function rateLimitLines(r: CompiledCustomRule, challengeOn: boolean, logs: boolean, fieldsMap: string, open: string): string[] {
   const { settings, table, index } = r.rate!;
   const mine = `rp_rl${index}`;
-  const lines = [`    acl ${mine} var(txn.rp_rl) -m str ${index}`, `    http-request set-var(txn.rp_rl) str(${index}) if ${condition('!rp_done !rp_limited', r.when)}`];
+  const lines = [`    acl ${mine} var(txn.rp_rl) -m str ${index}`, `    http-request set-var(txn.rp_rl) str(${index}) if ${condition(`${open} !rp_limited`, r.when)}`];
   if (settings.characteristics[1] === 'path') lines.push(`    http-request set-var(txn.rp_rlp) path,bytes(0,256) if !rp_done ${mine}`);
   lines.push(
     `    http-request track-sc1 ${rateKey(settings.characteristics)} table ${table} if !rp_done ${mine}`,
@@ -361,7 +422,7 @@ function condition(guard: string, when: Dnf): string {
  * request's event (custom_rule_logged, logged as let through) unless a later step refuses it.
  * Every line runs only while nothing is decided (rp_done: a hit, or whitelisted).
  */
-export function customRuleLines(rules: readonly CompiledCustomRule[], challenge: { on: boolean; answerPath: string }, dir: string): string[] {
+export function customRuleLines(rules: readonly CompiledCustomRule[], challenge: { on: boolean; answerPath: string }, dir: string, guards?: GuardPlan): string[] {
   const fieldsMap = `${dir}/${RULE_FIELDS_MAP}`;
   if (rules.length === 0) return [];
   const lines = [
@@ -370,18 +431,22 @@ export function customRuleLines(rules: readonly CompiledCustomRule[], challenge:
     '    acl rp_pass var(txn.rp_cookie_ok) -m found',
     '    acl rp_logged var(txn.rp_lg) -m found',
     ...(rules.some((r) => r.rate) ? ['    acl rp_limited var(txn.rp_rl) -m found'] : []),
+    ...(guards?.lines ?? []),
   ];
   const logs = rules.some((r) => r.action === 'log');
   for (const r of rules) {
     if (r.when.length === 0) continue; // never holds
+    // A rule with a shared lookup is skipped at its first word when the lookup found nothing.
+    const g = guards?.guardOf.get(r.id);
+    const open = g ? `${g} !rp_done` : '!rp_done';
     lines.push(...r.acls);
-    for (const s of r.steps) lines.push(`    http-request set-var(${s.variable}) bool(1) if ${condition('!rp_done', s.when)}`);
-    if (r.action === 'rate_limit') lines.push(...rateLimitLines(r, challenge.on, logs, fieldsMap));
+    for (const s of r.steps) lines.push(`    http-request set-var(${s.variable}) bool(1) if ${condition(open, s.when)}`);
+    if (r.action === 'rate_limit') lines.push(...rateLimitLines(r, challenge.on, logs, fieldsMap, open));
     // The whitelist sets it to true; an allow rule to its own id (36 characters), which counts its hit.
-    else if (r.action === 'allow') lines.push(`    http-request set-var(txn.rp_wl) str(${r.id}) if ${condition('!rp_done', r.when)}`);
-    else if (r.action === 'log') lines.push(`    http-request set-var(txn.rp_lg) str(${r.id}) if ${condition('!rp_done !rp_logged', r.when)}`);
-    else if (r.action === 'challenge' && challenge.on) lines.push(...challengeLines(r.id, condition('!rp_done !rp_pass', r.when), logs, fieldsMap));
-    else lines.push(`    http-request set-var(txn.rp_hit) str(custom_rule_blocked:${r.id}) if ${condition('!rp_done', r.when)}`);
+    else if (r.action === 'allow') lines.push(`    http-request set-var(txn.rp_wl) str(${r.id}) if ${condition(open, r.when)}`);
+    else if (r.action === 'log') lines.push(`    http-request set-var(txn.rp_lg) str(${r.id}) if ${condition(`${open} !rp_logged`, r.when)}`);
+    else if (r.action === 'challenge' && challenge.on) lines.push(...challengeLines(r.id, condition(`${open} !rp_pass`, r.when), logs, fieldsMap));
+    else lines.push(`    http-request set-var(txn.rp_hit) str(custom_rule_blocked:${r.id}) if ${condition(open, r.when)}`);
   }
   const challenger = challenge.on ? rules.find((r) => r.action === 'challenge' || r.rate?.settings.mitigation === 'challenge') : undefined;
   // The answer to a challenge comes to its own path, which the rule's expression need not match.

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { blockBotOf, BOT_DIFFICULTY_DEFAULT, COMPRESSED_BODY_POLICIES, BOT_CHALLENGE_TTL_SECONDS, BOT_COOKIE_TTL_SECONDS, isIP, BOT_KEY_ID_PATTERN, checkRuleValue, findAiBot, SEARCH_CRAWLERS, isUuid, rateLimitOf, wafExceptionOf, WAF_LEVELS, WAF_MODES, type ServerSnapshot, type SnapshotDomain, type SnapshotRule } from '@rampart/protocol';
 import { UnsafeValueError } from './backend.js';
-import { compileCustomRules, customRuleLines } from './custom-rules.js';
+import { compileCustomRules, customRuleLines, planGuards, type GuardPlan } from './custom-rules.js';
 import { GATE_FILES, gateAcls } from './gate.js';
 import { BOT_ANSWER_PATH, cookieKeys } from './pow.js';
 import { answerFiles, REQUEST_ID_HEADER, TEXT_403, TEXT_429 } from './waf-pages.js';
@@ -227,6 +227,7 @@ export function renderWaf(
   if (anyHigh) Object.assign(files, GATE_FILES);
 
   const perDomain = new Map<string, DomainWaf>();
+  const guardPlans = new Map<string, GuardPlan>();
   snapshot.domains.forEach((d, index) => {
     checkDomainSettings(d);
     const c = collect(rules, d.id);
@@ -240,6 +241,9 @@ export function renderWaf(
     if (ai.size) files[`ai_d${index}.map`] = mapFile(ai, 'ai_bot_blocked');
     const countries = union(c.countries, global.countries);
     if (countriesOn && countries.size) files[`countries_d${index}.map`] = mapFile(countries, 'country_blocked');
+    const guards = planGuards(customOf(d), dir, `d${index}`);
+    Object.assign(files, guards.files);
+    guardPlans.set(d.id, guards);
   });
 
   // The bot challenge's settings for the Lua engine (only the challenge page and its answer).
@@ -331,7 +335,7 @@ export function renderWaf(
       const challenges = challengeOn && customs.some(challenging);
       if (botOn || challenges) lines.push(...cookieCheck(dir, open));
       // Then the custom rules, by priority (first decisive match wins).
-      lines.push(...customRuleLines(customs, { on: challenges, answerPath: BOT_ANSWER_PATH }, dir));
+      lines.push(...customRuleLines(customs, { on: challenges, answerPath: BOT_ANSWER_PATH }, dir, guardPlans.get(domain.id)));
       // Step 3: known-bad user-agents (with bot protection on), AI crawlers, then the challenge.
       if (botOn) {
         // Every User-Agent header counts: a bad bot in any of them is refused (the ACL checks each

@@ -24,6 +24,7 @@ const HAPROXY = process.env.HAPROXY ?? 'haproxy';
 const execFileAsync = promisify(execFile);
 const id = (n: number) => `00000000-0000-4000-8000-${String(n).padStart(12, '0')}`;
 const COUNTRIES: Record<string, string> = { '127.0.40.9': 'KP', '127.0.41.3': 'IR' };
+const ALL = 'all.rules.test';
 const SOURCES = ['127.0.0.1', '127.0.1.5', '127.0.40.9', '127.0.41.3', '127.0.2.2'];
 
 /** Pieces of values, shared by rules and requests so that they meet; the injection attempts among them. */
@@ -116,7 +117,10 @@ describe('custom rules compiled to HAProxy', () => {
     rmSync(tmp, { recursive: true, force: true });
   });
 
-  /** HAProxy running one domain per expression (d<i>.rules.test), each with one rule of this action. */
+  /**
+   * HAProxy running one domain per expression (d<i>.rules.test), each with one rule of this
+   * action, and all.rules.test with every one of them (rules that share lookups, planGuards).
+   */
   async function withProxy<T>(expressions: string[], use: (port: number, configDir: string) => Promise<T>, action: SnapshotCustomRule['action'] = 'block'): Promise<T> {
     const configDir = join(tmp, `run${runs++}`);
     mkdirSync(configDir);
@@ -125,9 +129,9 @@ describe('custom rules compiled to HAProxy', () => {
       serverId: 'rules',
       revision: 1,
       botKeys: [{ id: 'k1', secret: 'ab'.repeat(32) }],
-      domains: expressions.map((_, i) => ({
+      domains: [...expressions.map((_, i) => `d${i}.rules.test`), ALL].map((domain, i) => ({
         id: id(i + 1),
-        domain: `d${i}.rules.test`,
+        domain,
         origins: [{ ip: '127.0.0.1', port: originPort }],
         sslEnabled: false,
         wafEnabled: true,
@@ -136,7 +140,10 @@ describe('custom rules compiled to HAProxy', () => {
         serverAddresses: [],
       })),
       rules: [],
-      customRules: expressions.map((expression, i) => ({ id: id(1000 + i), expression, action, domainId: id(i + 1), priority: 1 })),
+      customRules: [
+        ...expressions.map((expression, i) => ({ id: id(1000 + i), expression, action, domainId: id(i + 1), priority: 1 })),
+        ...expressions.map((expression, i) => ({ id: id(2000 + i), expression, action, domainId: id(expressions.length + 1), priority: 2 + i })),
+      ],
     };
     const { files } = renderHaproxyConfig(snapshot, { httpBind: { address: '127.0.0.1', port }, runDir: configDir, countryMap: join(tmp, 'country.map'), nbthread: 1 }, { configDir });
     for (const [file, content] of Object.entries(files)) writeFileSync(join(configDir, file), content);
@@ -169,6 +176,10 @@ describe('custom rules compiled to HAProxy', () => {
               // fast-check reports the counterexample; the mismatch itself is said here.
               if (status !== expected) throw new Error(`HAProxy answered ${status}, the evaluator decides ${expected}: rule ${expressions[i]} on ${JSON.stringify(r)}`);
             }
+            // Every rule on one domain: refused when any of them matches.
+            const expected = parsed.some((e) => evaluateRule(e, asSeen(r, ALL))) ? 403 : 200;
+            const status = await send(port, ALL, r);
+            if (status !== expected) throw new Error(`HAProxy answered ${status}, the evaluator decides ${expected}: the rules ${JSON.stringify(expressions)} together on ${JSON.stringify(r)}`);
           }
         });
       }),
