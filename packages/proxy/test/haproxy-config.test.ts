@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { execFile, spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -8,7 +9,7 @@ import { promisify } from 'node:util';
 import { after, describe, test } from 'node:test';
 import fc from 'fast-check';
 import type { ServerSnapshot, SnapshotDomain, SnapshotRule } from '@rampart/protocol';
-import { cookieKeys, renderHaproxyConfig, UnsafeValueError, type RenderOptions, type RenderTarget } from '../src/index.js';
+import { cookieKeys, GATE_FILES, renderHaproxyConfig, UnsafeValueError, WAF_ASSETS, type RenderOptions, type RenderTarget } from '../src/index.js';
 import { goldenSuite } from './golden.js';
 
 // The live shield-server renderer (docs/architecture.md "Data plane"): snapshot in, { files, hash } out.
@@ -18,11 +19,19 @@ import { goldenSuite } from './golden.js';
 const execFileAsync = promisify(execFile);
 const HAPROXY = process.env.RAMPART_HAPROXY ?? '/usr/sbin/haproxy';
 
-/** Every output of one render in one text: each file under a header, then the hash. */
+/** The files every render copies as they are (the Lua engines, the proof-of-work worker, the gate's patterns). */
+const STATIC_ASSETS = new Map([...Object.entries(WAF_ASSETS), ...Object.entries(GATE_FILES)]);
+
+/**
+ * Every output of one render in one text: each file under a header, then the hash. A static asset
+ * the render copies as it is appears by its size and SHA-256 (its own tests cover its content):
+ * the goldens show what the renderer writes.
+ */
 function renderAll(input: { snapshot: ServerSnapshot; options: RenderOptions; target: RenderTarget }): string {
   const { files, hash } = renderHaproxyConfig(input.snapshot, input.options, input.target);
   const names = Object.keys(files).sort();
-  return [...names.map((n) => `==> ${n} <==\n${files[n]}`), `==> hash <==\n${hash}\n`].join('');
+  const shown = (n: string) => (STATIC_ASSETS.get(n) === files[n] ? `(static asset: ${Buffer.byteLength(files[n]!)} bytes, sha256 ${createHash('sha256').update(files[n]!).digest('hex')})\n` : files[n]);
+  return [...names.map((n) => `==> ${n} <==\n${shown(n)}`), `==> hash <==\n${hash}\n`].join('');
 }
 
 goldenSuite(fileURLToPath(new URL('./golden/haproxy-config', import.meta.url)), renderAll);
