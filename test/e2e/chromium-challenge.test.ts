@@ -1,17 +1,15 @@
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
 import { chromium, type Browser } from 'playwright-core';
 import { apiClient, ADMIN, settle, startAgent, startOrigin, viaProxy } from '../support/cluster.js';
-import { freePort, startServe } from '../support/processes.js';
+import { CHROMIUM, freePort, skipUnless, startServe } from '../support/processes.js';
 
-const CHROMIUM = ['/usr/bin/chromium', '/usr/bin/chromium-browser'].find((p) => existsSync(p));
 const FLAGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'];
 
 // The proof-of-work challenge in a real headless Chromium: the page's Web Workers find the
 // counter with Web Crypto, the answer earns the cookie, the reload reaches the origin. Without
 // JavaScript the visitor stays on the challenge, which says what to do.
-describe('the bot challenge in a real Chromium', { skip: !CHROMIUM && 'chromium is not installed (npm run setup installs it)' }, () => {
+describe('the bot challenge in a real Chromium', { skip: skipUnless(CHROMIUM, 'chromium is not installed (npm run setup installs it)') }, () => {
   let serve: Awaited<ReturnType<typeof startServe>>;
   let origin: Awaited<ReturnType<typeof startOrigin>>;
   let agent: Awaited<ReturnType<typeof startAgent>> | undefined;

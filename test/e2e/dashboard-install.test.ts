@@ -1,24 +1,23 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { chromium, type Browser } from 'playwright-core';
 import { ADMIN } from '../support/cluster.js';
-import { CLI, freePort, startProcess, startServe, waitFor, type Proc } from '../support/processes.js';
+import { CHROMIUM, CLI, freePort, skipUnless, startProcess, startServe, type Proc, waitFor } from '../support/processes.js';
 
 // The dashboard's "Connect" dialog of a new server, in a real Chromium against a real `rampart
 // serve`: its commands download the package this control plane serves, and the last one, run as
 // written (sudo aside), writes agent.env with the server's token, from which a real agent connects.
 // The token is never on a command line: it goes through standard input.
 
-const CHROMIUM = ['/usr/bin/chromium', '/usr/bin/chromium-browser'].find((p) => existsSync(p));
 const EMAIL = `install-${Date.now()}@example.com`;
 const PASSWORD = 'correct horse battery';
 
-describe('the dashboard hands out the install and connect commands', { skip: !CHROMIUM && 'chromium is not installed (npm run setup installs it)' }, () => {
+describe('the dashboard hands out the install and connect commands', { skip: skipUnless(CHROMIUM, 'chromium is not installed (npm run setup installs it)') }, () => {
   const downloads = mkdtempSync(join(tmpdir(), 'rampart-downloads-'));
   const configDir = mkdtempSync(join(tmpdir(), 'rampart-etc-'));
   const agentDir = mkdtempSync(join(tmpdir(), 'rampart-agent-'));

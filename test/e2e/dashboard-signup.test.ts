@@ -1,18 +1,16 @@
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
 import { chromium, type Browser } from 'playwright-core';
-import { freePort, startServe } from '../support/processes.js';
+import { CHROMIUM, freePort, skipUnless, startServe } from '../support/processes.js';
 
 // The dashboard's sign-in page in a real Chromium against a real `rampart serve`: it says whether
 // people may register (GET /api/auth/signup, the operator's RAMPART_SIGNUP) and, by invitation,
 // registers with the invitation the operator issued, showing the API's refusal of a bad one.
 
-const CHROMIUM = ['/usr/bin/chromium', '/usr/bin/chromium-browser'].find((p) => existsSync(p));
 const FLAGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'];
 const ADMIN = 'e2e-admin-token';
 
-describe('sign-up on the dashboard', { skip: !CHROMIUM && 'chromium is not installed (npm run setup installs it)' }, () => {
+describe('sign-up on the dashboard', { skip: skipUnless(CHROMIUM, 'chromium is not installed (npm run setup installs it)') }, () => {
   let browser: Browser;
   const servers: Awaited<ReturnType<typeof startServe>>[] = [];
   before(async () => {

@@ -2,12 +2,24 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:net';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 export const CLI = `${ROOT}packages/cli/dist/main.js`;
+
+/**
+ * A test's `skip` option for something the machine may lack (a binary, a build): the reason when
+ * it is missing, but never in CI (CI=true, as .ci/run sets it), where a missing part must fail
+ * the run instead of passing it silently.
+ */
+export function skipUnless(present: unknown, reason: string): string | false {
+  return present || process.env.CI ? false : reason;
+}
+
+/** Debian's Chromium, for the browser tests (npm run setup installs it). */
+export const CHROMIUM = ['/usr/bin/chromium', '/usr/bin/chromium-browser'].find((p) => existsSync(p));
 
 /** A port nothing listens on right now (the OS picks it). */
 export async function freePort(host = '127.0.0.1'): Promise<number> {

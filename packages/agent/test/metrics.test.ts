@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { HEALTH_SOCKET, renderHaproxyConfig } from '@rampart/proxy';
-import { waitFor } from '../../../test/support/processes.js';
+import { skipUnless, waitFor } from '../../../test/support/processes.js';
 import { EventCollector } from '../src/events.js';
 import { AgentMetrics, fetchHaproxyMetrics } from '../src/metrics.js';
 
@@ -78,7 +78,7 @@ const haproxyBuilt = spawnSync('haproxy', ['-vv'], { encoding: 'utf8' });
 const hasExporter = haproxyBuilt.status === 0 && /prometheus-exporter/.test(haproxyBuilt.stdout);
 
 describe("HAProxy's Prometheus exporter through the rendered health socket", () => {
-  test('the rendered rampart_health frontend answers /metrics with haproxy_* metrics, appended to the agent\'s', { skip: hasExporter ? false : 'this HAProxy has no prometheus-exporter' }, async () => {
+  test('the rendered rampart_health frontend answers /metrics with haproxy_* metrics, appended to the agent\'s', { skip: skipUnless(hasExporter, 'this HAProxy has no prometheus-exporter') }, async () => {
     const dir = mkdtempSync(join(tmpdir(), 'rampart-metrics-'));
     after(() => rmSync(dir, { recursive: true, force: true }));
     const { files } = renderHaproxyConfig({ serverId: 'srv-1', revision: 1, domains: [], rules: [] }, { httpBind: { address: '127.0.0.1', port: 8080 }, runDir: dir }, { configDir: dir });

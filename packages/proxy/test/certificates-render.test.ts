@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import type { ServerSnapshot, SnapshotDomain } from '@rampart/protocol';
 import { renderBackend, renderHaproxyConfig, UnsafeValueError, type RenderOptions, type ServedCertificate } from '../src/index.js';
+import { skipUnless } from '../../../test/support/processes.js';
 
 // RenderOptions.certificates comes from the agent's own store, not from users, but the renderer
 // trusts nothing it writes into configuration syntax: a certificate path or domain that is not a
@@ -103,7 +104,7 @@ describe('certificates in RenderOptions are re-checked', () => {
   });
 });
 
-describe('HAProxy accepts the HTTPS configuration', { skip: existsSync(HAPROXY) ? false : `${HAPROXY} is not installed` }, () => {
+describe('HAProxy accepts the HTTPS configuration', { skip: skipUnless(existsSync(HAPROXY), `${HAPROXY} is not installed`) }, () => {
   const root = mkdtempSync(join(tmpdir(), 'rampart-tls-cfg-'));
   after(() => rmSync(root, { recursive: true, force: true }));
 

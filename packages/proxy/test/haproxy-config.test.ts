@@ -11,6 +11,7 @@ import fc from 'fast-check';
 import type { ServerSnapshot, SnapshotDomain, SnapshotRule } from '@rampart/protocol';
 import { cookieKeys, GATE_FILES, renderHaproxyConfig, UnsafeValueError, WAF_ASSETS, type RenderOptions, type RenderTarget } from '../src/index.js';
 import { goldenSuite } from './golden.js';
+import { skipUnless } from '../../../test/support/processes.js';
 
 // The live shield-server renderer (docs/architecture.md "Data plane"): snapshot in, { files, hash } out.
 // Golden files show every change to the generated configuration; the rest proves that user strings
@@ -219,7 +220,7 @@ describe('properties of random valid snapshots', () => {
 
 // ------------------------------------------------------------------- real HAProxy
 
-describe('HAProxy accepts the rendered configuration', { skip: existsSync(HAPROXY) ? false : `${HAPROXY} is not installed` }, () => {
+describe('HAProxy accepts the rendered configuration', { skip: skipUnless(existsSync(HAPROXY), `${HAPROXY} is not installed`) }, () => {
   const root = mkdtempSync(join(tmpdir(), 'rampart-cfg-'));
   after(() => rmSync(root, { recursive: true, force: true }));
 

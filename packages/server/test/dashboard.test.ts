@@ -5,6 +5,7 @@ import { brotliDecompressSync, gunzipSync } from 'node:zlib';
 import { describe, test } from 'node:test';
 import { dashboardDir } from '../src/routes/dashboard.js';
 import { call, makeTestApp } from './helpers.js';
+import { skipUnless } from '../../../test/support/processes.js';
 
 // The web dashboard (packages/dashboard, built by Vite into dist/ by `npm run build`) served by the
 // control plane: the page at /, its content-hashed assets under /dashboard/assets/, the favicon,
@@ -18,7 +19,7 @@ function header(headers: Record<string, unknown>, name: string): string {
 
 const built = existsSync(join(dashboardDir(), 'index.html'));
 
-describe('dashboard', { skip: built ? false : 'packages/dashboard is not built (npm run build)' }, async () => {
+describe('dashboard', { skip: skipUnless(built, 'packages/dashboard is not built (npm run build)') }, async () => {
   const { app } = await makeTestApp();
   const html = String((await call(app, 'GET', '/')).body);
   const scripts = [...html.matchAll(/<script[^>]*\bsrc="([^"]+)"/g)].map((m) => m[1]!);
