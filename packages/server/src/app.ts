@@ -7,6 +7,7 @@ import { maxHeaderSize, STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import { authenticate, SESSION_COOKIE, type Principal } from './auth.js';
 import type { ServiceContext } from './context.js';
+import { databaseProblem } from './db/database.js';
 import { AppError } from './errors.js';
 import { LISTENER_LIMITS, listenerOptions, type ListenerLimits } from './listener-limits.js';
 import { redactingLogger, urlSecrets } from './log-redaction.js';
@@ -93,6 +94,9 @@ function clientErrorAnswer(code: string | undefined): [number, string] {
   }
 }
 
+/** How long GET /healthz waits for the database. */
+const HEALTHZ_DATABASE_TIMEOUT_MS = 2_000;
+
 function frameworkErrors(err: FastifyError, _req: FastifyRequest, reply: FastifyReply): void {
   if (err.code === 'FST_ERR_BAD_URL') reply.code(400).send({ error: 'url: is not valid percent-encoding' });
   else if (err.code === 'FST_ERR_MAX_PARAM_LENGTH') reply.code(414).send({ error: `url: a path segment is longer than ${MAX_PARAM_LENGTH} characters` });
@@ -165,7 +169,13 @@ export async function buildApp(options: AppOptions): Promise<App> {
   });
   await app.register(swaggerUi, { routePrefix: '/docs', uiConfig: { docExpansion: 'list', deepLinking: false } });
   app.get('/api/openapi.json', { config: { public: true }, schema: { hide: true } }, async () => app.swagger());
-  app.get('/healthz', { config: { public: true }, schema: { hide: true } }, async () => ({ ok: true }));
+  // For load balancers and service managers: 200 when the database answers, else 503 naming the part.
+  app.get('/healthz', { config: { public: true }, schema: { hide: true } }, async (_req, reply) => {
+    const problem = await databaseProblem(ctx.db, HEALTHZ_DATABASE_TIMEOUT_MS);
+    if (problem === undefined) return { ok: true, database: 'ok' };
+    app.log.warn({ problem }, 'healthz: the database does not answer');
+    return reply.code(503).send({ ok: false, database: 'unavailable' });
+  });
 
   // A request that reaches a closing app (pipelined, or on a busy keep-alive connection) is
   // turned away at once, as Fastify would, with the usual body.

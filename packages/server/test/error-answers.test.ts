@@ -191,3 +191,20 @@ describe('every error answer is { error }', () => {
     assert.match(message, /^unknown field: k+\.\.\.$/);
   });
 });
+
+test('GET /healthz: 200 while the database answers; 503 naming the database when it does not', async () => {
+  const database = await openDatabase({});
+  const app = await buildApp({ ctx: { db: database.db, plans: DEFAULT_PLANS, now: () => new Date(), serversChanged: () => {} }, logger: false });
+  await app.ready();
+  try {
+    const up = await app.inject({ method: 'GET', url: '/healthz' });
+    assert.equal(up.statusCode, 200);
+    assert.deepEqual(up.json(), { ok: true, database: 'ok' });
+    await database.close();
+    const down = await app.inject({ method: 'GET', url: '/healthz' });
+    assert.equal(down.statusCode, 503);
+    assert.deepEqual(down.json(), { ok: false, database: 'unavailable' });
+  } finally {
+    await app.close();
+  }
+});

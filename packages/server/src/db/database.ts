@@ -154,3 +154,16 @@ export async function dropSchema(url: string, schema: string): Promise<void> {
 }
 
 export { sql };
+
+/** Whether the database answers a trivial query within `timeoutMs`: undefined when it does, else why not. */
+export async function databaseProblem(db: Database, timeoutMs: number): Promise<string | undefined> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<string>((resolve) => (timer = setTimeout(() => resolve(`no answer within ${timeoutMs} ms`), timeoutMs)));
+  try {
+    return await Promise.race([sql`select 1`.execute(db).then(() => undefined), late]);
+  } catch (err) {
+    return err instanceof Error ? err.message : String(err);
+  } finally {
+    clearTimeout(timer);
+  }
+}
