@@ -25,10 +25,6 @@ export function rangeToCidrs(start: bigint, end: bigint, bits: number): { base: 
   return out;
 }
 
-export function ipv4ToText(n: bigint): string {
-  return [24n, 16n, 8n, 0n].map((s) => String((n >> s) & 255n)).join('.');
-}
-
 export function ipv6ToText(n: bigint): string {
   const groups: string[] = [];
   for (let i = 7; i >= 0; i--) groups.push(((n >> BigInt(i * 16)) & 0xffffn).toString(16));

@@ -83,8 +83,6 @@ export const AGENT_PATH = '/agent';
  * with 200 `ok`: the service's health probe. Nothing else about a request reaches it.
  */
 export const HEALTH_PATH = '/.well-known/rampart/health';
-/** The agent sends its connection token in this header, never in the URL. */
-export const TOKEN_HEADER = 'authorization';
 
 const Origin = Type.Object({ ip: Type.String(), port: Type.Integer({ minimum: 1, maximum: 65535 }) }, { additionalProperties: false });
 

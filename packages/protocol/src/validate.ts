@@ -79,11 +79,6 @@ export function canonicalCidr(value: string): string | undefined {
   return bits === undefined || bits === '128' ? a : `${a}/${bits}`;
 }
 
-export function isIPv4Cidr(value: string): boolean {
-  const addr = value.split('/')[0] ?? '';
-  return isIPv4(addr) && isCidr(value);
-}
-
 const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 /**
