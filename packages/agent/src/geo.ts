@@ -4,7 +4,7 @@ import { mkdir, rename, writeFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
-import { parseRuleExpression, ruleCountries, type ServerSnapshot } from '@rampart/protocol';
+import { canonicalIPv6, parseRuleExpression, ruleCountries, type ServerSnapshot } from '@rampart/protocol';
 
 // The CIDR -> country map HAProxy looks up natively (map_ip), generated from the CC0 data set
 // @ip-location-db/geo-whois-asn-country shipped as an npm package. Never fetched at run time.
@@ -25,20 +25,11 @@ export function rangeToCidrs(start: bigint, end: bigint, bits: number): { base: 
   return out;
 }
 
+/** An address of 128 bits in the one spelling of canonicalIPv6 (RFC 5952). */
 export function ipv6ToText(n: bigint): string {
   const groups: string[] = [];
   for (let i = 7; i >= 0; i--) groups.push(((n >> BigInt(i * 16)) & 0xffffn).toString(16));
-  // compress the longest run of zero groups
-  let best = { at: -1, len: 0 };
-  for (let i = 0; i < 8; ) {
-    if (groups[i] !== '0') { i++; continue; }
-    let j = i;
-    while (j < 8 && groups[j] === '0') j++;
-    if (j - i > best.len && j - i > 1) best = { at: i, len: j - i };
-    i = j;
-  }
-  if (best.at < 0) return groups.join(':');
-  return `${groups.slice(0, best.at).join(':')}::${groups.slice(best.at + best.len).join(':')}`;
+  return canonicalIPv6(groups.join(':'));
 }
 
 /** rangeToCidrs for IPv4 in plain numbers (exact below 2^53), several times faster than BigInt. */

@@ -3,7 +3,7 @@
 // Both implementations replace a name's address records as a whole, so a call is idempotent and a
 // cycle that repeats after a failure converges on the same records.
 import { isIP } from 'node:net';
-import { isHostname, normalizeHostname } from '@rampart/protocol';
+import { canonicalIPv6, isHostname, normalizeHostname } from '@rampart/protocol';
 import { CloudflareProvider } from './cloudflare.js';
 import { PowerDnsProvider } from './powerdns.js';
 
@@ -52,7 +52,7 @@ export const ADDRESS_TYPES: readonly AddressType[] = ['A', 'AAAA'];
 export function canonicalAddress(address: string): string | undefined {
   const family = isIP(address);
   if (family === 4) return address;
-  if (family === 6 && !address.includes('%')) return new URL(`http://[${address}]`).hostname.slice(1, -1);
+  if (family === 6 && !address.includes('%')) return canonicalIPv6(address);
   return undefined;
 }
 
