@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { mkdtemp, readFile, readlink, rm, writeFile } from 'node:fs/promises';
 import { createServer as createHttpServer, request, type Server } from 'node:http';
-import { createServer, type AddressInfo } from 'node:net';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -11,29 +11,13 @@ import { inputHash, renderHaproxyConfig, type RenderOptions } from '@rampart/pro
 import { Agent } from '../src/agent.js';
 import { Applier, type ApplyResult } from '../src/apply.js';
 import { checkConfig, HaproxyProcess, parseAlerts } from '../src/haproxy.js';
+import { freePort, waitFor } from '../../../test/support/processes.js';
 
 // docs/architecture.md "Applying a configuration": one apply at a time, the
 // latest wins; identical state is skipped by hash without a reload; a configuration that
 // `haproxy -c` refuses never goes live, and the last-known-good keeps serving.
 
 const HAPROXY = '/usr/sbin/haproxy';
-
-/** Polls until cond holds; for waiting on a state change without a fixed sleep. */
-async function waitFor(cond: () => boolean | Promise<boolean>, what: string, timeoutMs = 5000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await cond())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
-
-async function freePort(): Promise<number> {
-  const srv = createServer();
-  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
-  const { port } = srv.address() as AddressInfo;
-  await new Promise((r) => srv.close(r));
-  return port;
-}
 
 function snapshot(revision: number, domains: SnapshotDomain[] = []): ServerSnapshot {
   return { serverId: 'test', revision, domains, rules: [] };

@@ -4,9 +4,11 @@ import type { ServiceContext } from '../context.js';
 import { portableRules } from '../data/waf-rules.js';
 import { listDomains } from './domains.js';
 import { listServers } from './servers.js';
+import { RAMPART_VERSION } from '@rampart/protocol/version';
 
 export const SERVICE_NAME = 'Rampart';
-export const SERVICE_VERSION = '0.1.0';
+/** The release, as the root package.json names it (the one place it is written). */
+export const SERVICE_VERSION = RAMPART_VERSION;
 
 /**
  * The portable export (docs/api.md): servers without tokens, domains, and only the IP blacklist and
