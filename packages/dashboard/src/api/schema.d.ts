@@ -2054,6 +2054,8 @@ export interface paths {
                             method: string | null;
                             /** @description The request path; null for events from agents that predate it */
                             path: string | null;
+                            /** @description The start of the request's query string (first 256 bytes, as sent, without the `?`), values of parameters named like credentials replaced by [redacted]; null when the request had none, or from agents that predate it. Not part of what folds events: the first occurrence's */
+                            query: string | null;
                             /** @description Where a detector matched: query:<name>, body:<name>, cookie:<name>, header:<name> or path; null when no detector matched */
                             location: string | null;
                             /** @description A short excerpt of what a detector matched; null when no detector matched */
