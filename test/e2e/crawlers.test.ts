@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { createSocket, type Socket } from 'node:dgram';
 import { readFile, readlink } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
 import { connect, type AddressInfo } from 'node:net';
@@ -14,6 +15,36 @@ import { freePort, startServe, waitFor } from '../support/processes.js';
 // agent hands to the running HAProxy through its runtime API, without a reload. Bing's published
 // address list comes from a loopback server (the fixture, with a loopback range added): the
 // control plane fetches it and the agent verifies a Bingbot claim from inside it without DNS.
+// The agent asks PowerDNS through a small UDP relay (below) that never answers questions about
+// the attackers' reverse zones, like an attacker's own name servers left silent.
+
+/**
+ * A DNS relay on loopback UDP: each query goes to `upstream` and its answer back, except queries
+ * whose name ends with one of `silent`, which are swallowed (counted, never answered).
+ */
+async function startSilentRelay(upstream: number, silent: readonly string[]) {
+  const socket: Socket = createSocket('udp4');
+  const swallowed: string[] = [];
+  socket.on('message', (msg, from) => {
+    // The question's name: length-prefixed labels after the 12-byte header.
+    const labels: string[] = [];
+    for (let i = 12; i < msg.length && msg[i]! > 0 && msg[i]! < 64; i += msg[i]! + 1) labels.push(msg.subarray(i + 1, i + 1 + msg[i]!).toString('latin1'));
+    const name = labels.join('.').toLowerCase();
+    if (silent.some((zone) => name.endsWith(zone))) {
+      swallowed.push(name);
+      return;
+    }
+    const relay = createSocket('udp4');
+    const done = setTimeout(() => relay.close(), 5_000);
+    relay.on('message', (answer) => {
+      clearTimeout(done);
+      socket.send(answer, from.port, from.address, () => relay.close());
+    });
+    relay.send(msg, upstream, '127.0.0.1');
+  });
+  await new Promise<void>((resolve) => socket.bind(0, '127.0.0.1', resolve));
+  return { port: socket.address().port, swallowed, close: () => new Promise<void>((resolve) => socket.close(() => resolve())) };
+}
 
 const GOOGLEBOT = 'Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)';
 const BINGBOT = 'Mozilla/5.0 (compatible; bingbot/2.0; +http://www.bing.com/bingbot.htm)';
@@ -27,6 +58,9 @@ describe('verified search crawlers', () => {
   let origin: Awaited<ReturnType<typeof startOrigin>>;
   let serverId: string;
   let lists: Server;
+  let relay: Awaited<ReturnType<typeof startSilentRelay>>;
+  /** The attackers' networks (IPv4 /16s, as the agent's queues go) whose reverse zones never answer. */
+  const SILENT_NETS = ['127.64', '127.65', '127.66'];
   const host = 'crawl.test';
   const get = (from: string, headers: Record<string, string> = {}) => viaProxy(agent.httpPort, host, '/', headers, from);
   const reached = async (from: string, headers: Record<string, string>) => {
@@ -80,6 +114,10 @@ describe('verified search crawlers', () => {
     // Under Google's domains, but the name points elsewhere.
     await ptr(3, 'crawl-60-3.googlebot.com');
     await setRecords(pdns, 'googlebot.com', 'crawl-60-3.googlebot.com', 'A', ['127.0.60.99']);
+    // A genuine crawler that comes while attackers fill the lookup queue.
+    await ptr(5, 'crawl-60-5.googlebot.com');
+    await setRecords(pdns, 'googlebot.com', 'crawl-60-5.googlebot.com', 'A', ['127.0.60.5']);
+    relay = await startSilentRelay(pdns.dnsPort, SILENT_NETS.map((n) => `.${n.split('.').reverse().join('.')}.in-addr.arpa`));
 
     // Bing's list: its fixture's ranges and 127.0.61.0/28 (no PTR record exists for it).
     const bing = JSON.parse(await readFile(new URL('../../packages/server/test/fixtures/crawlers/bingbot.json', import.meta.url), 'utf8')) as { prefixes: object[] };
@@ -92,7 +130,7 @@ describe('verified search crawlers', () => {
     origin = await startOrigin('origin');
     const srv = await api.call('POST', '/api/servers', { name: 'edge-crawlers' });
     serverId = srv.body.id;
-    agent = await startAgent({ serverUrl: serve.url, token: srv.body.connectionToken, nbthread: 2, args: ['--resolver', `127.0.0.1:${pdns.dnsPort}`] });
+    agent = await startAgent({ serverUrl: serve.url, token: srv.body.connectionToken, nbthread: 2, args: ['--resolver', `127.0.0.1:${relay.port}`] });
     const d = await api.call('POST', '/api/domains', { domain: host, origins: [{ ip: '127.0.0.1', port: origin.port }], serverIds: [serverId], sslEnabled: false });
     assert.equal(d.status, 201, JSON.stringify(d.body));
     const bot = await api.call('POST', '/api/waf', { rule_type: 'block_bot', value: '{"enabled":true}' });
@@ -105,6 +143,7 @@ describe('verified search crawlers', () => {
     await serve?.stop();
     await origin?.close();
     await pdns?.stop();
+    await relay?.close();
     await new Promise((resolve) => (lists ? lists.close(resolve) : resolve(undefined)));
   });
 
@@ -166,5 +205,29 @@ describe('verified search crawlers', () => {
     await challenged('127.0.60.9', { 'user-agent': BINGBOT }, 'Bingbot outside its list, again');
     for (const q of ['5.61.0.127.in-addr.arpa|PTR', '9.60.0.127.in-addr.arpa|PTR']) assert.ok(!pdns.output().includes(`wants '${q}'`), `never asked ${q}`);
     assert.ok((await runtimeMap()).includes('127.0.61.5 bing'));
+  });
+
+  test('300 Googlebot claims whose reverse zones never answer do not starve a genuine crawler: verified after its one request', async () => {
+    // The attackers: 300 addresses in three networks, each request claiming Googlebot.
+    const attackers = Array.from({ length: 300 }, (_, i) => `${SILENT_NETS[i % 3]}.${Math.floor(i / 3)}.1`);
+    const statuses: number[] = [];
+    for (let i = 0; i < attackers.length; i += 30) {
+      const batch = await Promise.all(attackers.slice(i, i + 30).map((from) => get(from, { 'user-agent': GOOGLEBOT })));
+      statuses.push(...batch.map((r) => (CHALLENGE.test(r.text) ? r.status : -r.status)));
+    }
+    assert.deepEqual([...new Set(statuses)], [200], 'every attacker is challenged');
+    // Their lookups are out, and hang: the relay swallowed a question from each network.
+    await waitFor(() => SILENT_NETS.every((n) => relay.swallowed.some((q) => q.endsWith(`.${n.split('.').reverse().join('.')}.in-addr.arpa`))), 'a lookup of each attacking network to hang', 10_000, 25);
+    // The genuine crawler's one request: its claim must be queued and answered, not dropped. The
+    // map is read through the master CLI, so nothing claims the address again.
+    await challenged('127.0.60.5', { 'user-agent': GOOGLEBOT }, 'the genuine crawler, first request');
+    await waitFor(async () => (await runtimeMap()).includes('127.0.60.5 google'), 'the genuine crawler to be verified while the attackers hang', 10_000, 25);
+    await asked('5.60.0.127.in-addr.arpa|PTR');
+    assert.ok(await reached('127.0.60.5', { 'user-agent': GOOGLEBOT }), 'the genuine crawler reaches the origin');
+    // The attackers' claims are bounded per network (one lookup running, 8 waiting, the rest
+    // dropped): of the 300 addresses, at most 27 are ever asked about, however long they hang.
+    const askedAbout = new Set(relay.swallowed).size;
+    assert.ok(askedAbout >= 3 && askedAbout <= 3 * 9, `${askedAbout} attacker addresses asked about`);
+    assert.ok(!(await runtimeMap()).some((l) => SILENT_NETS.some((n) => l.startsWith(`${n}.`))), 'no attacker verified');
   });
 });

@@ -13,7 +13,7 @@ const FLOOD = 10_000;
 const FLOOD_FROM = '127.0.50.1';
 const ATTACKER = '127.0.51.1';
 
-type Event = { id: string; source_ip: string; reason: string; method: string | null; path: string | null; location: string | null; matched: string | null; blocked: boolean; count: number; request_id: string | null };
+type Event = { id: string; source_ip: string; reason: string; method: string | null; path: string | null; query: string | null; location: string | null; matched: string | null; blocked: boolean; count: number; request_id: string | null };
 
 describe('the event log under a flood, through real HAProxy', () => {
   let serve: Awaited<ReturnType<typeof startServe>>;
@@ -103,7 +103,8 @@ describe('the event log under a flood, through real HAProxy', () => {
 
   test('a GET /articles?q=<script> and a POST /comment with an XSS body from the same source stay two events, each found by its request id', async () => {
     const from = '127.0.53.1';
-    const get = await send({ from, path: `/articles?q=${encodeURIComponent('<script>alert(1)</script>')}` });
+    // The query excerpt shows the query as sent, a credential-like value redacted on the shield server.
+    const get = await send({ from, path: `/articles?q=${encodeURIComponent('<script>alert(1)</script>')}&token=s3cr3t-reset-link&page=2` });
     const post = await send({ from, path: '/comment', method: 'POST', body: `text=${encodeURIComponent('<img src=x onerror=alert(1)>')}` });
     assert.deepEqual([get.status, post.status], [403, 403]);
     assert.notEqual(get.id, post.id);
@@ -116,8 +117,11 @@ describe('the event log under a flood, through real HAProxy', () => {
       return found.length > 0 && found;
     }, 'the POST by its request id', 20_000, 200);
     assert.notEqual(ofGet!.id, ofPost!.id, 'two events');
-    assert.deepEqual([ofGet!.reason, ofGet!.method, ofGet!.path, ofGet!.location, ofGet!.blocked], ['xss_detected', 'GET', '/articles', 'query:q', true]);
-    assert.deepEqual([ofPost!.reason, ofPost!.method, ofPost!.path, ofPost!.location, ofPost!.blocked], ['xss_detected', 'POST', '/comment', 'body:text', true]);
+    assert.deepEqual(
+      [ofGet!.reason, ofGet!.method, ofGet!.path, ofGet!.query, ofGet!.location, ofGet!.blocked],
+      ['xss_detected', 'GET', '/articles', 'q=%3Cscript%3Ealert(1)%3C%2Fscript%3E&token=[redacted]&page=2', 'query:q', true],
+    );
+    assert.deepEqual([ofPost!.reason, ofPost!.method, ofPost!.path, ofPost!.query, ofPost!.location, ofPost!.blocked], ['xss_detected', 'POST', '/comment', null, 'body:text', true]);
     assert.match(ofGet!.matched ?? '', /script/i);
   });
 
@@ -126,19 +130,20 @@ describe('the event log under a flood, through real HAProxy', () => {
     assert.equal(bot.status, 201, JSON.stringify(bot.body));
     await settle(api);
     const from = '127.0.54.1';
-    const page = await send({ from, path: '/pricing', headers: { accept: 'text/html' } });
+    const page = await send({ from, path: '/pricing?plan=pro', headers: { accept: 'text/html' } });
     assert.equal(page.status, 200, 'the challenge page');
     const refused = await send({ from, path: `${BOT_ANSWER_PATH}?c=not-a-token&n=1` });
     assert.equal(refused.status, 403);
-    for (const [id, path, blocked] of [
-      [page.id, '/pricing', false],
-      [refused.id, BOT_ANSWER_PATH, true],
+    // The page's event line comes from the Lua engine, the refusal's from the native answer: both carry the query.
+    for (const [id, path, query, blocked] of [
+      [page.id, '/pricing', 'plan=pro', false],
+      [refused.id, BOT_ANSWER_PATH, 'c=not-a-token&n=1', true],
     ] as const) {
       const [e] = await waitFor(async () => {
         const found = await byRequestId(id);
         return found.length > 0 && found;
       }, `the ${path} event`, 20_000, 200);
-      assert.deepEqual([e!.reason, e!.path, e!.blocked], ['bot_challenge', path, blocked], path);
+      assert.deepEqual([e!.reason, e!.path, e!.query, e!.blocked], ['bot_challenge', path, query, blocked], path);
     }
   });
 });

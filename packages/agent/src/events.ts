@@ -10,6 +10,7 @@ import {
   isHostname,
   isIP,
   isUuid,
+  redactQueryCredentials,
   searchCrawler,
   takeEventRow,
   WAF_REASONS,
@@ -73,10 +74,14 @@ const optional = (field: string, max: number): string | null => (field === '-' ?
  * or with another, comes from some other local process and is dropped.
  * <action> block or detect, <rule>, <location> and <matched> "-" when absent, the last four
  * percent-encoded by the proxy. Newer proxies add, after the request id, the search crawler the
- * request's User-Agent claimed (an id of SEARCH_CRAWLERS) or "-" (see parseEvent).
+ * request's User-Agent claimed (an id of SEARCH_CRAWLERS) or "-" (see parseEvent), and after it
+ * the query string's first 192 bytes, percent-encoded, or "-" when the request has none: the
+ * event's `query`, with the values of credential-like parameters redacted
+ * (redactQueryCredentials) before it leaves the shield server.
  * The older five-field form ("... <reason> <rule>") still parses,
  * as a blocked event without request details, and a line without the request id (proxies from before
- * it) as an event without one, so that a mixed fleet keeps working.
+ * it) as an event without one, and a line without the query as an event whose query is null, so
+ * that a mixed fleet keeps working.
  */
 export function parseEventLine(line: string, secret?: string): WafEventItem | undefined {
   return parseEvent(line, secret)?.event;
@@ -88,13 +93,13 @@ export function parseEventLine(line: string, secret?: string): WafEventItem | un
  * not part of the event the service stores; the agent verifies the address (crawlers.ts).
  */
 export function parseEvent(line: string, secret?: string): { event: WafEventItem; claim: string | null } | undefined {
-  const m = /rampart-waf (?:([0-9a-f]{32,64}) )?(\d+) (\S+) (\S+) (\S+) (\S+)(?: (\S+) (\S+) (\S+) (\S+) (\S+)(?: (\S+)(?: (\S+))?)?)?\s*$/.exec(line);
+  const m = /rampart-waf (?:([0-9a-f]{32,64}) )?(\d+) (\S+) (\S+) (\S+) (\S+)(?: (\S+) (\S+) (\S+) (\S+) (\S+)(?: (\S+)(?: (\S+)(?: (\S+))?)?)?)?\s*$/.exec(line);
   if (!m) return undefined;
-  const [, token, ts, ip, domain, reason, rule, action, method, location, path, matched, requestId, claimed] = m as unknown as [string, string | undefined, string, string, string, string, string, ...(string | undefined)[]];
+  const [, token, ts, ip, domain, reason, rule, action, method, location, path, matched, requestId, claimed, query] = m as unknown as [string, string | undefined, string, string, string, string, string, ...(string | undefined)[]];
   if (secret !== undefined && !sameSecret(token, secret)) return undefined;
   if (!isIP(ip) || !isHostname(domain) || !REASONS.has(reason)) return undefined;
   const base = { ts: Number(ts), ip, domain, reason: reason as WafEventItem['reason'], ruleId: isUuid(rule) ? rule : null };
-  if (action === undefined) return { event: { ...base, method: null, path: null, location: null, matched: null, blocked: true }, claim: null };
+  if (action === undefined) return { event: { ...base, method: null, path: null, query: null, location: null, matched: null, blocked: true }, claim: null };
   const refused = ACTIONS.get(action);
   if (refused === undefined) return undefined;
   const claim = claimed !== undefined && searchCrawler(claimed) ? claimed : null;
@@ -103,6 +108,7 @@ export function parseEvent(line: string, secret?: string): { event: WafEventItem
     ...base,
     method: capLength(decodeField(method!), EVENT_FIELD_MAX.method),
     path: requestPath,
+    query: query === undefined || query === '-' ? null : capLength(redactQueryCredentials(decodeField(query)), EVENT_FIELD_MAX.query),
     location: optional(location!, EVENT_FIELD_MAX.location),
     matched: optional(matched!, EVENT_FIELD_MAX.matched),
     blocked: refused && !servedChallenge(reason, requestPath),
@@ -146,9 +152,10 @@ interface OpenEvent {
  * Folding: a line with the same eventFoldKey (source, reason, rule, domain, method, path, location,
  * blocked) as an event whose first occurrence is at most FOLD_WINDOW_SECONDS away is a repeat: it
  * adds to that event's count (and its request id to the event's first IDS_PER_EVENT) instead of
- * being a new event. A new event is shipped as one item; the repeats folded into it since its last
- * shipment go in the next batch as one item with the same fields and `ts`, `count`, `lastTs` and
- * `requestIds`, which the service folds into the stored event.
+ * being a new event, whose query and excerpt stay the first occurrence's. A new event is shipped
+ * as one item; the repeats folded into it since its last shipment go in the next batch as one
+ * item with the same fields and `ts`, `count`, `lastTs` and `requestIds`, which the service folds
+ * into the stored event.
  *
  * The cap counts events, not lines (a repeat takes no room), shared out by eventRowFits: of the
  * day's 5,000, 1,000 are kept for detections, so no flood of blocks, rate limits or challenges

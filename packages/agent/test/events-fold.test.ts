@@ -23,10 +23,12 @@ interface Line {
   path?: string;
   matched?: string;
   id?: string;
+  /** The query field, percent-encoded as the proxy writes it; '-' when absent. */
+  query?: string;
 }
 /** A line as HAProxy's log-format writes it (packages/proxy/src/waf.ts), fields percent-encoded. */
 const line = (l: Line = {}) =>
-  `<134>Nov 22 07:20:00 haproxy[12]: rampart-waf ${l.ts ?? T0} ${l.ip ?? '203.0.113.9'} ${l.domain ?? 'shop.example.com'} ${l.reason ?? 'ip_blocked'} ${l.rule ?? RULE} ${l.action ?? 'block'} ${l.method ?? 'GET'} ${l.location ?? '-'} ${l.path ?? '/'} ${l.matched ?? '-'} ${l.id ?? '-'} -`;
+  `<134>Nov 22 07:20:00 haproxy[12]: rampart-waf ${l.ts ?? T0} ${l.ip ?? '203.0.113.9'} ${l.domain ?? 'shop.example.com'} ${l.reason ?? 'ip_blocked'} ${l.rule ?? RULE} ${l.action ?? 'block'} ${l.method ?? 'GET'} ${l.location ?? '-'} ${l.path ?? '/'} ${l.matched ?? '-'} ${l.id ?? '-'} - ${l.query ?? '-'}`;
 const ipOf = (n: number) => `10.${(n >> 16) & 255}.${(n >> 8) & 255}.${n & 255}`;
 
 function collector(now = new Date('2026-11-22T10:00:00Z')) {
@@ -62,21 +64,21 @@ describe('folding at the agent', () => {
 
   test('a GET /articles?q=<script> and a POST /comment with an XSS body from one source stay two events, each with its request id', () => {
     const { c, shipped } = collector();
-    c.accept(line({ reason: 'xss_detected', rule: '-', method: 'GET', location: 'query:q', path: '/articles', matched: '%3Cscript%3E', id: 'getId1' }));
+    c.accept(line({ reason: 'xss_detected', rule: '-', method: 'GET', location: 'query:q', path: '/articles', matched: '%3Cscript%3E', id: 'getId1', query: 'q=%253Cscript%253E' }));
     c.accept(line({ reason: 'xss_detected', rule: '-', method: 'POST', location: 'body:text', path: '/comment', matched: '%3Cimg%20onerror%3D', id: 'postId2' }));
     c.flush();
     assert.deepEqual(
-      shipped().map((e) => [e.method, e.path, e.location, e.requestId, e.count ?? 1]),
+      shipped().map((e) => [e.method, e.path, e.query, e.location, e.requestId, e.count ?? 1]),
       [
-        ['GET', '/articles', 'query:q', 'getId1', 1],
-        ['POST', '/comment', 'body:text', 'postId2', 1],
+        ['GET', '/articles', 'q=%3Cscript%3E', 'query:q', 'getId1', 1],
+        ['POST', '/comment', null, 'body:text', 'postId2', 1],
       ],
     );
   });
 
   test('only the very same event folds: each of source, reason, rule, domain, method, path, location and blocked keeps events apart', () => {
     const { c, shipped } = collector();
-    const base: Line = { reason: 'sqli_detected', rule: '-', location: 'query:id', path: '/a', matched: 'x' };
+    const base: Line = { reason: 'sqli_detected', rule: '-', location: 'query:id', path: '/a', matched: 'x', query: 'id=1' };
     const variants: Line[] = [
       base,
       { ...base, ip: '203.0.113.10' },
@@ -90,10 +92,12 @@ describe('folding at the agent', () => {
       { ...base, reason: 'ip_blocked', rule: '3f1c2e1a-9b0d-4c55-8f3e-0123456789ac', location: '-', matched: '-' },
     ];
     for (const v of variants) c.accept(line(v));
-    for (const v of variants) c.accept(line({ ...v, ts: T0 + 30, matched: 'another-excerpt' })); // repeats: the excerpt is not part of the identity
+    // repeats: the excerpt and the query are not part of the identity
+    for (const v of variants) c.accept(line({ ...v, ts: T0 + 30, matched: 'another-excerpt', query: 'id=2%2520OR%25201%253D1' }));
     c.flush();
     assert.equal(shipped().length, variants.length);
     assert.ok(shipped().every((e) => e.count === 2 && e.lastTs === T0 + 30));
+    assert.ok(shipped().every((e) => e.query === 'id=1' && e.matched !== 'another-excerpt'), "the event keeps its first occurrence's query and excerpt");
   });
 
   test('a repeat more than 60 s after the first occurrence starts a new event; repeats after a shipment go out as increments', () => {
@@ -106,9 +110,9 @@ describe('folding at the agent', () => {
     c.accept(line({ ts: T0 + 61, id: 'b1' }));
     c.flush();
     assert.deepEqual(batches, [
-      [{ ts: T0, ip: '203.0.113.9', domain: 'shop.example.com', reason: 'ip_blocked', ruleId: RULE, method: 'GET', path: '/', location: null, matched: null, blocked: true, requestId: 'a1' }],
-      [{ ts: T0, ip: '203.0.113.9', domain: 'shop.example.com', reason: 'ip_blocked', ruleId: RULE, method: 'GET', path: '/', location: null, matched: null, blocked: true, requestId: 'a2', count: 2, lastTs: T0 + 60, requestIds: ['a3'] }],
-      [{ ts: T0 + 61, ip: '203.0.113.9', domain: 'shop.example.com', reason: 'ip_blocked', ruleId: RULE, method: 'GET', path: '/', location: null, matched: null, blocked: true, requestId: 'b1' }],
+      [{ ts: T0, ip: '203.0.113.9', domain: 'shop.example.com', reason: 'ip_blocked', ruleId: RULE, method: 'GET', path: '/', query: null, location: null, matched: null, blocked: true, requestId: 'a1' }],
+      [{ ts: T0, ip: '203.0.113.9', domain: 'shop.example.com', reason: 'ip_blocked', ruleId: RULE, method: 'GET', path: '/', query: null, location: null, matched: null, blocked: true, requestId: 'a2', count: 2, lastTs: T0 + 60, requestIds: ['a3'] }],
+      [{ ts: T0 + 61, ip: '203.0.113.9', domain: 'shop.example.com', reason: 'ip_blocked', ruleId: RULE, method: 'GET', path: '/', query: null, location: null, matched: null, blocked: true, requestId: 'b1' }],
     ]);
   });
 

@@ -85,6 +85,7 @@ describe('WAF event collection', () => {
       ruleId: '3f1c2e1a-9b0d-4c55-8f3e-0123456789ab',
       method: null,
       path: null,
+      query: null,
       location: null,
       matched: null,
       blocked: true,
@@ -108,6 +109,7 @@ describe('WAF event collection', () => {
       ruleId: null,
       method: 'GET',
       path: '/items',
+      query: null,
       location: 'query:id',
       matched: "' OR 1=1",
       blocked: true,
@@ -141,8 +143,28 @@ describe('WAF event collection', () => {
     }
   });
 
-  test('ten-field lines with an unknown action, or a field count other than 5, 10, 11 or 12, are dropped', () => {
-    for (const rest of ['allow GET - / -', 'BLOCK GET - / -', 'constructor GET - / -', 'toString GET - / -', 'block GET - /', 'block GET - / - 0123456789abcdef google extra', 'block', 'block GET']) {
+  test('the thirteenth field is the query excerpt, credential-like values redacted; lines without it (older proxies) have none', () => {
+    const full = (query: string) => parseEventLine(detail(`block GET query:q /articles %3Cscript%3E 3f9c0a12b4e5d6f7 - ${query}`, 'xss_detected'));
+    const e = full('q=%253Cscript%253Ealert(1)%253C%252Fscript%253E');
+    assert.equal(e?.query, 'q=%3Cscript%3Ealert(1)%3C%2Fscript%3E', "the query as the client sent it (the proxy's escapes undone)");
+    assert.deepEqual([e?.method, e?.path, e?.location, e?.matched, e?.requestId, e?.blocked], ['GET', '/articles', 'query:q', '<script>', '3f9c0a12b4e5d6f7', true]);
+    assert.equal(full('-')?.query, null, "'-': no query string");
+    assert.equal(full('q=%3Cb%3E%20x')?.query, 'q=<b> x', 'raw bytes the client sent unencoded');
+    // Older lines: up to the claim, up to the request id, the ten-field form.
+    assert.equal(parseEventLine(detail('block GET query:q /articles %3C 3f9c0a12b4e5d6f7 google'))?.query, null);
+    assert.equal(parseEventLine(detail('block GET query:q /articles %3C 3f9c0a12b4e5d6f7'))?.query, null);
+    assert.equal(parseEventLine(detail('block GET query:q /articles %3C'))?.query, null);
+    // Credentials: the values of parameters named like them go, on the shield server already.
+    assert.equal(full('q=1&token=abc&api_key=k1&Password=hunter2&x-signature=s&code=c&Authorization=Bearer%2520x&page=2')?.query, 'q=1&token=[redacted]&api_key=[redacted]&Password=[redacted]&x-signature=[redacted]&code=[redacted]&Authorization=[redacted]&page=2');
+    assert.equal(full('to%256Ben=abc&q=1')?.query, 'to%6Ben=[redacted]&q=1', 'a percent-encoded name too');
+    assert.equal(full('q=token&tok')?.query, 'q=token&tok', 'a value that reads like a name, and a name without a value, stay');
+    // At most 192 characters after decoding (and after redacting, which may lengthen it).
+    assert.equal(full(`q=${'%41'.repeat(300)}`)?.query, `q=${'A'.repeat(190)}`);
+    assert.equal(full(`k=${'x'.repeat(180)}&key=1`)?.query, `k=${'x'.repeat(180)}&key=[reda`);
+  });
+
+  test('ten-field lines with an unknown action, or a field count other than 5, 10, 11, 12 or 13, are dropped', () => {
+    for (const rest of ['allow GET - / -', 'BLOCK GET - / -', 'constructor GET - / -', 'toString GET - / -', 'block GET - /', 'block GET - / - 0123456789abcdef google q=1 extra', 'block', 'block GET']) {
       assert.equal(parseEventLine(detail(rest)), undefined, rest);
     }
   });

@@ -65,9 +65,40 @@ export type FoldFields = Pick<WafEventItem, 'ip' | 'domain' | 'reason' | 'ruleId
 
 /**
  * The identity two events must share to fold: source, reason, rule, domain (any case), method,
- * path, location and whether the request was blocked. The excerpt is not part of it (a repeat
- * keeps the first one's).
+ * path, location and whether the request was blocked. The excerpt and the query are not part of
+ * it (a repeat keeps the first one's).
  */
 export function eventFoldKey(e: FoldFields): string {
   return JSON.stringify([e.ip, e.reason, e.ruleId, e.domain.toLowerCase(), e.method ?? null, e.path ?? null, e.location ?? null, e.blocked ?? true]);
+}
+
+/** What replaces a credential's value (the same word the control plane's logs use). */
+export const REDACTED = '[redacted]';
+/** Query parameter names that look like credentials (a token, an API key, a password, a signature, an OAuth code). */
+const CREDENTIAL_PARAM = /token|key|secret|pass|sig|code|auth/i;
+
+/** Whether a query parameter's name (raw or percent-encoded, `+` for a blank) looks like a credential's. */
+export function isCredentialParam(name: string): boolean {
+  if (CREDENTIAL_PARAM.test(name)) return true;
+  try {
+    return CREDENTIAL_PARAM.test(decodeURIComponent(name.replace(/\+/g, ' ')));
+  } catch {
+    return false; // a malformed escape: the raw name was looked at
+  }
+}
+
+/**
+ * A query string (without the `?`) with the values of credential-like parameters replaced by
+ * `[redacted]`: `q=x&token=abc` -> `q=x&token=[redacted]`. Other pairs go through `other` (kept as
+ * they are by default). Both the control plane's logs and the event log's query excerpt
+ * (docs/architecture.md "The event log") apply it.
+ */
+export function redactQueryCredentials(query: string, other: (pair: string) => string = (pair) => pair): string {
+  return query
+    .split('&')
+    .map((pair) => {
+      const eq = pair.indexOf('=');
+      return eq !== -1 && isCredentialParam(pair.slice(0, eq)) ? `${pair.slice(0, eq)}=${REDACTED}` : other(pair);
+    })
+    .join('&');
 }

@@ -29,8 +29,8 @@ export const AGENT_LIMITS = {
   /**
    * Bytes of one agent -> service WebSocket message (the service's ws maxPayload); a longer one
    * closes the connection with 1009 (message too big). It is above the largest valid message (a
-   * full events/batch with every string at its cap, each character escaped: about 2.4 MB), so an
-   * honest agent never meets it.
+   * full events/batch with every string at its cap, each character escaped, and every item
+   * carrying its request ids: about 4.0 MB), so an honest agent never meets it.
    */
   messageBytes: 4 * 1024 * 1024,
   /** WAF events in one events/batch. */
@@ -255,7 +255,7 @@ export type WafReason = (typeof WAF_REASONS)[number];
  * Caps on an event's request details, in UTF-16 code units (JavaScript string length, which is
  * what the schema below checks). The agent truncates to them; the service refuses longer ones.
  */
-export const EVENT_FIELD_MAX = { method: 16, path: 256, location: 80, matched: 64 } as const;
+export const EVENT_FIELD_MAX = { method: 16, path: 256, query: 192, location: 80, matched: 64 } as const;
 
 const nullableText = (maxLength: number) => Type.Union([Type.String({ maxLength }), Type.Null()]);
 /** The proxy's id of a request (docs/architecture.md "Block pages"). */
@@ -275,6 +275,12 @@ export const WafEventItem = Type.Object(
     method: Type.Optional(nullableText(EVENT_FIELD_MAX.method)),
     /** The request path. */
     path: Type.Optional(nullableText(EVENT_FIELD_MAX.path)),
+    /**
+     * The start of the query string, as sent (without the `?`), the values of credential-like
+     * parameters replaced (event-log.ts redactQueryCredentials); null when the request had none.
+     * Newer agents only: older ones send none.
+     */
+    query: Type.Optional(nullableText(EVENT_FIELD_MAX.query)),
     /** Where the detector matched: query:<name>, body:<name>, cookie:<name>, header:<name> or path; null when not a detection. */
     location: Type.Optional(nullableText(EVENT_FIELD_MAX.location)),
     /** A short excerpt of what matched; null when not a detection. */

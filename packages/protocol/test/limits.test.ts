@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { AGENT_LIMITS, AgentMessage, parseAgentMessage } from '../src/index.js';
+import { AGENT_LIMITS, AgentMessage, EVENT_FIELD_MAX, parseAgentMessage } from '../src/index.js';
 
 // docs/api.md "The agent WebSocket", limits: an agent holding a valid token can send only
 // bounded messages. Every string an agent sends has a length cap or a pattern, every array a
@@ -47,7 +47,24 @@ test('the largest valid message of every type fits under the message size cap', 
   // Every character at its cap, and each one a control character JSON escapes as \u0001 (6 bytes):
   // a message over the cap is never a valid one, so an honest agent is never cut off for size.
   const c = (n: number) => '\u0001'.repeat(n);
-  const event = { ts: 253_402_300_799, ip: c(45), domain: c(253), reason: 'traversal_detected', ruleId: c(36), method: c(16), path: c(256), location: c(80), matched: c(64), blocked: false };
+  const id = 'x'.repeat(64);
+  const event = {
+    ts: 253_402_300_799,
+    ip: c(45),
+    domain: c(253),
+    reason: 'traversal_detected',
+    ruleId: c(36),
+    method: c(EVENT_FIELD_MAX.method),
+    path: c(EVENT_FIELD_MAX.path),
+    query: c(EVENT_FIELD_MAX.query),
+    location: c(EVENT_FIELD_MAX.location),
+    matched: c(EVENT_FIELD_MAX.matched),
+    blocked: false,
+    requestId: id,
+    count: AGENT_LIMITS.foldedPerItem,
+    lastTs: 253_402_300_799,
+    requestIds: Array.from({ length: AGENT_LIMITS.requestIdsPerEvent - 1 }, () => id),
+  };
   const largest = [
     { type: 'events/batch', payload: { events: Array.from({ length: AGENT_LIMITS.eventsPerBatch }, () => event) } },
     { type: 'config/ack', payload: { revision: Number.MAX_SAFE_INTEGER, ok: false, errors: Array.from({ length: AGENT_LIMITS.ackErrors }, () => ({ line: Number.MAX_SAFE_INTEGER, message: c(AGENT_LIMITS.ackErrorMessage) })) } },

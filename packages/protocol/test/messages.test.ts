@@ -256,7 +256,7 @@ describe('parseServiceMessage', () => {
 describe('events/batch', () => {
   const batch = (events: unknown[]) => JSON.stringify({ type: 'events/batch', payload: { events } });
   const base = { ts: 1795329600, ip: '203.0.113.9', domain: 'shop.example.com', reason: 'sqli_detected', ruleId: null };
-  const full = { ...base, method: 'POST', path: '/comments', location: 'body:content', matched: "' OR 1=1", blocked: false };
+  const full = { ...base, method: 'POST', path: '/comments', query: 'page=2', location: 'body:content', matched: "' OR 1=1", blocked: false };
 
   test('snapshot domains carry wafMode block or detect', () => {
     assert.deepEqual([...WAF_MODES], ['block', 'detect']);
@@ -281,8 +281,8 @@ describe('events/batch', () => {
     if (m.type === 'events/batch') assert.deepEqual(m.payload.events[0], full);
   });
 
-  test('details are capped: method 16, path 256, location 80, matched 64 (UTF-16 code units)', () => {
-    assert.deepEqual(EVENT_FIELD_MAX, { method: 16, path: 256, location: 80, matched: 64 });
+  test('details are capped: method 16, path 256, query 192, location 80, matched 64 (UTF-16 code units)', () => {
+    assert.deepEqual(EVENT_FIELD_MAX, { method: 16, path: 256, query: 192, location: 80, matched: 64 });
     for (const [field, max] of Object.entries(EVENT_FIELD_MAX)) {
       accepted(parseAgentMessage(batch([{ ...full, [field]: 'x'.repeat(max) }])), `${field} at ${max}`);
       refused(parseAgentMessage(batch([{ ...full, [field]: 'x'.repeat(max + 1) }])), `${field} over ${max}`);

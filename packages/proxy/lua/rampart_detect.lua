@@ -2176,6 +2176,7 @@ if core ~= nil and core.register_action ~= nil then
     txn:set_var("txn.rp_method", D.log_escape(req.method, 16))
     txn:set_var("txn.rp_loc", D.log_escape(finding.location, 80))
     txn:set_var("txn.rp_path", D.log_escape(req.path, 256))
+    txn:set_var("txn.rp_query", D.log_escape(req.query, 192))
     txn:set_var("txn.rp_match", D.log_escape(finding.matched, D.MATCH_LEN))
     txn:set_loglevel(core.info)
     if not block then return end

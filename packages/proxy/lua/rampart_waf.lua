@@ -185,6 +185,7 @@ if core ~= nil and core.register_action ~= nil then
     txn:set_var("txn.rp_action", "block")
     txn:set_var("txn.rp_method", M.log_escape(txn.f:method(), 16))
     txn:set_var("txn.rp_path", M.log_escape(txn.f:path(), 256))
+    txn:set_var("txn.rp_query", M.log_escape(txn.f:query(), 192))
     txn:set_loglevel(core.info)
     local headers = { ["cache-control"] = { "no-store" }, ["content-type"] = { "text/html; charset=utf-8" } }
     local id = M.request_id(txn.f:unique_id())

@@ -473,6 +473,7 @@ export function customRuleLines(rules: readonly CompiledCustomRule[], challenge:
       `    http-request set-var(txn.rp_action) str(detect) if ${logged}`,
       `    http-request set-var(txn.rp_method) method,url_enc if ${logged}`,
       `    http-request set-var(txn.rp_path) path,bytes(0,256),url_enc if ${logged}`,
+      `    http-request set-var(txn.rp_query) query,bytes(0,192),url_enc if ${logged}`,
       `    http-request set-log-level info if ${logged}`,
     );
   }

@@ -273,10 +273,12 @@ export function renderWaf(
   const frontend: string[] = [];
   if (opts.eventsPort !== undefined) {
     frontend.push(
-      // Method and path arrive percent-encoded (url_enc natively, or by the Lua actions), and so do
-      // location and excerpt: no field holds a blank. 2 KB fits the longest line.
-      `    log 127.0.0.1:${opts.eventsPort} len 2048 local0 info`,
-      `    log-format "rampart-waf${opts.eventsSecret ? ` ${opts.eventsSecret}` : ''} %Ts %ci %[var(txn.rp_domain)] %[var(txn.rp_reason)] %[var(txn.rp_rule)] %[var(txn.rp_action)] %[var(txn.rp_method)] %[var(txn.rp_loc)] %[var(txn.rp_path)] %[var(txn.rp_match)] %[unique-id] %[var(txn.rp_claim)]"`,
+      // Method, path and query arrive percent-encoded (url_enc natively, or by the Lua actions), and
+      // so do location and excerpt: no field holds a blank. 4 KB fits the longest line (a path of
+      // 256 bytes and a query of 192, every byte escaped). The query comes last: older agents read
+      // lines without it, and newer ones lines of older proxies.
+      `    log 127.0.0.1:${opts.eventsPort} len 4096 local0 info`,
+      `    log-format "rampart-waf${opts.eventsSecret ? ` ${opts.eventsSecret}` : ''} %Ts %ci %[var(txn.rp_domain)] %[var(txn.rp_reason)] %[var(txn.rp_rule)] %[var(txn.rp_action)] %[var(txn.rp_method)] %[var(txn.rp_loc)] %[var(txn.rp_path)] %[var(txn.rp_match)] %[unique-id] %[var(txn.rp_claim)] %[var(txn.rp_query)]"`,
     );
   }
   // The request id is made only when something reads it (a WAF answer, its event line).
@@ -416,6 +418,7 @@ function compressedBodies(domain: SnapshotDomain, open: string): string[] {
     `    http-request set-var(txn.rp_action) str(detect) if ${seen}`,
     `    http-request set-var(txn.rp_method) method,url_enc if ${seen}`,
     `    http-request set-var(txn.rp_path) path,bytes(0,256),url_enc if ${seen}`,
+    `    http-request set-var(txn.rp_query) query,bytes(0,192),url_enc if ${seen}`,
     `    http-request set-log-level info if ${seen}`,
   ];
 }
@@ -468,6 +471,7 @@ function answers(dir: string): string[] {
     `    http-request set-var(txn.rp_action) str(block) if ${hit}`,
     `    http-request set-var(txn.rp_method) method,url_enc if ${hit}`,
     `    http-request set-var(txn.rp_path) path,bytes(0,256),url_enc if ${hit}`,
+    `    http-request set-var(txn.rp_query) query,bytes(0,192),url_enc if ${hit}`,
     `    http-request set-log-level info if ${hit}`,
     `    http-request return status 429 content-type "text/html; charset=utf-8" lf-file ${dir}/limited.html ${REQUEST_ID_HEADER} hdr retry-after %[var(txn.rp_retry)] if ${limited} ${html}`,
     `    http-request return status 429 content-type "text/plain; charset=utf-8" lf-string ${TEXT_429} ${REQUEST_ID_HEADER} hdr retry-after %[var(txn.rp_retry)] if ${limited}`,

@@ -317,10 +317,24 @@ describe('the renderer re-checks every rule and WAF setting itself', () => {
     assert.doesNotMatch(cfg, /track-sc0 src table/);
   });
 
-  test('every WAF answer has a request id: the unique-id format, and the last field of the event line', () => {
+  test('every WAF answer has a request id: the unique-id format, and its field of the event line, then the claim and the query', () => {
     const cfg = renderHaproxyConfig(base(), { httpBind: { address: '*', port: 80 }, runDir: '/run/rampart', eventsPort: 5514 }, { configDir: '/etc/rampart/cfg' }).files['haproxy.cfg']!;
     assert.match(cfg, /\n    unique-id-format %\[uuid,regsub\(-,,g\),bytes\(0,16\)\]\n/);
-    assert.match(cfg, /log-format "rampart-waf .* %\[var\(txn\.rp_match\)\] %\[unique-id\] %\[var\(txn\.rp_claim\)\]"\n/);
+    assert.match(cfg, /log-format "rampart-waf .* %\[var\(txn\.rp_match\)\] %\[unique-id\] %\[var\(txn\.rp_claim\)\] %\[var\(txn\.rp_query\)\]"\n/);
+    assert.match(cfg, /\n    log 127\.0\.0\.1:5514 len 4096 local0 info\n/, 'room for a path of 256 bytes and a query of 192, every byte escaped, every byte escaped');
+  });
+
+  test('wherever an event line gets its path, it gets the query the same way (bounded, percent-encoded)', () => {
+    const s = base();
+    s.domains[0]!.wafLevel = 'high';
+    s.domains[0]!.wafMode = 'detect';
+    s.domains[0]!.wafCompressedBodies = 'refuse';
+    s.customRules = [{ id: id(9), expression: 'http.request.uri.path eq "/admin"', action: 'log', priority: 1, domainId: null }];
+    const cfg = renderHaproxyConfig(s, { httpBind: { address: '*', port: 80 }, runDir: '/run/rampart', eventsPort: 5514 }, { configDir: '/etc/rampart/cfg' }).files['haproxy.cfg']!;
+    const paths = [...cfg.matchAll(/\n    http-request set-var\(txn\.rp_path\) path,bytes\(0,256\),url_enc (if .*)\n    http-request set-var\(txn\.rp_query\) query,bytes\(0,192\),url_enc (if .*)\n/g)];
+    assert.equal(paths.length, cfg.split('set-var(txn.rp_path)').length - 1, 'every path line is followed by its query line');
+    assert.ok(paths.length >= 3, `the answer block, the compressed body detection and the logged custom rule: ${paths.length}`);
+    for (const m of paths) assert.equal(m[2], m[1], 'under the same condition');
   });
 
   const botOn = (value = '{"enabled":true}') => {

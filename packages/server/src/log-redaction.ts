@@ -1,3 +1,4 @@
+import { REDACTED, redactQueryCredentials } from '@rampart/protocol';
 import type { FastifyServerOptions } from 'fastify';
 import pino, { type LoggerOptions } from 'pino';
 import { API_KEY_PREFIX, INVITATION_PREFIX, SERVER_TOKEN_PREFIX } from './crypto.js';
@@ -16,7 +17,7 @@ import { API_KEY_PREFIX, INVITATION_PREFIX, SERVER_TOKEN_PREFIX } from './crypto
 // Messages, error messages and stacks (with their causes and properties), and plain objects given
 // to the logger are all scrubbed.
 
-const CENSOR = '[redacted]';
+const CENSOR = REDACTED;
 
 const REDACT_PATHS = [
   'req.headers.authorization',
@@ -40,7 +41,6 @@ const REDACT_PATHS = [
 const URL_RE = /\b([a-z][a-z0-9+.-]{1,20}:\/\/)([^\s/?#@"'<>]*@)?([^\s/?#"'<>\\]*)([/?#][^\s"'<>\\]*)?/gi;
 const TOKEN_RE = new RegExp(`\\b(${[API_KEY_PREFIX, SERVER_TOKEN_PREFIX, INVITATION_PREFIX].join('|')})[0-9a-f]{8,}`, 'gi');
 const BEARER_RE = /\b(Bearer\s+)[^\s"',;]+/gi;
-const CREDENTIAL_PARAM = /token|key|secret|pass|sig|code|auth/i;
 
 /** A text with every secret this module knows of taken out. */
 export function scrubText(text: string, secrets: readonly string[] = []): string {
@@ -60,16 +60,7 @@ export function scrubRequestUrl(url: string, secrets: readonly string[] = []): s
   const q = url.indexOf('?');
   const path = scrubText(q === -1 ? url : url.slice(0, q), secrets);
   if (q === -1) return path;
-  const query = url
-    .slice(q + 1)
-    .split('&')
-    .map((pair) => {
-      const eq = pair.indexOf('=');
-      const name = eq === -1 ? pair : pair.slice(0, eq);
-      return eq !== -1 && CREDENTIAL_PARAM.test(name) ? `${name}=${CENSOR}` : scrubText(pair, secrets);
-    })
-    .join('&');
-  return `${path}?${query}`;
+  return `${path}?${redactQueryCredentials(url.slice(q + 1), (pair) => scrubText(pair, secrets))}`;
 }
 
 function isPlain(value: unknown): value is Record<string, unknown> {

@@ -233,6 +233,10 @@ export const WafEvent = Type.Object({
   server_id: Type.Union([Type.String(), Type.Null()]),
   method: Type.Union([Type.String({ maxLength: EVENT_FIELD_MAX.method }), Type.Null()], { description: 'The request method; null for events from agents that predate it' }),
   path: Type.Union([Type.String({ maxLength: EVENT_FIELD_MAX.path }), Type.Null()], { description: 'The request path; null for events from agents that predate it' }),
+  query: Type.Union([Type.String({ maxLength: EVENT_FIELD_MAX.query }), Type.Null()], {
+    description:
+      "The start of the request's query string (first 192 bytes, as sent, without the `?`), values of parameters named like credentials replaced by [redacted]; null when the request had none, or from agents that predate it. Not part of what folds events: the first occurrence's",
+  }),
   location: Type.Union([Type.String({ maxLength: EVENT_FIELD_MAX.location }), Type.Null()], {
     description: 'Where a detector matched: query:<name>, body:<name>, cookie:<name>, header:<name> or path; null when no detector matched',
   }),

@@ -269,6 +269,46 @@ for (const backend of await backends()) {
         }
       });
 
+      test('a downgrade below the shield servers or custom rules the account has: 409 naming how many to remove, nothing changed', async () => {
+        const { key } = await newAccount(t.app, 'enterprise', 100);
+        const servers: string[] = [];
+        for (let i = 0; i < 27; i++) {
+          const r = await call(t.app, 'POST', '/api/servers', { key, body: { name: `edge-${i}` } });
+          assert.equal(r.status, 201, JSON.stringify(r.body));
+          servers.push(r.body.id);
+        }
+        const rules: string[] = [];
+        for (let i = 0; i < 26; i++) {
+          const r = await call(t.app, 'POST', '/api/rules', { key, body: { name: `rule-${i}`, expression: `http.request.uri.path eq "/r${i}"`, action: 'block' } });
+          assert.equal(r.status, 201, JSON.stringify(r.body));
+          rules.push(r.body.id);
+        }
+        const toPro = () => call(t.app, 'PUT', '/api/account/plan', { key, body: { plan: 'pro' } });
+        const before = (await call(t.app, 'GET', '/api/billing/transactions', { key })).body.length;
+        let r = await toPro();
+        assert.equal(r.status, 409);
+        assert.deepEqual(r.body, { error: 'plan: the Pro plan allows 25 shield servers and this account has 27; decommission 2 first (DELETE /api/servers/{id})' });
+        const unchanged = (await call(t.app, 'GET', '/api/account', { key })).body;
+        assert.equal(unchanged.plan, 'enterprise');
+        assert.equal(unchanged.balance, 100, 'no credit');
+        assert.equal((await call(t.app, 'GET', '/api/billing/transactions', { key })).body.length, before, 'no ledger row');
+        assert.equal((await call(t.app, 'GET', '/api/servers', { key })).body.length, 27, 'every server kept');
+        // One decommissioned is not enough; decommissioned servers do not count.
+        assert.equal((await call(t.app, 'DELETE', `/api/servers/${servers[0]}`, { key })).status, 200);
+        assert.match((await toPro()).body.error, /allows 25 shield servers and this account has 26; decommission 1 first/);
+        assert.equal((await call(t.app, 'DELETE', `/api/servers/${servers[1]}`, { key })).status, 200);
+        r = await toPro();
+        assert.equal(r.status, 409);
+        assert.deepEqual(r.body, { error: 'plan: the Pro plan allows 25 custom rules and this account has 26; delete 1 first' });
+        assert.equal((await call(t.app, 'DELETE', `/api/rules/${rules[0]}`, { key })).status, 200);
+        r = await toPro();
+        assert.equal(r.status, 200, JSON.stringify(r.body));
+        assert.equal(r.body.account.plan, 'pro');
+        // At the limit now: one more is the plan's usual refusal.
+        const more = await call(t.app, 'POST', '/api/servers', { key, body: { name: 'one-more' } });
+        assert.deepEqual([more.status, more.body], [403, { error: 'Maximum 25 servers allowed on the Pro plan' }]);
+      });
+
       test('a Free account signed in with a password upgrades to Pro', async () => {
         const email = `planner-${randomUUID()}@example.com`;
         const reg = await call(t.app, 'POST', '/api/auth/register', { body: { email, password: 'correct horse' } });

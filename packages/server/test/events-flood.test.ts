@@ -118,18 +118,18 @@ for (const backend of await backends()) {
       const { key, store } = await setUp();
       const xss = { reason: 'xss_detected' as const, ip: '203.0.113.50' };
       const r = await store([
-        ev({ ...xss, ts: now - 30, method: 'GET', path: '/articles', location: 'query:q', matched: '<script>', requestId: 'getArticles1' }),
-        ev({ ...xss, ts: now - 29, method: 'POST', path: '/comment', location: 'body:text', matched: '<img onerror=', requestId: 'postComment2' }),
+        ev({ ...xss, ts: now - 30, method: 'GET', path: '/articles', query: 'q=%3Cscript%3E', location: 'query:q', matched: '<script>', requestId: 'getArticles1' }),
+        ev({ ...xss, ts: now - 29, method: 'POST', path: '/comment', query: null, location: 'body:text', matched: '<img onerror=', requestId: 'postComment2' }),
       ]);
       assert.deepEqual([r.stored, r.folded], [2, 0]);
-      for (const [id, method, path, location] of [
-        ['getArticles1', 'GET', '/articles', 'query:q'],
-        ['postComment2', 'POST', '/comment', 'body:text'],
+      for (const [id, method, path, query, location] of [
+        ['getArticles1', 'GET', '/articles', 'q=%3Cscript%3E', 'query:q'],
+        ['postComment2', 'POST', '/comment', null, 'body:text'],
       ]) {
         const found = await list(key, `?requestId=${id}`);
         assert.deepEqual(
-          found.map((e) => [e.method, e.path, e.location, e.request_id, e.count]),
-          [[method, path, location, id, 1]],
+          found.map((e) => [e.method, e.path, e.query, e.location, e.request_id, e.count]),
+          [[method, path, query, location, id, 1]],
           id,
         );
       }
@@ -148,6 +148,21 @@ for (const backend of await backends()) {
       ]);
       assert.deepEqual([r.stored, r.folded], [5, 1]);
       assert.deepEqual((await list(key)).map((e) => e.count).sort(), [1, 1, 1, 1, 2]);
+    });
+
+    test('the query is no part of the identity: repeats with other queries fold into the first, which keeps its own query', async () => {
+      const { key, store } = await setUp();
+      const base = { reason: 'sqli_detected' as const, ip: '203.0.113.60', method: 'GET', path: '/search', location: 'query:id', matched: "' OR 1=1", blocked: true };
+      assert.equal((await store([ev({ ...base, query: 'id=1%27%20OR%201=1&page=1', requestId: 'scan1' })])).stored, 1);
+      // the same request with another page, in a later batch, and an agent's increment item without a query
+      const r = await store([ev({ ...base, ts: now - 590, query: 'id=1%27%20OR%201=1&page=2', requestId: 'scan2' }), ev({ ...base, ts: now - 580, count: 3 })]);
+      assert.deepEqual([r.stored, r.folded], [0, 2]);
+      const events = await list(key);
+      assert.deepEqual(
+        events.map((e) => [e.path, e.query, e.count, e.request_id]),
+        [['/search', 'id=1%27%20OR%201=1&page=1', 5, 'scan1']],
+      );
+      assert.deepEqual((await list(key, '?requestId=scan2')).map((e) => e.query), ['id=1%27%20OR%201=1&page=1'], 'found by a folded request id, with the first query');
     });
 
     test("an agent's folded items add to the first one's row; the first 32 request ids find it, later ones do not", async () => {

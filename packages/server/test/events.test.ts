@@ -63,7 +63,7 @@ describe('request details and detect mode', async () => {
     const { stored } = await storeEvents(t.ctx, accountId, srv.body.id, [
       { ts: now - 3, ip: '203.0.113.1', domain: 'shop.example.com', reason: 'ip_blocked', ruleId: RULE, method: 'GET', path: '/', location: null, matched: null, blocked: true },
       { ts: now - 2, ip: '203.0.113.2', domain: 'shop.example.com', reason: 'xss_detected', ruleId: null, ...details },
-      { ts: now - 1, ip: '2001:db8::3', domain: 'shop.example.com', reason: 'traversal_detected', ruleId: null, method: 'GET', path: '/static/..%2f', location: 'path', matched: '../../etc/passwd', blocked: true },
+      { ts: now - 1, ip: '2001:db8::3', domain: 'shop.example.com', reason: 'traversal_detected', ruleId: null, method: 'GET', path: '/static/..%2f', query: 'v=2&token=[redacted]', location: 'path', matched: '../../etc/passwd', blocked: true },
     ]);
     assert.equal(stored, 3);
     const r = await call(t.app, 'GET', '/api/waf/events', { key });
@@ -79,6 +79,7 @@ describe('request details and detect mode', async () => {
         server_id: srv.body.id,
         method: 'GET',
         path: '/static/..%2f',
+        query: 'v=2&token=[redacted]',
         location: 'path',
         matched: '../../etc/passwd',
         blocked: true,
@@ -95,6 +96,7 @@ describe('request details and detect mode', async () => {
         server_id: srv.body.id,
         method: 'POST',
         path: '/comments',
+        query: null,
         location: 'body:content',
         matched: '<script>alert(1)',
         blocked: false,
@@ -111,6 +113,7 @@ describe('request details and detect mode', async () => {
         server_id: srv.body.id,
         method: 'GET',
         path: '/',
+        query: null,
         location: null,
         matched: null,
         blocked: true,
@@ -127,7 +130,7 @@ describe('request details and detect mode', async () => {
     const now = Math.floor(t.clock.now().getTime() / 1000);
     assert.equal(await stored(storeEvents(t.ctx, accountId, srv.body.id, [{ ts: now, ip: '203.0.113.4', domain: 'old.example.com', reason: 'sqli_detected', ruleId: null }])), 1);
     const [e] = (await call(t.app, 'GET', '/api/waf/events', { key })).body;
-    assert.deepEqual([e.method, e.path, e.location, e.matched, e.blocked], [null, null, null, null, true]);
+    assert.deepEqual([e.method, e.path, e.query, e.location, e.matched, e.blocked], [null, null, null, null, null, true]);
   });
 
   for (const backend of await backends()) {

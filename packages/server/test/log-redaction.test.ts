@@ -39,6 +39,7 @@ describe('log redaction', () => {
   test("a request URL's credential-like query values go, the rest stays", () => {
     assert.equal(scrubRequestUrl('/api/notifications/confirm?token=abcdef&lang=en'), '/api/notifications/confirm?token=[redacted]&lang=en');
     assert.equal(scrubRequestUrl('/x?api_key=1&Signature=2&code=3&limit=50'), '/x?api_key=[redacted]&Signature=[redacted]&code=[redacted]&limit=50');
+    assert.equal(scrubRequestUrl('/x?to%6Ben=1&q=2'), '/x?to%6Ben=[redacted]&q=2', 'a percent-encoded name');
     assert.equal(scrubRequestUrl('/api/waf/events?domain=a.example.com'), '/api/waf/events?domain=a.example.com');
   });
 

@@ -2054,6 +2054,8 @@ export interface paths {
                             method: string | null;
                             /** @description The request path; null for events from agents that predate it */
                             path: string | null;
+                            /** @description The start of the request's query string (first 192 bytes, as sent, without the `?`), values of parameters named like credentials replaced by [redacted]; null when the request had none, or from agents that predate it. Not part of what folds events: the first occurrence's */
+                            query: string | null;
                             /** @description Where a detector matched: query:<name>, body:<name>, cookie:<name>, header:<name> or path; null when no detector matched */
                             location: string | null;
                             /** @description A short excerpt of what a detector matched; null when no detector matched */
@@ -3035,7 +3037,7 @@ export interface paths {
         get?: never;
         /**
          * Change the plan at once, with a pro-rata charge (upgrade) or credit (downgrade) for the rest of the period
-         * @description 402 when the balance does not cover the pro-rata charge (the message names the amount); 409 when the account uses what the new plan does not have (API keys, DNS failover). See docs/billing.md, "Changing plans".
+         * @description 402 when the balance does not cover the pro-rata charge (the message names the amount); 409 when the account uses what the new plan does not have (API keys, DNS failover) or has more shield servers or custom rules than it allows (the message names how many to remove). See docs/billing.md, "Changing plans".
          */
         put: {
             parameters: {

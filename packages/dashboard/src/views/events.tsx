@@ -37,12 +37,13 @@ function matches(e: WafEvent, f: Filters): boolean {
 }
 
 /**
- * The request as an event shows it: method and path, and the query as far as a detector matched
- * in it (HAProxy logs the path alone): GET /articles?q=<script>. Text only, never HTML.
+ * The request as an event shows it: method, path and the query excerpt as sent
+ * (GET /articles?q=%3Cscript%3E, credential-like values redacted by the agent). An event from an
+ * agent that sends no query shows the query as far as a detector matched in it. Text only, never HTML.
  */
 export function requestText(e: WafEvent): string {
   const name = e.location?.startsWith('query:') ? e.location.slice('query:'.length) : undefined;
-  const query = name !== undefined && e.matched ? `?${name}=${e.matched}` : '';
+  const query = e.query ? `?${e.query}` : name !== undefined && e.matched ? `?${name}=${e.matched}` : '';
   return `${e.method ?? ''} ${e.domain}${e.path ?? ''}${query}`.trim();
 }
 

@@ -42,16 +42,20 @@ export async function setPlan(db: Database | Tx, accountId: string, plan: string
   await db.updateTable('accounts').set({ plan }).where('id', '=', accountId).execute();
 }
 
-/** What a plan change checks against the new plan: the account's API keys and its domains with DNS failover on. */
-export async function planUsage(db: Database | Tx, accountId: string): Promise<{ apiKeys: number; dnsFailoverDomains: number }> {
-  const keys = await db.selectFrom('api_keys').select((eb) => eb.fn.countAll<number>().as('n')).where('account_id', '=', accountId).executeTakeFirstOrThrow();
+/** What a plan change checks against the new plan: the account's API keys, its domains with DNS failover on, its live shield servers and its custom rules. */
+export async function planUsage(db: Database | Tx, accountId: string): Promise<{ apiKeys: number; dnsFailoverDomains: number; servers: number; customRules: number }> {
   const failover = await db
     .selectFrom('domains')
     .select((eb) => eb.fn.countAll<number>().as('n'))
     .where('account_id', '=', accountId)
     .where('dns_failover', '=', true)
     .executeTakeFirstOrThrow();
-  return { apiKeys: Number(keys.n), dnsFailoverDomains: Number(failover.n) };
+  return {
+    apiKeys: await countOwned(db, 'api_keys', accountId),
+    dnsFailoverDomains: Number(failover.n),
+    servers: await countOwned(db, 'servers', accountId),
+    customRules: await countOwned(db, 'custom_rules', accountId),
+  };
 }
 
 /** The version of the account's rule set, read fresh by GET /api/waf (see the rule-list cache in routes/waf.ts). */

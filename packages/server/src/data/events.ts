@@ -128,7 +128,7 @@ export async function eventCursor(db: Database | Tx, accountId: string, id: stri
 export async function listEventRows(db: Database | Tx, accountId: string, filter: EventFilter, limit: number, before?: EventCursor) {
   let q = db
     .selectFrom('waf_events')
-    .select(['id', 'occurred_at', 'source_ip', 'domain', 'reason', 'rule_id', 'server_id', 'method', 'path', 'location', 'matched', 'blocked', 'count', 'last_seen_at', 'request_id'])
+    .select(['id', 'occurred_at', 'source_ip', 'domain', 'reason', 'rule_id', 'server_id', 'method', 'path', 'query', 'location', 'matched', 'blocked', 'count', 'last_seen_at', 'request_id'])
     .where('account_id', '=', accountId);
   if (filter.domain !== undefined) q = q.where('domain', '=', filter.domain);
   if (filter.reason !== undefined) q = q.where('reason', '=', filter.reason);
@@ -148,7 +148,7 @@ export async function listEventRows(db: Database | Tx, accountId: string, filter
 export function batchEventRows(db: Database | Tx, accountId: string, serverId: string, receivedAt: Date, limit: number) {
   return db
     .selectFrom('waf_events')
-    .select(['id', 'occurred_at', 'source_ip', 'domain', 'reason', 'rule_id', 'server_id', 'method', 'path', 'location', 'matched', 'blocked', 'count', 'last_seen_at', 'request_id'])
+    .select(['id', 'occurred_at', 'source_ip', 'domain', 'reason', 'rule_id', 'server_id', 'method', 'path', 'query', 'location', 'matched', 'blocked', 'count', 'last_seen_at', 'request_id'])
     .where('account_id', '=', accountId)
     .where('server_id', '=', serverId)
     .where('received_at', '=', receivedAt)

@@ -583,6 +583,13 @@ const migrations: Record<string, Migration> = {
       }
     },
   },
+  '0030_event_query': {
+    // The first occurrence's query string excerpt (its first 192 bytes, credential-like values
+    // redacted by the agent); null when the request had none, and for events of older agents.
+    async up(db: Kysely<any>) {
+      await db.schema.alterTable('waf_events').addColumn('query', 'text').execute();
+    },
+  },
 };
 
 export const migrationProvider: MigrationProvider = {

@@ -174,6 +174,8 @@ export interface WafEventsTable {
   occurred_at: Timestamp;
   method: ColumnType<string | null, string | null | undefined, string | null>;
   path: ColumnType<string | null, string | null | undefined, string | null>;
+  /** The first occurrence's query string excerpt (no `?`); null when it had none or the agent sent none. */
+  query: ColumnType<string | null, string | null | undefined, string | null>;
   location: ColumnType<string | null, string | null | undefined, string | null>;
   matched: ColumnType<string | null, string | null | undefined, string | null>;
   /** false: detected in detect mode and let through. */

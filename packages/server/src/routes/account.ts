@@ -18,7 +18,7 @@ export async function accountRoutes(app: App, { ctx }: RouteDeps) {
       security: SECURITY,
       summary: 'Change the plan at once, with a pro-rata charge (upgrade) or credit (downgrade) for the rest of the period',
       description:
-        '402 when the balance does not cover the pro-rata charge (the message names the amount); 409 when the account uses what the new plan does not have (API keys, DNS failover). See docs/billing.md, "Changing plans".',
+        '402 when the balance does not cover the pro-rata charge (the message names the amount); 409 when the account uses what the new plan does not have (API keys, DNS failover) or has more shield servers or custom rules than it allows (the message names how many to remove). See docs/billing.md, "Changing plans".',
       body: PlanChange,
       response: { 200: PlanChanged, 402: { $ref: 'Error#' }, 409: { $ref: 'Error#' }, ...ERROR_RESPONSES },
     },

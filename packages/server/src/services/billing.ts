@@ -524,7 +524,9 @@ export function proRataCents(oldPriceCents: number, newPriceCents: number, nextC
 /**
  * PUT /api/account/plan: the new plan at once, with a pro-rata charge (refused with 402 when the
  * balance does not cover it) or credit for the rest of the period; the next monthly charge is at
- * the new price. Refused (409) when the account uses what the new plan does not have.
+ * the new price. Refused (409) when the account uses what the new plan does not have, or has more
+ * shield servers or custom rules than it allows (the account row is locked, so no server or rule
+ * is added meanwhile: createServer and createRule lock it too).
  */
 export async function changePlan(ctx: ServiceContext, accountId: string, plan: Plan) {
   const r = await ctx.db.transaction().execute(async (tx) => {
@@ -540,6 +542,19 @@ export async function changePlan(ctx: ServiceContext, accountId: string, plan: P
     }
     if (!target.dnsFailover && usage.dnsFailoverDomains > 0) {
       throw new AppError('plan_usage', `plan: the ${planName(plan)} plan has no DNS failover and ${usage.dnsFailoverDomains} domain(s) of this account use it; turn it off first`);
+    }
+    // Over the new plan's numbers: refused, naming how many to remove (nothing is removed or stopped for the account).
+    if (usage.servers > target.maxServers) {
+      throw new AppError(
+        'plan_usage',
+        `plan: the ${planName(plan)} plan allows ${target.maxServers} shield servers and this account has ${usage.servers}; decommission ${usage.servers - target.maxServers} first (DELETE /api/servers/{id})`,
+      );
+    }
+    if (usage.customRules > target.maxCustomRules) {
+      throw new AppError(
+        'plan_usage',
+        `plan: the ${planName(plan)} plan allows ${target.maxCustomRules} custom rules and this account has ${usage.customRules}; delete ${usage.customRules - target.maxCustomRules} first`,
+      );
     }
     const now = ctx.now();
     const amount = proRataCents(ctx.plans[from].priceCents, target.priceCents, new Date(account.next_charge_at), now);

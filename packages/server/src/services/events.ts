@@ -191,6 +191,8 @@ function received(e: WafEventItem, now: Date) {
     occurred_at: new Date(at),
     method: storable(e.method),
     path: storable(e.path),
+    // the first occurrence's: a repeat with another query folds into the row and leaves it as it is
+    query: storable(e.query),
     location: storable(e.location),
     matched: storable(e.matched),
     blocked: e.blocked ?? true,
@@ -282,6 +284,7 @@ function eventView(e: Awaited<ReturnType<typeof listEventRows>>[number]) {
     server_id: e.server_id,
     method: e.method,
     path: e.path,
+    query: e.query,
     location: e.location,
     matched: e.matched,
     blocked: e.blocked,
