@@ -53,7 +53,7 @@ describe('the dashboard in a real Chromium', { skip: !CHROMIUM && 'chromium is n
     serverName = 'edge-dash';
     const srv = await api.call('POST', '/api/servers', { name: serverName });
     agent = await startAgent({ serverUrl: serve.url, token: srv.body.connectionToken, analyticsIntervalMs: 1000 });
-    await waitFor(async () => (await api.call('GET', '/api/servers')).body[0].status === 'active', 'the agent to connect', 20_000);
+    await waitFor(async () => (await api.call('GET', '/api/servers')).body[0].status === 'active', 'the agent to connect', 120_000);
     browser = await chromium.launch({ executablePath: CHROMIUM!, args: FLAGS });
     const context = await browser.newContext({ viewport: { width: 1400, height: 900 }, acceptDownloads: true, colorScheme: 'light' });
     page = await context.newPage();
@@ -269,7 +269,7 @@ describe('the dashboard in a real Chromium', { skip: !CHROMIUM && 'chromium is n
     const address = '0x52908400098527886E0F7030069857D2E4169EE7';
     await page.route('**/api/billing/deposits', async (r) => {
       const res = await r.fetch();
-      await r.fulfill({ response: res, json: { ...(await res.json()), address, network: 'base', token: 'USDC', tokenContract: '0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913' } });
+      await r.fulfill({ status: res.status(), json: { ...(await res.json()), address, network: 'base', token: 'USDC', tokenContract: '0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913' } });
     });
     await page.getByLabel('Deposit amount (USD)').fill('7.5');
     await page.getByRole('button', { name: 'Deposit', exact: true }).click();
