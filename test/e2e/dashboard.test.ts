@@ -53,7 +53,7 @@ describe('the dashboard in a real Chromium', { skip: !CHROMIUM && 'chromium is n
     serverName = 'edge-dash';
     const srv = await api.call('POST', '/api/servers', { name: serverName });
     agent = await startAgent({ serverUrl: serve.url, token: srv.body.connectionToken, analyticsIntervalMs: 1000 });
-    await waitFor(async () => (await api.call('GET', '/api/servers')).body[0].status === 'active', 'the agent to connect', 20_000);
+    await waitFor(async () => (await api.call('GET', '/api/servers')).body[0].status === 'active', 'the agent to connect', 120_000);
     browser = await chromium.launch({ executablePath: CHROMIUM!, args: FLAGS });
     const context = await browser.newContext({ viewport: { width: 1400, height: 900 }, acceptDownloads: true, colorScheme: 'light' });
     page = await context.newPage();
@@ -82,6 +82,8 @@ describe('the dashboard in a real Chromium', { skip: !CHROMIUM && 'chromium is n
     await page.getByRole('button', { name: 'Sign in' }).click();
     for (const name of VIEWS) await nav(name).waitFor();
     await page.getByRole('heading', { level: 1, name: 'Overview' }).waitFor();
+    // A new account has served nothing: the chart says so in words.
+    await page.getByText('No traffic yet', { exact: false }).waitFor();
   });
 
   test('adding a domain with the Add domain form, then editing it', async () => {
@@ -92,7 +94,17 @@ describe('the dashboard in a real Chromium', { skip: !CHROMIUM && 'chromium is n
     await dialog.getByLabel('Origins').fill('not an origin');
     await dialog.getByText('Line 1 is not address:port').waitFor();
     await dialog.getByLabel('Origins').fill(`127.0.0.1:${origin.port}`);
-    await dialog.getByLabel('WAF level').selectOption('medium');
+    // High is preselected (the API's default stays medium); each level says what it does.
+    const level = (name: string) => dialog.getByRole('group', { name: 'WAF level' }).getByRole('radio', { name: new RegExp(`^${name}\\b`) });
+    assert.equal(await level('high').isChecked(), true);
+    assert.equal(await level('medium').isChecked(), false);
+    await dialog.getByText('Blocks only the addresses and countries on your block lists.').waitFor();
+    await dialog.getByText(/^Also enforces your rate limits/).waitFor();
+    await dialog.getByText(/^Also detects attacks \(SQL injection, cross-site scripting/).waitFor();
+    await page.setViewportSize({ width: 390, height: 844 });
+    await page.screenshot({ path: join(OUT, 'dashboard-add-domain-390.png') });
+    await page.setViewportSize({ width: 1400, height: 900 });
+    await level('medium').check();
     await dialog.getByLabel(serverName).check();
     await dialog.getByLabel("HTTPS with a Let's Encrypt certificate").uncheck();
     await dialog.getByRole('button', { name: 'Save' }).click();
@@ -103,7 +115,7 @@ describe('the dashboard in a real Chromium', { skip: !CHROMIUM && 'chromium is n
     await row.getByRole('button', { name: 'Edit' }).click();
     const edit = page.getByRole('dialog', { name: `Edit ${DOMAIN}` });
     assert.equal(await edit.getByLabel('Origins').inputValue(), `127.0.0.1:${origin.port}`);
-    await edit.getByLabel('WAF level').selectOption('high');
+    await edit.getByRole('radio', { name: /^high\b/ }).check();
     await edit.getByRole('button', { name: 'Save' }).click();
     await edit.waitFor({ state: 'detached' });
     await row.getByText('high, block').waitFor();
@@ -245,6 +257,73 @@ describe('the dashboard in a real Chromium', { skip: !CHROMIUM && 'chromium is n
     await page.evaluate(() => localStorage.removeItem('rampart-theme'));
     await page.reload();
     await nav('Overview').waitFor();
+  });
+
+  test('a deposit shows what to pay, where and on which network, with a QR code; one message at a time', async () => {
+    await go('Settings');
+    await page.getByLabel('Deposit amount (USD)').fill('5');
+    await page.getByRole('button', { name: 'Deposit', exact: true }).click();
+    const callout = page.locator('.callout').filter({ hasText: 'Deposit of $5.00 announced' });
+    await callout.waitFor();
+    // This control plane has no chain: the server's own answer, with the on-chain payment details added.
+    const address = '0x52908400098527886E0F7030069857D2E4169EE7';
+    await page.route('**/api/billing/deposits', async (r) => {
+      const res = await r.fetch();
+      await r.fulfill({ status: res.status(), json: { ...(await res.json()), address, network: 'base', token: 'USDC', tokenContract: '0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913' } });
+    });
+    await page.getByLabel('Deposit amount (USD)').fill('7.5');
+    await page.getByRole('button', { name: 'Deposit', exact: true }).click();
+    const pay = page.locator('.callout').filter({ hasText: 'Deposit of $7.50 announced' });
+    await pay.getByText('Send exactly 7.50 USDC on base').waitFor();
+    await pay.getByLabel('Deposit address').getByText(address).waitFor();
+    await pay.getByRole('img', { name: `QR code of the deposit address ${address}` }).locator('path').waitFor();
+    assert.equal(await page.locator('.callout').count(), 1, 'the earlier deposit message is replaced, not piled up');
+    await page.unroute('**/api/billing/deposits');
+    await page.setViewportSize({ width: 390, height: 844 });
+    await pay.scrollIntoViewIfNeeded();
+    await page.screenshot({ path: join(OUT, 'dashboard-deposit-390.png') });
+    await page.setViewportSize({ width: 1400, height: 900 });
+  });
+
+  test('loading keeps the header and navigation; a lost connection says so in words, with a Retry', async () => {
+    // The account held back: the frame and grey blocks, no blank "Loading…".
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    await page.route('**/api/account', async (r) => {
+      await held;
+      await r.continue();
+    });
+    await page.reload();
+    await nav('Settings').waitFor();
+    await page.locator('[aria-busy="true"]').first().waitFor();
+    assert.ok(!(await page.locator('body').innerText()).includes('Loading…'));
+    release();
+    await page.getByRole('button', { name: 'Sign out' }).waitFor();
+    await page.unroute('**/api/account');
+
+    // The server unreachable on loading, then inside a view.
+    const lost = page.getByRole('alert').filter({ hasText: 'The connection to the Rampart server was lost' });
+    await page.route('**/api/**', (r) => r.abort());
+    await page.reload();
+    await lost.waitFor();
+    await nav('Domains').waitFor();
+    await page.setViewportSize({ width: 390, height: 844 });
+    await page.screenshot({ path: join(OUT, 'dashboard-connection-lost-390.png') });
+    await page.setViewportSize({ width: 1400, height: 900 });
+    await page.unroute('**/api/**');
+    await lost.getByRole('button', { name: 'Retry' }).click();
+    await page.getByRole('button', { name: 'Sign out' }).waitFor();
+    await lost.waitFor({ state: 'detached' });
+
+    await page.route('**/api/**', (r) => r.abort());
+    await go('Servers');
+    await lost.waitFor();
+    assert.equal(await lost.count(), 1, 'said once, not by every panel');
+    assert.ok(!(await page.locator('body').innerText()).includes('Failed to fetch'));
+    await page.unroute('**/api/**');
+    await lost.getByRole('button', { name: 'Retry' }).click();
+    await lost.waitFor({ state: 'detached' });
+    await page.getByText(serverName).first().waitFor();
   });
 
   test('custom rules: the builder writes the expression, a typo is marked at its column, the server\'s refusal is shown; enable and reorder', async () => {

@@ -83,7 +83,7 @@ export async function startServe(opts: { port: number; dataDir?: string; databas
   await waitFor(async () => {
     if (proc.child.exitCode !== null) throw new Error(`rampart serve exited: ${proc.output()}`);
     return (await fetch(`${url}/healthz`)).ok;
-  }, 'rampart serve to answer', 60_000);
+  }, 'rampart serve to answer', 180_000);
   return {
     ...proc,
     url,

@@ -1,8 +1,8 @@
 import { render, type JSX } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
-import { api, errorText, ok, onUnauthorized, type Account } from './api/client';
+import { api, ConnectionLost, errorText, ok, onConnection, onUnauthorized, type Account } from './api/client';
 import { closeStream, openStream, subscribe } from './api/stream';
-import { ErrorNote, Field, type ViewProps } from './ui';
+import { ConnectionBanner, ErrorNote, Field, InShell, Skeleton, type ViewProps } from './ui';
 import { Analytics } from './views/analytics';
 import { ConfirmEmail, confirmationToken } from './views/confirm-email';
 import { Domains } from './views/domains';
@@ -30,7 +30,7 @@ function lazyView(load: () => Promise<View>): View {
         );
     }, []);
     if (failed) return <ErrorNote error="This page could not be loaded; reload to try again." />;
-    return Loaded ? <Loaded {...props} /> : <p>Loading…</p>;
+    return Loaded ? <Loaded {...props} /> : <Skeleton page />;
   };
 }
 // The custom rules editor brings the expression parser: loaded when it is opened.
@@ -203,24 +203,15 @@ function useUnread(): [number, (n: number) => void] {
   return [unread, setUnread];
 }
 
-function Shell({ account, onSignOut }: { account: Account; onSignOut: () => void }) {
-  const [view, setView] = useState<ViewId>(currentView());
+/** The header and navigation: the same while the account loads (no account yet), so nothing jumps. */
+function Frame(props: { account?: Account; view: ViewId; unread?: number; onSignOut?: () => void; children: JSX.Element }) {
   const [menu, setMenu] = useState(false);
-  const [unread, setUnread] = useUnread();
+  const { account, view, unread = 0 } = props;
   useEffect(() => {
-    const onHash = () => {
-      setView(currentView());
-      setMenu(false);
-      document.getElementById('main')?.focus();
-    };
+    const onHash = () => setMenu(false);
     addEventListener('hashchange', onHash);
     return () => removeEventListener('hashchange', onHash);
   }, []);
-  useEffect(() => {
-    const label = VIEWS.find((v) => v.id === view)!.label;
-    document.title = `${label} · Rampart`;
-  }, [view]);
-  const View = VIEWS.find((v) => v.id === view)!.view;
   return (
     <div class="shell">
       <a class="skip" href="#main" onClick={(e) => (e.preventDefault(), document.getElementById('main')?.focus())}>
@@ -234,12 +225,14 @@ function Shell({ account, onSignOut }: { account: Account; onSignOut: () => void
           <img src="/dashboard/favicon.svg" alt="" width={24} height={24} /> Rampart
         </a>
         <div class="topbar-right">
-          {account.state === 'frozen' ? <span class="badge bad">Frozen</span> : null}
-          <span class="who">{account.email}</span>
+          {account?.state === 'frozen' ? <span class="badge bad">Frozen</span> : null}
+          {account ? <span class="who">{account.email}</span> : <span class="who skeleton-text" aria-hidden="true" />}
           <ThemeToggle />
-          <button type="button" class="ghost" onClick={onSignOut}>
-            Sign out
-          </button>
+          {props.onSignOut ? (
+            <button type="button" class="ghost" onClick={props.onSignOut}>
+              Sign out
+            </button>
+          ) : null}
         </div>
       </header>
       <nav id="nav" class={menu ? 'nav open' : 'nav'} aria-label="Main">
@@ -260,21 +253,62 @@ function Shell({ account, onSignOut }: { account: Account; onSignOut: () => void
         {unread > 0 ? <p class="sr-only" aria-live="polite">{`${unread} unread notifications`}</p> : null}
       </nav>
       <main id="main" class="main" tabIndex={-1}>
-        <View key={view} account={account} onUnreadChange={(d: number) => setUnread(Math.max(0, unread + d))} />
+        {props.children}
       </main>
     </div>
   );
 }
 
+/** Whether the server answers: false from the first request that could not reach it until one does. */
+function useOnline(): boolean {
+  const [online, setOnline] = useState(true);
+  useEffect(() => onConnection(setOnline), []);
+  return online;
+}
+
+function Shell({ account, onSignOut }: { account: Account; onSignOut: () => void }) {
+  const [view, setView] = useState<ViewId>(currentView());
+  const [unread, setUnread] = useUnread();
+  const online = useOnline();
+  // Retry after a lost connection: the view is mounted anew, so it loads all its data again.
+  const [attempt, setAttempt] = useState(0);
+  useEffect(() => {
+    const onHash = () => {
+      setView(currentView());
+      document.getElementById('main')?.focus();
+    };
+    addEventListener('hashchange', onHash);
+    return () => removeEventListener('hashchange', onHash);
+  }, []);
+  useEffect(() => {
+    const label = VIEWS.find((v) => v.id === view)!.label;
+    document.title = `${label} · Rampart`;
+  }, [view]);
+  const View = VIEWS.find((v) => v.id === view)!.view;
+  return (
+    <Frame account={account} view={view} unread={unread} onSignOut={onSignOut}>
+      <InShell.Provider value={true}>
+        {online ? null : <ConnectionBanner onRetry={() => setAttempt((a) => a + 1)} />}
+        <View key={`${view}-${attempt}`} account={account} onUnreadChange={(d: number) => setUnread(Math.max(0, unread + d))} />
+      </InShell.Provider>
+    </Frame>
+  );
+}
+
 function App() {
   const [confirming, setConfirming] = useState(confirmationToken());
-  const [account, setAccount] = useState<Account | null | undefined>(undefined);
+  // undefined while loading; 'offline' when the server could not be reached (not a reason to sign in again).
+  const [account, setAccount] = useState<Account | null | undefined | 'offline'>(undefined);
+  const loadAccount = () => {
+    setAccount(undefined);
+    ok(api.GET('/api/account')).then(setAccount, (err: unknown) => setAccount(err instanceof ConnectionLost ? 'offline' : null));
+  };
   useEffect(() => {
-    ok(api.GET('/api/account')).then(setAccount, () => setAccount(null));
+    loadAccount();
     return onUnauthorized(() => setAccount(null));
   }, []);
   useEffect(() => {
-    if (account) openStream();
+    if (account && account !== 'offline') openStream();
     else closeStream();
   }, [account]);
   if (confirming)
@@ -287,7 +321,15 @@ function App() {
         }}
       />
     );
-  if (account === undefined) return <p class="loading-page">Loading…</p>;
+  if (account === undefined || account === 'offline')
+    return (
+      <Frame view={currentView()}>
+        <>
+          {account === 'offline' ? <ConnectionBanner onRetry={loadAccount} /> : null}
+          <Skeleton page />
+        </>
+      </Frame>
+    );
   if (account === null) return <SignIn onSignedIn={setAccount} />;
   return (
     <Shell

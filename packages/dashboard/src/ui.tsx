@@ -1,6 +1,7 @@
 import type { ComponentChildren, JSX } from 'preact';
-import { useCallback, useEffect, useRef, useState } from 'preact/hooks';
-import { errorText } from './api/client';
+import { createContext } from 'preact';
+import { useCallback, useContext, useEffect, useRef, useState } from 'preact/hooks';
+import { CONNECTION_LOST, errorText } from './api/client';
 
 // Small shared pieces: data loading, dialogs, fields, copy buttons, formats.
 
@@ -103,7 +104,13 @@ export function Confirm(props: { title: string; message: ComponentChildren; acti
   );
 }
 
+/** True inside the signed-in shell, whose banner says when the connection is lost (with a retry). */
+export const InShell = createContext(false);
+
+/** An error of a request or form. A lost connection is said once, by the shell's banner, not by every panel. */
 export function ErrorNote({ error }: { error: string | undefined }) {
+  const inShell = useContext(InShell);
+  if (inShell && error === CONNECTION_LOST) return null;
   return error ? (
     <p class="error" role="alert">
       {error}
@@ -189,6 +196,59 @@ export function Secret({ text, label }: { text: string; label: string }) {
       </code>
       <CopyButton text={text} />
     </div>
+  );
+}
+
+/** The server cannot be reached: said in words, with a button that tries again. */
+export function ConnectionBanner({ onRetry }: { onRetry: () => void }) {
+  return (
+    <div class="error connection-lost" role="alert">
+      <span>{CONNECTION_LOST}</span>
+      <button type="button" class="small" onClick={onRetry}>
+        Retry
+      </button>
+    </div>
+  );
+}
+
+/** Grey blocks where content is coming (a page: a heading and panels; otherwise one panel). */
+export function Skeleton({ page, lines = 3 }: { page?: boolean; lines?: number }) {
+  return (
+    <div class="skeleton" aria-busy="true">
+      <span class="sr-only">Loading</span>
+      {page ? <div class="skeleton-bar skeleton-title" /> : null}
+      {Array.from({ length: lines }, (_, i) => (
+        <div key={i} class="skeleton-bar" />
+      ))}
+    </div>
+  );
+}
+
+/**
+ * A form's one message: a new one replaces the last, and a success note goes after `ms`
+ * (errors stay until the next action), so old messages never pile up.
+ */
+export function useMessage(ms = 8000): [Message | undefined, (m: Message | undefined) => void] {
+  const [message, setMessage] = useState<Message>();
+  useEffect(() => {
+    if (message?.kind !== 'success') return;
+    const t = setTimeout(() => setMessage(undefined), ms);
+    return () => clearTimeout(t);
+  }, [message]);
+  return [message, setMessage];
+}
+export interface Message {
+  kind: 'success' | 'error';
+  text: string;
+}
+export function MessageNote({ message }: { message: Message | undefined }) {
+  if (!message) return null;
+  return message.kind === 'error' ? (
+    <ErrorNote error={message.text} />
+  ) : (
+    <p role="status" class="success">
+      {message.text}
+    </p>
   );
 }
 

@@ -53,9 +53,45 @@ export function onUnauthorized(fn: () => void): () => void {
   return () => unauthorized.delete(fn);
 }
 
+/** The server could not be reached at all (the browser's fetch failed: offline, server down, proxy cut). */
+export class ConnectionLost extends Error {
+  constructor() {
+    super(CONNECTION_LOST);
+  }
+}
+export const CONNECTION_LOST = 'The connection to the Rampart server was lost: check your network, then retry.';
+
+const connection = new Set<(online: boolean) => void>();
+let online = true;
+/** Called when the server stops answering (false) and when it answers again (true). */
+export function onConnection(fn: (online: boolean) => void): () => void {
+  connection.add(fn);
+  return () => connection.delete(fn);
+}
+function setOnline(next: boolean) {
+  if (next === online) return;
+  online = next;
+  for (const fn of connection) fn(next);
+}
+
+/** Awaits a request: a network failure becomes ConnectionLost (never the browser's "Failed to fetch"). */
+async function reach<R>(call: Promise<R>): Promise<R> {
+  try {
+    const r = await call;
+    setOnline(true);
+    return r;
+  } catch (err) {
+    if (err instanceof TypeError || (err instanceof DOMException && err.name !== 'AbortError')) {
+      setOnline(false);
+      throw new ConnectionLost();
+    }
+    throw err;
+  }
+}
+
 /** The data of an openapi-fetch answer, or an ApiError with the API's message. */
 export async function ok<T>(call: Promise<{ data?: T; error?: unknown; response: Response }>): Promise<T> {
-  const { data, error, response } = await call;
+  const { data, error, response } = await reach(call);
   if (response.ok) return data as T;
   if (response.status === 401) for (const fn of unauthorized) fn();
   const message = error && typeof error === 'object' && 'error' in error ? String((error as { error: unknown }).error) : `${response.status} ${response.statusText}`;
@@ -64,7 +100,7 @@ export async function ok<T>(call: Promise<{ data?: T; error?: unknown; response:
 
 /** A page of a newest-first list and the `before` of the next page (from the Link header), if any. */
 export async function page<T>(call: Promise<{ data?: T[]; error?: unknown; response: Response }>): Promise<{ items: T[]; next: string | undefined }> {
-  const awaited = await call;
+  const awaited = await reach(call);
   const items = await ok(Promise.resolve(awaited));
   const link = awaited.response.headers.get('link') ?? '';
   const m = /<([^>]*)>;\s*rel="next"/.exec(link);
@@ -74,7 +110,7 @@ export async function page<T>(call: Promise<{ data?: T[]; error?: unknown; respo
 
 /** A GET of an endpoint that is not in the OpenAPI document (yet): null when it answers 404. */
 export async function getOptional<T>(url: string): Promise<T | null> {
-  const response = await fetch(url, { credentials: 'same-origin', headers: { accept: 'application/json' } });
+  const response = await reach(fetch(url, { credentials: 'same-origin', headers: { accept: 'application/json' } }));
   if (response.status === 404) return null;
   const body = (await response.json().catch(() => null)) as unknown;
   if (!response.ok) {

@@ -1,4 +1,4 @@
-import { isIP, isPort, normalizeHostname, isHostname, WAF_LEVELS, WAF_MODES, formatHostPort } from '@rampart/protocol';
+import { isIP, isPort, normalizeHostname, isHostname, WAF_LEVELS, WAF_MODES, formatHostPort, type WafLevel } from '@rampart/protocol';
 import { useState } from 'preact/hooks';
 import { api, errorText, ok, type Domain, type DomainUpdate, type Server } from '../api/client';
 import { CardTable, Options, SaveCancel } from '../components';
@@ -22,6 +22,15 @@ export function parseOrigins(text: string): { ok: true; origins: { ip: string; p
   return { ok: true, origins };
 }
 
+/** What each WAF level does, one sentence each (SPEC.md's table), shown beside the choice. */
+export const WAF_LEVEL_TEXT: Record<WafLevel, string> = {
+  low: 'Blocks only the addresses and countries on your block lists.',
+  medium: 'Also enforces your rate limits: a client over its limit is refused for a while.',
+  high: 'Also detects attacks (SQL injection, cross-site scripting, command injection, path traversal and more) in every request and blocks them.',
+};
+/** The level the Add-domain form starts at: the strongest (the API's own default stays medium). */
+export const NEW_DOMAIN_WAF_LEVEL: WafLevel = 'high';
+
 export function certificateText(d: Domain): string {
   switch (d.sslStatus) {
     case 'off':
@@ -42,7 +51,7 @@ function DomainForm(props: { domain?: Domain; servers: Server[]; onSaved: (d: Do
   const [serverIds, setServerIds] = useState<string[]>(d?.serverIds ?? []);
   const [sslEnabled, setSsl] = useState(d?.sslEnabled ?? true);
   const [wafEnabled, setWaf] = useState(d?.wafEnabled ?? true);
-  const [wafLevel, setLevel] = useState<string>(d?.wafLevel ?? 'medium');
+  const [wafLevel, setLevel] = useState<string>(d?.wafLevel ?? NEW_DOMAIN_WAF_LEVEL);
   const [wafMode, setMode] = useState<string>(d?.wafMode ?? 'block');
   const [compressed, setCompressed] = useState(d?.wafCompressedBodies === 'allow');
   const [dnsFailover, setDnsFailover] = useState(d?.dnsFailover ?? false);
@@ -95,14 +104,22 @@ function DomainForm(props: { domain?: Domain; servers: Server[]; onSaved: (d: Do
             ))}
           </div>
         </fieldset>
+        <fieldset class="field levels">
+          <legend>WAF level</legend>
+          {WAF_LEVELS.map((level) => (
+            <label key={level} class="level">
+              <input type="radio" name="wafLevel" value={level} checked={wafLevel === level} onChange={() => setLevel(level)} aria-describedby={`level-${level}`} />
+              <span>
+                <strong>{level}</strong>
+                {level === NEW_DOMAIN_WAF_LEVEL ? <span class="badge good">recommended</span> : null}
+                <small id={`level-${level}`} class="hint block">
+                  {WAF_LEVEL_TEXT[level]}
+                </small>
+              </span>
+            </label>
+          ))}
+        </fieldset>
         <div class="row">
-          <Field label="WAF level" hint="low: IP and country lists; medium: + rate limits; high: + attack detection">
-            {(id, desc) => (
-              <select id={id} value={wafLevel} aria-describedby={desc} onChange={(e) => setLevel(e.currentTarget.value)}>
-                <Options values={WAF_LEVELS} />
-              </select>
-            )}
-          </Field>
           <Field label="WAF mode" hint="detect: attacks are logged and let through">
             {(id, desc) => (
               <select id={id} value={wafMode} aria-describedby={desc} onChange={(e) => setMode(e.currentTarget.value)}>

@@ -2,7 +2,8 @@ import { ACCOUNT_LIMITS } from '@rampart/protocol';
 import { useState } from 'preact/hooks';
 import { api, ok, page, type Account, type ApiKeyCreated, type Body, type Deposit, type DnsSettings, type Transaction } from '../api/client';
 import { CardTable, LoadMore, Options, submitting } from '../components';
-import { Confirm, Empty, ErrorNote, Field, fmtDate, money, PageHead, Secret, useLoad, type ViewProps } from '../ui';
+import { Confirm, Dialog, Empty, ErrorNote, Field, fmtDate, MessageNote, money, PageHead, Secret, useLoad, useMessage, type ViewProps } from '../ui';
+import { PaymentDetails } from './deposit';
 
 type Plan = Body<'/api/account/plan', 'put'>['plan'];
 // Checked against the API's own type: a plan it does not take fails to compile.
@@ -14,9 +15,14 @@ function Billing({ initial }: { initial: Account }) {
   const [account, setAccount] = useState(initial);
   const [plan, setPlan] = useState<Plan>(initial.plan as Plan);
   const [amount, setAmount] = useState('');
+  // One message at a time: the last action's (a success note goes by itself), or the deposit just announced.
   const [deposit, setDeposit] = useState<Deposit>();
-  const [error, setError] = useState<string>();
-  const [note, setNote] = useState<string>();
+  const [message, setMessage] = useMessage();
+  const setError = (error: string | undefined) => {
+    setMessage(error ? { kind: 'error', text: error } : undefined);
+    if (error) setDeposit(undefined);
+  };
+  const [paying, setPaying] = useState<Transaction>();
   const tx = useLoad(() => page(api.GET('/api/billing/transactions', { params: { query: { limit: '20' } } })));
   const [more, setMore] = useState<{ items: Transaction[]; next: string | undefined }>();
   const rows = [...(tx.data?.items ?? []), ...(more?.items ?? [])];
@@ -41,10 +47,10 @@ function Billing({ initial }: { initial: Account }) {
       <form
         class="inline-form"
         onSubmit={submitting(setError, async () => {
-          setNote(undefined);
+          setDeposit(undefined);
           const r = await ok(api.PUT('/api/account/plan', { body: { plan } }));
           setAccount(r.account);
-          setNote(r.transaction ? `Plan changed; ${r.transaction.delta < 0 ? 'charged' : 'credited'} ${money(Math.abs(r.transaction.delta))} pro rata.` : 'Plan changed.');
+          setMessage({ kind: 'success', text: r.transaction ? `Plan changed; ${r.transaction.delta < 0 ? 'charged' : 'credited'} ${money(Math.abs(r.transaction.delta))} pro rata.` : 'Plan changed.' });
           tx.reload();
         })}
       >
@@ -63,6 +69,7 @@ function Billing({ initial }: { initial: Account }) {
         class="inline-form"
         onSubmit={submitting(setError, async () => {
           setDeposit(await ok(api.POST('/api/billing/deposits', { body: { amount: Number(amount) } })));
+          setAmount('');
           tx.reload();
         })}
       >
@@ -73,35 +80,17 @@ function Billing({ initial }: { initial: Account }) {
         <div class="callout" role="status">
           <p>
             Deposit of {money(deposit.amount)} announced ({deposit.status}).
-            {deposit.address ? ' Pay to:' : ' It is credited once the payment is confirmed.'}
-            {deposit.expiresAt ? ` Open until ${fmtDate(deposit.expiresAt)}; pay before then (at most 5 deposits are open at once).` : null}
+            {deposit.expiresAt ? ` Open until ${fmtDate(deposit.expiresAt)} (at most 5 deposits are open at once).` : null}
           </p>
-          {deposit.address ? (
-            <dl class="details">
-              <dt>Address</dt>
-              <dd>
-                <Secret text={deposit.address} label="Deposit address" />
-              </dd>
-              <dt>Network</dt>
-              <dd>{deposit.network ?? '—'}</dd>
-              <dt>Token</dt>
-              <dd>{deposit.token ?? '—'}</dd>
-              <dt>Token contract</dt>
-              <dd>{deposit.tokenContract ? <code>{deposit.tokenContract}</code> : '—'}</dd>
-            </dl>
-          ) : null}
+          <PaymentDetails deposit={deposit} />
         </div>
       ) : null}
-      <ErrorNote error={error ?? tx.error} />
-      {note ? (
-        <p role="status" class="success">
-          {note}
-        </p>
-      ) : null}
+      <MessageNote message={message} />
+      {message?.kind === 'error' ? null : <ErrorNote error={tx.error} />}
       <h3>Transactions</h3>
       {tx.data && rows.length === 0 ? <Empty>No transactions yet.</Empty> : null}
       {rows.length ? (
-        <CardTable columns={['When', 'What', 'Amount', 'State']}>
+        <CardTable columns={['When', 'What', 'Amount', 'State']} action="Pay">
             {rows.map((t) => (
               <tr key={t.id}>
                 <td data-label="When">{fmtDate(t.createdAt)}</td>
@@ -110,6 +99,13 @@ function Billing({ initial }: { initial: Account }) {
                   {money(t.delta !== 0 ? t.delta : t.amount)}
                 </td>
                 <td data-label="State">{t.status}</td>
+                <td class="row-actions">
+                  {t.kind === 'deposit' && t.status === 'pending' && t.address ? (
+                    <button type="button" class="small" onClick={() => setPaying(t)}>
+                      How to pay<span class="sr-only"> the deposit of {money(t.amount)}</span>
+                    </button>
+                  ) : null}
+                </td>
               </tr>
             ))}
         </CardTable>
@@ -123,6 +119,11 @@ function Billing({ initial }: { initial: Account }) {
         }}
         onError={setError}
       />
+      {paying ? (
+        <Dialog title={`Deposit of ${money(paying.amount)}`} onClose={() => setPaying(undefined)}>
+          <PaymentDetails deposit={paying} />
+        </Dialog>
+      ) : null}
     </div>
   );
 }
@@ -167,7 +168,7 @@ function ApiKeys() {
               <tr key={k.id}>
                 <td data-label="Name">{k.name}</td>
                 <td data-label="Key">
-                  <code>{k.keyPrefix}…</code>
+                  <code class="nowrap">{k.keyPrefix}…</code>
                 </td>
                 <td data-label="Last used">{fmtDate(k.lastUsedAt)}</td>
                 <td data-label="Created">{fmtDate(k.createdAt)}</td>

@@ -1,7 +1,7 @@
 import { WAF_REASONS } from '@rampart/protocol';
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { pointSeconds, STATUS_CLASSES, type Analytics } from '../api/analytics';
-import { bytes, count, countryName, Empty, reasonText } from '../ui';
+import { bytes, count, countryName, Empty, reasonText, Skeleton } from '../ui';
 
 // Charts and top lists of GET /api/analytics, shared by Overview and Analytics.
 
@@ -53,7 +53,7 @@ function Top<T>(props: { title: string; rows: T[]; label: (r: T) => string; valu
 }
 
 export function Traffic({ data, ruleName }: { data: Analytics | null | undefined; ruleName?: (id: string) => string }) {
-  if (data === undefined) return <p class="muted">Loading traffic…</p>;
+  if (data === undefined) return <Skeleton lines={2} />;
   if (data === null) return <Empty>Traffic analytics are not available on this control plane yet: charts appear once it collects them from the agents.</Empty>;
   const times = data.series.map((p) => pointSeconds(p.t));
   const total = data.series.reduce((a, p) => a + p.requests, 0);
@@ -81,8 +81,8 @@ export function Traffic({ data, ruleName }: { data: Analytics | null | undefined
           <span class="stat-label">served</span>
         </div>
       </div>
-      {data.series.length === 0 ? (
-        <Empty>No traffic in this period.</Empty>
+      {total === 0 ? (
+        <Empty>No traffic yet: charts appear once a shield server has served requests in this period.</Empty>
       ) : (
         <div class="charts">
           <Chart title="Requests by status" times={times} series={statusSeries} />
