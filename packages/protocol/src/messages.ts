@@ -86,7 +86,11 @@ export const HEALTH_PATH = '/.well-known/rampart/health';
 /** The agent sends its connection token in this header, never in the URL. */
 export const TOKEN_HEADER = 'authorization';
 
-const Origin = Type.Object({ ip: Type.String(), port: Type.Integer({ minimum: 1, maximum: 65535 }) }, { additionalProperties: false });
+/** An origin by address, or by DNS name (resolved by HAProxy at run time). */
+const Origin = Type.Union([
+  Type.Object({ ip: Type.String(), port: Type.Integer({ minimum: 1, maximum: 65535 }) }, { additionalProperties: false }),
+  Type.Object({ host: Type.String(), port: Type.Integer({ minimum: 1, maximum: 65535 }) }, { additionalProperties: false }),
+]);
 
 export const SnapshotDomain = Type.Object(
   {
