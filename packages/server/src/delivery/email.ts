@@ -23,6 +23,7 @@ const TITLES: Record<string, string> = {
   proxy_crash: 'Proxy crashed',
   proxy_reload_failed: 'Proxy reload failed',
   ssl_expiring: 'Certificate expiring',
+  ssl_failed: 'Certificate failed',
   account_frozen: 'Account frozen',
   account_active: 'Account active',
   deposit_confirmed: 'Deposit confirmed',
