@@ -230,7 +230,13 @@ export const StatusReport = message(
   'status/report',
   Type.Object(
     {
-      kind: Type.Union([Type.Literal('proxy_crash'), Type.Literal('proxy_reload_failed'), Type.Literal('server_error')]),
+      kind: Type.Union([
+        Type.Literal('proxy_crash'),
+        Type.Literal('proxy_reload_failed'),
+        Type.Literal('server_error'),
+        Type.Literal('origin_down'),
+        Type.Literal('origin_up'),
+      ]),
       message: Type.String({ maxLength: AGENT_LIMITS.statusMessage }),
     },
     { additionalProperties: false },

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, request, type Server } from 'node:http';
-import { createServer as createTcpServer } from 'node:net';
+import { connect, createServer as createTcpServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -124,6 +124,24 @@ describe('branded answers of a real HAProxy', () => {
   test('an origin answering garbage: our 502 page and text', async () => {
     assertPage(await get(port, 'bad.example.com', 'text/html', '/x'), 502, /<h1>Bad gateway<\/h1>/);
     assertText(await get(port, 'bad.example.com', 'application/json', '/x'), 502, /^Bad Gateway: /);
+  });
+
+  test("HAProxy's own checks, read from show stat as the agent reads them: the refused origin down (L4CON), the named one up", async () => {
+    const { parseOriginStates } = await import('../../agent/src/origins.js');
+    const showStat = () =>
+      new Promise<string>((resolve, reject) => {
+        let out = '';
+        const s = connect(join(dir, 'admin.sock'), () => s.end('show stat\n'));
+        s.on('data', (d) => (out += d));
+        s.on('end', () => resolve(out));
+        s.on('error', reject);
+      });
+    const states = await waitFor(async () => {
+      const r = parseOriginStates(await showStat());
+      return r.get('be_down_example_com/origin0')?.state === 'down' && r;
+    }, 'the refused origin to be marked down', 20_000, 200);
+    assert.equal(states.get('be_down_example_com/origin0')!.check, 'L4CON');
+    assert.equal(states.get('be_up_example_com/origin0')!.state, 'up');
   });
 
   test('an unknown host: our 404 page and text', async () => {

@@ -24,6 +24,8 @@ const TITLES: Record<string, string> = {
   proxy_reload_failed: 'Proxy reload failed',
   ssl_expiring: 'Certificate expiring',
   ssl_failed: 'Certificate failed',
+  origin_down: 'Origin down',
+  origin_up: 'Origin up',
   account_frozen: 'Account frozen',
   account_active: 'Account active',
   deposit_confirmed: 'Deposit confirmed',

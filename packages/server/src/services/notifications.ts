@@ -15,6 +15,8 @@ export const NOTIFICATION_KINDS = [
   'server_error',
   'ssl_expiring',
   'ssl_failed',
+  'origin_down',
+  'origin_up',
   'proxy_crash',
   'proxy_reload_failed',
   'account_frozen',
@@ -157,7 +159,7 @@ export async function markRead(ctx: ServiceContext, accountId: string, ids: read
 }
 
 export interface StatusReport {
-  kind: 'proxy_crash' | 'proxy_reload_failed' | 'server_error';
+  kind: 'proxy_crash' | 'proxy_reload_failed' | 'server_error' | 'origin_down' | 'origin_up';
   message: string;
 }
 
@@ -216,6 +218,9 @@ export const NOTIFICATION_ADVICE: Record<NotificationKind, string> = {
     "Check that the domain resolves to its shield servers and that port 80 reaches them; the domain's sslError, or the agent's log on the server, says why renewal failed.",
   ssl_failed:
     "Check that the domain's DNS records point to its shield servers and that port 80 reaches them from the Internet; the server retries by itself, and the domain list shows the certificate's state.",
+  origin_down:
+    "Check that the origin runs and that the shield server can reach it at that address and port (its firewall, the origin's own health at \"/\"); the shield server sends visitors to the domain's other origins meanwhile.",
+  origin_up: 'Nothing to do.',
   proxy_crash: "Nothing to do if it happened once; if it happens again, look at the server's HAProxy logs, memory and disk.",
   proxy_reload_failed:
     "The server serves its previous configuration, without the latest change: correct the change HAProxy's messages point to and save it again.",
