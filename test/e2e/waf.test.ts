@@ -401,6 +401,12 @@ describe('WAF through real HAProxy', () => {
     assert.equal(limitedPlain.status, 429);
     assert.ok(limitedPlain.headers['retry-after']);
     assert.match(limitedPlain.text, /rate limit was exceeded[\s\S]*Request id: [A-Za-z0-9_-]+\n$/i);
+    // a host no domain has: our 404 page or text, with its id
+    const unknown = await full('nobody.waf.test', '127.0.15.5', '/', { accept: 'text/html' });
+    assert.equal(unknown.status, 404);
+    assert.ok(unknown.text.includes(`<code id="request-id">${unknown.headers['x-rampart-request-id']}</code>`), unknown.text);
+    const unknownPlain = await full('nobody.waf.test', '127.0.15.5', '/');
+    assert.equal(unknownPlain.text, `Not Found: no site is set up for this name here.\nRequest id: ${unknownPlain.headers['x-rampart-request-id']}\n`);
     requestIds.push(id, id2);
   });
 

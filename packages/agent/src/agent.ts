@@ -15,6 +15,7 @@ import { ChallengeResponder } from './certificates/responder.js';
 import { CertificateStore } from './certificates/store.js';
 import { CrawlerVerifier, crawlerDns, RuntimeCrawlerMap, type CrawlerDns } from './crawlers.js';
 import { AnalyticsCollector } from './analytics.js';
+import { OriginWatch, parseOriginStates } from './origins.js';
 import { EventCollector } from './events.js';
 import { countriesOf, ensureCountryMap, ensureCountrySubset } from './geo.js';
 import { HaproxyProcess } from './haproxy.js';
@@ -95,6 +96,7 @@ export class Agent {
   readonly events: EventCollector;
   /** Traffic analytics: HAProxy's counters and the WAF's blocks, one analytics/batch per interval. */
   readonly analytics: AnalyticsCollector;
+  private readonly originWatch = new OriginWatch();
   /** Verifies the addresses of claimed search crawlers; crawlerMap keeps HAProxy's map in step. */
   readonly crawlers: CrawlerVerifier;
   readonly crawlerMap: RuntimeCrawlerMap;
@@ -168,6 +170,10 @@ export class Agent {
       now: () => new Date(this.clock.now()),
       ...(options.analyticsIntervalMs !== undefined ? { intervalMs: options.analyticsIntervalMs } : {}),
       log: this.log,
+      // Origin health from HAProxy's own checks: a change is an origin_down / origin_up report.
+      onStat: (csv) => {
+        for (const r of this.originWatch.update(parseOriginStates(csv), this.state.desired?.domains ?? [])) this.report(r);
+      },
     });
     this.backoff = options.backoff ?? reconnectBackoff({ clock: this.clock });
     this.store = new CertificateStore(join(dataDir, 'certs'));

@@ -88,6 +88,8 @@ export interface AnalyticsOptions {
   /** Batches kept while the service is away (default AGENT_LIMITS.bufferedAnalytics); the oldest go first. */
   maxBuffered?: number;
   log?: (level: 'info' | 'warn' | 'error', msg: string) => void;
+  /** Every `show stat` read, to whoever else needs it (origin health: origins.ts). */
+  onStat?: (csv: string) => void;
 }
 
 /**
@@ -171,6 +173,7 @@ export class AnalyticsCollector {
         this.pid = pid;
       }
       stats = parseStatCsv(csv);
+      this.options.onStat?.(csv);
     } catch (err) {
       this.options.log?.('warn', `analytics: reading HAProxy's counters failed: ${(err as Error).message}`);
     }

@@ -84,7 +84,11 @@ export const AGENT_PATH = '/agent';
  */
 export const HEALTH_PATH = '/.well-known/rampart/health';
 
-const Origin = Type.Object({ ip: Type.String(), port: Type.Integer({ minimum: 1, maximum: 65535 }) }, { additionalProperties: false });
+/** An origin by address, or by DNS name (resolved by HAProxy at run time). */
+const Origin = Type.Union([
+  Type.Object({ ip: Type.String(), port: Type.Integer({ minimum: 1, maximum: 65535 }) }, { additionalProperties: false }),
+  Type.Object({ host: Type.String(), port: Type.Integer({ minimum: 1, maximum: 65535 }) }, { additionalProperties: false }),
+]);
 
 export const SnapshotDomain = Type.Object(
   {
@@ -224,7 +228,13 @@ export const StatusReport = message(
   'status/report',
   Type.Object(
     {
-      kind: Type.Union([Type.Literal('proxy_crash'), Type.Literal('proxy_reload_failed'), Type.Literal('server_error')]),
+      kind: Type.Union([
+        Type.Literal('proxy_crash'),
+        Type.Literal('proxy_reload_failed'),
+        Type.Literal('server_error'),
+        Type.Literal('origin_down'),
+        Type.Literal('origin_up'),
+      ]),
       message: Type.String({ maxLength: AGENT_LIMITS.statusMessage }),
     },
     { additionalProperties: false },

@@ -101,6 +101,22 @@ export function isHostname(value: string): boolean {
   return !/^\d+$/.test(labels[labels.length - 1]!);
 }
 
+/**
+ * An origin's DNS name (`{ host, port }` origins): a fully qualified name as isHostname has it, or
+ * one label such as `localhost` or a container's service name. Callers lowercase first.
+ */
+export function isOriginHost(value: string): boolean {
+  return isHostname(value) || (LABEL_RE.test(value) && !/^\d+$/.test(value));
+}
+
+/** An origin by address (SPEC.md) or by DNS name, which HAProxy resolves at run time. */
+export type OriginAddress = { ip: string; port: number } | { host: string; port: number };
+
+/** The address or name an origin is reached at. */
+export function originTarget(o: OriginAddress): string {
+  return 'host' in o ? o.host : o.ip;
+}
+
 /** Lowercases and drops one trailing dot; the result still has to pass isHostname. */
 export function normalizeHostname(value: string): string {
   const lower = value.toLowerCase();

@@ -1,8 +1,13 @@
-import { backendName, formatHostPort, isHostname, isIP, isPort } from '@rampart/protocol';
+import { backendName, formatHostPort, isHostname, isIP, isOriginHost, isPort, originTarget, type OriginAddress } from '@rampart/protocol';
 
-export interface Origin {
-  ip: string;
-  port: number;
+export type Origin = OriginAddress;
+
+/** The resolvers section origins by name use: the system's resolv.conf, names looked up again every 10 s. */
+export const RESOLVERS = 'rampart_dns';
+export const RESOLVERS_SECTION = [`resolvers ${RESOLVERS}`, '    parse-resolv-conf', '    hold valid 10s'].join('\n');
+
+export function hasNamedOrigin(domains: readonly RoutedDomain[]): boolean {
+  return domains.some((d) => d.origins.some((o) => 'host' in o));
 }
 
 export interface RoutedDomain {
@@ -21,7 +26,9 @@ export class UnsafeValueError extends Error {
 export function assertRenderable(d: RoutedDomain): void {
   if (!isHostname(d.domain)) throw new UnsafeValueError('domain', d.domain);
   for (const o of d.origins) {
-    if (!isIP(o.ip)) throw new UnsafeValueError('origin address', o.ip);
+    if ('host' in o) {
+      if (!isOriginHost(o.host)) throw new UnsafeValueError('origin host', o.host);
+    } else if (!isIP(o.ip)) throw new UnsafeValueError('origin address', o.ip);
     if (!isPort(o.port)) throw new UnsafeValueError('origin port', o.port);
   }
 }
@@ -83,7 +90,14 @@ export function renderBackend(d: RoutedDomain, live?: LiveBackend): string {
   lines.push(
     '    http-request set-header X-Real-IP %[src]',
     `    http-request set-header Host ${d.domain}`,
-    ...d.origins.map((o, i) => `    server origin${i} ${formatHostPort(o.ip, o.port)} check`),
+    // A name: the system resolver's answer at start (else the last known or none, so HAProxy starts
+    // anyway), then HAProxy's own DNS lookups (RESOLVERS) follow its changes. An export template
+    // (no live shield server) lets HAProxy resolve it once at start.
+    ...d.origins.map((o, i) =>
+      'host' in o && live
+        ? `    server origin${i} ${o.host}:${o.port} check resolvers ${RESOLVERS} resolve-prefer ipv4 init-addr last,libc,none`
+        : `    server origin${i} ${formatHostPort(originTarget(o), o.port)} check`,
+    ),
   );
   return lines.join('\n');
 }

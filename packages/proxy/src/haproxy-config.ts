@@ -2,8 +2,9 @@ import { createHash } from 'node:crypto';
 import { isAbsolute } from 'node:path';
 import { HEALTH_PATH, isHostname, isPort, type ServerSnapshot } from '@rampart/protocol';
 import { backendName } from '@rampart/protocol';
-import { assertRenderable, byDomain, MISDIRECTED, renderBackend, UnsafeValueError } from './backend.js';
+import { assertRenderable, byDomain, hasNamedOrigin, MISDIRECTED, renderBackend, RESOLVERS_SECTION, UnsafeValueError } from './backend.js';
 import { renderWaf } from './waf.js';
+import { errorLines, REQUEST_ID_HEADER, TEXT_404 } from './waf-pages.js';
 
 export interface RenderOptions {
   /** Address:port pairs are the agent's own settings, never user input. */
@@ -105,9 +106,9 @@ function checkOptions(o: RenderOptions, t: RenderTarget): void {
 /**
  * The renderer's own version: raised whenever the same input renders differently, so an upgraded
  * agent does not skip its running (older) configuration as identical. 2: the health path. 3: request ids
- * on WAF answers, IPv6 clients rate limited by their /64. 5: HAProxy's Prometheus exporter on the health socket. 6: native WAF decisions and answers, the detectors behind a gate, the default buffer size.
+ * on WAF answers, IPv6 clients rate limited by their /64. 5: HAProxy's Prometheus exporter on the health socket. 6: native WAF decisions and answers, the detectors behind a gate, the default buffer size. 7: our pages for 404 (unknown host) and 502/503/504, origins by name.
  */
-const RENDER_VERSION = 6;
+const RENDER_VERSION = 7;
 
 export function inputHash(snapshot: ServerSnapshot, options: RenderOptions): string {
   const { revision: _revision, ...state } = snapshot;
@@ -147,6 +148,8 @@ export function renderHaproxyConfig(snapshot: ServerSnapshot, options: RenderOpt
       '',
       ...DEFAULTS_SECTION,
     ].join('\n'),
+    // Origins by name are looked up by HAProxy itself, at run time (backend.ts).
+    ...(hasNamedOrigin(domains) ? [RESOLVERS_SECTION] : []),
     [
       'frontend http_in',
       `    bind ${bindAddress}:${options.httpBind.port}`,
@@ -157,6 +160,8 @@ export function renderHaproxyConfig(snapshot: ServerSnapshot, options: RenderOpt
       // constant body before routing, redirects and the WAF (all in the backends). It reaches no
       // backend, so it is no way past the WAF to an origin.
       `    ${HEALTH_RETURN} if { path -m str ${HEALTH_PATH} } METH_GET`,
+      // Our own pages for the answers HAProxy makes when an origin fails (waf-pages.ts).
+      ...errorLines(target.configDir),
       // The ACME challenge reaches the agent's responder before host routing, redirects and the
       // WAF (whose decisions are taken in the domain backends), for every host.
       ...(acme ? [`    use_backend acme_responder if { path_beg ${ACME_CHALLENGE_PATH} }`] : []),
@@ -174,7 +179,9 @@ export function renderHaproxyConfig(snapshot: ServerSnapshot, options: RenderOpt
       'backend default_404',
       // Over TLS, a Host this server has no domain for is not the SNI's domain either: misdirected.
       ...(https ? [`    ${MISDIRECTED} if { ssl_fc }`] : []),
-      '    http-request return status 404 content-type text/plain string "Not Found"',
+      // A Host no domain here has: our page (browsers) or text, with the request id.
+      `    http-request return status 404 content-type "text/html; charset=utf-8" lf-file ${target.configDir}/notfound.html ${REQUEST_ID_HEADER} if { var(txn.rp_fmt) -m str h }`,
+      `    http-request return status 404 content-type "text/plain; charset=utf-8" lf-string ${TEXT_404} ${REQUEST_ID_HEADER}`,
     ].join('\n'),
     ...waf.sections,
     ...(acme ? [['backend acme_responder', `    server responder 127.0.0.1:${options.acmePort}`].join('\n')] : []),

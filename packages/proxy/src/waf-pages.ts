@@ -35,23 +35,92 @@ export const REASONS_MAP = WAF_REASONS.map((r) => `${r} ${REASON_WORDS[r]}\n`).j
 /** The request id, as the pages and the X-Rampart-Request-Id header show it. */
 const ID = '%[unique-id]';
 
-function htmlPage(status: number, title: string, sentence: string): string {
-  return (
+/** An answer page's HTML before the request id (status, title, sentence) and after it. */
+function htmlParts(status: number, title: string, sentence: string, mistake = 'If you think this is a mistake, give'): [string, string] {
+  return [
     '<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">' +
-    `<title>${title}</title><style>body{margin:0;font:16px/1.5 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;background:#f4f5f7;color:#1d2330}` +
-    'main{max-width:34rem;margin:12vh auto;padding:2rem;background:#fff;border-radius:12px;box-shadow:0 2px 12px rgba(0,0,0,.08)}' +
-    'h1{margin:0 0 .5rem;font-size:1.4rem}.s{color:#c0392b;font-weight:600}code{background:#eef0f3;padding:.1rem .35rem;border-radius:4px}' +
-    'footer{margin-top:1.5rem;font-size:.8rem;color:#7a8190}</style></head><body><main>' +
-    `<p class="s">${status}</p><h1>${title}</h1><p>${sentence}</p>` +
-    `<p>If you think this is a mistake, give the site owner this request id: <code id="request-id">${ID}</code></p>` +
-    '<footer>Protected by Rampart</footer></main></body></html>\n'
-  );
+      `<title>${title}</title><style>body{margin:0;font:16px/1.5 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;background:#f4f5f7;color:#1d2330}` +
+      'main{max-width:34rem;margin:12vh auto;padding:2rem;background:#fff;border-radius:12px;box-shadow:0 2px 12px rgba(0,0,0,.08)}' +
+      'h1{margin:0 0 .5rem;font-size:1.4rem}.s{color:#c0392b;font-weight:600}code{background:#eef0f3;padding:.1rem .35rem;border-radius:4px}' +
+      'footer{margin-top:1.5rem;font-size:.8rem;color:#7a8190}</style></head><body><main>' +
+      `<p class="s">${status}</p><h1>${title}</h1><p>${sentence}</p>` +
+      `<p>${mistake} the site owner this request id: <code id="request-id">`,
+    '</code></p><footer>Protected by Rampart</footer></main></body></html>',
+  ];
 }
 
+function htmlPage(status: number, title: string, sentence: string): string {
+  const [head, tail] = htmlParts(status, title, sentence);
+  return `${head}${ID}${tail}\n`;
+}
+
+/**
+ * The answers HAProxy makes itself when the origin fails (502 bad answer, 503 no origin up, 504 no
+ * answer in time), in words a visitor understands. HAProxy's `http-error` has one body and one
+ * content type for every client, so its body (ERROR_FILES) is log-format that looks its pieces up in
+ * pages.map by the client's kind (`h` browser, `t` anything else, txn.rp_fmt set for every request);
+ * the frontend then sets the content type of a plain-text one (ERROR_LINES).
+ */
+export const ORIGIN_ERRORS: Readonly<Record<502 | 503 | 504, { title: string; sentence: string; text: string }>> = {
+  502: {
+    title: 'Bad gateway',
+    sentence: "The site's server sent an answer that could not be understood. Try again in a moment.",
+    text: "Bad Gateway: the site's server sent an answer that could not be understood. Try again in a moment.",
+  },
+  503: {
+    title: 'Site temporarily unavailable',
+    sentence: "The site's server is not answering right now. Try again in a moment.",
+    text: "Service Unavailable: the site's server is not answering right now. Try again in a moment.",
+  },
+  504: {
+    title: 'Gateway timeout',
+    sentence: "The site's server took too long to answer. Try again in a moment.",
+    text: "Gateway Timeout: the site's server took too long to answer. Try again in a moment.",
+  },
+};
+
+/** The marker header of HAProxy's own error answers, removed before anything leaves. */
+const ERROR_MARK = 'x-rampart-answer';
+
+/** The frontend lines of the origin error pages (dir: the configuration directory, a checked path). */
+export function errorLines(dir: string): string[] {
+  return [
+    "    http-request set-var(txn.rp_fmt) str(h) if { req.hdr(accept) -m sub -i text/html }",
+    "    http-request set-var(txn.rp_fmt) str(t) if !{ var(txn.rp_fmt) -m found }",
+    ...Object.keys(ORIGIN_ERRORS).map(
+      (code) => `    http-error status ${code} content-type "text/html; charset=utf-8" lf-file ${dir}/error${code}.lf ${REQUEST_ID_HEADER} hdr ${ERROR_MARK} 1`,
+    ),
+    // Only HAProxy's own answers carry the mark: an origin's is dropped before the check.
+    `    http-response del-header ${ERROR_MARK}`,
+    `    http-after-response set-header content-type "text/plain; charset=utf-8" if { res.hdr(${ERROR_MARK}) -m found } !{ var(txn.rp_fmt) -m str h }`,
+    `    http-after-response del-header ${ERROR_MARK}`,
+  ];
+}
+
+/** pages.map keys: "<kind>:<code>" the page before the id line, "<kind>:id" and "<kind>:end" around the id. */
+function errorFiles(dir: string): Record<string, string> {
+  const lookup = (key: string) => `%[var(txn.rp_fmt),concat(${key}),map(${dir}/pages.map)]`;
+  const map: string[] = [];
+  const files: Record<string, string> = {};
+  for (const [code, e] of Object.entries(ORIGIN_ERRORS)) {
+    const [head, tail] = htmlParts(Number(code), e.title, e.sentence, 'If this goes on, give');
+    const cut = head.lastIndexOf('<p>If this');
+    map.push(`h:${code} ${head.slice(0, cut)}`, `t:${code} ${e.text}`);
+    if (code === '503') map.push(`h:id ${head.slice(cut)}`, 'h:end ' + tail);
+    // A plain-text id line reads "Request id: <id>"; the space after the colon is in the file
+    // (a map value loses its trailing blanks), which HTML collapses with the one before <code>.
+    files[`error${code}.lf`] = `${lookup(`:${code}`)}\n${lookup(':id')} ${ID}${lookup(':end')}\n`;
+  }
+  map.push('t:id Request id:', 't:end');
+  files['pages.map'] = `${map.join('\n')}\n`;
+  return files;
+}
 /** The files the answers read, written into the configuration directory dir (a checked path). */
 export function answerFiles(dir: string): Record<string, string> {
   const words = `%[var(txn.rp_reason),map(${dir}/reasons.map)]`;
   return {
+    ...errorFiles(dir),
+    'notfound.html': htmlPage(404, 'Site not found', 'This address is not served here: no site is set up for this name.'),
     'reasons.map': REASONS_MAP,
     'blocked.html': htmlPage(403, 'Access denied', `This request was blocked by the site's firewall (${words}).`),
     'limited.html': htmlPage(
@@ -65,4 +134,5 @@ export function answerFiles(dir: string): Record<string, string> {
 /** Plain-text bodies (lf-string, one line each, escapes as HAProxy's parser reads them). */
 export const TEXT_403 = '"Forbidden: the request was blocked by the web application firewall.\\nRequest id: %[unique-id]\\n"';
 export const TEXT_429 = '"Too Many Requests: the rate limit was exceeded. Try again in a minute.\\nRequest id: %[unique-id]\\n"';
+export const TEXT_404 = '"Not Found: no site is set up for this name here.\\nRequest id: %[unique-id]\\n"';
 export const REQUEST_ID_HEADER = `hdr x-rampart-request-id ${ID} hdr cache-control no-store`;

@@ -75,7 +75,10 @@ export const ServerWithToken = Type.Object({
 // Domains
 export const Origin = Type.Object(
   {
-    ip: Type.String({ minLength: 1, maxLength: 45, description: 'IPv4 or IPv6 address' }),
+    ip: Type.Optional(Type.String({ minLength: 1, maxLength: 45, description: 'IPv4 or IPv6 address; give ip or host, not both' })),
+    host: Type.Optional(
+      Type.String({ minLength: 1, maxLength: 253, description: 'DNS name (such as origin.example.com or localhost) the shield servers resolve at run time, following its changes; give ip or host, not both' }),
+    ),
     port: Type.Integer({ minimum: 1, maximum: 65535 }),
   },
   strict,
@@ -115,7 +118,7 @@ export const DomainUpdate = Type.Partial(Type.Object(domainSettable, strict), { 
 export const DomainView = Type.Object({
   id: Type.String(),
   domain: Type.String(),
-  origins: Type.Array(Type.Object({ ip: Type.String(), port: Type.Integer() })),
+  origins: Type.Array(Type.Object({ ip: Type.Optional(Type.String()), host: Type.Optional(Type.String()), port: Type.Integer() }), { description: 'Each { ip, port } or { host, port }' }),
   serverIds: Type.Array(Type.String()),
   sslEnabled: Type.Boolean(),
   sslStatus: Type.Union(SSL_STATUSES.map((s) => Type.Literal(s)), {
@@ -133,6 +136,9 @@ export const DomainView = Type.Object({
   dnsError: Type.Union([Type.String(), Type.Null()], { description: 'Why the last health cycle could not publish the addresses wanted; null when it could' }),
   createdAt: Type.String({ format: 'date-time' }),
   updatedAt: Type.String({ format: 'date-time' }),
+  warnings: Type.Array(Type.String(), {
+    description: 'What keeps the saved domain from working as expected, in words (today: no shield server serves it); empty when nothing does',
+  }),
 });
 
 // WAF

@@ -9,7 +9,7 @@ import type { AgentConnectionsTable, NotificationsTable, ServersTable, WafEvents
 import { DEFAULT_PLANS } from '../src/plans.js';
 import type { AgentChannelStore } from '../src/services/agent-channel.js';
 import { storeEvents } from '../src/services/events.js';
-import { notificationMessages, recordStatusReport, SERVER_NOTIFICATION_LIMIT } from '../src/services/notifications.js';
+import { notificationMessages, recordStatusReport, SERVER_NOTIFICATION_LIMIT, type StatusReport } from '../src/services/notifications.js';
 import { recordConfigAck } from '../src/services/revisions.js';
 import {
   AGENT_CONNECTION_TIMEOUT_MS,
@@ -365,7 +365,7 @@ describe('status/report', () => {
     const w = new World();
     const s = w.addServer();
     const server = { accountId: s.account_id, serverId: s.id };
-    return { w, report: (kind: 'proxy_crash' | 'proxy_reload_failed' | 'server_error', message: string) => recordStatusReport(w.ctx, server, { kind, message }, w.store) };
+    return { w, report: (kind: StatusReport['kind'], message: string) => recordStatusReport(w.ctx, server, { kind, message }, w.store) };
   };
 
   test('identical reports within the window fold into one notification with a count', async () => {
@@ -385,6 +385,15 @@ describe('status/report', () => {
       [3, 1],
       'past the window, a new notification',
     );
+  });
+
+  test('origin_down and origin_up are raised as they are, with the server named and what to do', async () => {
+    const { w, report } = setUp();
+    await report('origin_down', 'The origin 10.0.0.1:80 of "shop.example.com" is down (HAProxy\'s health check: the connection was refused or failed)');
+    await report('origin_up', 'The origin 10.0.0.1:80 of "shop.example.com" is up again');
+    assert.deepEqual(w.notifications.map((n) => n.kind), ['origin_down', 'origin_up']);
+    assert.match(w.notifications[0]!.message, /^Shield server ".*": The origin 10\.0\.0\.1:80 of "shop\.example\.com" is down .*\. Check that the origin runs/);
+    assert.match(w.notifications[1]!.message, /is up again\. Nothing to do\.$/);
   });
 
   test('a proxy crash is a server error too', async () => {

@@ -187,6 +187,34 @@ describe('certificates through the agent hub', async () => {
     await domainWhere(one.key, name, (x) => x.sslStatus === 'active' && x.status === 'active', 'active');
   });
 
+  test('a certificate failure raises ssl_failed once per server and reason, naming the domain and the reason', async () => {
+    const acct = await newAccount(srv.app, 'pro');
+    const s1 = await newServer(acct.key, 'fail-1');
+    const d = await newDomain(acct.key, 'failing.example.com', [s1.id]);
+    const g = await connect(s1.connectionToken);
+    const failed = async () => {
+      const r = await call(srv.app, 'GET', '/api/notifications', { key: acct.key });
+      assert.equal(r.status, 200);
+      return (r.body as { kind: string; message: string; domainId: string | null; serverId: string | null }[]).filter((n) => n.kind === 'ssl_failed');
+    };
+    g.reportCert('failing.example.com', 'error', null, 'failing.example.com resolves to 203.0.113.9, not to this server');
+    const [first] = await waitFor(async () => (await failed()).length === 1 && failed(), 'ssl_failed', WAIT_MS, 20);
+    assert.equal(first!.domainId, d.id);
+    assert.equal(first!.serverId, s1.id);
+    assert.match(first!.message, /^The certificate of "failing\.example\.com" could not be obtained or renewed: failing\.example\.com resolves to 203\.0\.113\.9, not to this server\. Check that the domain's DNS records/);
+    // The same failure again (a retry) raises nothing; another reason does.
+    g.reportCert('failing.example.com', 'error', null, 'failing.example.com resolves to 203.0.113.9, not to this server');
+    await g.barrier();
+    assert.equal((await failed()).length, 1);
+    g.reportCert('failing.example.com', 'error', null, 'rate limited by the authority');
+    await waitFor(async () => (await failed()).length === 2, 'a second ssl_failed for another reason', WAIT_MS, 20);
+    // Success, then failure again: raised again.
+    g.reportCert('failing.example.com', 'active', Math.floor(Date.now() / 1000) + 80 * DAY);
+    await domainWhere(acct.key, 'failing.example.com', (x) => x.sslStatus === 'active', 'active');
+    g.reportCert('failing.example.com', 'error', null, 'rate limited by the authority');
+    await waitFor(async () => (await failed()).length === 3, 'ssl_failed after a success', WAIT_MS, 20);
+  });
+
   test('the periodic health cycle raises ssl_expiring once per certificate', async () => {
     const s = await newServer(one.key, 'expiring');
     await newDomain(one.key, 'soon.example.com', [s.id]);

@@ -195,6 +195,34 @@ describe('servers and domains', async () => {
     assert.deepEqual(d.origins, origins.map((o) => ({ ip: o.ip.toLowerCase(), port: o.port })));
   });
 
+  test('origins by name: { host, port } accepted (lowercased, trailing dot dropped) beside { ip, port }; bad names 400 naming origins[0].host', async () => {
+    const { key } = await newAccount(app);
+    const d = await newDomain(key, { domain: uniqueDomain(), origins: [{ host: 'Origin.Example.COM.', port: 8080 }, { host: 'localhost', port: 80 }, { ip: '10.0.0.2', port: 80 }] });
+    assert.deepEqual(d.origins, [{ host: 'origin.example.com', port: 8080 }, { host: 'localhost', port: 80 }, { ip: '10.0.0.2', port: 80 }]);
+    const dup = await call(app, 'PUT', `/api/domains/${d.id}`, { key, body: { origins: [{ host: 'app', port: 80 }, { host: 'APP', port: 80 }] } });
+    assert.equal(dup.status, 400, JSON.stringify(dup.body));
+    assert.match(dup.body.error, /^origins\[1\]: duplicate origin app:80/);
+    for (const host of ['10.0.0.1', '123', 'a..b', '-x.example.com', 'x;y', 'origin.example.com backup', 'ori gin', 'x\ny', '', 'a/b', `${'a'.repeat(64)}.com`]) {
+      const r = await call(app, 'PUT', `/api/domains/${d.id}`, { key, body: { origins: [{ host, port: 80 }] } });
+      assert.equal(r.status, 400, `${JSON.stringify(host)}: ${JSON.stringify(r.body)}`);
+      assert.match(r.body.error, /^origins\[0\]\.host: /, `${JSON.stringify(host)}: ${r.body.error}`);
+    }
+    assert.deepEqual((await domains(key))[0]!.origins, d.origins, 'the stored origins did not change');
+  });
+
+  test('a domain no shield server serves carries a warning in the answer and the list; with a server, none', async () => {
+    const { key } = await newAccount(app);
+    const d = await newDomain(key, { domain: uniqueDomain() });
+    assert.equal((d.warnings as string[]).length, 1);
+    assert.match((d.warnings as string[])[0]!, /^No shield server serves this domain yet/);
+    assert.deepEqual((await domains(key))[0]!.warnings, d.warnings);
+    const s = await newServer(key);
+    const u = await call(app, 'PUT', `/api/domains/${d.id}`, { key, body: { serverIds: [s.id] } });
+    assert.equal(u.status, 200, JSON.stringify(u.body));
+    assert.deepEqual(u.body.warnings, []);
+    assert.deepEqual((await domains(key))[0]!.warnings, []);
+  });
+
   test('bad ports give 400 naming origins[0].port; nothing is stored', async () => {
     const { key } = await newAccount(app);
     for (const port of [0, 65536, 1.5, '80', -1, null]) {
@@ -292,7 +320,8 @@ describe('servers and domains', async () => {
     const cases: [unknown, RegExp][] = [
       [[], /^origins: /],
       [[{ ip: '10.0.0.1' }], /^origins\[0\]\.port: /],
-      [[{ port: 80 }], /^origins\[0\]\.ip: /],
+      [[{ port: 80 }], /^origins\[0\]: give either ip \(an address\) or host \(a DNS name\), not neither/],
+      [[{ ip: '10.0.0.1', host: 'origin.example.com', port: 80 }], /^origins\[0\]: give either ip \(an address\) or host \(a DNS name\), not both/],
       [[{ ip: '10.0.0.1', port: 80, weight: 2 }], /weight/],
       ['10.0.0.1:80', /^origins: /],
     ];

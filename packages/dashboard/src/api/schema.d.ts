@@ -1031,8 +1031,10 @@ export interface paths {
                         "application/json": {
                             id: string;
                             domain: string;
+                            /** @description Each { ip, port } or { host, port } */
                             origins: {
-                                ip: string;
+                                ip?: string;
+                                host?: string;
                                 port: number;
                             }[];
                             serverIds: string[];
@@ -1060,6 +1062,8 @@ export interface paths {
                             createdAt: string;
                             /** Format: date-time */
                             updatedAt: string;
+                            /** @description What keeps the saved domain from working as expected, in words (today: no shield server serves it); empty when nothing does */
+                            warnings: string[];
                         }[];
                     };
                 };
@@ -1116,8 +1120,10 @@ export interface paths {
                         /** @description Fully qualified domain name */
                         domain: string;
                         origins: {
-                            /** @description IPv4 or IPv6 address */
-                            ip: string;
+                            /** @description IPv4 or IPv6 address; give ip or host, not both */
+                            ip?: string;
+                            /** @description DNS name (such as origin.example.com or localhost) the shield servers resolve at run time, following its changes; give ip or host, not both */
+                            host?: string;
                             port: number;
                         }[];
                         /** @description Shield servers of this account */
@@ -1145,8 +1151,10 @@ export interface paths {
                         "application/json": {
                             id: string;
                             domain: string;
+                            /** @description Each { ip, port } or { host, port } */
                             origins: {
-                                ip: string;
+                                ip?: string;
+                                host?: string;
                                 port: number;
                             }[];
                             serverIds: string[];
@@ -1174,6 +1182,8 @@ export interface paths {
                             createdAt: string;
                             /** Format: date-time */
                             updatedAt: string;
+                            /** @description What keeps the saved domain from working as expected, in words (today: no shield server serves it); empty when nothing does */
+                            warnings: string[];
                         };
                     };
                 };
@@ -1252,8 +1262,10 @@ export interface paths {
                 content: {
                     "application/json": {
                         origins?: {
-                            /** @description IPv4 or IPv6 address */
-                            ip: string;
+                            /** @description IPv4 or IPv6 address; give ip or host, not both */
+                            ip?: string;
+                            /** @description DNS name (such as origin.example.com or localhost) the shield servers resolve at run time, following its changes; give ip or host, not both */
+                            host?: string;
                             port: number;
                         }[];
                         /** @description Shield servers of this account */
@@ -1283,8 +1295,10 @@ export interface paths {
                         "application/json": {
                             id: string;
                             domain: string;
+                            /** @description Each { ip, port } or { host, port } */
                             origins: {
-                                ip: string;
+                                ip?: string;
+                                host?: string;
                                 port: number;
                             }[];
                             serverIds: string[];
@@ -1312,6 +1326,8 @@ export interface paths {
                             createdAt: string;
                             /** Format: date-time */
                             updatedAt: string;
+                            /** @description What keeps the saved domain from working as expected, in words (today: no shield server serves it); empty when nothing does */
+                            warnings: string[];
                         };
                     };
                 };

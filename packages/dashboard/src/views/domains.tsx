@@ -1,23 +1,31 @@
-import { isIP, isPort, normalizeHostname, isHostname, WAF_LEVELS, WAF_MODES, formatHostPort, type WafLevel } from '@rampart/protocol';
+import { isIP, isOriginHost, isPort, normalizeHostname, isHostname, WAF_LEVELS, WAF_MODES, formatHostPort, type OriginAddress, type WafLevel } from '@rampart/protocol';
 import { useState } from 'preact/hooks';
 import { api, errorText, ok, type Domain, type DomainUpdate, type Server } from '../api/client';
 import { CardTable, Options, SaveCancel } from '../components';
 import { Confirm, Dialog, Empty, ErrorNote, Field, fmtDate, PageHead, Switch, useLoad, type ViewProps } from '../ui';
 
-/** Origins as typed, one `address:port` a line (IPv6 in brackets): the list, or the first line at fault. */
-export function parseOrigins(text: string): { ok: true; origins: { ip: string; port: number }[] } | { ok: false; message: string } {
+/** An origin as the list and the form show it: address:port ([v6]:port) or name:port. */
+export function originText(o: { ip?: string | undefined; host?: string | undefined; port: number }): string {
+  return formatHostPort(o.ip ?? o.host ?? '', o.port);
+}
+
+/** Origins as typed, one `address:port` or `name:port` a line (IPv6 in brackets): the list, or the first line at fault. */
+export function parseOrigins(text: string): { ok: true; origins: OriginAddress[] } | { ok: false; message: string } {
   const lines = text
     .split('\n')
     .map((l) => l.trim())
     .filter(Boolean);
   if (lines.length === 0) return { ok: false, message: 'Give at least one origin, as address:port' };
-  const origins: { ip: string; port: number }[] = [];
+  const origins: OriginAddress[] = [];
   for (const [i, line] of lines.entries()) {
     const m = /^\[([^\]]+)\]:(\d+)$/.exec(line) ?? /^([^:]+):(\d+)$/.exec(line);
     const ip = m?.[1];
     const port = m ? Number(m[2]) : NaN;
-    if (!ip || !isIP(ip) || !isPort(port)) return { ok: false, message: `Line ${i + 1} is not address:port (e.g. 192.0.2.10:8080 or [2001:db8::10]:8080)` };
-    origins.push({ ip, port });
+    const host = ip && !isIP(ip) ? normalizeHostname(ip) : undefined;
+    if (!ip || (host !== undefined && !isOriginHost(host)) || !isPort(port)) {
+      return { ok: false, message: `Line ${i + 1} is not address:port or name:port (e.g. 192.0.2.10:8080, [2001:db8::10]:8080 or origin.example.com:8080)` };
+    }
+    origins.push(host !== undefined ? { host, port } : { ip, port });
   }
   return { ok: true, origins };
 }
@@ -47,7 +55,7 @@ export function certificateText(d: Domain): string {
 function DomainForm(props: { domain?: Domain; servers: Server[]; onSaved: (d: Domain) => void; onClose: () => void }) {
   const d = props.domain;
   const [name, setName] = useState(d?.domain ?? '');
-  const [origins, setOrigins] = useState(d ? d.origins.map((o) => formatHostPort(o.ip, o.port)).join('\n') : '');
+  const [origins, setOrigins] = useState(d ? d.origins.map(originText).join('\n') : '');
   const [serverIds, setServerIds] = useState<string[]>(d?.serverIds ?? []);
   const [sslEnabled, setSsl] = useState(d?.sslEnabled ?? true);
   const [wafEnabled, setWaf] = useState(d?.wafEnabled ?? true);
@@ -85,7 +93,7 @@ function DomainForm(props: { domain?: Domain; servers: Server[]; onSaved: (d: Do
         <Field label="Domain name" invalid={nameInvalid} hint={d ? 'A domain keeps its name; add a new one to use another.' : 'e.g. www.example.com'}>
           {(id, desc) => <input id={id} value={name} required readOnly={!!d} aria-describedby={desc} aria-invalid={!!nameInvalid} onInput={(e) => setName(e.currentTarget.value)} />}
         </Field>
-        <Field label="Origins" hint="One address:port a line, e.g. 192.0.2.10:8080 or [2001:db8::10]:8080" invalid={origins && !parsed.ok ? parsed.message : undefined}>
+        <Field label="Origins" hint="One address:port or name:port a line, e.g. 192.0.2.10:8080, [2001:db8::10]:8080 or origin.example.com:8080" invalid={origins && !parsed.ok ? parsed.message : undefined}>
           {(id, desc) => <textarea id={id} rows={3} required value={origins} aria-describedby={desc} aria-invalid={!!origins && !parsed.ok} onInput={(e) => setOrigins(e.currentTarget.value)} />}
         </Field>
         <fieldset class="field">
@@ -165,11 +173,16 @@ export function Domains(_: ViewProps) {
                   <div>
                     <span class={`badge ${d.status === 'active' ? 'good' : d.status === 'error' ? 'bad' : 'warn'}`}>{d.status}</span>
                   </div>
+                  {d.warnings.map((w) => (
+                    <div key={w} class="text-warn" role="note">
+                      {w}
+                    </div>
+                  ))}
                 </td>
                 <td data-label="Origins">
                   {d.origins.map((o) => (
-                    <div key={`${o.ip}:${o.port}`}>
-                      <code>{formatHostPort(o.ip, o.port)}</code>
+                    <div key={originText(o)}>
+                      <code>{originText(o)}</code>
                     </div>
                   ))}
                 </td>

@@ -3,7 +3,7 @@ import type { Database, Tx } from '../db/database.js';
 import { getDomain } from 'tldts';
 import type { ServiceContext } from '../context.js';
 import { newId } from '../crypto.js';
-import { deleteOrdersUpTo, deleteReports, insertOrder, liveReports, lockOrders, ordersSince, upsertReport } from '../data/certificates.js';
+import { deleteOrdersUpTo, deleteReports, insertOrder, liveReports, lockOrders, ordersSince, reportOf, upsertReport } from '../data/certificates.js';
 import { claimExpiringCertificates, lockDomainSsl, otherServersOfDomain, servedDomain as servedDomainRow, updateDomainFields } from '../data/domains.js';
 import type { DomainStatus } from '../db/schema.js';
 import { notificationMessages, notify } from './notifications.js';
@@ -109,6 +109,7 @@ export async function recordCertificateStatus(ctx: ServiceContext, agent: AgentI
     const domain = await servedDomain(tx, agent, report.domain, true);
     if (!domain) return false;
     const now = ctx.now();
+    const before = await reportOf(tx, domain.id, agent.serverId);
     const values = {
       status: report.status,
       expires_at: report.expiresAt === null ? null : new Date(report.expiresAt * 1000),
@@ -117,6 +118,12 @@ export async function recordCertificateStatus(ctx: ServiceContext, agent: AgentI
     };
     await upsertReport(tx, domain.id, agent.serverId, values);
     await refreshDomainSsl(tx, domain.id);
+    // A failure (issuance or renewal) is raised once: when this server's report turns to error,
+    // or says another reason; the same failure retried raises nothing more.
+    if (report.status === 'error' && (before?.status !== 'error' || before.message !== report.message)) {
+      const message = notificationMessages.sslFailed(domain.domain, report.message ?? 'no reason given');
+      await notify({ ...ctx, db: tx }, { accountId: agent.accountId, kind: 'ssl_failed', message, serverId: agent.serverId, domainId: domain.id });
+    }
     return true;
   });
 }

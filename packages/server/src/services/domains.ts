@@ -1,4 +1,4 @@
-import { formatHostPort, isHostname, isIP, isPort, normalizeHostname, type SslStatus, type CompressedBodyPolicy, type WafLevel, type WafMode } from '@rampart/protocol';
+import { formatHostPort, isHostname, isIP, isOriginHost, isPort, normalizeHostname, originTarget, type OriginAddress, type SslStatus, type CompressedBodyPolicy, type WafLevel, type WafMode } from '@rampart/protocol';
 import type { Tx } from '../db/database.js';
 import type { ServiceContext } from '../context.js';
 import { iso, isUniqueViolation, isUuid } from '../context.js';
@@ -24,8 +24,10 @@ import { FAILOVER_MIN_SERVERS, requireFailoverAllowed } from './dns-failover.js'
 
 export const MAX_DOMAINS = 1000;
 
+/** As the API takes it: exactly one of ip and host (checked by originProblems). */
 export interface OriginInput {
-  ip: string;
+  ip?: string | undefined;
+  host?: string | undefined;
   port: number;
 }
 
@@ -48,7 +50,7 @@ export type DomainPatch = Partial<Omit<DomainInput, 'domain'>> & {
 type DomainRow = {
   id: string;
   domain: string;
-  origins: OriginInput[] | string;
+  origins: OriginAddress[] | string;
   ssl_enabled: boolean;
   waf_enabled: boolean;
   waf_level: string;
@@ -65,8 +67,13 @@ type DomainRow = {
   updated_at: Date | string;
 };
 
-export function parseOrigins(raw: OriginInput[] | string): OriginInput[] {
-  return typeof raw === 'string' ? (JSON.parse(raw) as OriginInput[]) : raw;
+export function parseOrigins(raw: OriginAddress[] | string): OriginAddress[] {
+  return typeof raw === 'string' ? (JSON.parse(raw) as OriginAddress[]) : raw;
+}
+
+/** A checked origin as stored: { ip, port } or { host, port }, lowercased. */
+function storedOrigin(o: OriginInput): OriginAddress {
+  return o.host !== undefined ? { host: normalizeHostname(o.host), port: o.port } : { ip: o.ip!.toLowerCase(), port: o.port };
 }
 
 function domainView(d: DomainRow, serverIds: string[]) {
@@ -91,7 +98,15 @@ function domainView(d: DomainRow, serverIds: string[]) {
     dnsError: d.dns_error,
     createdAt: iso(d.created_at)!,
     updatedAt: iso(d.updated_at)!,
+    warnings: domainWarnings(serverIds),
   };
+}
+
+/** Saved but not working as the user may think: said in every answer with the domain, and in the dashboard. */
+export const NO_SERVER_WARNING = 'No shield server serves this domain yet, so no request reaches it through Rampart: add one in serverIds (or on the domain page in the dashboard).';
+
+function domainWarnings(serverIds: readonly string[]): string[] {
+  return serverIds.length === 0 ? [NO_SERVER_WARNING] : [];
 }
 
 export type DomainView = ReturnType<typeof domainView>;
@@ -101,9 +116,16 @@ function originProblems(origins: OriginInput[]): string[] {
   const problems: string[] = [];
   const seen = new Set<string>();
   origins.forEach((o, i) => {
-    if (!isIP(o.ip)) problems.push(`origins[${i}].ip: must be an IPv4 or IPv6 address`);
+    if ((o.ip === undefined) === (o.host === undefined)) {
+      problems.push(`origins[${i}]: give either ip (an address) or host (a DNS name), not ${o.ip === undefined ? 'neither' : 'both'}`);
+      return;
+    }
+    if (o.ip !== undefined && !isIP(o.ip)) problems.push(`origins[${i}].ip: must be an IPv4 or IPv6 address`);
+    if (o.host !== undefined && !isOriginHost(normalizeHostname(o.host))) {
+      problems.push(`origins[${i}].host: must be a DNS name such as origin.example.com or localhost (letters, digits, hyphens and dots)`);
+    }
     if (!isPort(o.port)) problems.push(`origins[${i}].port: must be an integer from 1 to 65535`);
-    const key = formatHostPort(o.ip.toLowerCase(), o.port);
+    const key = formatHostPort(originTarget(storedOrigin(o)), o.port);
     if (seen.has(key)) problems.push(`origins[${i}]: duplicate origin ${key}`);
     seen.add(key);
   });
@@ -130,7 +152,7 @@ export async function createDomain(ctx: ServiceContext, accountId: string, input
   if (!isHostname(domain)) problems.push('domain: must be a fully qualified domain name such as www.example.com');
   problems.push(...originProblems(input.origins));
   if (problems.length) fail(problems);
-  const origins = input.origins.map((o) => ({ ip: o.ip.toLowerCase(), port: o.port }));
+  const origins = input.origins.map(storedOrigin);
   try {
     const { view, touched } = await ctx.db.transaction().execute(async (tx) => {
       await lockAccount(tx, accountId);
@@ -198,7 +220,7 @@ export async function updateDomain(ctx: ServiceContext, accountId: string, id: s
       throw invalidField('serverIds', `a domain with DNS failover keeps at least ${FAILOVER_MIN_SERVERS} shield servers; turn dnsFailover off first`);
     }
     let row = await updateDomainFields(tx, current.id, {
-      ...(patch.origins ? { origins: JSON.stringify(patch.origins.map((o) => ({ ip: o.ip.toLowerCase(), port: o.port }))) } : {}),
+      ...(patch.origins ? { origins: JSON.stringify(patch.origins.map(storedOrigin)) } : {}),
       ...(patch.sslEnabled !== undefined ? { ssl_enabled: patch.sslEnabled } : {}),
       ...(patch.wafEnabled !== undefined ? { waf_enabled: patch.wafEnabled } : {}),
       ...(patch.wafLevel !== undefined ? { waf_level: patch.wafLevel } : {}),

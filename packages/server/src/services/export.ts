@@ -1,4 +1,4 @@
-import { formatHostPort } from '@rampart/protocol';
+import { formatHostPort, originTarget } from '@rampart/protocol';
 import { renderExportTemplate } from '@rampart/proxy';
 import type { ServiceContext } from '../context.js';
 import { portableRules } from '../data/waf-rules.js';
@@ -27,7 +27,7 @@ export async function buildExport(ctx: ServiceContext, accountId: string) {
     servers: servers.map((s) => ({ name: s.name, ip: s.ip, status: s.status })),
     domains: domains.map((d) => ({
       domain: d.domain,
-      origins: d.origins.map((o) => formatHostPort(o.ip, o.port)),
+      origins: d.origins.map((o) => formatHostPort(originTarget(o), o.port)),
       ssl_enabled: d.sslEnabled,
       ssl_expires: d.sslExpires,
       waf_enabled: d.wafEnabled,

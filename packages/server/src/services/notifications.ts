@@ -14,6 +14,9 @@ export const NOTIFICATION_KINDS = [
   'server_recovered',
   'server_error',
   'ssl_expiring',
+  'ssl_failed',
+  'origin_down',
+  'origin_up',
   'proxy_crash',
   'proxy_reload_failed',
   'account_frozen',
@@ -156,7 +159,7 @@ export async function markRead(ctx: ServiceContext, accountId: string, ids: read
 }
 
 export interface StatusReport {
-  kind: 'proxy_crash' | 'proxy_reload_failed' | 'server_error';
+  kind: 'proxy_crash' | 'proxy_reload_failed' | 'server_error' | 'origin_down' | 'origin_up';
   message: string;
 }
 
@@ -213,6 +216,11 @@ export const NOTIFICATION_ADVICE: Record<NotificationKind, string> = {
     "Check the server's HAProxy and the agent's log on it; if HAProxy's messages point to a change, correct it and save it again.",
   ssl_expiring:
     "Check that the domain resolves to its shield servers and that port 80 reaches them; the domain's sslError, or the agent's log on the server, says why renewal failed.",
+  ssl_failed:
+    "Check that the domain's DNS records point to its shield servers and that port 80 reaches them from the Internet; the server retries by itself, and the domain list shows the certificate's state.",
+  origin_down:
+    "Check that the origin runs and that the shield server can reach it at that address and port (its firewall, the origin's own health at \"/\"); the shield server sends visitors to the domain's other origins meanwhile.",
+  origin_up: 'Nothing to do.',
   proxy_crash: "Nothing to do if it happened once; if it happens again, look at the server's HAProxy logs, memory and disk.",
   proxy_reload_failed:
     "The server serves its previous configuration, without the latest change: correct the change HAProxy's messages point to and save it again.",
@@ -252,6 +260,9 @@ export const notificationMessages = {
         : `The certificate of ${quotedName(domain)} expires on ${day} (in ${days} day${days === 1 ? '' : 's'}) and has not been renewed yet`;
     return `${what}. ${NOTIFICATION_ADVICE.ssl_expiring}`;
   },
+  /** ssl_failed: a shield server could not obtain or renew the certificate of `domain`; `reason` is its agent's. */
+  sslFailed: (domain: string, reason: string) =>
+    `The certificate of ${quotedName(domain)} could not be obtained or renewed: ${clause(reason)}. ${NOTIFICATION_ADVICE.ssl_failed}`,
   /** account_frozen: the monthly charge of `priceCents` for `plan` failed on a balance of `balanceCents`. */
   accountFrozen: (plan: string, priceCents: number, balanceCents: number) =>
     `The monthly charge of ${money(priceCents)} for the ${planName(plan)} plan failed: the balance is ${money(balanceCents)}. ` +
