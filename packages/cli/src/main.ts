@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 import { adminCommand } from './admin.js';
 import { agentCommand } from './agent.js';
+import { applyCommand, exportCommand } from './config-command.js';
 import { initCommand } from './init.js';
 import { rekeyCommand } from './rekey.js';
 import { RAMPART_VERSION } from '@rampart/protocol/version';
@@ -22,6 +23,8 @@ Commands:
   admin    operator verbs: create-account, charge, confirm-deposit, backup
   restore  a backup into an empty database (embedded or PostgreSQL)
   rekey    every stored secret under a new RAMPART_SECRET_KEY (control plane stopped)
+  export   the account's configuration as YAML (servers, domains, rules, notification settings)
+  apply    a configuration file to the account: prints the plan, then carries it out
 
 Run 'rampart <command> --help' for the options of a command; 'rampart --version' prints the version.
 `;
@@ -46,6 +49,10 @@ async function main(argv: string[]): Promise<number> {
       return restoreCommand(rest);
     case 'rekey':
       return rekeyCommand(rest);
+    case 'export':
+      return exportCommand(rest);
+    case 'apply':
+      return applyCommand(rest);
     case '--version':
     case 'version':
       process.stdout.write(`${RAMPART_VERSION}\n`);
