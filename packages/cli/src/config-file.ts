@@ -241,7 +241,15 @@ export function parseConfigFile(text: string): AccountConfig {
       // A union's members each complain; one message per field is enough.
       if (errors.some((x) => x.field === fieldOf(path))) continue;
       const extra = /unexpected property|not expect/i.test(e.message);
-      report(path, extra ? 'unknown field' : /^Expected required property/.test(e.message) ? 'is required' : e.message.replace(/^Expected/, 'expected'), extra);
+      const choices = (e.schema as { anyOf?: { const?: unknown }[] }).anyOf;
+      const message = extra
+        ? 'unknown field'
+        : /^Expected required property/.test(e.message)
+          ? 'is required'
+          : choices?.every((c) => typeof c.const === 'string')
+            ? `must be one of ${choices.map((c) => c.const).join(', ')}`
+            : e.message.replace(/^Expected/, 'expected');
+      report(path, message, extra);
     }
     return found;
   };
