@@ -93,7 +93,7 @@ export async function applyCommand(args: string[]): Promise<number> {
   const plan = makePlan(current.config, desired, Boolean(flags.prune));
   const planMs = Date.now() - started;
   if (plan.steps.length === 0) {
-    process.stdout.write(`No changes. The account matches ${flags.file}.${plan.kept > 0 ? ` (${plan.kept} object(s) not in the file are kept; --prune deletes them.)` : ''}\n`);
+    process.stdout.write(`No changes. The account matches ${flags.file} (planned in ${planMs} ms).${plan.kept > 0 ? ` (${plan.kept} object(s) not in the file are kept; --prune deletes them.)` : ''}\n`);
     return 0;
   }
   process.stdout.write(`Rampart will do the following (planned in ${planMs} ms):\n\n${renderPlan(plan)}`);
