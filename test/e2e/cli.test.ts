@@ -129,7 +129,7 @@ notifications:
     assert.equal(applied.status, 0, applied.stderr);
     assert.match(applied.stdout, /\+ server edge-1\n/);
     assert.match(applied.stdout, /\+ waf rule block_country KP \(www\.example\.com\)\n/);
-    assert.match(applied.stdout, /Plan: 15 to create, 1 to change, 0 to delete\./);
+    assert.match(applied.stdout, /Plan: 13 to create, 1 to change, 0 to delete\./);
     assert.equal([...applied.stdout.matchAll(/^  rmps_[0-9a-f]{64}$/gm)].length, 2, 'each created server\'s connection token, once');
     const servers = await get(a.apiKey, '/api/servers');
     const domains = await get(a.apiKey, '/api/domains');

@@ -393,10 +393,13 @@ function resolve(file: FileShape, report: (path: Path, message: string) => void,
   const config: AccountConfig = { servers, domains, wafRules, customRules };
   if (file.notifications && !invalid.has(file.notifications)) {
     const n = file.notifications;
-    config.notifications = { webhookUrl: n.webhookUrl ?? null, email: n.email ?? null, kinds: n.kinds ?? [] };
+    config.notifications = { webhookUrl: n.webhookUrl ?? null, email: n.email ?? null, kinds: sortedKinds(n.kinds ?? []) };
   }
   return sortConfig(config);
 }
+
+/** Notification kinds are a set: once each, sorted (the API keeps its own order). */
+export const sortedKinds = (kinds: readonly string[]) => [...new Set(kinds)].sort();
 
 export const wafRuleKey = (r: { type: string; value: string; domain: string | null }) => `${r.type}\u0000${r.domain ?? ''}\u0000${r.value}`;
 export const customRuleKey = (r: { name: string; domain: string | null }) => `${r.name}\u0000${r.domain ?? ''}`;

@@ -6,6 +6,7 @@ import { formatHostPort } from '@rampart/protocol';
 import {
   customRuleKey,
   sortConfig,
+  sortedKinds,
   wafRuleKey,
   type AccountConfig,
   type CustomRuleConfig,
@@ -154,7 +155,7 @@ export async function readAccount(api: Api): Promise<Current> {
     })),
     wafRules,
     customRules,
-    notifications: { webhookUrl: notifications.webhookUrl, email: notifications.email, kinds: notifications.kinds ?? [] },
+    notifications: { webhookUrl: notifications.webhookUrl, email: notifications.email, kinds: sortedKinds(notifications.kinds ?? []) },
   };
   for (const d of config.domains) objectIds.set(d, ids.domains.get(d.domain)!);
   return { config: sortConfig(config), state: account.state, ids, webhookSecretSet: notifications.webhookSecretSet, objectIds };

@@ -34,7 +34,7 @@ customRules:
     action: rate_limit
     rateLimit: { requests: 100, period: 60, characteristics: [ip], mitigation: block, duration: 60 }
 notifications:
-  kinds: [server_down]
+  kinds: [server_down, account_frozen, server_down]
 `;
 
 function errorsOf(text: string): FileError[] {
@@ -70,7 +70,7 @@ describe('the configuration file', () => {
       ],
     );
     assert.equal(c.customRules[0]!.domain, 'api.example.com');
-    assert.deepEqual(c.notifications, { webhookUrl: null, email: null, kinds: ['server_down'] });
+    assert.deepEqual(c.notifications, { webhookUrl: null, email: null, kinds: ['account_frozen', 'server_down'] });
   });
 
   test('written and read back is the same model, and written twice is the same text', () => {
