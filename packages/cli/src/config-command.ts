@@ -78,6 +78,8 @@ export async function applyCommand(args: string[]): Promise<number> {
   }
   if (!flags.file) throw new UsageError('apply needs -f FILE');
   const text = flags.file === '-' ? await readStdin() : await readFile(flags.file, 'utf8');
+  // The plan's time: reading and checking the file, reading the account, comparing.
+  const started = Date.now();
   let desired;
   try {
     desired = parseConfigFile(text);
@@ -88,7 +90,6 @@ export async function applyCommand(args: string[]): Promise<number> {
     return 1;
   }
   const api = connect(flags);
-  const started = Date.now();
   const current = await readAccount(api);
   const plan = makePlan(current.config, desired, Boolean(flags.prune));
   const planMs = Date.now() - started;
