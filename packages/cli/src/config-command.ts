@@ -103,7 +103,7 @@ export async function applyCommand(args: string[]): Promise<number> {
     return 0;
   }
   const opts = { webhookSecret: process.env.RAMPART_WEBHOOK_SECRET || undefined };
-  const problems = planProblems(current, plan, opts);
+  const problems = planProblems(plan, opts);
   if (current.state === 'frozen') problems.unshift(`${FROZEN_MESSAGE} (a frozen account refuses every change; reads and exports work)`);
   if (problems.length > 0) {
     process.stderr.write(`rampart: the plan cannot be applied; nothing was applied:\n${problems.map((p) => `  ${p}\n`).join('')}`);

@@ -410,7 +410,7 @@ export class StepError extends Error {
 }
 
 /** Why the plan cannot be carried out before anything is sent; empty when it can. */
-export function planProblems(current: Current, plan: Plan, opts: ApplyOptions): string[] {
+export function planProblems(plan: Plan, opts: ApplyOptions): string[] {
   const problems: string[] = [];
   const n = plan.steps.find((s) => s.kind === 'notifications');
   if (n) {
@@ -419,6 +419,5 @@ export function planProblems(current: Current, plan: Plan, opts: ApplyOptions): 
       problems.push(`notifications.webhookUrl: a new webhook URL needs its signing secret: set RAMPART_WEBHOOK_SECRET (16 to 200 characters); the file never holds it`);
     }
   }
-  void current;
   return problems;
 }
