@@ -1,14 +1,9 @@
 #!/usr/bin/env node
-import { adminCommand } from './admin.js';
-import { agentCommand } from './agent.js';
-import { initCommand } from './init.js';
-import { rekeyCommand } from './rekey.js';
 import { RAMPART_VERSION } from '@rampart/protocol/version';
-import { scrubText } from '@rampart/server';
 import { UsageError } from './args.js';
-import { restoreCommand } from './restore.js';
-import { serveCommand } from './serve.js';
-import { upCommand } from './up.js';
+
+// Each command's module is loaded when it runs: the control plane's (@rampart/server) takes
+// seconds to load, and `rampart apply`, `export` or `--version` need none of it.
 
 const HELP = `rampart — self-hostable edge proxy and web application firewall
 
@@ -22,6 +17,8 @@ Commands:
   admin    operator verbs: create-account, charge, confirm-deposit, backup
   restore  a backup into an empty database (embedded or PostgreSQL)
   rekey    every stored secret under a new RAMPART_SECRET_KEY (control plane stopped)
+  export   the account's configuration as YAML (servers, domains, rules, notification settings)
+  apply    a configuration file to the account: prints the plan, then carries it out
 
 Run 'rampart <command> --help' for the options of a command; 'rampart --version' prints the version.
 `;
@@ -30,22 +27,26 @@ async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
   switch (command) {
     case 'serve':
-      await serveCommand(rest);
+      await (await import('./serve.js')).serveCommand(rest);
       return -1;
     case 'up':
-      await upCommand(rest);
+      await (await import('./up.js')).upCommand(rest);
       return -1;
     case 'agent':
-      await agentCommand(rest);
+      await (await import('./agent.js')).agentCommand(rest);
       return -1;
     case 'admin':
-      return adminCommand(rest);
+      return (await import('./admin.js')).adminCommand(rest);
     case 'init':
-      return initCommand(rest);
+      return (await import('./init.js')).initCommand(rest);
     case 'restore':
-      return restoreCommand(rest);
+      return (await import('./restore.js')).restoreCommand(rest);
     case 'rekey':
-      return rekeyCommand(rest);
+      return (await import('./rekey.js')).rekeyCommand(rest);
+    case 'export':
+      return (await import('./config-command.js')).exportCommand(rest);
+    case 'apply':
+      return (await import('./config-command.js')).applyCommand(rest);
     case '--version':
     case 'version':
       process.stdout.write(`${RAMPART_VERSION}\n`);
@@ -65,12 +66,13 @@ main(process.argv.slice(2)).then(
   (code) => {
     if (code >= 0) process.exitCode = code;
   },
-  (err: unknown) => {
+  async (err: unknown) => {
     if (err instanceof UsageError) {
       process.stderr.write(`rampart: ${err.message}\nRun 'rampart --help' for usage.\n`);
       process.exitCode = 2;
     } else {
       // A fatal error can quote a configured URL (an RPC provider's, with its key): scrubbed as log lines are.
+      const { scrubText } = await import('@rampart/server');
       process.stderr.write(`rampart: ${scrubText(err instanceof Error ? err.message : String(err))}\n`);
       process.exitCode = 1;
     }
