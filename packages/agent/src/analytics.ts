@@ -99,7 +99,8 @@ export interface AnalyticsOptions {
  */
 export class AnalyticsCollector {
   private readonly now: () => Date;
-  private readonly intervalMs: number;
+  private intervalMs: number;
+  private readonly defaultIntervalMs: number;
   private readonly maxBuffered: number;
   private prev = new Map<string, BackendCounters>();
   /** The hits table's counts at the last reading (custom-rules.ts HITS_TABLE), by key. */
@@ -116,6 +117,7 @@ export class AnalyticsCollector {
   constructor(private readonly options: AnalyticsOptions) {
     this.now = options.now ?? (() => new Date());
     this.intervalMs = options.intervalMs ?? ANALYTICS_LIMITS.intervalMs;
+    this.defaultIntervalMs = this.intervalMs;
     this.maxBuffered = options.maxBuffered ?? AGENT_LIMITS.bufferedAnalytics;
     this.intervalStart = this.now();
   }
@@ -133,8 +135,8 @@ export class AnalyticsCollector {
   }
 
   /** Readings every interval, aligned to its multiples of wall time (each minute's start for 60 s). */
-  start(): void {
-    this.intervalStart = this.now();
+  start(fresh = true): void {
+    if (fresh) this.intervalStart = this.now();
     const schedule = () => {
       const t = this.now().getTime();
       const wait = this.intervalMs - (t % this.intervalMs) + Math.min(500, this.intervalMs / 10);
@@ -144,6 +146,20 @@ export class AnalyticsCollector {
       this.timer.unref();
     };
     schedule();
+  }
+
+  /**
+   * Staged rollout: a canary whose revision bakes reports every `seconds` (the snapshot's
+   * reportSeconds); undefined goes back to the configured interval. A running schedule restarts.
+   */
+  setReportInterval(seconds: number | undefined): void {
+    const ms = seconds === undefined ? this.defaultIntervalMs : Math.min(seconds * 1000, this.defaultIntervalMs);
+    if (ms === this.intervalMs) return;
+    this.intervalMs = ms;
+    if (this.timer) {
+      this.stop();
+      this.start(false);
+    }
   }
 
   stop(): void {
