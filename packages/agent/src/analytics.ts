@@ -235,7 +235,8 @@ export class AnalyticsCollector {
       for (const [reason, n] of reasons) d.blocked[reason] = cap(n, AGENT_LIMITS.analyticsRequests);
     }
     const rules = hits ? this.ruleHits(hits, ruleIds) : [];
-    if (domains.size > 0 || rules.length > 0) this.enqueue({ minute: minuteOf(start), domains: [...domains.values()], ...(rules.length ? { rules } : {}) });
+    // A baking canary reports every interval, traffic or not: the service judges its bake by them.
+    if (domains.size > 0 || rules.length > 0 || this.intervalMs < this.defaultIntervalMs) this.enqueue({ minute: minuteOf(start), domains: [...domains.values()], ...(rules.length ? { rules } : {}) });
     this.flush();
   }
 

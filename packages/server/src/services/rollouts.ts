@@ -368,7 +368,7 @@ export async function recordCanaryFailure(ctx: ServiceContext, serverId: string,
 
 /** Halts: the canaries go back to their released snapshot, the others stay on theirs; rollout_halted. */
 async function halt(ctx: ServiceContext, tx: Tx, row: { rollout_id: string; account_id: string; change: string }, serverId: string, signal: string, values: string): Promise<string[]> {
-  await tx.updateTable('rollouts').set({ state: 'halted', signal, detail: values }).where('id', '=', row.rollout_id).execute();
+  await tx.updateTable('rollouts').set({ state: 'halted', signal, detail: values, ended_at: ctx.now() }).where('id', '=', row.rollout_id).execute();
   const canaries = await tx
     .updateTable('rollout_servers')
     .set({ state: 'rolled_back' })
