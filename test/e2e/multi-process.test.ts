@@ -119,13 +119,23 @@ describe('two control-plane processes on one PostgreSQL', () => {
     type Rollout = { id: string; state: string; bakeUntil: string; endedAt: string | null; change: string; servers: { serverId: string; state: string }[] };
     const newest = async () => ((await apis[1]!.call('GET', '/api/rollouts')).body as Rollout[])[0]!;
 
-    // An ordinary change (the origin moves back to a): the canary first, the other after the bake.
-    assert.equal((await apis[0]!.call('PUT', `/api/domains/${multiDomain}`, { origins: [{ ip: '127.0.0.1', port: a.port }] })).status, 200);
+    // An ordinary change (the origin moves to the other one): the canary first, the other after the bake.
+    const servedBy = async (port: number) => {
+      const r = await viaProxy(port, host).catch(() => undefined);
+      return r?.status === 200 ? (JSON.parse(r.text) as { origin: string }).origin : undefined;
+    };
+    const was = await waitFor(async () => {
+      const [x, y] = [await servedBy(canary.agent.httpPort), await servedBy(fleet.agent.httpPort)];
+      return x !== undefined && x === y && x;
+    }, 'both servers serving the same origin', 60_000);
+    const next = was === 'a' ? b : a;
+    const nextName = was === 'a' ? 'b' : 'a';
+    assert.equal((await apis[0]!.call('PUT', `/api/domains/${multiDomain}`, { origins: [{ ip: '127.0.0.1', port: next.port }] })).status, 200);
     const saved = Date.now();
-    await waitForOrigin(canary.agent.httpPort, host, 'a', 30_000);
+    await waitForOrigin(canary.agent.httpPort, host, nextName, 30_000);
     const canaryAt = Date.now();
-    assert.equal(JSON.parse((await viaProxy(fleet.agent.httpPort, host)).text).origin, 'b', 'the other server waits for the bake');
-    await waitForOrigin(fleet.agent.httpPort, host, 'a', 30_000);
+    assert.equal(await servedBy(fleet.agent.httpPort), was, 'the other server waits for the bake');
+    await waitForOrigin(fleet.agent.httpPort, host, nextName, 30_000);
     const fleetAt = Date.now();
     const passed = await newest();
     assert.equal(passed.state, 'applied');
@@ -145,7 +155,7 @@ describe('two control-plane processes on one PostgreSQL', () => {
     assert.ok(Date.parse(halted.endedAt!) <= Date.parse(halted.bakeUntil), `halted within the bake time (${halted.endedAt} <= ${halted.bakeUntil})`);
     assert.deepEqual(Object.fromEntries(halted.servers.map((s) => [s.serverId, s.state])), { [canary.id]: 'rolled_back', [fleet.id]: 'halted' });
     // The canary is back on the last good revision; the other server never blocked.
-    await waitForOrigin(canary.agent.httpPort, host, 'a', 30_000);
+    await waitForOrigin(canary.agent.httpPort, host, nextName, 30_000);
     assert.equal((await viaProxy(fleet.agent.httpPort, host)).status, 200);
     const notes = (await apis[1]!.call('GET', '/api/notifications')).body as { kind: string; message: string }[];
     const note = notes.find((n) => n.kind === 'rollout_halted');
