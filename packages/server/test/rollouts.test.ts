@@ -27,8 +27,8 @@ function batch(domain: string, requests: number, blocked: number, errors = 0): A
 test('regression: the documented thresholds', () => {
   const none = { requests: 0, blocked: 0, errors: 0 };
   assert.equal(regression(none, { requests: 0, blocked: ROLLOUT_THRESHOLDS.minRequests - 1, errors: 0 }), undefined, 'too few requests to judge');
-  assert.match(regression({ requests: 99, blocked: 1, errors: 0 }, { requests: 40, blocked: 60, errors: 0 })!.values, /1\.0% before the change, 60\.0% during the bake/);
-  assert.equal(regression({ requests: 60, blocked: 40, errors: 0 }, { requests: 40, blocked: 60, errors: 0 }), undefined, '40% to 60%: not twice');
+  assert.match(regression({ requests: 100, blocked: 1, errors: 0 }, { requests: 100, blocked: 60, errors: 0 })!.values, /1\.0% before the change, 60\.0% during the bake \(60 of 100 requests\)/);
+  assert.equal(regression({ requests: 100, blocked: 40, errors: 0 }, { requests: 100, blocked: 60, errors: 0 }), undefined, '40% to 60%: not twice');
   assert.equal(regression(none, { requests: 100, blocked: 10, errors: 10 }), undefined, '10 points is not a regression');
   assert.match(regression({ requests: 100, blocked: 0, errors: 1 }, { requests: 100, blocked: 0, errors: 50 })!.signal, /origin errors/);
 });

@@ -275,18 +275,22 @@ export interface BakeCounts {
   errors: number;
 }
 
-/** Blocked requests never reach a backend (the WAF is in the frontend): the share is of both. */
-const blockedShare = (c: BakeCounts) => (c.requests + c.blocked > 0 ? c.blocked / (c.requests + c.blocked) : 0);
+/**
+ * A request blocked in a domain's backend is counted in its requests too, one blocked before it
+ * (an IP list in the frontend) is not: the share is of the larger of both (at most 1).
+ */
+const seen = (c: BakeCounts) => Math.max(c.requests, c.blocked);
+const blockedShare = (c: BakeCounts) => (seen(c) > 0 ? c.blocked / seen(c) : 0);
 const errorShare = (c: BakeCounts) => (c.requests > 0 ? c.errors / c.requests : 0);
 const pct = (x: number) => `${(x * 100).toFixed(1)}%`;
 
 /** The regression of a canary's bake against its "before", or undefined (ROLLOUT_THRESHOLDS). */
 export function regression(before: BakeCounts, bake: BakeCounts): { signal: string; values: string } | undefined {
-  if (bake.requests + bake.blocked < ROLLOUT_THRESHOLDS.minRequests) return undefined;
+  if (seen(bake) < ROLLOUT_THRESHOLDS.minRequests) return undefined;
   const b0 = blockedShare(before);
   const b1 = blockedShare(bake);
   if (b1 - b0 >= ROLLOUT_THRESHOLDS.blockedRise && b1 >= 2 * b0) {
-    return { signal: 'the share of requests blocked by the WAF', values: `${pct(b0)} before the change, ${pct(b1)} during the bake (${bake.blocked} of ${bake.requests + bake.blocked} requests)` };
+    return { signal: 'the share of requests blocked by the WAF', values: `${pct(b0)} before the change, ${pct(b1)} during the bake (${bake.blocked} of ${seen(bake)} requests)` };
   }
   const e0 = errorShare(before);
   const e1 = errorShare(bake);
