@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import pg from 'pg';
-import { apiClient, ADMIN, startAgent, startOrigin, waitForOrigin, type AgentProc, type ApiClient } from '../support/cluster.js';
+import { apiClient, ADMIN, startAgent, startOrigin, viaProxy, waitForOrigin, type AgentProc, type ApiClient } from '../support/cluster.js';
 import { freshPostgresSchema } from '../support/postgres.js';
 import { freePort, startProcess, startServe, waitFor, type Proc } from '../support/processes.js';
 
@@ -12,7 +12,10 @@ import { freePort, startProcess, startServe, waitFor, type Proc } from '../suppo
 // PostgreSQL, real agents and HAProxy. A change made through either process reaches the agents of
 // both; a revoked key fails on both at once; when a process dies, the agents it held reconnect
 // through the load balancer to the other one and resync; the monthly charge, run by both every
-// second, charges each due account once.
+// second, charges each due account once. Staged rollout (docs/architecture.md "Staged rollout")
+// with the canary's agent on one process and the other server's on the other: an ordinary change
+// reaches the canary, then both; a rule blocking every request halts on the canary and never
+// reaches the other server, and rollout_halted says why.
 
 /** Both processes try the monthly charge every second. */
 const JOBS_EVERY_SECOND = { RAMPART_BILLING_INTERVAL: '1' };
@@ -25,6 +28,9 @@ describe('two control-plane processes on one PostgreSQL', () => {
   let lbDir: string;
   let apis: ApiClient[];
   const agents: AgentProc[] = [];
+  /** The servers of the first test: edge-0 (agent on process 0) and edge-1 (on process 1). */
+  const edges: { id: string; agent: AgentProc }[] = [];
+  let multiDomain: string | undefined;
   let a: Awaited<ReturnType<typeof startOrigin>>;
   let b: Awaited<ReturnType<typeof startOrigin>>;
 
@@ -86,9 +92,11 @@ describe('two control-plane processes on one PostgreSQL', () => {
       assert.equal(srv.status, 201);
       ids.push(srv.body.id);
       agents.push(await startAgent({ serverUrl: serves[i]!.url, token: srv.body.connectionToken }));
+      edges.push({ id: srv.body.id, agent: agents.at(-1)! });
     }
     const d = await apis[0]!.call('POST', '/api/domains', { domain: 'multi.example.test', origins: [{ ip: '127.0.0.1', port: a.port }], serverIds: ids, sslEnabled: false });
     assert.equal(d.status, 201, JSON.stringify(d.body));
+    multiDomain = d.body.id;
     for (const agent of agents) await waitForOrigin(agent.httpPort, 'multi.example.test', 'a', 30_000);
     // through process 1 this time
     assert.equal((await apis[1]!.call('PUT', `/api/domains/${d.body.id}`, { origins: [{ ip: '127.0.0.1', port: b.port }] })).status, 200);
@@ -97,6 +105,69 @@ describe('two control-plane processes on one PostgreSQL', () => {
     for (const api of apis) {
       await waitFor(async () => ((await api.call('GET', '/api/servers')).body as { status: string }[]).every((s) => s.status === 'active'), 'both servers active on every process', 20_000);
     }
+  });
+
+  test('staged rollout: an ordinary change reaches the canary, then the other server; a rule blocking every request halts on the canary and never reaches the other', async (t) => {
+    if (!databaseUrl) return t.skip('PostgreSQL is not reachable');
+    assert.equal(edges.length, 2, 'the first test made both servers');
+    const [canary, fleet] = edges as [{ id: string; agent: AgentProc }, { id: string; agent: AgentProc }];
+    const host = 'multi.example.test';
+    assert.equal((await apis[1]!.call('PUT', `/api/servers/${canary.id}`, { canary: true })).body.canary, true);
+    const set = await apis[0]!.call('PUT', '/api/settings/rollout', { mode: 'staged', bakeSeconds: 5 });
+    assert.equal(set.status, 200, JSON.stringify(set.body));
+    assert.deepEqual([set.body.mode, set.body.bakeSeconds, set.body.canaries, set.body.warning], ['staged', 5, 1, null]);
+    type Rollout = { id: string; state: string; bakeUntil: string; endedAt: string | null; change: string; servers: { serverId: string; state: string }[] };
+    const newest = async () => ((await apis[1]!.call('GET', '/api/rollouts')).body as Rollout[])[0]!;
+
+    // An ordinary change (the origin moves to the other one): the canary first, the other after the bake.
+    const servedBy = async (port: number) => {
+      const r = await viaProxy(port, host).catch(() => undefined);
+      return r?.status === 200 ? (JSON.parse(r.text) as { origin: string }).origin : undefined;
+    };
+    const was = await waitFor(async () => {
+      const [x, y] = [await servedBy(canary.agent.httpPort), await servedBy(fleet.agent.httpPort)];
+      return x !== undefined && x === y && x;
+    }, 'both servers serving the same origin', 60_000);
+    const next = was === 'a' ? b : a;
+    const nextName = was === 'a' ? 'b' : 'a';
+    assert.equal((await apis[0]!.call('PUT', `/api/domains/${multiDomain}`, { origins: [{ ip: '127.0.0.1', port: next.port }] })).status, 200);
+    const saved = Date.now();
+    await waitForOrigin(canary.agent.httpPort, host, nextName, 30_000);
+    const canaryAt = Date.now();
+    assert.equal(await servedBy(fleet.agent.httpPort), was, 'the other server waits for the bake');
+    await waitForOrigin(fleet.agent.httpPort, host, nextName, 30_000);
+    const fleetAt = Date.now();
+    const passed = await newest();
+    assert.equal(passed.state, 'applied');
+    assert.ok(fleetAt - saved >= 5_000, 'not before the bake time');
+    t.diagnostic(`propagation: canary ${canaryAt - saved} ms, fleet ${fleetAt - saved} ms (bakeSeconds 5)`);
+
+    // A rule blocking every request: the canary blocks, reports, and the rollout halts.
+    const rule = await apis[0]!.call('POST', '/api/rules', { name: 'block everything', expression: 'starts_with(http.request.uri.path, "/")', action: 'block' });
+    assert.equal(rule.status, 201, JSON.stringify(rule.body));
+    await waitFor(async () => (await viaProxy(canary.agent.httpPort, host)).status === 403, 'the canary to block', 30_000);
+    const blocked = await Promise.all(Array.from({ length: 30 }, () => viaProxy(canary.agent.httpPort, host)));
+    assert.ok(blocked.filter((r) => r.status === 403).length >= 25, 'the canary blocks (before it is rolled back)');
+    const halted = await waitFor(async () => {
+      const r = await newest();
+      return r.state === 'halted' && r;
+    }, 'the rollout to halt', 30_000);
+    assert.ok(Date.parse(halted.endedAt!) <= Date.parse(halted.bakeUntil), `halted within the bake time (${halted.endedAt} <= ${halted.bakeUntil})`);
+    assert.deepEqual(Object.fromEntries(halted.servers.map((s) => [s.serverId, s.state])), { [canary.id]: 'rolled_back', [fleet.id]: 'halted' });
+    // The canary is back on the last good revision; the other server never blocked.
+    await waitForOrigin(canary.agent.httpPort, host, nextName, 30_000);
+    assert.equal((await viaProxy(fleet.agent.httpPort, host)).status, 200);
+    const notes = (await apis[1]!.call('GET', '/api/notifications')).body as { kind: string; message: string }[];
+    const note = notes.find((n) => n.kind === 'rollout_halted');
+    assert.ok(note, 'a rollout_halted notification');
+    assert.match(note.message, /custom rule "starts_with\(http\.request\.uri\.path, "\/"\)" \(block\) added/, 'it names the change');
+    assert.match(note.message, /regressed the share of requests blocked by the WAF on canary "edge-0": [\d.]+% before the change, 100\.0% during the bake/, 'the signal and its values');
+    assert.equal((await apis[0]!.call('GET', '/api/settings/rollout')).body.state, 'halted');
+
+    // Undo and go back to immediate for the tests after this one; the other server never blocked.
+    assert.equal((await apis[0]!.call('DELETE', `/api/rules/${rule.body.id}`)).status, 200);
+    assert.equal((await apis[0]!.call('PUT', '/api/settings/rollout', { mode: 'immediate' })).status, 200);
+    assert.equal((await viaProxy(fleet.agent.httpPort, host)).status, 200);
   });
 
   test('a key deleted through one process fails on the other at once', async (t) => {

@@ -398,11 +398,15 @@ export class Agent {
 
   private onServiceMessage(m: ServiceMessage): void {
     switch (m.type) {
-      case 'config/snapshot':
-        this.state.desired = m.payload;
-        this.certificates.update(m.payload);
-        this.submit(m.payload);
+      case 'config/snapshot': {
+        // Staged rollout: how often to report while this revision bakes; not part of the configuration.
+        const { reportSeconds, ...snapshot } = m.payload;
+        this.analytics.setReportInterval(reportSeconds);
+        this.state.desired = snapshot;
+        this.certificates.update(snapshot);
+        this.submit(snapshot);
         return;
+      }
       case 'acme/slot-reply':
       case 'acme/challenge-reply':
         this.requests.get(m.payload.requestId)?.resolve(m.payload);

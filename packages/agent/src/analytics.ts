@@ -101,7 +101,8 @@ export interface AnalyticsOptions {
  */
 export class AnalyticsCollector {
   private readonly now: () => Date;
-  private readonly intervalMs: number;
+  private intervalMs: number;
+  private readonly defaultIntervalMs: number;
   private readonly maxBuffered: number;
   private prev = new Map<string, BackendCounters>();
   /** The hits table's counts at the last reading (custom-rules.ts HITS_TABLE), by key. */
@@ -118,6 +119,7 @@ export class AnalyticsCollector {
   constructor(private readonly options: AnalyticsOptions) {
     this.now = options.now ?? (() => new Date());
     this.intervalMs = options.intervalMs ?? ANALYTICS_LIMITS.intervalMs;
+    this.defaultIntervalMs = this.intervalMs;
     this.maxBuffered = options.maxBuffered ?? AGENT_LIMITS.bufferedAnalytics;
     this.intervalStart = this.now();
   }
@@ -135,8 +137,8 @@ export class AnalyticsCollector {
   }
 
   /** Readings every interval, aligned to its multiples of wall time (each minute's start for 60 s). */
-  start(): void {
-    this.intervalStart = this.now();
+  start(fresh = true): void {
+    if (fresh) this.intervalStart = this.now();
     const schedule = () => {
       const t = this.now().getTime();
       const wait = this.intervalMs - (t % this.intervalMs) + Math.min(500, this.intervalMs / 10);
@@ -146,6 +148,20 @@ export class AnalyticsCollector {
       this.timer.unref();
     };
     schedule();
+  }
+
+  /**
+   * Staged rollout: a canary whose revision bakes reports every `seconds` (the snapshot's
+   * reportSeconds); undefined goes back to the configured interval. A running schedule restarts.
+   */
+  setReportInterval(seconds: number | undefined): void {
+    const ms = seconds === undefined ? this.defaultIntervalMs : Math.min(seconds * 1000, this.defaultIntervalMs);
+    if (ms === this.intervalMs) return;
+    this.intervalMs = ms;
+    if (this.timer) {
+      this.stop();
+      this.start(false);
+    }
   }
 
   stop(): void {
@@ -222,7 +238,8 @@ export class AnalyticsCollector {
       for (const [reason, n] of reasons) d.blocked[reason] = cap(n, AGENT_LIMITS.analyticsRequests);
     }
     const rules = hits ? this.ruleHits(hits, ruleIds) : [];
-    if (domains.size > 0 || rules.length > 0) this.enqueue({ minute: minuteOf(start), domains: [...domains.values()], ...(rules.length ? { rules } : {}) });
+    // A baking canary reports every interval, traffic or not: the service judges its bake by them.
+    if (domains.size > 0 || rules.length > 0 || this.intervalMs < this.defaultIntervalMs) this.enqueue({ minute: minuteOf(start), domains: [...domains.values()], ...(rules.length ? { rules } : {}) });
     this.flush();
   }
 

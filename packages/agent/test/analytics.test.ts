@@ -227,3 +227,19 @@ test('hits of custom rules: each key credits its log rule and its deciding rule;
   assert.equal(h.sent.at(-1)?.rules, undefined);
   assert.equal(h.sent.at(-1)?.domains[0]?.requests, 4);
 });
+
+test('staged rollout: a baking canary reports at the snapshot\'s reportSeconds, then at its usual interval again', async () => {
+  const { h, c } = harness();
+  h.csv = stat({ be_shop_example_com: { req: 5, s2: 5, bin: 1, bout: 1 } });
+  c.start();
+  c.setReportInterval(1);
+  const deadline = Date.now() + 5_000;
+  while (h.sent.length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+  assert.equal(h.sent.length, 1, 'a batch within a few seconds, not a minute');
+  assert.equal(h.sent[0]!.domains[0]!.requests, 5);
+  h.csv = stat({ be_shop_example_com: { req: 9, s2: 9, bin: 1, bout: 1 } }); // there is something to send
+  c.setReportInterval(undefined);
+  await new Promise((r) => setTimeout(r, 1_300));
+  c.stop();
+  assert.equal(h.sent.length, 1, 'back to the 60 s interval');
+});

@@ -175,6 +175,11 @@ export const ServerSnapshot = Type.Object(
     botKeys: Type.Optional(Type.Array(BotKey, { minItems: 1, maxItems: 2 })),
     /** Enabled custom rules only, by priority (lower first); absent from older control planes: none. */
     customRules: Type.Optional(Type.Array(SnapshotCustomRule)),
+    /**
+     * Staged rollout (docs/architecture.md): sent to a canary while its revision bakes, the
+     * interval in seconds of its analytics/batch reports instead of 60; absent otherwise.
+     */
+    reportSeconds: Type.Optional(Type.Integer({ minimum: 1, maximum: 60 })),
   },
   { additionalProperties: false },
 );

@@ -25,6 +25,7 @@ import { domainRoutes } from './routes/domains.js';
 import { notificationRoutes } from './routes/notifications.js';
 import { serverRoutes } from './routes/servers.js';
 import { dnsSettingsRoutes } from './routes/settings-dns.js';
+import { rolloutRoutes } from './routes/rollouts.js';
 import type { App } from './routes/types.js';
 import { wafRoutes } from './routes/waf.js';
 import { customRuleRoutes } from './routes/rules.js';
@@ -236,6 +237,7 @@ export async function buildApp(options: AppOptions): Promise<App> {
   await app.register(serverRoutes, deps);
   await app.register(domainRoutes, deps);
   await app.register(dnsSettingsRoutes, deps);
+  await app.register(rolloutRoutes, deps);
   await app.register(wafRoutes, deps);
   await app.register(customRuleRoutes, deps);
   await app.register(analyticsRoutes, deps);

@@ -11,6 +11,8 @@ export const ERRORS = {
   domain_not_found: { status: 404, message: 'Domain not found' },
   rule_not_found: { status: 404, message: 'WAF rule not found' },
   custom_rule_not_found: { status: 404, message: 'Rule not found' },
+  rollout_not_found: { status: 404, message: 'Rollout not found' },
+  rollout_not_halted: { status: 409, message: 'Rollout is not halted: only the newest halted rollout can be resumed or rolled back' },
   deposit_not_found: { status: 404, message: 'Deposit not found' },
   account_not_found: { status: 404, message: 'Account not found' },
   invalid_body: { status: 400, message: 'Invalid request body' },

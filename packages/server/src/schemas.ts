@@ -41,6 +41,7 @@ export const ServerUpdate = Type.Object(
         description: 'The address DNS points at for this server (checked before ordering a certificate); null: the address its agent connects from',
       }),
     ),
+    canary: Type.Optional(Type.Boolean({ description: 'Staged rollout: the server gets every change first and bakes it (PUT /api/settings/rollout)' })),
   },
   { ...strict, minProperties: 1 },
 );
@@ -53,6 +54,7 @@ const serverFields = {
   lastSeenAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
   desiredRevision: Type.Integer({ description: 'Revision of the configuration the server should run' }),
   appliedRevision: Type.Integer({ description: 'Revision the agent last reported as running' }),
+  canary: Type.Boolean({ description: 'Staged rollout: the server gets every change first (GET /api/rollouts)' }),
   healthy: Type.Union([Type.Boolean(), Type.Null()], {
     description:
       'The last health check (every RAMPART_HEALTH_INTERVAL seconds): true when the agent is connected, HAProxy serves and it answers the probe of /.well-known/rampart/health; null before the first check or while the agent has never connected',

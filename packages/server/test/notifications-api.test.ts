@@ -247,7 +247,7 @@ for (const backend of await backends()) {
         assert.match(r.body.error, error, JSON.stringify(body).slice(0, 120));
       }
       assert.deepEqual(await settings(key), before, 'nothing was stored');
-      assert.equal(NOTIFICATION_KINDS.length, 13);
+      assert.equal(NOTIFICATION_KINDS.length, 14);
     });
 
     test('without RAMPART_SECRET_KEY a webhook secret cannot be set, and the answer says what the operator must do', async () => {

@@ -536,6 +536,8 @@ export interface paths {
                             desiredRevision: number;
                             /** @description Revision the agent last reported as running */
                             appliedRevision: number;
+                            /** @description Staged rollout: the server gets every change first (GET /api/rollouts) */
+                            canary: boolean;
                             /** @description The last health check (every RAMPART_HEALTH_INTERVAL seconds): true when the agent is connected, HAProxy serves and it answers the probe of /.well-known/rampart/health; null before the first check or while the agent has never connected */
                             healthy: boolean | null;
                             /** @description Why the last health check did not find the server healthy; null when it did */
@@ -629,6 +631,8 @@ export interface paths {
                             desiredRevision: number;
                             /** @description Revision the agent last reported as running */
                             appliedRevision: number;
+                            /** @description Staged rollout: the server gets every change first (GET /api/rollouts) */
+                            canary: boolean;
                             /** @description The last health check (every RAMPART_HEALTH_INTERVAL seconds): true when the agent is connected, HAProxy serves and it answers the probe of /.well-known/rampart/health; null before the first check or while the agent has never connected */
                             healthy: boolean | null;
                             /** @description Why the last health check did not find the server healthy; null when it did */
@@ -717,6 +721,8 @@ export interface paths {
                         name?: string;
                         /** @description The address DNS points at for this server (checked before ordering a certificate); null: the address its agent connects from */
                         publicIp?: string | (never | null);
+                        /** @description Staged rollout: the server gets every change first and bakes it (PUT /api/settings/rollout) */
+                        canary?: boolean;
                     };
                 };
             };
@@ -741,6 +747,8 @@ export interface paths {
                             desiredRevision: number;
                             /** @description Revision the agent last reported as running */
                             appliedRevision: number;
+                            /** @description Staged rollout: the server gets every change first (GET /api/rollouts) */
+                            canary: boolean;
                             /** @description The last health check (every RAMPART_HEALTH_INTERVAL seconds): true when the agent is connected, HAProxy serves and it answers the probe of /.well-known/rampart/health; null before the first check or while the agent has never connected */
                             healthy: boolean | null;
                             /** @description Why the last health check did not find the server healthy; null when it did */
@@ -839,6 +847,8 @@ export interface paths {
                             desiredRevision: number;
                             /** @description Revision the agent last reported as running */
                             appliedRevision: number;
+                            /** @description Staged rollout: the server gets every change first (GET /api/rollouts) */
+                            canary: boolean;
                             /** @description The last health check (every RAMPART_HEALTH_INTERVAL seconds): true when the agent is connected, HAProxy serves and it answers the probe of /.well-known/rampart/health; null before the first check or while the agent has never connected */
                             healthy: boolean | null;
                             /** @description Why the last health check did not find the server healthy; null when it did */
@@ -941,6 +951,8 @@ export interface paths {
                             desiredRevision: number;
                             /** @description Revision the agent last reported as running */
                             appliedRevision: number;
+                            /** @description Staged rollout: the server gets every change first (GET /api/rollouts) */
+                            canary: boolean;
                             /** @description The last health check (every RAMPART_HEALTH_INTERVAL seconds): true when the agent is connected, HAProxy serves and it answers the probe of /.well-known/rampart/health; null before the first check or while the agent has never connected */
                             healthy: boolean | null;
                             /** @description Why the last health check did not find the server healthy; null when it did */
@@ -1669,6 +1681,487 @@ export interface paths {
                 };
             };
         };
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/settings/rollout": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The rollout mode and bake time, with the canaries counted */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description immediate (default): every change reaches every server at once; staged: canary servers first */
+                            mode: "immediate" | "staged";
+                            bakeSeconds: number;
+                            /** @description Live servers flagged canary */
+                            canaries: number;
+                            /** @description The rollout holding servers: baking, halted or rolled_back; idle: none */
+                            state: "idle" | ("baking" | "applied" | "halted" | "rolled_back" | "superseded");
+                            rolloutId: string | null;
+                            /** @description Set when staged mode has no canary: changes then reach every server at once */
+                            warning: string | null;
+                        };
+                    };
+                };
+                /** @description Every error answer */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["def-0"];
+                    };
+                };
+                /** @description Every error answer */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["def-0"];
+                    };
+                };
+                /** @description Every error answer */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["def-0"];
+                    };
+                };
+                /** @description Every error answer */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["def-0"];
+                    };
+                };
+            };
+        };
+        /** Set the rollout mode (immediate or staged) and bakeSeconds (5 to 3600) */
+        put: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        /** @description immediate (default): every change reaches every server at once; staged: canary servers first */
+                        mode?: "immediate" | "staged";
+                        /** @description How long a change bakes on the canaries; default 60 */
+                        bakeSeconds?: number;
+                    };
+                };
+            };
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description immediate (default): every change reaches every server at once; staged: canary servers first */
+                            mode: "immediate" | "staged";
+                            bakeSeconds: number;
+                            /** @description Live servers flagged canary */
+                            canaries: number;
+                            /** @description The rollout holding servers: baking, halted or rolled_back; idle: none */
+                            state: "idle" | ("baking" | "applied" | "halted" | "rolled_back" | "superseded");
+                            rolloutId: string | null;
+                            /** @description Set when staged mode has no canary: changes then reach every server at once */
+                            warning: string | null;
+                        };
+                    };
+                };
+                /** @description Every error answer */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["def-0"];
+                    };
+                };
+                /** @description Every error answer */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["def-0"];
+                    };
+                };
+                /** @description Every error answer */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["def-0"];
+                    };
+                };
+                /** @description Every error answer */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["def-0"];
+                    };
+                };
+            };
+        };
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/rollouts": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The 20 newest rollouts, with their state per server */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            id: string;
+                            state: "baking" | "applied" | "halted" | "rolled_back" | "superseded";
+                            /** @description What the change did, from the last released configuration */
+                            change: string;
+                            bakeSeconds: number;
+                            /** Format: date-time */
+                            startedAt: string;
+                            /** Format: date-time */
+                            bakeUntil: string;
+                            /** Format: date-time */
+                            endedAt: string | null;
+                            /** @description Why it halted */
+                            signal: string | null;
+                            /** @description The signal's values before the change and during the bake */
+                            detail: string | null;
+                            servers: {
+                                serverId: string;
+                                name: string;
+                                canary: boolean;
+                                state: "queued" | "baking" | "applied" | "halted" | "rolled_back" | "superseded";
+                                /** @description Canaries: requests counted during the bake */
+                                requests: number;
+                                blocked: number;
+                                originErrors: number;
+                                /** Format: date-time */
+                                lastReportAt: string | null;
+                            }[];
+                        }[];
+                    };
+                };
+                /** @description Every error answer */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["def-0"];
+                    };
+                };
+                /** @description Every error answer */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["def-0"];
+                    };
+                };
+                /** @description Every error answer */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["def-0"];
+                    };
+                };
+                /** @description Every error answer */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["def-0"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/rollouts/{id}/resume": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Release a halted (or rolled back) change to every server anyway */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            id: string;
+                            state: "baking" | "applied" | "halted" | "rolled_back" | "superseded";
+                            /** @description What the change did, from the last released configuration */
+                            change: string;
+                            bakeSeconds: number;
+                            /** Format: date-time */
+                            startedAt: string;
+                            /** Format: date-time */
+                            bakeUntil: string;
+                            /** Format: date-time */
+                            endedAt: string | null;
+                            /** @description Why it halted */
+                            signal: string | null;
+                            /** @description The signal's values before the change and during the bake */
+                            detail: string | null;
+                            servers: {
+                                serverId: string;
+                                name: string;
+                                canary: boolean;
+                                state: "queued" | "baking" | "applied" | "halted" | "rolled_back" | "superseded";
+                                /** @description Canaries: requests counted during the bake */
+                                requests: number;
+                                blocked: number;
+                                originErrors: number;
+                                /** Format: date-time */
+                                lastReportAt: string | null;
+                            }[];
+                        };
+                    };
+                };
+                /** @description Every error answer */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["def-0"];
+                    };
+                };
+                /** @description Every error answer */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["def-0"];
+                    };
+                };
+                /** @description Every error answer */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["def-0"];
+                    };
+                };
+                /** @description Every error answer */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["def-0"];
+                    };
+                };
+                /** @description Every error answer */
+                409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["def-0"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/rollouts/{id}/rollback": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Give up a halted change: every server keeps its last good revision until a newer change is saved */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            id: string;
+                            state: "baking" | "applied" | "halted" | "rolled_back" | "superseded";
+                            /** @description What the change did, from the last released configuration */
+                            change: string;
+                            bakeSeconds: number;
+                            /** Format: date-time */
+                            startedAt: string;
+                            /** Format: date-time */
+                            bakeUntil: string;
+                            /** Format: date-time */
+                            endedAt: string | null;
+                            /** @description Why it halted */
+                            signal: string | null;
+                            /** @description The signal's values before the change and during the bake */
+                            detail: string | null;
+                            servers: {
+                                serverId: string;
+                                name: string;
+                                canary: boolean;
+                                state: "queued" | "baking" | "applied" | "halted" | "rolled_back" | "superseded";
+                                /** @description Canaries: requests counted during the bake */
+                                requests: number;
+                                blocked: number;
+                                originErrors: number;
+                                /** Format: date-time */
+                                lastReportAt: string | null;
+                            }[];
+                        };
+                    };
+                };
+                /** @description Every error answer */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["def-0"];
+                    };
+                };
+                /** @description Every error answer */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["def-0"];
+                    };
+                };
+                /** @description Every error answer */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["def-0"];
+                    };
+                };
+                /** @description Every error answer */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["def-0"];
+                    };
+                };
+                /** @description Every error answer */
+                409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["def-0"];
+                    };
+                };
+            };
+        };
+        delete?: never;
         options?: never;
         head?: never;
         patch?: never;

@@ -1,6 +1,7 @@
 import { sql, type Insertable } from 'kysely';
 import type { Database, Tx } from '../db/database.js';
 import type { ServersTable } from '../db/schema.js';
+import { noteChange } from '../services/rollouts.js';
 
 // The servers table: shield servers, their lifecycle, address and revisions.
 
@@ -28,6 +29,7 @@ export function listServersWithHeartbeat(db: Database | Tx, accountId: string) {
       'servers.health_checked_at',
       'servers.agent_version',
       'servers.agent_refused',
+      'servers.canary',
       'agent_connections.last_heartbeat_at',
     ])
     .where('servers.account_id', '=', accountId)
@@ -88,7 +90,7 @@ export function markServerDecommissioned(db: Database | Tx, accountId: string, i
 }
 
 /** The caller has found and locked the server in its account. */
-export function updateServerFields(db: Database | Tx, id: string, set: { name?: string; public_ip?: string | null }) {
+export function updateServerFields(db: Database | Tx, id: string, set: { name?: string; public_ip?: string | null; canary?: boolean }) {
   return db.updateTable('servers').set(set).where('id', '=', id).returningAll().executeTakeFirstOrThrow();
 }
 
@@ -252,15 +254,23 @@ export async function recordAppliedRevision(db: Database | Tx, serverId: string,
   return row && Number(row.applied_revision);
 }
 
-/** Bumps desired_revision of the given servers (of this account) and returns their ids. */
-export async function bumpServers(db: Database | Tx, accountId: string, serverIds: readonly string[]): Promise<string[]> {
+/**
+ * Bumps desired_revision of the given servers (of this account) and returns their ids. A change
+ * of the configuration goes through the account's rollout (services/rollouts.ts noteChange); a
+ * server's new address (`rollout: false`) reaches its peers at once.
+ */
+export async function bumpServers(db: Database | Tx, accountId: string, serverIds: readonly string[], options: { rollout?: boolean } = {}): Promise<string[]> {
   if (serverIds.length === 0) return [];
-  return bump(db, accountId, serverIds);
+  const ids = await bump(db, accountId, serverIds);
+  if (options.rollout !== false && ids.length > 0) await noteChange(db, accountId);
+  return ids;
 }
 
 /** Bumps every live server of the account (global and server-wide rules touch them all). */
-export function bumpAllServers(db: Database | Tx, accountId: string): Promise<string[]> {
-  return bump(db, accountId);
+export async function bumpAllServers(db: Database | Tx, accountId: string): Promise<string[]> {
+  const ids = await bump(db, accountId);
+  if (ids.length > 0) await noteChange(db, accountId);
+  return ids;
 }
 
 /** Adds 1 to desired_revision of the account's live servers, those given or all of them; returns their ids. */

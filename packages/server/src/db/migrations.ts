@@ -590,6 +590,53 @@ const migrations: Record<string, Migration> = {
       await db.schema.alterTable('waf_events').addColumn('query', 'text').execute();
     },
   },
+  '0040_staged_rollout': {
+    // Staged rollout (docs/architecture.md "Staged rollout"): the account's mode and bake time,
+    // the servers flagged canary with the snapshot each last received as released (what it keeps
+    // while a change bakes or after a halt), and the rollouts with their state per server.
+    async up(db: Kysely<any>) {
+      await db.schema
+        .createTable('rollout_settings')
+        .addColumn('account_id', 'uuid', (c) => c.primaryKey().references('accounts.id').onDelete('cascade'))
+        .addColumn('mode', 'text', (c) => c.notNull().defaultTo('immediate'))
+        .addColumn('bake_seconds', 'integer', (c) => c.notNull().defaultTo(60))
+        .addColumn('updated_at', 'timestamptz', (c) => c.notNull())
+        .execute();
+      await db.schema.alterTable('servers').addColumn('canary', 'boolean', (c) => c.notNull().defaultTo(false)).execute();
+      await db.schema.alterTable('servers').addColumn('released_snapshot', 'text').execute();
+      await db.schema
+        .createTable('rollouts')
+        .addColumn('id', 'uuid', (c) => c.primaryKey())
+        .addColumn('account_id', 'uuid', (c) => c.notNull().references('accounts.id').onDelete('cascade'))
+        .addColumn('state', 'text', (c) => c.notNull())
+        .addColumn('holding', 'boolean', (c) => c.notNull())
+        .addColumn('change', 'text', (c) => c.notNull())
+        .addColumn('bake_seconds', 'integer', (c) => c.notNull())
+        .addColumn('started_at', 'timestamptz', (c) => c.notNull())
+        .addColumn('bake_until', 'timestamptz', (c) => c.notNull())
+        .addColumn('ended_at', 'timestamptz')
+        .addColumn('signal', 'text')
+        .addColumn('detail', 'text')
+        .execute();
+      await db.schema.createIndex('rollouts_account').on('rollouts').columns(['account_id', 'started_at']).execute();
+      await db.schema
+        .createTable('rollout_servers')
+        .addColumn('rollout_id', 'uuid', (c) => c.notNull().references('rollouts.id').onDelete('cascade'))
+        .addColumn('server_id', 'uuid', (c) => c.notNull().references('servers.id').onDelete('cascade'))
+        .addColumn('canary', 'boolean', (c) => c.notNull())
+        .addColumn('state', 'text', (c) => c.notNull())
+        .addColumn('base_requests', 'bigint', (c) => c.notNull().defaultTo(0))
+        .addColumn('base_blocked', 'bigint', (c) => c.notNull().defaultTo(0))
+        .addColumn('base_errors', 'bigint', (c) => c.notNull().defaultTo(0))
+        .addColumn('requests', 'bigint', (c) => c.notNull().defaultTo(0))
+        .addColumn('blocked', 'bigint', (c) => c.notNull().defaultTo(0))
+        .addColumn('errors', 'bigint', (c) => c.notNull().defaultTo(0))
+        .addColumn('last_report_at', 'timestamptz')
+        .addPrimaryKeyConstraint('rollout_servers_pkey', ['rollout_id', 'server_id'])
+        .execute();
+      await db.schema.createIndex('rollout_servers_server').on('rollout_servers').column('server_id').execute();
+    },
+  },
 };
 
 export const migrationProvider: MigrationProvider = {

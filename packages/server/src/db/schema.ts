@@ -77,6 +77,10 @@ export interface ServersTable {
   /** The version the agent's last hello said, and why that hello was refused (null: accepted). */
   agent_version: ColumnType<string | null, string | null | undefined, string | null>;
   agent_refused: ColumnType<string | null, string | null | undefined, string | null>;
+  /** Staged rollout: a canary gets a change first (services/rollouts.ts). */
+  canary: ColumnType<boolean, boolean | undefined, boolean>;
+  /** Staged rollout: the snapshot (JSON) last released to this server, sent while it is held. */
+  released_snapshot: ColumnType<string | null, string | null | undefined, string | null>;
 }
 
 export interface DomainsTable {
@@ -401,5 +405,52 @@ export interface DB {
   job_state: JobStateTable;
   crawler_address_lists: CrawlerAddressListsTable;
   analytics_minute: AnalyticsMinuteTable;
+  rollout_settings: RolloutSettingsTable;
+  rollouts: RolloutsTable;
+  rollout_servers: RolloutServersTable;
   analytics_hour: AnalyticsHourTable;
+}
+
+export interface RolloutSettingsTable {
+  account_id: string;
+  mode: 'immediate' | 'staged';
+  bake_seconds: number;
+  updated_at: Timestamp;
+}
+
+export type RolloutState = 'baking' | 'applied' | 'halted' | 'rolled_back' | 'superseded';
+export type RolloutServerState = 'queued' | 'baking' | 'applied' | 'halted' | 'rolled_back' | 'superseded';
+
+export interface RolloutsTable {
+  id: string;
+  account_id: string;
+  state: RolloutState;
+  /**
+   * The account's newest rollout while it holds servers on their released snapshot: baking (the
+   * fleet), halted or rolled back (every server). False once it applied or a newer one started.
+   */
+  holding: boolean;
+  /** What changed, from the released snapshot to the candidate (services/rollouts.ts describeChange). */
+  change: string;
+  bake_seconds: number;
+  started_at: Timestamp;
+  bake_until: Timestamp;
+  ended_at: ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
+  /** Why it halted: the signal and its values. */
+  signal: ColumnType<string | null, string | null | undefined, string | null>;
+  detail: ColumnType<string | null, string | null | undefined, string | null>;
+}
+
+export interface RolloutServersTable {
+  rollout_id: string;
+  server_id: string;
+  canary: boolean;
+  state: RolloutServerState;
+  base_requests: Int8WithDefault;
+  base_blocked: Int8WithDefault;
+  base_errors: Int8WithDefault;
+  requests: Int8WithDefault;
+  blocked: Int8WithDefault;
+  errors: Int8WithDefault;
+  last_report_at: ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
 }

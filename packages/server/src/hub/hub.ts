@@ -24,6 +24,7 @@ import {
   type AgentConnection,
 } from '../services/servers.js';
 import { recordConfigAck } from '../services/revisions.js';
+import { recordCanaryFailure, recordRolloutReport } from '../services/rollouts.js';
 import type { AcmeChallenge, BusMessage } from '../bus.js';
 
 export interface HubOptions {
@@ -312,6 +313,7 @@ export class AgentHub {
         if (!c.hello || serving === undefined || serving === c.proxyServing) return;
         await recordProxyServing(this.ctx, c.serverId, serving);
         c.proxyServing = serving;
+        if (!serving) await recordCanaryFailure(this.ctx, c.serverId, 'proxy health', 'HAProxy stopped serving on the canary during the bake');
         return;
       }
       case 'config/ack': {
@@ -324,6 +326,10 @@ export class AgentHub {
           this.options.log?.warn(`server ${c.serverId} acknowledged revision ${m.payload.revision}, above its desired revision ${desiredRevision}: refused, nothing stored`);
         }
         this.countDropped(c, outcome === 'dropped' ? 1 : 0);
+        if (!m.payload.ok) {
+          const detail = m.payload.errors.map((e) => e.message).join('; ').slice(0, 300);
+          await recordCanaryFailure(this.ctx, c.serverId, 'reload health', `the configuration update to revision ${m.payload.revision} failed on the canary: ${detail}`);
+        }
         return;
       }
       case 'events/batch': {
@@ -336,6 +342,9 @@ export class AgentHub {
         return;
       }
       case 'analytics/batch': {
+        // A baking canary's report judges the bake (services/rollouts.ts); bounded and
+        // authenticated as every agent message is (validated above, on this server's connection).
+        await recordRolloutReport(this.ctx, c.serverId, m.payload);
         const r = await storeAnalytics(this.ctx, c.accountId, c.serverId, m.payload);
         if (r.refused || r.unassigned || r.invalid) {
           this.options.log?.warn(

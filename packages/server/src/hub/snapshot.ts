@@ -1,7 +1,8 @@
 import { isIP, type CustomRuleAction, type RuleRateLimit, type RuleType, type ServerSnapshot, type CompressedBodyPolicy, type WafLevel, type WafMode } from '@rampart/protocol';
 import { snapshotContents, snapshotServers } from '../data/snapshot.js';
-import type { Database } from '../db/database.js';
+import type { Database, Tx } from '../db/database.js';
 import { parseOrigins } from '../services/domains.js';
+import { holdsOf, type Hold } from '../services/rollouts.js';
 
 export interface ServerState {
   id: string;
@@ -15,7 +16,11 @@ export interface ServerState {
  * of the account, and the rules of its own domains), and each domain's server addresses.
  * Decommissioned or missing servers get no snapshot.
  */
-export async function buildSnapshots(db: Database, serverIds: readonly string[]): Promise<{ states: Map<string, ServerState>; snapshots: Map<string, ServerSnapshot> }> {
+export async function buildSnapshots(
+  db: Database | Tx,
+  serverIds: readonly string[],
+  options: { holds?: boolean } = {},
+): Promise<{ states: Map<string, ServerState>; snapshots: Map<string, ServerSnapshot> }> {
   const states = new Map<string, ServerState>();
   const snapshots = new Map<string, ServerSnapshot>();
   if (serverIds.length === 0) return { states, snapshots };
@@ -25,7 +30,12 @@ export async function buildSnapshots(db: Database, serverIds: readonly string[])
   if (live.length === 0) return { states, snapshots };
   const accountIds = [...new Set(live.map((s) => s.account_id))];
   const liveIds = live.map((s) => s.id);
-  const { domains, peers, rules, accounts, customRules } = await snapshotContents(db, liveIds, accountIds);
+  // Staged rollout (services/rollouts.ts): a held server gets its released snapshot instead; a
+  // baking canary the interval of its reports.
+  const [{ domains, peers, rules, accounts, customRules }, holds] = await Promise.all([
+    snapshotContents(db, liveIds, accountIds),
+    options.holds === false ? new Map<string, Hold>() : holdsOf(db, liveIds),
+  ]);
   // The current key first; the previous one while the job has not retired it (services/bot-keys.ts).
   const botKeys = new Map(
     accounts.map((a) => [
@@ -43,6 +53,11 @@ export async function buildSnapshots(db: Database, serverIds: readonly string[])
   const domainsByServer = new Map<string, typeof domains>();
   for (const d of domains) domainsByServer.set(d.server_id, [...(domainsByServer.get(d.server_id) ?? []), d]);
   for (const s of live) {
+    const hold = holds.get(s.id);
+    if (hold?.released) {
+      snapshots.set(s.id, hold.released);
+      continue;
+    }
     const own = domainsByServer.get(s.id) ?? [];
     const ownIds = new Set(own.map((d) => d.id));
     snapshots.set(s.id, {
@@ -66,6 +81,7 @@ export async function buildSnapshots(db: Database, serverIds: readonly string[])
       // Sent only when there are some: an agent from before custom rules refuses a snapshot with a
       // field it does not know, and keeps working for accounts that use none.
       ...customRulesOf(customRules, s.account_id, ownIds),
+      ...(hold?.reportSeconds ? { reportSeconds: hold.reportSeconds } : {}),
     });
   }
   return { states, snapshots };

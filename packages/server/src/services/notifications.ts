@@ -23,6 +23,7 @@ export const NOTIFICATION_KINDS = [
   'account_active',
   'deposit_confirmed',
   'delivery_disabled',
+  'rollout_halted',
 ] as const;
 export type NotificationKind = (typeof NOTIFICATION_KINDS)[number];
 
@@ -229,6 +230,8 @@ export const NOTIFICATION_ADVICE: Record<NotificationKind, string> = {
   deposit_confirmed: 'Nothing to do.',
   delivery_disabled:
     'Make sure the receiver works, then save the channel again in the notification settings (PUT /api/settings/notifications) to turn it back on.',
+  rollout_halted:
+    'The canaries are back on the last good revision and the other servers never received the change: correct or undo the change and save again, or resume the rollout (POST /api/rollouts/{id}/resume) if the signal was expected.',
 };
 
 /**
@@ -278,6 +281,9 @@ export const notificationMessages = {
   deliveryDisabled: (channel: 'webhook' | 'email', lastError: string) =>
     `Notifications are no longer sent to ${channel === 'webhook' ? 'the webhook' : 'the e-mail address'} of this account: ` +
     `every attempt failed for 3 days (the last: ${clause(lastError)}), and its pending deliveries were given up. ${NOTIFICATION_ADVICE.delivery_disabled}`,
+  /** rollout_halted: a staged change regressed `signal` on canary `serverName` (`values`: before and during the bake). */
+  rolloutHalted: (change: string, serverName: string, signal: string, values: string) =>
+    `Rollout halted: the change (${clause(change)}) regressed ${signal} on canary ${quotedName(serverName)}: ${clause(values)}. ${NOTIFICATION_ADVICE.rollout_halted}`,
   /** The notice counting what a server raised past SERVER_NOTIFICATION_LIMIT. */
   dropped: (kind: NotificationKind) =>
     `More ${kind} notifications from this server were dropped: at most ${SERVER_NOTIFICATION_LIMIT.perWindow} a minute are kept (count: how many were dropped). ` +

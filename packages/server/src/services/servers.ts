@@ -40,6 +40,7 @@ type ServerRow = {
   health_checked_at: Date | string | null;
   agent_version: string | null;
   agent_refused: string | null;
+  canary: boolean;
 };
 
 export function serverView(s: ServerRow) {
@@ -58,6 +59,7 @@ export function serverView(s: ServerRow) {
     healthCheckedAt: iso(s.health_checked_at),
     agentVersion: s.agent_version,
     agentRefused: s.agent_refused,
+    canary: s.canary,
     createdAt: iso(s.created_at)!,
   };
 }
@@ -108,7 +110,7 @@ export async function decommissionServer(ctx: ServiceContext, accountId: string,
     await deleteConnectionOfServer(tx, id); // its agent is closed (4001)
     const row = await markServerDecommissioned(tx, accountId, id);
     for (const domainId of domains) await refreshDomainSsl(tx, domainId);
-    return { row, touched: await bumpServers(tx, accountId, peers) };
+    return { row, touched: await bumpServers(tx, accountId, peers, { rollout: false }) };
   });
   ctx.serversChanged([id, ...touched]);
   return serverView(row);
@@ -118,6 +120,8 @@ export interface ServerPatch {
   name?: string | undefined;
   /** null clears it: the address the agent connects from is used again. */
   publicIp?: string | null | undefined;
+  /** Staged rollout: the server gets changes first (services/rollouts.ts). */
+  canary?: boolean | undefined;
 }
 
 /** The address a server is reached at: the one set by the user, else the one its agent connected from. */
@@ -134,10 +138,14 @@ export async function updateServer(ctx: ServiceContext, accountId: string, id: s
     const current = await findServer(tx, accountId, id, true);
     if (!current) throw new AppError('server_not_found');
     if (current.status === 'decommissioned') throw new AppError('server_decommissioned');
-    const row = await updateServerFields(tx, id, { ...(patch.name !== undefined ? { name: patch.name } : {}), ...(publicIp !== undefined ? { public_ip: publicIp } : {}) });
+    const row = await updateServerFields(tx, id, {
+      ...(patch.name !== undefined ? { name: patch.name } : {}),
+      ...(publicIp !== undefined ? { public_ip: publicIp } : {}),
+      ...(patch.canary !== undefined ? { canary: patch.canary } : {}),
+    });
     // A new address changes the serverAddresses of every domain this server is on.
     const moved = serverAddress(current) !== serverAddress(row);
-    return { row, touched: moved ? await bumpServers(tx, accountId, await serversSharingDomains(tx, id)) : [] };
+    return { row, touched: moved ? await bumpServers(tx, accountId, await serversSharingDomains(tx, id), { rollout: false }) : [] };
   });
   ctx.serversChanged(touched);
   return viewWithStatus(ctx, row);
@@ -220,7 +228,7 @@ export async function recordAgentConnected(ctx: ServiceContext, conn: AgentConne
     await store.markServerConnected(tx, conn.serverId, conn.ip, now, { httpPort: conn.httpPort ?? null, proxyServing: conn.proxyServing ?? null, agentVersion: conn.agentVersion });
     const replaced = previous && previous.connection_id !== conn.connectionId ? { connectionId: previous.connection_id, processId: previous.process_id } : null;
     const moved = serverAddress(current) !== serverAddress({ public_ip: current.public_ip, ip: conn.ip });
-    return { recorded: true, replaced, peers: moved ? await store.bumpServers(tx, current.account_id, await store.serversSharingDomains(tx, conn.serverId)) : [] };
+    return { recorded: true, replaced, peers: moved ? await store.bumpServers(tx, current.account_id, await store.serversSharingDomains(tx, conn.serverId), { rollout: false }) : [] };
   });
 }
 

@@ -1,0 +1,484 @@
+import { randomUUID } from 'node:crypto';
+import { sql } from 'kysely';
+import type { AnalyticsBatchPayload, ServerSnapshot } from '@rampart/protocol';
+import { iso, isUuid, type ServiceContext } from '../context.js';
+import type { Database, Tx } from '../db/database.js';
+import type { RolloutServerState, RolloutState } from '../db/schema.js';
+import { AppError, invalidField } from '../errors.js';
+import { buildSnapshots } from '../hub/snapshot.js';
+import { notificationMessages, notify } from './notifications.js';
+
+// Staged rollout (docs/architecture.md "Staged rollout", docs/api.md "Rollout"). In staged mode a
+// change reaches the account's canary servers first; the others keep the snapshot last released
+// to them (servers.released_snapshot) until the change has baked on the canaries for bakeSeconds
+// without a regression. Everything is in the database, so every control-plane process agrees.
+
+export const ROLLOUT_MODES = ['immediate', 'staged'] as const;
+export type RolloutMode = (typeof ROLLOUT_MODES)[number];
+export const BAKE_SECONDS = { min: 5, max: 3600, default: 60 } as const;
+/** How often a baking canary's agent sends its analytics/batch (the snapshot's reportSeconds). */
+export const ROLLOUT_REPORT_SECONDS = 2;
+/**
+ * When a bake regresses (docs/api.md "Rollout"): a share is compared only once the canary counted
+ * at least minRequests during the bake; it regresses when it rose by at least `rise` (absolute)
+ * and to at least twice the share before the change.
+ */
+export const ROLLOUT_THRESHOLDS = { minRequests: 20, blockedRise: 0.25, errorRise: 0.2 } as const;
+/** The window before a change that the canary's "before" shares are read from. */
+const BASELINE_MS = 15 * 60_000;
+/** Rollouts GET /api/rollouts lists. */
+const LISTED = 20;
+
+type Db = Database | Tx;
+
+// ------------------------------------------------------------------------------------------------
+// Settings
+
+async function settingsRow(db: Db, accountId: string, lock = false) {
+  return db.selectFrom('rollout_settings').selectAll().where('account_id', '=', accountId).$if(lock, (q) => q.forUpdate()).executeTakeFirst();
+}
+
+async function canaryIds(db: Db, accountId: string): Promise<string[]> {
+  const rows = await db.selectFrom('servers').select('id').where('account_id', '=', accountId).where('canary', '=', true).where('status', '<>', 'decommissioned').execute();
+  return rows.map((r) => r.id);
+}
+
+export async function getRolloutSettings(ctx: ServiceContext, accountId: string) {
+  const [row, canaries, current] = await Promise.all([
+    settingsRow(ctx.db, accountId),
+    canaryIds(ctx.db, accountId),
+    ctx.db.selectFrom('rollouts').select(['id', 'state']).where('account_id', '=', accountId).where('holding', '=', true).executeTakeFirst(),
+  ]);
+  const mode: RolloutMode = row?.mode ?? 'immediate';
+  return {
+    mode,
+    bakeSeconds: row?.bake_seconds ?? BAKE_SECONDS.default,
+    canaries: canaries.length,
+    state: (current?.state ?? 'idle') as RolloutState | 'idle',
+    rolloutId: current?.id ?? null,
+    warning:
+      mode === 'staged' && canaries.length === 0
+        ? 'No server is a canary (PUT /api/servers/{id} with canary: true): changes reach every server at once, as in immediate mode'
+        : null,
+  };
+}
+
+export async function putRolloutSettings(ctx: ServiceContext, accountId: string, body: { mode?: unknown; bakeSeconds?: unknown }) {
+  if (body.mode !== undefined && !(ROLLOUT_MODES as readonly unknown[]).includes(body.mode)) throw invalidField('mode', `must be one of ${ROLLOUT_MODES.join(', ')}`);
+  const bake = body.bakeSeconds;
+  if (bake !== undefined && (typeof bake !== 'number' || !Number.isInteger(bake) || bake < BAKE_SECONDS.min || bake > BAKE_SECONDS.max)) {
+    throw invalidField('bakeSeconds', `must be an integer from ${BAKE_SECONDS.min} to ${BAKE_SECONDS.max}`);
+  }
+  const touched = await ctx.db.transaction().execute(async (tx) => {
+    const before = await settingsRow(tx, accountId, true);
+    const mode = (body.mode as RolloutMode | undefined) ?? before?.mode ?? 'immediate';
+    const bakeSeconds = (bake as number | undefined) ?? before?.bake_seconds ?? BAKE_SECONDS.default;
+    await tx
+      .insertInto('rollout_settings')
+      .values({ account_id: accountId, mode, bake_seconds: bakeSeconds, updated_at: ctx.now() })
+      .onConflict((oc) => oc.column('account_id').doUpdateSet({ mode, bake_seconds: bakeSeconds, updated_at: ctx.now() }))
+      .execute();
+    const wasStaged = before?.mode === 'staged';
+    if (mode === 'staged' && !wasStaged) {
+      // What every server runs now is the released state the next change is held against.
+      await captureReleased(tx, accountId);
+      return [];
+    }
+    if (mode === 'immediate' && wasStaged) {
+      // Immediate again: nothing is held any more; a baking or halted rollout is superseded.
+      const ended = await endHolding(tx, accountId, ctx.now());
+      return ended ? liveServerIds(tx, accountId) : [];
+    }
+    return [];
+  });
+  ctx.serversChanged(touched);
+  return getRolloutSettings(ctx, accountId);
+}
+
+/** The canary flag of a server the caller found and locked in its account. */
+export async function setCanary(tx: Tx, serverId: string, canary: boolean): Promise<void> {
+  await tx.updateTable('servers').set({ canary }).where('id', '=', serverId).execute();
+}
+
+// ------------------------------------------------------------------------------------------------
+// A change
+
+async function liveServerIds(db: Db, accountId: string): Promise<string[]> {
+  const rows = await db.selectFrom('servers').select('id').where('account_id', '=', accountId).where('status', '<>', 'decommissioned').execute();
+  return rows.map((r) => r.id);
+}
+
+/** Stores what every live server of the account is to run now as its released snapshot. */
+async function captureReleased(db: Db, accountId: string): Promise<void> {
+  const ids = await liveServerIds(db, accountId);
+  const { snapshots } = await buildSnapshots(db, ids, { holds: false });
+  for (const id of ids) {
+    const s = snapshots.get(id);
+    await db.updateTable('servers').set({ released_snapshot: s ? JSON.stringify(s) : null }).where('id', '=', id).execute();
+  }
+}
+
+/** The account's holding rollout stops holding: superseded if it was baking. Returns whether there was one. */
+async function endHolding(db: Db, accountId: string, now: Date): Promise<boolean> {
+  const r = await db.selectFrom('rollouts').select(['id', 'state']).where('account_id', '=', accountId).where('holding', '=', true).forUpdate().executeTakeFirst();
+  if (!r) return false;
+  await db
+    .updateTable('rollouts')
+    .set({ holding: false, ...(r.state === 'baking' ? { state: 'superseded' as const, ended_at: now } : {}) })
+    .where('id', '=', r.id)
+    .execute();
+  await db.updateTable('rollout_servers').set({ state: 'superseded' }).where('rollout_id', '=', r.id).where('state', 'in', ['queued', 'baking']).execute();
+  return true;
+}
+
+/**
+ * Called in the transaction of every configuration change, after its servers' revisions were
+ * bumped (data/servers.ts). Immediate mode: nothing. Staged mode: a new rollout starts (any one
+ * holding is superseded): the canaries bake the change, the others stay on their released
+ * snapshot. Staged without a canary: the change is released to every server at once.
+ */
+export async function noteChange(tx: Db, accountId: string): Promise<void> {
+  const settings = await settingsRow(tx, accountId, true);
+  if (settings?.mode !== 'staged') return;
+  const now = new Date();
+  await endHolding(tx, accountId, now);
+  const canaries = new Set(await canaryIds(tx, accountId));
+  if (canaries.size === 0) return captureReleased(tx, accountId);
+  const ids = await liveServerIds(tx, accountId);
+  const change = await describeChange(tx, ids);
+  const id = randomUUID();
+  await tx
+    .insertInto('rollouts')
+    .values({
+      id,
+      account_id: accountId,
+      state: 'baking',
+      holding: true,
+      change,
+      bake_seconds: settings.bake_seconds,
+      started_at: now,
+      bake_until: new Date(now.getTime() + settings.bake_seconds * 1000),
+    })
+    .execute();
+  const baselines = await baselineOf(tx, accountId, [...canaries], now);
+  await tx
+    .insertInto('rollout_servers')
+    .values(
+      ids.map((serverId) => {
+        const b = baselines.get(serverId);
+        const canary = canaries.has(serverId);
+        return {
+          rollout_id: id,
+          server_id: serverId,
+          canary,
+          state: (canary ? 'baking' : 'queued') as RolloutServerState,
+          base_requests: b?.requests ?? 0,
+          base_blocked: b?.blocked ?? 0,
+          base_errors: b?.errors ?? 0,
+        };
+      }),
+    )
+    .execute();
+}
+
+/**
+ * The "before" of each canary: the requests, blocked requests and origin 5xx answers of its
+ * domains in the BASELINE_MS before the change (analytics_minute, across the domains' servers).
+ */
+async function baselineOf(db: Db, accountId: string, serverIds: string[], now: Date) {
+  const rows = await db
+    .selectFrom('analytics_minute as a')
+    .innerJoin('domain_servers as ds', 'ds.domain_id', 'a.domain_id')
+    .select(['ds.server_id', sql<string>`coalesce(sum(a.requests), 0)`.as('requests'), sql<string>`coalesce(sum(a.s5xx), 0)`.as('errors')])
+    .select(sql<string>`coalesce(sum((select coalesce(sum(value::bigint), 0) from jsonb_each_text(a.blocked))), 0)`.as('blocked'))
+    .where('a.account_id', '=', accountId)
+    .where('ds.server_id', 'in', serverIds)
+    .where('a.minute', '>=', new Date(now.getTime() - BASELINE_MS))
+    .groupBy('ds.server_id')
+    .execute();
+  return new Map(rows.map((r) => [r.server_id, { requests: Number(r.requests), blocked: Number(r.blocked), errors: Number(r.errors) }]));
+}
+
+/** What changed from each server's released snapshot to what it is to run now, as one line. */
+async function describeChange(db: Db, serverIds: string[]): Promise<string> {
+  const [{ snapshots }, released] = await Promise.all([
+    buildSnapshots(db, serverIds, { holds: false }),
+    db.selectFrom('servers').select(['id', 'released_snapshot']).where('id', 'in', serverIds).execute(),
+  ]);
+  const parts = new Set<string>();
+  for (const r of released) {
+    const after = snapshots.get(r.id);
+    if (!after) continue;
+    const before = r.released_snapshot ? (JSON.parse(r.released_snapshot) as ServerSnapshot) : undefined;
+    for (const p of diffSnapshots(before, after)) parts.add(p);
+  }
+  const text = [...parts].join('; ') || 'no change to the configuration (a new revision)';
+  return text.length > 1000 ? `${text.slice(0, 997)}...` : text;
+}
+
+/** Lines naming what differs between two snapshots of one server, by object. */
+export function diffSnapshots(before: ServerSnapshot | undefined, after: ServerSnapshot): string[] {
+  const out: string[] = [];
+  const byId = <T extends { id: string }>(xs: readonly T[] | undefined) => new Map((xs ?? []).map((x) => [x.id, x]));
+  const compare = <T extends { id: string }>(kind: string, a: readonly T[] | undefined, b: readonly T[] | undefined, name: (x: T) => string) => {
+    const was = byId(a);
+    const now = byId(b);
+    for (const [id, x] of now) {
+      const old = was.get(id);
+      if (!old) out.push(`${kind} ${name(x)} added`);
+      else if (JSON.stringify(old) !== JSON.stringify(x)) out.push(`${kind} ${name(x)} changed`);
+    }
+    for (const [id, x] of was) if (!now.has(id)) out.push(`${kind} ${name(x)} removed`);
+  };
+  compare('domain', before?.domains, after.domains, (d) => d.domain);
+  compare('WAF rule', before?.rules, after.rules, (r) => `${r.type} ${r.value}`);
+  compare('custom rule', before?.customRules, after.customRules, (r) => `"${r.expression}" (${r.action})`);
+  if (JSON.stringify(before?.botKeys) !== JSON.stringify(after.botKeys)) out.push('bot keys rotated');
+  return out;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Snapshots of held servers
+
+export interface Hold {
+  /** Sent instead of the built snapshot (the server is held). */
+  released?: ServerSnapshot;
+  /** The server is a baking canary: it reports at this interval. */
+  reportSeconds?: number;
+}
+
+/** For these servers, those the holding rollout of their account holds or bakes on. */
+export async function holdsOf(db: Db, serverIds: readonly string[]): Promise<Map<string, Hold>> {
+  const out = new Map<string, Hold>();
+  if (serverIds.length === 0) return out;
+  const rows = await db
+    .selectFrom('rollout_servers as rs')
+    .innerJoin('rollouts as r', 'r.id', 'rs.rollout_id')
+    .innerJoin('servers as s', 's.id', 'rs.server_id')
+    .select(['rs.server_id', 'rs.canary', 'r.state', 's.released_snapshot'])
+    .where('r.holding', '=', true)
+    .where('rs.server_id', 'in', [...serverIds])
+    .execute();
+  for (const r of rows) {
+    if (r.state === 'baking' && r.canary) out.set(r.server_id, { reportSeconds: ROLLOUT_REPORT_SECONDS });
+    else if (r.released_snapshot) out.set(r.server_id, { released: JSON.parse(r.released_snapshot) as ServerSnapshot });
+  }
+  return out;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Signals
+
+export interface BakeCounts {
+  requests: number;
+  blocked: number;
+  errors: number;
+}
+
+/**
+ * A request blocked in a domain's backend is counted in its requests too, one blocked before it
+ * (an IP list in the frontend) is not: the share is of the larger of both (at most 1).
+ */
+const seen = (c: BakeCounts) => Math.max(c.requests, c.blocked);
+const blockedShare = (c: BakeCounts) => (seen(c) > 0 ? c.blocked / seen(c) : 0);
+const errorShare = (c: BakeCounts) => (c.requests > 0 ? c.errors / c.requests : 0);
+const pct = (x: number) => `${(x * 100).toFixed(1)}%`;
+
+/** The regression of a canary's bake against its "before", or undefined (ROLLOUT_THRESHOLDS). */
+export function regression(before: BakeCounts, bake: BakeCounts): { signal: string; values: string } | undefined {
+  if (seen(bake) < ROLLOUT_THRESHOLDS.minRequests) return undefined;
+  const b0 = blockedShare(before);
+  const b1 = blockedShare(bake);
+  if (b1 - b0 >= ROLLOUT_THRESHOLDS.blockedRise && b1 >= 2 * b0) {
+    return { signal: 'the share of requests blocked by the WAF', values: `${pct(b0)} before the change, ${pct(b1)} during the bake (${bake.blocked} of ${seen(bake)} requests)` };
+  }
+  const e0 = errorShare(before);
+  const e1 = errorShare(bake);
+  if (bake.requests >= ROLLOUT_THRESHOLDS.minRequests && e1 - e0 >= ROLLOUT_THRESHOLDS.errorRise && e1 >= 2 * e0) {
+    return { signal: 'the share of origin errors (5xx)', values: `${pct(e0)} before the change, ${pct(e1)} during the bake (${bake.errors} of ${bake.requests} answers)` };
+  }
+  return undefined;
+}
+
+/** The baking rollout a server is a canary of, its row locked. */
+async function bakingCanaryRow(tx: Tx, serverId: string) {
+  return tx
+    .selectFrom('rollout_servers as rs')
+    .innerJoin('rollouts as r', 'r.id', 'rs.rollout_id')
+    .select(['rs.rollout_id', 'rs.base_requests', 'rs.base_blocked', 'rs.base_errors', 'rs.requests', 'rs.blocked', 'rs.errors', 'r.account_id', 'r.bake_until', 'r.change'])
+    .where('rs.server_id', '=', serverId)
+    .where('rs.canary', '=', true)
+    .where('rs.state', '=', 'baking')
+    .where('r.state', '=', 'baking')
+    .where('r.holding', '=', true)
+    .forUpdate()
+    .executeTakeFirst();
+}
+
+/**
+ * A canary's analytics/batch during a bake: its counts are added to the bake's, then the bake is
+ * judged: a regression halts the rollout; past bake_until, once every canary has reported since,
+ * the change is released to every server. Nothing for a server that is not a baking canary.
+ */
+export async function recordRolloutReport(ctx: ServiceContext, serverId: string, batch: AnalyticsBatchPayload): Promise<'none' | 'baking' | 'halted' | 'applied'> {
+  const counts: BakeCounts = { requests: 0, blocked: 0, errors: 0 };
+  for (const d of batch.domains) {
+    counts.requests += d.requests;
+    counts.errors += d.status['5xx'];
+    for (const n of Object.values(d.blocked)) counts.blocked += n ?? 0;
+  }
+  const now = ctx.now();
+  const result = await ctx.db.transaction().execute(async (tx) => {
+    const row = await bakingCanaryRow(tx, serverId);
+    if (!row) return { outcome: 'none' as const, push: [] as string[] };
+    const bake = { requests: Number(row.requests) + counts.requests, blocked: Number(row.blocked) + counts.blocked, errors: Number(row.errors) + counts.errors };
+    await tx
+      .updateTable('rollout_servers')
+      .set({ requests: bake.requests, blocked: bake.blocked, errors: bake.errors, last_report_at: now })
+      .where('rollout_id', '=', row.rollout_id)
+      .where('server_id', '=', serverId)
+      .execute();
+    const bad = regression({ requests: Number(row.base_requests), blocked: Number(row.base_blocked), errors: Number(row.base_errors) }, bake);
+    if (bad) return { outcome: 'halted' as const, push: await halt(ctx, tx, row, serverId, bad.signal, bad.values) };
+    if (now.getTime() < new Date(row.bake_until).getTime()) return { outcome: 'baking' as const, push: [] };
+    const waiting = await tx
+      .selectFrom('rollout_servers as rs')
+      .innerJoin('servers as s', 's.id', 'rs.server_id')
+      .select('rs.server_id')
+      .where('rs.rollout_id', '=', row.rollout_id)
+      .where('rs.canary', '=', true)
+      .where('s.status', '<>', 'decommissioned')
+      .where((eb) => eb.or([eb('rs.last_report_at', 'is', null), eb('rs.last_report_at', '<', new Date(row.bake_until))]))
+      .execute();
+    if (waiting.length > 0) return { outcome: 'baking' as const, push: [] };
+    return { outcome: 'applied' as const, push: await release(tx, row.rollout_id, row.account_id, now) };
+  });
+  ctx.serversChanged(result.push);
+  return result.outcome;
+}
+
+/**
+ * A canary failed outright during a bake: its configuration update failed (config/ack not ok) or
+ * its HAProxy stopped serving. The rollout halts at once.
+ */
+export async function recordCanaryFailure(ctx: ServiceContext, serverId: string, signal: string, values: string): Promise<boolean> {
+  const push = await ctx.db.transaction().execute(async (tx) => {
+    const row = await bakingCanaryRow(tx, serverId);
+    return row ? halt(ctx, tx, row, serverId, signal, values) : undefined;
+  });
+  if (push) ctx.serversChanged(push);
+  return push !== undefined;
+}
+
+/** Halts: the canaries go back to their released snapshot, the others stay on theirs; rollout_halted. */
+async function halt(ctx: ServiceContext, tx: Tx, row: { rollout_id: string; account_id: string; change: string }, serverId: string, signal: string, values: string): Promise<string[]> {
+  await tx.updateTable('rollouts').set({ state: 'halted', signal, detail: values, ended_at: ctx.now() }).where('id', '=', row.rollout_id).execute();
+  const canaries = await tx
+    .updateTable('rollout_servers')
+    .set({ state: 'rolled_back' })
+    .where('rollout_id', '=', row.rollout_id)
+    .where('canary', '=', true)
+    .returning('server_id')
+    .execute();
+  await tx.updateTable('rollout_servers').set({ state: 'halted' }).where('rollout_id', '=', row.rollout_id).where('canary', '=', false).execute();
+  const server = await tx.selectFrom('servers').select('name').where('id', '=', serverId).executeTakeFirst();
+  await notify(
+    { ...ctx, db: tx },
+    { accountId: row.account_id, kind: 'rollout_halted', serverId, message: notificationMessages.rolloutHalted(row.change, server?.name ?? serverId, signal, values) },
+  );
+  return canaries.map((c) => c.server_id);
+}
+
+/** The rollout's change reaches every server: it is their released snapshot from now on. */
+async function release(tx: Tx, rolloutId: string, accountId: string, now: Date): Promise<string[]> {
+  await tx.updateTable('rollouts').set({ state: 'applied', holding: false, ended_at: now }).where('id', '=', rolloutId).execute();
+  await tx.updateTable('rollout_servers').set({ state: 'applied' }).where('rollout_id', '=', rolloutId).execute();
+  await captureReleased(tx, accountId);
+  return liveServerIds(tx, accountId);
+}
+
+// ------------------------------------------------------------------------------------------------
+// The API
+
+async function heldRollout(tx: Tx, accountId: string, id: string) {
+  if (!isUuid(id)) throw new AppError('rollout_not_found');
+  const r = await tx.selectFrom('rollouts').select(['id', 'state', 'holding']).where('id', '=', id).where('account_id', '=', accountId).forUpdate().executeTakeFirst();
+  if (!r) throw new AppError('rollout_not_found');
+  if (!r.holding || (r.state !== 'halted' && r.state !== 'rolled_back')) throw new AppError('rollout_not_halted');
+  return r;
+}
+
+/** POST /api/rollouts/{id}/resume: the halted change is released to every server (the user overrides the halt). */
+export async function resumeRollout(ctx: ServiceContext, accountId: string, id: string) {
+  const push = await ctx.db.transaction().execute(async (tx) => {
+    await settingsRow(tx, accountId, true);
+    await heldRollout(tx, accountId, id);
+    return release(tx, id, accountId, ctx.now());
+  });
+  ctx.serversChanged(push);
+  return rolloutView(ctx, accountId, id);
+}
+
+/**
+ * POST /api/rollouts/{id}/rollback: the halted change is given up: every server keeps its last
+ * good revision until a newer change is saved (which starts a new rollout of the whole current
+ * configuration: undo the change first).
+ */
+export async function rollbackRollout(ctx: ServiceContext, accountId: string, id: string) {
+  await ctx.db.transaction().execute(async (tx) => {
+    await settingsRow(tx, accountId, true);
+    await heldRollout(tx, accountId, id);
+    await tx.updateTable('rollouts').set({ state: 'rolled_back', ended_at: ctx.now() }).where('id', '=', id).execute();
+    await tx.updateTable('rollout_servers').set({ state: 'rolled_back' }).where('rollout_id', '=', id).execute();
+  });
+  return rolloutView(ctx, accountId, id);
+}
+
+async function views(db: Db, rollouts: { id: string; state: string; change: string; bake_seconds: number; started_at: Date | string; bake_until: Date | string; ended_at: Date | string | null; signal: string | null; detail: string | null }[]) {
+  const ids = rollouts.map((r) => r.id);
+  const servers = ids.length
+    ? await db
+        .selectFrom('rollout_servers as rs')
+        .innerJoin('servers as s', 's.id', 'rs.server_id')
+        .select(['rs.rollout_id', 'rs.server_id', 's.name', 'rs.canary', 'rs.state', 'rs.requests', 'rs.blocked', 'rs.errors', 'rs.last_report_at'])
+        .where('rs.rollout_id', 'in', ids)
+        .orderBy('s.name')
+        .execute()
+    : [];
+  return rollouts.map((r) => ({
+    id: r.id,
+    state: r.state as RolloutState,
+    change: r.change,
+    bakeSeconds: r.bake_seconds,
+    startedAt: iso(r.started_at)!,
+    bakeUntil: iso(r.bake_until)!,
+    endedAt: iso(r.ended_at),
+    signal: r.signal,
+    detail: r.detail,
+    servers: servers
+      .filter((s) => s.rollout_id === r.id)
+      .map((s) => ({
+        serverId: s.server_id,
+        name: s.name,
+        canary: s.canary,
+        state: s.state as RolloutServerState,
+        requests: Number(s.requests),
+        blocked: Number(s.blocked),
+        originErrors: Number(s.errors),
+        lastReportAt: iso(s.last_report_at),
+      })),
+  }));
+}
+
+/** GET /api/rollouts: the account's newest rollouts first, with their state per server. */
+export async function listRollouts(ctx: ServiceContext, accountId: string) {
+  const rows = await ctx.db.selectFrom('rollouts').selectAll().where('account_id', '=', accountId).orderBy('started_at', 'desc').orderBy('id').limit(LISTED).execute();
+  return views(ctx.db, rows);
+}
+
+export async function rolloutView(ctx: ServiceContext, accountId: string, id: string) {
+  if (!isUuid(id)) throw new AppError('rollout_not_found');
+  const rows = await ctx.db.selectFrom('rollouts').selectAll().where('account_id', '=', accountId).where('id', '=', id).execute();
+  if (rows.length === 0) throw new AppError('rollout_not_found');
+  return (await views(ctx.db, rows))[0]!;
+}
