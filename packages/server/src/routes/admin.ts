@@ -8,6 +8,7 @@ import { createAccount } from '../services/accounts.js';
 import { adjustBalance, confirmDepositByOperator, runMonthlyCharge } from '../services/billing.js';
 import { AdminAccountCreate, AdminAdjusted, AdminAdjustment, AdminCharge, AdminConfirm, AdminInvitationCreate, DepositConfirmed, IdParams, InvitationCreated } from '../schemas.js';
 import { createInvitation } from '../services/signup.js';
+import { OPERATOR_ACTOR } from '../services/audit.js';
 import { ERROR_RESPONSES, type App, type RouteDeps } from './types.js';
 
 /** The operator API: Authorization: Bearer RAMPART_ADMIN_TOKEN. */
@@ -75,7 +76,7 @@ export async function adminRoutes(app: App, { ctx, adminToken }: RouteDeps) {
       },
     },
     preValidation: emptyBody,
-    handler: async (req) => ({ results: await runMonthlyCharge(ctx, req.body.accountId) }),
+    handler: async (req) => ({ results: await runMonthlyCharge(ctx, req.body.accountId, OPERATOR_ACTOR) }),
   });
   app.post('/admin/deposits/:id/confirm', {
     schema: {

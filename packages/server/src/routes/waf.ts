@@ -28,7 +28,7 @@ export async function wafRoutes(app: App, { ctx }: RouteDeps) {
   });
   app.post('/api/waf', {
     schema: { tags, security: SECURITY, summary: 'Create a WAF rule (409 when the account has one of the same type, value and scope)', body: RuleCreate, response: { 201: RuleView, ...ERROR_RESPONSES, 409: { $ref: 'Error#' } } },
-    handler: async (req, reply) => reply.code(201).send(await createRule(ctx, req.principal.accountId, req.body)),
+    handler: async (req, reply) => reply.code(201).send(await createRule(ctx, req.principal.accountId, req.body, req.principal.actor)),
   });
   app.put('/api/waf/:id', {
     schema: {
@@ -39,11 +39,11 @@ export async function wafRoutes(app: App, { ctx }: RouteDeps) {
       body: RuleUpdate,
       response: { 200: RuleView, ...ERROR_RESPONSES, 409: { $ref: 'Error#' } },
     },
-    handler: async (req) => updateRule(ctx, req.principal.accountId, req.params.id, req.body),
+    handler: async (req) => updateRule(ctx, req.principal.accountId, req.params.id, req.body, req.principal.actor),
   });
   app.delete('/api/waf/:id', {
     schema: { tags, security: SECURITY, summary: 'Delete a WAF rule', params: IdParams, response: { 200: Type.Object({ success: Type.Literal(true), id: Type.String() }), ...ERROR_RESPONSES } },
-    handler: async (req) => deleteRule(ctx, req.principal.accountId, req.params.id),
+    handler: async (req) => deleteRule(ctx, req.principal.accountId, req.params.id, req.principal.actor),
   });
   pagedListRoute(
     app,
