@@ -54,6 +54,9 @@ for (const [backend, t] of apps) {
 
     test('who: the API key by name and prefix, the signed-in user by e-mail, the operator', async () => {
       const { key, email, accountId } = await newAccount(app, 'pro', 100, 'correct horse battery');
+      const created = await entry(key, accountId, 'create', 'account');
+      assert.deepEqual(created.actor, { type: 'operator', name: null, keyPrefix: null });
+      assert.deepEqual(created.after, { email, plan: 'pro', balance: 100, password: '[secret]' }, 'the password (its hash) is never shown');
       const server = await ok('POST', '/api/servers', key, { name: 'edge-1' });
       const byKey = await entry(key, server.id, 'create');
       assert.deepEqual(byKey.actor, { type: 'api_key', name: 'default', keyPrefix: key.slice(0, 12) });
@@ -102,6 +105,10 @@ for (const [backend, t] of apps) {
       await ok('PUT', `/api/rules/${custom.id}`, key, { action: 'log' });
       const c = await entry(key, custom.id, 'update', 'custom_rule');
       assert.deepEqual([c.changed, c.before, c.after], [['action'], { action: 'block' }, { action: 'log' }], 'hits and times are not settings');
+
+      const rotated = await ok('POST', '/api/waf/bot-secret/rotate', key);
+      const r = await entry(key, null, 'rotate_bot_key', 'waf_settings');
+      assert.deepEqual([r.before, r.after], [{ botKeyId: rotated.previous_key_id }, { botKeyId: rotated.key_id }]);
 
       const newKey = await ok('POST', '/api/settings/api-keys', key, { name: 'ci' });
       const k = await entry(key, newKey.id, 'create', 'api_key');
@@ -159,13 +166,14 @@ for (const [backend, t] of apps) {
       assert.deepEqual(await audit(key), before);
 
       const other = await newAccount(app, 'pro', 100);
-      assert.deepEqual(await audit(other.key), []);
+      assert.deepEqual((await audit(other.key)).map((e) => [e.objectType, e.objectId]), [['account', other.accountId]], 'its own creation only');
       assert.equal((await call(app, 'GET', `/api/audit?before=${before[0]!.id}`, { key: other.key })).status, 400, "another account's entry is no cursor");
       assert.equal((await call(app, 'GET', '/api/audit')).status, 401);
     });
 
     test('filters and pages', async () => {
       const { key } = await newAccount(app, 'pro', 100);
+      t.clock.advance(1);
       const start = t.clock.now();
       for (let i = 0; i < 5; i++) {
         t.clock.advance(1000);
@@ -180,8 +188,9 @@ for (const [backend, t] of apps) {
       assert.deepEqual((await audit(key, '?actor=ci')).map((e) => e.objectType), ['waf_rule']);
       assert.deepEqual((await audit(key, `?actor=${ci.key_prefix}`)).map((e) => e.objectType), ['waf_rule']);
       assert.equal((await audit(key, '?actor=api_key')).length, 7);
+      assert.equal((await audit(key, '?actor=operator')).length, 1, 'the account, created by the operator');
       const until = new Date(start.getTime() + 2500).toISOString();
-      assert.deepEqual((await audit(key, `?since=${start.toISOString()}&until=${until}`)).map((e) => e.after!.name), ['s1', 's0']);
+      assert.deepEqual((await audit(key, `?since=${start.toISOString()}&until=${until}`)).map((e) => e.after!.name), ['s1', 's0'], 'the account was created before');
 
       const seen: string[] = [];
       let url: string | undefined = '/api/audit?objectType=server&limit=2';
@@ -210,7 +219,7 @@ for (const [backend, t] of apps) {
     test('entries cannot be changed or deleted through the API; kept 90 days', async () => {
       const { key } = await newAccount(app, 'pro', 100);
       await ok('POST', '/api/servers', key, { name: 'kept' });
-      const [e] = await audit(key);
+      const [e] = await audit(key, '?objectType=server');
       for (const [method, url] of [
         ['POST', '/api/audit'],
         ['PUT', `/api/audit/${e!.id}`],
@@ -221,15 +230,15 @@ for (const [backend, t] of apps) {
         assert.equal((await call(app, method, url, { key, body: {} })).status, 404, `${method} ${url}`);
         assert.equal((await call(app, method, url, { admin: true, body: {} })).status, 404, `operator ${method} ${url}`);
       }
-      assert.deepEqual(await audit(key), [e]);
+      assert.deepEqual(await audit(key, '?objectType=server'), [e]);
 
       t.clock.advance((AUDIT_RETENTION_DAYS - 1) * 86_400_000);
       await ok('POST', '/api/servers', key, { name: 'newer' });
       await pruneAudit(t.ctx);
-      assert.equal((await audit(key)).length, 2, 'younger than 90 days: kept');
+      assert.equal((await audit(key, '?objectType=server')).length, 2, 'younger than 90 days: kept');
       t.clock.advance(2 * 86_400_000);
       await pruneAudit(t.ctx);
-      assert.deepEqual((await audit(key)).map((x) => x.after!.name), ['newer']);
+      assert.deepEqual((await audit(key)).map((x) => x.after!.name), ['newer'], 'older than 90 days: gone (the account\'s creation too)');
     });
   });
 }

@@ -31,7 +31,7 @@ export async function adminRoutes(app: App, { ctx, adminToken }: RouteDeps) {
     handler: async (req, reply) => {
       const balance = req.body.balance ?? 0;
       if (!hasAtMostTwoDecimals(balance)) throw invalidField('balance', 'must have at most two decimals');
-      const r = await createAccount(ctx, { email: req.body.email, password: req.body.password, plan: req.body.plan, balanceCents: cents(balance) });
+      const r = await createAccount(ctx, { email: req.body.email, password: req.body.password, plan: req.body.plan, balanceCents: cents(balance) }, undefined, OPERATOR_ACTOR);
       return reply.code(201).send(r);
     },
   });

@@ -69,7 +69,7 @@ export async function wafRoutes(app: App, { ctx }: RouteDeps) {
         '(one pass-cookie lifetime), so visitors who passed are not challenged again. Keys also rotate on a schedule. The key itself is never shown.',
       response: { 200: BotKeyRotationView, ...ERROR_RESPONSES },
     },
-    handler: async (req) => rotateBotSecret(ctx, req.principal.accountId),
+    handler: async (req) => rotateBotSecret(ctx, req.principal.accountId, req.principal.actor),
   });
   app.get('/api/waf/ai-bots', {
     schema: { tags, security: SECURITY, summary: 'AI crawler names accepted by block_ai_bot rules', response: { 200: Type.Array(AiBotView), ...ERROR_RESPONSES } },
