@@ -15,7 +15,7 @@ import { freePort, startServe, waitFor } from '../support/processes.js';
 
 const CHROMIUM = ['/usr/bin/chromium', '/usr/bin/chromium-browser'].find((p) => existsSync(p));
 const FLAGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'];
-const VIEWS = ['Overview', 'Domains', 'Servers', 'WAF', 'Custom rules', 'Events', 'Analytics', 'Notifications', 'Settings'] as const;
+const VIEWS = ['Overview', 'Domains', 'Servers', 'WAF', 'Custom rules', 'Events', 'Analytics', 'Notifications', 'Audit log', 'Settings'] as const;
 const OUT = join(process.cwd(), 'test-results');
 const AXE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
 const EMAIL = `dash-${Date.now()}@example.com`;
@@ -125,6 +125,18 @@ describe('the dashboard in a real Chromium', { skip: !CHROMIUM && 'chromium is n
     assert.deepEqual(d.origins, [{ ip: '127.0.0.1', port: origin.port }]);
     await settle(api);
     assert.equal((await viaProxy(agent!.httpPort, DOMAIN, '/')).status, 200);
+  });
+
+  test('the audit log names who changed what: the API key that registered the server, the signed-in user who edited the domain', async () => {
+    const entries = (await api.call('GET', '/api/audit?objectType=domain&action=update')).body;
+    assert.equal(entries.length, 1, JSON.stringify(entries));
+    assert.deepEqual(entries[0].actor, { type: 'user', name: EMAIL, keyPrefix: null });
+    assert.deepEqual([entries[0].before, entries[0].after], [{ wafLevel: 'medium' }, { wafLevel: 'high' }]);
+    const [server] = (await api.call('GET', '/api/audit?objectType=server&action=create')).body;
+    assert.deepEqual(server.actor, { type: 'api_key', name: 'default', keyPrefix: api.key.slice(0, 12) });
+    assert.equal(server.after.connectionToken, '[secret]', 'the connection token is never shown');
+    await go('Audit log');
+    await page.getByRole('row').filter({ hasText: EMAIL }).filter({ hasText: 'wafLevel: medium → high' }).waitFor();
   });
 
   test('adding a rule of each type with its own control; a duplicate is explained', async () => {

@@ -35,6 +35,8 @@ function lazyView(load: () => Promise<View>): View {
 }
 // The custom rules editor brings the expression parser: loaded when it is opened.
 const Rules = lazyView(() => import('./views/rules').then((m) => m.Rules));
+// The audit log is read now and then: loaded when it is opened.
+const Audit = lazyView(() => import('./views/audit').then((m) => m.Audit));
 
 const VIEWS = [
   { id: 'overview', label: 'Overview', view: Overview },
@@ -45,6 +47,7 @@ const VIEWS = [
   { id: 'events', label: 'Events', view: Events },
   { id: 'analytics', label: 'Analytics', view: Analytics },
   { id: 'notifications', label: 'Notifications', view: Notifications },
+  { id: 'audit', label: 'Audit log', view: Audit },
   { id: 'settings', label: 'Settings', view: Settings },
 ] as const;
 type ViewId = (typeof VIEWS)[number]['id'];

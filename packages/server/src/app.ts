@@ -29,6 +29,7 @@ import { rolloutRoutes } from './routes/rollouts.js';
 import type { App } from './routes/types.js';
 import { wafRoutes } from './routes/waf.js';
 import { customRuleRoutes } from './routes/rules.js';
+import { auditRoutes } from './routes/audit.js';
 import { analyticsRoutes } from './routes/analytics.js';
 import { ErrorBody } from './schemas.js';
 import { SERVICE_VERSION } from './services/export.js';
@@ -240,6 +241,7 @@ export async function buildApp(options: AppOptions): Promise<App> {
   await app.register(rolloutRoutes, deps);
   await app.register(wafRoutes, deps);
   await app.register(customRuleRoutes, deps);
+  await app.register(auditRoutes, deps);
   await app.register(analyticsRoutes, deps);
   await app.register(accountRoutes, deps);
   await app.register(billingWebhookRoutes, deps);

@@ -6,6 +6,7 @@ import { findKeyCredential, touchApiKey } from './data/api-keys.js';
 import { findLiveSession } from './data/sessions.js';
 import { AppError } from './errors.js';
 import type { Plan } from './plans.js';
+import type { Actor } from './services/audit.js';
 
 export const SESSION_COOKIE = 'rampart_session';
 
@@ -14,6 +15,8 @@ export interface Principal {
   plan: Plan;
   state: 'active' | 'frozen';
   via: 'api_key' | 'session';
+  /** Who is acting, as the audit log records it (services/audit.ts). */
+  actor: Actor;
 }
 
 /** How often lastUsedAt is refreshed: a key used every second does not write every second. */
@@ -30,7 +33,9 @@ export const credentialStore = {
 };
 
 function principal(c: CachedCredential): Principal {
-  return { accountId: c.accountId, plan: c.plan as Plan, state: c.state as Principal['state'], via: c.kind === 'key' ? 'api_key' : 'session' };
+  return { accountId: c.accountId, plan: c.plan as Plan, state: c.state as Principal['state'], via: c.kind === 'key' ? 'api_key' : 'session',
+    actor: c.kind === 'key' ? { type: 'api_key', name: c.keyName ?? null, keyPrefix: c.keyPrefix ?? null } : { type: 'user', name: c.email ?? null, keyPrefix: null },
+  };
 }
 
 const ms = (d: Date | string | null | undefined): number | null => (d == null ? null : new Date(d).getTime());
@@ -55,7 +60,7 @@ export async function authenticate(ctx: ServiceContext, request: FastifyRequest)
       const generation = cache.generation;
       const row = await credentialStore.findKey(ctx, keyHash);
       if (!row) throw new AppError('unauthorized');
-      c = { kind: 'key', accountId: row.accountId, plan: row.plan, state: row.state, keyId: row.keyId, lastUsedMs: ms(row.last_used_at) };
+      c = { kind: 'key', accountId: row.accountId, plan: row.plan, state: row.state, keyId: row.keyId, keyName: row.keyName, keyPrefix: row.keyPrefix, lastUsedMs: ms(row.last_used_at) };
       if (usable) cache.set(`k:${keyHash}`, c, now.getTime(), generation);
     }
     if (c.lastUsedMs == null || now.getTime() - c.lastUsedMs > LAST_USED_RESOLUTION_MS) {
@@ -74,7 +79,7 @@ export async function authenticate(ctx: ServiceContext, request: FastifyRequest)
       const generation = cache.generation;
       const row = await credentialStore.findSession(ctx, tokenHash);
       if (row) {
-        c = { kind: 'session', accountId: row.accountId, plan: row.plan, state: row.state, tokenHash, expiresMs: ms(row.expires_at)! };
+        c = { kind: 'session', email: row.email, accountId: row.accountId, plan: row.plan, state: row.state, tokenHash, expiresMs: ms(row.expires_at)! };
         if (usable) cache.set(`s:${tokenHash}`, c, now, generation);
       }
     }

@@ -21,6 +21,10 @@ export interface CachedCredential {
   state: string;
   /** API keys: the key's id, and when its last_used_at was last written (ms). */
   keyId?: string;
+  keyName?: string;
+  keyPrefix?: string;
+  /** Sessions: the signed-in user's e-mail (who the audit log names). */
+  email?: string;
   lastUsedMs?: number | null;
   /** Sessions: the token's SHA-256 and when the session expires (ms). */
   tokenHash?: string;

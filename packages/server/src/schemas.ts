@@ -373,6 +373,37 @@ export const EventQuery = Type.Object(
   },
   { description: 'Other parameters are ignored, as on every read' },
 );
+export const AuditQuery = Type.Object(
+  {
+    ...PageQuery.properties,
+    objectType: Type.Optional(Type.String({ maxLength: 40, description: 'server, domain, waf_rule, custom_rule, waf_settings, notification_settings, dns_settings, api_key, account, deposit or transaction' })),
+    objectId: Type.Optional(Type.String({ maxLength: 100, description: 'Entries of this object' })),
+    action: Type.Optional(Type.String({ maxLength: 40, description: 'create, update, delete, or another action (regenerate_token, change_plan, confirm, charge, charge_failed, adjust)' })),
+    actor: Type.Optional(Type.String({ maxLength: 320, description: "An API key's name or prefix, a user's e-mail, or an actor type (api_key, user, operator, system)" })),
+    since: Type.Optional(Type.String({ maxLength: 40, description: 'At or after this ISO time' })),
+    until: Type.Optional(Type.String({ maxLength: 40, description: 'At or before this ISO time; since must not be after it' })),
+  },
+  { description: 'Other parameters are ignored, as on every read' },
+);
+const jsonObjectOrNull = (description: string) => Type.Union([Type.Record(Type.String(), Type.Unknown()), Type.Null()], { description });
+export const AuditEntry = Type.Object(
+  {
+    id: Type.String(),
+    at: Type.String({ format: 'date-time' }),
+    actor: Type.Object({
+      type: Type.Union([Type.Literal('api_key'), Type.Literal('user'), Type.Literal('operator'), Type.Literal('system')]),
+      name: Type.Union([Type.String(), Type.Null()], { description: "The API key's name or the user's e-mail; null for the operator and the system" }),
+      keyPrefix: Type.Union([Type.String(), Type.Null()], { description: "The API key's prefix (api_key only)" }),
+    }),
+    objectType: Type.String(),
+    objectId: Type.Union([Type.String(), Type.Null()], { description: 'null for settings the account has one of' }),
+    action: Type.String(),
+    changed: Type.Array(Type.String(), { description: 'The fields that changed (all of them on create and delete), secrets included' }),
+    before: jsonObjectOrNull('Those fields before; null on create. A secret is "[secret]" (set) or null, never its value'),
+    after: jsonObjectOrNull('Those fields after; null on delete. A secret is "[secret]" (set) or null, never its value'),
+  },
+  { description: 'One change, as the audit log records it' },
+);
 export const NotificationReadBody = Type.Object(
   { ids: Type.Array(Type.String({ maxLength: 100 }), { minItems: 1, maxItems: 200, description: 'Notification ids, at most 200' }) },
   strict,

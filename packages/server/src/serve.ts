@@ -6,6 +6,7 @@ import { ControlPlaneMetrics } from './metrics.js';
 import { LiveStreams, type LiveStreamOptions } from './routes/stream.js';
 import { scheduleJobs } from './jobs.js';
 import { pruneEvents } from './services/events.js';
+import { pruneAudit } from './services/audit.js';
 import { ANALYTICS_JOB_INTERVAL_MS, runAnalyticsJob } from './services/analytics.js';
 import { botKeyMaxAgeFromEnv, runBotKeyJob } from './services/bot-keys.js';
 import { crawlerRangesConfigFromEnv, runCrawlerRangesJob, type CrawlerRangesConfig } from './services/crawler-ranges.js';
@@ -201,7 +202,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     database.db,
     database.kind,
     [
-      { name: 'event-retention', everyMs: 3_600_000, run: () => pruneEvents(ctx) },
+      { name: 'event-retention', everyMs: 3_600_000, run: async () => (await pruneEvents(ctx)) + (await pruneAudit(ctx)) },
       // Traffic analytics: minutes rolled up into hours, minutes kept 48 h and hours 30 days (docs/analytics.md).
       { name: 'analytics-rollup', everyMs: ANALYTICS_JOB_INTERVAL_MS, run: () => runAnalyticsJob(ctx) },
       // Bot protection keys: rotated when older than RAMPART_BOT_KEY_MAX_AGE, the previous one retired a cookie lifetime later.

@@ -24,6 +24,7 @@ export type Rule = Answer<'/api/waf', 'get'>[number];
 export type CustomRule = Answer<'/api/rules', 'get'>[number];
 export type CustomRuleBody = Body<'/api/rules', 'post'>;
 export type WafEvent = Answer<'/api/waf/events', 'get'>[number];
+export type AuditEntry = Answer<'/api/audit', 'get'>[number];
 export type AiBot = Answer<'/api/waf/ai-bots', 'get'>[number];
 export type Account = Answer<'/api/account', 'get'>;
 export type Transaction = Answer<'/api/billing/transactions', 'get'>[number];

@@ -3295,6 +3295,123 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/audit": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Changes to the account's configuration, keys, settings and billing: who, what, before and after (secrets never), kept 90 days
+         * @description Filters: `objectType`, `objectId`, `action`, `actor` (an API key's name or prefix, a user's e-mail, or a type: api_key, user, operator, system), `since` and `until` (ISO times). Entries cannot be changed or deleted. Newest first, `limit` per page (1 to 200, default 50). When there are more, the `Link` header names the next page: `<...?limit=N&before=ID>; rel="next"`, where ID is the last entry of this page.
+         */
+        get: {
+            parameters: {
+                query?: {
+                    /** @description Entries per page, 1 to 200 (default 50) */
+                    limit?: string;
+                    /** @description The page after this entry (the id the Link header names) */
+                    before?: string;
+                    /** @description server, domain, waf_rule, custom_rule, waf_settings, notification_settings, dns_settings, api_key, account, deposit or transaction */
+                    objectType?: string;
+                    /** @description Entries of this object */
+                    objectId?: string;
+                    /** @description create, update, delete, or another action (regenerate_token, change_plan, confirm, charge, charge_failed, adjust) */
+                    action?: string;
+                    /** @description An API key's name or prefix, a user's e-mail, or an actor type (api_key, user, operator, system) */
+                    actor?: string;
+                    /** @description At or after this ISO time */
+                    since?: string;
+                    /** @description At or before this ISO time; since must not be after it */
+                    until?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            id: string;
+                            /** Format: date-time */
+                            at: string;
+                            actor: {
+                                type: "api_key" | "user" | "operator" | "system";
+                                /** @description The API key's name or the user's e-mail; null for the operator and the system */
+                                name: string | null;
+                                /** @description The API key's prefix (api_key only) */
+                                keyPrefix: string | null;
+                            };
+                            objectType: string;
+                            /** @description null for settings the account has one of */
+                            objectId: string | null;
+                            action: string;
+                            /** @description The fields that changed (all of them on create and delete), secrets included */
+                            changed: string[];
+                            /** @description Those fields before; null on create. A secret is "[secret]" (set) or null, never its value */
+                            before: {
+                                [key: string]: unknown;
+                            } | null;
+                            /** @description Those fields after; null on delete. A secret is "[secret]" (set) or null, never its value */
+                            after: {
+                                [key: string]: unknown;
+                            } | null;
+                        }[];
+                    };
+                };
+                /** @description Every error answer */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["def-0"];
+                    };
+                };
+                /** @description Every error answer */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["def-0"];
+                    };
+                };
+                /** @description Every error answer */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["def-0"];
+                    };
+                };
+                /** @description Every error answer */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["def-0"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/analytics": {
         parameters: {
             query?: never;

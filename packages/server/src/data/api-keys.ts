@@ -19,10 +19,9 @@ export function listApiKeys(db: Database | Tx, accountId: string) {
     .execute();
 }
 
-/** Returns how many rows went (0 or 1). */
-export async function deleteApiKey(db: Database | Tx, accountId: string, id: string): Promise<number> {
-  const res = await db.deleteFrom('api_keys').where('id', '=', id).where('account_id', '=', accountId).executeTakeFirst();
-  return Number(res.numDeletedRows);
+/** The key that went (its name and prefix), or undefined when the account has no such key. */
+export function deleteApiKey(db: Database | Tx, accountId: string, id: string) {
+  return db.deleteFrom('api_keys').where('id', '=', id).where('account_id', '=', accountId).returning(['name', 'key_prefix']).executeTakeFirst();
 }
 
 /** What a presented key (by its SHA-256, through the unique index) authenticates as. */
@@ -30,7 +29,7 @@ export function findKeyCredential(db: Database | Tx, keyHash: string) {
   return db
     .selectFrom('api_keys')
     .innerJoin('accounts', 'accounts.id', 'api_keys.account_id')
-    .select(['api_keys.id as keyId', 'api_keys.last_used_at', 'accounts.id as accountId', 'accounts.plan', 'accounts.state'])
+    .select(['api_keys.id as keyId', 'api_keys.name as keyName', 'api_keys.key_prefix as keyPrefix', 'api_keys.last_used_at', 'accounts.id as accountId', 'accounts.plan', 'accounts.state'])
     .where('api_keys.key_hash', '=', keyHash)
     .executeTakeFirst();
 }

@@ -13,7 +13,7 @@ export function findLiveSession(db: Database | Tx, tokenHash: string, now: Date)
   return db
     .selectFrom('sessions')
     .innerJoin('accounts', 'accounts.id', 'sessions.account_id')
-    .select(['sessions.expires_at', 'accounts.id as accountId', 'accounts.plan', 'accounts.state'])
+    .select(['sessions.expires_at', 'accounts.email', 'accounts.id as accountId', 'accounts.plan', 'accounts.state'])
     .where('sessions.token_hash', '=', tokenHash)
     .where('sessions.expires_at', '>', now)
     .executeTakeFirst();

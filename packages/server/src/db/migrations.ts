@@ -637,6 +637,30 @@ const migrations: Record<string, Migration> = {
       await db.schema.createIndex('rollout_servers_server').on('rollout_servers').column('server_id').execute();
     },
   },
+  '0060_audit_log': {
+    // The audit log (docs/api.md "Audit log"): every change to an account's configuration, keys,
+    // settings and billing, who made it and the fields before and after (secrets never). Kept 90
+    // days (the event-retention job); no API changes or deletes an entry.
+    async up(db: Kysely<any>) {
+      await db.schema
+        .createTable('audit_log')
+        .addColumn('id', 'uuid', (c) => c.primaryKey())
+        .addColumn('account_id', 'uuid', (c) => c.notNull().references('accounts.id').onDelete('cascade'))
+        .addColumn('created_at', 'timestamptz', (c) => c.notNull())
+        .addColumn('actor_type', 'text', (c) => c.notNull())
+        .addColumn('actor_name', 'text')
+        .addColumn('actor_key_prefix', 'text')
+        .addColumn('object_type', 'text', (c) => c.notNull())
+        .addColumn('object_id', 'text')
+        .addColumn('action', 'text', (c) => c.notNull())
+        .addColumn('changed', 'jsonb', (c) => c.notNull().defaultTo(sql`'[]'::jsonb`))
+        .addColumn('before', 'jsonb')
+        .addColumn('after', 'jsonb')
+        .execute();
+      await db.schema.createIndex('audit_log_account').on('audit_log').columns(['account_id', 'created_at', 'id']).execute();
+      await db.schema.createIndex('audit_log_created').on('audit_log').column('created_at').execute();
+    },
+  },
 };
 
 export const migrationProvider: MigrationProvider = {

@@ -378,7 +378,26 @@ export interface CustomRuleHitsHourTable {
   hits: Int8;
 }
 
+export interface AuditLogTable {
+  id: string;
+  account_id: string;
+  created_at: Timestamp;
+  /** api_key, user, operator or system (services/audit.ts Actor). */
+  actor_type: string;
+  /** The key's name or the user's e-mail; null for the operator and the system. */
+  actor_name: string | null;
+  actor_key_prefix: string | null;
+  object_type: string;
+  object_id: string | null;
+  action: string;
+  /** The names of the fields that changed (secrets too, never their values). */
+  changed: ColumnType<string[], string, string>;
+  before: ColumnType<Record<string, unknown> | null, string | null, string | null>;
+  after: ColumnType<Record<string, unknown> | null, string | null, string | null>;
+}
+
 export interface DB {
+  audit_log: AuditLogTable;
   accounts: AccountsTable;
   sessions: SessionsTable;
   invitations: InvitationsTable;

@@ -23,7 +23,7 @@ export async function accountRoutes(app: App, { ctx }: RouteDeps) {
       response: { 200: PlanChanged, 402: { $ref: 'Error#' }, 409: { $ref: 'Error#' }, ...ERROR_RESPONSES },
     },
     handler: async (req) => {
-      const { transaction } = await changePlan(ctx, req.principal.accountId, req.body.plan);
+      const { transaction } = await changePlan(ctx, req.principal.accountId, req.body.plan, req.principal.actor);
       return { account: await getAccount(ctx, req.principal.accountId), transaction };
     },
   });
@@ -38,7 +38,7 @@ export async function accountRoutes(app: App, { ctx }: RouteDeps) {
     },
     handler: async (req, reply) => {
       if (!hasAtMostTwoDecimals(req.body.amount)) throw invalidField('amount', 'must have at most two decimals');
-      return reply.code(201).send(await createDeposit(ctx, req.principal.accountId, cents(req.body.amount)));
+      return reply.code(201).send(await createDeposit(ctx, req.principal.accountId, cents(req.body.amount), req.principal.actor));
     },
   });
   pagedListRoute(app, '/api/billing/transactions', { tags: ['Account'], summary: 'The ledger: charges, deposits and adjustments, newest first, in pages' }, TransactionView, (accountId, query) =>

@@ -8,6 +8,7 @@ import { createAccount } from '../services/accounts.js';
 import { adjustBalance, confirmDepositByOperator, runMonthlyCharge } from '../services/billing.js';
 import { AdminAccountCreate, AdminAdjusted, AdminAdjustment, AdminCharge, AdminConfirm, AdminInvitationCreate, DepositConfirmed, IdParams, InvitationCreated } from '../schemas.js';
 import { createInvitation } from '../services/signup.js';
+import { OPERATOR_ACTOR } from '../services/audit.js';
 import { ERROR_RESPONSES, type App, type RouteDeps } from './types.js';
 
 /** The operator API: Authorization: Bearer RAMPART_ADMIN_TOKEN. */
@@ -30,7 +31,7 @@ export async function adminRoutes(app: App, { ctx, adminToken }: RouteDeps) {
     handler: async (req, reply) => {
       const balance = req.body.balance ?? 0;
       if (!hasAtMostTwoDecimals(balance)) throw invalidField('balance', 'must have at most two decimals');
-      const r = await createAccount(ctx, { email: req.body.email, password: req.body.password, plan: req.body.plan, balanceCents: cents(balance) });
+      const r = await createAccount(ctx, { email: req.body.email, password: req.body.password, plan: req.body.plan, balanceCents: cents(balance) }, undefined, OPERATOR_ACTOR);
       return reply.code(201).send(r);
     },
   });
@@ -75,7 +76,7 @@ export async function adminRoutes(app: App, { ctx, adminToken }: RouteDeps) {
       },
     },
     preValidation: emptyBody,
-    handler: async (req) => ({ results: await runMonthlyCharge(ctx, req.body.accountId) }),
+    handler: async (req) => ({ results: await runMonthlyCharge(ctx, req.body.accountId, OPERATOR_ACTOR) }),
   });
   app.post('/admin/deposits/:id/confirm', {
     schema: {

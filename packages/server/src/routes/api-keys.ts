@@ -7,7 +7,7 @@ export async function apiKeyRoutes(app: App, { ctx }: RouteDeps) {
   const tags = ['API keys'];
   app.post('/api/settings/api-keys', {
     schema: { tags, security: SECURITY, summary: 'Create an API key (Pro and Enterprise)', body: ApiKeyCreate, response: { 201: ApiKeyCreated, ...ERROR_RESPONSES } },
-    handler: async (req, reply) => reply.code(201).send(await createApiKey(ctx, req.principal.accountId, req.body.name)),
+    handler: async (req, reply) => reply.code(201).send(await createApiKey(ctx, req.principal.accountId, req.body.name, req.principal.actor)),
   });
   app.get('/api/settings/api-keys', {
     schema: { tags, security: SECURITY, summary: 'List API keys (never the full key)', response: { 200: Type.Array(ApiKeyListItem), ...ERROR_RESPONSES } },
@@ -15,6 +15,6 @@ export async function apiKeyRoutes(app: App, { ctx }: RouteDeps) {
   });
   app.delete('/api/settings/api-keys', {
     schema: { tags, security: SECURITY, summary: 'Delete an API key; it stops working at once', querystring: ApiKeyDeleteQuery, response: { 200: Success, ...ERROR_RESPONSES } },
-    handler: async (req) => deleteApiKey(ctx, req.principal.accountId, req.query.id),
+    handler: async (req) => deleteApiKey(ctx, req.principal.accountId, req.query.id, req.principal.actor),
   });
 }

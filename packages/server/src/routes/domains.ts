@@ -11,7 +11,7 @@ export async function domainRoutes(app: App, { ctx }: RouteDeps) {
   });
   app.post('/api/domains', {
     schema: { tags, security: SECURITY, summary: 'Add a domain', body: DomainCreate, response: { 201: DomainView, 409: { $ref: 'Error#' }, ...ERROR_RESPONSES } },
-    handler: async (req, reply) => reply.code(201).send(await createDomain(ctx, req.principal.accountId, req.body)),
+    handler: async (req, reply) => reply.code(201).send(await createDomain(ctx, req.principal.accountId, req.body, req.principal.actor)),
   });
   app.put('/api/domains/:id', {
     config: { frozen: 'origins-only' },
@@ -23,10 +23,10 @@ export async function domainRoutes(app: App, { ctx }: RouteDeps) {
       body: DomainUpdate,
       response: { 200: DomainView, ...ERROR_RESPONSES },
     },
-    handler: async (req) => updateDomain(ctx, req.principal.accountId, req.params.id, req.body),
+    handler: async (req) => updateDomain(ctx, req.principal.accountId, req.params.id, req.body, req.principal.actor),
   });
   app.delete('/api/domains/:id', {
     schema: { tags, security: SECURITY, summary: 'Delete a domain', params: IdParams, response: { 200: Success, ...ERROR_RESPONSES } },
-    handler: async (req) => deleteDomain(ctx, req.principal.accountId, req.params.id),
+    handler: async (req) => deleteDomain(ctx, req.principal.accountId, req.params.id, req.principal.actor),
   });
 }

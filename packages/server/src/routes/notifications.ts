@@ -47,7 +47,7 @@ export async function notificationRoutes(app: App, { ctx, publicUrl }: RouteDeps
       body: NotificationSettingsUpdate,
       response: { 200: NotificationSettingsView, ...ERROR_RESPONSES },
     },
-    handler: async (req) => updateNotificationSettings(ctx, req.principal.accountId, req.body, publicUrl),
+    handler: async (req) => updateNotificationSettings(ctx, req.principal.accountId, req.body, publicUrl, req.principal.actor),
   });
   app.post('/api/settings/notifications/email/confirmation', {
     schema: {

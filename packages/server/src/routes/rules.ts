@@ -16,7 +16,7 @@ export async function customRuleRoutes(app: App, { ctx }: RouteDeps) {
   });
   app.post('/api/rules', {
     schema: { tags, security: SECURITY, summary: 'Create a custom rule', description: expressionHelp, body: CustomRuleCreate, response: { 201: CustomRuleView, ...ERROR_RESPONSES } },
-    handler: async (req, reply) => reply.code(201).send(await createRule(ctx, req.principal.accountId, req.body)),
+    handler: async (req, reply) => reply.code(201).send(await createRule(ctx, req.principal.accountId, req.body, req.principal.actor)),
   });
   app.get('/api/rules/:id', {
     schema: { tags, security: SECURITY, summary: 'One custom rule', params: IdParams, response: { 200: CustomRuleView, ...ERROR_RESPONSES } },
@@ -24,10 +24,10 @@ export async function customRuleRoutes(app: App, { ctx }: RouteDeps) {
   });
   app.put('/api/rules/:id', {
     schema: { tags, security: SECURITY, summary: 'Change any of name, expression, action, domainId, priority, enabled (fields left out stay)', description: expressionHelp, params: IdParams, body: CustomRuleUpdate, response: { 200: CustomRuleView, ...ERROR_RESPONSES } },
-    handler: async (req) => updateRule(ctx, req.principal.accountId, req.params.id, req.body),
+    handler: async (req) => updateRule(ctx, req.principal.accountId, req.params.id, req.body, req.principal.actor),
   });
   app.delete('/api/rules/:id', {
     schema: { tags, security: SECURITY, summary: 'Delete a custom rule', params: IdParams, response: { 200: Type.Object({ success: Type.Literal(true), id: Type.String() }), ...ERROR_RESPONSES } },
-    handler: async (req) => deleteRule(ctx, req.principal.accountId, req.params.id),
+    handler: async (req) => deleteRule(ctx, req.principal.accountId, req.params.id, req.principal.actor),
   });
 }

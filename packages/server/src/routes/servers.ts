@@ -11,7 +11,7 @@ export async function serverRoutes(app: App, { ctx }: RouteDeps) {
   });
   app.post('/api/servers', {
     schema: { tags, security: SECURITY, summary: 'Register a shield server; the connection token is shown only here', body: ServerCreate, response: { 201: ServerWithToken, ...ERROR_RESPONSES } },
-    handler: async (req, reply) => reply.code(201).send(await createServer(ctx, req.principal.accountId, req.body.name)),
+    handler: async (req, reply) => reply.code(201).send(await createServer(ctx, req.principal.accountId, req.body.name, req.principal.actor)),
   });
   app.put('/api/servers/:id', {
     schema: {
@@ -22,14 +22,14 @@ export async function serverRoutes(app: App, { ctx }: RouteDeps) {
       body: ServerUpdate,
       response: { 200: ServerView, 409: { $ref: 'Error#' }, ...ERROR_RESPONSES },
     },
-    handler: async (req) => updateServer(ctx, req.principal.accountId, req.params.id, req.body),
+    handler: async (req) => updateServer(ctx, req.principal.accountId, req.params.id, req.body, req.principal.actor),
   });
   app.post('/api/servers/:id/token', {
     schema: { tags, security: SECURITY, summary: 'Regenerate the connection token; the old one stops working at once', params: IdParams, response: { 200: ServerWithToken, ...ERROR_RESPONSES } },
-    handler: async (req) => regenerateServerToken(ctx, req.principal.accountId, req.params.id),
+    handler: async (req) => regenerateServerToken(ctx, req.principal.accountId, req.params.id, req.principal.actor),
   });
   app.delete('/api/servers/:id', {
     schema: { tags, security: SECURITY, summary: 'Decommission a shield server (final)', params: IdParams, response: { 200: ServerView, ...ERROR_RESPONSES } },
-    handler: async (req) => decommissionServer(ctx, req.principal.accountId, req.params.id),
+    handler: async (req) => decommissionServer(ctx, req.principal.accountId, req.params.id, req.principal.actor),
   });
 }

@@ -44,7 +44,7 @@ export async function dnsSettingsRoutes(app: App, { ctx }: RouteDeps) {
       body: DnsSettingsPut,
       response: { 200: DnsSettingsView, ...ERROR_RESPONSES },
     },
-    handler: async (req) => putDnsSettings(ctx, req.principal.accountId, req.body),
+    handler: async (req) => putDnsSettings(ctx, req.principal.accountId, req.body, req.principal.actor),
   });
   app.delete('/api/settings/dns', {
     schema: {
@@ -53,6 +53,6 @@ export async function dnsSettingsRoutes(app: App, { ctx }: RouteDeps) {
       summary: 'Disconnect the DNS provider; refused (409) while a domain has dnsFailover on',
       response: { 200: Success, 409: { $ref: 'Error#' }, ...ERROR_RESPONSES },
     },
-    handler: async (req) => deleteDnsSettings(ctx, req.principal.accountId),
+    handler: async (req) => deleteDnsSettings(ctx, req.principal.accountId, req.principal.actor),
   });
 }

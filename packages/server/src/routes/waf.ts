@@ -28,7 +28,7 @@ export async function wafRoutes(app: App, { ctx }: RouteDeps) {
   });
   app.post('/api/waf', {
     schema: { tags, security: SECURITY, summary: 'Create a WAF rule (409 when the account has one of the same type, value and scope)', body: RuleCreate, response: { 201: RuleView, ...ERROR_RESPONSES, 409: { $ref: 'Error#' } } },
-    handler: async (req, reply) => reply.code(201).send(await createRule(ctx, req.principal.accountId, req.body)),
+    handler: async (req, reply) => reply.code(201).send(await createRule(ctx, req.principal.accountId, req.body, req.principal.actor)),
   });
   app.put('/api/waf/:id', {
     schema: {
@@ -39,11 +39,11 @@ export async function wafRoutes(app: App, { ctx }: RouteDeps) {
       body: RuleUpdate,
       response: { 200: RuleView, ...ERROR_RESPONSES, 409: { $ref: 'Error#' } },
     },
-    handler: async (req) => updateRule(ctx, req.principal.accountId, req.params.id, req.body),
+    handler: async (req) => updateRule(ctx, req.principal.accountId, req.params.id, req.body, req.principal.actor),
   });
   app.delete('/api/waf/:id', {
     schema: { tags, security: SECURITY, summary: 'Delete a WAF rule', params: IdParams, response: { 200: Type.Object({ success: Type.Literal(true), id: Type.String() }), ...ERROR_RESPONSES } },
-    handler: async (req) => deleteRule(ctx, req.principal.accountId, req.params.id),
+    handler: async (req) => deleteRule(ctx, req.principal.accountId, req.params.id, req.principal.actor),
   });
   pagedListRoute(
     app,
@@ -69,7 +69,7 @@ export async function wafRoutes(app: App, { ctx }: RouteDeps) {
         '(one pass-cookie lifetime), so visitors who passed are not challenged again. Keys also rotate on a schedule. The key itself is never shown.',
       response: { 200: BotKeyRotationView, ...ERROR_RESPONSES },
     },
-    handler: async (req) => rotateBotSecret(ctx, req.principal.accountId),
+    handler: async (req) => rotateBotSecret(ctx, req.principal.accountId, req.principal.actor),
   });
   app.get('/api/waf/ai-bots', {
     schema: { tags, security: SECURITY, summary: 'AI crawler names accepted by block_ai_bot rules', response: { 200: Type.Array(AiBotView), ...ERROR_RESPONSES } },

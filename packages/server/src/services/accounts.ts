@@ -8,6 +8,7 @@ import { iso, isUniqueViolation } from '../context.js';
 import { AppError } from '../errors.js';
 import { dollars, type Plan } from '../plans.js';
 import { addMonth } from './billing.js';
+import { recordAudit, SYSTEM_ACTOR, type Actor } from './audit.js';
 
 export interface NewAccount {
   email: string;
@@ -25,6 +26,7 @@ export async function createAccount(
   ctx: ServiceContext,
   input: NewAccount,
   within?: (tx: Tx, accountId: string) => Promise<void>,
+  actor: Actor = SYSTEM_ACTOR,
 ): Promise<{ accountId: string; apiKey: string | null }> {
   const now = ctx.now();
   const accountId = newId();
@@ -52,6 +54,13 @@ export async function createAccount(
         });
       }
       await within?.(tx, accountId);
+      await recordAudit(tx, ctx, accountId, actor, {
+        objectType: 'account',
+        objectId: accountId,
+        action: 'create',
+        after: { email: input.email.toLowerCase(), plan: input.plan, balance: dollars(input.balanceCents), password: passwordHash },
+        secrets: ['password'],
+      });
       if (apiKey) {
         await insertApiKey(tx, { id: newId(), account_id: accountId, name: 'default', key_hash: sha256(apiKey), key_prefix: apiKey.slice(0, 12), created_at: now });
       }

@@ -36,6 +36,7 @@ import { jobIntervalFromEnv } from '../jobs.js';
 import { dollars, money, planName, PLANS, type Plan } from '../plans.js';
 import { notificationMessages, notify, type NotificationKind } from './notifications.js';
 import { listPage, type PageParams } from './paging.js';
+import { OPERATOR_ACTOR, recordAudit, SYSTEM_ACTOR, type Actor } from './audit.js';
 
 type LockedAccount = NonNullable<Awaited<ReturnType<typeof lockAccount>>>;
 
@@ -118,7 +119,7 @@ export interface ChargeResult {
  * (account_frozen the first time); otherwise the price is debited, the account is active, and the
  * next charge falls a month later. A period already charged is not charged again.
  */
-async function chargeLocked(ctx: ServiceContext, tx: Tx, account: LockedAccount): Promise<ChargeResult> {
+async function chargeLocked(ctx: ServiceContext, tx: Tx, account: LockedAccount, actor: Actor = SYSTEM_ACTOR): Promise<ChargeResult> {
   const now = ctx.now();
   const price = ctx.plans[account.plan as Plan].priceCents;
   const balance = Number(account.balance_cents);
@@ -130,12 +131,16 @@ async function chargeLocked(ctx: ServiceContext, tx: Tx, account: LockedAccount)
       await setBillingState(tx, account.id, 'frozen');
       await notifyIn(ctx, tx, account.id, 'account_frozen', notificationMessages.accountFrozen(account.plan, price, balance));
     }
+    await recordAudit(tx, ctx, account.id, actor, { objectType: 'account', objectId: account.id, action: 'charge_failed', before: { state: account.state, balance: dollars(balance) }, after: { state: 'frozen', balance: dollars(balance), price: dollars(price) } });
     return { accountId: account.id, charged: false, state: 'frozen', balance: dollars(balance) };
   }
   const posted = await postEntry(tx, {
     insert: { id: newId(), account_id: account.id, kind: 'charge', amount_cents: price, delta_cents: -price, status: 'confirmed', period_start: due, description, created_at: now, confirmed_at: now },
   });
   await setBillingState(tx, account.id, 'active', nextChargeAfter(due, now));
+  if (posted) {
+    await recordAudit(tx, ctx, account.id, actor, { objectType: 'transaction', objectId: posted.row.id, action: 'charge', before: { state: account.state, balance: dollars(balance) }, after: { state: 'active', balance: dollars(posted.balanceCents), amount: dollars(price), description } });
+  }
   return { accountId: account.id, charged: posted !== undefined, state: 'active', balance: dollars(posted?.balanceCents ?? balance) };
 }
 
@@ -173,13 +178,13 @@ export async function runChargeJob(ctx: ServiceContext, batchSize = CHARGE_BATCH
  * (it pays the period starting at its due date, so calling it again pays the next one), or the
  * monthly charge job at once.
  */
-export async function runMonthlyCharge(ctx: ServiceContext, accountId?: string): Promise<ChargeResult[]> {
+export async function runMonthlyCharge(ctx: ServiceContext, accountId?: string, actor: Actor = SYSTEM_ACTOR): Promise<ChargeResult[]> {
   if (accountId === undefined) return runChargeJob(ctx);
   if (!isUuid(accountId)) throw new AppError('account_not_found');
   const { result, changed } = await ctx.db.transaction().execute(async (tx) => {
     const account = await lockAccount(tx, accountId);
     if (!account) throw new AppError('account_not_found');
-    const r = await chargeLocked(ctx, tx, account);
+    const r = await chargeLocked(ctx, tx, account, actor);
     if (r.state === 'active' && account.state === 'frozen') await notifyIn(ctx, tx, account.id, 'account_active', notificationMessages.accountActive(account.plan, Math.round(r.balance * 100)));
     return { result: r, changed: r.state !== account.state };
   });
@@ -217,7 +222,7 @@ async function creditDeposit(
   ctx: ServiceContext,
   tx: Tx,
   dep: TransactionRow,
-  o: { amountCents: number; paid: PaymentKey | null },
+  o: { amountCents: number; paid: PaymentKey | null; actor?: Actor | undefined },
 ): Promise<CreditResult & { reactivated: boolean }> {
   const account = await lockAccount(tx, dep.account_id);
   if (!account) throw new AppError('account_not_found');
@@ -251,6 +256,13 @@ async function creditDeposit(
         },
       });
   if (!posted) throw new AppError('deposit_not_pending');
+  await recordAudit(tx, ctx, account.id, o.actor ?? SYSTEM_ACTOR, {
+    objectType: 'deposit',
+    objectId: dep.id,
+    action: 'confirm',
+    before: { status: dep.status, balance: dollars(Number(account.balance_cents)) },
+    after: { status: 'confirmed', amount: dollars(o.amountCents), txHash: o.paid?.txHash ?? null, balance: dollars(posted.balanceCents) },
+  });
   await notifyIn(
     ctx,
     tx,
@@ -289,6 +301,8 @@ export interface ConfirmOptions {
   amountCents?: number | undefined;
   /** A payment processor's event id: applied once (payment_events). */
   eventId?: string | undefined;
+  /** Who confirms it (the audit log): the system (payment webhook, chain watcher) unless said. */
+  actor?: Actor | undefined;
 }
 
 type Confirmed = CreditResult | { duplicate: true };
@@ -334,7 +348,7 @@ async function confirmOffChain(ctx: ServiceContext, depositId: string, o: Confir
     if (!dep) throw new AppError('deposit_not_found');
     if (dep.status !== 'pending' && dep.status !== 'expired') throw new AppError('deposit_not_pending');
     if (paid && (await findCredit(tx, paid))) throw new AppError('tx_hash_used');
-    return creditDeposit(ctx, tx, dep, { amountCents: o.amountCents ?? Number(dep.amount_cents), paid });
+    return creditDeposit(ctx, tx, dep, { amountCents: o.amountCents ?? Number(dep.amount_cents), paid, actor: o.actor });
   });
 }
 
@@ -380,7 +394,7 @@ async function transfersToDeposit(chain: ChainConfig, dep: TransactionRow, hash:
 
 /** The operator's confirmation (POST /admin/deposits/:id/confirm). */
 export async function confirmDepositByOperator(ctx: ServiceContext, depositId: string, o: { txHash?: string | undefined; logIndex?: number | undefined }): Promise<CreditResult> {
-  const r = await confirmDeposit(ctx, depositId, o);
+  const r = await confirmDeposit(ctx, depositId, { ...o, actor: OPERATOR_ACTOR });
   if ('duplicate' in r) throw new AppError('deposit_not_pending'); // no event id: never a duplicate
   return r;
 }
@@ -410,6 +424,13 @@ export async function adjustBalance(ctx: ServiceContext, accountId: string, amou
       },
     }))!;
     const after = amountCents > 0 ? await reactivateIfCovered(ctx, tx, account, posted.balanceCents) : { state: account.state as 'active' | 'frozen', balanceCents: posted.balanceCents };
+    await recordAudit(tx, ctx, accountId, OPERATOR_ACTOR, {
+      objectType: 'transaction',
+      objectId: posted.row.id,
+      action: 'adjust',
+      before: { state: account.state, balance: dollars(balance) },
+      after: { state: after.state, balance: dollars(after.balanceCents), amount: dollars(amountCents), description: posted.row.description },
+    });
     return {
       transaction: transactionView(posted.row),
       account: { id: accountId, state: after.state, balance: dollars(after.balanceCents) },
@@ -456,7 +477,7 @@ export const DEPOSIT_TTL_MS = 24 * 3_600_000;
  * xpub, `i` the next value of deposit_address_index), the network and the token;
  * `tokenContract` is the ERC-20 contract to pay with.
  */
-export async function createDeposit(ctx: ServiceContext, accountId: string, amountCents: number) {
+export async function createDeposit(ctx: ServiceContext, accountId: string, amountCents: number, actor: Actor = SYSTEM_ACTOR) {
   const chain = ctx.billing?.chain;
   const network = chain ? await chainNetwork(chain) : undefined;
   const row = await ctx.db.transaction().execute(async (tx) => {
@@ -464,6 +485,7 @@ export async function createDeposit(ctx: ServiceContext, accountId: string, amou
     const now = ctx.now();
     if ((await openDepositCount(tx, accountId, now)) >= MAX_OPEN_DEPOSITS) throw new AppError('deposit_limit');
     const base = { id: newId(), account_id: accountId, kind: 'deposit', amount_cents: amountCents, status: 'pending', created_at: now, expires_at: new Date(now.getTime() + DEPOSIT_TTL_MS) };
+    await recordAudit(tx, ctx, accountId, actor, { objectType: 'deposit', objectId: base.id, action: 'create', after: { amount: dollars(amountCents), status: 'pending' } });
     if (!chain || network === undefined) return insertTransaction(tx, base);
     const index = await nextDepositAddressIndex(tx);
     const address = depositAddress(chain.xpub, index);
@@ -528,7 +550,7 @@ export function proRataCents(oldPriceCents: number, newPriceCents: number, nextC
  * shield servers or custom rules than it allows (the account row is locked, so no server or rule
  * is added meanwhile: createServer and createRule lock it too).
  */
-export async function changePlan(ctx: ServiceContext, accountId: string, plan: Plan) {
+export async function changePlan(ctx: ServiceContext, accountId: string, plan: Plan, actor: Actor = SYSTEM_ACTOR) {
   const r = await ctx.db.transaction().execute(async (tx) => {
     const account = await lockAccount(tx, accountId);
     if (!account) throw new AppError('account_not_found');
@@ -573,6 +595,13 @@ export async function changePlan(ctx: ServiceContext, accountId: string, plan: P
       posted = await postEntry(tx, { insert: { id: newId(), account_id: accountId, kind: 'adjustment', amount_cents: -amount, delta_cents: -amount, status: 'confirmed', description, created_at: now, confirmed_at: now } });
     }
     await setPlan(tx, accountId, plan);
+    await recordAudit(tx, ctx, accountId, actor, {
+      objectType: 'account',
+      objectId: accountId,
+      action: 'change_plan',
+      before: { plan: from, balance: dollars(balance) },
+      after: { plan, balance: dollars(posted?.balanceCents ?? balance), transactionId: posted?.row.id ?? null },
+    });
     return { transaction: posted ? transactionView(posted.row) : null, changed: true };
   });
   // The plan is part of what every process caches of a credential.

@@ -5,6 +5,7 @@ import { newBotKeyId, newSecret } from '../crypto.js';
 import { accountsWithOldBotKeys, bumpWafVersion, lockAccount, retireBotKeys, rotateBotKey } from '../data/accounts.js';
 import { bumpAllServers } from '../data/servers.js';
 import { AppError } from '../errors.js';
+import { recordAudit, SYSTEM_ACTOR, type Actor } from './audit.js';
 
 /**
  * The account's bot protection keys (docs/bots.md): the current key signs challenges and pass
@@ -38,8 +39,8 @@ export interface BotKeyRotation {
 }
 
 /** Rotates the account's key now and pushes the new pair to all its shield servers. */
-export async function rotateBotSecret(ctx: ServiceContext, accountId: string): Promise<BotKeyRotation> {
-  return (await rotate(ctx, accountId))!;
+export async function rotateBotSecret(ctx: ServiceContext, accountId: string, actor: Actor = SYSTEM_ACTOR): Promise<BotKeyRotation> {
+  return (await rotate(ctx, accountId, undefined, actor))!;
 }
 
 /**
@@ -48,7 +49,7 @@ export async function rotateBotSecret(ctx: ServiceContext, accountId: string): P
  * account (by hand, or another run) is not rotated again, which would drop the key the cookies
  * out there were signed with. Null when skipped.
  */
-async function rotate(ctx: ServiceContext, accountId: string, dueBefore?: Date): Promise<BotKeyRotation | null> {
+async function rotate(ctx: ServiceContext, accountId: string, dueBefore?: Date, actor: Actor = SYSTEM_ACTOR): Promise<BotKeyRotation | null> {
   const now = ctx.now();
   const done = await ctx.db.transaction().execute(async (tx) => {
     const account = await lockAccount(tx, accountId);
@@ -56,6 +57,7 @@ async function rotate(ctx: ServiceContext, accountId: string, dueBefore?: Date):
     if (dueBefore && !(new Date(account.bot_key_created_at).getTime() < dueBefore.getTime())) return null;
     const row = await rotateBotKey(tx, accountId, { id: newBotKeyId(), secret: newSecret() }, now, new Date(now.getTime() + BOT_COOKIE_TTL_SECONDS * 1000));
     await bumpWafVersion(tx, accountId);
+    await recordAudit(tx, ctx, accountId, actor, { objectType: 'waf_settings', objectId: null, action: 'rotate_bot_key', before: { botKeyId: account.bot_key_id }, after: { botKeyId: row.bot_key_id } });
     return { row, touched: await bumpAllServers(tx, accountId) };
   });
   if (!done) return null;

@@ -11,6 +11,7 @@ import { bumpAllServers, bumpServers } from '../data/servers.js';
 import { AppError, invalidField } from '../errors.js';
 import { planName, type Plan } from '../plans.js';
 import { enforceLimit } from './limits.js';
+import { recordAudit, SYSTEM_ACTOR, type Actor } from './audit.js';
 
 // Custom rules (/api/rules, docs/rules.md): an expression of the rule language (@rampart/protocol
 // rule-language.ts), checked here (syntax, types, limits, and every regular expression for
@@ -116,7 +117,7 @@ export async function getRule(ctx: ServiceContext, accountId: string, id: string
   return customRuleView(row, (await ruleHits(ctx.db, accountId, ctx.now(), id)).get(id));
 }
 
-export async function createRule(ctx: ServiceContext, accountId: string, input: CustomRuleInput) {
+export async function createRule(ctx: ServiceContext, accountId: string, input: CustomRuleInput, actor: Actor = SYSTEM_ACTOR) {
   if (!(CUSTOM_RULE_ACTIONS as readonly string[]).includes(input.action)) throw invalidField('action', `must be one of ${CUSTOM_RULE_ACTIONS.join(', ')}`);
   const rateLimit = rateLimitColumn(input.action, input.rateLimit);
   await checkExpression(input.expression);
@@ -141,13 +142,14 @@ export async function createRule(ctx: ServiceContext, accountId: string, input: 
       created_at: now,
       updated_at: now,
     });
+    await recordAudit(tx, ctx, accountId, actor, { objectType: 'custom_rule', objectId: row.id, action: 'create', after: customRuleView(row) });
     return { view: customRuleView(row), touched: await bumpForScope(tx, accountId, domainId) };
   });
   ctx.serversChanged(touched);
   return view;
 }
 
-export async function updateRule(ctx: ServiceContext, accountId: string, id: string, patch: CustomRulePatch) {
+export async function updateRule(ctx: ServiceContext, accountId: string, id: string, patch: CustomRulePatch, actor: Actor = SYSTEM_ACTOR) {
   if (patch.expression !== undefined) await checkExpression(patch.expression);
   const { view, touched } = await ctx.db.transaction().execute(async (tx) => {
     const current = isUuid(id) ? await lockCustomRule(tx, accountId, id) : undefined;
@@ -170,16 +172,18 @@ export async function updateRule(ctx: ServiceContext, accountId: string, id: str
     });
     // A rule moved between scopes leaves the servers of the old one too.
     const touched = new Set([...(await bumpForScope(tx, accountId, current.domain_id)), ...(domainId !== current.domain_id ? await bumpForScope(tx, accountId, domainId) : [])]);
+    await recordAudit(tx, ctx, accountId, actor, { objectType: 'custom_rule', objectId: id, action: 'update', before: customRuleView(current), after: customRuleView(row) });
     return { view: customRuleView(row, (await ruleHits(tx, accountId, ctx.now(), id)).get(id)), touched: [...touched] };
   });
   ctx.serversChanged(touched);
   return view;
 }
 
-export async function deleteRule(ctx: ServiceContext, accountId: string, id: string) {
+export async function deleteRule(ctx: ServiceContext, accountId: string, id: string, actor: Actor = SYSTEM_ACTOR) {
   const touched = await ctx.db.transaction().execute(async (tx) => {
     const current = isUuid(id) ? await lockCustomRule(tx, accountId, id) : undefined;
     if (!current) throw new AppError('custom_rule_not_found');
+    await recordAudit(tx, ctx, accountId, actor, { objectType: 'custom_rule', objectId: id, action: 'delete', before: customRuleView(current) });
     await deleteRow(tx, id);
     return bumpForScope(tx, accountId, current.domain_id);
   });

@@ -12,6 +12,7 @@ import { AppError, invalidField } from '../errors.js';
 import { mapBounded } from '../map-bounded.js';
 import type { Plan } from '../plans.js';
 import { decryptSecret, encryptSecret } from '../secret-box.js';
+import { recordAudit, SYSTEM_ACTOR, type Actor } from './audit.js';
 
 // DNS failover (docs/dns-failover.md): an account connects one DNS provider; a domain with
 // dnsFailover on has its A/AAAA records hold its healthy shield servers' addresses, which the
@@ -141,13 +142,27 @@ function readSettings(ctx: ServiceContext, stored: string): StoredSettings | str
  * credentials are not tried here: a refusal shows on each failover domain's dnsError at the next
  * health cycle.
  */
-export async function putDnsSettings(ctx: ServiceContext, accountId: string, input: DnsSettingsInput): Promise<DnsSettingsView> {
+export async function putDnsSettings(ctx: ServiceContext, accountId: string, input: DnsSettingsInput, actor: Actor = SYSTEM_ACTOR): Promise<DnsSettingsView> {
   await requirePlan(ctx.db, ctx, accountId);
   const settings = validSettings(input, allowPrivate(ctx));
   if (!ctx.secretKey) throw new AppError('invalid_body', SECRET_KEY_MESSAGE);
   const row = { account_id: accountId, provider: settings.provider, credentials_enc: encryptSecret(ctx.secretKey, JSON.stringify(settings)), updated_at: ctx.now() };
-  await upsertDnsSettings(ctx.db, row);
+  await ctx.db.transaction().execute(async (tx) => {
+    const before = await findDnsSettings(tx, accountId, true);
+    await upsertDnsSettings(tx, row);
+    await recordAudit(tx, ctx, accountId, actor, { objectType: 'dns_settings', objectId: null, action: before ? 'update' : 'create', before: auditedDns(ctx, before), after: auditedDns(ctx, row), secrets: DNS_SECRETS });
+  });
   return viewOf(row, ctx);
+}
+
+const DNS_SECRETS = ['credentials'];
+
+/** The settings as the audit log compares them: the credentials (masked when stored) by their decrypted value. */
+function auditedDns(ctx: ServiceContext, row: { provider: string; credentials_enc: string } | undefined) {
+  if (!row) return null;
+  const s = readSettings(ctx, row.credentials_enc);
+  if (typeof s === 'string') return { provider: row.provider, credentials: row.credentials_enc };
+  return s.provider === 'powerdns' ? { provider: s.provider, apiUrl: s.apiUrl, serverId: s.serverId, credentials: s.apiKey } : { provider: s.provider, credentials: s.apiToken };
 }
 
 export async function getDnsSettings(ctx: ServiceContext, accountId: string): Promise<DnsSettingsView> {
@@ -155,10 +170,12 @@ export async function getDnsSettings(ctx: ServiceContext, accountId: string): Pr
 }
 
 /** DELETE /api/settings/dns: refused (409) while a domain of the account has DNS failover on. */
-export async function deleteDnsSettings(ctx: ServiceContext, accountId: string): Promise<{ success: true }> {
+export async function deleteDnsSettings(ctx: ServiceContext, accountId: string, actor: Actor = SYSTEM_ACTOR): Promise<{ success: true }> {
   await ctx.db.transaction().execute(async (tx) => {
+    const before = await findDnsSettings(tx, accountId);
     // Deleted first: a domain being switched on holds the row (requireFailoverAllowed), so this waits for it and then sees it on.
     if (!(await deleteSettingsRow(tx, accountId))) return;
+    await recordAudit(tx, ctx, accountId, actor, { objectType: 'dns_settings', objectId: null, action: 'delete', before: auditedDns(ctx, before), secrets: DNS_SECRETS });
     const names = await failoverDomainNames(tx, accountId);
     if (names.length) {
       const shown = names.slice(0, 5).join(', ') + (names.length > 5 ? `, and ${names.length - 5} more` : '');

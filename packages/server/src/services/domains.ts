@@ -21,6 +21,7 @@ import type { DomainStatus } from '../db/schema.js';
 import { refreshDomainSsl } from './certificates.js';
 import { enforceLimit } from './limits.js';
 import { FAILOVER_MIN_SERVERS, requireFailoverAllowed } from './dns-failover.js';
+import { recordAudit, SYSTEM_ACTOR, type Actor } from './audit.js';
 
 export const MAX_DOMAINS = 1000;
 
@@ -146,7 +147,7 @@ async function checkServerIds(tx: Tx, accountId: string, serverIds: string[]): P
   return unique;
 }
 
-export async function createDomain(ctx: ServiceContext, accountId: string, input: DomainInput) {
+export async function createDomain(ctx: ServiceContext, accountId: string, input: DomainInput, actor: Actor = SYSTEM_ACTOR) {
   const domain = normalizeHostname(input.domain);
   const problems: string[] = [];
   if (!isHostname(domain)) problems.push('domain: must be a fully qualified domain name such as www.example.com');
@@ -176,7 +177,9 @@ export async function createDomain(ctx: ServiceContext, accountId: string, input
       });
       await linkServers(tx, row.id, serverIds);
       const touched = await bumpServers(tx, accountId, serverIds);
-      return { view: domainView(row, serverIds), touched };
+      const view = domainView(row, serverIds);
+      await recordAudit(tx, ctx, accountId, actor, { objectType: 'domain', objectId: row.id, action: 'create', after: view });
+      return { view, touched };
     });
     ctx.serversChanged(touched);
     return view;
@@ -200,7 +203,7 @@ async function ownedDomain(tx: Tx, accountId: string, id: string) {
   return row;
 }
 
-export async function updateDomain(ctx: ServiceContext, accountId: string, id: string, patch: DomainPatch) {
+export async function updateDomain(ctx: ServiceContext, accountId: string, id: string, patch: DomainPatch, actor: Actor = SYSTEM_ACTOR) {
   if (patch.origins) {
     const problems = originProblems(patch.origins);
     if (problems.length) fail(problems);
@@ -236,16 +239,19 @@ export async function updateDomain(ctx: ServiceContext, accountId: string, id: s
       row = (await refreshDomainSsl(tx, id)) ?? row;
     }
     const touched = await bumpServers(tx, accountId, [...new Set([...before, ...after])]);
-    return { view: domainView(row, [...after].sort()), touched };
+    const view = domainView(row, [...after].sort());
+    await recordAudit(tx, ctx, accountId, actor, { objectType: 'domain', objectId: id, action: 'update', before: domainView(current, [...before].sort()), after: view });
+    return { view, touched };
   });
   ctx.serversChanged(touched);
   return view;
 }
 
-export async function deleteDomain(ctx: ServiceContext, accountId: string, id: string) {
+export async function deleteDomain(ctx: ServiceContext, accountId: string, id: string, actor: Actor = SYSTEM_ACTOR) {
   const touched = await ctx.db.transaction().execute(async (tx) => {
-    await ownedDomain(tx, accountId, id);
+    const current = await ownedDomain(tx, accountId, id);
     const servers = await serversOfDomain(tx, id);
+    await recordAudit(tx, ctx, accountId, actor, { objectType: 'domain', objectId: id, action: 'delete', before: domainView(current, [...servers].sort()) });
     await deleteDomainRow(tx, accountId, id);
     await bumpWafVersion(tx, accountId); // the domain's own rules went with it
     return bumpServers(tx, accountId, servers);

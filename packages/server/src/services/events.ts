@@ -237,7 +237,7 @@ export interface EventQuery extends PageParams {
   requestId?: string | undefined;
 }
 
-const ISO_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})$/i;
+export const ISO_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})$/i;
 
 /** The filters of GET /api/waf/events, each checked: a bad one is a 400 naming it. */
 export function eventFilter(ctx: ServiceContext, q: EventQuery): EventFilter {

@@ -12,6 +12,7 @@ import { AppError, invalidField } from '../errors.js';
 import { encryptSecret } from '../secret-box.js';
 import { endpointColumns } from './notification-delivery.js';
 import { NOTIFICATION_KINDS, type NotificationKind } from './notifications.js';
+import { recordAudit, SYSTEM_ACTOR, type Actor } from './audit.js';
 
 // An account's notification channels (PUT/GET /api/settings/notifications, docs/notifications.md
 // "Settings and delivery log"), the state of their endpoints, and the e-mail address's
@@ -150,6 +151,7 @@ export async function updateNotificationSettings(
   accountId: string,
   body: NotificationSettingsUpdate,
   publicUrl?: URL,
+  actor: Actor = SYSTEM_ACTOR,
 ): Promise<NotificationSettingsView> {
   const webhookUrl = body.webhookUrl == null ? body.webhookUrl : webhookUrlOf(ctx, body.webhookUrl);
   const email = body.email == null ? body.email : emailOf(ctx, body.email);
@@ -186,6 +188,16 @@ export async function updateNotificationSettings(
       updated_at: ctx.now(),
     };
     await saveNotificationSettings(tx, row);
+    const audited = (s: { webhook_url: string | null; webhook_secret_enc: string | null; email: string | null; kinds: unknown } | undefined) =>
+      s && { webhookUrl: s.webhook_url, webhookSecret: s.webhook_secret_enc, email: s.email, kinds: typeof s.kinds === 'string' ? JSON.parse(s.kinds) : s.kinds };
+    await recordAudit(tx, ctx, accountId, actor, {
+      objectType: 'notification_settings',
+      objectId: null,
+      action: current ? 'update' : 'create',
+      before: audited(current),
+      after: audited(row),
+      secrets: ['webhookSecret'],
+    });
     // Saving a channel is how its owner turns it back on after it was paused or disabled.
     if (webhookUrl) await updateEndpoint(tx, accountId, 'webhook', endpointColumns(HEALTHY_ENDPOINT));
     if (email) await updateEndpoint(tx, accountId, 'email', endpointColumns(HEALTHY_ENDPOINT));

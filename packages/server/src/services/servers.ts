@@ -23,6 +23,7 @@ import type { ServerStatus } from '../db/schema.js';
 import { agentChannelStore, type AgentChannelStore } from './agent-channel.js';
 import { refreshDomainSsl } from './certificates.js';
 import { notificationMessages, notifyFromServer } from './notifications.js';
+import { recordAudit, SYSTEM_ACTOR, type Actor } from './audit.js';
 
 
 type ServerRow = {
@@ -64,7 +65,10 @@ export function serverView(s: ServerRow) {
   };
 }
 
-export async function createServer(ctx: ServiceContext, accountId: string, name: string) {
+/** A server's settings as the audit log shows them. */
+const auditedServer = (s: { name: string; public_ip: string | null; status: string }) => ({ name: s.name, publicIp: s.public_ip, status: s.status });
+
+export async function createServer(ctx: ServiceContext, accountId: string, name: string, actor: Actor = SYSTEM_ACTOR) {
   return ctx.db.transaction().execute(async (tx) => {
     const account = await lockAccount(tx, accountId);
     if (!account) throw new AppError('account_not_found');
@@ -72,6 +76,7 @@ export async function createServer(ctx: ServiceContext, accountId: string, name:
     await enforceLimit(tx, accountId, 'servers', max, 'server_limit', `Maximum ${max} servers allowed on the ${planName(account.plan)} plan`);
     const token = newServerToken();
     const row = await insertServer(tx, { id: newId(), account_id: accountId, name, token_hash: sha256(token), status: 'offline', created_at: ctx.now() });
+    await recordAudit(tx, ctx, accountId, actor, { objectType: 'server', objectId: row.id, action: 'create', after: { ...auditedServer(row), connectionToken: token }, secrets: ['connectionToken'] });
     return { ...serverView(row), connectionToken: token };
   });
 }
@@ -91,17 +96,21 @@ async function liveServer(ctx: ServiceContext, accountId: string, id: string) {
 }
 
 /** A new connection token; the old one stops working at once. */
-export async function regenerateServerToken(ctx: ServiceContext, accountId: string, id: string) {
+export async function regenerateServerToken(ctx: ServiceContext, accountId: string, id: string, actor: Actor = SYSTEM_ACTOR) {
   await liveServer(ctx, accountId, id);
   const token = newServerToken();
-  const row = await setServerTokenHash(ctx.db, accountId, id, sha256(token));
+  const row = await ctx.db.transaction().execute(async (tx) => {
+    const row = await setServerTokenHash(tx, accountId, id, sha256(token));
+    await recordAudit(tx, ctx, accountId, actor, { objectType: 'server', objectId: id, action: 'regenerate_token', before: { connectionToken: 'old' }, after: { connectionToken: 'new' }, secrets: ['connectionToken'] });
+    return row;
+  });
   ctx.serversChanged([id]); // the hub drops a connection made with the old token
   return { ...(await viewWithStatus(ctx, row)), connectionToken: token };
 }
 
 /** Decommissioning is final: the token is erased and the server leaves every domain. */
-export async function decommissionServer(ctx: ServiceContext, accountId: string, id: string) {
-  await liveServer(ctx, accountId, id);
+export async function decommissionServer(ctx: ServiceContext, accountId: string, id: string, actor: Actor = SYSTEM_ACTOR) {
+  const current = await liveServer(ctx, accountId, id);
   const { row, touched } = await ctx.db.transaction().execute(async (tx) => {
     // Its peers list its address in their snapshots, and its certificates no longer count.
     const peers = await serversSharingDomains(tx, id);
@@ -109,6 +118,7 @@ export async function decommissionServer(ctx: ServiceContext, accountId: string,
     await unlinkServer(tx, id);
     await deleteConnectionOfServer(tx, id); // its agent is closed (4001)
     const row = await markServerDecommissioned(tx, accountId, id);
+    await recordAudit(tx, ctx, accountId, actor, { objectType: 'server', objectId: id, action: 'delete', before: auditedServer(current), after: auditedServer(row) });
     for (const domainId of domains) await refreshDomainSsl(tx, domainId);
     return { row, touched: await bumpServers(tx, accountId, peers, { rollout: false }) };
   });
@@ -127,7 +137,7 @@ export interface ServerPatch {
 /** The address a server is reached at: the one set by the user, else the one its agent connected from. */
 export const serverAddress = (s: { public_ip: string | null; ip: string | null }): string | null => s.public_ip ?? s.ip;
 
-export async function updateServer(ctx: ServiceContext, accountId: string, id: string, patch: ServerPatch) {
+export async function updateServer(ctx: ServiceContext, accountId: string, id: string, patch: ServerPatch, actor: Actor = SYSTEM_ACTOR) {
   let publicIp: string | null | undefined = patch.publicIp;
   if (typeof publicIp === 'string') {
     if (!isIP(publicIp)) throw invalidField('publicIp', 'must be an IPv4 or IPv6 address such as 203.0.113.10, or null');
@@ -145,6 +155,7 @@ export async function updateServer(ctx: ServiceContext, accountId: string, id: s
     });
     // A new address changes the serverAddresses of every domain this server is on.
     const moved = serverAddress(current) !== serverAddress(row);
+    await recordAudit(tx, ctx, accountId, actor, { objectType: 'server', objectId: id, action: 'update', before: auditedServer(current), after: auditedServer(row) });
     return { row, touched: moved ? await bumpServers(tx, accountId, await serversSharingDomains(tx, id), { rollout: false }) : [] };
   });
   ctx.serversChanged(touched);

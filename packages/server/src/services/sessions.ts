@@ -25,7 +25,7 @@ async function startSession(ctx: ServiceContext, accountId: string) {
 export async function register(ctx: ServiceContext, input: { email: string; password: string; invitation?: string | undefined }, mode: SignupMode) {
   const { email, password } = input;
   const within = await admitSignup(ctx, mode, email, input.invitation);
-  const { accountId } = await createAccount(ctx, { email, password, plan: 'free', balanceCents: 0 }, within);
+  const { accountId } = await createAccount(ctx, { email, password, plan: 'free', balanceCents: 0 }, within, { type: 'user', name: email.toLowerCase(), keyPrefix: null });
   return { accountId, email: email.toLowerCase(), plan: 'free' as const, session: await startSession(ctx, accountId) };
 }
 

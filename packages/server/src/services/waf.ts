@@ -9,6 +9,7 @@ import { bumpAllServers, bumpServers } from '../data/servers.js';
 import { deleteRule as deleteRuleRow, findSameRule, insertRule, listRules as listRuleRows, lockRule, updateRuleFields } from '../data/waf-rules.js';
 import { AppError, ERRORS, invalidField } from '../errors.js';
 import { enforceLimit } from './limits.js';
+import { recordAudit, SYSTEM_ACTOR, type Actor } from './audit.js';
 
 export const MAX_RULES = 10_000;
 export const DEFAULT_PRIORITY = 100;
@@ -62,7 +63,7 @@ export async function listRules(ctx: ServiceContext, accountId: string) {
   return (await listRuleRows(ctx.db, accountId)).map(ruleView);
 }
 
-export async function createRule(ctx: ServiceContext, accountId: string, input: RuleInput) {
+export async function createRule(ctx: ServiceContext, accountId: string, input: RuleInput, actor: Actor = SYSTEM_ACTOR) {
   const problems: string[] = [];
   const checked = checkRuleValue(input.rule_type, input.value);
   if (!checked.ok) problems.push(checked.message);
@@ -95,6 +96,7 @@ export async function createRule(ctx: ServiceContext, accountId: string, input: 
       created_at: now,
       updated_at: now,
     });
+    await recordAudit(tx, ctx, accountId, actor, { objectType: 'waf_rule', objectId: row.id, action: 'create', after: ruleView(row) });
     return { view: ruleView(row), touched: await bumpForRule(tx, accountId, domainId) };
   });
   ctx.serversChanged(touched);
@@ -108,7 +110,7 @@ async function ownedRule(tx: Tx, accountId: string, id: string) {
   return row;
 }
 
-export async function updateRule(ctx: ServiceContext, accountId: string, id: string, patch: RulePatch) {
+export async function updateRule(ctx: ServiceContext, accountId: string, id: string, patch: RulePatch, actor: Actor = SYSTEM_ACTOR) {
   const { view, touched } = await ctx.db.transaction().execute(async (tx) => {
     const current = await ownedRule(tx, accountId, id);
     let value = current.value;
@@ -126,15 +128,17 @@ export async function updateRule(ctx: ServiceContext, accountId: string, id: str
       ...(patch.priority !== undefined ? { priority: patch.priority } : {}),
       updated_at: ctx.now(),
     });
+    await recordAudit(tx, ctx, accountId, actor, { objectType: 'waf_rule', objectId: id, action: 'update', before: ruleView(current), after: ruleView(row) });
     return { view: ruleView(row), touched: await bumpForRule(tx, accountId, current.domain_id) };
   });
   ctx.serversChanged(touched);
   return view;
 }
 
-export async function deleteRule(ctx: ServiceContext, accountId: string, id: string) {
+export async function deleteRule(ctx: ServiceContext, accountId: string, id: string, actor: Actor = SYSTEM_ACTOR) {
   const touched = await ctx.db.transaction().execute(async (tx) => {
     const current = await ownedRule(tx, accountId, id);
+    await recordAudit(tx, ctx, accountId, actor, { objectType: 'waf_rule', objectId: id, action: 'delete', before: ruleView(current) });
     await deleteRuleRow(tx, id);
     return bumpForRule(tx, accountId, current.domain_id);
   });
