@@ -1,7 +1,7 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdir } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
-import { AGENT_LIMITS, CLOSE, parseServiceMessage, PROTOCOL_VERSION, type AgentMessage, type ServerSnapshot, type ServiceMessage } from '@rampart/protocol';
+import { AGENT_LIMITS, CLOSE, HOST_PROBLEM, parseServiceMessage, PROTOCOL_VERSION, type AgentMessage, type ServerSnapshot, type ServiceMessage } from '@rampart/protocol';
 import { RAMPART_VERSION } from '@rampart/protocol/version';
 import { HEALTH_SOCKET, VERIFIED_CRAWLERS_MAP, type RenderOptions } from '@rampart/proxy';
 import type { Server } from 'node:http';
@@ -17,7 +17,8 @@ import { CrawlerVerifier, crawlerDns, RuntimeCrawlerMap, type CrawlerDns } from 
 import { AnalyticsCollector } from './analytics.js';
 import { EventCollector } from './events.js';
 import { countriesOf, ensureCountryMap, ensureCountrySubset } from './geo.js';
-import { HaproxyProcess } from './haproxy.js';
+import { HaproxyProcess, type ConfigError } from './haproxy.js';
+import { bindFailures, explainBindFailure } from './port-holder.js';
 import { AgentMetrics, fetchHaproxyMetrics } from './metrics.js';
 export { AgentMetrics, DEFAULT_METRICS_PORT, fetchHaproxyMetrics } from './metrics.js';
 
@@ -82,6 +83,9 @@ export interface AgentLoopState {
 
 const REQUEST_TIMEOUT_MS = 10_000;
 
+/** The agent could not start because of its host (a port taken, a permission): the message says which and what to do. */
+export class HostProblemError extends Error {}
+
 /**
  * The shield-server agent: owns one HAProxy, keeps an outbound WebSocket to the service with
  * capped, jittered backoff, applies one snapshot at a time (the latest wins), keeps each domain's
@@ -119,6 +123,8 @@ export class Agent {
    * serving as unhealthy. Undefined before the first check.
    */
   private proxyServing: boolean | undefined;
+  /** Why HAProxy cannot run on this host (a bind failure, explained), while that lasts: reported once, and the reason of a failed apply. */
+  private hostProblem: string | undefined;
   private readonly backoff: Backoff;
   private readonly clock: Clock;
   private readonly log: NonNullable<AgentOptions['log']>;
@@ -206,7 +212,15 @@ export class Agent {
     this.renderOptions.eventsSecret = saved.eventsSecret = this.eventsSecret;
     this.renderOptions.acmePort = saved.acmePort = acmePort;
     await this.applier.ensureBootConfig('boot');
+    const mark = this.proxy.outputMark();
     await this.startProxy();
+    // A listener HAProxy cannot open (a port another process holds) is the operator's to fix: fail now, saying which.
+    const problem = this.proxy.running ? undefined : await this.bindProblem(mark);
+    if (problem) {
+      this.events.close();
+      await this.responder.close();
+      throw new HostProblemError(problem);
+    }
     this.proxy.on('exit', ({ code, signal }) => void this.onProxyDied(`HAProxy exited (${signal ?? `code ${code}`})`));
     this.healthTimer = setInterval(() => void this.checkProxy(), this.options.healthIntervalMs ?? 10_000);
     this.analytics.start();
@@ -258,6 +272,28 @@ export class Agent {
     else void this.crawlerMap.sync(() => this.crawlers.entries());
   }
 
+  /** The bind failures HAProxy printed since the mark, explained (port, holder, what to do); undefined when none. */
+  private async bindProblem(mark: number): Promise<string | undefined> {
+    if (!this.proxy.running) await Promise.race([this.proxy.outputComplete(), this.clock.sleep(1000)]);
+    const failures = bindFailures(this.proxy.alertsSince(mark).map((e) => e.message));
+    if (failures.length === 0) return undefined;
+    const flag = (port: number) => (port === this.options.httpsPort && port !== this.options.httpPort ? '--https-port' : '--http-port');
+    const texts = await Promise.all(failures.map((f) => explainBindFailure(f, flag(f.port))));
+    return `${HOST_PROBLEM}${[...new Set(texts)].join('; ')}`;
+  }
+
+  /** Apply errors with HAProxy's bind failures explained as the host problems they are. */
+  private async explainErrors(errors: ConfigError[]): Promise<ConfigError[]> {
+    return Promise.all(
+      errors.map(async (e) => {
+        const [f] = bindFailures([e.message]);
+        if (!f) return e;
+        const flag = f.port === this.options.httpsPort && f.port !== this.options.httpPort ? '--https-port' : '--http-port';
+        return { line: null, message: `${HOST_PROBLEM}${await explainBindFailure(f, flag)}` };
+      }),
+    );
+  }
+
   private async onProxyDied(reason: string): Promise<void> {
     if (this.controller.signal.aborted || this.restarting) return;
     this.restarting = true;
@@ -265,8 +301,23 @@ export class Agent {
     try {
       this.log('warn', `${reason}; restarting on the last-known-good configuration`);
       await this.proxy.stop();
+      const mark = this.proxy.outputMark();
       await this.startProxy();
-      this.report({ kind: 'proxy_crash', message: `${reason}; the agent restarted it on the last-known-good configuration` });
+      const problem = this.proxy.running ? undefined : await this.bindProblem(mark);
+      if (problem) {
+        // Said once while it lasts (the health check tries again every interval); one notification.
+        if (problem !== this.hostProblem) {
+          this.log('error', problem);
+          this.report({ kind: 'server_error', message: `${problem}. HAProxy is not serving; the agent starts it again once the port is free` });
+        }
+        this.hostProblem = problem;
+        return;
+      }
+      const was = this.hostProblem;
+      this.hostProblem = undefined;
+      if (!was) this.report({ kind: 'proxy_crash', message: `${reason}; the agent restarted it on the last-known-good configuration` });
+      // Serving again: the revision a host problem kept from applying is applied now.
+      if (this.proxy.running && this.state.desired && this.state.desired.revision !== this.applier.state.revision) this.submit(this.state.desired);
     } finally {
       this.restarting = false;
     }
@@ -360,6 +411,11 @@ export class Agent {
         }
         this.renderOptions.certificates = this.certificates.served(snapshot);
         result = await this.applier.apply(snapshot);
+        if (!result.ok) {
+          // A failure whose cause is the host says so, whatever stage it showed at.
+          const errors = !this.proxy.running && this.hostProblem ? [{ line: null, message: this.hostProblem }] : await this.explainErrors(result.errors);
+          result = { ...result, errors };
+        }
         // A new worker (or the restored one) has the map file rendered before it started: a
         // verification made since went to the previous worker, so the new one is brought in step.
         if (!(result.ok && result.skipped)) void this.crawlerMap.sync(() => this.crawlers.entries());
@@ -382,12 +438,9 @@ export class Agent {
     this.log('error', `revision ${result.revision} failed at ${result.stage}: ${detail}`);
     // Within the channel's caps (the service closes the connection on a message past them).
     const errors = result.errors.slice(0, AGENT_LIMITS.ackErrors).map((e) => ({ line: e.line, message: e.message.slice(0, AGENT_LIMITS.ackErrorMessage) }));
+    // The ack is the one notice of this failure (the service raises server_error from it, its
+    // messages naming the stage and cause): no status/report besides, one cause, one notification.
     this.send({ type: 'config/ack', payload: { revision: result.revision, ok: false, errors } });
-    if (result.stage === 'reload') {
-      this.report({ kind: 'proxy_reload_failed', message: `Reload to revision ${result.revision} failed and the previous configuration was restored: ${detail}`.slice(0, AGENT_LIMITS.statusMessage) });
-    } else if (result.stage === 'rollback') {
-      this.report({ kind: 'server_error', message: `Reload to revision ${result.revision} failed, and so did restoring the previous configuration: ${detail}`.slice(0, AGENT_LIMITS.statusMessage) });
-    }
   }
 
   private onServiceMessage(m: ServiceMessage): void {
