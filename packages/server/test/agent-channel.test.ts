@@ -16,6 +16,8 @@ import {
   expireAgentConnections,
   recordAgentConnected,
   recordAgentDisconnected,
+  recordProxyServing,
+  DISCONNECTED_REASON,
   releaseAgentConnections,
   touchAgentConnections,
 } from '../src/services/servers.js';
@@ -115,7 +117,11 @@ class World {
     setProxyServing: async (_db, id, serving) => {
       this.write('setProxyServing');
       const s = this.servers.get(id);
-      if (s && s.status !== 'decommissioned') s.proxy_serving = serving;
+      if (s && s.status !== 'decommissioned') Object.assign(s, serving ? { proxy_serving: true } : { proxy_serving: false, healthy: false, health_error: 'The agent reports that HAProxy is not serving' });
+    },
+    clearServerVerdict: async (_db, id) => {
+      this.write('clearServerVerdict');
+      Object.assign(this.servers.get(id)!, { healthy: null, health_error: null });
     },
     touchServersLastSeen: async (_db, ids, now) => {
       this.write('touchServersLastSeen');
@@ -475,6 +481,32 @@ describe('agent connections', () => {
       w.serverDowns(s.id).map((n) => n.message),
       [notificationMessages.serverDown('edge-1')],
     );
+  });
+
+  test('a reconnect ends the outage its disconnect began at once: not checked yet, and server_recovered', async () => {
+    const { w, s, conn } = setUp();
+    const a = conn();
+    await recordAgentConnected(w.ctx, a, w.store);
+    await recordAgentDisconnected(w.ctx, a, true, w.store);
+    assert.deepEqual([s.healthy, s.health_error], [false, DISCONNECTED_REASON]);
+    await recordAgentConnected(w.ctx, conn(), w.store);
+    assert.deepEqual([s.status, s.healthy, s.health_error], ['active', null, null], 'no red "not connected" next to "online"');
+    assert.deepEqual(
+      w.notifications.filter((n) => n.kind === 'server_recovered').map((n) => n.message),
+      [notificationMessages.serverRecovered('edge-1', 'its agent reconnected; the next health check confirms that HAProxy serves')],
+    );
+    // A server down for another cause (its probe failed) stays down until the health check says otherwise.
+    Object.assign(s, { healthy: false, health_error: 'The health probe of http://203.0.113.1/ timed out' });
+    await recordAgentConnected(w.ctx, conn(), w.store);
+    assert.equal(s.healthy, false);
+  });
+
+  test('HAProxy reported not serving turns the server unhealthy at once, saying so', async () => {
+    const { w, s, conn } = setUp();
+    await recordAgentConnected(w.ctx, conn(), w.store);
+    s.healthy = true;
+    await recordProxyServing(w.ctx, s.id, false, w.store);
+    assert.deepEqual([s.healthy, s.health_error], [false, 'The agent reports that HAProxy is not serving']);
   });
 
   test('a disconnect of a replaced connection changes nothing', async () => {

@@ -218,6 +218,12 @@ export async function recordAgentConnected(ctx: ServiceContext, conn: AgentConne
     const previous = await store.connectionOfServer(tx, conn.serverId);
     await store.upsertConnection(tx, conn.serverId, { connection_id: conn.connectionId, process_id: conn.processId, ip: conn.ip, connected_at: now, last_heartbeat_at: now });
     await store.markServerConnected(tx, conn.serverId, conn.ip, now, { httpPort: conn.httpPort ?? null, proxyServing: conn.proxyServing ?? null, agentVersion: conn.agentVersion });
+    // Down because its agent was away: that ends now, not at the next health check (minutes away).
+    if (current.healthy === false && isConnectionVerdict(current.health_error)) {
+      await store.clearServerVerdict(tx, conn.serverId);
+      const message = notificationMessages.serverRecovered(current.name, 'its agent reconnected; the next health check confirms that HAProxy serves');
+      await notifyFromServer({ ...ctx, db: tx }, { accountId: current.account_id, serverId: conn.serverId, kind: 'server_recovered', message }, store);
+    }
     const replaced = previous && previous.connection_id !== conn.connectionId ? { connectionId: previous.connection_id, processId: previous.process_id } : null;
     const moved = serverAddress(current) !== serverAddress({ public_ip: current.public_ip, ip: conn.ip });
     return { recorded: true, replaced, peers: moved ? await store.bumpServers(tx, current.account_id, await store.serversSharingDomains(tx, conn.serverId)) : [] };
@@ -234,6 +240,9 @@ export async function recordAgentRefused(ctx: ServiceContext, serverId: string, 
 
 /** The health_error of a server whose agent's connection dropped. */
 export const DISCONNECTED_REASON = 'The agent disconnected';
+/** How the health cycle's health_error of a server whose agent is away begins. */
+export const NOT_CONNECTED = 'The agent is not connected';
+const isConnectionVerdict = (error: string | null | undefined) => !!error && (error === DISCONNECTED_REASON || error.startsWith(NOT_CONNECTED));
 
 /**
  * Clears connection rows (those given, as found) and, when asked, marks the servers down
