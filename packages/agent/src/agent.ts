@@ -281,7 +281,8 @@ export class Agent {
     const hash = this.applier.state.hash;
     if (!hash) return;
     this.proxyServing = await this.proxy.waitForHash(hash, 15_000);
-    if (!this.proxyServing) this.log('warn', 'HAProxy did not answer on its health socket after start');
+    // One that exited says why (a bind failure is explained by the caller).
+    if (!this.proxyServing && this.proxy.running) this.log('warn', 'HAProxy did not answer on its health socket after start');
     // A fresh worker has the map file of its configuration: bring it to what is verified now.
     else void this.crawlerMap.sync(() => this.crawlers.entries());
   }
