@@ -117,7 +117,7 @@ class World {
     setProxyServing: async (_db, id, serving) => {
       this.write('setProxyServing');
       const s = this.servers.get(id);
-      if (s && s.status !== 'decommissioned') Object.assign(s, serving ? { proxy_serving: true } : { proxy_serving: false, healthy: false, health_error: 'The agent reports that HAProxy is not serving' });
+      if (s && s.status !== 'decommissioned') s.proxy_serving = serving;
     },
     clearServerVerdict: async (_db, id) => {
       this.write('clearServerVerdict');
@@ -501,12 +501,14 @@ describe('agent connections', () => {
     assert.equal(s.healthy, false);
   });
 
-  test('HAProxy reported not serving turns the server unhealthy at once, saying so', async () => {
+  test('HAProxy reported not serving turns the server unhealthy at once, saying so, with one server_down', async () => {
     const { w, s, conn } = setUp();
     await recordAgentConnected(w.ctx, conn(), w.store);
     s.healthy = true;
     await recordProxyServing(w.ctx, s.id, false, w.store);
-    assert.deepEqual([s.healthy, s.health_error], [false, 'The agent reports that HAProxy is not serving']);
+    await recordProxyServing(w.ctx, s.id, false, w.store);
+    assert.deepEqual([s.healthy, s.health_error, s.proxy_serving], [false, 'The agent reports that HAProxy is not serving', false]);
+    assert.deepEqual(w.serverDowns(s.id).map((n) => n.message), [notificationMessages.proxyNotServing('edge-1')]);
   });
 
   test('a disconnect of a replaced connection changes nothing', async () => {

@@ -132,12 +132,7 @@ export const PROXY_NOT_SERVING = 'The agent reports that HAProxy is not serving'
  * (the agent's own report says why; the health cycle, finding it down, raises nothing more).
  */
 export async function setProxyServing(db: Database | Tx, serverId: string, serving: boolean): Promise<void> {
-  await db
-    .updateTable('servers')
-    .set(serving ? { proxy_serving: true } : { proxy_serving: false, healthy: false, health_error: PROXY_NOT_SERVING })
-    .where('id', '=', serverId)
-    .where('status', '<>', 'decommissioned')
-    .execute();
+  await db.updateTable('servers').set({ proxy_serving: serving }).where('id', '=', serverId).where('status', '<>', 'decommissioned').execute();
 }
 
 /** A verdict that no longer holds (the agent reconnected): unknown until the next health check. */

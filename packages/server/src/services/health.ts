@@ -198,7 +198,7 @@ function downMessage(name: string, error: string, cause: { cause: Cause; target?
         `Check that its HAProxy runs and that port ${cause.target!.port} of ${cause.target!.address} is reachable from the control plane (a firewall, or a publicIp that is not the server's).`
       );
     case 'proxy':
-      return `Shield server ${quotedName(name)} is connected but its agent reports that HAProxy is not serving. The agent restarts HAProxy on its last-known-good configuration; if that keeps failing, look at the agent's log and HAProxy on the server.`;
+      return notificationMessages.proxyNotServing(name);
     default:
       return `Shield server ${quotedName(name)} has not been connected for over ${AGENT_CONNECTION_TIMEOUT_MS / 60_000} minute(s) (${lowerFirst(error)}). ${NOTIFICATION_ADVICE.server_down}`;
   }

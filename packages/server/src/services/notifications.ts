@@ -230,6 +230,9 @@ export const NOTIFICATION_ADVICE: Record<NotificationKind, string> = {
 export const notificationMessages = {
   /** server_down: the server's agent lost its connection. */
   serverDown: (serverName: string) => `Shield server ${quotedName(serverName)} disconnected from the control plane. ${NOTIFICATION_ADVICE.server_down}`,
+  /** server_down: the agent reports that its HAProxy is not serving (its heartbeat, or the health cycle reading it). */
+  proxyNotServing: (serverName: string) =>
+    `Shield server ${quotedName(serverName)} is connected but its agent reports that HAProxy is not serving. The agent restarts HAProxy on its last-known-good configuration; if that keeps failing, look at the agent's log and HAProxy on the server.`,
   /** server_recovered: a server that was down serves again; `detail` says how it was seen (e.g. "its agent reconnected"). */
   serverRecovered: (serverName: string, detail?: string) =>
     `Shield server ${quotedName(serverName)} is back${detail ? ` (${clause(detail)})` : ''}. ${NOTIFICATION_ADVICE.server_recovered}`,

@@ -13,6 +13,7 @@ import {
   listServersWithHeartbeat,
   markAgentRefused,
   markServerDecommissioned,
+  PROXY_NOT_SERVING,
   setServerTokenHash,
   updateServerFields,
 } from '../data/servers.js';
@@ -260,7 +261,15 @@ async function clearConnections(tx: Tx, ctx: ServiceContext, serverIds: readonly
 
 /** The agent's heartbeat said whether its HAProxy serves (the hub passes it on when it changes). */
 export async function recordProxyServing(ctx: ServiceContext, serverId: string, serving: boolean, store: AgentChannelStore = agentChannelStore): Promise<void> {
-  await store.setProxyServing(ctx.db, serverId, serving);
+  if (serving) return store.setProxyServing(ctx.db, serverId, true);
+  // Not serving: the server is down now, not at the next health check (minutes away), with the
+  // server_down the cycle would raise (once per outage: the cycle, finding it down, adds none).
+  await ctx.db.transaction().execute(async (tx) => {
+    await store.setProxyServing(tx, serverId, false);
+    for (const s of await store.markServersDown(tx, [serverId], PROXY_NOT_SERVING)) {
+      await notifyFromServer({ ...ctx, db: tx }, { accountId: s.account_id, serverId: s.id, kind: 'server_down', message: notificationMessages.proxyNotServing(s.name) }, store);
+    }
+  });
 }
 
 /**
