@@ -183,7 +183,7 @@ test('rampart serve on a taken port exits at once, naming the port and --port', 
     await serve.stop();
     occupant.close();
   });
-  await waitFor(() => serve.child.exitCode !== null, 'rampart serve to exit', 15_000);
+  await waitFor(() => serve.child.exitCode !== null, 'rampart serve to exit', 60_000);
   assert.equal(serve.child.exitCode, 1, serve.output());
   assert.match(serve.output(), new RegExp(`port ${port} is in use; choose another with --port\\b`));
 });
