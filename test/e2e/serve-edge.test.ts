@@ -171,3 +171,19 @@ describe('rampart serve against slow and idle clients', async () => {
     assert.equal(agent.ws.readyState, agent.ws.OPEN);
   });
 });
+
+// A taken port stops `rampart serve` at once with the flag to change, as `rampart up` does.
+test('rampart serve on a taken port exits at once, naming the port and --port', async () => {
+  const { createServer } = await import('node:net');
+  const port = await freePort();
+  const occupant = createServer().listen(port, '127.0.0.1');
+  await once(occupant, 'listening');
+  const serve = startProcess(process.execPath, [CLI, 'serve', '--port', String(port)], { RAMPART_ADMIN_TOKEN: 'x'.repeat(40) });
+  after(async () => {
+    await serve.stop();
+    occupant.close();
+  });
+  await waitFor(() => serve.child.exitCode !== null, 'rampart serve to exit', 60_000);
+  assert.equal(serve.child.exitCode, 1, serve.output());
+  assert.match(serve.output(), new RegExp(`port ${port} is in use; choose another with --port\\b`));
+});

@@ -100,3 +100,8 @@ export const RESTART_SPREAD_MS = 10_000;
 export function reconnectBackoff(extra: Pick<BackoffOptions, 'random' | 'clock'> = {}): Backoff {
   return new Backoff({ baseMs: 1000, capMs: 60_000, jitter: 'full', ...extra });
 }
+
+/** Tries while the service refuses the agent's token: 30 s doubling to 10 min, equal jitter (never sooner than half the step). */
+export function tokenRefusedBackoff(extra: Pick<BackoffOptions, 'random' | 'clock'> = {}): Backoff {
+  return new Backoff({ baseMs: 30_000, capMs: 600_000, jitter: 'equal', ...extra });
+}

@@ -43,6 +43,8 @@ export async function checkConfig(bin: string, cfgPath: string): Promise<{ ok: b
  */
 export class HaproxyProcess extends EventEmitter {
   private child: ChildProcess | undefined;
+  /** Resolves once the current child exited and its output was read to the end. */
+  private closed: Promise<void> = Promise.resolve();
   private stderrTail: string[] = [];
 
   constructor(
@@ -76,6 +78,7 @@ export class HaproxyProcess extends EventEmitter {
       stdio: ['ignore', 'ignore', 'pipe'],
     });
     this.child = child;
+    this.closed = new Promise((resolve) => child.once('close', () => resolve()));
     child.stderr?.setEncoding('utf8');
     child.stderr?.on('data', (d: string) => {
       this.stderrTail.push(...d.split('\n').filter(Boolean));
@@ -84,6 +87,11 @@ export class HaproxyProcess extends EventEmitter {
     child.on('exit', (code, signal) => {
       if (this.child === child) this.emit('exit', { code, signal });
     });
+  }
+
+  /** Once the current child exited (or at once, when it runs no longer): all its output was read. */
+  outputComplete(): Promise<void> {
+    return this.closed;
   }
 
   async stop(): Promise<void> {

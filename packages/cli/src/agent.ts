@@ -33,6 +33,11 @@ Options:
   --metrics-port N   Prometheus metrics at http://127.0.0.1:N/metrics: the agent's own and HAProxy's
                      exporter's (default 9464, loopback only; 0 turns it off; a port in use is a warning)
 
+A refused token (wrong, regenerated, or the server decommissioned) is logged and tried again
+after 30 s, doubling to 10 minutes; after 10 refusals in a row the agent exits with status 1.
+A port HAProxy cannot listen on (another process holds it) stops the agent at start with
+status 1, naming the port and, when it can be seen, the process holding it.
+
 Signals: SIGHUP checks every certificate at once (retries failed orders, renews what is due);
 SIGINT and SIGTERM stop the agent and its HAProxy.
 `;
@@ -62,6 +67,8 @@ export async function agentCommand(args: string[]): Promise<void> {
     ...(flags['acme-email'] ? { acmeEmail: emailFrom(flags['acme-email']) } : {}),
     ...(flags.resolver ? { resolver: resolverFrom(flags.resolver) } : {}),
     ...(flags['renew-before-days'] ? { renewBeforeDays: intFrom(flags['renew-before-days'], '--renew-before-days', 1, 3650) } : {}),
+    // Its token refused TOKEN_REFUSALS_MAX times in a row: the agent stops, and the process exits 1.
+    onGiveUp: () => void agent.stop().finally(() => process.exit(1)),
     metricsPort: flags['metrics-port'] === undefined ? DEFAULT_METRICS_PORT : intFrom(flags['metrics-port'], '--metrics-port', 0, 65535),
     // Hidden, for tests: a shorter interval between traffic analytics batches (default 60 s).
     ...(process.env.RAMPART_AGENT_ANALYTICS_INTERVAL_MS ? { analyticsIntervalMs: intFrom(process.env.RAMPART_AGENT_ANALYTICS_INTERVAL_MS, 'RAMPART_AGENT_ANALYTICS_INTERVAL_MS', 100, 3_600_000) } : {}),

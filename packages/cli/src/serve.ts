@@ -1,3 +1,4 @@
+import { checkPorts } from './up.js';
 import { plansFromEnv, startServer, trustProxyFrom } from '@rampart/server';
 import { parseFlags, portFrom } from './args.js';
 
@@ -55,9 +56,13 @@ export async function serveCommand(args: string[]): Promise<void> {
   }
   const env = process.env;
   const databaseUrl = flags['database-url'] ?? env.DATABASE_URL;
+  const port = portFrom(flags.port ?? env.RAMPART_PORT, '--port', 8080);
+  const host = flags.host ?? '127.0.0.1';
+  // A taken port names the flag to change (as rampart up does), before the database is opened.
+  await checkPorts([{ flag: flags.port ? '--port' : env.RAMPART_PORT ? 'RAMPART_PORT (or --port)' : '--port', port }], host);
   const server = await startServer({
-    port: portFrom(flags.port ?? env.RAMPART_PORT, '--port', 8080),
-    host: flags.host ?? '127.0.0.1',
+    port,
+    host,
     dataDir: databaseUrl ? undefined : (flags['data-dir'] ?? env.RAMPART_DATA_DIR ?? './data'),
     databaseUrl,
     adminToken: env.RAMPART_ADMIN_TOKEN || undefined,

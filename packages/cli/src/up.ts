@@ -6,16 +6,18 @@ import { once } from 'node:events';
 import { join, resolve } from 'node:path';
 import { Agent } from '@rampart/agent';
 import { createDemoAccount, plansFromEnv, signupModeFrom, startServer, type RunningServer } from '@rampart/server';
-import { parseFlags, portFrom } from './args.js';
+import { isIP } from 'node:net';
+import { parseFlags, portFrom, UsageError } from './args.js';
 
 export const UP_HELP = `Usage: rampart up [--port 8080] [--http-port 8081] [--origin-port 8088] [--data-dir ./.rampart] [--haproxy PATH]
+                  [--host 127.0.0.1]
 
 Everything on one machine for a first look: the control plane on the embedded database, one
 local shield server (the agent and its HAProxy on an unprivileged port), a demo origin, and a demo
 account (Pro plan, $100) with a demo domain. Prints the dashboard address, the login, an API key
 and a curl line that goes through the proxy. Running it again on the same --data-dir reuses the
-same data and credentials. Everything listens on 127.0.0.1; if one of its ports is taken it stops
-before starting anything and names the flag to change.
+same data and credentials. Everything listens on 127.0.0.1 (or --host); if one of its ports is
+taken it stops before starting anything and names the flag to change.
 
 Options:
   --port N           the control plane: API, dashboard, agent WebSocket (env RAMPART_PORT, default 8080)
@@ -23,12 +25,17 @@ Options:
   --origin-port N    the demo origin (default 8088)
   --data-dir DIR     database, agent files, demo credentials (env RAMPART_DATA_DIR, default ./.rampart)
   --haproxy PATH     the haproxy binary (default haproxy on PATH)
+  --host ADDR        listen on this address of the machine instead of 127.0.0.1 (the control
+                     plane and the local proxy): an agent on another machine joins the demo with
+                     rampart agent --server ws://ADDR:PORT/agent --insecure and a server token
+                     from the dashboard (Servers, Add server). Plain HTTP: for a trusted network only
 
 Environment:
   RAMPART_ADMIN_TOKEN   the operator token (default: one generated and kept in the data directory)
   RAMPART_PLAN_PRICES   monthly prices in cents, e.g. '{"pro":2900,"enterprise":29900}'
   RAMPART_LOG_LEVEL     the control plane's pino log level (default warn)
-  RAMPART_SIGNUP        who may register: open (default here, a demo on loopback), invite or closed
+  RAMPART_SIGNUP        who may register: open (default here, a demo on loopback; closed with
+                        another --host), invite or closed
 `;
 
 interface DemoState {
@@ -40,7 +47,7 @@ interface DemoState {
 
 const DEMO_DOMAIN = 'demo.rampart.test';
 /** Everything `up` runs listens on loopback only. */
-const HOST = '127.0.0.1';
+const LOOPBACK = '127.0.0.1';
 
 function loadOrCreateAdminToken(dataDir: string): string {
   const file = join(dataDir, 'admin-token');
@@ -56,7 +63,7 @@ async function startDemoOrigin(port: number) {
     res.setHeader('content-type', 'text/plain; charset=utf-8');
     res.end(`Hello from the demo origin behind Rampart.\nHost: ${req.headers.host}\nX-Real-IP: ${req.headers['x-real-ip']}\nX-Forwarded-Proto: ${req.headers['x-forwarded-proto']}\n`);
   });
-  server.listen(port, HOST);
+  server.listen(port, LOOPBACK);
   await once(server, 'listening');
   return server;
 }
@@ -73,7 +80,7 @@ async function loadOrCreateDemo(server: RunningServer, stateFile: string, origin
     return res.json();
   };
   const shield = await call('POST', '/api/servers', { name: 'local-shield' });
-  await call('POST', '/api/domains', { domain: DEMO_DOMAIN, origins: [{ ip: HOST, port: originPort }], serverIds: [shield.id], sslEnabled: false });
+  await call('POST', '/api/domains', { domain: DEMO_DOMAIN, origins: [{ ip: LOOPBACK, port: originPort }], serverIds: [shield.id], sslEnabled: false });
   const demo = { email, password, apiKey, serverToken: shield.connectionToken };
   writeFileSync(stateFile, JSON.stringify(demo, null, 2), { mode: 0o600 });
   return demo;
@@ -121,7 +128,7 @@ export async function checkPorts(ports: readonly { flag: string; port: number }[
 }
 
 export async function upCommand(args: string[]): Promise<void> {
-  const flags = parseFlags(args, ['port', 'http-port', 'origin-port', 'data-dir', 'haproxy']);
+  const flags = parseFlags(args, ['port', 'http-port', 'origin-port', 'data-dir', 'haproxy', 'host']);
   if (flags.help) {
     process.stdout.write(UP_HELP);
     return;
@@ -129,25 +136,29 @@ export async function upCommand(args: string[]): Promise<void> {
   const port = portFrom(flags.port ?? process.env.RAMPART_PORT, '--port', 8080);
   const httpPort = portFrom(flags['http-port'], '--http-port', 8081);
   const originPort = portFrom(flags['origin-port'], '--origin-port', 8088);
+  // The control plane and the local proxy listen here; the demo origin stays on loopback.
+  const host = flags.host ?? LOOPBACK;
+  if (!isIP(host)) throw new UsageError('--host must be an IP address of this machine (e.g. 192.168.1.10, or 0.0.0.0 for all)');
+  await checkPorts([{ flag: '--origin-port', port: originPort }], LOOPBACK);
   await checkPorts(
     [
       { flag: '--port', port },
       { flag: '--http-port', port: httpPort },
-      { flag: '--origin-port', port: originPort },
     ],
-    HOST,
+    host,
   );
   const dataDir = resolve(flags['data-dir'] ?? process.env.RAMPART_DATA_DIR ?? '.rampart');
   mkdirSync(dataDir, { recursive: true, mode: 0o700 });
   const adminToken = process.env.RAMPART_ADMIN_TOKEN || loadOrCreateAdminToken(dataDir);
   const server = await startServer({
     port,
-    host: HOST,
+    host,
     dataDir: join(dataDir, 'db'),
     adminToken,
     plans: plansFromEnv(process.env.RAMPART_PLAN_PRICES),
     logger: { level: process.env.RAMPART_LOG_LEVEL ?? 'warn' },
-    signup: signupModeFrom(process.env.RAMPART_SIGNUP, 'open'),
+    // Open sign-up only on loopback: on another address anyone on the network could register.
+    signup: signupModeFrom(process.env.RAMPART_SIGNUP, host === LOOPBACK ? 'open' : 'closed'),
   });
   // From here on a failure stops what already started, so the command exits instead of hanging.
   let origin: Awaited<ReturnType<typeof startDemoOrigin>> | undefined;
@@ -162,7 +173,7 @@ export async function upCommand(args: string[]): Promise<void> {
       dataDir: join(dataDir, 'agent'),
       httpPort,
       httpsPort: httpPort + 1,
-      bindAddress: HOST,
+      bindAddress: host,
       haproxyBin: flags.haproxy ?? 'haproxy',
       log: (level, msg) => level !== 'info' && process.stderr.write(`agent ${level}: ${msg}\n`),
     });
@@ -174,6 +185,8 @@ export async function upCommand(args: string[]): Promise<void> {
     throw err;
   }
 
+  // 0.0.0.0 is no address to connect to: another machine uses one of this machine's.
+  const advertised = host === '0.0.0.0' ? 'THIS-MACHINE-ADDRESS' : host.includes(':') ? `[${host}]` : host;
   process.stdout.write(
     [
       '',
@@ -186,6 +199,12 @@ export async function upCommand(args: string[]): Promise<void> {
       `  Operator token    ${adminToken}`,
       `  Proxy (HTTP)      127.0.0.1:${httpPort}   demo domain ${DEMO_DOMAIN} -> demo origin 127.0.0.1:${originPort}`,
       `  Data              ${dataDir}`,
+      ...(host === LOOPBACK
+        ? []
+        : [
+            `  Other agents      rampart agent --server ws://${advertised}:${port}/agent --insecure`,
+            '                    with a token from Servers, Add server (plain HTTP: a trusted network only)',
+          ]),
       '',
       'Try:',
       `  curl -s -H 'Host: ${DEMO_DOMAIN}' http://127.0.0.1:${httpPort}/`,

@@ -188,6 +188,14 @@ export type SnapshotDomain = Static<typeof SnapshotDomain>;
 export type SnapshotRule = Static<typeof SnapshotRule>;
 export type SnapshotCustomRule = Static<typeof SnapshotCustomRule>;
 
+/**
+ * An apply error or status report whose cause is the shield server's host (a port another process
+ * holds, a permission), not the configuration, starts with this: the service's notification then
+ * says to fix the host, not to correct and save a change.
+ */
+export const HOST_PROBLEM = 'Host problem: ';
+export const isHostProblem = (message: string): boolean => message.startsWith(HOST_PROBLEM);
+
 const ApplyError = Type.Object({ line: Type.Union([Count, Type.Null()]), message: Type.String({ maxLength: AGENT_LIMITS.ackErrorMessage }) }, { additionalProperties: false });
 
 function message<N extends string, P extends TSchema>(type: N, payload: P) {

@@ -106,7 +106,7 @@ function checkOptions(o: RenderOptions, t: RenderTarget): void {
 /**
  * The renderer's own version: raised whenever the same input renders differently, so an upgraded
  * agent does not skip its running (older) configuration as identical. 2: the health path. 3: request ids
- * on WAF answers, IPv6 clients rate limited by their /64. 5: HAProxy's Prometheus exporter on the health socket. 6: native WAF decisions and answers, the detectors behind a gate, the default buffer size. 7: our pages for 404 (unknown host) and 502/503/504, origins by name.
+ * on WAF answers, IPv6 clients rate limited by their /64. 5: HAProxy's Prometheus exporter on the health socket. 6: native WAF decisions and answers, the detectors behind a gate, the default buffer size. 7: noreuseport; our pages for 404 (unknown host) and 502/503/504, origins by name.
  */
 const RENDER_VERSION = 7;
 
@@ -142,6 +142,10 @@ export function renderHaproxyConfig(snapshot: ServerSnapshot, options: RenderOpt
       'global',
       `    stats socket ${options.runDir}/${ADMIN_SOCKET} mode 600 level admin expose-fd listeners`,
       '    hard-stop-after 30s',
+      // Listeners are this HAProxy's alone: without SO_REUSEPORT a port another process serves is
+      // a bind failure the agent reports, not traffic split by the kernel. Reloads stay seamless:
+      // the new worker takes the listeners over from the old one (expose-fd listeners above).
+      '    noreuseport',
       ...(options.nbthread ? [`    nbthread ${options.nbthread}`] : []),
       ...TLS_GLOBAL,
       ...waf.global,

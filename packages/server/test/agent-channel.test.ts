@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { describe, test } from 'node:test';
-import { AGENT_LIMITS, DETECTION_REASONS, FLOOD_REASONS, type WafEventItem } from '@rampart/protocol';
+import { AGENT_LIMITS, DETECTION_REASONS, HOST_PROBLEM, FLOOD_REASONS, type WafEventItem } from '@rampart/protocol';
 import type { Insertable, Selectable } from 'kysely';
 import type { ServiceContext } from '../src/context.js';
 import type { Database, Tx } from '../src/db/database.js';
@@ -16,6 +16,8 @@ import {
   expireAgentConnections,
   recordAgentConnected,
   recordAgentDisconnected,
+  recordProxyServing,
+  DISCONNECTED_REASON,
   releaseAgentConnections,
   touchAgentConnections,
 } from '../src/services/servers.js';
@@ -116,6 +118,10 @@ class World {
       this.write('setProxyServing');
       const s = this.servers.get(id);
       if (s && s.status !== 'decommissioned') s.proxy_serving = serving;
+    },
+    clearServerVerdict: async (_db, id) => {
+      this.write('clearServerVerdict');
+      Object.assign(this.servers.get(id)!, { healthy: null, health_error: null });
     },
     touchServersLastSeen: async (_db, ids, now) => {
       this.write('touchServersLastSeen');
@@ -296,6 +302,17 @@ describe('config/ack', () => {
       [['server_error', notificationMessages.configFailed(3, 'line 12: unknown keyword; fatal errors')]],
     );
   });
+
+  test('a failed ack whose cause is the host says to fix the host, not to correct a change', async () => {
+    const { w, s, server } = setUp();
+    const cause = 'HAProxy cannot listen on port 8081: it is already in use by haproxy (pid 42). Stop that process or give this agent another --http-port';
+    await recordConfigAck(w.ctx, server, ack(3, false, [{ line: null, message: `${HOST_PROBLEM}${cause}` }]), w.store);
+    assert.equal(s.applied_revision, 1);
+    assert.equal(w.notifications.length, 1);
+    assert.equal(w.notifications[0]!.message, notificationMessages.hostProblem(3, cause));
+    assert.match(w.notifications[0]!.message, /because of its host, not the configuration: HAProxy cannot listen on port 8081: .*haproxy \(pid 42\)/);
+    assert.doesNotMatch(w.notifications[0]!.message, /save it again/);
+  });
 });
 
 describe('events/batch', () => {
@@ -396,13 +413,22 @@ describe('status/report', () => {
     assert.match(w.notifications[1]!.message, /is up again\. Nothing to do\.$/);
   });
 
-  test('a proxy crash is a server error too', async () => {
+  test('one report, one notification: a proxy crash raises proxy_crash only', async () => {
     const { w, report } = setUp();
     await report('proxy_crash', 'haproxy exited with code 139');
     assert.deepEqual(
       w.notifications.map((n) => n.kind),
-      ['proxy_crash', 'server_error'],
+      ['proxy_crash'],
     );
+  });
+
+  test('a host problem is told as one, without the advice to correct a change', async () => {
+    const { w, report } = setUp();
+    await report('server_error', `${HOST_PROBLEM}HAProxy cannot listen on port 8081: it is already in use by haproxy (pid 42). Stop that process or give this agent another --http-port`);
+    assert.equal(w.notifications.length, 1);
+    const [n] = w.notifications;
+    assert.match(n!.message, /port 8081: it is already in use by haproxy \(pid 42\)\. Stop that process or give this agent another --http-port\. This is a problem of the server's host, not of the configuration\.$/);
+    assert.doesNotMatch(n!.message, /Host problem:|correct|save it again/i);
   });
 
   test(`past ${SERVER_NOTIFICATION_LIMIT.perWindow} distinct ones of a kind in the window, the rest are dropped and counted in one notice`, async () => {
@@ -410,12 +436,12 @@ describe('status/report', () => {
     for (let i = 0; i < SERVER_NOTIFICATION_LIMIT.perWindow; i++) assert.equal(await report('server_error', `error ${i}`), 0);
     assert.equal(await report('server_error', 'one too many'), 1);
     assert.equal(await report('server_error', 'two too many'), 1);
-    assert.equal(await report('proxy_crash', 'crash'), 1, 'the proxy_crash is kept, its server_error dropped');
+    assert.equal(await report('proxy_crash', 'crash'), 0, 'another kind: kept');
     const errors = w.notifications.filter((n) => n.kind === 'server_error');
     assert.equal(errors.length, SERVER_NOTIFICATION_LIMIT.perWindow + 1);
     const notice = errors.at(-1)!;
     assert.match(notice.message, /^More server_error notifications from this server were dropped/);
-    assert.equal(notice.count, 3);
+    assert.equal(notice.count, 2);
     assert.equal(w.notifications.filter((n) => n.kind === 'proxy_crash').length, 1);
   });
 });
@@ -464,6 +490,34 @@ describe('agent connections', () => {
       w.serverDowns(s.id).map((n) => n.message),
       [notificationMessages.serverDown('edge-1')],
     );
+  });
+
+  test('a reconnect ends the outage its disconnect began at once: not checked yet, and server_recovered', async () => {
+    const { w, s, conn } = setUp();
+    const a = conn();
+    await recordAgentConnected(w.ctx, a, w.store);
+    await recordAgentDisconnected(w.ctx, a, true, w.store);
+    assert.deepEqual([s.healthy, s.health_error], [false, DISCONNECTED_REASON]);
+    await recordAgentConnected(w.ctx, conn(), w.store);
+    assert.deepEqual([s.status, s.healthy, s.health_error], ['active', null, null], 'no red "not connected" next to "online"');
+    assert.deepEqual(
+      w.notifications.filter((n) => n.kind === 'server_recovered').map((n) => n.message),
+      [notificationMessages.serverRecovered('edge-1', 'its agent reconnected; the next health check confirms that HAProxy serves')],
+    );
+    // A server down for another cause (its probe failed) stays down until the health check says otherwise.
+    Object.assign(s, { healthy: false, health_error: 'The health probe of http://203.0.113.1/ timed out' });
+    await recordAgentConnected(w.ctx, conn(), w.store);
+    assert.equal(s.healthy, false);
+  });
+
+  test('HAProxy reported not serving turns the server unhealthy at once, saying so, with one server_down', async () => {
+    const { w, s, conn } = setUp();
+    await recordAgentConnected(w.ctx, conn(), w.store);
+    s.healthy = true;
+    await recordProxyServing(w.ctx, s.id, false, w.store);
+    await recordProxyServing(w.ctx, s.id, false, w.store);
+    assert.deepEqual([s.healthy, s.health_error, s.proxy_serving], [false, 'The agent reports that HAProxy is not serving', false]);
+    assert.deepEqual(w.serverDowns(s.id).map((n) => n.message), [notificationMessages.proxyNotServing('edge-1')]);
   });
 
   test('a disconnect of a replaced connection changes nothing', async () => {

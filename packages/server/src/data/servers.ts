@@ -54,7 +54,7 @@ export function findServer(db: Database | Tx, accountId: string, id: string, loc
  * the server from its agent): what its agent's connection and notifications are serialized by.
  */
 export function lockServer(db: Database | Tx, serverId: string) {
-  return db.selectFrom('servers').select(['id', 'account_id', 'ip', 'public_ip', 'status']).where('id', '=', serverId).forUpdate().executeTakeFirst();
+  return db.selectFrom('servers').select(['id', 'account_id', 'name', 'ip', 'public_ip', 'status', 'healthy', 'health_error']).where('id', '=', serverId).forUpdate().executeTakeFirst();
 }
 
 /** The server a connection token (by its SHA-256) belongs to. */
@@ -126,8 +126,20 @@ export async function markAgentRefused(db: Database | Tx, serverId: string, agen
 }
 
 /** What the agent's heartbeat says of its HAProxy. */
+/** The health_error of a server whose agent reports that HAProxy is not serving. */
+export const PROXY_NOT_SERVING = 'The agent reports that HAProxy is not serving';
+
+/**
+ * What the agent's heartbeat says of its HAProxy. Not serving turns the server unhealthy at once
+ * (the agent's own report says why; the health cycle, finding it down, raises nothing more).
+ */
 export async function setProxyServing(db: Database | Tx, serverId: string, serving: boolean): Promise<void> {
   await db.updateTable('servers').set({ proxy_serving: serving }).where('id', '=', serverId).where('status', '<>', 'decommissioned').execute();
+}
+
+/** A verdict that no longer holds (the agent reconnected): unknown until the next health check. */
+export async function clearServerVerdict(db: Database | Tx, serverId: string): Promise<void> {
+  await db.updateTable('servers').set({ healthy: null, health_error: null }).where('id', '=', serverId).execute();
 }
 
 /**

@@ -19,6 +19,7 @@ export const agentChannelStore = {
   markServersOffline: servers.markServersOffline,
   markServersDown: servers.markServersDown,
   setProxyServing: servers.setProxyServing,
+  clearServerVerdict: servers.clearServerVerdict,
   touchServersLastSeen: servers.touchServersLastSeen,
   desiredRevision: servers.desiredRevision,
   recordAppliedRevision: servers.recordAppliedRevision,

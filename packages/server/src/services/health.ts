@@ -2,13 +2,13 @@ import http from 'node:http';
 import { formatHostPort, HEALTH_PATH } from '@rampart/protocol';
 import type { ServiceContext } from '../context.js';
 import { iso } from '../context.js';
-import { healthCandidates, writeHealthVerdicts, type HealthVerdict } from '../data/servers.js';
+import { healthCandidates, PROXY_NOT_SERVING, writeHealthVerdicts, type HealthVerdict } from '../data/servers.js';
 import { jobIntervalFromEnv } from '../jobs.js';
 import { mapBounded } from '../map-bounded.js';
 import { notifyExpiringCertificates, pruneCertificateOrders } from './certificates.js';
 import { publishFailoverAddresses, type DnsFailoverOptions, type FailoverOutcome } from './dns-failover.js';
 import { NOTIFICATION_ADVICE, notificationMessages, notifyFromServer, quotedName } from './notifications.js';
-import { AGENT_CONNECTION_TIMEOUT_MS, serverAddress } from './servers.js';
+import { AGENT_CONNECTION_TIMEOUT_MS, NOT_CONNECTED, serverAddress } from './servers.js';
 
 /** The server health check runs every 5 minutes by default (docs/api.md, "HTTPS certificates"). */
 export const DEFAULT_HEALTH_INTERVAL_SECONDS = 300;
@@ -145,13 +145,13 @@ export async function checkServers(ctx: ServiceContext, now: Date, options: Heal
     if (!connected) {
       if (s.last_seen_at === null) return { id: s.id, healthy: null, error: 'The agent has never connected', keep: false, connected: false };
       const since = `last heard from at ${iso(s.last_seen_at)}`;
-      if (ms(s.last_seen_at) > cutoff.getTime()) return { id: s.id, healthy: null, error: `The agent is not connected (${since})`, keep: true, connected: false };
+      if (ms(s.last_seen_at) > cutoff.getTime()) return { id: s.id, healthy: null, error: `${NOT_CONNECTED} (${since})`, keep: true, connected: false };
       causes.set(s.id, { cause: 'gone' });
-      return { id: s.id, healthy: false, error: `The agent is not connected (${since})`, keep: false, connected: false };
+      return { id: s.id, healthy: false, error: `${NOT_CONNECTED} (${since})`, keep: false, connected: false };
     }
     if (s.proxy_serving === false) {
       causes.set(s.id, { cause: 'proxy' });
-      return { id: s.id, healthy: false, error: 'The agent reports that HAProxy is not serving', keep: false, connected: true };
+      return { id: s.id, healthy: false, error: PROXY_NOT_SERVING, keep: false, connected: true };
     }
     const address = serverAddress(s);
     const target = { address: address ?? '', port: s.http_port ?? 80 };
@@ -198,7 +198,7 @@ function downMessage(name: string, error: string, cause: { cause: Cause; target?
         `Check that its HAProxy runs and that port ${cause.target!.port} of ${cause.target!.address} is reachable from the control plane (a firewall, or a publicIp that is not the server's).`
       );
     case 'proxy':
-      return `Shield server ${quotedName(name)} is connected but its agent reports that HAProxy is not serving. The agent restarts HAProxy on its last-known-good configuration; if that keeps failing, look at the agent's log and HAProxy on the server.`;
+      return notificationMessages.proxyNotServing(name);
     default:
       return `Shield server ${quotedName(name)} has not been connected for over ${AGENT_CONNECTION_TIMEOUT_MS / 60_000} minute(s) (${lowerFirst(error)}). ${NOTIFICATION_ADVICE.server_down}`;
   }

@@ -1,3 +1,4 @@
+import { HOST_PROBLEM, isHostProblem } from '@rampart/protocol';
 import type { LiveMessage } from '../bus.js';
 import type { DeliveryContext, ServiceContext } from '../context.js';
 import { isUuid, iso } from '../context.js';
@@ -165,9 +166,8 @@ export interface StatusReport {
 }
 
 /**
- * status/report: the agent's own notification, told with the server's name and what to do. A
- * proxy crash is a server error too (docs/api.md). Returns the notifications dropped by the
- * limit (0, 1 or 2).
+ * status/report: the agent's own notification, told with the server's name and what to do: one
+ * notification of the kind reported. Returns the notifications dropped by the limit (0 or 1).
  */
 export async function recordStatusReport(
   ctx: ServiceContext,
@@ -177,11 +177,9 @@ export async function recordStatusReport(
 ): Promise<number> {
   const name = (await store.findServer(ctx.db, server.accountId, server.serverId))?.name ?? server.serverId;
   let dropped = 0;
-  const kinds: StatusReport['kind'][] = report.kind === 'proxy_crash' ? ['proxy_crash', 'server_error'] : [report.kind];
-  for (const kind of kinds) {
-    const message = notificationMessages.fromAgent(kind, name, report.message);
-    if ((await notifyFromServer(ctx, { ...server, kind, message }, store)) === 'dropped') dropped++;
-  }
+  // One report, one notification, of the kind the agent said (issue 24: a crash is not raised twice).
+  const message = notificationMessages.fromAgent(report.kind, name, report.message);
+  if ((await notifyFromServer(ctx, { ...server, kind: report.kind, message }, store)) === 'dropped') dropped++;
   return dropped;
 }
 
@@ -243,6 +241,9 @@ export const NOTIFICATION_ADVICE: Record<NotificationKind, string> = {
 export const notificationMessages = {
   /** server_down: the server's agent lost its connection. */
   serverDown: (serverName: string) => `Shield server ${quotedName(serverName)} disconnected from the control plane. ${NOTIFICATION_ADVICE.server_down}`,
+  /** server_down: the agent reports that its HAProxy is not serving (its heartbeat, or the health cycle reading it). */
+  proxyNotServing: (serverName: string) =>
+    `Shield server ${quotedName(serverName)} is connected but its agent reports that HAProxy is not serving. The agent restarts HAProxy on its last-known-good configuration; if that keeps failing, look at the agent's log and HAProxy on the server.`,
   /** server_recovered: a server that was down serves again; `detail` says how it was seen (e.g. "its agent reconnected"). */
   serverRecovered: (serverName: string, detail?: string) =>
     `Shield server ${quotedName(serverName)} is back${detail ? ` (${clause(detail)})` : ''}. ${NOTIFICATION_ADVICE.server_recovered}`,
@@ -250,9 +251,18 @@ export const notificationMessages = {
   configFailed: (revision: number, detail: string) =>
     `Configuration update to revision ${revision} failed on this shield server; it keeps running its previous configuration. ` +
     `Correct the change HAProxy's messages point to and save it again. HAProxy said: ${detail}`,
+  /**
+   * server_error: the agent could not apply a revision because of its host (a port taken, a
+   * permission: its errors start with HOST_PROBLEM), which no change to the configuration fixes.
+   */
+  hostProblem: (revision: number, detail: string) =>
+    `Shield server could not apply revision ${revision} because of its host, not the configuration: ${clause(detail)}. ` +
+    'Nothing in the configuration needs to change: once the host is fixed, the agent applies the latest revision by itself.',
   /** proxy_crash, proxy_reload_failed, server_error reported by a server's agent, its text in the middle. */
   fromAgent: (kind: StatusReport['kind'], serverName: string, agentMessage: string) =>
-    `Shield server ${quotedName(serverName)}: ${clause(agentMessage)}. ${NOTIFICATION_ADVICE[kind]}`,
+    isHostProblem(agentMessage)
+      ? `Shield server ${quotedName(serverName)}: ${clause(agentMessage.slice(HOST_PROBLEM.length))}. This is a problem of the server's host, not of the configuration.`
+      : `Shield server ${quotedName(serverName)}: ${clause(agentMessage)}. ${NOTIFICATION_ADVICE[kind]}`,
   /** ssl_expiring: the certificate of `domain` expires at `expires` (or has expired) without being renewed. */
   sslExpiring: (domain: string, expires: Date, now: Date) => {
     const day = expires.toISOString().slice(0, 10);

@@ -1,3 +1,4 @@
+import { HOST_PROBLEM, isHostProblem } from '@rampart/protocol';
 import type { ServiceContext } from '../context.js';
 import { agentChannelStore, type AgentChannelStore } from './agent-channel.js';
 import { notificationMessages, notifyFromServer } from './notifications.js';
@@ -28,8 +29,10 @@ export async function recordConfigAck(
   const desiredRevision = desired ?? 0;
   if (desired === undefined || !Number.isSafeInteger(ack.revision) || ack.revision < 0 || ack.revision > desiredRevision) return { outcome: 'refused', desiredRevision };
   if (!ack.ok) {
-    const detail = ack.errors.map((e) => (e.line ? `line ${e.line}: ${e.message}` : e.message)).join('; ');
-    const message = notificationMessages.configFailed(ack.revision, detail).slice(0, 4000);
+    // Errors whose cause is the host (HOST_PROBLEM) are not the configuration's: the message says to fix the host.
+    const host = ack.errors.filter((e) => isHostProblem(e.message));
+    const detail = (host.length ? host.map((e) => e.message.slice(HOST_PROBLEM.length)) : ack.errors.map((e) => (e.line ? `line ${e.line}: ${e.message}` : e.message))).join('; ');
+    const message = (host.length ? notificationMessages.hostProblem(ack.revision, detail) : notificationMessages.configFailed(ack.revision, detail)).slice(0, 4000);
     const outcome = await notifyFromServer(ctx, { ...server, kind: 'server_error', message }, store);
     return { outcome: outcome === 'dropped' ? 'dropped' : 'failed', desiredRevision };
   }

@@ -13,6 +13,7 @@ import {
   listServersWithHeartbeat,
   markAgentRefused,
   markServerDecommissioned,
+  PROXY_NOT_SERVING,
   setServerTokenHash,
   updateServerFields,
 } from '../data/servers.js';
@@ -237,6 +238,12 @@ export async function recordAgentConnected(ctx: ServiceContext, conn: AgentConne
     const previous = await store.connectionOfServer(tx, conn.serverId);
     await store.upsertConnection(tx, conn.serverId, { connection_id: conn.connectionId, process_id: conn.processId, ip: conn.ip, connected_at: now, last_heartbeat_at: now });
     await store.markServerConnected(tx, conn.serverId, conn.ip, now, { httpPort: conn.httpPort ?? null, proxyServing: conn.proxyServing ?? null, agentVersion: conn.agentVersion });
+    // Down because its agent was away: that ends now, not at the next health check (minutes away).
+    if (current.healthy === false && isConnectionVerdict(current.health_error)) {
+      await store.clearServerVerdict(tx, conn.serverId);
+      const message = notificationMessages.serverRecovered(current.name, 'its agent reconnected; the next health check confirms that HAProxy serves');
+      await notifyFromServer({ ...ctx, db: tx }, { accountId: current.account_id, serverId: conn.serverId, kind: 'server_recovered', message }, store);
+    }
     const replaced = previous && previous.connection_id !== conn.connectionId ? { connectionId: previous.connection_id, processId: previous.process_id } : null;
     const moved = serverAddress(current) !== serverAddress({ public_ip: current.public_ip, ip: conn.ip });
     return { recorded: true, replaced, peers: moved ? await store.bumpServers(tx, current.account_id, await store.serversSharingDomains(tx, conn.serverId), { rollout: false }) : [] };
@@ -253,6 +260,9 @@ export async function recordAgentRefused(ctx: ServiceContext, serverId: string, 
 
 /** The health_error of a server whose agent's connection dropped. */
 export const DISCONNECTED_REASON = 'The agent disconnected';
+/** How the health cycle's health_error of a server whose agent is away begins. */
+export const NOT_CONNECTED = 'The agent is not connected';
+const isConnectionVerdict = (error: string | null | undefined) => !!error && (error === DISCONNECTED_REASON || error.startsWith(NOT_CONNECTED));
 
 /**
  * Clears connection rows (those given, as found) and, when asked, marks the servers down
@@ -270,7 +280,15 @@ async function clearConnections(tx: Tx, ctx: ServiceContext, serverIds: readonly
 
 /** The agent's heartbeat said whether its HAProxy serves (the hub passes it on when it changes). */
 export async function recordProxyServing(ctx: ServiceContext, serverId: string, serving: boolean, store: AgentChannelStore = agentChannelStore): Promise<void> {
-  await store.setProxyServing(ctx.db, serverId, serving);
+  if (serving) return store.setProxyServing(ctx.db, serverId, true);
+  // Not serving: the server is down now, not at the next health check (minutes away), with the
+  // server_down the cycle would raise (once per outage: the cycle, finding it down, adds none).
+  await ctx.db.transaction().execute(async (tx) => {
+    await store.setProxyServing(tx, serverId, false);
+    for (const s of await store.markServersDown(tx, [serverId], PROXY_NOT_SERVING)) {
+      await notifyFromServer({ ...ctx, db: tx }, { accountId: s.account_id, serverId: s.id, kind: 'server_down', message: notificationMessages.proxyNotServing(s.name) }, store);
+    }
+  });
 }
 
 /**
