@@ -238,6 +238,7 @@ export const WafEvent = Type.Object({
   domain: Type.String(),
   reason: Type.String(),
   rule_id: Type.Union([Type.String(), Type.Null()]),
+  ruleName: Type.Union([Type.String(), Type.Null()], { description: "The custom rule's name when rule_id names one of the account's custom rules (docs/rules.md); null otherwise" }),
   server_id: Type.Union([Type.String(), Type.Null()]),
   method: Type.Union([Type.String({ maxLength: EVENT_FIELD_MAX.method }), Type.Null()], { description: 'The request method; null for events from agents that predate it' }),
   path: Type.Union([Type.String({ maxLength: EVENT_FIELD_MAX.path }), Type.Null()], { description: 'The request path; null for events from agents that predate it' }),

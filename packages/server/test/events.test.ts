@@ -76,6 +76,7 @@ describe('request details and detect mode', async () => {
         domain: 'shop.example.com',
         reason: 'traversal_detected',
         rule_id: null,
+        ruleName: null,
         server_id: srv.body.id,
         method: 'GET',
         path: '/static/..%2f',
@@ -93,6 +94,7 @@ describe('request details and detect mode', async () => {
         domain: 'shop.example.com',
         reason: 'xss_detected',
         rule_id: null,
+        ruleName: null,
         server_id: srv.body.id,
         method: 'POST',
         path: '/comments',
@@ -110,6 +112,7 @@ describe('request details and detect mode', async () => {
         domain: 'shop.example.com',
         reason: 'ip_blocked',
         rule_id: RULE,
+        ruleName: null,
         server_id: srv.body.id,
         method: 'GET',
         path: '/',
@@ -122,6 +125,25 @@ describe('request details and detect mode', async () => {
         request_id: null,
       },
     ]);
+  });
+
+  test('an event of a custom rule carries the rule\'s name, for its own account only', async () => {
+    const { key, accountId } = await newAccount(t.app);
+    const srv = await serverWith(t, key, 'named.example.com');
+    const rule = await call(t.app, 'POST', '/api/rules', { key, body: { name: 'admin from the office', expression: 'starts_with(http.request.uri.path, "/admin")', action: 'block' } });
+    assert.equal(rule.status, 201, JSON.stringify(rule.body));
+    const other = await newAccount(t.app);
+    const otherSrv = await serverWith(t, other.key, 'other-named.example.com');
+    const now = Math.floor(t.clock.now().getTime() / 1000);
+    const event = { ts: now, ip: '203.0.113.9', reason: 'custom_rule_blocked' as const, ruleId: rule.body.id, method: 'GET', path: '/admin', location: 'http.request.uri.path', matched: null, blocked: true };
+    await storeEvents(t.ctx, accountId, srv.body.id, [{ ...event, domain: 'named.example.com' }]);
+    await storeEvents(t.ctx, other.accountId, otherSrv.body.id, [{ ...event, domain: 'other-named.example.com' }]);
+    const mine = await call(t.app, 'GET', '/api/waf/events', { key });
+    assert.deepEqual([mine.body[0].rule_id, mine.body[0].ruleName, mine.body[0].location], [rule.body.id, 'admin from the office', 'http.request.uri.path']);
+    const theirs = await call(t.app, 'GET', '/api/waf/events', { key: other.key });
+    assert.deepEqual([theirs.body[0].rule_id, theirs.body[0].ruleName], [rule.body.id, null], 'another account\'s rule is not named');
+    // Filters and pages still work with the name joined in.
+    assert.equal((await call(t.app, 'GET', `/api/waf/events?reason=custom_rule_blocked&limit=1`, { key })).body.length, 1);
   });
 
   test('events without details (agents from before them) are stored as blocked, with null details', async () => {

@@ -2558,6 +2558,8 @@ export interface paths {
                             domain: string;
                             reason: string;
                             rule_id: string | null;
+                            /** @description The custom rule's name when rule_id names one of the account's custom rules (docs/rules.md); null otherwise */
+                            ruleName: string | null;
                             server_id: string | null;
                             /** @description The request method; null for events from agents that predate it */
                             method: string | null;

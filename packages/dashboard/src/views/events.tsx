@@ -121,7 +121,10 @@ function EventDetail(props: { event: WafEvent; domains: Domain[]; onClose: () =>
         <dt>Excerpt</dt>
         <dd>{e.matched ? <code class="excerpt">{e.matched}</code> : '—'}</dd>
         <dt>Rule</dt>
-        <dd>{e.rule_id ? <code>{e.rule_id}</code> : '—'}</dd>
+        <dd>
+          {e.ruleName ? <strong>{e.ruleName} </strong> : null}
+          {e.rule_id ? <code>{e.rule_id}</code> : '—'}
+        </dd>
       </dl>
       {done ? (
         <p role="status" class="success">

@@ -118,6 +118,18 @@ export interface EventCursor {
   occurred_at: Date;
 }
 
+/**
+ * The account's events with the columns the API shows, and the name of the account's custom rule
+ * each names (null for another kind of rule, or a rule since deleted).
+ */
+function accountEvents(db: Database | Tx, accountId: string) {
+  return db
+    .selectFrom('waf_events')
+    .leftJoin('custom_rules', (j) => j.onRef('custom_rules.id', '=', 'waf_events.rule_id').on('custom_rules.account_id', '=', accountId))
+    .select(['waf_events.id', 'occurred_at', 'source_ip', 'domain', 'reason', 'rule_id', 'server_id', 'method', 'path', 'query', 'location', 'matched', 'blocked', 'count', 'last_seen_at', 'request_id', 'custom_rules.name as rule_name'])
+    .where('waf_events.account_id', '=', accountId);
+}
+
 /** The account's event with this id, as a cursor; undefined when not the account's. */
 export async function eventCursor(db: Database | Tx, accountId: string, id: string): Promise<EventCursor | undefined> {
   const row = await db.selectFrom('waf_events').select(['id', 'occurred_at']).where('account_id', '=', accountId).where('id', '=', Number(id)).executeTakeFirst();
@@ -126,10 +138,7 @@ export async function eventCursor(db: Database | Tx, accountId: string, id: stri
 
 /** The account's events matching the filter, newest first (by first occurrence), after the cursor. */
 export async function listEventRows(db: Database | Tx, accountId: string, filter: EventFilter, limit: number, before?: EventCursor) {
-  let q = db
-    .selectFrom('waf_events')
-    .select(['id', 'occurred_at', 'source_ip', 'domain', 'reason', 'rule_id', 'server_id', 'method', 'path', 'query', 'location', 'matched', 'blocked', 'count', 'last_seen_at', 'request_id'])
-    .where('account_id', '=', accountId);
+  let q = accountEvents(db, accountId);
   if (filter.domain !== undefined) q = q.where('domain', '=', filter.domain);
   if (filter.reason !== undefined) q = q.where('reason', '=', filter.reason);
   if (filter.ip !== undefined) q = q.where('source_ip', '=', filter.ip);
@@ -137,22 +146,19 @@ export async function listEventRows(db: Database | Tx, accountId: string, filter
   if (filter.until !== undefined) q = q.where('occurred_at', '<=', filter.until);
   const requestId = filter.requestId;
   if (requestId !== undefined) {
-    q = q.where('id', 'in', (eb) => eb.selectFrom('waf_event_requests').select('event_id').where('account_id', '=', accountId).where('request_id', '=', requestId));
+    q = q.where('waf_events.id', 'in', (eb) => eb.selectFrom('waf_event_requests').select('event_id').where('account_id', '=', accountId).where('request_id', '=', requestId));
   }
-  if (before) q = q.where((eb) => eb.or([eb('occurred_at', '<', before.occurred_at), eb.and([eb('occurred_at', '=', before.occurred_at), eb('id', '<', Number(before.id))])]));
-  const rows = await q.orderBy('occurred_at', 'desc').orderBy('id', 'desc').limit(limit).execute();
+  if (before) q = q.where((eb) => eb.or([eb('occurred_at', '<', before.occurred_at), eb.and([eb('occurred_at', '=', before.occurred_at), eb('waf_events.id', '<', Number(before.id))])]));
+  const rows = await q.orderBy('occurred_at', 'desc').orderBy('waf_events.id', 'desc').limit(limit).execute();
   return rows.map((r) => ({ ...r, id: String(r.id) }));
 }
 
 /** The account's events one batch of a server stored (same receipt time), oldest first. */
 export function batchEventRows(db: Database | Tx, accountId: string, serverId: string, receivedAt: Date, limit: number) {
-  return db
-    .selectFrom('waf_events')
-    .select(['id', 'occurred_at', 'source_ip', 'domain', 'reason', 'rule_id', 'server_id', 'method', 'path', 'query', 'location', 'matched', 'blocked', 'count', 'last_seen_at', 'request_id'])
-    .where('account_id', '=', accountId)
+  return accountEvents(db, accountId)
     .where('server_id', '=', serverId)
     .where('received_at', '=', receivedAt)
-    .orderBy('id', 'asc')
+    .orderBy('waf_events.id', 'asc')
     .limit(limit)
     .execute();
 }

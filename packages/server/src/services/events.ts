@@ -281,6 +281,7 @@ function eventView(e: Awaited<ReturnType<typeof listEventRows>>[number]) {
     domain: e.domain,
     reason: e.reason,
     rule_id: e.rule_id,
+    ruleName: e.rule_name,
     server_id: e.server_id,
     method: e.method,
     path: e.path,
