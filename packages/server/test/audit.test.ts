@@ -61,7 +61,7 @@ for (const [backend, t] of apps) {
       const byKey = await entry(key, server.id, 'create');
       assert.deepEqual(byKey.actor, { type: 'api_key', name: 'default', keyPrefix: key.slice(0, 12) });
       assert.equal(byKey.objectType, 'server');
-      assert.deepEqual(byKey.after, { name: 'edge-1', publicIp: null, status: 'offline', connectionToken: '[secret]' });
+      assert.deepEqual(byKey.after, { name: 'edge-1', publicIp: null, status: 'offline', canary: false, connectionToken: '[secret]' });
       assert.equal(byKey.before, null);
       assert.ok(!JSON.stringify(await audit(key)).includes(server.connectionToken), 'the connection token never appears');
 
@@ -131,6 +131,17 @@ for (const [backend, t] of apps) {
       assert.equal((await call(app, 'POST', '/admin/billing/charge', { admin: true, body: { accountId } })).status, 200);
       const charge = (await audit(key, '?action=charge'))[0]!;
       assert.deepEqual([charge.objectType, charge.actor.type], ['transaction', 'operator']);
+    });
+
+    test('rollouts: the settings, a server made a canary, before and after', async () => {
+      const { key } = await newAccount(app, 'pro', 1000);
+      const server = await ok('POST', '/api/servers', key, { name: 'canary-edge' });
+      await ok('PUT', `/api/servers/${server.id}`, key, { canary: true });
+      const c = await entry(key, server.id, 'update', 'server');
+      assert.deepEqual([c.changed, c.before, c.after], [['canary'], { canary: false }, { canary: true }]);
+      await ok('PUT', '/api/settings/rollout', key, { mode: 'staged', bakeSeconds: 30 });
+      const r = await entry(key, null, 'update', 'rollout_settings');
+      assert.deepEqual([r.before, r.after], [{ mode: 'immediate', bakeSeconds: 60 }, { mode: 'staged', bakeSeconds: 30 }]);
     });
 
     test('secrets: webhook secrets and DNS credentials show as changed, never their values', async () => {

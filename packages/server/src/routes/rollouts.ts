@@ -64,7 +64,7 @@ export async function rolloutRoutes(app: App, { ctx }: RouteDeps) {
       body: RolloutSettingsPut,
       response: { 200: RolloutSettingsView, ...ERROR_RESPONSES },
     },
-    handler: async (req) => putRolloutSettings(ctx, req.principal.accountId, req.body),
+    handler: async (req) => putRolloutSettings(ctx, req.principal.accountId, req.body, req.principal.actor),
   });
   app.get('/api/rollouts', {
     schema: { tags, security: SECURITY, summary: 'The 20 newest rollouts, with their state per server', response: { 200: Type.Array(RolloutView), ...ERROR_RESPONSES } },
@@ -78,7 +78,7 @@ export async function rolloutRoutes(app: App, { ctx }: RouteDeps) {
       params: IdParams,
       response: { 200: RolloutView, 409: { $ref: 'Error#' }, ...ERROR_RESPONSES },
     },
-    handler: async (req) => resumeRollout(ctx, req.principal.accountId, req.params.id),
+    handler: async (req) => resumeRollout(ctx, req.principal.accountId, req.params.id, req.principal.actor),
   });
   app.post('/api/rollouts/:id/rollback', {
     schema: {
@@ -88,6 +88,6 @@ export async function rolloutRoutes(app: App, { ctx }: RouteDeps) {
       params: IdParams,
       response: { 200: RolloutView, 409: { $ref: 'Error#' }, ...ERROR_RESPONSES },
     },
-    handler: async (req) => rollbackRollout(ctx, req.principal.accountId, req.params.id),
+    handler: async (req) => rollbackRollout(ctx, req.principal.accountId, req.params.id, req.principal.actor),
   });
 }

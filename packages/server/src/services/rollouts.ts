@@ -7,6 +7,7 @@ import type { RolloutServerState, RolloutState } from '../db/schema.js';
 import { AppError, invalidField } from '../errors.js';
 import { buildSnapshots } from '../hub/snapshot.js';
 import { notificationMessages, notify } from './notifications.js';
+import { recordAudit, SYSTEM_ACTOR, type Actor } from './audit.js';
 
 // Staged rollout (docs/architecture.md "Staged rollout", docs/api.md "Rollout"). In staged mode a
 // change reaches the account's canary servers first; the others keep the snapshot last released
@@ -63,7 +64,7 @@ export async function getRolloutSettings(ctx: ServiceContext, accountId: string)
   };
 }
 
-export async function putRolloutSettings(ctx: ServiceContext, accountId: string, body: { mode?: unknown; bakeSeconds?: unknown }) {
+export async function putRolloutSettings(ctx: ServiceContext, accountId: string, body: { mode?: unknown; bakeSeconds?: unknown }, actor: Actor = SYSTEM_ACTOR) {
   if (body.mode !== undefined && !(ROLLOUT_MODES as readonly unknown[]).includes(body.mode)) throw invalidField('mode', `must be one of ${ROLLOUT_MODES.join(', ')}`);
   const bake = body.bakeSeconds;
   if (bake !== undefined && (typeof bake !== 'number' || !Number.isInteger(bake) || bake < BAKE_SECONDS.min || bake > BAKE_SECONDS.max)) {
@@ -78,6 +79,13 @@ export async function putRolloutSettings(ctx: ServiceContext, accountId: string,
       .values({ account_id: accountId, mode, bake_seconds: bakeSeconds, updated_at: ctx.now() })
       .onConflict((oc) => oc.column('account_id').doUpdateSet({ mode, bake_seconds: bakeSeconds, updated_at: ctx.now() }))
       .execute();
+    await recordAudit(tx, ctx, accountId, actor, {
+      objectType: 'rollout_settings',
+      objectId: null,
+      action: 'update',
+      before: { mode: before?.mode ?? 'immediate', bakeSeconds: before?.bake_seconds ?? BAKE_SECONDS.default },
+      after: { mode, bakeSeconds },
+    });
     const wasStaged = before?.mode === 'staged';
     if (mode === 'staged' && !wasStaged) {
       // What every server runs now is the released state the next change is held against.
@@ -409,10 +417,11 @@ async function heldRollout(tx: Tx, accountId: string, id: string) {
 }
 
 /** POST /api/rollouts/{id}/resume: the halted change is released to every server (the user overrides the halt). */
-export async function resumeRollout(ctx: ServiceContext, accountId: string, id: string) {
+export async function resumeRollout(ctx: ServiceContext, accountId: string, id: string, actor: Actor = SYSTEM_ACTOR) {
   const push = await ctx.db.transaction().execute(async (tx) => {
     await settingsRow(tx, accountId, true);
-    await heldRollout(tx, accountId, id);
+    const held = await heldRollout(tx, accountId, id);
+    await recordAudit(tx, ctx, accountId, actor, { objectType: 'rollout', objectId: id, action: 'resume', before: { state: held.state }, after: { state: 'applied' } });
     return release(tx, id, accountId, ctx.now());
   });
   ctx.serversChanged(push);
@@ -424,10 +433,11 @@ export async function resumeRollout(ctx: ServiceContext, accountId: string, id: 
  * good revision until a newer change is saved (which starts a new rollout of the whole current
  * configuration: undo the change first).
  */
-export async function rollbackRollout(ctx: ServiceContext, accountId: string, id: string) {
+export async function rollbackRollout(ctx: ServiceContext, accountId: string, id: string, actor: Actor = SYSTEM_ACTOR) {
   await ctx.db.transaction().execute(async (tx) => {
     await settingsRow(tx, accountId, true);
-    await heldRollout(tx, accountId, id);
+    const held = await heldRollout(tx, accountId, id);
+    await recordAudit(tx, ctx, accountId, actor, { objectType: 'rollout', objectId: id, action: 'rollback', before: { state: held.state }, after: { state: 'rolled_back' } });
     await tx.updateTable('rollouts').set({ state: 'rolled_back', ended_at: ctx.now() }).where('id', '=', id).execute();
     await tx.updateTable('rollout_servers').set({ state: 'rolled_back' }).where('rollout_id', '=', id).execute();
   });

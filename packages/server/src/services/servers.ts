@@ -67,7 +67,7 @@ export function serverView(s: ServerRow) {
 }
 
 /** A server's settings as the audit log shows them. */
-const auditedServer = (s: { name: string; public_ip: string | null; status: string }) => ({ name: s.name, publicIp: s.public_ip, status: s.status });
+const auditedServer = (s: { name: string; public_ip: string | null; status: string; canary: boolean }) => ({ name: s.name, publicIp: s.public_ip, status: s.status, canary: s.canary });
 
 export async function createServer(ctx: ServiceContext, accountId: string, name: string, actor: Actor = SYSTEM_ACTOR) {
   return ctx.db.transaction().execute(async (tx) => {
