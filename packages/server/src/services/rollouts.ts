@@ -1,9 +1,31 @@
 import { randomUUID } from 'node:crypto';
-import { sql } from 'kysely';
 import type { AnalyticsBatchPayload, ServerSnapshot } from '@rampart/protocol';
 import { iso, isUuid, type ServiceContext } from '../context.js';
 import type { Database, Tx } from '../db/database.js';
 import type { RolloutServerState, RolloutState } from '../db/schema.js';
+import {
+  bakingCanaryRow,
+  canariesNotReportedSince,
+  domainCountsOfServers,
+  heldServerRows,
+  holdingRollout,
+  insertRollout,
+  liveServerIds,
+  lockRollout,
+  markApplied,
+  markHalted,
+  markRolledBack,
+  releasedSnapshots,
+  rolloutRows,
+  rolloutServerRows,
+  rolloutSettingsRow as settingsRow,
+  serverName,
+  setBakeCounts,
+  setReleasedSnapshot,
+  setServerCanary,
+  stopHolding,
+  upsertRolloutSettings,
+} from '../data/rollouts.js';
 import { AppError, invalidField } from '../errors.js';
 import { buildSnapshots } from '../hub/snapshot.js';
 import { notificationMessages, notify } from './notifications.js';
@@ -35,20 +57,13 @@ type Db = Database | Tx;
 // ------------------------------------------------------------------------------------------------
 // Settings
 
-async function settingsRow(db: Db, accountId: string, lock = false) {
-  return db.selectFrom('rollout_settings').selectAll().where('account_id', '=', accountId).$if(lock, (q) => q.forUpdate()).executeTakeFirst();
-}
-
-async function canaryIds(db: Db, accountId: string): Promise<string[]> {
-  const rows = await db.selectFrom('servers').select('id').where('account_id', '=', accountId).where('canary', '=', true).where('status', '<>', 'decommissioned').execute();
-  return rows.map((r) => r.id);
-}
+const canaryIds = (db: Db, accountId: string) => liveServerIds(db, accountId, true);
 
 export async function getRolloutSettings(ctx: ServiceContext, accountId: string) {
   const [row, canaries, current] = await Promise.all([
     settingsRow(ctx.db, accountId),
     canaryIds(ctx.db, accountId),
-    ctx.db.selectFrom('rollouts').select(['id', 'state']).where('account_id', '=', accountId).where('holding', '=', true).executeTakeFirst(),
+    holdingRollout(ctx.db, accountId),
   ]);
   const mode: RolloutMode = row?.mode ?? 'immediate';
   return {
@@ -74,11 +89,7 @@ export async function putRolloutSettings(ctx: ServiceContext, accountId: string,
     const before = await settingsRow(tx, accountId, true);
     const mode = (body.mode as RolloutMode | undefined) ?? before?.mode ?? 'immediate';
     const bakeSeconds = (bake as number | undefined) ?? before?.bake_seconds ?? BAKE_SECONDS.default;
-    await tx
-      .insertInto('rollout_settings')
-      .values({ account_id: accountId, mode, bake_seconds: bakeSeconds, updated_at: ctx.now() })
-      .onConflict((oc) => oc.column('account_id').doUpdateSet({ mode, bake_seconds: bakeSeconds, updated_at: ctx.now() }))
-      .execute();
+    await upsertRolloutSettings(tx, accountId, mode, bakeSeconds, ctx.now());
     await recordAudit(tx, ctx, accountId, actor, {
       objectType: 'rollout_settings',
       objectId: null,
@@ -105,16 +116,11 @@ export async function putRolloutSettings(ctx: ServiceContext, accountId: string,
 
 /** The canary flag of a server the caller found and locked in its account. */
 export async function setCanary(tx: Tx, serverId: string, canary: boolean): Promise<void> {
-  await tx.updateTable('servers').set({ canary }).where('id', '=', serverId).execute();
+  await setServerCanary(tx, serverId, canary);
 }
 
 // ------------------------------------------------------------------------------------------------
 // A change
-
-async function liveServerIds(db: Db, accountId: string): Promise<string[]> {
-  const rows = await db.selectFrom('servers').select('id').where('account_id', '=', accountId).where('status', '<>', 'decommissioned').execute();
-  return rows.map((r) => r.id);
-}
 
 /** Stores what every live server of the account is to run now as its released snapshot. */
 async function captureReleased(db: Db, accountId: string): Promise<void> {
@@ -122,20 +128,15 @@ async function captureReleased(db: Db, accountId: string): Promise<void> {
   const { snapshots } = await buildSnapshots(db, ids, { holds: false });
   for (const id of ids) {
     const s = snapshots.get(id);
-    await db.updateTable('servers').set({ released_snapshot: s ? JSON.stringify(s) : null }).where('id', '=', id).execute();
+    await setReleasedSnapshot(db, id, s ? JSON.stringify(s) : null);
   }
 }
 
 /** The account's holding rollout stops holding: superseded if it was baking. Returns whether there was one. */
 async function endHolding(db: Db, accountId: string, now: Date): Promise<boolean> {
-  const r = await db.selectFrom('rollouts').select(['id', 'state']).where('account_id', '=', accountId).where('holding', '=', true).forUpdate().executeTakeFirst();
+  const r = await holdingRollout(db, accountId, true);
   if (!r) return false;
-  await db
-    .updateTable('rollouts')
-    .set({ holding: false, ...(r.state === 'baking' ? { state: 'superseded' as const, ended_at: now } : {}) })
-    .where('id', '=', r.id)
-    .execute();
-  await db.updateTable('rollout_servers').set({ state: 'superseded' }).where('rollout_id', '=', r.id).where('state', 'in', ['queued', 'baking']).execute();
+  await stopHolding(db, r.id, r.state === 'baking', now);
   return true;
 }
 
@@ -155,9 +156,10 @@ export async function noteChange(tx: Db, accountId: string): Promise<void> {
   const ids = await liveServerIds(tx, accountId);
   const change = await describeChange(tx, ids);
   const id = randomUUID();
-  await tx
-    .insertInto('rollouts')
-    .values({
+  const baselines = await domainCountsOfServers(tx, accountId, [...canaries], new Date(now.getTime() - BASELINE_MS));
+  await insertRollout(
+    tx,
+    {
       id,
       account_id: accountId,
       state: 'baking',
@@ -166,52 +168,28 @@ export async function noteChange(tx: Db, accountId: string): Promise<void> {
       bake_seconds: settings.bake_seconds,
       started_at: now,
       bake_until: new Date(now.getTime() + settings.bake_seconds * 1000),
-    })
-    .execute();
-  const baselines = await baselineOf(tx, accountId, [...canaries], now);
-  await tx
-    .insertInto('rollout_servers')
-    .values(
-      ids.map((serverId) => {
-        const b = baselines.get(serverId);
-        const canary = canaries.has(serverId);
-        return {
-          rollout_id: id,
-          server_id: serverId,
-          canary,
-          state: (canary ? 'baking' : 'queued') as RolloutServerState,
-          base_requests: b?.requests ?? 0,
-          base_blocked: b?.blocked ?? 0,
-          base_errors: b?.errors ?? 0,
-        };
-      }),
-    )
-    .execute();
-}
-
-/**
- * The "before" of each canary: the requests, blocked requests and origin 5xx answers of its
- * domains in the BASELINE_MS before the change (analytics_minute, across the domains' servers).
- */
-async function baselineOf(db: Db, accountId: string, serverIds: string[], now: Date) {
-  const rows = await db
-    .selectFrom('analytics_minute as a')
-    .innerJoin('domain_servers as ds', 'ds.domain_id', 'a.domain_id')
-    .select(['ds.server_id', sql<string>`coalesce(sum(a.requests), 0)`.as('requests'), sql<string>`coalesce(sum(a.s5xx), 0)`.as('errors')])
-    .select(sql<string>`coalesce(sum((select coalesce(sum(value::bigint), 0) from jsonb_each_text(a.blocked))), 0)`.as('blocked'))
-    .where('a.account_id', '=', accountId)
-    .where('ds.server_id', 'in', serverIds)
-    .where('a.minute', '>=', new Date(now.getTime() - BASELINE_MS))
-    .groupBy('ds.server_id')
-    .execute();
-  return new Map(rows.map((r) => [r.server_id, { requests: Number(r.requests), blocked: Number(r.blocked), errors: Number(r.errors) }]));
+    },
+    ids.map((serverId) => {
+      const b = baselines.get(serverId);
+      const canary = canaries.has(serverId);
+      return {
+        rollout_id: id,
+        server_id: serverId,
+        canary,
+        state: (canary ? 'baking' : 'queued') as RolloutServerState,
+        base_requests: b?.requests ?? 0,
+        base_blocked: b?.blocked ?? 0,
+        base_errors: b?.errors ?? 0,
+      };
+    }),
+  );
 }
 
 /** What changed from each server's released snapshot to what it is to run now, as one line. */
 async function describeChange(db: Db, serverIds: string[]): Promise<string> {
   const [{ snapshots }, released] = await Promise.all([
     buildSnapshots(db, serverIds, { holds: false }),
-    db.selectFrom('servers').select(['id', 'released_snapshot']).where('id', 'in', serverIds).execute(),
+    releasedSnapshots(db, serverIds),
   ]);
   const parts = new Set<string>();
   for (const r of released) {
@@ -259,14 +237,7 @@ export interface Hold {
 export async function holdsOf(db: Db, serverIds: readonly string[]): Promise<Map<string, Hold>> {
   const out = new Map<string, Hold>();
   if (serverIds.length === 0) return out;
-  const rows = await db
-    .selectFrom('rollout_servers as rs')
-    .innerJoin('rollouts as r', 'r.id', 'rs.rollout_id')
-    .innerJoin('servers as s', 's.id', 'rs.server_id')
-    .select(['rs.server_id', 'rs.canary', 'r.state', 's.released_snapshot'])
-    .where('r.holding', '=', true)
-    .where('rs.server_id', 'in', [...serverIds])
-    .execute();
+  const rows = await heldServerRows(db, serverIds);
   for (const r of rows) {
     if (r.state === 'baking' && r.canary) out.set(r.server_id, { reportSeconds: ROLLOUT_REPORT_SECONDS });
     else if (r.released_snapshot) out.set(r.server_id, { released: JSON.parse(r.released_snapshot) as ServerSnapshot });
@@ -308,21 +279,6 @@ export function regression(before: BakeCounts, bake: BakeCounts): { signal: stri
   return undefined;
 }
 
-/** The baking rollout a server is a canary of, its row locked. */
-async function bakingCanaryRow(tx: Tx, serverId: string) {
-  return tx
-    .selectFrom('rollout_servers as rs')
-    .innerJoin('rollouts as r', 'r.id', 'rs.rollout_id')
-    .select(['rs.rollout_id', 'rs.base_requests', 'rs.base_blocked', 'rs.base_errors', 'rs.requests', 'rs.blocked', 'rs.errors', 'r.account_id', 'r.bake_until', 'r.change'])
-    .where('rs.server_id', '=', serverId)
-    .where('rs.canary', '=', true)
-    .where('rs.state', '=', 'baking')
-    .where('r.state', '=', 'baking')
-    .where('r.holding', '=', true)
-    .forUpdate()
-    .executeTakeFirst();
-}
-
 /**
  * A canary's analytics/batch during a bake: its counts are added to the bake's, then the bake is
  * judged: a regression halts the rollout; past bake_until, once every canary has reported since,
@@ -340,24 +296,11 @@ export async function recordRolloutReport(ctx: ServiceContext, serverId: string,
     const row = await bakingCanaryRow(tx, serverId);
     if (!row) return { outcome: 'none' as const, push: [] as string[] };
     const bake = { requests: Number(row.requests) + counts.requests, blocked: Number(row.blocked) + counts.blocked, errors: Number(row.errors) + counts.errors };
-    await tx
-      .updateTable('rollout_servers')
-      .set({ requests: bake.requests, blocked: bake.blocked, errors: bake.errors, last_report_at: now })
-      .where('rollout_id', '=', row.rollout_id)
-      .where('server_id', '=', serverId)
-      .execute();
+    await setBakeCounts(tx, row.rollout_id, serverId, bake, now);
     const bad = regression({ requests: Number(row.base_requests), blocked: Number(row.base_blocked), errors: Number(row.base_errors) }, bake);
     if (bad) return { outcome: 'halted' as const, push: await halt(ctx, tx, row, serverId, bad.signal, bad.values) };
     if (now.getTime() < new Date(row.bake_until).getTime()) return { outcome: 'baking' as const, push: [] };
-    const waiting = await tx
-      .selectFrom('rollout_servers as rs')
-      .innerJoin('servers as s', 's.id', 'rs.server_id')
-      .select('rs.server_id')
-      .where('rs.rollout_id', '=', row.rollout_id)
-      .where('rs.canary', '=', true)
-      .where('s.status', '<>', 'decommissioned')
-      .where((eb) => eb.or([eb('rs.last_report_at', 'is', null), eb('rs.last_report_at', '<', new Date(row.bake_until))]))
-      .execute();
+    const waiting = await canariesNotReportedSince(tx, row.rollout_id, new Date(row.bake_until));
     if (waiting.length > 0) return { outcome: 'baking' as const, push: [] };
     return { outcome: 'applied' as const, push: await release(tx, row.rollout_id, row.account_id, now) };
   });
@@ -380,27 +323,18 @@ export async function recordCanaryFailure(ctx: ServiceContext, serverId: string,
 
 /** Halts: the canaries go back to their released snapshot, the others stay on theirs; rollout_halted. */
 async function halt(ctx: ServiceContext, tx: Tx, row: { rollout_id: string; account_id: string; change: string }, serverId: string, signal: string, values: string): Promise<string[]> {
-  await tx.updateTable('rollouts').set({ state: 'halted', signal, detail: values, ended_at: ctx.now() }).where('id', '=', row.rollout_id).execute();
-  const canaries = await tx
-    .updateTable('rollout_servers')
-    .set({ state: 'rolled_back' })
-    .where('rollout_id', '=', row.rollout_id)
-    .where('canary', '=', true)
-    .returning('server_id')
-    .execute();
-  await tx.updateTable('rollout_servers').set({ state: 'halted' }).where('rollout_id', '=', row.rollout_id).where('canary', '=', false).execute();
-  const server = await tx.selectFrom('servers').select('name').where('id', '=', serverId).executeTakeFirst();
+  const canaries = await markHalted(tx, row.rollout_id, signal, values, ctx.now());
+  const server = await serverName(tx, serverId);
   await notify(
     { ...ctx, db: tx },
     { accountId: row.account_id, kind: 'rollout_halted', serverId, message: notificationMessages.rolloutHalted(row.change, server?.name ?? serverId, signal, values) },
   );
-  return canaries.map((c) => c.server_id);
+  return canaries;
 }
 
 /** The rollout's change reaches every server: it is their released snapshot from now on. */
 async function release(tx: Tx, rolloutId: string, accountId: string, now: Date): Promise<string[]> {
-  await tx.updateTable('rollouts').set({ state: 'applied', holding: false, ended_at: now }).where('id', '=', rolloutId).execute();
-  await tx.updateTable('rollout_servers').set({ state: 'applied' }).where('rollout_id', '=', rolloutId).execute();
+  await markApplied(tx, rolloutId, now);
   await captureReleased(tx, accountId);
   return liveServerIds(tx, accountId);
 }
@@ -410,7 +344,7 @@ async function release(tx: Tx, rolloutId: string, accountId: string, now: Date):
 
 async function heldRollout(tx: Tx, accountId: string, id: string) {
   if (!isUuid(id)) throw new AppError('rollout_not_found');
-  const r = await tx.selectFrom('rollouts').select(['id', 'state', 'holding']).where('id', '=', id).where('account_id', '=', accountId).forUpdate().executeTakeFirst();
+  const r = await lockRollout(tx, accountId, id);
   if (!r) throw new AppError('rollout_not_found');
   if (!r.holding || (r.state !== 'halted' && r.state !== 'rolled_back')) throw new AppError('rollout_not_halted');
   return r;
@@ -438,23 +372,14 @@ export async function rollbackRollout(ctx: ServiceContext, accountId: string, id
     await settingsRow(tx, accountId, true);
     const held = await heldRollout(tx, accountId, id);
     await recordAudit(tx, ctx, accountId, actor, { objectType: 'rollout', objectId: id, action: 'rollback', before: { state: held.state }, after: { state: 'rolled_back' } });
-    await tx.updateTable('rollouts').set({ state: 'rolled_back', ended_at: ctx.now() }).where('id', '=', id).execute();
-    await tx.updateTable('rollout_servers').set({ state: 'rolled_back' }).where('rollout_id', '=', id).execute();
+    await markRolledBack(tx, id, ctx.now());
   });
   return rolloutView(ctx, accountId, id);
 }
 
 async function views(db: Db, rollouts: { id: string; state: string; change: string; bake_seconds: number; started_at: Date | string; bake_until: Date | string; ended_at: Date | string | null; signal: string | null; detail: string | null }[]) {
   const ids = rollouts.map((r) => r.id);
-  const servers = ids.length
-    ? await db
-        .selectFrom('rollout_servers as rs')
-        .innerJoin('servers as s', 's.id', 'rs.server_id')
-        .select(['rs.rollout_id', 'rs.server_id', 's.name', 'rs.canary', 'rs.state', 'rs.requests', 'rs.blocked', 'rs.errors', 'rs.last_report_at'])
-        .where('rs.rollout_id', 'in', ids)
-        .orderBy('s.name')
-        .execute()
-    : [];
+  const servers = ids.length ? await rolloutServerRows(db, ids) : [];
   return rollouts.map((r) => ({
     id: r.id,
     state: r.state as RolloutState,
@@ -482,13 +407,13 @@ async function views(db: Db, rollouts: { id: string; state: string; change: stri
 
 /** GET /api/rollouts: the account's newest rollouts first, with their state per server. */
 export async function listRollouts(ctx: ServiceContext, accountId: string) {
-  const rows = await ctx.db.selectFrom('rollouts').selectAll().where('account_id', '=', accountId).orderBy('started_at', 'desc').orderBy('id').limit(LISTED).execute();
+  const rows = await rolloutRows(ctx.db, accountId, LISTED);
   return views(ctx.db, rows);
 }
 
 export async function rolloutView(ctx: ServiceContext, accountId: string, id: string) {
   if (!isUuid(id)) throw new AppError('rollout_not_found');
-  const rows = await ctx.db.selectFrom('rollouts').selectAll().where('account_id', '=', accountId).where('id', '=', id).execute();
+  const rows = await rolloutRows(ctx.db, accountId, 1, id);
   if (rows.length === 0) throw new AppError('rollout_not_found');
   return (await views(ctx.db, rows))[0]!;
 }
