@@ -11,13 +11,16 @@ import {
   formatHostPort,
   isHostname,
   isIP,
+  isOriginHost,
   normalizeHostname,
+  originTarget,
   parseRuleExpression,
   RULE_RATE_LIMITS,
   RULE_TYPES,
   SERVER_WIDE_RULE_TYPES,
   WAF_LEVELS,
   WAF_MODES,
+  type OriginAddress,
   type RuleType,
 } from '@rampart/protocol';
 import { Type, type TSchema } from '@sinclair/typebox';
@@ -28,10 +31,8 @@ export const FORMAT_VERSION = 1;
 
 // ---- The model: what the file says, resolved (defaults filled in, values canonical) ----
 
-export interface Origin {
-  ip: string;
-  port: number;
-}
+/** An origin by address or by DNS name (`IP:PORT` or `NAME:PORT` in the file). */
+export type Origin = OriginAddress;
 export interface ServerConfig {
   name: string;
   publicIp: string | null;
@@ -303,8 +304,10 @@ export function parseOrigin(text: string): Origin | undefined {
   const m = /^\[([^\]]+)\]:([0-9]{1,5})$/.exec(text) ?? /^([^:[\]]+):([0-9]{1,5})$/.exec(text);
   if (!m) return undefined;
   const port = Number(m[2]);
-  if (!isIP(m[1]!) || port < 1 || port > 65535) return undefined;
-  return { ip: m[1]!.toLowerCase(), port };
+  if (port < 1 || port > 65535) return undefined;
+  if (isIP(m[1]!)) return { ip: m[1]!.toLowerCase(), port };
+  const host = normalizeHostname(m[1]!);
+  return isOriginHost(host) ? { host, port } : undefined;
 }
 
 /** The checks beyond the schema: names unique and known, values in their type's format; the model with defaults filled in. */
@@ -340,8 +343,8 @@ function resolve(file: FileShape, report: (path: Path, message: string) => void,
     const seen = new Set<string>();
     d.origins.forEach((o, j) => {
       const origin = parseOrigin(o);
-      if (!origin) return report(['domains', i, 'origins', j], 'must be IP:PORT (an IPv6 address in brackets: [2001:db8::10]:8080), port 1 to 65535');
-      const key = formatHostPort(origin.ip, origin.port);
+      if (!origin) return report(['domains', i, 'origins', j], 'must be IP:PORT or NAME:PORT (an IPv6 address in brackets: [2001:db8::10]:8080), port 1 to 65535');
+      const key = formatHostPort(originTarget(origin), origin.port);
       if (seen.has(key)) report(['domains', i, 'origins', j], `${key} is listed twice`);
       seen.add(key);
       origins.push(origin);
@@ -439,7 +442,7 @@ export function renderConfigFile(c: AccountConfig, header: string[]): string {
     servers: sorted.servers.map((s) => ({ name: s.name, ...(s.publicIp !== null ? { publicIp: s.publicIp } : {}) })),
     domains: sorted.domains.map((d) => ({
       domain: d.domain,
-      origins: d.origins.map((o) => formatHostPort(o.ip, o.port)),
+      origins: d.origins.map((o) => formatHostPort(originTarget(o), o.port)),
       servers: d.servers,
       sslEnabled: d.sslEnabled,
       wafEnabled: d.wafEnabled,

@@ -2,7 +2,7 @@
 // config-file.ts, compared with a file's (the plan), and the plan carried out through the same API
 // in dependency order: servers, then domains, then the rules that name domains; deletions (only
 // with --prune) the other way round.
-import { formatHostPort } from '@rampart/protocol';
+import { formatHostPort, originTarget } from '@rampart/protocol';
 import {
   customRuleKey,
   sortConfig,
@@ -144,7 +144,7 @@ export async function readAccount(api: Api): Promise<Current> {
     }),
     domains: domains.map((d) => ({
       domain: d.domain,
-      origins: d.origins.map((o) => ({ ip: o.ip, port: o.port })),
+      origins: d.origins.map((o) => ('host' in o ? { host: o.host, port: o.port } : { ip: o.ip, port: o.port })),
       servers: d.serverIds.map((id) => serverName.get(id)).filter((n): n is string => n !== undefined).sort(),
       sslEnabled: d.sslEnabled,
       wafEnabled: d.wafEnabled,
@@ -187,7 +187,7 @@ export interface Plan {
 }
 
 const same = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b);
-const originsText = (d: DomainConfig) => d.origins.map((o) => formatHostPort(o.ip, o.port));
+const originsText = (d: DomainConfig) => d.origins.map((o) => formatHostPort(originTarget(o), o.port));
 
 function fieldChanges(from: Record<string, unknown>, to: Record<string, unknown>, fields: string[]): FieldChange[] {
   return fields.filter((f) => !same(from[f], to[f])).map((f) => ({ field: f, from: from[f], to: to[f] }));

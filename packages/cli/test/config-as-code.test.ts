@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { ConfigFileError, parseConfigFile, renderConfigFile, type AccountConfig, type FileError } from '../src/config-file.js';
+import { ConfigFileError, parseConfigFile, parseOrigin, renderConfigFile, type AccountConfig, type FileError } from '../src/config-file.js';
 import { makePlan, renderPlan } from '../src/config-plan.js';
 
 // docs/config-as-code.md: the file's format and checks, and the plan `rampart apply` prints.
@@ -206,4 +206,12 @@ describe('the plan', () => {
     const want = parseConfigFile(FILE.replace(/notifications:[\s\S]*$/, ''));
     assert.deepEqual(makePlan(base, want, true).steps, []);
   });
+});
+
+test('origins by address or by DNS name, as the API takes them; anything else refused', () => {
+  assert.deepEqual(parseOrigin('10.0.0.5:8080'), { ip: '10.0.0.5', port: 8080 });
+  assert.deepEqual(parseOrigin('[2001:DB8::10]:443'), { ip: '2001:db8::10', port: 443 });
+  assert.deepEqual(parseOrigin('App.Internal.:8080'), { host: 'app.internal', port: 8080 });
+  assert.deepEqual(parseOrigin('localhost:3000'), { host: 'localhost', port: 3000 });
+  for (const bad of ['bad_name:80', 'x y:80', '10.0.0.5:0', 'localhost', '%[src]:80']) assert.equal(parseOrigin(bad), undefined, bad);
 });
