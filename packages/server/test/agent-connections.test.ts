@@ -3,6 +3,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { after, describe, test } from 'node:test';
 import { CLOSE } from '@rampart/protocol';
 import { dropSchema } from '../src/db/database.js';
+import { checkServers } from '../src/services/health.js';
 import { startServer, type RunningServer } from '../src/serve.js';
 import {
   AGENT_CONNECTION_TIMEOUT_MS,
@@ -15,6 +16,7 @@ import {
 import { waitFor } from '../../../test/support/processes.js';
 import { hubFor } from './agent-hub-harness.js';
 import { apiFixtures, FakeAgent, WAIT_MS } from './fake-agent.js';
+import { startProbeTarget } from './probe-target.js';
 import { ADMIN_TOKEN, backends, call, makeTestApp, newAccount, postgresUrl } from './helpers.js';
 import type { App } from '../src/routes/types.js';
 
@@ -179,8 +181,11 @@ describe('an agent moving between two control-plane processes', { skip: url ? fa
   });
   const { key } = await newAccount(a.app, 'pro');
   const agentUrl = (srv: RunningServer) => `${srv.url.replace(/^http/, 'ws')}/agent`;
+  // Its HAProxy answers the health probe: a health cycle (each process runs one as it starts,
+  // late on a loaded machine) finds the server healthy, so every server_down counted is the move's.
+  const haproxy = await startProbeTarget();
   const connect = async (srv: RunningServer, token: string) => {
-    const agent = await FakeAgent.connect(agentUrl(srv), token);
+    const agent = await FakeAgent.connect(agentUrl(srv), token, { httpPort: haproxy.port });
     agents.push(agent);
     return agent;
   };
@@ -201,6 +206,8 @@ describe('an agent moving between two control-plane processes', { skip: url ? fa
     assert.equal(closed.code, CLOSE.replaced);
     await waitFor(() => a.hub.connectionCount === 0, "A's close handled", WAIT_MS, 10);
     assert.equal(await status(s.id), 'active', "after A's connection closed: the agent is on B");
+    // A health cycle now (as one may run during a move) finds it healthy on B.
+    assert.deepEqual((await checkServers(b.ctx, b.ctx.now())).down, []);
     assert.equal(await downs(a.app, key, s.id), 0, 'moving is not going down');
     // Heartbeats keep it active on both (several sweeps of both processes).
     const row = () => a.ctx.db.selectFrom('agent_connections').select(['last_heartbeat_at', 'process_id']).where('server_id', '=', s.id).executeTakeFirstOrThrow();

@@ -39,11 +39,14 @@ export class FakeAgent {
     });
   }
 
-  /** Connects, says hello and waits for the first snapshot. */
-  static async connect(agentUrl: string, token: string): Promise<FakeAgent> {
+  /**
+   * Connects, says hello and waits for the first snapshot. `httpPort` is where its HAProxy would
+   * answer the health probe (a probe target); without it the health cycle probes port 80.
+   */
+  static async connect(agentUrl: string, token: string, hello: { httpPort?: number } = {}): Promise<FakeAgent> {
     const agent = new FakeAgent(agentUrl, token);
     await waitFor(() => agent.opened.then(() => true), 'the upgrade', WAIT_MS);
-    agent.send({ type: 'agent/hello', payload: { protocol: PROTOCOL_VERSION, agentVersion: 'fake-0.0.1', runningRevision: null } });
+    agent.send({ type: 'agent/hello', payload: { protocol: PROTOCOL_VERSION, agentVersion: 'fake-0.0.1', runningRevision: null, ...hello } });
     await agent.snapshot(() => true, 'the first snapshot');
     return agent;
   }

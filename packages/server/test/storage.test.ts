@@ -153,4 +153,32 @@ describe('several control-plane processes on one PostgreSQL', async () => {
     assert.equal(deleted.status, 200);
     assert.equal((await call(a2, 'GET', '/api/waf', { key })).status, 401, 'a key deleted through one process is refused by the other at once');
   });
+
+  test('migrating sees only its own schema: another install dropping its schema at that moment does not stop it', { skip: !url && 'PostgreSQL not reachable' }, async () => {
+    const others = Array.from({ length: 6 }, () => `t_${randomBytes(6).toString('hex')}`);
+    const mine = `t_${randomBytes(6).toString('hex')}`;
+    after(async () => {
+      for (const s of [...others, mine]) await dropSchema(url!, s);
+    });
+    // Other installs' schemas, each with tables Kysely's own introspector would read (serial columns).
+    for (const s of others) {
+      const d = await openDatabase({ url, schema: s, poolSize: 1, migrate: false });
+      for (let i = 0; i < 20; i++) await sql`create table ${sql.id(`x${i}`)} (id serial primary key, v text)`.execute(d.db);
+      await d.close();
+    }
+    // Each migration runs while one of them is dropped.
+    const runs = others.map(async (other, i) => {
+      const [d] = await Promise.all([openDatabase({ url, schema: `${mine}_${i}`, poolSize: 2 }), dropSchema(url!, other)]);
+      try {
+        const tables = await d.db.introspection.getTables({ withInternalKyselyTables: true });
+        assert.ok(tables.length > 10 && tables.every((t) => t.schema === `${mine}_${i}`), 'introspection lists its own schema only');
+        assert.ok(tables.some((t) => t.name === 'kysely_migration'));
+        assert.ok(!(await d.db.introspection.getTables()).some((t) => t.name.startsWith('kysely_')), 'Kysely\'s own tables only when asked for');
+      } finally {
+        await d.close();
+        await dropSchema(url!, `${mine}_${i}`);
+      }
+    });
+    await Promise.all(runs);
+  });
 });

@@ -1,10 +1,11 @@
 import { cpSync, mkdirSync, readdirSync, renameSync, rmSync } from 'node:fs';
 import { PGlite } from '@electric-sql/pglite';
-import { Kysely, Migrator, PostgresDialect, sql, type MigrationProvider, type Transaction } from 'kysely';
+import { Kysely, Migrator, sql, type MigrationProvider, type Transaction } from 'kysely';
 import { PGliteDialect } from 'kysely-pglite-dialect';
 import { basename, dirname, join, resolve } from 'node:path';
 import pg from 'pg';
 import { migrationProvider } from './migrations.js';
+import { OwnSchemaPostgresDialect } from './own-schema-dialect.js';
 import type { DB } from './schema.js';
 
 export type Database = Kysely<DB>;
@@ -59,7 +60,7 @@ export async function openDatabase(options: DatabaseOptions): Promise<OpenDataba
         client.release();
       }
     }
-    db = new Kysely<DB>({ dialect: new PostgresDialect({ pool }) });
+    db = new Kysely<DB>({ dialect: new OwnSchemaPostgresDialect({ pool }) });
   } else {
     kind = 'pglite';
     if (options.dataDir) mkdirSync(options.dataDir, { recursive: true });
