@@ -25,7 +25,17 @@ if (files.length === 0) {
 const concurrency = process.env.RAMPART_TEST_CONCURRENCY ?? '2';
 const res = spawnSync(
   process.execPath,
-  ['--import', 'tsx', '--test', `--test-concurrency=${concurrency}`, '--test-reporter=spec', ...files],
+  [
+    '--import',
+    'tsx',
+    '--test',
+    `--test-concurrency=${concurrency}`,
+    '--test-reporter=spec',
+    '--test-reporter-destination=stdout',
+    `--test-reporter=${new URL('./slowest-reporter.mjs', import.meta.url).pathname}`,
+    '--test-reporter-destination=stdout',
+    ...files,
+  ],
   { stdio: 'inherit' },
 );
 process.exit(res.status ?? 1);

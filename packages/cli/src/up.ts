@@ -185,8 +185,11 @@ export async function upCommand(args: string[]): Promise<void> {
     throw err;
   }
 
-  // 0.0.0.0 is no address to connect to: another machine uses one of this machine's.
-  const advertised = host === '0.0.0.0' ? 'THIS-MACHINE-ADDRESS' : host.includes(':') ? `[${host}]` : host;
+  // 0.0.0.0 (or ::) is no address to connect to: another machine uses one of this machine's.
+  const everywhere = host === '0.0.0.0' || host === '::';
+  const advertised = everywhere ? 'THIS-MACHINE-ADDRESS' : host.includes(':') ? `[${host}]` : host;
+  // The local proxy listens on --host: reached there (on loopback when it listens on every address).
+  const proxyAt = everywhere ? LOOPBACK : advertised;
   process.stdout.write(
     [
       '',
@@ -197,7 +200,7 @@ export async function upCommand(args: string[]): Promise<void> {
       `  Login             ${demo.email} / ${demo.password}`,
       `  API key           ${demo.apiKey}`,
       `  Operator token    ${adminToken}`,
-      `  Proxy (HTTP)      127.0.0.1:${httpPort}   demo domain ${DEMO_DOMAIN} -> demo origin 127.0.0.1:${originPort}`,
+      `  Proxy (HTTP)      ${proxyAt}:${httpPort}   demo domain ${DEMO_DOMAIN} -> demo origin 127.0.0.1:${originPort}`,
       `  Data              ${dataDir}`,
       ...(host === LOOPBACK
         ? []
@@ -207,7 +210,7 @@ export async function upCommand(args: string[]): Promise<void> {
           ]),
       '',
       'Try:',
-      `  curl -s -H 'Host: ${DEMO_DOMAIN}' http://127.0.0.1:${httpPort}/`,
+      `  curl -s -H 'Host: ${DEMO_DOMAIN}' http://${proxyAt}:${httpPort}/`,
       `  curl -s -H 'x-api-key: ${demo.apiKey}' ${server.url}/api/servers`,
       '',
       'Press Ctrl+C to stop.',

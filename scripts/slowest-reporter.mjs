@@ -1,0 +1,22 @@
+// A test reporter that prints, once every file has run, the slowest files (the sum of their
+// top-level tests and suites) and the slowest single tests: where the suite's time goes.
+import { relative } from 'node:path';
+
+const FILES = 15;
+const TESTS = 10;
+
+export default async function* slowest(source) {
+  const files = new Map();
+  const tests = [];
+  for await (const event of source) {
+    if (event.type !== 'test:pass' && event.type !== 'test:fail') continue;
+    const { file, name, nesting, details } = event.data;
+    const ms = details?.duration_ms ?? 0;
+    const where = file ? relative(process.cwd(), file) : '?';
+    if (nesting === 0) files.set(where, (files.get(where) ?? 0) + ms);
+    if (details?.type !== 'suite') tests.push({ where, name, ms });
+  }
+  const s = (ms) => `${(ms / 1000).toFixed(1).padStart(6)} s`;
+  yield `\nslowest files:\n${[...files].sort((a, b) => b[1] - a[1]).slice(0, FILES).map(([f, ms]) => `${s(ms)}  ${f}`).join('\n')}\n`;
+  yield `slowest tests:\n${tests.sort((a, b) => b.ms - a.ms).slice(0, TESTS).map((t) => `${s(t.ms)}  ${t.where}: ${t.name}`).join('\n')}\n`;
+}
