@@ -313,6 +313,22 @@ describe('the dashboard in a real Chromium', { skip: !CHROMIUM && 'chromium is n
     await page.getByRole('button', { name: 'Sign out' }).waitFor();
     await page.unroute('**/api/account');
 
+    // A list held back: its page's heading and grey rows, never the empty list's sentence.
+    let releaseList!: () => void;
+    const heldList = new Promise<void>((r) => (releaseList = r));
+    await page.route('**/api/domains', async (r) => {
+      await heldList;
+      await r.continue();
+    });
+    await go('Domains');
+    await page.locator('main [aria-busy="true"]').first().waitFor();
+    assert.ok(!(await page.locator('body').innerText()).includes('No domains yet'), 'not said empty while it loads');
+    await page.screenshot({ path: join(OUT, 'dashboard-list-loading.png') });
+    releaseList();
+    await page.locator('main [aria-busy="true"]').first().waitFor({ state: 'detached' }); // the placeholder goes once the list is there
+    await page.getByRole('button', { name: 'Add domain' }).waitFor();
+    await page.unroute('**/api/domains');
+
     // The server unreachable on loading, then inside a view.
     const lost = page.getByRole('alert').filter({ hasText: 'The connection to the Rampart server was lost' });
     await page.route('**/api/**', (r) => r.abort());

@@ -224,6 +224,11 @@ export function Skeleton({ page, lines = 3 }: { page?: boolean; lines?: number }
   );
 }
 
+/** A list's placeholder while its first load runs (nothing once it loaded or failed: the error says why). */
+export function Pending({ of, lines = 3 }: { of: Pick<Loaded<unknown>, 'data' | 'error'>; lines?: number }) {
+  return of.data === undefined && !of.error ? <Skeleton lines={lines} /> : null;
+}
+
 /**
  * A form's one message: a new one replaces the last, and a success note goes after `ms`
  * (errors stay until the next action), so old messages never pile up.

@@ -1,7 +1,7 @@
 import { useEffect, useState } from 'preact/hooks';
 import { api, page, type AuditEntry } from '../api/client';
 import { CardTable, LoadMore, Options } from '../components';
-import { Empty, ErrorNote, Field, fmtTime, PageHead, useLoad, type ViewProps } from '../ui';
+import { Empty, ErrorNote, Field, fmtTime, PageHead, Pending, type ViewProps, useLoad } from '../ui';
 
 // The audit log (GET /api/audit): who changed what, newest first, in pages. Read only.
 
@@ -92,6 +92,7 @@ export function Audit(_: ViewProps) {
         </div>
       </form>
       <ErrorNote error={entries.error ?? moreError} />
+      <Pending of={entries} />
       {entries.data && list.length === 0 ? <Empty>No changes{filters === NO_FILTERS ? ' in the 90 days kept' : ' match these filters'}.</Empty> : null}
       {list.length ? (
         <CardTable class="audit" columns={['Time', 'Who', 'Object', 'Action', 'Changes']}>

@@ -2,7 +2,7 @@ import { isIP, isOriginHost, isPort, normalizeHostname, isHostname, WAF_LEVELS, 
 import { useState } from 'preact/hooks';
 import { api, errorText, ok, type Domain, type DomainUpdate, type Server } from '../api/client';
 import { CardTable, Options, SaveCancel } from '../components';
-import { Confirm, Dialog, Empty, ErrorNote, Field, fmtDate, PageHead, Switch, useLoad, type ViewProps } from '../ui';
+import { Confirm, Dialog, Empty, ErrorNote, Field, fmtDate, PageHead, Pending, Switch, type ViewProps, useLoad } from '../ui';
 
 /** An origin as the list and the form show it: address:port ([v6]:port) or name:port. */
 export function originText(o: { ip?: string | undefined; host?: string | undefined; port: number }): string {
@@ -163,6 +163,7 @@ export function Domains(_: ViewProps) {
         </button>
       </PageHead>
       <ErrorNote error={domains.error} />
+      <Pending of={domains} />
       {domains.data && domains.data.length === 0 ? <Empty>No domains yet. Add one to put it behind your shield servers.</Empty> : null}
       {domains.data && domains.data.length > 0 ? (
         <CardTable columns={['Domain', 'Origins', 'Servers', 'HTTPS', 'WAF', 'DNS failover']} action="Actions">

@@ -3,7 +3,7 @@ import { useEffect, useState } from 'preact/hooks';
 import { api, errorText, ok, page, type Domain, type WafEvent } from '../api/client';
 import { isLive, subscribe } from '../api/stream';
 import { CardTable, LoadMore, Options } from '../components';
-import { Dialog, Empty, ErrorNote, Field, fmtDate, fmtTime, PageHead, reasonText, useLoad, type ViewProps } from '../ui';
+import { Dialog, Empty, ErrorNote, Field, fmtDate, fmtTime, PageHead, Pending, reasonText, type ViewProps, useLoad } from '../ui';
 
 interface Filters {
   domain: string;
@@ -227,6 +227,7 @@ export function Events(_: ViewProps) {
         </div>
       </form>
       <ErrorNote error={events.error ?? moreError} />
+      <Pending of={events} />
       {events.data && list.length === 0 ? <Empty>No events{filters === NO_FILTERS ? ' in the 7 days kept' : ' match these filters'}.</Empty> : null}
       {list.length ? (
         <CardTable class="events" columns={['Time', 'Reason', 'Source', 'Request', 'Field', 'Action']} action="Details">

@@ -2,7 +2,7 @@ import { useEffect, useState } from 'preact/hooks';
 import { api, errorText, ok, page, type Notification, type NotificationSettings } from '../api/client';
 import { subscribe } from '../api/stream';
 import { CardTable, LoadMore } from '../components';
-import { Empty, ErrorNote, Field, fmtDate, fmtTime, PageHead, useLoad, type ViewProps } from '../ui';
+import { Empty, ErrorNote, Field, fmtDate, fmtTime, PageHead, Pending, type ViewProps, useLoad } from '../ui';
 
 type ChannelStatus = NonNullable<NotificationSettings['webhookStatus']>;
 
@@ -131,6 +131,7 @@ function DeliveryLog() {
     <div class="panel">
       <h2>Delivery log</h2>
       <ErrorNote error={log.error} />
+      <Pending of={log} lines={2} />
       {log.data && log.data.items.length === 0 ? <Empty>Nothing delivered yet.</Empty> : null}
       {log.data?.items.length ? (
         <CardTable columns={['When', 'Kind', 'To', 'State']}>
@@ -185,6 +186,7 @@ export function Notifications({ onUnreadChange }: ViewProps) {
         </button>
       </PageHead>
       <ErrorNote error={first.error ?? error} />
+      <Pending of={first} />
       {first.data && items.length === 0 ? <Empty>No notifications. Server errors, certificate problems and billing events show up here.</Empty> : null}
       <ul class="notes">
         {items.map((n) => (

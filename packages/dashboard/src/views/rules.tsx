@@ -2,7 +2,7 @@ import { CUSTOM_RULE_NAME_MAX, CUSTOM_RULE_ACTIONS, parseRuleExpression, rateLim
 import { useEffect, useState } from 'preact/hooks';
 import { api, errorText, ok, type CustomRule, type CustomRuleBody, type Domain } from '../api/client';
 import { CardTable, Options, SaveCancel } from '../components';
-import { Confirm, count, Dialog, Empty, ErrorNote, Field, PageHead, Switch, useLoad, type ViewProps } from '../ui';
+import { Confirm, count, Dialog, Empty, ErrorNote, Field, PageHead, Pending, Switch, type ViewProps, useLoad } from '../ui';
 import {
   BUILDER_FIELDS,
   BUILDER_OP_LABELS,
@@ -128,6 +128,7 @@ export function Rules(_: ViewProps) {
         </Field>
       </div>
       <ErrorNote error={rules.error ?? domains.error ?? error} />
+      <Pending of={rules} />
       {rules.data && shown.length === 0 ? <Empty>No custom rules{chosen ? ` run on ${chosen.domain}` : ''} yet. A rule blocks, challenges, allows, logs or rate-limits the requests its expression matches.</Empty> : null}
       {shown.length ? (
         <CardTable caption="Custom rules in run order" class="custom-rules" columns={['#', 'Rule', 'Action', 'Scope', 'Priority', 'Hits 1h / 24h / 7d', 'On']} action="Actions">

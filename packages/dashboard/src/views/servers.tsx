@@ -2,7 +2,7 @@ import { isIP } from '@rampart/protocol';
 import { useState } from 'preact/hooks';
 import { api, ok, type Server, type ServerWithToken } from '../api/client';
 import { CardTable, SaveCancel, submitting } from '../components';
-import { Confirm, Dialog, Empty, ErrorNote, Field, fmtAgo, PageHead, Secret, useLoad, type ViewProps } from '../ui';
+import { Confirm, Dialog, Empty, ErrorNote, Field, fmtAgo, PageHead, Pending, Secret, type ViewProps, useLoad } from '../ui';
 
 /** Where the server is, in words. */
 export function connectionText(s: Server): { text: string; tone: 'good' | 'warn' | 'bad' | 'muted' } {
@@ -109,6 +109,7 @@ export function Servers(_: ViewProps) {
         </button>
       </PageHead>
       <ErrorNote error={servers.error} />
+      <Pending of={servers} />
       {servers.data && list.length === 0 ? <Empty>No shield servers yet. Add one and run the command it gives on the host.</Empty> : null}
       {list.length > 0 ? (
         <CardTable columns={['Server', 'Connection', 'Configuration', 'Health', 'Address', 'Agent']} action="Actions">

@@ -2,7 +2,7 @@ import { ACCOUNT_LIMITS } from '@rampart/protocol';
 import { useState } from 'preact/hooks';
 import { api, ok, page, type Account, type ApiKeyCreated, type Body, type Deposit, type DnsSettings, type Transaction } from '../api/client';
 import { CardTable, LoadMore, Options, submitting } from '../components';
-import { Confirm, Dialog, Empty, ErrorNote, Field, fmtDate, MessageNote, money, PageHead, Secret, useLoad, useMessage, type ViewProps } from '../ui';
+import { Confirm, Dialog, Empty, ErrorNote, Field, fmtDate, MessageNote, money, PageHead, Pending, Secret, type ViewProps, useLoad, useMessage } from '../ui';
 import { PaymentDetails } from './deposit';
 
 type Plan = Body<'/api/account/plan', 'put'>['plan'];
@@ -88,6 +88,7 @@ function Billing({ initial }: { initial: Account }) {
       <MessageNote message={message} />
       {message?.kind === 'error' ? null : <ErrorNote error={tx.error} />}
       <h3>Transactions</h3>
+      <Pending of={tx} lines={2} />
       {tx.data && rows.length === 0 ? <Empty>No transactions yet.</Empty> : null}
       {rows.length ? (
         <CardTable columns={['When', 'What', 'Amount', 'State']} action="Pay">
@@ -161,6 +162,7 @@ function ApiKeys() {
         </div>
       ) : null}
       <ErrorNote error={error ?? keys.error} />
+      <Pending of={keys} lines={2} />
       {keys.data && keys.data.length === 0 ? <Empty>No API keys.</Empty> : null}
       {keys.data?.length ? (
         <CardTable columns={['Name', 'Key', 'Last used', 'Created']} action="Actions">

@@ -2,7 +2,7 @@ import type { RuleType } from '@rampart/protocol';
 import { useState } from 'preact/hooks';
 import { api, errorText, ok, type Rule } from '../api/client';
 import { CardTable } from '../components';
-import { Confirm, Empty, ErrorNote, fmtDate, PageHead, useLoad, type ViewProps } from '../ui';
+import { Confirm, Empty, ErrorNote, fmtDate, PageHead, Pending, type ViewProps, useLoad } from '../ui';
 import { RULE_TYPE_LABELS, RuleForm, ruleValueText } from './rule-form';
 
 function RuleTable(props: { rules: Rule[]; domainName: (id: string | null) => string; onEdit: (r: Rule) => void; onDelete: (r: Rule) => void; onToggle: (r: Rule) => void; caption: string }) {
@@ -68,6 +68,7 @@ export function Waf(_: ViewProps) {
       </PageHead>
       <ErrorNote error={rules.error ?? error} />
       <h2>Rules</h2>
+      <Pending of={rules} />
       {rules.data && main.length === 0 ? <Empty>No rules yet. Rules block addresses, countries and crawlers, limit request rates and turn bot protection on.</Empty> : null}
       {main.length ? <RuleTable caption="Rules" rules={main} domainName={domainName} onEdit={(r) => setEditing({ rule: r })} onDelete={setDeleting} onToggle={onToggle} /> : null}
       <div class="section-head">
