@@ -11,6 +11,7 @@ import { ANALYTICS_JOB_INTERVAL_MS, runAnalyticsJob } from './services/analytics
 import { botKeyMaxAgeFromEnv, runBotKeyJob } from './services/bot-keys.js';
 import { crawlerRangesConfigFromEnv, runCrawlerRangesJob, type CrawlerRangesConfig } from './services/crawler-ranges.js';
 import { healthIntervalFromEnv, runHealthCycle } from './services/health.js';
+import { haltSilentBakes, ROLLOUT_WATCH_MS } from './services/rollouts.js';
 import { billingIntervalFromEnv, pollChainDeposits, runChargeJob, runDepositExpiry } from './services/billing.js';
 import { chainConfigFromEnv, type ChainConfig } from './chain/config.js';
 import { deliveryConfigFromEnv, deliveryRunner, type DeliveryConfig } from './services/notification-delivery.js';
@@ -209,6 +210,8 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       { name: 'bot-keys', everyMs: 300_000, run: () => runBotKeyJob(ctx, botKeyMaxAge) },
       // The health cycle: certificate expiry warnings, server health (probes), DNS failover.
       { name: 'health-cycle', everyMs: healthIntervalSeconds * 1000, run: () => runHealthCycle(ctx, ctx.now(), { log: appLog }) },
+      // Staged rollout: a bake whose canary went silent halts (docs/api.md "Rollout").
+      { name: 'rollout-watch', everyMs: ROLLOUT_WATCH_MS, run: () => haltSilentBakes(ctx) },
       // The monthly charge of every account due (docs/billing.md, "The monthly charge").
       { name: 'billing-charge', everyMs: billingIntervalSeconds * 1000, run: () => runChargeJob(ctx) },
       // Deposits not paid within 24 hours expire (docs/billing.md, "Deposits").

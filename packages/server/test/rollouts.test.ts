@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { describe, test } from 'node:test';
 import type { AnalyticsBatchPayload } from '@rampart/protocol';
 import { buildSnapshots } from '../src/hub/snapshot.js';
-import { recordCanaryFailure, recordRolloutReport, regression, ROLLOUT_REPORT_SECONDS, ROLLOUT_THRESHOLDS } from '../src/services/rollouts.js';
+import { haltSilentBakes, recordCanaryFailure, recordRolloutReport, regression, ROLLOUT_REPORT_SECONDS, ROLLOUT_THRESHOLDS, SILENT_CANARY_SECONDS } from '../src/services/rollouts.js';
 import { backends, call, makeTestApp, newAccount, type TestApp } from './helpers.js';
 
 // Staged rollout (docs/api.md "Rollout"): the settings and the canary flag; in staged mode a change
@@ -60,7 +60,7 @@ for (const backend of await backends()) {
     }
     const snaps = async (...ids: string[]) => (await buildSnapshots(ctx.db, ids)).snapshots;
     const ruleExprs = (s: { customRules?: { expression: string }[] } | undefined) => (s?.customRules ?? []).map((r) => r.expression);
-    const rollouts = async (key: string) => (await call(t.app, 'GET', '/api/rollouts', { key })).body as { id: string; state: string; change: string; signal: string | null; detail: string | null; servers: { name: string; state: string; canary: boolean }[] }[];
+    const rollouts = async (key: string) => (await call(t.app, 'GET', '/api/rollouts', { key })).body as { id: string; state: string; change: string; bakeUntil: string; signal: string | null; detail: string | null; servers: { name: string; state: string; canary: boolean }[] }[];
     const states = (r: { servers: { name: string; state: string }[] }) => Object.fromEntries(r.servers.map((s) => [s.name, s.state]));
     /** Past the bake: the clock is moved past every bake_until this test made. */
     const pastBake = () => t.clock.set(new Date(Date.now() + 3_600_000 + 60_000));
@@ -205,6 +205,43 @@ for (const backend of await backends()) {
       assert.equal(im.body.state, 'idle');
       assert.equal((await rollouts(key))[0]!.state, 'superseded');
       assert.equal(ruleExprs((await snaps(fleet)).get(fleet)).length, 2);
+    });
+
+    test('a silent canary: past the bake and the grace without its report, the rollout halts and names it; the fleet never gets the change', async () => {
+      const { key, canary, fleet, domain } = await setup(5);
+      const saved = Date.now();
+      await call(t.app, 'POST', '/api/rules', { key, body: LOG_LOGIN });
+      assert.equal(await recordRolloutReport(ctx, canary, batch(domain, 10, 0)), 'baking', 'it reported once, during the bake');
+      const [r] = await rollouts(key);
+      const bakeEnd = Date.parse(r!.bakeUntil);
+      assert.ok(bakeEnd >= saved + 5_000);
+      try {
+        // Within the grace its report may still come.
+        t.clock.set(new Date(bakeEnd + (SILENT_CANARY_SECONDS - 5) * 1000));
+        await haltSilentBakes(ctx);
+        assert.equal((await rollouts(key))[0]!.state, 'baking');
+        t.changed.length = 0;
+        t.clock.set(new Date(bakeEnd + (SILENT_CANARY_SECONDS + 1) * 1000));
+        assert.ok((await haltSilentBakes(ctx)) >= 1);
+        assert.ok(t.changed.flat().includes(canary), 'the canary is pushed its last good snapshot');
+        const [h] = await rollouts(key);
+        assert.equal(h!.state, 'halted');
+        assert.deepEqual(states(h!), { canary: 'rolled_back', fleet: 'halted' });
+        assert.equal(h!.signal, 'canary reports');
+        assert.match(h!.detail!, new RegExp(`"canary" sent no report in the ${SILENT_CANARY_SECONDS} s after the bake ended \\(its last at \\d{4}-`));
+        const s = await snaps(canary, fleet);
+        assert.deepEqual([ruleExprs(s.get(canary)), ruleExprs(s.get(fleet))], [[], []]);
+        const n = (await call(t.app, 'GET', '/api/notifications', { key })).body as { kind: string; message: string }[];
+        const halted = n.filter((x) => x.kind === 'rollout_halted');
+        assert.equal(halted.length, 1);
+        assert.match(halted[0]!.message, /^Rollout halted: the change \(custom rule .*\) was not seen to hold: "canary" sent no report .*check that the canary's agent is connected/);
+        // Once halted, neither the watch nor a late report changes it.
+        assert.equal(await recordRolloutReport(ctx, canary, batch(domain, 10, 0)), 'none');
+        await haltSilentBakes(ctx);
+        assert.equal((await call(t.app, 'GET', '/api/notifications', { key })).body.filter((x: { kind: string }) => x.kind === 'rollout_halted').length, 1);
+      } finally {
+        t.clock.set(new Date());
+      }
     });
   });
 }

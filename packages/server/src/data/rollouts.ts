@@ -135,6 +135,35 @@ export function canariesNotReportedSince(tx: Tx, rolloutId: string, since: Date)
     .execute();
 }
 
+/** Rollouts still baking whose bake ended before `endedBefore` (a canary has not reported since). */
+export function overdueBakes(db: Db, endedBefore: Date) {
+  return db.selectFrom('rollouts').select(['id', 'account_id']).where('state', '=', 'baking').where('holding', '=', true).where('bake_until', '<', endedBefore).execute();
+}
+
+/** A baking rollout, locked (undefined once it stopped baking). */
+export function lockBakingRollout(tx: Tx, rolloutId: string) {
+  return tx
+    .selectFrom('rollouts')
+    .select(['id as rollout_id', 'account_id', 'change', 'bake_until'])
+    .where('id', '=', rolloutId)
+    .where('state', '=', 'baking')
+    .where('holding', '=', true)
+    .forUpdate()
+    .executeTakeFirst();
+}
+
+/** The last report of each of these canaries of a rollout, with their names. */
+export function canaryReports(db: Db, rolloutId: string, serverIds: readonly string[]) {
+  return db
+    .selectFrom('rollout_servers as rs')
+    .innerJoin('servers as s', 's.id', 'rs.server_id')
+    .select(['rs.server_id', 's.name', 'rs.last_report_at'])
+    .where('rs.rollout_id', '=', rolloutId)
+    .where('rs.server_id', 'in', [...serverIds])
+    .orderBy('s.name')
+    .execute();
+}
+
 /** A rollout halts: its canaries are rolled back, the others halted. Returns the canaries. */
 export async function markHalted(tx: Tx, rolloutId: string, signal: string, detail: string, now: Date): Promise<string[]> {
   await tx.updateTable('rollouts').set({ state: 'halted', signal, detail, ended_at: now }).where('id', '=', rolloutId).execute();

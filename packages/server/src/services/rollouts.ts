@@ -6,15 +6,18 @@ import type { RolloutServerState, RolloutState } from '../db/schema.js';
 import {
   bakingCanaryRow,
   canariesNotReportedSince,
+  canaryReports,
   domainCountsOfServers,
   heldServerRows,
   holdingRollout,
   insertRollout,
   liveServerIds,
+  lockBakingRollout,
   lockRollout,
   markApplied,
   markHalted,
   markRolledBack,
+  overdueBakes,
   releasedSnapshots,
   rolloutRows,
   rolloutServerRows,
@@ -28,7 +31,7 @@ import {
 } from '../data/rollouts.js';
 import { AppError, invalidField } from '../errors.js';
 import { buildSnapshots } from '../hub/snapshot.js';
-import { notificationMessages, notify } from './notifications.js';
+import { notificationMessages, notify, quotedName } from './notifications.js';
 import { recordAudit, SYSTEM_ACTOR, type Actor } from './audit.js';
 
 // Staged rollout (docs/architecture.md "Staged rollout", docs/api.md "Rollout"). In staged mode a
@@ -321,14 +324,49 @@ export async function recordCanaryFailure(ctx: ServiceContext, serverId: string,
   return push !== undefined;
 }
 
+/**
+ * How long after a bake's end a rollout waits for every live canary's report before it halts:
+ * a canary whose agent went away mid-bake (or never got the change) cannot say the change holds.
+ */
+export const SILENT_CANARY_SECONDS = 30;
+/** How often the control plane looks for such rollouts (serve.ts's rollout-watch job). */
+export const ROLLOUT_WATCH_MS = 5_000;
+
+/**
+ * The rollout watch: a rollout still baking SILENT_CANARY_SECONDS after `bake_until` has a live
+ * canary that has not reported since the bake ended (reports decide everything else, and a
+ * reporting canary reports every 2 s). It halts, naming that canary, rather than release a change
+ * nobody saw hold. Returns the rollouts halted.
+ */
+export async function haltSilentBakes(ctx: ServiceContext): Promise<number> {
+  const now = ctx.now();
+  let halted = 0;
+  for (const r of await overdueBakes(ctx.db, new Date(now.getTime() - SILENT_CANARY_SECONDS * 1000))) {
+    const push = await ctx.db.transaction().execute(async (tx) => {
+      const row = await lockBakingRollout(tx, r.id);
+      if (!row) return undefined; // a report applied or halted it meanwhile
+      const waiting = await canariesNotReportedSince(tx, row.rollout_id, new Date(row.bake_until));
+      if (waiting.length === 0) return undefined; // the next report applies it
+      const silent = await canaryReports(tx, row.rollout_id, waiting.map((w) => w.server_id));
+      const values = silent
+        .map((s) => `${quotedName(s.name)} sent no report in the ${SILENT_CANARY_SECONDS} s after the bake ended (${s.last_report_at ? `its last at ${iso(s.last_report_at)}` : 'none during the bake'})`)
+        .join('; ');
+      const message = notificationMessages.rolloutSilent(row.change, values);
+      return halt(ctx, tx, row, silent[0]!.server_id, 'canary reports', values, message);
+    });
+    if (push) {
+      halted++;
+      ctx.serversChanged(push);
+    }
+  }
+  return halted;
+}
+
 /** Halts: the canaries go back to their released snapshot, the others stay on theirs; rollout_halted. */
-async function halt(ctx: ServiceContext, tx: Tx, row: { rollout_id: string; account_id: string; change: string }, serverId: string, signal: string, values: string): Promise<string[]> {
+async function halt(ctx: ServiceContext, tx: Tx, row: { rollout_id: string; account_id: string; change: string }, serverId: string, signal: string, values: string, message?: string): Promise<string[]> {
   const canaries = await markHalted(tx, row.rollout_id, signal, values, ctx.now());
-  const server = await serverName(tx, serverId);
-  await notify(
-    { ...ctx, db: tx },
-    { accountId: row.account_id, kind: 'rollout_halted', serverId, message: notificationMessages.rolloutHalted(row.change, server?.name ?? serverId, signal, values) },
-  );
+  const text = message ?? notificationMessages.rolloutHalted(row.change, (await serverName(tx, serverId))?.name ?? serverId, signal, values);
+  await notify({ ...ctx, db: tx }, { accountId: row.account_id, kind: 'rollout_halted', serverId, message: text });
   return canaries;
 }
 
