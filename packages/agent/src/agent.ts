@@ -180,6 +180,7 @@ export class Agent {
       () => this.eventsSecret,
       (ip, crawlerId) => this.crawlers.claim(ip, crawlerId),
       (event) => this.analytics.countEvent(event),
+      (sample) => this.analytics.countLatency(sample),
     );
     this.analytics = new AnalyticsCollector({
       command: (cmd) => this.proxy.masterCommand(cmd),

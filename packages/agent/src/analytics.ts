@@ -1,5 +1,5 @@
 import { HITS_TABLE, parseRuleHits, rulesOfHitKey } from '@rampart/proxy';
-import { AGENT_LIMITS, ANALYTICS_LIMITS, backendName, STATUS_CLASSES, type AnalyticsBatchPayload, type AnalyticsDomain, type StatusClass, type WafEventItem, type WafReason } from '@rampart/protocol';
+import { AGENT_LIMITS, ANALYTICS_LIMITS, backendName, LATENCY_BUCKETS_MS, latencyBucket, STATUS_CLASSES, type AnalyticsBatchPayload, type AnalyticsDomain, type StatusClass, type WafEventItem, type WafReason } from '@rampart/protocol';
 
 /** One backend's cumulative counters, as HAProxy's `show stat` reports them. */
 export interface BackendCounters {
@@ -109,6 +109,8 @@ export class AnalyticsCollector {
   private prevHits = new Map<string, number>();
   private pid: number | undefined;
   private blocks = new Map<string, Map<WafReason, number>>();
+  /** Latency samples since the last reading, by backend name (countLatency). */
+  private latency = new Map<string, number[]>();
   private intervalStart: Date;
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<void> | undefined;
@@ -134,6 +136,19 @@ export class AnalyticsCollector {
       this.blocks.set(domain, (reasons = new Map()));
     }
     reasons.set(e.reason, (reasons.get(e.reason) ?? 0) + 1);
+  }
+
+  /**
+   * A latency sample HAProxy logged (events.ts), counted in its backend's histogram
+   * (LATENCY_BUCKETS_MS); the next batch gives it to the backend's domain.
+   */
+  countLatency(sample: { backend: string; ms: number }): void {
+    let counts = this.latency.get(sample.backend);
+    if (!counts) {
+      if (this.latency.size >= AGENT_LIMITS.analyticsDomains) return;
+      this.latency.set(sample.backend, (counts = new Array<number>(LATENCY_BUCKETS_MS.length + 1).fill(0)));
+    }
+    counts[latencyBucket(sample.ms)]! += 1;
   }
 
   /** Readings every interval, aligned to its multiples of wall time (each minute's start for 60 s). */
@@ -212,6 +227,15 @@ export class AnalyticsCollector {
       }
       return d;
     };
+    const latency = this.latency;
+    this.latency = new Map();
+    if (latency.size > 0) {
+      for (const domain of this.options.domains()) {
+        const counts = latency.get(backendName(domain));
+        const d = counts && entry(domain.toLowerCase());
+        if (d) d.latency = counts.map((n) => cap(n, AGENT_LIMITS.analyticsRequests));
+      }
+    }
     if (stats) {
       const next = new Map<string, BackendCounters>();
       for (const domain of this.options.domains()) {

@@ -93,10 +93,31 @@ export function parseEventLine(line: string, secret?: string): WafEventItem | un
  * not part of the event the service stores; the agent verifies the address (crawlers.ts).
  */
 export function parseEvent(line: string, secret?: string): { event: WafEventItem; claim: string | null } | undefined {
-  const m = /rampart-waf (?:([0-9a-f]{32,64}) )?(\d+) (\S+) (\S+) (\S+) (\S+)(?: (\S+) (\S+) (\S+) (\S+) (\S+)(?: (\S+)(?: (\S+)(?: (\S+))?)?)?)?\s*$/.exec(line);
+  const parsed = parseLogLine(line, secret);
+  return parsed && 'event' in parsed ? parsed : undefined;
+}
+
+/** A request HAProxy logged for its latency only (no WAF decision): its backend and %Ta in ms. */
+export interface LatencySample {
+  backend: string;
+  ms: number;
+}
+
+/**
+ * One line of the events port: an event (parseEvent), or a latency sample: a line without a
+ * reason ("-"), which newer proxies log for one request in LATENCY_SAMPLE_EVERY and end with the
+ * backend's name and the request's total active time (%Ta, milliseconds). Either needs the
+ * secret when one is given.
+ */
+export function parseLogLine(line: string, secret?: string): { event: WafEventItem; claim: string | null } | { sample: LatencySample } | undefined {
+  const m = /rampart-waf (?:([0-9a-f]{32,64}) )?(\d+) (\S+) (\S+) (\S+) (\S+)(?: (\S+) (\S+) (\S+) (\S+) (\S+)(?: (\S+)(?: (\S+)(?: (\S+)(?: (\S+) (-?\d+))?)?)?)?)?\s*$/.exec(line);
   if (!m) return undefined;
-  const [, token, ts, ip, domain, reason, rule, action, method, location, path, matched, requestId, claimed, query] = m as unknown as [string, string | undefined, string, string, string, string, string, ...(string | undefined)[]];
+  const [, token, ts, ip, domain, reason, rule, action, method, location, path, matched, requestId, claimed, query, backend, active] = m as unknown as [string, string | undefined, string, string, string, string, string, ...(string | undefined)[]];
   if (secret !== undefined && !sameSecret(token, secret)) return undefined;
+  if (reason === '-') {
+    const ms = Number(active);
+    return backend !== undefined && Number.isSafeInteger(ms) && ms >= 0 ? { sample: { backend, ms } } : undefined;
+  }
   if (!isIP(ip) || !isHostname(domain) || !REASONS.has(reason)) return undefined;
   const base = { ts: Number(ts), ip, domain, reason: reason as WafEventItem['reason'], ruleId: isUuid(rule) ? rule : null };
   if (action === undefined) return { event: { ...base, method: null, path: null, query: null, location: null, matched: null, blocked: true }, claim: null };
@@ -193,6 +214,8 @@ export class EventCollector {
      * blocks during a flood too; analytics.ts).
      */
     private readonly onEvent?: (event: WafEventItem) => void,
+    /** Called with every authenticated latency sample (analytics.ts counts them by domain). */
+    private readonly onLatency?: (sample: LatencySample) => void,
   ) {
     this.rows = eventRowsFor(cap);
   }
@@ -215,8 +238,9 @@ export class EventCollector {
   }
 
   accept(line: string): void {
-    const parsed = parseEvent(line, this.secret?.());
+    const parsed = parseLogLine(line, this.secret?.());
     if (!parsed) return;
+    if ('sample' in parsed) return this.onLatency?.(parsed.sample);
     const e = parsed.event;
     if (parsed.claim !== null) this.onClaim?.(e.ip, parsed.claim);
     this.onEvent?.(e);

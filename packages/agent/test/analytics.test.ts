@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { parseAgentMessage, type AnalyticsBatchPayload } from '@rampart/protocol';
+import { backendName, histogramP99, LATENCY_BUCKETS_MS, latencyBucket, parseAgentMessage, type AnalyticsBatchPayload } from '@rampart/protocol';
 import { AnalyticsCollector, counterDelta, minuteOf, parseInfoPid, parseStatCsv } from '../src/analytics.js';
 import { EventCollector } from '../src/events.js';
 
@@ -146,6 +146,43 @@ test('WAF blocks by reason are counted from every parsed event, before the daily
   minute();
   await c.tick();
   assert.equal(h.sent.length, 1);
+});
+
+test('latency samples: lines without a reason, authenticated, count in their domain\'s histogram; events and forgeries do not', async () => {
+  const { h, c, minute } = harness();
+  const secret = 'c3'.repeat(16);
+  const stored: unknown[] = [];
+  const events = new EventCollector((b) => (stored.push(...b), true), () => new Date('2026-11-23T06:41:30Z'), 100, () => secret, undefined, (e) => c.countEvent(e), (s) => c.countLatency(s));
+  // The proxy's line: every field, then the backend (%b) and the total active time (%Ta, ms).
+  const sample = (backend: string, ms: number | string, token = secret) => `<134>haproxy[1]: rampart-waf ${token} 1795329600 203.0.113.9 - - - - - - - - 0123456789abcdef0123456789abcdef - - ${backend} ${ms}`;
+  const shop = backendName('shop.example.com');
+  for (const ms of [3, 4, 12, 12, 480, 20000]) events.accept(sample(shop, ms));
+  events.accept(sample(backendName('blog.example.com'), 70));
+  events.accept(sample(shop, 9, 'd4'.repeat(16))); // forged: another secret
+  events.accept(sample(shop, -1)); // aborted before an answer: no time
+  events.accept(sample('not_a_backend', 5)); // no domain of this server
+  // An event line carries them too, and stays an event, not a sample.
+  events.accept(`rampart-waf ${secret} 1795329600 203.0.113.9 shop.example.com ip_blocked - block GET - /x - 0123456789abcdef0123456789abcdef - - ${shop} 0`);
+  events.flush();
+  assert.equal(stored.length, 1, 'samples are not events');
+  minute();
+  await c.tick();
+  const byDomain = Object.fromEntries(h.sent[0]!.domains.map((d) => [d.domain, d]));
+  const histogram = (entries: [number, number][]) => {
+    const counts = new Array(LATENCY_BUCKETS_MS.length + 1).fill(0);
+    for (const [ms, n] of entries) counts[latencyBucket(ms)] += n;
+    return counts;
+  };
+  assert.deepEqual(byDomain['shop.example.com']!.latency, histogram([[5, 2], [25, 2], [500, 1], [20000, 1]]));
+  assert.deepEqual(byDomain['blog.example.com']!.latency, histogram([[100, 1]]));
+  assert.deepEqual(byDomain['shop.example.com']!.blocked, { ip_blocked: 1 });
+  minute();
+  await c.tick();
+  assert.equal(h.sent.length, 1, 'counted once');
+  assert.equal(histogramP99(histogram([[5, 99], [500, 1]])), 5);
+  assert.equal(histogramP99(histogram([[5, 98], [500, 2]])), 500);
+  assert.equal(histogramP99(histogram([[20000, 1]])), Infinity);
+  assert.equal(histogramP99(histogram([])), undefined);
 });
 
 test('while the service is away batches are kept, the oldest dropped past the bound, and sent in order once it is back', async () => {

@@ -25,3 +25,35 @@ export const ANALYTICS_LIMITS = {
   /** The agent's default interval between batches. */
   intervalMs: 60_000,
 } as const;
+
+/**
+ * Request latency, as the agent samples it (docs/api.md "Rollout"): HAProxy logs one request in
+ * LATENCY_SAMPLE_EVERY, chosen at random, with its total active time (%Ta), and the agent counts
+ * them per domain in buckets whose upper bounds, in milliseconds, are these; the last bucket
+ * counts what took longer than the last bound. Buckets add up exactly across intervals and
+ * servers, which percentiles do not.
+ */
+export const LATENCY_BUCKETS_MS = [5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000] as const;
+export const LATENCY_SAMPLE_EVERY = 16;
+
+/** The bucket a latency of `ms` falls in (an index into a histogram of LATENCY_BUCKETS_MS.length + 1). */
+export function latencyBucket(ms: number): number {
+  const i = LATENCY_BUCKETS_MS.findIndex((bound) => ms <= bound);
+  return i === -1 ? LATENCY_BUCKETS_MS.length : i;
+}
+
+/**
+ * The 99th percentile of a histogram, as the upper bound of the bucket it falls in (Infinity in
+ * the last, open one); undefined without samples.
+ */
+export function histogramP99(counts: readonly number[]): number | undefined {
+  const total = counts.reduce((a, b) => a + b, 0);
+  if (total === 0) return undefined;
+  const rank = Math.ceil(total * 0.99);
+  let seen = 0;
+  for (let i = 0; i < counts.length; i++) {
+    seen += counts[i]!;
+    if (seen >= rank) return LATENCY_BUCKETS_MS[i] ?? Infinity;
+  }
+  return Infinity;
+}

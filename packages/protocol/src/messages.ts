@@ -3,6 +3,7 @@ import { TypeCompiler } from '@sinclair/typebox/compiler';
 import { COMPRESSED_BODY_POLICIES, RULE_TYPES, WAF_LEVELS, WAF_MODES } from './waf.js';
 import { CUSTOM_RULE_ACTIONS, RULE_LIMITS } from './rule-language.js';
 import { CRAWLER_PREFIXES_MAX } from './crawlers.js';
+import { LATENCY_BUCKETS_MS } from './limits.js';
 
 /** Raised on both ends; an agent speaking another version is refused with a close reason. */
 export const PROTOCOL_VERSION = 1;
@@ -375,6 +376,8 @@ export const AnalyticsDomain = Type.Object(
     bytesOut: AnalyticsBytes,
     /** Blocked requests by WAF reason (reasons without blocks left out). */
     blocked: Type.Partial(Type.Object(Object.fromEntries(WAF_REASONS.map((r) => [r, AnalyticsCount])) as Record<WafReason, typeof AnalyticsCount>), { additionalProperties: false }),
+    /** Sampled requests by latency bucket (LATENCY_BUCKETS_MS); absent without samples, and from older agents. */
+    latency: Type.Optional(Type.Array(AnalyticsCount, { minItems: LATENCY_BUCKETS_MS.length + 1, maxItems: LATENCY_BUCKETS_MS.length + 1 })),
   },
   { additionalProperties: false },
 );

@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { blockBotOf, BOT_DIFFICULTY_DEFAULT, COMPRESSED_BODY_POLICIES, BOT_CHALLENGE_TTL_SECONDS, BOT_COOKIE_TTL_SECONDS, isIP, BOT_KEY_ID_PATTERN, checkRuleValue, findAiBot, SEARCH_CRAWLERS, isUuid, rateLimitOf, wafExceptionOf, WAF_LEVELS, WAF_MODES, type ServerSnapshot, type SnapshotDomain, type SnapshotRule } from '@rampart/protocol';
+import { blockBotOf, BOT_DIFFICULTY_DEFAULT, COMPRESSED_BODY_POLICIES, BOT_CHALLENGE_TTL_SECONDS, BOT_COOKIE_TTL_SECONDS, isIP, BOT_KEY_ID_PATTERN, checkRuleValue, findAiBot, SEARCH_CRAWLERS, isUuid, LATENCY_SAMPLE_EVERY, rateLimitOf, wafExceptionOf, WAF_LEVELS, WAF_MODES, type ServerSnapshot, type SnapshotDomain, type SnapshotRule } from '@rampart/protocol';
 import { UnsafeValueError } from './backend.js';
 import { compileCustomRules, customRuleLines, planGuards, type GuardPlan } from './custom-rules.js';
 import { GATE_FILES, gateAcls } from './gate.js';
@@ -276,13 +276,17 @@ export function renderWaf(
       // Method, path and query arrive percent-encoded (url_enc natively, or by the Lua actions), and
       // so do location and excerpt: no field holds a blank. 4 KB fits the longest line (a path of
       // 256 bytes and a query of 192, every byte escaped). The query comes last: older agents read
-      // lines without it, and newer ones lines of older proxies.
+      // lines without it, and newer ones lines of older proxies. Then the backend and the
+      // request's total active time (%Ta, ms): the latency samples below are lines without a reason.
       `    log 127.0.0.1:${opts.eventsPort} len 4096 local0 info`,
-      `    log-format "rampart-waf${opts.eventsSecret ? ` ${opts.eventsSecret}` : ''} %Ts %ci %[var(txn.rp_domain)] %[var(txn.rp_reason)] %[var(txn.rp_rule)] %[var(txn.rp_action)] %[var(txn.rp_method)] %[var(txn.rp_loc)] %[var(txn.rp_path)] %[var(txn.rp_match)] %[unique-id] %[var(txn.rp_claim)] %[var(txn.rp_query)]"`,
+      `    log-format "rampart-waf${opts.eventsSecret ? ` ${opts.eventsSecret}` : ''} %Ts %ci %[var(txn.rp_domain)] %[var(txn.rp_reason)] %[var(txn.rp_rule)] %[var(txn.rp_action)] %[var(txn.rp_method)] %[var(txn.rp_loc)] %[var(txn.rp_path)] %[var(txn.rp_match)] %[unique-id] %[var(txn.rp_claim)] %[var(txn.rp_query)] %b %Ta"`,
     );
   }
   // The request id is made only when something reads it (a WAF answer, its event line).
   frontend.push(`    unique-id-format ${REQUEST_ID_FORMAT}`, '    http-request set-log-level silent');
+  // One request in LATENCY_SAMPLE_EVERY, at random, is logged for its latency (staged rollout's
+  // p99 signal, docs/api.md "Rollout"); a WAF decision later in the request logs it anyway.
+  if (opts.eventsPort !== undefined) frontend.push(`    http-request set-log-level info if { rand(${LATENCY_SAMPLE_EVERY}) -m int 0 }`);
 
   const global_: string[] = [];
   // Lua runs in each thread's own state: no request ever waits for another thread's. The one

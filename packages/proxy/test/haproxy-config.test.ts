@@ -8,7 +8,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
 import { after, describe, test } from 'node:test';
 import fc from 'fast-check';
-import type { ServerSnapshot, SnapshotDomain, SnapshotRule } from '@rampart/protocol';
+import { LATENCY_SAMPLE_EVERY, type ServerSnapshot, type SnapshotDomain, type SnapshotRule } from '@rampart/protocol';
 import { cookieKeys, GATE_FILES, renderHaproxyConfig, UnsafeValueError, WAF_ASSETS, type RenderOptions, type RenderTarget } from '../src/index.js';
 import { goldenSuite } from './golden.js';
 import { skipUnless } from '../../../test/support/processes.js';
@@ -338,7 +338,9 @@ describe('the renderer re-checks every rule and WAF setting itself', () => {
   test('every WAF answer has a request id: the unique-id format, and its field of the event line, then the claim and the query', () => {
     const cfg = renderHaproxyConfig(base(), { httpBind: { address: '*', port: 80 }, runDir: '/run/rampart', eventsPort: 5514 }, { configDir: '/etc/rampart/cfg' }).files['haproxy.cfg']!;
     assert.match(cfg, /\n    unique-id-format %\[uuid,regsub\(-,,g\),bytes\(0,16\)\]\n/);
-    assert.match(cfg, /log-format "rampart-waf .* %\[var\(txn\.rp_match\)\] %\[unique-id\] %\[var\(txn\.rp_claim\)\] %\[var\(txn\.rp_query\)\]"\n/);
+    assert.match(cfg, /log-format "rampart-waf .* %\[var\(txn\.rp_match\)\] %\[unique-id\] %\[var\(txn\.rp_claim\)\] %\[var\(txn\.rp_query\)\] %b %Ta"\n/);
+    // Latency samples: one request in LATENCY_SAMPLE_EVERY is logged, after the default silence.
+    assert.match(cfg, new RegExp(`http-request set-log-level silent\\n    http-request set-log-level info if \\{ rand\\(${LATENCY_SAMPLE_EVERY}\\) -m int 0 \\}\\n`));
     assert.match(cfg, /\n    log 127\.0\.0\.1:5514 len 4096 local0 info\n/, 'room for a path of 256 bytes and a query of 192, every byte escaped, every byte escaped');
   });
 

@@ -1,8 +1,9 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { describe, test } from 'node:test';
-import type { AnalyticsBatchPayload } from '@rampart/protocol';
+import { LATENCY_BUCKETS_MS, latencyBucket, type AnalyticsBatchPayload } from '@rampart/protocol';
 import { buildSnapshots } from '../src/hub/snapshot.js';
+import { storeAnalytics } from '../src/services/analytics.js';
 import { haltSilentBakes, recordCanaryFailure, recordRolloutReport, regression, ROLLOUT_REPORT_SECONDS, ROLLOUT_THRESHOLDS, SILENT_CANARY_SECONDS } from '../src/services/rollouts.js';
 import { backends, call, makeTestApp, newAccount, type TestApp } from './helpers.js';
 
@@ -17,10 +18,10 @@ const ORIGINS = [{ ip: '192.0.2.10', port: 80 }];
 const BLOCK_ALL = { name: 'block everything', expression: 'starts_with(http.request.uri.path, "/")', action: 'block' };
 const LOG_LOGIN = { name: 'log login', expression: 'http.request.uri.path eq "/login"', action: 'log' };
 
-function batch(domain: string, requests: number, blocked: number, errors = 0): AnalyticsBatchPayload {
+function batch(domain: string, requests: number, blocked: number, errors = 0, latency?: number[]): AnalyticsBatchPayload {
   return {
     minute: new Date(Math.floor(Date.now() / 60_000) * 60_000).toISOString(),
-    domains: [{ domain, requests, status: { '1xx': 0, '2xx': requests - errors, '3xx': 0, '4xx': 0, '5xx': errors, other: 0 }, bytesIn: 0, bytesOut: 0, blocked: blocked ? { custom_rule: blocked } : {} }],
+    domains: [{ domain, requests, status: { '1xx': 0, '2xx': requests - errors, '3xx': 0, '4xx': 0, '5xx': errors, other: 0 }, bytesIn: 0, bytesOut: 0, blocked: blocked ? { custom_rule: blocked } : {}, ...(latency ? { latency } : {}) }],
   };
 }
 
@@ -31,7 +32,26 @@ test('regression: the documented thresholds', () => {
   assert.equal(regression({ requests: 100, blocked: 40, errors: 0 }, { requests: 100, blocked: 60, errors: 0 }), undefined, '40% to 60%: not twice');
   assert.equal(regression(none, { requests: 100, blocked: 10, errors: 10 }), undefined, '10 points is not a regression');
   assert.match(regression({ requests: 100, blocked: 0, errors: 1 }, { requests: 100, blocked: 0, errors: 50 })!.signal, /origin errors/);
+  // p99 latency: judged with 50 samples on both sides; 3 times the before and 200 ms more.
+  const fast = hist([[25, 99], [50, 1]]);
+  const slow = hist([[25, 60], [500, 40]]);
+  const t = { requests: 100, blocked: 0, errors: 0 };
+  const p99 = regression({ ...t, latency: fast }, { ...t, latency: slow });
+  assert.equal(p99?.signal, 'the p99 latency');
+  assert.equal(p99?.values, 'at most 25 ms before the change, up to 500 ms during the bake (100 sampled requests)');
+  assert.equal(regression({ ...t, latency: fast }, { ...t, latency: hist([[25, 40], [500, 9]]) }), undefined, '49 samples: too few');
+  assert.equal(regression({ ...t, latency: hist([[25, 49]]) }, { ...t, latency: slow }), undefined, 'no judged before: no signal');
+  assert.equal(regression({ ...t, latency: hist([[250, 100]]) }, { ...t, latency: hist([[500, 100]]) }), undefined, 'twice is not a regression');
+  assert.equal(regression({ ...t, latency: hist([[25, 100]]) }, { ...t, latency: hist([[100, 100]]) }), undefined, '4 times but 75 ms more is not');
+  assert.match(regression({ ...t, latency: fast }, { ...t, latency: hist([[60_000, 100]]) })!.values, /up to over 10 s|over 10 s during the bake/);
 });
+
+/** A latency histogram from [ms, count] pairs. */
+function hist(entries: [number, number][]): number[] {
+  const counts = new Array<number>(LATENCY_BUCKETS_MS.length + 1).fill(0);
+  for (const [ms, n] of entries) counts[latencyBucket(ms)]! += n;
+  return counts;
+}
 
 for (const backend of await backends()) {
   describe(`staged rollout (${backend})`, async () => {
@@ -60,7 +80,7 @@ for (const backend of await backends()) {
     }
     const snaps = async (...ids: string[]) => (await buildSnapshots(ctx.db, ids)).snapshots;
     const ruleExprs = (s: { customRules?: { expression: string }[] } | undefined) => (s?.customRules ?? []).map((r) => r.expression);
-    const rollouts = async (key: string) => (await call(t.app, 'GET', '/api/rollouts', { key })).body as { id: string; state: string; change: string; bakeUntil: string; signal: string | null; detail: string | null; servers: { name: string; state: string; canary: boolean }[] }[];
+    const rollouts = async (key: string) => (await call(t.app, 'GET', '/api/rollouts', { key })).body as { id: string; state: string; change: string; bakeUntil: string; signal: string | null; detail: string | null; servers: { name: string; state: string; canary: boolean; p99Ms: number | null; baseP99Ms: number | null }[] }[];
     const states = (r: { servers: { name: string; state: string }[] }) => Object.fromEntries(r.servers.map((s) => [s.name, s.state]));
     /** Past the bake: the clock is moved past every bake_until this test made. */
     const pastBake = () => t.clock.set(new Date(Date.now() + 3_600_000 + 60_000));
@@ -205,6 +225,29 @@ for (const backend of await backends()) {
       assert.equal(im.body.state, 'idle');
       assert.equal((await rollouts(key))[0]!.state, 'superseded');
       assert.equal(ruleExprs((await snaps(fleet)).get(fleet)).length, 2);
+    });
+
+    test('p99 latency: the before from the stored analytics, the bake summed over reports; a slow change halts with both values', async () => {
+      const { key, accountId, canary, fleet, domain } = await setup();
+      // The canary's traffic before the change, as the analytics store it.
+      const stored = await storeAnalytics(ctx, accountId, canary, batch(domain, 600, 0, 0, hist([[25, 200], [50, 2]])));
+      assert.equal(stored.stored, 1, JSON.stringify(stored));
+      await call(t.app, 'POST', '/api/rules', { key, body: LOG_LOGIN });
+      const [r0] = await rollouts(key);
+      const base = r0!.servers.find((x) => x.name === 'canary')!;
+      assert.equal(base.baseP99Ms, 25);
+      assert.equal(base.p99Ms, null, 'no samples yet');
+      // Two reports of 30 slow samples each: neither alone is enough to judge, together they are.
+      assert.equal(await recordRolloutReport(ctx, canary, batch(domain, 300, 0, 0, hist([[800, 30]]))), 'baking');
+      assert.equal(await recordRolloutReport(ctx, canary, batch(domain, 300, 0, 0, hist([[800, 30]]))), 'halted');
+      const [r] = await rollouts(key);
+      assert.equal(r!.signal, 'the p99 latency');
+      assert.equal(r!.detail, 'at most 25 ms before the change, up to 1 s during the bake (60 sampled requests)');
+      const row = r!.servers.find((x) => x.name === 'canary')!;
+      assert.deepEqual([row.baseP99Ms, row.p99Ms], [25, 1000]);
+      assert.deepEqual(ruleExprs((await snaps(fleet)).get(fleet)), [], 'the fleet never got the change');
+      const n = (await call(t.app, 'GET', '/api/notifications', { key })).body as { kind: string; message: string }[];
+      assert.match(n.find((x) => x.kind === 'rollout_halted')!.message, /regressed the p99 latency on canary "canary": at most 25 ms before the change, up to 1 s during the bake/);
     });
 
     test('a silent canary: past the bake and the grace without its report, the rollout halts and names it; the fleet never gets the change', async () => {

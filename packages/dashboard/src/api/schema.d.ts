@@ -1893,6 +1893,10 @@ export interface paths {
                                 requests: number;
                                 blocked: number;
                                 originErrors: number;
+                                /** @description Canaries: the p99 latency of the requests sampled during the bake, as its bucket's upper bound in ms (10000: 10 s or more); null below 50 samples */
+                                p99Ms: number | null;
+                                /** @description Canaries: the same over the 15 minutes before the change; null below 50 samples */
+                                baseP99Ms: number | null;
                                 /** Format: date-time */
                                 lastReportAt: string | null;
                             }[];
@@ -1997,6 +2001,10 @@ export interface paths {
                                 requests: number;
                                 blocked: number;
                                 originErrors: number;
+                                /** @description Canaries: the p99 latency of the requests sampled during the bake, as its bucket's upper bound in ms (10000: 10 s or more); null below 50 samples */
+                                p99Ms: number | null;
+                                /** @description Canaries: the same over the 15 minutes before the change; null below 50 samples */
+                                baseP99Ms: number | null;
                                 /** Format: date-time */
                                 lastReportAt: string | null;
                             }[];
@@ -2108,6 +2116,10 @@ export interface paths {
                                 requests: number;
                                 blocked: number;
                                 originErrors: number;
+                                /** @description Canaries: the p99 latency of the requests sampled during the bake, as its bucket's upper bound in ms (10000: 10 s or more); null below 50 samples */
+                                p99Ms: number | null;
+                                /** @description Canaries: the same over the 15 minutes before the change; null below 50 samples */
+                                baseP99Ms: number | null;
                                 /** Format: date-time */
                                 lastReportAt: string | null;
                             }[];

@@ -19,6 +19,15 @@ export interface MinuteCounts {
   bytesIn: number;
   bytesOut: number;
   blocked: Record<string, number>;
+  /** Sampled requests by latency bucket (LATENCY_BUCKETS_MS), when the batch had samples. */
+  latency?: number[] | undefined;
+}
+
+/** Two histograms of the same buckets added (either may be missing). */
+export function addHistograms(a: readonly (number | string)[] | null | undefined, b: readonly (number | string)[] | null | undefined): number[] {
+  const x = (a ?? []).map(Number);
+  const y = (b ?? []).map(Number);
+  return Array.from({ length: Math.max(x.length, y.length) }, (_, i) => (x[i] ?? 0) + (y[i] ?? 0));
 }
 
 const COUNT_COLUMNS = ['requests', 's1xx', 's2xx', 's3xx', 's4xx', 's5xx', 's_other', 'bytes_in', 'bytes_out'] as const;
@@ -49,6 +58,13 @@ const mergeBlocked = (a: string, b: string) =>
       `(select * from jsonb_each_text(${a}) union all select * from jsonb_each_text(${b})) as x group by key) as y)`,
   );
 
+/** The sum of two latency histograms (bigint[], either null), bucket by bucket, each at most MINUTE_COUNT_MAX. */
+const mergeLatency = (a: string, b: string) =>
+  sql.raw(
+    `(case when ${a} is null then ${b} when ${b} is null then ${a} else (select array_agg(least(coalesce(x, 0) + coalesce(y, 0), ${MINUTE_COUNT_MAX}) order by i) ` +
+      `from unnest(${a}, ${b}) with ordinality as t(x, y, i)) end)`,
+  );
+
 const cap = (n: number) => Math.min(MINUTE_COUNT_MAX, n);
 
 /** Adds the counts to their minutes (one row per account, domain and minute; rows must be distinct by that key), each sum at most MINUTE_COUNT_MAX. */
@@ -71,6 +87,7 @@ export async function addMinuteCounts(db: Database | Tx, rows: readonly MinuteCo
         bytes_in: cap(r.bytesIn),
         bytes_out: cap(r.bytesOut),
         blocked: JSON.stringify(Object.fromEntries(Object.entries(r.blocked).map(([k, n]) => [k, cap(n)]))),
+        latency: r.latency ? r.latency.map(cap) : null,
         updated_at: updatedAt,
       })),
     )
@@ -78,6 +95,7 @@ export async function addMinuteCounts(db: Database | Tx, rows: readonly MinuteCo
       oc.columns(['account_id', 'domain_id', 'minute']).doUpdateSet((eb) => ({
         ...Object.fromEntries(COUNT_COLUMNS.map((c) => [c, sql`least(${eb.ref(`analytics_minute.${c}`)} + ${eb.ref(`excluded.${c}`)}, ${sql.lit(MINUTE_COUNT_MAX)})`])),
         blocked: sql`${mergeBlocked('analytics_minute.blocked', 'excluded.blocked')}`,
+        latency: sql`${mergeLatency('analytics_minute.latency', 'excluded.latency')}`,
         updated_at: eb.ref('excluded.updated_at'),
       })),
     )

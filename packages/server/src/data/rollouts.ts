@@ -83,7 +83,26 @@ export async function domainCountsOfServers(db: Db, accountId: string, serverIds
     .where('a.minute', '>=', since)
     .groupBy('ds.server_id')
     .execute();
-  return new Map(rows.map((r) => [r.server_id, { requests: Number(r.requests), blocked: Number(r.blocked), errors: Number(r.errors) }]));
+  // Their latency samples, bucket by bucket (the buckets' order is their index in each array).
+  const buckets = await sql<{ server_id: string; i: string; n: string }>`
+    select ds.server_id, t.i, sum(t.n) as n
+      from analytics_minute a
+      join domain_servers ds on ds.domain_id = a.domain_id
+      cross join lateral unnest(a.latency) with ordinality as t(n, i)
+     where a.account_id = ${accountId} and ds.server_id in (${sql.join([...serverIds])}) and a.minute >= ${since} and a.latency is not null
+     group by ds.server_id, t.i`.execute(db);
+  const latency = new Map<string, number[]>();
+  for (const b of buckets.rows) {
+    const counts = latency.get(b.server_id) ?? latency.set(b.server_id, []).get(b.server_id)!;
+    counts[Number(b.i) - 1] = Number(b.n);
+  }
+  const out = new Map<string, { requests: number; blocked: number; errors: number; latency: number[] | null }>();
+  for (const r of rows) out.set(r.server_id, { requests: Number(r.requests), blocked: Number(r.blocked), errors: Number(r.errors), latency: null });
+  for (const [id, counts] of latency) {
+    const c = out.get(id) ?? out.set(id, { requests: 0, blocked: 0, errors: 0, latency: null }).get(id)!;
+    c.latency = Array.from(counts, (n) => n ?? 0);
+  }
+  return out;
 }
 
 /** For these servers, their place in a holding rollout, and their released snapshot. */
@@ -103,7 +122,7 @@ export function bakingCanaryRow(tx: Tx, serverId: string) {
   return tx
     .selectFrom('rollout_servers as rs')
     .innerJoin('rollouts as r', 'r.id', 'rs.rollout_id')
-    .select(['rs.rollout_id', 'rs.base_requests', 'rs.base_blocked', 'rs.base_errors', 'rs.requests', 'rs.blocked', 'rs.errors', 'r.account_id', 'r.bake_until', 'r.change'])
+    .select(['rs.rollout_id', 'rs.base_requests', 'rs.base_blocked', 'rs.base_errors', 'rs.base_latency', 'rs.requests', 'rs.blocked', 'rs.errors', 'rs.latency', 'r.account_id', 'r.bake_until', 'r.change'])
     .where('rs.server_id', '=', serverId)
     .where('rs.canary', '=', true)
     .where('rs.state', '=', 'baking')
@@ -113,10 +132,10 @@ export function bakingCanaryRow(tx: Tx, serverId: string) {
     .executeTakeFirst();
 }
 
-export async function setBakeCounts(tx: Tx, rolloutId: string, serverId: string, bake: { requests: number; blocked: number; errors: number }, now: Date): Promise<void> {
+export async function setBakeCounts(tx: Tx, rolloutId: string, serverId: string, bake: { requests: number; blocked: number; errors: number; latency: number[] | null }, now: Date): Promise<void> {
   await tx
     .updateTable('rollout_servers')
-    .set({ requests: bake.requests, blocked: bake.blocked, errors: bake.errors, last_report_at: now })
+    .set({ requests: bake.requests, blocked: bake.blocked, errors: bake.errors, latency: bake.latency, last_report_at: now })
     .where('rollout_id', '=', rolloutId)
     .where('server_id', '=', serverId)
     .execute();
@@ -204,7 +223,7 @@ export function rolloutServerRows(db: Db, rolloutIds: readonly string[]) {
   return db
     .selectFrom('rollout_servers as rs')
     .innerJoin('servers as s', 's.id', 'rs.server_id')
-    .select(['rs.rollout_id', 'rs.server_id', 's.name', 'rs.canary', 'rs.state', 'rs.requests', 'rs.blocked', 'rs.errors', 'rs.last_report_at'])
+    .select(['rs.rollout_id', 'rs.server_id', 's.name', 'rs.canary', 'rs.state', 'rs.requests', 'rs.blocked', 'rs.errors', 'rs.base_latency', 'rs.latency', 'rs.last_report_at'])
     .where('rs.rollout_id', 'in', [...rolloutIds])
     .orderBy('s.name')
     .execute();

@@ -637,6 +637,15 @@ const migrations: Record<string, Migration> = {
       await db.schema.createIndex('rollout_servers_server').on('rollout_servers').column('server_id').execute();
     },
   },
+  '0041_latency': {
+    // Staged rollout's p99 signal (docs/api.md "Rollout"): sampled requests by latency bucket
+    // (LATENCY_BUCKETS_MS), per domain and minute, and per canary before and during a bake.
+    async up(db: Kysely<any>) {
+      await db.schema.alterTable('analytics_minute').addColumn('latency', sql`bigint[]`).execute();
+      await db.schema.alterTable('rollout_servers').addColumn('base_latency', sql`bigint[]`).execute();
+      await db.schema.alterTable('rollout_servers').addColumn('latency', sql`bigint[]`).execute();
+    },
+  },
   '0060_audit_log': {
     // The audit log (docs/api.md "Audit log"): every change to an account's configuration, keys,
     // settings and billing, who made it and the fields before and after (secrets never). Kept 90

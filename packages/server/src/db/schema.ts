@@ -357,8 +357,12 @@ interface AnalyticsCounts {
   blocked: ColumnType<Record<string, number>, string, string>;
   updated_at: Timestamp;
 }
+/** Sampled requests by latency bucket (LATENCY_BUCKETS_MS); int8 elements may arrive as strings. */
+export type LatencyColumn = ColumnType<(number | string)[] | null, number[] | null | undefined, number[] | null>;
+
 export interface AnalyticsMinuteTable extends AnalyticsCounts {
   minute: Timestamp;
+  latency: LatencyColumn;
 }
 export interface AnalyticsHourTable extends AnalyticsCounts {
   hour: Timestamp;
@@ -471,5 +475,7 @@ export interface RolloutServersTable {
   requests: Int8WithDefault;
   blocked: Int8WithDefault;
   errors: Int8WithDefault;
+  base_latency: LatencyColumn;
+  latency: LatencyColumn;
   last_report_at: ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
 }

@@ -45,6 +45,10 @@ export const RolloutView = Type.Object({
       requests: Type.Integer({ description: 'Canaries: requests counted during the bake' }),
       blocked: Type.Integer(),
       originErrors: Type.Integer(),
+      p99Ms: Type.Union([Type.Integer(), Type.Null()], {
+        description: "Canaries: the p99 latency of the requests sampled during the bake, as its bucket's upper bound in ms (10000: 10 s or more); null below 50 samples",
+      }),
+      baseP99Ms: Type.Union([Type.Integer(), Type.Null()], { description: "Canaries: the same over the 15 minutes before the change; null below 50 samples" }),
       lastReportAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
     }),
   ),

@@ -1,7 +1,8 @@
-import { AGENT_LIMITS, ANALYTICS_LIMITS, STATUS_CLASSES, WAF_REASONS, type AnalyticsBatchPayload, type StatusClass } from '@rampart/protocol';
+import { AGENT_LIMITS, ANALYTICS_LIMITS, LATENCY_BUCKETS_MS, STATUS_CLASSES, WAF_REASONS, type AnalyticsBatchPayload, type StatusClass } from '@rampart/protocol';
 import type { ServiceContext } from '../context.js';
 import { isUuid } from '../context.js';
 import {
+  addHistograms,
   addMinuteCounts,
   accountDomainName,
   deleteHoursBefore,
@@ -76,7 +77,8 @@ export async function storeAnalytics(ctx: ServiceContext, accountId: string, ser
       STATUS_CLASSES.every((c) => countOk(d.status?.[c], R)) &&
       countOk(d.bytesIn, B) &&
       countOk(d.bytesOut, B) &&
-      blocked.every(([reason, n]) => REASONS.has(reason) && countOk(n, R));
+      blocked.every(([reason, n]) => REASONS.has(reason) && countOk(n, R)) &&
+      (d.latency === undefined || (Array.isArray(d.latency) && d.latency.length === LATENCY_BUCKETS_MS.length + 1 && d.latency.every((n) => countOk(n, R))));
     if (!valid) {
       result.invalid++;
       continue;
@@ -96,6 +98,7 @@ export async function storeAnalytics(ctx: ServiceContext, accountId: string, ser
     row.bytesIn = Math.min(B, row.bytesIn + d.bytesIn);
     row.bytesOut = Math.min(B, row.bytesOut + d.bytesOut);
     for (const [reason, n] of blocked) if (n! > 0) row.blocked[reason] = Math.min(R, (row.blocked[reason] ?? 0) + n!);
+    if (d.latency) row.latency = addHistograms(row.latency, d.latency).map((n) => Math.min(R, n));
     result.stored++;
   }
   await addMinuteCounts(ctx.db, [...rows.values()], ctx.now());

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { AnalyticsBatchPayload, ServerSnapshot } from '@rampart/protocol';
+import { histogramP99, LATENCY_BUCKETS_MS, type AnalyticsBatchPayload, type ServerSnapshot } from '@rampart/protocol';
 import { iso, isUuid, type ServiceContext } from '../context.js';
 import type { Database, Tx } from '../db/database.js';
 import type { RolloutServerState, RolloutState } from '../db/schema.js';
@@ -29,6 +29,7 @@ import {
   stopHolding,
   upsertRolloutSettings,
 } from '../data/rollouts.js';
+import { addHistograms } from '../data/analytics.js';
 import { AppError, invalidField } from '../errors.js';
 import { buildSnapshots } from '../hub/snapshot.js';
 import { notificationMessages, notify, quotedName } from './notifications.js';
@@ -49,7 +50,7 @@ export const ROLLOUT_REPORT_SECONDS = 2;
  * at least minRequests during the bake; it regresses when it rose by at least `rise` (absolute)
  * and to at least twice the share before the change.
  */
-export const ROLLOUT_THRESHOLDS = { minRequests: 20, blockedRise: 0.25, errorRise: 0.2 } as const;
+export const ROLLOUT_THRESHOLDS = { minRequests: 20, blockedRise: 0.25, errorRise: 0.2, minLatencySamples: 50, latencyFactor: 3, latencyRiseMs: 200 } as const;
 /** The window before a change that the canary's "before" shares are read from. */
 const BASELINE_MS = 15 * 60_000;
 /** Rollouts GET /api/rollouts lists. */
@@ -183,6 +184,7 @@ export async function noteChange(tx: Db, accountId: string): Promise<void> {
         base_requests: b?.requests ?? 0,
         base_blocked: b?.blocked ?? 0,
         base_errors: b?.errors ?? 0,
+        base_latency: b?.latency ?? null,
       };
     }),
   );
@@ -255,6 +257,8 @@ export interface BakeCounts {
   requests: number;
   blocked: number;
   errors: number;
+  /** Sampled requests by latency bucket (LATENCY_BUCKETS_MS); null without samples. */
+  latency?: readonly number[] | null;
 }
 
 /**
@@ -265,6 +269,10 @@ const seen = (c: BakeCounts) => Math.max(c.requests, c.blocked);
 const blockedShare = (c: BakeCounts) => (seen(c) > 0 ? c.blocked / seen(c) : 0);
 const errorShare = (c: BakeCounts) => (c.requests > 0 ? c.errors / c.requests : 0);
 const pct = (x: number) => `${(x * 100).toFixed(1)}%`;
+const samples = (c: BakeCounts) => (c.latency ?? []).reduce((a, b) => a + b, 0);
+/** The p99 of a histogram with enough samples to judge by, else undefined. */
+const judgedP99 = (c: BakeCounts) => (samples(c) >= ROLLOUT_THRESHOLDS.minLatencySamples ? histogramP99(c.latency!) : undefined);
+const msText = (ms: number) => (ms === Infinity ? `over ${LATENCY_BUCKETS_MS.at(-1)! / 1000} s` : ms >= 1000 ? `${ms / 1000} s` : `${ms} ms`);
 
 /** The regression of a canary's bake against its "before", or undefined (ROLLOUT_THRESHOLDS). */
 export function regression(before: BakeCounts, bake: BakeCounts): { signal: string; values: string } | undefined {
@@ -279,6 +287,11 @@ export function regression(before: BakeCounts, bake: BakeCounts): { signal: stri
   if (bake.requests >= ROLLOUT_THRESHOLDS.minRequests && e1 - e0 >= ROLLOUT_THRESHOLDS.errorRise && e1 >= 2 * e0) {
     return { signal: 'the share of origin errors (5xx)', values: `${pct(e0)} before the change, ${pct(e1)} during the bake (${bake.errors} of ${bake.requests} answers)` };
   }
+  const p0 = judgedP99(before);
+  const p1 = judgedP99(bake);
+  if (p0 !== undefined && p1 !== undefined && p1 >= ROLLOUT_THRESHOLDS.latencyFactor * p0 && p1 - p0 >= ROLLOUT_THRESHOLDS.latencyRiseMs) {
+    return { signal: 'the p99 latency', values: `at most ${msText(p0)} before the change, ${p1 === Infinity ? '' : 'up to '}${msText(p1)} during the bake (${samples(bake)} sampled requests)` };
+  }
   return undefined;
 }
 
@@ -288,19 +301,22 @@ export function regression(before: BakeCounts, bake: BakeCounts): { signal: stri
  * the change is released to every server. Nothing for a server that is not a baking canary.
  */
 export async function recordRolloutReport(ctx: ServiceContext, serverId: string, batch: AnalyticsBatchPayload): Promise<'none' | 'baking' | 'halted' | 'applied'> {
-  const counts: BakeCounts = { requests: 0, blocked: 0, errors: 0 };
+  const counts = { requests: 0, blocked: 0, errors: 0, latency: null as number[] | null };
   for (const d of batch.domains) {
     counts.requests += d.requests;
     counts.errors += d.status['5xx'];
     for (const n of Object.values(d.blocked)) counts.blocked += n ?? 0;
+    if (d.latency) counts.latency = addHistograms(counts.latency, d.latency);
   }
   const now = ctx.now();
   const result = await ctx.db.transaction().execute(async (tx) => {
     const row = await bakingCanaryRow(tx, serverId);
     if (!row) return { outcome: 'none' as const, push: [] as string[] };
-    const bake = { requests: Number(row.requests) + counts.requests, blocked: Number(row.blocked) + counts.blocked, errors: Number(row.errors) + counts.errors };
+    const latency = counts.latency || row.latency ? addHistograms(row.latency, counts.latency) : null;
+    const bake = { requests: Number(row.requests) + counts.requests, blocked: Number(row.blocked) + counts.blocked, errors: Number(row.errors) + counts.errors, latency };
     await setBakeCounts(tx, row.rollout_id, serverId, bake, now);
-    const bad = regression({ requests: Number(row.base_requests), blocked: Number(row.base_blocked), errors: Number(row.base_errors) }, bake);
+    const base = { requests: Number(row.base_requests), blocked: Number(row.base_blocked), errors: Number(row.base_errors), latency: row.base_latency ? row.base_latency.map(Number) : null };
+    const bad = regression(base, bake);
     if (bad) return { outcome: 'halted' as const, push: await halt(ctx, tx, row, serverId, bad.signal, bad.values) };
     if (now.getTime() < new Date(row.bake_until).getTime()) return { outcome: 'baking' as const, push: [] };
     const waiting = await canariesNotReportedSince(tx, row.rollout_id, new Date(row.bake_until));
@@ -415,6 +431,12 @@ export async function rollbackRollout(ctx: ServiceContext, accountId: string, id
   return rolloutView(ctx, accountId, id);
 }
 
+/** A p99 for the API: the upper bound of its bucket in ms (the last bound for "that or more"), or null without enough samples. */
+function p99View(latency: readonly (number | string)[] | null): number | null {
+  const p = judgedP99({ requests: 0, blocked: 0, errors: 0, latency: latency?.map(Number) ?? null });
+  return p === undefined ? null : Math.min(p, LATENCY_BUCKETS_MS.at(-1)!);
+}
+
 async function views(db: Db, rollouts: { id: string; state: string; change: string; bake_seconds: number; started_at: Date | string; bake_until: Date | string; ended_at: Date | string | null; signal: string | null; detail: string | null }[]) {
   const ids = rollouts.map((r) => r.id);
   const servers = ids.length ? await rolloutServerRows(db, ids) : [];
@@ -438,6 +460,8 @@ async function views(db: Db, rollouts: { id: string; state: string; change: stri
         requests: Number(s.requests),
         blocked: Number(s.blocked),
         originErrors: Number(s.errors),
+        p99Ms: p99View(s.latency),
+        baseP99Ms: p99View(s.base_latency),
         lastReportAt: iso(s.last_report_at),
       })),
   }));
