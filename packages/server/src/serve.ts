@@ -11,7 +11,7 @@ import { ANALYTICS_JOB_INTERVAL_MS, runAnalyticsJob } from './services/analytics
 import { botKeyMaxAgeFromEnv, runBotKeyJob } from './services/bot-keys.js';
 import { crawlerRangesConfigFromEnv, runCrawlerRangesJob, type CrawlerRangesConfig } from './services/crawler-ranges.js';
 import { healthIntervalFromEnv, runHealthCycle } from './services/health.js';
-import { haltSilentBakes, ROLLOUT_WATCH_MS } from './services/rollouts.js';
+import { bakeWatch, ROLLOUT_WATCH_MS } from './services/rollouts.js';
 import { billingIntervalFromEnv, pollChainDeposits, runChargeJob, runDepositExpiry } from './services/billing.js';
 import { chainConfigFromEnv, type ChainConfig } from './chain/config.js';
 import { deliveryConfigFromEnv, deliveryRunner, type DeliveryConfig } from './services/notification-delivery.js';
@@ -198,6 +198,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     sendEmail: deliveries.sendEmail,
   };
   hub.attach(app.server);
+  const bakes = bakeWatch(ctx);
   // Periodic jobs, each on one process at a time however many share the database.
   const stopJobs = scheduleJobs(
     database.db,
@@ -210,8 +211,8 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       { name: 'bot-keys', everyMs: 300_000, run: () => runBotKeyJob(ctx, botKeyMaxAge) },
       // The health cycle: certificate expiry warnings, server health (probes), DNS failover.
       { name: 'health-cycle', everyMs: healthIntervalSeconds * 1000, run: () => runHealthCycle(ctx, ctx.now(), { log: appLog }) },
-      // Staged rollout: a bake whose canary went silent halts (docs/api.md "Rollout").
-      { name: 'rollout-watch', everyMs: ROLLOUT_WATCH_MS, run: () => haltSilentBakes(ctx) },
+      // Staged rollout: a bake that ended is released, or halts if a canary went silent (docs/api.md "Rollout").
+      { name: 'rollout-watch', everyMs: ROLLOUT_WATCH_MS, run: () => bakes.run() },
       // The monthly charge of every account due (docs/billing.md, "The monthly charge").
       { name: 'billing-charge', everyMs: billingIntervalSeconds * 1000, run: () => runChargeJob(ctx) },
       // Deposits not paid within 24 hours expire (docs/billing.md, "Deposits").
@@ -226,6 +227,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     metrics.jobs,
   );
   app.addHook('onClose', async () => stopJobs());
+  app.addHook('onClose', async () => bakes.stop());
   app.addHook('onClose', async () => deliveries.stop());
   app.addHook('onClose', async () => bus.close());
   app.addHook('preClose', async () => hub.close()); // live agent sockets would hold the listener open

@@ -4,7 +4,7 @@ import { describe, test } from 'node:test';
 import { LATENCY_BUCKETS_MS, latencyBucket, type AnalyticsBatchPayload } from '@rampart/protocol';
 import { buildSnapshots } from '../src/hub/snapshot.js';
 import { storeAnalytics } from '../src/services/analytics.js';
-import { haltSilentBakes, recordCanaryFailure, recordRolloutReport, regression, ROLLOUT_REPORT_SECONDS, ROLLOUT_THRESHOLDS, SILENT_CANARY_SECONDS } from '../src/services/rollouts.js';
+import { recordCanaryFailure, recordRolloutReport, regression, ROLLOUT_REPORT_SECONDS, ROLLOUT_THRESHOLDS, SILENT_CANARY_SECONDS, watchBakes } from '../src/services/rollouts.js';
 import { backends, call, makeTestApp, newAccount, type TestApp } from './helpers.js';
 
 // Staged rollout (docs/api.md "Rollout"): the settings and the canary flag; in staged mode a change
@@ -250,6 +250,29 @@ for (const backend of await backends()) {
       assert.match(n.find((x) => x.kind === 'rollout_halted')!.message, /regressed the p99 latency on canary "canary": at most 25 ms before the change, up to 1 s during the bake/);
     });
 
+    test('the watch releases a change when its bake ends, the canary\'s last report within one interval of the end; not before the end', async () => {
+      const { key, canary, fleet, domain } = await setup(5);
+      await call(t.app, 'POST', '/api/rules', { key, body: LOG_LOGIN });
+      const [r] = await rollouts(key);
+      const bakeEnd = Date.parse(r!.bakeUntil);
+      try {
+        // A report one second before the end (the agent reports every 2 s), then nothing.
+        t.clock.set(new Date(bakeEnd - 1000));
+        assert.equal(await recordRolloutReport(ctx, canary, batch(domain, 30, 0)), 'baking');
+        assert.equal((await rollouts(key))[0]!.state, 'baking');
+        await watchBakes(ctx);
+        assert.equal((await rollouts(key))[0]!.state, 'baking', 'not before the end');
+        t.changed.length = 0;
+        t.clock.set(new Date(bakeEnd + 10));
+        assert.ok((await watchBakes(ctx)).applied >= 1);
+        assert.equal((await rollouts(key))[0]!.state, 'applied');
+        assert.ok(t.changed.flat().includes(fleet), 'the fleet is pushed');
+        assert.deepEqual(ruleExprs((await snaps(fleet)).get(fleet)), [LOG_LOGIN.expression]);
+      } finally {
+        t.clock.set(new Date());
+      }
+    });
+
     test('a silent canary: past the bake and the grace without its report, the rollout halts and names it; the fleet never gets the change', async () => {
       const { key, canary, fleet, domain } = await setup(5);
       const saved = Date.now();
@@ -261,11 +284,11 @@ for (const backend of await backends()) {
       try {
         // Within the grace its report may still come.
         t.clock.set(new Date(bakeEnd + (SILENT_CANARY_SECONDS - 5) * 1000));
-        await haltSilentBakes(ctx);
+        await watchBakes(ctx);
         assert.equal((await rollouts(key))[0]!.state, 'baking');
         t.changed.length = 0;
         t.clock.set(new Date(bakeEnd + (SILENT_CANARY_SECONDS + 1) * 1000));
-        assert.ok((await haltSilentBakes(ctx)) >= 1);
+        assert.ok((await watchBakes(ctx)).halted >= 1);
         assert.ok(t.changed.flat().includes(canary), 'the canary is pushed its last good snapshot');
         const [h] = await rollouts(key);
         assert.equal(h!.state, 'halted');
@@ -280,7 +303,7 @@ for (const backend of await backends()) {
         assert.match(halted[0]!.message, /^Rollout halted: the change \(custom rule .*\) was not seen to hold: "canary" sent no report .*check that the canary's agent is connected/);
         // Once halted, neither the watch nor a late report changes it.
         assert.equal(await recordRolloutReport(ctx, canary, batch(domain, 10, 0)), 'none');
-        await haltSilentBakes(ctx);
+        await watchBakes(ctx);
         assert.equal((await call(t.app, 'GET', '/api/notifications', { key })).body.filter((x: { kind: string }) => x.kind === 'rollout_halted').length, 1);
       } finally {
         t.clock.set(new Date());

@@ -159,6 +159,18 @@ export function overdueBakes(db: Db, endedBefore: Date) {
   return db.selectFrom('rollouts').select(['id', 'account_id']).where('state', '=', 'baking').where('holding', '=', true).where('bake_until', '<', endedBefore).execute();
 }
 
+/** The earliest end of a bake after `after`. */
+export async function nextBakeUntil(db: Db, after: Date): Promise<Date | undefined> {
+  const row = await db
+    .selectFrom('rollouts')
+    .select((eb) => eb.fn.min('bake_until').as('at'))
+    .where('state', '=', 'baking')
+    .where('holding', '=', true)
+    .where('bake_until', '>', after)
+    .executeTakeFirst();
+  return row?.at ? new Date(row.at as Date | string) : undefined;
+}
+
 /** A baking rollout, locked (undefined once it stopped baking). */
 export function lockBakingRollout(tx: Tx, rolloutId: string) {
   return tx

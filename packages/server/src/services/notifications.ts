@@ -294,7 +294,7 @@ export const notificationMessages = {
   /** rollout_halted: a staged change regressed `signal` on canary `serverName` (`values`: before and during the bake). */
   rolloutHalted: (change: string, serverName: string, signal: string, values: string) =>
     `Rollout halted: the change (${clause(change)}) regressed ${signal} on canary ${quotedName(serverName)}: ${clause(values)}. ${NOTIFICATION_ADVICE.rollout_halted}`,
-  /** rollout_halted because a canary sent no report after the bake (services/rollouts.ts haltSilentBakes). */
+  /** rollout_halted because a canary sent no report after the bake (services/rollouts.ts watchBakes). */
   rolloutSilent: (change: string, values: string) =>
     `Rollout halted: the change (${clause(change)}) was not seen to hold: ${clause(values)}. ` +
     "The canaries are back on the last good revision and the other servers never received the change: check that the canary's agent is connected, then resume the rollout (POST /api/rollouts/{id}/resume) or roll it back.",

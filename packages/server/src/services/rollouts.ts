@@ -17,6 +17,7 @@ import {
   markApplied,
   markHalted,
   markRolledBack,
+  nextBakeUntil,
   overdueBakes,
   releasedSnapshots,
   rolloutRows,
@@ -319,7 +320,7 @@ export async function recordRolloutReport(ctx: ServiceContext, serverId: string,
     const bad = regression(base, bake);
     if (bad) return { outcome: 'halted' as const, push: await halt(ctx, tx, row, serverId, bad.signal, bad.values) };
     if (now.getTime() < new Date(row.bake_until).getTime()) return { outcome: 'baking' as const, push: [] };
-    const waiting = await canariesNotReportedSince(tx, row.rollout_id, new Date(row.bake_until));
+    const waiting = await canariesNotReportedSince(tx, row.rollout_id, coveredSince(row.bake_until));
     if (waiting.length > 0) return { outcome: 'baking' as const, push: [] };
     return { outcome: 'applied' as const, push: await release(tx, row.rollout_id, row.account_id, now) };
   });
@@ -345,37 +346,72 @@ export async function recordCanaryFailure(ctx: ServiceContext, serverId: string,
  * a canary whose agent went away mid-bake (or never got the change) cannot say the change holds.
  */
 export const SILENT_CANARY_SECONDS = 30;
-/** How often the control plane looks for such rollouts (serve.ts's rollout-watch job). */
-export const ROLLOUT_WATCH_MS = 5_000;
+/** How often the control plane looks at the bakes (serve.ts's rollout-watch job), besides waking at each bake's end. */
+export const ROLLOUT_WATCH_MS = 1_000;
+/**
+ * A bake is covered when every live canary reported at most this long before its end: one report
+ * interval and a second of slack (agents report on the interval's multiples of wall time, plus up
+ * to a tenth of it), so a change is released when its bake ends, not up to an interval later.
+ */
+const COVERED_MS = ROLLOUT_REPORT_SECONDS * 1000 + 1000;
+const coveredSince = (bakeUntil: Date | string) => new Date(new Date(bakeUntil).getTime() - COVERED_MS);
 
 /**
- * The rollout watch: a rollout still baking SILENT_CANARY_SECONDS after `bake_until` has a live
- * canary that has not reported since the bake ended (reports decide everything else, and a
- * reporting canary reports every 2 s). It halts, naming that canary, rather than release a change
- * nobody saw hold. Returns the rollouts halted.
+ * The rollout watch, run every ROLLOUT_WATCH_MS and at each bake's end (serve.ts): each rollout
+ * still baking past `bake_until` is released when every live canary's reports cover the bake
+ * (and none regressed: a regression halts at the report); one whose canary has sent nothing for
+ * SILENT_CANARY_SECONDS after the end halts, naming that canary, rather than release a change
+ * nobody saw hold. Under the rollout's row lock, as the reports: processes never both act.
  */
-export async function haltSilentBakes(ctx: ServiceContext): Promise<number> {
+export async function watchBakes(ctx: ServiceContext): Promise<{ applied: number; halted: number }> {
   const now = ctx.now();
-  let halted = 0;
-  for (const r of await overdueBakes(ctx.db, new Date(now.getTime() - SILENT_CANARY_SECONDS * 1000))) {
-    const push = await ctx.db.transaction().execute(async (tx) => {
+  const out = { applied: 0, halted: 0 };
+  for (const r of await overdueBakes(ctx.db, now)) {
+    const result = await ctx.db.transaction().execute(async (tx) => {
       const row = await lockBakingRollout(tx, r.id);
       if (!row) return undefined; // a report applied or halted it meanwhile
-      const waiting = await canariesNotReportedSince(tx, row.rollout_id, new Date(row.bake_until));
-      if (waiting.length === 0) return undefined; // the next report applies it
+      const waiting = await canariesNotReportedSince(tx, row.rollout_id, coveredSince(row.bake_until));
+      if (waiting.length === 0) return { outcome: 'applied' as const, push: await release(tx, row.rollout_id, row.account_id, now) };
+      if (now.getTime() < new Date(row.bake_until).getTime() + SILENT_CANARY_SECONDS * 1000) return undefined;
       const silent = await canaryReports(tx, row.rollout_id, waiting.map((w) => w.server_id));
       const values = silent
         .map((s) => `${quotedName(s.name)} sent no report in the ${SILENT_CANARY_SECONDS} s after the bake ended (${s.last_report_at ? `its last at ${iso(s.last_report_at)}` : 'none during the bake'})`)
         .join('; ');
-      const message = notificationMessages.rolloutSilent(row.change, values);
-      return halt(ctx, tx, row, silent[0]!.server_id, 'canary reports', values, message);
+      const push = await halt(ctx, tx, row, silent[0]!.server_id, 'canary reports', values, notificationMessages.rolloutSilent(row.change, values));
+      return { outcome: 'halted' as const, push };
     });
-    if (push) {
-      halted++;
-      ctx.serversChanged(push);
-    }
+    if (!result) continue;
+    out[result.outcome]++;
+    ctx.serversChanged(result.push);
   }
-  return halted;
+  return out;
+}
+
+/**
+ * The rollout watch of one process: watchBakes now, and again when the next bake ends (found at
+ * each run), so a change is released as its bake ends rather than at the next periodic run.
+ */
+export function bakeWatch(ctx: ServiceContext) {
+  let timer: NodeJS.Timeout | undefined;
+  let stopped = false;
+  const run = async () => {
+    const result = await watchBakes(ctx);
+    const next = stopped ? undefined : await nextBakeUntil(ctx.db, ctx.now());
+    const wait = next ? next.getTime() - ctx.now().getTime() + 50 : Infinity;
+    if (!stopped && wait < ROLLOUT_WATCH_MS * 2) {
+      clearTimeout(timer);
+      timer = setTimeout(() => void run().catch(() => undefined), Math.max(0, wait)); // a failure: the periodic run retries
+      timer.unref();
+    }
+    return result;
+  };
+  return {
+    run,
+    stop: () => {
+      stopped = true;
+      clearTimeout(timer);
+    },
+  };
 }
 
 /** Halts: the canaries go back to their released snapshot, the others stay on theirs; rollout_halted. */
