@@ -397,7 +397,7 @@ export function bakeWatch(ctx: ServiceContext) {
   const run = async () => {
     const result = await watchBakes(ctx);
     const next = stopped ? undefined : await nextBakeUntil(ctx.db, ctx.now());
-    const wait = next ? next.getTime() - ctx.now().getTime() + 50 : Infinity;
+    const wait = next ? next.getTime() - ctx.now().getTime() + 5 : Infinity;
     if (!stopped && wait < ROLLOUT_WATCH_MS * 2) {
       clearTimeout(timer);
       timer = setTimeout(() => void run().catch(() => undefined), Math.max(0, wait)); // a failure: the periodic run retries
