@@ -1,11 +1,14 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { describe, test } from 'node:test';
-import { LATENCY_BUCKETS_MS, latencyBucket, type AnalyticsBatchPayload } from '@rampart/protocol';
+import { AGENT_LIMITS, CLOSE, LATENCY_BUCKETS_MS, latencyBucket, type AnalyticsBatchPayload } from '@rampart/protocol';
 import { buildSnapshots } from '../src/hub/snapshot.js';
 import { storeAnalytics } from '../src/services/analytics.js';
 import { recordCanaryFailure, recordRolloutReport, regression, ROLLOUT_REPORT_SECONDS, ROLLOUT_THRESHOLDS, SILENT_CANARY_SECONDS, watchBakes } from '../src/services/rollouts.js';
 import { backends, call, makeTestApp, newAccount, type TestApp } from './helpers.js';
+import { hubFor } from './agent-hub-harness.js';
+import { FakeAgent, WAIT_MS } from './fake-agent.js';
+import { waitFor } from '../../../test/support/processes.js';
 
 // Staged rollout (docs/api.md "Rollout"): the settings and the canary flag; in staged mode a change
 // bakes on the canaries while the other servers keep their released snapshot; a canary's reports
@@ -21,7 +24,7 @@ const LOG_LOGIN = { name: 'log login', expression: 'http.request.uri.path eq "/l
 function batch(domain: string, requests: number, blocked: number, errors = 0, latency?: number[]): AnalyticsBatchPayload {
   return {
     minute: new Date(Math.floor(Date.now() / 60_000) * 60_000).toISOString(),
-    domains: [{ domain, requests, status: { '1xx': 0, '2xx': requests - errors, '3xx': 0, '4xx': 0, '5xx': errors, other: 0 }, bytesIn: 0, bytesOut: 0, blocked: blocked ? { custom_rule: blocked } : {}, ...(latency ? { latency } : {}) }],
+    domains: [{ domain, requests, status: { '1xx': 0, '2xx': requests - errors, '3xx': 0, '4xx': 0, '5xx': errors, other: 0 }, bytesIn: 0, bytesOut: 0, blocked: blocked ? { custom_rule_blocked: blocked } : {}, ...(latency ? { latency } : {}) }],
   };
 }
 
@@ -60,9 +63,11 @@ for (const backend of await backends()) {
 
     async function setup(bakeSeconds = 5) {
       const { key, accountId } = await newAccount(t.app);
+      const tokens = new Map<string, string>();
       const mk = async (name: string) => {
         const r = await call(t.app, 'POST', '/api/servers', { key, body: { name } });
         assert.equal(r.status, 201, JSON.stringify(r.body));
+        tokens.set(r.body.id, r.body.connectionToken);
         return r.body.id as string;
       };
       const canary = await mk('canary');
@@ -76,11 +81,11 @@ for (const backend of await backends()) {
       const s = await call(t.app, 'PUT', '/api/settings/rollout', { key, body: { mode: 'staged', bakeSeconds } });
       assert.equal(s.status, 200, JSON.stringify(s.body));
       assert.deepEqual({ ...s.body }, { mode: 'staged', bakeSeconds, canaries: 1, state: 'idle', rolloutId: null, warning: null });
-      return { key, accountId, canary, fleet, domain };
+      return { key, accountId, canary, fleet, domain, tokens };
     }
     const snaps = async (...ids: string[]) => (await buildSnapshots(ctx.db, ids)).snapshots;
     const ruleExprs = (s: { customRules?: { expression: string }[] } | undefined) => (s?.customRules ?? []).map((r) => r.expression);
-    const rollouts = async (key: string) => (await call(t.app, 'GET', '/api/rollouts', { key })).body as { id: string; state: string; change: string; bakeUntil: string; signal: string | null; detail: string | null; servers: { name: string; state: string; canary: boolean; p99Ms: number | null; baseP99Ms: number | null }[] }[];
+    const rollouts = async (key: string) => (await call(t.app, 'GET', '/api/rollouts', { key })).body as { id: string; state: string; change: string; bakeUntil: string; signal: string | null; detail: string | null; servers: { name: string; state: string; canary: boolean; requests: number; blocked: number; p99Ms: number | null; baseP99Ms: number | null }[] }[];
     const states = (r: { servers: { name: string; state: string }[] }) => Object.fromEntries(r.servers.map((s) => [s.name, s.state]));
     /** Past the bake: the clock is moved past every bake_until this test made. */
     const pastBake = () => t.clock.set(new Date(Date.now() + 3_600_000 + 60_000));
@@ -271,6 +276,38 @@ for (const backend of await backends()) {
       } finally {
         t.clock.set(new Date());
       }
+    });
+
+    test("reports through the hub: only the canary's own domains count, a report past the bounds closes its connection and counts nothing, the fleet's judge nothing", async () => {
+      const { key, canary, fleet, domain, tokens } = await setup(60);
+      const h = await hubFor(ctx);
+      await call(t.app, 'POST', '/api/rules', { key, body: LOG_LOGIN });
+      const canaryRow = async () => (await rollouts(key))[0]!.servers.find((x) => x.name === 'canary')!;
+      const onCanary = await h.connect(tokens.get(canary)!);
+      // Another account's (or no one's) domain: what the agent may not claim.
+      onCanary.send({ type: 'analytics/batch', payload: batch('other.example.com', 100, 100) });
+      onCanary.send({ type: 'analytics/batch', payload: batch(domain, 10, 0) });
+      await waitFor(async () => (await canaryRow()).requests === 10, 'the canary report counted', WAIT_MS);
+      assert.equal((await canaryRow()).blocked, 0, 'the other domain did not count');
+      // Past the bounds: 13 latency buckets, a count over the limit. The connection closes; nothing counts.
+      const over = batch(domain, 10, 10, 0, new Array(LATENCY_BUCKETS_MS.length + 2).fill(100));
+      onCanary.send({ type: 'analytics/batch', payload: over });
+      assert.equal((await onCanary.closedWithin('the invalid report')).code, CLOSE.invalidMessage);
+      const again = await h.connect(tokens.get(canary)!);
+      again.send({ type: 'analytics/batch', payload: batch(domain, AGENT_LIMITS.analyticsRequests + 1, 0) });
+      assert.equal((await again.closedWithin('the report over the count limit')).code, CLOSE.invalidMessage);
+      const after = await canaryRow();
+      assert.deepEqual([after.requests, after.blocked], [10, 0]);
+      // The fleet's agent reports every request blocked: stored as its analytics, judging nothing.
+      const onFleet = await h.connect(tokens.get(fleet)!);
+      onFleet.send({ type: 'analytics/batch', payload: batch(domain, 0, 100) });
+      await waitFor(async () => {
+        const r = await call(t.app, 'GET', `/api/analytics?domain=${(await call(t.app, 'GET', '/api/domains', { key })).body[0].id}`, { key });
+        return (r.body.series as { blocked: Record<string, number> }[]).some((p) => (p.blocked.custom_rule_blocked ?? 0) >= 100);
+      }, "the fleet's report stored", WAIT_MS);
+      assert.equal((await rollouts(key))[0]!.state, 'baking');
+      // A connection without this server's token never reports at all.
+      await assert.rejects(FakeAgent.connect(h.url, 'rmsk_forged'), /upgrade refused: HTTP 401/);
     });
 
     test('a silent canary: past the bake and the grace without its report, the rollout halts and names it; the fleet never gets the change', async () => {

@@ -30,7 +30,7 @@ import {
   stopHolding,
   upsertRolloutSettings,
 } from '../data/rollouts.js';
-import { addHistograms } from '../data/analytics.js';
+import { addHistograms, serverDomains } from '../data/analytics.js';
 import { AppError, invalidField } from '../errors.js';
 import { buildSnapshots } from '../hub/snapshot.js';
 import { notificationMessages, notify, quotedName } from './notifications.js';
@@ -302,17 +302,20 @@ export function regression(before: BakeCounts, bake: BakeCounts): { signal: stri
  * the change is released to every server. Nothing for a server that is not a baking canary.
  */
 export async function recordRolloutReport(ctx: ServiceContext, serverId: string, batch: AnalyticsBatchPayload): Promise<'none' | 'baking' | 'halted' | 'applied'> {
-  const counts = { requests: 0, blocked: 0, errors: 0, latency: null as number[] | null };
-  for (const d of batch.domains) {
-    counts.requests += d.requests;
-    counts.errors += d.status['5xx'];
-    for (const n of Object.values(d.blocked)) counts.blocked += n ?? 0;
-    if (d.latency) counts.latency = addHistograms(counts.latency, d.latency);
-  }
   const now = ctx.now();
   const result = await ctx.db.transaction().execute(async (tx) => {
     const row = await bakingCanaryRow(tx, serverId);
     if (!row) return { outcome: 'none' as const, push: [] as string[] };
+    // Only what the agent may claim: the traffic of the domains this server serves.
+    const own = new Set((await serverDomains(tx, row.account_id, serverId)).map((d) => d.domain.toLowerCase()));
+    const counts = { requests: 0, blocked: 0, errors: 0, latency: null as number[] | null };
+    for (const d of batch.domains) {
+      if (!own.has(d.domain.toLowerCase())) continue;
+      counts.requests += d.requests;
+      counts.errors += d.status['5xx'];
+      for (const n of Object.values(d.blocked)) counts.blocked += n ?? 0;
+      if (d.latency) counts.latency = addHistograms(counts.latency, d.latency);
+    }
     const latency = counts.latency || row.latency ? addHistograms(row.latency, counts.latency) : null;
     const bake = { requests: Number(row.requests) + counts.requests, blocked: Number(row.blocked) + counts.blocked, errors: Number(row.errors) + counts.errors, latency };
     await setBakeCounts(tx, row.rollout_id, serverId, bake, now);
