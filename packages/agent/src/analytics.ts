@@ -109,6 +109,8 @@ export class AnalyticsCollector {
   private prevHits = new Map<string, number>();
   private pid: number | undefined;
   private blocks = new Map<string, Map<WafReason, number>>();
+  /** Staged rollout: this server's revision bakes, so every reading is sent, traffic or not. */
+  private baking = false;
   /** Latency samples since the last reading, by backend name (countLatency). */
   private latency = new Map<string, number[]>();
   private intervalStart: Date;
@@ -170,6 +172,7 @@ export class AnalyticsCollector {
    * reportSeconds); undefined goes back to the configured interval. A running schedule restarts.
    */
   setReportInterval(seconds: number | undefined): void {
+    this.baking = seconds !== undefined;
     const ms = seconds === undefined ? this.defaultIntervalMs : Math.min(seconds * 1000, this.defaultIntervalMs);
     if (ms === this.intervalMs) return;
     this.intervalMs = ms;
@@ -263,7 +266,7 @@ export class AnalyticsCollector {
     }
     const rules = hits ? this.ruleHits(hits, ruleIds) : [];
     // A baking canary reports every interval, traffic or not: the service judges its bake by them.
-    if (domains.size > 0 || rules.length > 0 || this.intervalMs < this.defaultIntervalMs) this.enqueue({ minute: minuteOf(start), domains: [...domains.values()], ...(rules.length ? { rules } : {}) });
+    if (domains.size > 0 || rules.length > 0 || this.baking) this.enqueue({ minute: minuteOf(start), domains: [...domains.values()], ...(rules.length ? { rules } : {}) });
     this.flush();
   }
 

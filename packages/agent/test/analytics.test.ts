@@ -265,6 +265,22 @@ test('hits of custom rules: each key credits its log rule and its deciding rule;
   assert.equal(h.sent.at(-1)?.domains[0]?.requests, 4);
 });
 
+test('staged rollout: a baking canary sends every reading, traffic or not, whatever its usual interval; an idle server sends none', async () => {
+  const { h, c, minute } = harness();
+  minute();
+  await c.tick();
+  assert.equal(h.sent.length, 0, 'nothing to say, nothing sent');
+  c.setReportInterval(120); // longer than the usual interval: the reading stays at the usual one
+  minute();
+  await c.tick();
+  assert.equal(h.sent.length, 1, 'a baking canary reports even an empty interval');
+  assert.deepEqual(h.sent[0]!.domains, []);
+  c.setReportInterval(undefined);
+  minute();
+  await c.tick();
+  assert.equal(h.sent.length, 1);
+});
+
 test('staged rollout: a baking canary reports at the snapshot\'s reportSeconds, then at its usual interval again', async () => {
   const { h, c } = harness();
   h.csv = stat({ be_shop_example_com: { req: 5, s2: 5, bin: 1, bout: 1 } });

@@ -5,17 +5,20 @@ import { after, before, describe, test } from 'node:test';
 import { apiClient, ADMIN, startAgent, startOrigin, viaProxy, type AgentProc, type ApiClient } from '../support/cluster.js';
 import { freePort, startServe, waitFor } from '../support/processes.js';
 
-// Staged rollout's p99 signal end to end (docs/api.md "Rollout"): real HAProxy logs one request in
-// 16 with its latency, real agents count them per domain and send them with their analytics, the
-// control plane keeps them as the canary's before and sums them over the bake. A change that moves
-// the domain to an origin answering in 1.2 s halts on the canary; the other server never gets it.
-describe('staged rollout: a change that makes the canary slow halts on its p99 latency', () => {
+// Staged rollout end to end (docs/api.md "Rollout"), a real control plane and two real agents with
+// HAProxy, the first the canary. The p99 signal: HAProxy logs one request in 16 with its latency,
+// the agents count them per domain and send them with their analytics, the control plane keeps
+// them as the canary's before and sums them over the bake; a change that moves the domain to an
+// origin answering in 1.2 s halts on the canary, and the other server never gets it. Then a change
+// saved while another bakes supersedes it: the other server goes straight to the newest.
+describe('staged rollout through real agents', () => {
   const HOST = 'slow.rollout.test';
   const SLOW_MS = 1200;
   let serve: Awaited<ReturnType<typeof startServe>>;
   let api: ApiClient;
   const agents: AgentProc[] = [];
   let fast: Awaited<ReturnType<typeof startOrigin>>;
+  const more: Awaited<ReturnType<typeof startOrigin>>[] = [];
   let slow: Server;
   let slowPort: number;
   const ids: string[] = [];
@@ -43,6 +46,7 @@ describe('staged rollout: a change that makes the canary slow halts on its p99 l
     for (const a of agents) await a.stop();
     await serve?.stop();
     await fast?.close();
+    for (const o of more) await o.close();
     slow?.closeAllConnections();
     slow?.close();
   });
@@ -98,5 +102,31 @@ describe('staged rollout: a change that makes the canary slow halts on its p99 l
     // The canary is back on the fast origin; the fleet never left it.
     await waitFor(async () => (await viaProxy(agents[0]!.httpPort, HOST)).text.includes('fast'), 'the canary back on the last good revision', 30_000);
     assert.match((await viaProxy(agents[1]!.httpPort, HOST)).text, /"origin":"fast"/);
+  });
+
+  test('a change saved while another bakes supersedes it: the canary gets each, the other server only the newest, after the bake', async () => {
+    more.push(await startOrigin('second'), await startOrigin('third'));
+    assert.equal((await api.call('PUT', '/api/settings/rollout', { bakeSeconds: 5 })).status, 200);
+    const origin = async (a: AgentProc) => {
+      const r = await viaProxy(a.httpPort, HOST).catch(() => undefined);
+      return r?.status === 200 ? (JSON.parse(r.text) as { origin: string }).origin : undefined;
+    };
+    assert.equal((await api.call('PUT', `/api/domains/${domainId}`, { origins: [{ ip: '127.0.0.1', port: more[0]!.port }] })).status, 200);
+    await waitFor(async () => (await origin(agents[0]!)) === 'second', 'the canary to serve the first change', 30_000);
+    assert.equal((await api.call('PUT', `/api/domains/${domainId}`, { origins: [{ ip: '127.0.0.1', port: more[1]!.port }] })).status, 200);
+    const saved = Date.now();
+    // The other server, watched until it serves the newest: never the superseded change.
+    const seen = new Set<string>();
+    await waitFor(async () => {
+      const o = await origin(agents[1]!);
+      if (o) seen.add(o);
+      return o === 'third';
+    }, 'the other server to serve the newest change', 30_000, 20);
+    assert.ok(Date.now() - saved >= 5_000, 'not before the bake');
+    assert.deepEqual([...seen].sort(), ['fast', 'third'], 'the other server went straight from the last good origin to the newest');
+    assert.equal(await origin(agents[0]!), 'third');
+    const list = (await api.call('GET', '/api/rollouts')).body as { state: string; change: string }[];
+    assert.deepEqual(list.slice(0, 3).map((r) => r.state), ['applied', 'superseded', 'halted']);
+    assert.equal((await api.call('GET', '/api/settings/rollout')).body.state, 'idle');
   });
 });
