@@ -52,6 +52,8 @@ export async function smtpReceiver(options: Partial<SMTPServerOptions> = {}) {
     authOptional: true,
     disabledCommands: ['STARTTLS'],
     logger: false,
+    // A client a test left hanging (a message never answered) is cut at the end, not waited for 30 s.
+    closeTimeout: 100,
     onData(stream, session, callback) {
       const chunks: Buffer[] = [];
       stream.on('data', (c: Buffer) => chunks.push(c));
