@@ -68,23 +68,6 @@ export interface TestApp {
 }
 
 /**
- * openDatabase for a test. Kysely's migrator looks for its own tables by introspecting every
- * schema of the database; while another test file drops its schema at that moment, PostgreSQL
- * answers that the other schema does not exist. That race belongs to suites sharing one database,
- * so the open is tried again when the schema named is not this one.
- */
-async function openTestDatabase(url: string | undefined, schema: string | undefined): Promise<OpenDatabase> {
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await openDatabase({ url, schema, poolSize: 4 });
-    } catch (err) {
-      const other = /schema "([a-z0-9_]+)" does not exist/.exec(String(err))?.[1];
-      if (!url || attempt >= 3 || !other || other === schema) throw err;
-    }
-  }
-}
-
-/**
  * A fresh app on a fresh database (in-memory PGlite, or a new schema on PostgreSQL). Sign-up is
  * open unless `appOptions` says otherwise (the tests register accounts freely).
  */
@@ -92,7 +75,7 @@ export async function makeTestApp(backend: Backend = 'pglite', appOptions: Parti
   const url = backend === 'postgres' ? await postgresUrl() : undefined;
   if (backend === 'postgres' && !url) throw new Error('PostgreSQL is not reachable');
   const schema = url ? `t_${randomBytes(6).toString('hex')}` : undefined;
-  const database = await openTestDatabase(url, schema);
+  const database = await openDatabase({ url, schema, poolSize: 4 });
   const clock = testClock();
   const changed: string[][] = [];
   const ctx: ServiceContext = { db: database.db, plans: DEFAULT_PLANS, now: clock.now, serversChanged: (ids) => changed.push([...ids]) };
