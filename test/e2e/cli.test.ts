@@ -1,4 +1,4 @@
-// The command line as a user meets it: every flag a command's --help names is in the README's
+// The command line as a user meets it: every flag a command's --help names is in docs/cli.md's
 // command table (and the other way round), and bad flag values are refused with the flag named.
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
@@ -12,13 +12,13 @@ const run = (...args: string[]) => spawnSync(process.execPath, [CLI, ...args], {
 const flagsIn = (text: string) => new Set([...text.matchAll(/(?<![\w-])--[a-z][a-z-]*[a-z]/g)].map((m) => m[0]).filter((f) => f !== '--help'));
 
 describe('rampart command line', () => {
-  const readme = readFileSync(`${ROOT}README.md`, 'utf8');
+  const doc = readFileSync(`${ROOT}docs/cli.md`, 'utf8');
   for (const command of ['up', 'serve', 'agent', 'admin', 'restore', 'export', 'apply']) {
-    test(`README's row for \`rampart ${command}\` names exactly the flags of its --help`, () => {
+    test(`docs/cli.md's row for \`rampart ${command}\` names exactly the flags of its --help`, () => {
       const help = run(command, '--help');
       assert.equal(help.status, 0, help.stderr);
-      const row = readme.split('\n').find((l) => l.startsWith(`| \`rampart ${command} `));
-      assert.ok(row, `README has a row for rampart ${command}`);
+      const row = doc.split('\n').find((l) => l.startsWith(`| \`rampart ${command} `));
+      assert.ok(row, `docs/cli.md has a row for rampart ${command}`);
       assert.deepEqual([...flagsIn(row)].sort(), [...flagsIn(help.stdout)].sort());
     });
   }

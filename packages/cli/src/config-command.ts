@@ -104,7 +104,7 @@ export async function applyCommand(args: string[]): Promise<number> {
   }
   const opts = { webhookSecret: process.env.RAMPART_WEBHOOK_SECRET || undefined };
   const problems = planProblems(plan, opts);
-  if (current.state === 'frozen') problems.unshift(`${FROZEN_MESSAGE} (a frozen account refuses every change; reads and exports work)`);
+  if (current.state === 'frozen') problems.unshift(`${FROZEN_MESSAGE} (apply changes nothing on a frozen account; reads and exports work)`);
   if (problems.length > 0) {
     process.stderr.write(`rampart: the plan cannot be applied; nothing was applied:\n${problems.map((p) => `  ${p}\n`).join('')}`);
     return 1;

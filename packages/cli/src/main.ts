@@ -14,13 +14,14 @@ Commands:
   serve    the control plane: API, dashboard and agent WebSocket
   agent    a shield server's agent (owns HAProxy)
   init     configure an installed package: init server, init agent (writes /etc/rampart, starts the unit)
-  admin    operator verbs: create-account, charge, confirm-deposit, backup
+  admin    operator verbs: create-account, charge, confirm-deposit, create-invitation, backup
   restore  a backup into an empty database (embedded or PostgreSQL)
   rekey    every stored secret under a new RAMPART_SECRET_KEY (control plane stopped)
   export   the account's configuration as YAML (servers, domains, rules, notification settings)
   apply    a configuration file to the account: prints the plan, then carries it out
 
 Run 'rampart <command> --help' for the options of a command; 'rampart --version' prints the version.
+Every command, flag and environment variable: docs/cli.md.
 `;
 
 async function main(argv: string[]): Promise<number> {

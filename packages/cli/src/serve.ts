@@ -46,6 +46,15 @@ Environment:
   RAMPART_PAYMENT_WEBHOOK_SECRET  enables POST /api/billing/webhook (payment processors, signed)
   RAMPART_CHAIN_RPC_URL, RAMPART_CHAIN_XPUB, RAMPART_CHAIN_TOKEN_ADDRESS  on-chain deposits
                         (and RAMPART_CHAIN_*: see docs/billing.md)
+  RAMPART_METRICS_TOKEN  a bearer token for GET /metrics besides the operator token
+  RAMPART_BOT_KEY_MAX_AGE  seconds after which an account's bot protection key rotates
+                        (default 604800, 7 days)
+  RAMPART_CRAWLER_RANGES  where the search crawlers' address lists are fetched from (default:
+                        Google's, Bing's and Apple's own; off; or crawler=URL entries)
+  RAMPART_CRAWLER_RANGES_INTERVAL  seconds between those fetches (default 21600)
+  RAMPART_DOWNLOADS_DIR  the Debian packages served under /downloads/ (default: none)
+
+Every variable, with its range: docs/cli.md.
 `;
 
 export async function serveCommand(args: string[]): Promise<void> {
