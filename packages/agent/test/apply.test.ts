@@ -1,13 +1,13 @@
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
-import { mkdtemp, readFile, readlink, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readFile, readlink, rm, writeFile } from 'node:fs/promises';
 import { createServer as createHttpServer, request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import type { ServerSnapshot, SnapshotDomain } from '@rampart/protocol';
-import { inputHash, renderHaproxyConfig, type RenderOptions } from '@rampart/proxy';
+import { DETECT_LUA_FILES, inputHash, renderHaproxyConfig, type RenderOptions } from '@rampart/proxy';
 import { Agent } from '../src/agent.js';
 import { Applier, type ApplyResult } from '../src/apply.js';
 import { checkConfig, HaproxyProcess, parseAlerts } from '../src/haproxy.js';
@@ -27,10 +27,10 @@ function domain(id: string, name: string, port: number): SnapshotDomain {
   return { id, domain: name, origins: [{ ip: '127.0.0.1', port }], sslEnabled: false, wafEnabled: false, wafLevel: 'low', serverAddresses: [] };
 }
 
-/** GET / through HAProxy with the given Host header. */
-function get(port: number, host: string): Promise<{ status: number; body: string }> {
+/** GET path (default /) through HAProxy with the given Host header. */
+function get(port: number, host: string, path = '/'): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
-    const req = request({ host: '127.0.0.1', port, path: '/', agent: false, headers: { host, connection: 'close' } }, (res) => {
+    const req = request({ host: '127.0.0.1', port, path, agent: false, headers: { host, connection: 'close' } }, (res) => {
       let body = '';
       res.setEncoding('utf8');
       res.on('data', (d) => (body += d));
@@ -223,6 +223,30 @@ describe('Applier with a real HAProxy', () => {
     const saved = JSON.parse(await readFile(stateFile, 'utf8')) as { revision: unknown; hash: unknown };
     assert.equal(saved.revision, 6, 'the state file still records the running revision');
     assert.equal(saved.hash, previousHash);
+  });
+
+  test('level high: the detectors\' glue and every module it requires are written into the directory, validated and loaded', async () => {
+    const high = snapshot(8, [{ ...good.domains[0]!, wafEnabled: true, wafLevel: 'high', wafMode: 'block' }]);
+    const result = await applier.apply(high);
+    assert.deepEqual(result, { ok: true, revision: 8, hash: inputHash(high, renderOptions), skipped: false });
+    const dir = await readlink(applier.currentLink);
+    const written = await readdir(dir);
+    for (const file of DETECT_LUA_FILES) assert.ok(written.includes(file), `${file} in ${dir}`);
+    const cfg = await readFile(join(dir, 'haproxy.cfg'), 'utf8');
+    const prepend = cfg.indexOf(`lua-prepend-path ${dir}/?.lua`);
+    assert.ok(prepend > 0 && prepend < cfg.indexOf(`lua-load-per-thread ${dir}/rampart_detect.lua`), 'the path is set before the glue loads');
+    // the modules run in the serving worker: an injection is refused, an ordinary request passes
+    assert.equal((await get(httpPort, 'a.example.com', "/?id=1'%20union%20select%20password%20from%20users--")).status, 403);
+    assert.deepEqual(await get(httpPort, 'a.example.com', '/?id=42'), { status: 200, body: 'origin-ok' });
+
+    // `haproxy -c` loads the glue into a thread's state: a module missing from the directory is refused
+    const partial = join(tmp, 'partial');
+    await mkdir(partial);
+    const rendered = renderHaproxyConfig({ ...high, revision: 9 }, renderOptions, { configDir: partial });
+    for (const [name, content] of Object.entries(rendered.files)) if (name !== 'rampart_detect_sqli.lua') await writeFile(join(partial, name), content);
+    const check = await checkConfig(HAPROXY, join(partial, 'haproxy.cfg'));
+    assert.equal(check.ok, false);
+    assert.match(check.errors.map((e) => e.message).join('\n'), /module 'rampart_detect_sqli' not found/);
   });
 });
 

@@ -1,8 +1,8 @@
 // The native gate in front of the attack detectors (level high; docs/architecture.md, "Attack
 // detection"). HAProxy ACLs (PCRE2 regexes, JIT) pick the requests that could hold something
-// rampart_detect.lua recognises; only those run the Lua detectors. The gate must never hide an
-// attack: whenever D.inspect would return a finding, some rp_gate line matches. Everything here errs
-// on the side of firing; test/gate.test.ts checks the property through a real HAProxy against
+// the detectors (rampart_detect.lua and its modules) recognise; only those run the Lua detectors.
+// The gate must never hide an attack: whenever D.inspect would return a finding, some rp_gate line
+// matches. Everything here errs on the side of firing; test/gate.test.ts checks the property through a real HAProxy against
 // D.inspect under Lua 5.3 (our corpora in every part of a request, a fuzzer built from the
 // detectors' own word lists, and the BlazeHTTP corpus when it is present).
 //
@@ -35,10 +35,10 @@
 // fails on PCRE2's match limit or JIT stack does not match, and would hide what it guards); searches
 // that pair two things anchor on the first ((?=(?<first>...))\k<first> keeps PCRE2 from trying every start).
 
-import { readFileSync } from 'node:fs';
+import { detectEngineSource } from './detect-lua.js';
 
 /**
- * The engine's own lists, read from rampart_detect.lua when this module loads (as waf.ts reads the
+ * The engine's own lists, read from its Lua modules when this module loads (as waf.ts reads the
  * engine): a word or marker added to one of them is guarded without a change here. Each list the
  * gate uses is this file's copy joined with the engine's (only STRUCTURED_HEADERS, the headers the
  * gate may skip, is the engine's alone, and loading fails without it). Three shapes are read: a word list
@@ -96,13 +96,9 @@ function luaString(src: string, i: number): { value: string; end: number } | und
 const unescapeLua = (s: string) =>
   s.replace(/\\(\d{1,3}|.)/g, (_, e: string) => (/^\d/.test(e) ? String.fromCharCode(Number(e)) : ({ n: '\n', t: '\t', r: '\r' } as Record<string, string>)[e] ?? e));
 
-let engineSource = '';
-try {
-  engineSource = readFileSync(new URL('../lua/rampart_detect.lua', import.meta.url), 'utf8');
-} catch {
-  // not shipped next to this module: the copies below stand alone
-}
-const ENGINE_LISTS = readEngineLists(engineSource);
+// Every module of the engine (detect-lua.ts): a list is read from whichever module holds it. A
+// module not shipped next to this one is left out: the copies below stand alone.
+const ENGINE_LISTS = readEngineLists(detectEngineSource(true));
 /** This file's copy of an engine list, joined with the engine's own. */
 const list = (name: string, copy: readonly string[]) => [...new Set([...copy, ...(ENGINE_LISTS.get(name) ?? [])])];
 const words = (s: string) => s.split(/\s+/).filter(Boolean);
@@ -237,12 +233,12 @@ const QUERY: Pattern[] = [
 ];
 
 /**
- * rampart_detect.lua's STRUCTURED_HEADERS, without cookie: only ${ %{ #{ {{ in them reach a
+ * The engine's STRUCTURED_HEADERS (rampart_detect_parts.lua), without cookie: only ${ %{ #{ {{ in them reach a
  * detector. Read from the engine only: a copy here could skip a header the engine inspects.
  */
 export const GATE_STRUCTURED_HEADERS: readonly string[] = (() => {
   const headers = ENGINE_LISTS.get('D.STRUCTURED_HEADERS');
-  if (!headers || headers.length < 20) throw new Error('gate.ts: D.STRUCTURED_HEADERS not found in rampart_detect.lua');
+  if (!headers || headers.length < 20) throw new Error('gate.ts: D.STRUCTURED_HEADERS not found in the detection engine (lua/rampart_detect_parts.lua)');
   return headers.filter((h) => h !== 'cookie');
 })();
 
@@ -297,7 +293,7 @@ const CMDS = alternation([
   ...list('INTERPRETERS', words('python python2 python3 perl php ruby lua bash sh zsh ksh csh tcsh dash node tclsh')),
 ]);
 
-/** rampart_detect.lua's CODE_MARKERS. */
+/** The engine's CODE_MARKERS (rampart_detect_injection.lua). */
 const CODE_MARKERS = list('CODE_MARKERS', [
   'java.lang.runtime', 'java.lang.processbuilder', 'java.lang.system', 'java.lang.class', 'javax.script', 'scriptenginemanager',
   'getruntime()', '.getruntime', 'processbuilder(', '#_memberaccess', '#context[', '@java.lang.', '@ognl', 'ognl.ognlcontext', 'xwork2.',

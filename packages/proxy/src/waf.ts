@@ -2,18 +2,20 @@ import { readFileSync } from 'node:fs';
 import { blockBotOf, BOT_DIFFICULTY_DEFAULT, COMPRESSED_BODY_POLICIES, BOT_CHALLENGE_TTL_SECONDS, BOT_COOKIE_TTL_SECONDS, isIP, BOT_KEY_ID_PATTERN, checkRuleValue, findAiBot, SEARCH_CRAWLERS, isUuid, LATENCY_SAMPLE_EVERY, rateLimitOf, wafExceptionOf, WAF_LEVELS, WAF_MODES, type ServerSnapshot, type SnapshotDomain, type SnapshotRule } from '@rampart/protocol';
 import { UnsafeValueError } from './backend.js';
 import { compileCustomRules, customRuleLines, planGuards, type GuardPlan } from './custom-rules.js';
+import { DETECT_LUA_FILES } from './detect-lua.js';
 import { GATE_FILES, gateAcls } from './gate.js';
 import { BOT_ANSWER_PATH, cookieKeys } from './pow.js';
 import { answerFiles, REQUEST_ID_HEADER, TEXT_403, TEXT_429 } from './waf-pages.js';
 
-// The proxy package's own assets: the Lua engine and the curated lists. Read once at load.
+// The proxy package's own assets: the Lua engines (the detectors' glue and every module it
+// requires, detect-lua.ts) and the curated lists. Read once at load.
 const asset = (path: string) => readFileSync(new URL(`../${path}`, import.meta.url), 'utf8');
-export const WAF_ASSETS = {
+export const WAF_ASSETS: Readonly<Record<string, string>> = {
   'rampart_waf.lua': asset('lua/rampart_waf.lua'),
-  'rampart_detect.lua': asset('lua/rampart_detect.lua'),
+  ...Object.fromEntries(DETECT_LUA_FILES.map((name) => [name, asset(`lua/${name}`)])),
   'badbots.lst': asset('assets/badbots.lst'),
   'pow-worker.js': asset('assets/pow-worker.js'),
-} as const;
+};
 
 /**
  * The search crawlers' User-Agent tokens -> crawler id (map_sub on the lowercased header). A claim
@@ -292,7 +294,15 @@ export function renderWaf(
   // Lua runs in each thread's own state: no request ever waits for another thread's. The one
   // thing threads share, the rate limiter's counters, is a stick table. Loaded only when used.
   if (signs || anyHigh) global_.push(`    lua-load-per-thread ${dir}/rampart_waf.lua`, `    lua-load-per-thread ${dir}/waf_data.lua`);
-  if (anyHigh) global_.push(`    lua-load-per-thread ${dir}/rampart_detect.lua`, `    lua-load-per-thread ${dir}/detect_data.lua`);
+  // The detectors' glue requires its modules (rampart_detect_*.lua, detect-lua.ts) from this
+  // directory: the path is set before the glue is loaded (each thread's state reads it then).
+  if (anyHigh) {
+    global_.push(
+      `    lua-prepend-path ${dir}/?.lua`,
+      `    lua-load-per-thread ${dir}/rampart_detect.lua`,
+      `    lua-load-per-thread ${dir}/detect_data.lua`,
+    );
+  }
 
   return {
     files,

@@ -125,7 +125,7 @@ export function place(v: string, where: Placement): Buffer {
 }
 
 /**
- * The detectors' own vocabulary, read from rampart_detect.lua's source: every word of its [[...]]
+ * The detectors' own vocabulary, read from the engine's source (every module): every word of its [[...]]
  * word lists (SQL keywords and functions, commands, event handlers, code calls...) and every string
  * of its { "...", ... } lists (sensitive files, schemes, code markers). A word added to the engine
  * is thus tried by the fuzzer without anyone updating the test.

@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
 import fc from 'fast-check';
 import { GATE_STRUCTURED_HEADERS } from '../src/index.js';
-import { BLAZEHTTP, ENGINE, detectorVerdicts, engineTables, loadBlazehttp, startGateProxy, sendAll, withId, type GateProxy } from './gate-harness.js';
+import { detectEngineSource } from '../src/detect-lua.js';
+import { BLAZEHTTP, detectorVerdicts, engineTables, loadBlazehttp, startGateProxy, sendAll, withId, type GateProxy } from './gate-harness.js';
 import { build, corpusValues, engineVocabulary, formEnc, latin1, pct, pctAll, place, PLACEMENTS, type Placement } from './gate-requests.js';
 
 // The gate (src/gate.ts) in front of the attack detectors, checked through a real HAProxy. Its
@@ -254,7 +254,7 @@ describe('the gate in front of the attack detectors, through a real HAProxy', ()
   test('a fuzzer mixing the engine\'s vocabulary, separators and encodings: whatever the detectors find, the gate fires', async () => {
     const seed = Number(process.env.RAMPART_GATE_SEED ?? Date.now() % 2 ** 31);
     const runs = Number(process.env.RAMPART_GATE_RUNS ?? 6000);
-    const vocabulary = engineVocabulary(readFileSync(ENGINE, 'utf8'));
+    const vocabulary = engineVocabulary(detectEngineSource());
     const attacks = corpusValues().filter((v) => v.file.startsWith('attacks/')).map((v) => v.value);
     const outcomes = await run(proxy, fuzzCases(vocabulary, attacks, runs, seed));
     const found = outcomes.filter((o) => o.finding !== '-').length;

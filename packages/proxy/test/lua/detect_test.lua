@@ -5,7 +5,11 @@
 -- attacks of every class that must not.
 
 core = nil
-local D = dofile(assert(arg[1], "usage: lua5.3 detect_test.lua <rampart_detect.lua> <corpus dir>"))
+-- the engine's modules (rampart_detect_*.lua) are found next to it, as HAProxy finds them
+-- through the lua-prepend-path of the configuration
+local ENGINE = assert(arg[1], "usage: lua5.3 detect_test.lua <rampart_detect.lua> <corpus dir>")
+package.path = (ENGINE:match("^(.*)/") or ".") .. "/?.lua;" .. package.path
+local D = dofile(ENGINE)
 local CORPUS = assert(arg[2], "usage: lua5.3 detect_test.lua <rampart_detect.lua> <corpus dir>")
 local H = dofile((arg[0]:match("^(.*)/") or ".") .. "/harness.lua")
 local show, fail, eq, truthy, falsy, test = H.show, H.fail, H.eq, H.truthy, H.falsy, H.test

@@ -9,7 +9,11 @@
 -- "structured <header>" or "marker <percent-escaped marker>" a line.
 
 core = nil
-local D = dofile(assert(arg[1], "usage: lua5.3 gate_verdicts.lua <rampart_detect.lua> <dump file>"))
+-- the engine's modules (rampart_detect_*.lua) are found next to it, as HAProxy finds them
+-- through the lua-prepend-path of the configuration
+local ENGINE = assert(arg[1], "usage: lua5.3 gate_verdicts.lua <rampart_detect.lua> <dump file>")
+package.path = (ENGINE:match("^(.*)/") or ".") .. "/?.lua;" .. package.path
+local D = dofile(ENGINE)
 if arg[2] == "--tables" then
   for name in pairs(D.STRUCTURED_HEADERS) do print("structured " .. name) end
   for _, m in ipairs(D.CODE_MARKERS) do print("marker " .. D.log_escape(m)) end

@@ -1,0 +1,109 @@
+-- Decoders: percent (and %uXXXX), HTML entities, string escapes, UTF-7 brackets, overlong UTF-8,
+-- D.canonical (all of them, DECODE_ROUNDS rounds) and D.normalize_path (the request path as the
+-- origin sees it).
+
+local D = require("rampart_detect_base")
+local find, sub, byte, char, lower, gsub, match, gmatch, format =
+  string.find, string.sub, string.byte, string.char, string.lower, string.gsub, string.match, string.gmatch, string.format
+local concat = table.concat
+
+---------------------------------------------------------------------------------------------------
+-- Decoders
+---------------------------------------------------------------------------------------------------
+
+local function hexbyte(h) return char(tonumber(h, 16)) end
+
+-- Percent-decoding as frameworks do it: a malformed escape stays as it is; '+' is a space in
+-- form data (plus = true).
+function D.url_decode(s, plus)
+  if plus and find(s, "+", 1, true) then s = gsub(s, "+", " ") end
+  if not find(s, "%", 1, true) then return s end
+  s = gsub(s, "%%[uU](%x%x%x%x)", function(h) return D.utf8(tonumber(h, 16)) end)
+  return (gsub(s, "%%(%x%x)", hexbyte))
+end
+
+function D.utf8(cp)
+  if cp < 0 or cp > 0x10FFFF then return "" end
+  if cp < 0x80 then return char(cp) end
+  if cp < 0x800 then return char(0xC0 | (cp >> 6), 0x80 | (cp & 0x3F)) end
+  if cp < 0x10000 then return char(0xE0 | (cp >> 12), 0x80 | ((cp >> 6) & 0x3F), 0x80 | (cp & 0x3F)) end
+  return char(0xF0 | (cp >> 18), 0x80 | ((cp >> 12) & 0x3F), 0x80 | ((cp >> 6) & 0x3F), 0x80 | (cp & 0x3F))
+end
+
+local ENTITIES = {
+  lt = "<", gt = ">", amp = "&", quot = '"', apos = "'", sol = "/", bsol = "\\", lpar = "(", rpar = ")",
+  colon = ":", semi = ";", comma = ",", period = ".", excl = "!", quest = "?", equals = "=", plus = "+",
+  num = "#", percnt = "%", lsqb = "[", rsqb = "]", lbrack = "[", rbrack = "]", lcub = "{", rcub = "}",
+  grave = "`", Tab = "\t", NewLine = "\n", nbsp = " ", dollar = "$", ast = "*", midast = "*", vert = "|",
+  verbar = "|", lowbar = "_", hyphen = "-", dash = "-", bne = "=",
+}
+
+-- HTML character references as a browser reads them: the ';' is optional, leading zeros allowed.
+function D.html_decode(s)
+  if not find(s, "&", 1, true) then return s end
+  s = gsub(s, "&#[xX]0*(%x%x?%x?%x?%x?%x?);?", function(h) return D.utf8(tonumber(h, 16)) end)
+  s = gsub(s, "&#0*(%d%d?%d?%d?%d?%d?%d?);?", function(d) return D.utf8(tonumber(d)) end)
+  return (gsub(s, "&(%a%a+);?", function(name) return ENTITIES[name] or ENTITIES[lower(name)] end))
+end
+
+-- Escapes of JavaScript, JSON, C and PHP strings.
+function D.unescape(s)
+  if not find(s, "\\", 1, true) then return s end
+  s = gsub(s, "\\[uU]{0*(%x%x?%x?%x?%x?%x?)}", function(h) return D.utf8(tonumber(h, 16)) end)
+  s = gsub(s, "\\[uU](%x%x%x%x)", function(h) return D.utf8(tonumber(h, 16)) end)
+  s = gsub(s, "\\[xX](%x%x)", hexbyte)
+  s = gsub(s, "\\([0-3][0-7][0-7])", function(o) return char(tonumber(o, 8)) end)
+  -- two-digit octal only where it makes markup (\74 is '<'): "\16" in a Windows path stays
+  s = gsub(s, "\\([0-7][0-7])", function(o)
+    local c = char(tonumber(o, 8))
+    if find(c, "[<>\"'()/=]") then return c end
+  end)
+  return s
+end
+
+-- UTF-7's encodings of '<' and '>' (+ADw- and +AD4-), which old browsers honoured.
+local function utf7(s)
+  if not find(s, "+AD", 1, true) then return s end
+  return (gsub(gsub(s, "%+ADw%-", "<"), "%+AD4%-", ">"))
+end
+
+-- Overlong UTF-8 forms of ASCII characters, which some decoders accept: C0/C1 xx is
+-- (first & 1) << 6 | (xx & 0x3F) (%c0%ae is '.'), E0 80 xx is xx & 0x3F.
+local function overlong(s)
+  if not find(s, "[\192\193\224]") then return s end
+  s = gsub(s, "([\192\193])([\128-\191])", function(a, b) return char(((byte(a) & 1) << 6) | (byte(b) & 0x3F)) end)
+  return (gsub(s, "\224\128([\128-\191])", function(b) return char(byte(b) & 0x3F) end))
+end
+
+-- The value an application may end up with: percent-decoded again (double encoding), entities,
+-- string escapes, UTF-7 brackets, overlong forms, until nothing changes (at most 3 rounds).
+function D.canonical(s)
+  for _ = 1, D.DECODE_ROUNDS do
+    local t = s
+    if find(t, "%%%x%x") or find(t, "%%[uU]%x%x%x%x") then t = D.url_decode(t, false) end
+    t = D.html_decode(t)
+    t = D.unescape(t)
+    t = utf7(t)
+    t = overlong(t)
+    if t == s then break end
+    s = t
+  end
+  return s
+end
+
+-- The path as the origin will see it: decoded (twice), backslashes as slashes, ';' parameters
+-- and empty or '.' segments removed. '..' segments are kept: they are what traversal looks for.
+function D.normalize_path(p)
+  local d = D.url_decode(p, false)
+  if find(d, "%%%x%x") then d = D.url_decode(d, false) end
+  d = overlong(d)
+  d = gsub(d, "\\", "/")
+  d = gsub(d, ";[^/]*", "")
+  d = gsub(d, "//+", "/")
+  d = gsub(d, "/%./", "/")
+  d = gsub(d, "/%./", "/")
+  d = gsub(d, "/%.$", "/")
+  return d
+end
+
+return D

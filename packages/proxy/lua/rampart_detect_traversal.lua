@@ -1,0 +1,94 @@
+-- Path traversal and file inclusion (D.traversal for values, D.path_traversal for the request
+-- path): dot-dot segments, sensitive files, inclusion schemes.
+
+local D = require("rampart_detect_base")
+local T = require("rampart_detect_text")
+local find, sub, byte, char, lower, gsub, match, gmatch, format =
+  string.find, string.sub, string.byte, string.char, string.lower, string.gsub, string.match, string.gmatch, string.format
+local concat = table.concat
+local marker_finder, is_text = T.marker_finder, T.is_text
+
+---------------------------------------------------------------------------------------------------
+-- Path traversal and file inclusion.
+---------------------------------------------------------------------------------------------------
+
+local SENSITIVE = { "/etc/passwd", "/etc/shadow", "/etc/group", "/etc/hosts", "/etc/issue", "/proc/self/",
+  "/proc/version", "win.ini", "boot.ini", "system32/", "web-inf/", "meta-inf/", ".htaccess", ".htpasswd",
+  "/.git/", "/.svn/", "/.hg/", "/.env", "id_rsa", "wp-config.php", "/etc/mysql/", "/var/log/",
+  "/.ssh/", ".bash_history", ".aws/", "web.config", ".svn/", "wwwroot/", "/etc/nginx/", "/etc/apache2/", "/usr/local/etc/" }
+local INCLUDE_SCHEMES = { "php://", "file://", "zip://", "phar://", "expect://", "data://", "glob://",
+  "compress.zlib://", "compress.bzip2://", "jar:file:", "ogg://", "rar://", "ssh2.", "data:text/plain;base64,",
+  "data:;base64,", "data:text/plain," }
+local sensitive_file, include_scheme = marker_finder(SENSITIVE), marker_finder(INCLUDE_SCHEMES)
+
+-- In text, a path that is one of its words ("I ran ls -la /var/log/ and...", "edit your .htaccess",
+-- "the file '/etc/passwd'") is named, not opened: the character before it is a blank or a
+-- backtick, or a quote after a blank.
+local function word_of_text(s, p)
+  if p <= 1 then return false end
+  local b = byte(s, p - 1)
+  if b == 32 or b == 9 or b == 10 or b == 13 or b == 96 then return true end
+  if (b == 39 or b == 34) and (p == 2 or find(sub(s, p - 2, p - 2), "^[%s`(]")) then return true end
+  return false
+end
+
+-- The first sensitive file of s; in text, the first that is not a word of the text.
+local function sensitive_path(s, text)
+  local p = sensitive_file(s)
+  if not p or not text then return p end
+  if not word_of_text(s, p) then return p end
+  for _, m in ipairs(SENSITIVE) do
+    local q, tries = find(s, m, 1, true), 0
+    while q do
+      if not word_of_text(s, q) then return q end
+      tries = tries + 1
+      if tries >= 16 then return q end -- enough of one marker: no longer read as text
+      q = find(s, m, q + #m, true)
+    end
+  end
+  return nil
+end
+
+-- text: the value is text (D.is_text); never for the request path.
+local function traversal_common(lv, text)
+  local s = gsub(lv, "\\", "/")
+  if find(s, "//", 1, true) or find(s, "/./", 1, true) then s = gsub(gsub(s, "/%./", "/"), "//+", "/") end
+  if find(s, "[\226\239]") then
+    -- fullwidth and other look-alike dots and slashes that some decoders fold to ASCII
+    s = gsub(gsub(gsub(gsub(s, "\239\188\142", "."), "\239\188\143", "/"), "\226\136\149", "/"), "\239\188\188", "/")
+  end
+  local p = find(s, "../", 1, true) or find(s, "..;/", 1, true)
+  -- in text (and code), a relative reference ("see ../README.md", from '../../utils') is not a
+  -- traversal; four levels up are, and so is a sensitive file after any number (below)
+  if p and text and not find(s, "%.%.;?/%.%.;?/%.%.;?/%.%.;?/") then p = nil end
+  if p then return p end
+  p = find(s, "%z[%.%w]*%.%w+$") -- ../../etc/passwd%00.png
+  if p then return p end
+  p = sensitive_path(s, text)
+  if p then return p end
+  p = find(s, "/proc/%d+/")
+  if p then return p end
+  return nil
+end
+
+function D.traversal(v)
+  if not find(v, "[/\\:%.%z\226\239]") then return nil end
+  local lv = lower(v)
+  local p = traversal_common(lv, is_text(lv))
+  if p then return p end
+  p = include_scheme(lv)
+  if p then return p end
+  -- a value that is a file name alone: .env, .git/config, .htaccess
+  if find(lv, "^%s*%.env%s*$") or find(lv, "^%s*%.git/") then return 1 end
+  return nil
+end
+
+-- The request path (already decoded and normalised): dot-dot segments and sensitive files.
+function D.path_traversal(lv)
+  local p = traversal_common(lv)
+  if p then return p end
+  p = find(lv, "/%.git$") or find(lv, "/%.svn$") or find(lv, "/%.env%.") or find(lv, "/%.ds_store")
+  return p
+end
+
+return D
