@@ -1,6 +1,7 @@
 import { parseJsonObject, parseServiceMessage } from '@rampart/protocol';
 import pg from 'pg';
-import { isUuid } from './context.js';
+import type { Database } from './db/database.js';
+import { isUuid } from './values.js';
 import { copyCredentialMessage, encodeCredentialMessage, isCredentialMessage, parseCredentialMessage, type CredentialMessage } from './credential-messages.js';
 
 /**
@@ -32,6 +33,13 @@ export type BusMessage =
 export type LiveMessage =
   | { kind: 'live-events'; accountId: string; serverId: string; receivedAt: string }
   | { kind: 'live-notification'; accountId: string; id: string };
+
+/**
+ * Tells the live streams (GET /api/stream) of every process about new rows, in the transaction
+ * `db` that stores them (serve.ts: a NOTIFY on PostgreSQL, delivered on commit; the in-process
+ * bus on the embedded database, whose readers wait for the transaction). Absent: no live streams.
+ */
+export type LivePublisher = (db: Database, m: LiveMessage) => Promise<void>;
 
 export function isLiveMessage(m: { kind: string }): m is LiveMessage {
   return m.kind === 'live-events' || m.kind === 'live-notification';

@@ -1,6 +1,5 @@
 import type { SecretKey } from './secret-box.js';
-import type { LivePublisher } from './services/notifications.js';
-import { isUuid as isProtocolUuid } from '@rampart/protocol';
+import type { LivePublisher } from './bus.js';
 import type { CredentialMessage } from './credential-messages.js';
 import type { Database } from './db/database.js';
 import type { PlanTable } from './plans.js';
@@ -35,7 +34,7 @@ export interface ServiceContext {
   allowPrivateDnsApi?: boolean | undefined;
   /** Called after a commit that changed the desired state of these shield servers. */
   serversChanged(serverIds: readonly string[]): void;
-  /** The live streams' publisher (GET /api/stream, services/notifications.ts LivePublisher); serve.ts sets it. */
+  /** The live streams' publisher (GET /api/stream, src/bus.ts LivePublisher); serve.ts sets it. */
   live?: LivePublisher | undefined;
   /**
    * The change bus for credential changes (src/credential-cache.ts). Absent (one process, tests),
@@ -68,14 +67,6 @@ export interface BillingContext {
   /** RAMPART_PAYMENT_WEBHOOK_SECRET: POST /api/billing/webhook is verified with it; undefined when off. */
   webhookSecret?: string | undefined;
 }
-
-/** Ids come from URLs and bodies; anything that is not a UUID cannot name a row, so it is "not found". */
-export function isUuid(value: unknown): value is string {
-  return isProtocolUuid(value, true);
-}
-
-export const iso = (d: Date | string | null | undefined): string | null =>
-  d == null ? null : (d instanceof Date ? d : new Date(d)).toISOString();
 
 /** Postgres unique_violation, from pg or PGlite. */
 export function isUniqueViolation(err: unknown): boolean {

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { parseJsonObject } from '@rampart/protocol';
-import { isUuid } from './context.js';
+import { isUuid } from './values.js';
 
 /**
  * Change-bus messages that invalidate cached credentials (src/credential-cache.ts): every process,

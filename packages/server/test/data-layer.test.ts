@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 
 // docs/architecture.md "Layers of the control plane": SQL lives only in the data-access layer
 // (src/data/, and src/db/ for the connection and migrations). src/bus.ts keeps its own listening
-// connection's LISTEN.
+// connection's LISTEN. The data layer imports no service, route or hub module.
 
 const SRC = fileURLToPath(new URL('../src', import.meta.url));
 const ALLOWED = ['db/', 'data/', 'bus.ts'];
@@ -27,4 +27,15 @@ test('no query outside src/data/ and src/db/', () => {
       .flatMap((line, i) => (QUERY.some((q) => q.test(line)) ? [`src/${f}:${i + 1}: ${line.trim()}`] : [])),
   );
   assert.deepEqual(offending, [], 'move these queries into a module of src/data/');
+});
+
+test('the data layer imports no service', () => {
+  const files = sources(join(SRC, 'data')).map((f) => relative(SRC, f).split('\\').join('/'));
+  assert.ok(files.includes('data/servers.ts'), 'the files to check were found');
+  const offending = files.flatMap((f) =>
+    readFileSync(join(SRC, f), 'utf8')
+      .split('\n')
+      .flatMap((line, i) => (/\bfrom\s+'\.\.\/(services|routes|hub)\//.test(line) ? [`src/${f}:${i + 1}: ${line.trim()}`] : [])),
+  );
+  assert.deepEqual(offending, [], 'the service calls the data layer, never the other way (pass a hook, or call it from the service)');
 });

@@ -1,8 +1,14 @@
+import type { OriginAddress } from '@rampart/protocol';
 import { sql, type Insertable, type Updateable } from 'kysely';
 import type { Database, Tx } from '../db/database.js';
 import type { DomainsTable } from '../db/schema.js';
 
 // The domains table and domain_servers, which servers serve which domain.
+
+/** A row's origins column (jsonb), parsed when it comes as text. */
+export function parseOrigins(raw: OriginAddress[] | string): OriginAddress[] {
+  return typeof raw === 'string' ? (JSON.parse(raw) as OriginAddress[]) : raw;
+}
 
 export function insertDomain(db: Database | Tx, row: Insertable<DomainsTable>) {
   return db.insertInto('domains').values(row).returningAll().executeTakeFirstOrThrow();

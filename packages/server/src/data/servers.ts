@@ -1,7 +1,6 @@
 import { sql, type Insertable } from 'kysely';
 import type { Database, Tx } from '../db/database.js';
 import type { ServersTable } from '../db/schema.js';
-import { noteChange } from '../services/rollouts.js';
 
 // The servers table: shield servers, their lifecycle, address and revisions.
 
@@ -267,22 +266,18 @@ export async function recordAppliedRevision(db: Database | Tx, serverId: string,
 }
 
 /**
- * Bumps desired_revision of the given servers (of this account) and returns their ids. A change
- * of the configuration goes through the account's rollout (services/rollouts.ts noteChange); a
- * server's new address (`rollout: false`) reaches its peers at once.
+ * Bumps desired_revision of the given servers (of this account) and returns their ids. Only the
+ * revisions: a change of the configuration bumps through services/rollouts.ts bumpForChange, which
+ * also takes it through the account's rollout; a server's new address reaches its peers at once.
  */
-export async function bumpServers(db: Database | Tx, accountId: string, serverIds: readonly string[], options: { rollout?: boolean } = {}): Promise<string[]> {
+export async function bumpServers(db: Database | Tx, accountId: string, serverIds: readonly string[]): Promise<string[]> {
   if (serverIds.length === 0) return [];
-  const ids = await bump(db, accountId, serverIds);
-  if (options.rollout !== false && ids.length > 0) await noteChange(db, accountId);
-  return ids;
+  return bump(db, accountId, serverIds);
 }
 
-/** Bumps every live server of the account (global and server-wide rules touch them all). */
-export async function bumpAllServers(db: Database | Tx, accountId: string): Promise<string[]> {
-  const ids = await bump(db, accountId);
-  if (ids.length > 0) await noteChange(db, accountId);
-  return ids;
+/** Bumps every live server of the account (global and server-wide rules touch them all); returns their ids. */
+export function bumpAllServers(db: Database | Tx, accountId: string): Promise<string[]> {
+  return bump(db, accountId);
 }
 
 /** Adds 1 to desired_revision of the account's live servers, those given or all of them; returns their ids. */

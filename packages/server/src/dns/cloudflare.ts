@@ -15,7 +15,7 @@ import {
   apiRequest,
   type AddressType,
   type DnsProvider,
-} from './provider.js';
+} from './common.js';
 
 const CLOUDFLARE_API_BASE = 'https://api.cloudflare.com/client/v4';
 

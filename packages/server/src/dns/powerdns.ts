@@ -11,7 +11,7 @@ import {
   recordName,
   apiRequest,
   type DnsProvider,
-} from './provider.js';
+} from './common.js';
 
 export interface PowerDnsSettings {
   /** The webserver's base URL, e.g. http://127.0.0.1:8081 (the API lives under /api/v1). */

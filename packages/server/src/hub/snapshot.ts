@@ -1,8 +1,8 @@
 import { isIP, type CustomRuleAction, type RuleRateLimit, type RuleType, type ServerSnapshot, type CompressedBodyPolicy, type WafLevel, type WafMode } from '@rampart/protocol';
+import { parseOrigins } from '../data/domains.js';
 import { snapshotContents, snapshotServers } from '../data/snapshot.js';
 import type { Database, Tx } from '../db/database.js';
-import { parseOrigins } from '../services/domains.js';
-import { holdsOf, type Hold } from '../services/rollouts.js';
+import { holdsOf, type Hold } from '../services/rollout-holds.js';
 
 export interface ServerState {
   id: string;
@@ -30,7 +30,7 @@ export async function buildSnapshots(
   if (live.length === 0) return { states, snapshots };
   const accountIds = [...new Set(live.map((s) => s.account_id))];
   const liveIds = live.map((s) => s.id);
-  // Staged rollout (services/rollouts.ts): a held server gets its released snapshot instead; a
+  // Staged rollout (services/rollout-holds.ts): a held server gets its released snapshot instead; a
   // baking canary the interval of its reports.
   const [{ domains, peers, rules, accounts, customRules }, holds] = await Promise.all([
     snapshotContents(db, liveIds, accountIds),

@@ -3,7 +3,7 @@ import * as domains from '../data/domains.js';
 import * as events from '../data/events.js';
 import * as notifications from '../data/notifications.js';
 import * as servers from '../data/servers.js';
-import { queueDeliveries } from './notification-delivery.js';
+import { queueDeliveries } from './delivery-queue.js';
 
 /**
  * The data functions behind what an agent's messages mean (a hello, an ack, a report, an event
@@ -42,7 +42,7 @@ export const agentChannelStore = {
   insertNotification: notifications.insertNotification,
   foldNotification: notifications.foldNotification,
   countNotifications: notifications.countNotifications,
-  /** The deliveries of a notification just inserted (services/notification-delivery.ts). */
+  /** The deliveries of a notification just inserted (services/delivery-queue.ts). */
   queueDeliveries,
 };
 

@@ -1,6 +1,6 @@
 import { AGENT_LIMITS, ANALYTICS_LIMITS, LATENCY_BUCKETS_MS, STATUS_CLASSES, WAF_REASONS, type AnalyticsBatchPayload, type StatusClass } from '@rampart/protocol';
 import type { ServiceContext } from '../context.js';
-import { isUuid } from '../context.js';
+import { ISO_TIME, isUuid } from '../values.js';
 import {
   addHistograms,
   addMinuteCounts,
@@ -158,7 +158,6 @@ export interface AnalyticsQuery {
   step?: string | undefined;
 }
 
-const ISO_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})$/i;
 /** How far in the future `to` may be (clients' clocks differ from ours). */
 const FUTURE_SKEW_MS = 5 * MINUTE_MS;
 

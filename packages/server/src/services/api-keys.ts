@@ -2,7 +2,7 @@ import { ACCOUNT_LIMITS } from '@rampart/protocol';
 import { credentialsChanged } from '../credential-cache.js';
 import { newApiKey, newId, sha256 } from '../crypto.js';
 import type { ServiceContext } from '../context.js';
-import { iso, isUuid } from '../context.js';
+import { isUuid, iso } from '../values.js';
 import { lockAccount } from '../data/accounts.js';
 import { deleteApiKey as deleteKeyRow, insertApiKey, listApiKeys as listKeyRows } from '../data/api-keys.js';
 import { AppError } from '../errors.js';

@@ -1,11 +1,10 @@
 import { isDeepStrictEqual } from 'node:util';
 import type { ServiceContext } from '../context.js';
-import { iso } from '../context.js';
+import { ISO_TIME, iso } from '../values.js';
 import { newId } from '../crypto.js';
 import type { Database, Tx } from '../db/database.js';
 import { auditCursor, deleteAuditEntriesBefore, insertAuditEntry, latestAuditEntries, type AuditFilter, type AuditRow } from '../data/audit.js';
 import { invalidField } from '../errors.js';
-import { ISO_TIME } from './events.js';
 import { listPage, type Page, type PageParams } from './paging.js';
 
 // The audit log (docs/api.md "Audit log"): every change to an account's configuration, keys,

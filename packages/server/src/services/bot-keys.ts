@@ -1,11 +1,11 @@
 import { BOT_COOKIE_TTL_SECONDS } from '@rampart/protocol';
 import type { ServiceContext } from '../context.js';
-import { iso } from '../context.js';
+import { iso } from '../values.js';
 import { newBotKeyId, newSecret } from '../crypto.js';
 import { accountsWithOldBotKeys, bumpWafVersion, lockAccount, retireBotKeys, rotateBotKey } from '../data/accounts.js';
-import { bumpAllServers } from '../data/servers.js';
 import { AppError } from '../errors.js';
 import { recordAudit, SYSTEM_ACTOR, type Actor } from './audit.js';
+import { bumpForChange } from './rollouts.js';
 
 /**
  * The account's bot protection keys (docs/bots.md): the current key signs challenges and pass
@@ -58,7 +58,7 @@ async function rotate(ctx: ServiceContext, accountId: string, dueBefore?: Date, 
     const row = await rotateBotKey(tx, accountId, { id: newBotKeyId(), secret: newSecret() }, now, new Date(now.getTime() + BOT_COOKIE_TTL_SECONDS * 1000));
     await bumpWafVersion(tx, accountId);
     await recordAudit(tx, ctx, accountId, actor, { objectType: 'waf_settings', objectId: null, action: 'rotate_bot_key', before: { botKeyId: account.bot_key_id }, after: { botKeyId: row.bot_key_id } });
-    return { row, touched: await bumpAllServers(tx, accountId) };
+    return { row, touched: await bumpForChange(tx, accountId) };
   });
   if (!done) return null;
   const { row, touched } = done;
@@ -84,7 +84,7 @@ export async function runBotKeyJob(ctx: ServiceContext, maxAgeSeconds: number): 
   const retired = await ctx.db.transaction().execute(async (tx) => {
     const accounts = await retireBotKeys(tx, now);
     const touched: string[] = [];
-    for (const accountId of accounts) touched.push(...(await bumpAllServers(tx, accountId)));
+    for (const accountId of accounts) touched.push(...(await bumpForChange(tx, accountId)));
     return { accounts, touched };
   });
   ctx.serversChanged(retired.touched);

@@ -2,16 +2,16 @@ import { CUSTOM_RULE_ACTIONS, parseRuleExpression, rateLimitProblem, type Custom
 import { check as checkRegex } from 'recheck';
 import type { Tx } from '../db/database.js';
 import type { ServiceContext } from '../context.js';
-import { iso, isUuid } from '../context.js';
+import { isUuid, iso } from '../values.js';
 import { newId } from '../crypto.js';
 import { lockAccount } from '../data/accounts.js';
 import { deleteCustomRule as deleteRow, findCustomRule, insertCustomRule, listCustomRules, lockCustomRule, ruleHits, updateCustomRuleFields, type RuleHits } from '../data/custom-rules.js';
 import { domainExists, serversOfDomain } from '../data/domains.js';
-import { bumpAllServers, bumpServers } from '../data/servers.js';
 import { AppError, invalidField } from '../errors.js';
 import { planName, type Plan } from '../plans.js';
 import { enforceLimit } from './limits.js';
 import { recordAudit, SYSTEM_ACTOR, type Actor } from './audit.js';
+import { bumpForChange } from './rollouts.js';
 
 // Custom rules (/api/rules, docs/rules.md): an expression of the rule language (@rampart/protocol
 // rule-language.ts), checked here (syntax, types, limits, and every regular expression for
@@ -99,7 +99,7 @@ function rateLimitColumn(action: CustomRuleAction, rateLimit: RuleRateLimit | nu
 
 /** The servers a rule reaches: its domain's, or every server of the account. */
 function bumpForScope(tx: Tx, accountId: string, domainId: string | null): Promise<string[]> {
-  return domainId ? serversOfDomain(tx, domainId).then((ids) => bumpServers(tx, accountId, ids)) : bumpAllServers(tx, accountId);
+  return domainId ? serversOfDomain(tx, domainId).then((ids) => bumpForChange(tx, accountId, ids)) : bumpForChange(tx, accountId);
 }
 
 async function checkDomain(tx: Tx, accountId: string, domainId: string | null): Promise<void> {

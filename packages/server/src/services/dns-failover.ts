@@ -1,7 +1,7 @@
 import http from 'node:http';
 import https from 'node:https';
 import type { ServiceContext } from '../context.js';
-import { iso } from '../context.js';
+import { iso } from '../values.js';
 import { findAccount } from '../data/accounts.js';
 import { deleteDnsSettings as deleteSettingsRow, dnsSettingsOfAccounts, findDnsSettings, upsertDnsSettings } from '../data/dns-settings.js';
 import { failoverDomainNames, failoverDomainServers, setDomainDns } from '../data/domains.js';

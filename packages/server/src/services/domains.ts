@@ -1,7 +1,8 @@
 import { formatHostPort, isHostname, isIP, isOriginHost, isPort, normalizeHostname, originTarget, type OriginAddress, type SslStatus, type CompressedBodyPolicy, type WafLevel, type WafMode } from '@rampart/protocol';
 import type { Tx } from '../db/database.js';
 import type { ServiceContext } from '../context.js';
-import { iso, isUniqueViolation, isUuid } from '../context.js';
+import { isUniqueViolation } from '../context.js';
+import { isUuid, iso } from '../values.js';
 import { newId } from '../crypto.js';
 import { bumpWafVersion, lockAccount } from '../data/accounts.js';
 import {
@@ -10,18 +11,20 @@ import {
   linkServers,
   listDomains as listDomainRows,
   lockDomain,
+  parseOrigins,
   serverLinksOfAccount,
   serversOfDomain,
   unlinkServers,
   updateDomainFields,
 } from '../data/domains.js';
-import { bumpServers, liveServerIds } from '../data/servers.js';
+import { liveServerIds } from '../data/servers.js';
 import { AppError, invalidField } from '../errors.js';
 import type { DomainStatus } from '../db/schema.js';
 import { refreshDomainSsl } from './certificates.js';
 import { enforceLimit } from './limits.js';
 import { FAILOVER_MIN_SERVERS, requireFailoverAllowed } from './dns-failover.js';
 import { recordAudit, SYSTEM_ACTOR, type Actor } from './audit.js';
+import { bumpForChange } from './rollouts.js';
 
 export const MAX_DOMAINS = 1000;
 
@@ -67,10 +70,6 @@ type DomainRow = {
   created_at: Date | string;
   updated_at: Date | string;
 };
-
-export function parseOrigins(raw: OriginAddress[] | string): OriginAddress[] {
-  return typeof raw === 'string' ? (JSON.parse(raw) as OriginAddress[]) : raw;
-}
 
 /** A checked origin as stored: { ip, port } or { host, port }, lowercased. */
 function storedOrigin(o: OriginInput): OriginAddress {
@@ -176,7 +175,7 @@ export async function createDomain(ctx: ServiceContext, accountId: string, input
         updated_at: now,
       });
       await linkServers(tx, row.id, serverIds);
-      const touched = await bumpServers(tx, accountId, serverIds);
+      const touched = await bumpForChange(tx, accountId, serverIds);
       const view = domainView(row, serverIds);
       await recordAudit(tx, ctx, accountId, actor, { objectType: 'domain', objectId: row.id, action: 'create', after: view });
       return { view, touched };
@@ -238,7 +237,7 @@ export async function updateDomain(ctx: ServiceContext, accountId: string, id: s
     if ((patch.sslEnabled !== undefined && patch.sslEnabled !== current.ssl_enabled) || patch.serverIds) {
       row = (await refreshDomainSsl(tx, id)) ?? row;
     }
-    const touched = await bumpServers(tx, accountId, [...new Set([...before, ...after])]);
+    const touched = await bumpForChange(tx, accountId, [...new Set([...before, ...after])]);
     const view = domainView(row, [...after].sort());
     await recordAudit(tx, ctx, accountId, actor, { objectType: 'domain', objectId: id, action: 'update', before: domainView(current, [...before].sort()), after: view });
     return { view, touched };
@@ -254,7 +253,7 @@ export async function deleteDomain(ctx: ServiceContext, accountId: string, id: s
     await recordAudit(tx, ctx, accountId, actor, { objectType: 'domain', objectId: id, action: 'delete', before: domainView(current, [...servers].sort()) });
     await deleteDomainRow(tx, accountId, id);
     await bumpWafVersion(tx, accountId); // the domain's own rules went with it
-    return bumpServers(tx, accountId, servers);
+    return bumpForChange(tx, accountId, servers);
   });
   ctx.serversChanged(touched);
   return { success: true as const };

@@ -16,7 +16,7 @@ import type { Insertable } from 'kysely';
 import type { ServiceContext } from '../context.js';
 import type { Tx } from '../db/database.js';
 import type { WafEventsTable } from '../db/schema.js';
-import { iso, isUuid } from '../context.js';
+import { ISO_TIME, isUuid, iso } from '../values.js';
 import { batchEventRows, deleteEventsBefore, eventCursor, listEventRows, type EventFilter } from '../data/events.js';
 import { invalidField } from '../errors.js';
 import { listPage, type Page, type PageParams } from './paging.js';
@@ -236,8 +236,6 @@ export interface EventQuery extends PageParams {
   until?: string | undefined;
   requestId?: string | undefined;
 }
-
-export const ISO_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})$/i;
 
 /** The filters of GET /api/waf/events, each checked: a bad one is a 400 naming it. */
 export function eventFilter(ctx: ServiceContext, q: EventQuery): EventFilter {

@@ -1,7 +1,7 @@
 import http from 'node:http';
 import { formatHostPort, HEALTH_PATH } from '@rampart/protocol';
 import type { ServiceContext } from '../context.js';
-import { iso } from '../context.js';
+import { iso } from '../values.js';
 import { healthCandidates, PROXY_NOT_SERVING, writeHealthVerdicts, type HealthVerdict } from '../data/servers.js';
 import { jobIntervalFromEnv } from '../jobs.js';
 import { mapBounded } from '../map-bounded.js';

@@ -1,26 +1,25 @@
 import type { Transporter } from 'nodemailer';
 import type { ServiceContext } from '../context.js';
-import { iso } from '../context.js';
-import { newId } from '../crypto.js';
-import { deliveryCursor, deliveryWork, insertDeliveries, latestDeliveries, updateDelivery } from '../data/notification-deliveries.js';
-import { claimNextAttempt, endpointsOf, ensureEndpoints, giveUpPendingOf, updateEndpoint } from '../data/notification-endpoints.js';
-import { notificationSettings } from '../data/notification-settings.js';
-import type { Database, Tx } from '../db/database.js';
+import { iso } from '../values.js';
+import { deliveryCursor, deliveryWork, latestDeliveries, updateDelivery } from '../data/notification-deliveries.js';
+import { claimNextAttempt, giveUpPendingOf, updateEndpoint } from '../data/notification-endpoints.js';
+import type { Tx } from '../db/database.js';
 import { afterFailure, HEALTHY_ENDPOINT, type EndpointState } from '../delivery/circuit.js';
 import { deliverEmail, emailTransport, notificationEmail } from '../delivery/email.js';
 import { DELIVERY_GIVE_UP_MS, nextAttemptDelayMs, shouldGiveUp } from '../delivery/retry.js';
 import { shortError, type DeliverableNotification, type DeliveryResult } from '../delivery/types.js';
 import { deliverWebhook } from '../delivery/webhook.js';
 import { decryptSecret } from '../secret-box.js';
+import { webhookTarget, type DeliveryChannel } from './delivery-queue.js';
 import { notificationMessages, notify } from './notifications.js';
 import { listPage, type PageParams } from './paging.js';
 
 // Delivering notifications to an account's webhook and e-mail address (docs/notifications.md,
 // "Settings and delivery log"): a delivery row per channel is queued with the notification, in
-// its transaction; delivery runs (the notification-delivery job, and a run kicked after each
-// queueing) claim due rows, attempt them through src/delivery/ and record the outcome.
+// its transaction (services/delivery-queue.ts); delivery runs (the notification-delivery job, and
+// a run kicked after each queueing) claim due rows, attempt them through src/delivery/ and record
+// the outcome.
 
-export type DeliveryChannel = 'webhook' | 'email';
 export type DeliveryStatus = 'pending' | 'delivered' | 'given_up';
 
 /** Attempts one run makes at most; the next run goes on. */
@@ -33,50 +32,6 @@ export const DELIVERY_CONCURRENCY = 10;
  * a webhook, 60 s for an e-mail: EMAIL_ATTEMPT_TIMEOUT_MS).
  */
 export const DELIVERY_LEASE_MS = 2 * 60_000;
-
-/** What the log shows of a webhook URL: its origin and path, never its query (it may hold a token). */
-export function webhookTarget(url: string): string {
-  const u = new URL(url);
-  return `${u.origin}${u.pathname}`;
-}
-
-/** Whether settings with these kinds deliver this kind (an empty list: every kind). */
-export function deliversKind(kinds: readonly string[], kind: string): boolean {
-  return kinds.length === 0 || kinds.includes(kind);
-}
-
-/**
- * Queues the deliveries of a notification just created, in the caller's transaction: one per
- * channel the account has set whose kinds include this one, due at once; none to a disabled
- * endpoint, nor to an e-mail address not confirmed. Returns how many.
- */
-export async function queueDeliveries(db: Database | Tx, n: { id: string; account_id: string; kind: string; created_at: Date | string }): Promise<number> {
-  const settings = await notificationSettings(db, n.account_id);
-  if (!settings || !deliversKind(settings.kinds, n.kind)) return 0;
-  const createdAt = new Date(n.created_at);
-  const disabled = new Set((await endpointsOf(db, n.account_id)).filter((e) => e.disabled_at !== null).map((e) => e.channel));
-  const channels: { channel: DeliveryChannel; target: string }[] = [
-    ...(settings.webhook_url && !disabled.has('webhook') ? [{ channel: 'webhook' as const, target: webhookTarget(settings.webhook_url) }] : []),
-    ...(settings.email && settings.email_confirmed_at && !disabled.has('email') ? [{ channel: 'email' as const, target: settings.email }] : []),
-  ];
-  await ensureEndpoints(db, n.account_id, channels.map((c) => c.channel));
-  await insertDeliveries(
-    db,
-    channels.map((c) => ({
-      id: newId(),
-      notification_id: n.id,
-      account_id: n.account_id,
-      channel: c.channel,
-      target: c.target,
-      status: 'pending',
-      attempts: 0,
-      next_attempt_at: createdAt,
-      created_at: createdAt,
-      updated_at: createdAt,
-    })),
-  );
-  return channels.length;
-}
 
 /** GET /api/notifications/deliveries: the account's deliveries, newest first, paged like the notifications. */
 export async function listDeliveries(ctx: ServiceContext, accountId: string, query: PageParams = {}) {

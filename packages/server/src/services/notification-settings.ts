@@ -1,6 +1,6 @@
 import { isHostname } from '@rampart/protocol';
 import type { ServiceContext } from '../context.js';
-import { iso } from '../context.js';
+import { iso } from '../values.js';
 import { newSessionToken, sha256 } from '../crypto.js';
 import { endpointsOf, updateEndpoint } from '../data/notification-endpoints.js';
 import { confirmEmailByToken, notificationSettings, saveNotificationSettings, setEmailToken } from '../data/notification-settings.js';

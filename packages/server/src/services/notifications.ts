@@ -1,7 +1,7 @@
 import { HOST_PROBLEM, isHostProblem } from '@rampart/protocol';
-import type { LiveMessage } from '../bus.js';
+import type { LivePublisher } from '../bus.js';
 import type { DeliveryContext, ServiceContext } from '../context.js';
-import { isUuid, iso } from '../context.js';
+import { isUuid, iso } from '../values.js';
 import { newId } from '../crypto.js';
 import { findNotification, latestNotifications, markNotificationsRead, notificationCursor } from '../data/notifications.js';
 import type { Database } from '../db/database.js';
@@ -37,13 +37,6 @@ export type NotificationKind = (typeof NOTIFICATION_KINDS)[number];
 export const SERVER_NOTIFICATION_LIMIT = { perWindow: 10, windowMs: 60_000 } as const;
 
 export type ServerNotifyOutcome = 'created' | 'folded' | 'dropped';
-
-/**
- * Tells the live streams (GET /api/stream) of every process about new rows, in the transaction
- * `db` that stores them (serve.ts: a NOTIFY on PostgreSQL, delivered on commit; the in-process
- * bus on the embedded database, whose readers wait for the transaction). Absent: no live streams.
- */
-export type LivePublisher = (db: Database, m: LiveMessage) => Promise<void>;
 
 /** What raising a notification needs: storage, the clock, delivery to kick, and the live streams. */
 export interface NotifyContext {

@@ -1,4 +1,4 @@
-import { isUuid } from '../context.js';
+import { isUuid } from '../values.js';
 import { invalidField } from '../errors.js';
 
 // Newest-first lists in pages (GET /api/notifications, GET /api/notifications/deliveries):

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { histogramP99, LATENCY_BUCKETS_MS, type AnalyticsBatchPayload, type ServerSnapshot } from '@rampart/protocol';
-import { iso, isUuid, type ServiceContext } from '../context.js';
+import type { ServiceContext } from '../context.js';
+import { isUuid, iso } from '../values.js';
 import type { Database, Tx } from '../db/database.js';
 import type { RolloutServerState, RolloutState } from '../db/schema.js';
 import {
@@ -8,7 +9,6 @@ import {
   canariesNotReportedSince,
   canaryReports,
   domainCountsOfServers,
-  heldServerRows,
   holdingRollout,
   insertRollout,
   liveServerIds,
@@ -31,10 +31,12 @@ import {
   upsertRolloutSettings,
 } from '../data/rollouts.js';
 import { addHistograms, serverDomains } from '../data/analytics.js';
+import { bumpAllServers, bumpServers } from '../data/servers.js';
 import { AppError, invalidField } from '../errors.js';
 import { buildSnapshots } from '../hub/snapshot.js';
 import { notificationMessages, notify, quotedName } from './notifications.js';
 import { recordAudit, SYSTEM_ACTOR, type Actor } from './audit.js';
+import { ROLLOUT_REPORT_SECONDS } from './rollout-holds.js';
 
 // Staged rollout (docs/architecture.md "Staged rollout", docs/api.md "Rollout"). In staged mode a
 // change reaches the account's canary servers first; the others keep the snapshot last released
@@ -44,8 +46,6 @@ import { recordAudit, SYSTEM_ACTOR, type Actor } from './audit.js';
 export const ROLLOUT_MODES = ['immediate', 'staged'] as const;
 export type RolloutMode = (typeof ROLLOUT_MODES)[number];
 export const BAKE_SECONDS = { min: 5, max: 3600, default: 60 } as const;
-/** How often a baking canary's agent sends its analytics/batch (the snapshot's reportSeconds). */
-export const ROLLOUT_REPORT_SECONDS = 2;
 /**
  * When a bake regresses (docs/api.md "Rollout"): a share is compared only once the canary counted
  * at least minRequests during the bake; it regresses when it rose by at least `rise` (absolute)
@@ -146,8 +146,19 @@ async function endHolding(db: Db, accountId: string, now: Date): Promise<boolean
 }
 
 /**
+ * A change of the configuration that reaches these servers of the account (every live one when
+ * none are given): their revisions are bumped and, when any was, the change goes through the
+ * account's rollout (noteChange), in the caller's transaction. Returns the ids bumped.
+ */
+export async function bumpForChange(tx: Db, accountId: string, serverIds?: readonly string[]): Promise<string[]> {
+  const ids = serverIds === undefined ? await bumpAllServers(tx, accountId) : await bumpServers(tx, accountId, serverIds);
+  if (ids.length > 0) await noteChange(tx, accountId);
+  return ids;
+}
+
+/**
  * Called in the transaction of every configuration change, after its servers' revisions were
- * bumped (data/servers.ts). Immediate mode: nothing. Staged mode: a new rollout starts (any one
+ * bumped (bumpForChange). Immediate mode: nothing. Staged mode: a new rollout starts (any one
  * holding is superseded): the canaries bake the change, the others stay on their released
  * snapshot. Staged without a canary: the change is released to every server at once.
  */
@@ -226,28 +237,6 @@ export function diffSnapshots(before: ServerSnapshot | undefined, after: ServerS
   compare('WAF rule', before?.rules, after.rules, (r) => `${r.type} ${r.value}`);
   compare('custom rule', before?.customRules, after.customRules, (r) => `"${r.expression}" (${r.action})`);
   if (JSON.stringify(before?.botKeys) !== JSON.stringify(after.botKeys)) out.push('bot keys rotated');
-  return out;
-}
-
-// ------------------------------------------------------------------------------------------------
-// Snapshots of held servers
-
-export interface Hold {
-  /** Sent instead of the built snapshot (the server is held). */
-  released?: ServerSnapshot;
-  /** The server is a baking canary: it reports at this interval. */
-  reportSeconds?: number;
-}
-
-/** For these servers, those the holding rollout of their account holds or bakes on. */
-export async function holdsOf(db: Db, serverIds: readonly string[]): Promise<Map<string, Hold>> {
-  const out = new Map<string, Hold>();
-  if (serverIds.length === 0) return out;
-  const rows = await heldServerRows(db, serverIds);
-  for (const r of rows) {
-    if (r.state === 'baking' && r.canary) out.set(r.server_id, { reportSeconds: ROLLOUT_REPORT_SECONDS });
-    else if (r.released_snapshot) out.set(r.server_id, { released: JSON.parse(r.released_snapshot) as ServerSnapshot });
-  }
   return out;
 }
 

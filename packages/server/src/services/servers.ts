@@ -2,7 +2,7 @@ import { isIP } from '@rampart/protocol';
 import type { Tx } from '../db/database.js';
 import { newId, newServerToken, sha256 } from '../crypto.js';
 import type { ServiceContext } from '../context.js';
-import { iso, isUuid } from '../context.js';
+import { isUuid, iso } from '../values.js';
 import { lockAccount } from '../data/accounts.js';
 import { deleteConnectionOfServer, heartbeatsOf } from '../data/agent-connections.js';
 import { domainIdsOfServer, serversSharingDomains, unlinkServer } from '../data/domains.js';
@@ -121,7 +121,7 @@ export async function decommissionServer(ctx: ServiceContext, accountId: string,
     const row = await markServerDecommissioned(tx, accountId, id);
     await recordAudit(tx, ctx, accountId, actor, { objectType: 'server', objectId: id, action: 'delete', before: auditedServer(current), after: auditedServer(row) });
     for (const domainId of domains) await refreshDomainSsl(tx, domainId);
-    return { row, touched: await bumpServers(tx, accountId, peers, { rollout: false }) };
+    return { row, touched: await bumpServers(tx, accountId, peers) };
   });
   ctx.serversChanged([id, ...touched]);
   return serverView(row);
@@ -157,7 +157,7 @@ export async function updateServer(ctx: ServiceContext, accountId: string, id: s
     // A new address changes the serverAddresses of every domain this server is on.
     const moved = serverAddress(current) !== serverAddress(row);
     await recordAudit(tx, ctx, accountId, actor, { objectType: 'server', objectId: id, action: 'update', before: auditedServer(current), after: auditedServer(row) });
-    return { row, touched: moved ? await bumpServers(tx, accountId, await serversSharingDomains(tx, id), { rollout: false }) : [] };
+    return { row, touched: moved ? await bumpServers(tx, accountId, await serversSharingDomains(tx, id)) : [] };
   });
   ctx.serversChanged(touched);
   return viewWithStatus(ctx, row);
@@ -246,7 +246,7 @@ export async function recordAgentConnected(ctx: ServiceContext, conn: AgentConne
     }
     const replaced = previous && previous.connection_id !== conn.connectionId ? { connectionId: previous.connection_id, processId: previous.process_id } : null;
     const moved = serverAddress(current) !== serverAddress({ public_ip: current.public_ip, ip: conn.ip });
-    return { recorded: true, replaced, peers: moved ? await store.bumpServers(tx, current.account_id, await store.serversSharingDomains(tx, conn.serverId), { rollout: false }) : [] };
+    return { recorded: true, replaced, peers: moved ? await store.bumpServers(tx, current.account_id, await store.serversSharingDomains(tx, conn.serverId)) : [] };
   });
 }
 

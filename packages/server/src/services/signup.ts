@@ -1,5 +1,5 @@
 import type { ServiceContext } from '../context.js';
-import { iso } from '../context.js';
+import { iso } from '../values.js';
 import { newId, newInvitationToken, sha256 } from '../crypto.js';
 import type { Tx } from '../db/database.js';
 import { findUsableInvitation, insertInvitation, useInvitation } from '../data/invitations.js';

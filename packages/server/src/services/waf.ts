@@ -1,15 +1,15 @@
 import { checkRuleValue, DOMAIN_ONLY_RULE_TYPES, SERVER_WIDE_RULE_TYPES, type RuleType } from '@rampart/protocol';
 import type { Tx } from '../db/database.js';
 import type { ServiceContext } from '../context.js';
-import { iso, isUuid } from '../context.js';
+import { isUuid, iso } from '../values.js';
 import { newId } from '../crypto.js';
 import { bumpWafVersion, lockAccount } from '../data/accounts.js';
 import { domainExists, serversOfDomain } from '../data/domains.js';
-import { bumpAllServers, bumpServers } from '../data/servers.js';
 import { deleteRule as deleteRuleRow, findSameRule, insertRule, listRules as listRuleRows, lockRule, updateRuleFields } from '../data/waf-rules.js';
 import { AppError, ERRORS, invalidField } from '../errors.js';
 import { enforceLimit } from './limits.js';
 import { recordAudit, SYSTEM_ACTOR, type Actor } from './audit.js';
+import { bumpForChange } from './rollouts.js';
 
 export const MAX_RULES = 10_000;
 export const DEFAULT_PRIORITY = 100;
@@ -56,7 +56,7 @@ export function ruleView(r: RuleRow) {
 /** The servers a rule reaches: its domain's, or every server of the account for a global rule. */
 async function bumpForRule(tx: Tx, accountId: string, domainId: string | null): Promise<string[]> {
   await bumpWafVersion(tx, accountId);
-  return domainId ? bumpServers(tx, accountId, await serversOfDomain(tx, domainId)) : bumpAllServers(tx, accountId);
+  return domainId ? bumpForChange(tx, accountId, await serversOfDomain(tx, domainId)) : bumpForChange(tx, accountId);
 }
 
 export async function listRules(ctx: ServiceContext, accountId: string) {
