@@ -2,8 +2,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { ServiceContext } from './context.js';
 import { credentialCache, credentialCacheUsable, type CachedCredential } from './credential-cache.js';
 import { secretsEqual, sha256 } from './crypto.js';
-import { findKeyCredential, touchApiKey } from './data/api-keys.js';
-import { findLiveSession } from './data/sessions.js';
+import { credentialStore } from './services/credentials.js';
 import { AppError } from './errors.js';
 import type { Plan } from './plans.js';
 import type { Actor } from './services/audit.js';
@@ -22,15 +21,6 @@ export interface Principal {
 /** How often lastUsedAt is refreshed: a key used every second does not write every second. */
 const LAST_USED_RESOLUTION_MS = 60_000;
 
-/**
- * The database reads and writes of authentication, on an object so tests can count them (the
- * management API must not pay a round trip for authentication on every request).
- */
-export const credentialStore = {
-  findKey: (ctx: ServiceContext, keyHash: string) => findKeyCredential(ctx.db, keyHash),
-  findSession: (ctx: ServiceContext, tokenHash: string) => findLiveSession(ctx.db, tokenHash, ctx.now()),
-  touchKey: (ctx: ServiceContext, keyId: string, now: Date) => touchApiKey(ctx.db, keyId, now),
-};
 
 function principal(c: CachedCredential): Principal {
   return { accountId: c.accountId, plan: c.plan as Plan, state: c.state as Principal['state'], via: c.kind === 'key' ? 'api_key' : 'session',

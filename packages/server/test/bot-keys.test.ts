@@ -3,7 +3,7 @@ import { describe, test } from 'node:test';
 import { sql } from 'kysely';
 import { BOT_COOKIE_TTL_SECONDS } from '@rampart/protocol';
 import type { ServiceContext } from '../src/context.js';
-import { buildSnapshots } from '../src/hub/snapshot.js';
+import { buildSnapshots } from '../src/services/snapshot.js';
 import { DEFAULT_PLANS } from '../src/plans.js';
 import { BOT_KEY_MAX_AGE_DEFAULT, botKeyMaxAgeFromEnv, rotateBotSecret, runBotKeyJob } from '../src/services/bot-keys.js';
 import { backends, call, makeTestApp, migrateOver, newAccount, testClock, type CallOptions, type TestApp } from './helpers.js';

@@ -3,7 +3,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { after, describe, mock, test } from 'node:test';
 import pg from 'pg';
 import { waitFor } from '../../../test/support/processes.js';
-import { credentialStore } from '../src/auth.js';
+import { credentialStore } from '../src/services/credentials.js';
 import { InProcessBus, PostgresBus, type BusMessage } from '../src/bus.js';
 import { credentialCache, CredentialCache, type CachedCredential } from '../src/credential-cache.js';
 import { credentialMessages, encodeCredentialMessage, parseCredentialMessage, type CredentialMessage } from '../src/credential-messages.js';

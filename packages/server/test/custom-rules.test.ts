@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { buildSnapshots } from '../src/hub/snapshot.js';
+import { buildSnapshots } from '../src/services/snapshot.js';
 import { call, makeTestApp, newAccount, type TestApp } from './helpers.js';
 
 // Custom rules through the API (/api/rules, docs/rules.md): create, list, get, update, delete;

@@ -39,3 +39,14 @@ test('the data layer imports no service', () => {
   );
   assert.deepEqual(offending, [], 'the service calls the data layer, never the other way (pass a hook, or call it from the service)');
 });
+
+test('transport reaches the database only through services: routes, the hub and auth import no data module', () => {
+  const files = [...sources(join(SRC, 'routes')), ...sources(join(SRC, 'hub')), join(SRC, 'auth.ts'), join(SRC, 'app.ts')].map((f) => relative(SRC, f).split('\\').join('/'));
+  assert.ok(files.includes('routes/waf.ts') && files.includes('hub/hub.ts') && files.includes('auth.ts'), 'the files to check were found');
+  const offending = files.flatMap((f) =>
+    readFileSync(join(SRC, f), 'utf8')
+      .split('\n')
+      .flatMap((line, i) => (/\bfrom\s+'(\.\.?\/)+data\//.test(line) ? [`src/${f}:${i + 1}: ${line.trim()}`] : [])),
+  );
+  assert.deepEqual(offending, [], 'call a service function instead (the service reads through src/data/)');
+});

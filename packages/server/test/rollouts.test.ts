@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { describe, test } from 'node:test';
 import { AGENT_LIMITS, CLOSE, LATENCY_BUCKETS_MS, latencyBucket, type AnalyticsBatchPayload } from '@rampart/protocol';
-import { buildSnapshots } from '../src/hub/snapshot.js';
+import { buildSnapshots } from '../src/services/snapshot.js';
 import { storeAnalytics } from '../src/services/analytics.js';
 import { ROLLOUT_REPORT_SECONDS } from '../src/services/rollout-holds.js';
 import { recordCanaryFailure, recordRolloutReport, regression, ROLLOUT_THRESHOLDS, SILENT_CANARY_SECONDS, watchBakes } from '../src/services/rollouts.js';

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { describe, test } from 'node:test';
-import { buildSnapshots } from '../src/hub/snapshot.js';
+import { buildSnapshots } from '../src/services/snapshot.js';
 import { call, makeTestApp, newAccount, type TestApp } from './helpers.js';
 
 // One app for the whole file. Created at top level rather than in before(): makeTestApp registers

@@ -1,7 +1,6 @@
 import type { CrawlerAddressList } from '@rampart/protocol';
 import type { ServiceContext } from '../context.js';
-import { crawlerListVersions } from '../data/crawler-lists.js';
-import { CRAWLER_LIST_MAX_AGE_MS, currentCrawlerLists } from '../services/crawler-ranges.js';
+import { crawlerListsVersion, currentCrawlerLists } from '../services/crawler-ranges.js';
 
 /**
  * What the hub tells its agents of the search crawlers' published lists (services/crawler-ranges.ts).
@@ -29,11 +28,7 @@ export class CrawlerRangesRelay {
   }
 
   private async load(): Promise<boolean> {
-    const now = this.ctx.now().getTime();
-    const version = (await crawlerListVersions(this.ctx.db))
-      .filter((v) => v.fetchedAt.getTime() + CRAWLER_LIST_MAX_AGE_MS > now)
-      .map((v) => `${v.crawlerId}@${v.fetchedAt.toISOString()}`)
-      .join(',');
+    const version = await crawlerListsVersion(this.ctx);
     if (version === this.version) return false;
     this.current = await currentCrawlerLists(this.ctx);
     this.version = version;

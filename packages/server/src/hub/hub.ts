@@ -6,9 +6,8 @@ import { RAMPART_VERSION } from '@rampart/protocol/version';
 import { WebSocketServer, type WebSocket } from 'ws';
 import type { ServiceContext } from '../context.js';
 import { sha256 } from '../crypto.js';
-import { findServerByTokenHash } from '../data/servers.js';
 import { recordStatusReport, SERVER_NOTIFICATION_LIMIT } from '../services/notifications.js';
-import { buildSnapshots } from './snapshot.js';
+import { buildSnapshots } from '../services/snapshot.js';
 import { CrawlerRangesRelay } from './crawler-ranges.js';
 import { storeEvents } from '../services/events.js';
 import { storeAnalytics } from '../services/analytics.js';
@@ -20,6 +19,7 @@ import {
   recordAgentRefused,
   recordProxyServing,
   releaseAgentConnections,
+  serverOfToken,
   touchAgentConnections,
   type AgentConnection,
 } from '../services/servers.js';
@@ -180,9 +180,9 @@ export class AgentHub {
       const token = header.startsWith('Bearer ') ? header.slice(7) : '';
       if (!token || token.length > 200) return refuse('401 Unauthorized');
       const tokenHash = sha256(token);
-      const server = await findServerByTokenHash(this.ctx.db, tokenHash);
-      if (!server || server.status === 'decommissioned') return refuse('401 Unauthorized');
-      this.wss.handleUpgrade(req, socket, head, (ws) => this.onConnection(ws, server.id, server.account_id, tokenHash, clientIp(req)));
+      const server = await serverOfToken(this.ctx, tokenHash);
+      if (!server) return refuse('401 Unauthorized');
+      this.wss.handleUpgrade(req, socket, head, (ws) => this.onConnection(ws, server.id, server.accountId, tokenHash, clientIp(req)));
     } catch (err) {
       this.options.log?.warn(`agent upgrade failed: ${String(err)}`);
       refuse('503 Service Unavailable');

@@ -1,10 +1,9 @@
 import { AI_BOTS } from '@rampart/protocol';
 import { Type } from '@sinclair/typebox';
-import { createRule, deleteRule, listRules, updateRule } from '../services/waf.js';
+import { createRule, deleteRule, listRules, ruleSetVersion, updateRule } from '../services/waf.js';
 import { listEvents } from '../services/events.js';
 import { rotateBotSecret } from '../services/bot-keys.js';
 import { pagedListRoute } from './paging.js';
-import { wafVersion as readWafVersion } from '../data/accounts.js';
 import { RuleListCache } from '../rule-list-cache.js';
 import { AiBotView, BotKeyRotationView, EventQuery, IdParams, RuleCreate, RuleUpdate, RuleView, WafEvent } from '../schemas.js';
 import { ERROR_RESPONSES, SECURITY, type App, type RouteDeps } from './types.js';
@@ -17,7 +16,7 @@ export async function wafRoutes(app: App, { ctx }: RouteDeps) {
     handler: async (req, reply) => {
       const { accountId } = req.principal;
       // Read fresh (one row by primary key): credentials come from a cache, the rule set must not.
-      const wafVersion = await readWafVersion(ctx.db, accountId);
+      const wafVersion = await ruleSetVersion(ctx, accountId);
       let body = cache.get(accountId, wafVersion);
       if (body === undefined) {
         body = JSON.stringify(await listRules(ctx, accountId));

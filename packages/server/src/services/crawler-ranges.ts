@@ -1,6 +1,6 @@
 import { CRAWLER_PREFIXES_MAX, parseCrawlerAddressList, SEARCH_CRAWLERS, searchCrawler, type CrawlerAddressList } from '@rampart/protocol';
 import type { ServiceContext } from '../context.js';
-import { crawlerLists, deleteCrawlerListsExcept, saveCrawlerList } from '../data/crawler-lists.js';
+import { crawlerListVersions, crawlerLists, deleteCrawlerListsExcept, saveCrawlerList } from '../data/crawler-lists.js';
 import { jobIntervalFromEnv } from '../jobs.js';
 
 /**
@@ -136,4 +136,13 @@ export async function currentCrawlerLists(ctx: ServiceContext): Promise<CrawlerA
   return (await crawlerLists(ctx.db))
     .map((l) => ({ crawlerId: l.crawlerId, prefixes: l.prefixes, expiresAt: Math.floor((l.fetchedAt.getTime() + CRAWLER_LIST_MAX_AGE_MS) / 1000) }))
     .filter((l) => l.expiresAt * 1000 > now);
+}
+
+/** A word that changes whenever the stored lists that are still fresh change (the hub resends them then). */
+export async function crawlerListsVersion(ctx: ServiceContext): Promise<string> {
+  const now = ctx.now().getTime();
+  return (await crawlerListVersions(ctx.db))
+    .filter((v) => v.fetchedAt.getTime() + CRAWLER_LIST_MAX_AGE_MS > now)
+    .map((v) => `${v.crawlerId}@${v.fetchedAt.toISOString()}`)
+    .join(',');
 }

@@ -3,7 +3,7 @@ import { heldServerRows } from '../data/rollouts.js';
 import type { Database, Tx } from '../db/database.js';
 
 // Snapshots of held servers: what a holding rollout (services/rollouts.ts) makes buildSnapshots
-// (hub/snapshot.ts) send its servers instead of the state it built.
+// (services/snapshot.ts) send its servers instead of the state it built.
 
 /** How often a baking canary's agent sends its analytics/batch (the snapshot's reportSeconds). */
 export const ROLLOUT_REPORT_SECONDS = 2;

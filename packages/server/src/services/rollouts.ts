@@ -33,7 +33,7 @@ import {
 import { addHistograms, serverDomains } from '../data/analytics.js';
 import { bumpAllServers, bumpServers } from '../data/servers.js';
 import { AppError, invalidField } from '../errors.js';
-import { buildSnapshots } from '../hub/snapshot.js';
+import { buildSnapshots } from './snapshot.js';
 import { notificationMessages, notify, quotedName } from './notifications.js';
 import { recordAudit, SYSTEM_ACTOR, type Actor } from './audit.js';
 import { ROLLOUT_REPORT_SECONDS } from './rollout-holds.js';

@@ -9,6 +9,7 @@ import { domainIdsOfServer, serversSharingDomains, unlinkServer } from '../data/
 import {
   bumpServers,
   findServer,
+  findServerByTokenHash,
   insertServer,
   listServersWithHeartbeat,
   markAgentRefused,
@@ -230,6 +231,15 @@ export interface ConnectedResult {
  * An agent said hello: this connection becomes the server's live one (a newer connection wins,
  * on whatever process the older one is) and the server is active from this address.
  */
+/**
+ * The live server a connection token (by its hash) belongs to, for the hub's upgrade: undefined
+ * for an unknown token and for a decommissioned server, both refused alike.
+ */
+export async function serverOfToken(ctx: ServiceContext, tokenHash: string): Promise<{ id: string; accountId: string } | undefined> {
+  const s = await findServerByTokenHash(ctx.db, tokenHash);
+  return s && s.status !== 'decommissioned' ? { id: s.id, accountId: s.account_id } : undefined;
+}
+
 export async function recordAgentConnected(ctx: ServiceContext, conn: AgentConnection, store: AgentChannelStore = agentChannelStore): Promise<ConnectedResult> {
   return ctx.db.transaction().execute(async (tx) => {
     const current = await store.lockServer(tx, conn.serverId);

@@ -3,7 +3,7 @@ import type { Tx } from '../db/database.js';
 import type { ServiceContext } from '../context.js';
 import { isUuid, iso } from '../values.js';
 import { newId } from '../crypto.js';
-import { bumpWafVersion, lockAccount } from '../data/accounts.js';
+import { bumpWafVersion, lockAccount, wafVersion } from '../data/accounts.js';
 import { domainExists, serversOfDomain } from '../data/domains.js';
 import { deleteRule as deleteRuleRow, findSameRule, insertRule, listRules as listRuleRows, lockRule, updateRuleFields } from '../data/waf-rules.js';
 import { AppError, ERRORS, invalidField } from '../errors.js';
@@ -144,4 +144,9 @@ export async function deleteRule(ctx: ServiceContext, accountId: string, id: str
   });
   ctx.serversChanged(touched);
   return { success: true as const, id };
+}
+
+/** The version of the account's rule set, read fresh (one row by primary key): a list cached under it is current. */
+export function ruleSetVersion(ctx: ServiceContext, accountId: string) {
+  return wafVersion(ctx.db, accountId);
 }

@@ -2,7 +2,7 @@ import { isIP, type CustomRuleAction, type RuleRateLimit, type RuleType, type Se
 import { parseOrigins } from '../data/domains.js';
 import { snapshotContents, snapshotServers } from '../data/snapshot.js';
 import type { Database, Tx } from '../db/database.js';
-import { holdsOf, type Hold } from '../services/rollout-holds.js';
+import { holdsOf, type Hold } from './rollout-holds.js';
 
 export interface ServerState {
   id: string;
