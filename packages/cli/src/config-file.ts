@@ -220,7 +220,7 @@ export function parseConfigFile(text: string): AccountConfig {
     for (let n = path.length; n >= 0; n--) {
       node = n === 0 ? doc.contents : doc.getIn(path.slice(0, n), true);
       if (key && n === path.length && isMap(doc.getIn(path.slice(0, -1), true))) {
-        const parent = doc.getIn(path.slice(0, -1), true) as unknown as { items: { key: unknown }[] };
+        const parent = doc.getIn(path.slice(0, -1), true) as { items: { key: unknown }[] };
         const pair = parent.items.find((p) => isScalar(p.key) && p.key.value === path[path.length - 1]);
         if (pair && isNode(pair.key)) node = pair.key;
       }

@@ -218,8 +218,8 @@ export async function upCommand(args: string[]): Promise<void> {
     ].join('\n'),
   );
   const stop = async () => {
-    await agent!.stop();
-    origin!.close();
+    await agent.stop();
+    origin.close();
     await server.close();
     process.exit(0);
   };

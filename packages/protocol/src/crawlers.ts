@@ -118,7 +118,7 @@ export function parseCrawlerAddressList(value: unknown): { ok: true; prefixes: s
   for (const [i, entry] of prefixes.entries()) {
     const e = entry as { ipv4Prefix?: unknown; ipv6Prefix?: unknown } | null;
     const v4 = typeof e?.ipv4Prefix === 'string' && isIPv4(e.ipv4Prefix.split('/')[0]!);
-    const prefix = v4 ? e!.ipv4Prefix : e?.ipv6Prefix;
+    const prefix = v4 ? e.ipv4Prefix : e?.ipv6Prefix;
     if (typeof prefix !== 'string' || !isCrawlerPrefix(prefix) || (!v4 && isIPv4(prefix.split('/')[0]!))) {
       return { ok: false, error: `prefixes[${i}] is not an IPv4 prefix of /${CRAWLER_PREFIX_MIN_BITS.v4} or longer nor an IPv6 prefix of /${CRAWLER_PREFIX_MIN_BITS.v6} or longer` };
     }

@@ -126,7 +126,7 @@ function compileRule(rule: SnapshotCustomRule, index: number, dir: string, count
     }
   };
   const when = compile(parsed.expr, false);
-  const rate = rule.rateLimit ? { settings: rule.rateLimit as RuleRateLimit, table: `rampart_rl${index}`, index } : undefined;
+  const rate = rule.rateLimit ? { settings: rule.rateLimit, table: `rampart_rl${index}`, index } : undefined;
   return { id: rule.id, action: rule.action, domainId: rule.domainId, acls, steps, when, fields: fieldsOf(parsed.expr), lookups, ...(rate ? { rate } : {}) };
 }
 
@@ -158,7 +158,7 @@ export function planGuards(rules: readonly CompiledCustomRule[], dir: string, ta
   const shared = new Map<string, number>();
   for (const r of rules) {
     if (r.when.length === 0) continue;
-    const kinds = r.when.map((t) => new Set(t.flatMap((l) => (r.lookups[l] ? [r.lookups[l]!.test] : []))));
+    const kinds = r.when.map((t) => new Set(t.flatMap((l) => (r.lookups[l] ? [r.lookups[l].test] : []))));
     const common = [...kinds[0]!].filter((k) => kinds.every((s) => s.has(k)));
     if (common.length === 0) continue;
     needs.set(r, common);

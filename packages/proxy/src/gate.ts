@@ -52,7 +52,7 @@ export function readEngineLists(source: string): Map<string, string[]> {
   }
   for (const m of source.matchAll(/^(?:local\s+)?((?:D\.)?[A-Z_]+)\s*=\s*\{/gm)) {
     if (lists.has(m[1]!)) continue;
-    const items = tableItems(source, m.index! + m[0].length);
+    const items = tableItems(source, m.index + m[0].length);
     if (items && items.length > 0) lists.set(m[1]!, items);
   }
   return lists;

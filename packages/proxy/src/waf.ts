@@ -387,7 +387,7 @@ export function renderWaf(
           `    http-request sc-set-gpt0(0) date if${expired}`,
           `    http-request sc-inc-gpc0(0) if${tracked}`,
         );
-        decide(`str(rate_limited:${rate!.id})`, ` { sc0_tracked } { sc_get_gpc0(0) gt ${rateLimitOf(rate!.value)} }`);
+        decide(`str(rate_limited:${rate.id})`, ` { sc0_tracked } { sc_get_gpc0(0) gt ${rateLimitOf(rate.value)} }`);
         // Retry-After: the seconds left in the window (the age is below 60 in a window that counts).
         lines.push(`    http-request set-var(txn.rp_retry) int(${RATE_WINDOW}),sub(txn.rp_age) if { var(txn.rp_hit) -m beg rate_limited: }`);
       }

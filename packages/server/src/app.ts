@@ -202,7 +202,7 @@ export async function buildApp(options: AppOptions): Promise<App> {
     const policy = req.routeOptions.config.frozen ?? 'block';
     if (policy === 'allow') return;
     if (policy === 'origins-only') {
-      const keys = Object.keys((req.body ?? {}) as object);
+      const keys = Object.keys((req.body ?? {}));
       if (keys.length === 1 && keys[0] === 'origins') return;
     }
     throw new AppError('account_frozen');

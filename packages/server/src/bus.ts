@@ -102,7 +102,7 @@ export function parseBusMessage(text: string): BusMessage | null {
     // The same validator the hub sends acme/challenge through: exactly its fields, its limits.
     const parsed = parseServiceMessage(JSON.stringify({ type: 'acme/challenge', payload: o.challenge }));
     if (!parsed.ok || parsed.message.type !== 'acme/challenge') return null;
-    return { kind: 'acme-challenge', serverIds: o.serverIds, challenge: parsed.message.payload as AcmeChallenge };
+    return { kind: 'acme-challenge', serverIds: o.serverIds, challenge: parsed.message.payload };
   }
   if (o.kind === 'connection-replaced') {
     if (keys !== 'connectionId,kind,serverId' || !isUuid(o.serverId) || !isUuid(o.connectionId)) return null;

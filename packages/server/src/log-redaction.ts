@@ -142,5 +142,5 @@ export function redactingLogger(logger: FastifyServerOptions['logger'], secrets:
   if (logger === undefined || logger === false) return false;
   if (logger === true) return redactingLoggerOptions({}, secrets);
   if (typeof (logger as { child?: unknown }).child === 'function') return logger; // an instance: configured by its maker
-  return redactingLoggerOptions(logger as LoggerOptions, secrets);
+  return redactingLoggerOptions(logger, secrets);
 }

@@ -20,7 +20,7 @@ export function validationMessage(errors: FastifySchemaValidationError[], contex
   const root = context === 'querystring' ? 'query' : context;
   const seen = new Set<string>();
   for (const e of errors) {
-    const params = e.params as Record<string, unknown>;
+    const params = e.params;
     let msg: string;
     if (e.keyword === 'additionalProperties') {
       const where = fieldName(e.instancePath);

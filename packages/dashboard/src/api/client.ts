@@ -95,7 +95,7 @@ export async function ok<T>(call: Promise<{ data?: T; error?: unknown; response:
   const { data, error, response } = await reach(call);
   if (response.ok) return data as T;
   if (response.status === 401) for (const fn of unauthorized) fn();
-  const message = error && typeof error === 'object' && 'error' in error ? String((error as { error: unknown }).error) : `${response.status} ${response.statusText}`;
+  const message = error && typeof error === 'object' && 'error' in error ? String((error).error) : `${response.status} ${response.statusText}`;
   throw new ApiError(response.status, message);
 }
 
@@ -116,7 +116,7 @@ export async function getOptional<T>(url: string): Promise<T | null> {
   const body = (await response.json().catch(() => null)) as unknown;
   if (!response.ok) {
     if (response.status === 401) for (const fn of unauthorized) fn();
-    const message = body && typeof body === 'object' && 'error' in body ? String((body as { error: unknown }).error) : `${response.status} ${response.statusText}`;
+    const message = body && typeof body === 'object' && 'error' in body ? String((body).error) : `${response.status} ${response.statusText}`;
     throw new ApiError(response.status, message);
   }
   return body as T;

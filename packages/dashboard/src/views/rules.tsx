@@ -350,7 +350,7 @@ function CustomRuleForm(props: { rule?: CustomRule; domain: string; domains: Dom
           const body: CustomRuleBody = { name: name.trim(), expression: text, action, rateLimit: action === 'rate_limit' ? rateLimit : null, domainId: scope || null, priority: Number(priority), enabled };
           try {
             const saved = r ? await ok(api.PUT('/api/rules/{id}', { params: { path: { id: r.id } }, body })) : await ok(api.POST('/api/rules', { body }));
-            props.onSaved(saved as CustomRule);
+            props.onSaved(saved);
             props.onClose();
           } catch (err) {
             // The server checks more (catastrophic backtracking of regular expressions, the plan's limit): its message as it is.

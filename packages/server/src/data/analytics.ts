@@ -177,7 +177,7 @@ export async function seriesRows(
   const cols = sql.raw(COUNT_COLUMNS.join(', '));
   // Several domains' hours may sum past a bigint (each at most 60 × MINUTE_COUNT_MAX): held at its top.
   const sums = sql.raw(COUNT_COLUMNS.map((c) => `least(sum(${c}), 9223372036854775807)::bigint as ${c}`).join(', '));
-  const sumsOf = (t: ReturnType<typeof sql.raw> | ReturnType<typeof sql>) => sql`select ${t} as t, ${sums}, jsonb_agg(blocked) as blocked`;
+  const sumsOf = (t: ReturnType<typeof sql.raw>  ) => sql`select ${t} as t, ${sums}, jsonb_agg(blocked) as blocked`;
   let query;
   if (step === 'minute') {
     query = sql`${sumsOf(sql.raw('minute'))} from analytics_minute where account_id = ${accountId} ${domainFilter} and minute >= ${from} and minute < ${to} group by minute order by minute`;

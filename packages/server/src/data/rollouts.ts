@@ -168,7 +168,7 @@ export async function nextBakeUntil(db: Db, after: Date): Promise<Date | undefin
     .where('holding', '=', true)
     .where('bake_until', '>', after)
     .executeTakeFirst();
-  return row?.at ? new Date(row.at as Date | string) : undefined;
+  return row?.at ? new Date(row.at) : undefined;
 }
 
 /** A baking rollout, locked (undefined once it stopped baking). */

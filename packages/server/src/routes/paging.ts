@@ -39,7 +39,7 @@ export function pagedListRoute<T extends TSchema, Q extends TObject = typeof Pag
       const page = await list(req.principal.accountId, query);
       const link = nextPageLink(path, page, query.limit, filters ? (query as Record<string, string | undefined>) : {});
       if (link) reply.header('link', link);
-      return page.items as Static<T>[];
+      return page.items;
     },
   });
 }

@@ -97,7 +97,7 @@ export async function storeAnalytics(ctx: ServiceContext, accountId: string, ser
     row.sOther = Math.min(R, row.sOther + d.status.other);
     row.bytesIn = Math.min(B, row.bytesIn + d.bytesIn);
     row.bytesOut = Math.min(B, row.bytesOut + d.bytesOut);
-    for (const [reason, n] of blocked) if (n! > 0) row.blocked[reason] = Math.min(R, (row.blocked[reason] ?? 0) + n!);
+    for (const [reason, n] of blocked) if (n > 0) row.blocked[reason] = Math.min(R, (row.blocked[reason] ?? 0) + n);
     if (d.latency) row.latency = addHistograms(row.latency, d.latency).map((n) => Math.min(R, n));
     result.stored++;
   }

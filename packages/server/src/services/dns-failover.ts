@@ -235,7 +235,7 @@ export function guardedFetch(privateAllowed: boolean): typeof fetch {
     });
     const nullBody = status === 204 || status === 205 || status === 304;
     return new Response(nullBody ? null : text, { status: status >= 200 && status <= 599 ? status : 502 });
-  }) as typeof fetch;
+  });
 }
 
 // ------------------------------------------------------------------------------------------------

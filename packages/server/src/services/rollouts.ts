@@ -75,7 +75,7 @@ export async function getRolloutSettings(ctx: ServiceContext, accountId: string)
     mode,
     bakeSeconds: row?.bake_seconds ?? BAKE_SECONDS.default,
     canaries: canaries.length,
-    state: (current?.state ?? 'idle') as RolloutState | 'idle',
+    state: (current?.state ?? 'idle'),
     rolloutId: current?.id ?? null,
     warning:
       mode === 'staged' && canaries.length === 0
@@ -93,7 +93,7 @@ export async function putRolloutSettings(ctx: ServiceContext, accountId: string,
   const touched = await ctx.db.transaction().execute(async (tx) => {
     const before = await settingsRow(tx, accountId, true);
     const mode = (body.mode as RolloutMode | undefined) ?? before?.mode ?? 'immediate';
-    const bakeSeconds = (bake as number | undefined) ?? before?.bake_seconds ?? BAKE_SECONDS.default;
+    const bakeSeconds = (bake) ?? before?.bake_seconds ?? BAKE_SECONDS.default;
     await upsertRolloutSettings(tx, accountId, mode, bakeSeconds, ctx.now());
     await recordAudit(tx, ctx, accountId, actor, {
       objectType: 'rollout_settings',
@@ -192,7 +192,7 @@ export async function noteChange(tx: Db, accountId: string): Promise<void> {
         rollout_id: id,
         server_id: serverId,
         canary,
-        state: (canary ? 'baking' : 'queued') as RolloutServerState,
+        state: (canary ? 'baking' : 'queued'),
         base_requests: b?.requests ?? 0,
         base_blocked: b?.blocked ?? 0,
         base_errors: b?.errors ?? 0,
@@ -484,7 +484,7 @@ async function views(db: Db, rollouts: { id: string; state: string; change: stri
         serverId: s.server_id,
         name: s.name,
         canary: s.canary,
-        state: s.state as RolloutServerState,
+        state: s.state,
         requests: Number(s.requests),
         blocked: Number(s.blocked),
         originErrors: Number(s.errors),
