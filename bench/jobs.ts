@@ -16,7 +16,7 @@ import { sql } from 'kysely';
 import type { ServiceContext } from '../packages/server/src/context.js';
 import { dropSchema, openDatabase, type OpenDatabase } from '../packages/server/src/db/database.js';
 import { DEFAULT_PLANS } from '../packages/server/src/plans.js';
-import { runChargeJob } from '../packages/server/src/services/billing.js';
+import { runChargeJob } from '../packages/server/src/services/billing-charge.js';
 import { createServer } from 'node:http';
 import { once } from 'node:events';
 import { secretKeyFrom, encryptSecret } from '../packages/server/src/secret-box.js';

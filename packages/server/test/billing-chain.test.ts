@@ -10,7 +10,7 @@ import type { ChainConfig } from '../src/chain/config.js';
 import type { ConfirmedTransfer } from '../src/chain/watcher.js';
 import { readJobState, writeJobState } from '../src/data/job-state.js';
 import { startServer, type RunningServer } from '../src/serve.js';
-import { CHAIN_CURSOR, chainCredits, pollChainDeposits } from '../src/services/billing.js';
+import { CHAIN_CURSOR, chainCredits, pollChainDeposits } from '../src/services/billing-chain.js';
 import { startEvmChain } from '../../../test/support/evm-chain.js';
 import { freePort, waitFor } from '../../../test/support/processes.js';
 import { ledgerProblems } from './billing-support.js';

@@ -6,16 +6,8 @@ import { sql } from 'kysely';
 import { bytesToHex, getAddress } from 'viem';
 import type { ChainConfig } from '../src/chain/config.js';
 import { writeJobState } from '../src/data/job-state.js';
-import {
-  CHAIN_CURSOR,
-  confirmDeposit,
-  createDeposit,
-  DEPOSIT_TTL_MS,
-  EXPIRED_WATCH_MS,
-  MAX_OPEN_DEPOSITS,
-  pollChainDeposits,
-  runDepositExpiry,
-} from '../src/services/billing.js';
+import { confirmDeposit, createDeposit, DEPOSIT_TTL_MS, MAX_OPEN_DEPOSITS, runDepositExpiry } from '../src/services/billing-deposits.js';
+import { CHAIN_CURSOR, EXPIRED_WATCH_MS, pollChainDeposits } from '../src/services/billing-chain.js';
 import { ledgerProblems } from './billing-support.js';
 import { startFakeChain } from './fake-chain.js';
 import { backends, call, makeTestApp, migrateOver, newAccount } from './helpers.js';

@@ -4,17 +4,10 @@ import { describe, test } from 'node:test';
 import fc from 'fast-check';
 import { AppError } from '../src/errors.js';
 import type { Plan } from '../src/plans.js';
-import {
-  addMonth,
-  adjustBalance,
-  applyPaymentEvent,
-  changePlan,
-  confirmDeposit,
-  createDeposit,
-  proRataCents,
-  runChargeJob,
-  runMonthlyCharge,
-} from '../src/services/billing.js';
+import { addMonth } from '../src/services/billing.js';
+import { changePlan, proRataCents, runChargeJob, runMonthlyCharge } from '../src/services/billing-charge.js';
+import { adjustBalance } from '../src/services/billing-credit.js';
+import { applyPaymentEvent, confirmDeposit, createDeposit } from '../src/services/billing-deposits.js';
 import { ledgerProblems } from './billing-support.js';
 import { backends, call, makeTestApp, newAccount } from './helpers.js';
 

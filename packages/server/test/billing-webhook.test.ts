@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { describe, test } from 'node:test';
 import { sql } from 'kysely';
-import { paymentSignature } from '../src/services/billing.js';
+import { paymentSignature } from '../src/services/billing-deposits.js';
 import { ledgerProblems } from './billing-support.js';
 import { backends, call, makeTestApp, newAccount } from './helpers.js';
 

@@ -1,6 +1,8 @@
 import { cents, hasAtMostTwoDecimals } from '../plans.js';
 import { getAccount } from '../services/accounts.js';
-import { changePlan, createDeposit, listTransactions } from '../services/billing.js';
+import { listTransactions } from '../services/billing.js';
+import { changePlan } from '../services/billing-charge.js';
+import { createDeposit } from '../services/billing-deposits.js';
 import { buildExport, exportFilename } from '../services/export.js';
 import { invalidField } from '../errors.js';
 import { AccountView, DepositCreate, DepositView, PlanChange, PlanChanged, TransactionView } from '../schemas.js';

@@ -1,7 +1,7 @@
 import { invalidField } from '../errors.js';
 import { cents, hasAtMostTwoDecimals } from '../plans.js';
 import { PaymentEventBody, PaymentEventResult } from '../schemas.js';
-import { applyPaymentEvent, SIGNATURE_HEADER, verifyPaymentSignature } from '../services/billing.js';
+import { applyPaymentEvent, SIGNATURE_HEADER, verifyPaymentSignature } from '../services/billing-deposits.js';
 import type { App, RouteDeps } from './types.js';
 
 /**
