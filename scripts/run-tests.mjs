@@ -22,7 +22,8 @@ if (files.length === 0) {
   console.error('run-tests: no test files found');
   process.exit(1);
 }
-const concurrency = process.env.RAMPART_TEST_CONCURRENCY ?? '2';
+// Three files at once on two cores: many end-to-end tests wait on processes and the network.
+const concurrency = process.env.RAMPART_TEST_CONCURRENCY ?? '3';
 const res = spawnSync(
   process.execPath,
   [
