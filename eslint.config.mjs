@@ -12,5 +12,16 @@ export default tseslint.config(
     files: ['packages/*/src/**/*.{ts,tsx}'],
     languageOptions: { parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname } },
   },
+  {
+    files: ['packages/*/src/**/*.{ts,tsx}'],
+    rules: {
+      // The usual convention: a name starting with _ is unused on purpose (a parameter a signature
+      // requires, an element skipped), and `const { a: _a, ...rest } = o` leaves a field out.
+      '@typescript-eslint/no-unused-vars': [
+        'error',
+        { argsIgnorePattern: '^_', varsIgnorePattern: '^_', destructuredArrayIgnorePattern: '^_', ignoreRestSiblings: true },
+      ],
+    },
+  },
   { files: ['packages/dashboard/src/**/*.{ts,tsx}'], languageOptions: { globals: globals.browser } },
 );

@@ -561,7 +561,7 @@ export class Agent {
       ws.on('ping', () => (lastHeard = Date.now()));
       ws.on('message', (data) => {
         lastHeard = Date.now();
-        const parsed = parseServiceMessage(data.toString());
+        const parsed = parseServiceMessage(messageText(data));
         if (!parsed.ok) return this.log('warn', `ignored an invalid message: ${parsed.error}`);
         if (parsed.message.type === 'config/snapshot') healthy = true;
         this.onServiceMessage(parsed.message);
@@ -585,4 +585,9 @@ export class Agent {
       ws.on('error', (err) => this.log('warn', `connection error: ${err.message}`));
     });
   }
+}
+
+/** A message's text. ws hands over a Buffer (binaryType 'nodebuffer', its default); the other forms are joined the same way. */
+function messageText(data: WebSocket.RawData): string {
+  return Buffer.isBuffer(data) ? data.toString() : Buffer.concat(Array.isArray(data) ? data : [Buffer.from(data)]).toString();
 }

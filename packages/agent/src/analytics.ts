@@ -135,7 +135,7 @@ export class AnalyticsCollector {
     let reasons = this.blocks.get(domain);
     if (!reasons) {
       if (this.blocks.size >= AGENT_LIMITS.analyticsDomains) return;
-      this.blocks.set(domain, (reasons = new Map()));
+      this.blocks.set(domain, (reasons = new Map<WafReason, number>()));
     }
     reasons.set(e.reason, (reasons.get(e.reason) ?? 0) + 1);
   }

@@ -435,7 +435,7 @@ export class RuntimeCrawlerMap implements CrawlerMapSink {
 
   add(ip: string, crawlerId: string): void {
     if (!safeEntry(ip, crawlerId)) return;
-    this.enqueue(`adding ${ip}`, async (path) => {
+    void this.enqueue(`adding ${ip}`, async (path) => {
       // set first, so an address already in the map never gets a second entry
       const set = await this.run(`@1 set map ${path} ${ip} ${crawlerId}`);
       if (set === '') return;
@@ -447,7 +447,7 @@ export class RuntimeCrawlerMap implements CrawlerMapSink {
 
   remove(ip: string): void {
     if (!isIP(ip) || canonicalIp(ip) !== ip) return;
-    this.enqueue(`removing ${ip}`, async (path) => {
+    void this.enqueue(`removing ${ip}`, async (path) => {
       const del = await this.run(`@1 del map ${path} ${ip}`);
       if (del !== '' && !/^key not found\.?$/i.test(del)) throw new Error(del);
     });

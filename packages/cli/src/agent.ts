@@ -79,8 +79,8 @@ export async function agentCommand(args: string[]): Promise<void> {
     process.exit(0);
   };
   process.on('SIGHUP', () => agent.certificates.recheck());
-  process.once('SIGINT', stop);
-  process.once('SIGTERM', stop);
+  process.once('SIGINT', () => void stop());
+  process.once('SIGTERM', () => void stop());
 }
 
 function acmeDirectoryFrom(v: string): string {

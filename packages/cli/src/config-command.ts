@@ -1,7 +1,7 @@
 // `rampart export` and `rampart apply`: configuration as code (docs/config-as-code.md).
 import { readFile, rename, writeFile } from 'node:fs/promises';
 import { RAMPART_VERSION } from '@rampart/protocol/version';
-import { parseFlags, UsageError } from './args.js';
+import { parseFlags, UsageError, type Flags } from './args.js';
 import { ConfigFileError, formatFileError, parseConfigFile, renderConfigFile } from './config-file.js';
 import { ApiError, executePlan, FROZEN_MESSAGE, httpApi, makePlan, planProblems, readAccount, renderPlan, StepError, type Api } from './config-plan.js';
 
@@ -35,9 +35,9 @@ Environment: RAMPART_WEBHOOK_SECRET, the webhook's signing secret, when FILE set
 notifications.webhookUrl (the file never holds it).
 `;
 
-function connect(flags: { [name: string]: unknown }): Api {
-  const base = String(flags.url ?? process.env.RAMPART_URL ?? 'http://127.0.0.1:8080').replace(/\/$/, '');
-  const key = String(flags['api-key'] ?? process.env.RAMPART_API_KEY ?? '');
+function connect(flags: Flags): Api {
+  const base = (flags.url ?? process.env.RAMPART_URL ?? 'http://127.0.0.1:8080').replace(/\/$/, '');
+  const key = flags['api-key'] ?? process.env.RAMPART_API_KEY ?? '';
   if (!key) throw new UsageError('an API key is needed: set RAMPART_API_KEY (or --api-key)');
   return httpApi(base, key);
 }

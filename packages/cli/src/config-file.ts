@@ -453,7 +453,7 @@ export function renderConfigFile(c: AccountConfig, header: string[]): string {
     })),
     wafRules: sorted.wafRules.map((r) => ({
       type: r.type,
-      value: JSON_VALUED.includes(r.type) ? JSON.parse(r.value) : r.value,
+      value: JSON_VALUED.includes(r.type) ? (JSON.parse(r.value) as unknown) : r.value,
       ...(r.domain !== null ? { domain: r.domain } : {}),
       priority: r.priority,
       enabled: r.enabled,

@@ -30,26 +30,30 @@ export const FROZEN_MESSAGE = 'account is frozen, renew the plan to make changes
 
 /** The public API with an API key. */
 export interface Api {
-  call<T = any>(method: string, path: string, body?: unknown): Promise<T>;
+  call<T = unknown>(method: string, path: string, body?: unknown): Promise<T>;
 }
 
 export function httpApi(base: string, key: string): Api {
   return {
-    async call(method, path, body) {
+    async call<T>(method: string, path: string, body?: unknown): Promise<T> {
       const res = await fetch(base + path, {
         method,
         headers: { 'x-api-key': key, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
         ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
       });
       const text = await res.text();
-      let parsed: any;
+      let parsed: unknown;
       try {
         parsed = text ? JSON.parse(text) : undefined;
       } catch {
         parsed = undefined;
       }
-      if (!res.ok) throw new ApiError(res.status, typeof parsed?.error === 'string' ? parsed.error : `HTTP ${res.status} from ${method} ${path}`);
-      return parsed;
+      if (!res.ok) {
+        const error = typeof parsed === 'object' && parsed !== null && 'error' in parsed ? parsed.error : undefined;
+        throw new ApiError(res.status, typeof error === 'string' ? error : `HTTP ${res.status} from ${method} ${path}`);
+      }
+      // The answer of a route of ours: the caller names the shape the route documents.
+      return parsed as T;
     },
   };
 }
@@ -382,7 +386,7 @@ export async function executePlan(api: Api, current: Current, plan: Plan, opts: 
     while (end < plan.steps.length && plan.steps[end]!.op === first.op && plan.steps[end]!.kind === first.kind) end++;
     const stage = plan.steps.slice(i, end);
     let next = 0;
-    let failed: unknown;
+    let failed: Error | undefined;
     const worker = async () => {
       while (failed === undefined && next < stage.length) {
         const step = stage[next++]!;
@@ -390,7 +394,8 @@ export async function executePlan(api: Api, current: Current, plan: Plan, opts: 
           const token = await run(step);
           opts.onDone?.(step, token);
         } catch (err) {
-          failed ??= err instanceof ApiError ? new StepError(step, err) : err;
+          // Everything run and onDone throw is an Error; anything else would be wrapped, not lost.
+          failed ??= err instanceof ApiError ? new StepError(step, err) : err instanceof Error ? err : new Error(String(err));
         }
       }
     };

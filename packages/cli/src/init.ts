@@ -83,7 +83,7 @@ function startUnit(unit: string, runBy: string): string[] {
   return ['systemd is not running here, so nothing was started. Run it as the unit would:', `  ${runBy}`];
 }
 
-async function initServer(args: string[]): Promise<void> {
+function initServer(args: string[]): void {
   const flags = parseFlags(args, ['database-url', 'public-url', 'port']);
   if (flags.help) return void process.stdout.write(INIT_HELP);
   const port = portFrom(flags.port, '--port', 8080);
@@ -123,7 +123,7 @@ async function initServer(args: string[]): Promise<void> {
 async function readToken(): Promise<string> {
   const tty = process.stdin.isTTY;
   let muted = false;
-  const output = new Writable({ write: (chunk, _enc, done) => (muted ? done() : process.stderr.write(chunk, done)) });
+  const output = new Writable({ write: (chunk: Buffer, _enc, done) => (muted ? done() : process.stderr.write(chunk, done)) });
   const rl = createInterface({ input: process.stdin, output, terminal: !!tty });
   if (tty) {
     output.write('Connection token (from the dashboard; not shown): ');
@@ -162,7 +162,7 @@ export async function initCommand(args: string[]): Promise<number> {
   const [what, ...rest] = args;
   switch (what) {
     case 'server':
-      await initServer(rest);
+      initServer(rest);
       return 0;
     case 'agent':
       await initAgent(rest);

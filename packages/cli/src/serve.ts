@@ -85,6 +85,6 @@ export async function serveCommand(args: string[]): Promise<void> {
     await server.close();
     process.exit(0);
   };
-  process.once('SIGINT', stop);
-  process.once('SIGTERM', stop);
+  process.once('SIGINT', () => void stop());
+  process.once('SIGTERM', () => void stop());
 }

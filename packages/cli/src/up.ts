@@ -61,7 +61,7 @@ function loadOrCreateAdminToken(dataDir: string): string {
 async function startDemoOrigin(port: number) {
   const server = createServer((req, res) => {
     res.setHeader('content-type', 'text/plain; charset=utf-8');
-    res.end(`Hello from the demo origin behind Rampart.\nHost: ${req.headers.host}\nX-Real-IP: ${req.headers['x-real-ip']}\nX-Forwarded-Proto: ${req.headers['x-forwarded-proto']}\n`);
+    res.end(`Hello from the demo origin behind Rampart.\nHost: ${req.headers.host}\nX-Real-IP: ${String(req.headers['x-real-ip'])}\nX-Forwarded-Proto: ${String(req.headers['x-forwarded-proto'])}\n`);
   });
   server.listen(port, LOOPBACK);
   await once(server, 'listening');
@@ -74,12 +74,12 @@ async function loadOrCreateDemo(server: RunningServer, stateFile: string, origin
   const password = randomBytes(9).toString('base64url');
   const email = 'demo@rampart.local';
   const { apiKey } = await createDemoAccount(server.ctx, { email, password });
-  const call = async (method: string, path: string, body: unknown) => {
+  const call = async <T = unknown>(method: string, path: string, body: unknown): Promise<T> => {
     const res = await server.app.inject({ method: method as 'POST', url: path, headers: { 'x-api-key': apiKey }, payload: body as object });
     if (res.statusCode >= 300) throw new Error(`${path}: ${res.statusCode} ${res.body}`);
-    return res.json();
+    return res.json<T>();
   };
-  const shield = await call('POST', '/api/servers', { name: 'local-shield' });
+  const shield = await call<{ id: string; connectionToken: string }>('POST', '/api/servers', { name: 'local-shield' });
   await call('POST', '/api/domains', { domain: DEMO_DOMAIN, origins: [{ ip: LOOPBACK, port: originPort }], serverIds: [shield.id], sslEnabled: false });
   const demo = { email, password, apiKey, serverToken: shield.connectionToken };
   writeFileSync(stateFile, JSON.stringify(demo, null, 2), { mode: 0o600 });
@@ -223,6 +223,6 @@ export async function upCommand(args: string[]): Promise<void> {
     await server.close();
     process.exit(0);
   };
-  process.once('SIGINT', stop);
-  process.once('SIGTERM', stop);
+  process.once('SIGINT', () => void stop());
+  process.once('SIGTERM', () => void stop());
 }

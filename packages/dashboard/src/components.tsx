@@ -39,19 +39,16 @@ export function CardTable(props: { columns: readonly string[]; action?: string; 
 export function LoadMore(props: { next: string | undefined; label: string; load: (before: string) => Promise<unknown>; onError: (error: string | undefined) => void }) {
   const { next, load, onError } = props;
   if (!next) return null;
+  const loadMore = async () => {
+    onError(undefined);
+    try {
+      await load(next);
+    } catch (err) {
+      onError(errorText(err));
+    }
+  };
   return (
-    <button
-      type="button"
-      class="load-more"
-      onClick={async () => {
-        onError(undefined);
-        try {
-          await load(next);
-        } catch (err) {
-          onError(errorText(err));
-        }
-      }}
-    >
+    <button type="button" class="load-more" onClick={() => void loadMore()}>
       {props.label}
     </button>
   );
@@ -86,7 +83,7 @@ export function SaveCancel(props: { onCancel: () => void; disabled?: boolean }) 
 
 /** A form's submit handler: clears `setError`, runs `action`, and shows what it throws. */
 export function submitting(setError: (error: string | undefined) => void, action: () => Promise<unknown>) {
-  return async (e: Event) => {
+  const submit = async (e: Event) => {
     e.preventDefault();
     setError(undefined);
     try {
@@ -95,4 +92,5 @@ export function submitting(setError: (error: string | undefined) => void, action
       setError(errorText(err));
     }
   };
+  return (e: Event) => void submit(e);
 }

@@ -94,6 +94,12 @@ function ThemeToggle() {
 type Signup = 'closed' | 'invite' | 'open';
 
 /** Sign in, or register when the server lets people (GET /api/auth/signup: the operator's RAMPART_SIGNUP). */
+/** A text field's value: the form's inputs are text (a missing one reads as ''). */
+function formText(f: FormData, name: string): string {
+  const v = f.get(name);
+  return typeof v === 'string' ? v : '';
+}
+
 function SignIn({ onSignedIn }: { onSignedIn: (a: Account) => void }) {
   const [error, setError] = useState<string>();
   const [busy, setBusy] = useState(false);
@@ -105,7 +111,8 @@ function SignIn({ onSignedIn }: { onSignedIn: (a: Account) => void }) {
       () => setSignup('closed'),
     );
   }, []);
-  const submit = (send: (f: FormData) => Promise<unknown>) => async (e: Event) => {
+  const submit = (send: (f: FormData) => Promise<unknown>) => (e: Event) => void sendForm(e, send);
+  const sendForm = async (e: Event, send: (f: FormData) => Promise<unknown>) => {
     e.preventDefault();
     const f = new FormData(e.currentTarget as HTMLFormElement);
     setBusy(true);
@@ -119,7 +126,7 @@ function SignIn({ onSignedIn }: { onSignedIn: (a: Account) => void }) {
       setBusy(false);
     }
   };
-  const credentials = (f: FormData) => ({ email: String(f.get('email')), password: String(f.get('password')) });
+  const credentials = (f: FormData) => ({ email: formText(f, 'email'), password: formText(f, 'password') });
   const switchTo = (next: boolean) => () => {
     setError(undefined);
     setRegistering(next);
@@ -135,7 +142,7 @@ function SignIn({ onSignedIn }: { onSignedIn: (a: Account) => void }) {
             <h1>Create an account</h1>
             <form
               onSubmit={submit((f) => {
-                const invitation = signup === 'invite' ? String(f.get('invitation')).trim() : '';
+                const invitation = signup === 'invite' ? formText(f, 'invitation').trim() : '';
                 return ok(api.POST('/api/auth/register', { body: { ...credentials(f), ...(invitation ? { invitation } : {}) } }));
               })}
             >
@@ -334,15 +341,11 @@ function App() {
       </Frame>
     );
   if (account === null) return <SignIn onSignedIn={setAccount} />;
-  return (
-    <Shell
-      account={account}
-      onSignOut={async () => {
-        await api.POST('/api/auth/logout').catch(() => {});
-        setAccount(null);
-      }}
-    />
-  );
+  const signOut = async () => {
+    await api.POST('/api/auth/logout').catch(() => {});
+    setAccount(null);
+  };
+  return <Shell account={account} onSignOut={() => void signOut()} />;
 }
 
 render(<App />, document.getElementById('app')!);

@@ -27,7 +27,7 @@ export function useLoad<T>(load: () => Promise<T>, deps: unknown[] = []): Loaded
     return () => {
       alive = false;
     };
-    // eslint-disable-next-line react-hooks/exhaustive-deps
+    // `load` is left out on purpose: a view passes a new closure every render; deps name what it reads.
   }, [tick, ...deps]);
   const reload = useCallback(() => setTick((t) => t + 1), []);
   const set = useCallback((fn: (old: T | undefined) => T | undefined) => setState((s) => ({ ...s, data: fn(s.data) })), []);
@@ -74,6 +74,16 @@ export function Dialog(props: { title: string; onClose: () => void; children: Co
 export function Confirm(props: { title: string; message: ComponentChildren; action: string; onConfirm: () => Promise<unknown>; onClose: () => void }) {
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<string>();
+  const confirm = async () => {
+    setBusy(true);
+    try {
+      await props.onConfirm();
+      props.onClose();
+    } catch (err) {
+      setError(errorText(err));
+      setBusy(false);
+    }
+  };
   return (
     <Dialog title={props.title} onClose={props.onClose}>
       <p>{props.message}</p>
@@ -82,21 +92,7 @@ export function Confirm(props: { title: string; message: ComponentChildren; acti
         <button type="button" onClick={props.onClose}>
           Cancel
         </button>
-        <button
-          type="button"
-          class="danger"
-          disabled={busy}
-          onClick={async () => {
-            setBusy(true);
-            try {
-              await props.onConfirm();
-              props.onClose();
-            } catch (err) {
-              setError(errorText(err));
-              setBusy(false);
-            }
-          }}
-        >
+        <button type="button" class="danger" disabled={busy} onClick={() => void confirm()}>
           {props.action}
         </button>
       </div>
@@ -160,28 +156,25 @@ export function Switch(props: { label: string; checked: boolean; onChange: (v: b
 
 export function CopyButton({ text, label = 'Copy' }: { text: string; label?: string }) {
   const [done, setDone] = useState(false);
+  const copy = async () => {
+    try {
+      await navigator.clipboard.writeText(text);
+    } catch {
+      const r = document.createRange();
+      const sel = getSelection();
+      const el = document.querySelector(`[data-copy="${CSS.escape(text)}"]`);
+      if (el && sel) {
+        r.selectNodeContents(el);
+        sel.removeAllRanges();
+        sel.addRange(r);
+        document.execCommand('copy');
+      }
+    }
+    setDone(true);
+    setTimeout(() => setDone(false), 1500);
+  };
   return (
-    <button
-      type="button"
-      class="small"
-      onClick={async () => {
-        try {
-          await navigator.clipboard.writeText(text);
-        } catch {
-          const r = document.createRange();
-          const sel = getSelection();
-          const el = document.querySelector(`[data-copy="${CSS.escape(text)}"]`);
-          if (el && sel) {
-            r.selectNodeContents(el);
-            sel.removeAllRanges();
-            sel.addRange(r);
-            document.execCommand('copy');
-          }
-        }
-        setDone(true);
-        setTimeout(() => setDone(false), 1500);
-      }}
-    >
+    <button type="button" class="small" onClick={() => void copy()}>
       {done ? 'Copied' : label}
     </button>
   );

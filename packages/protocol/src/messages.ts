@@ -477,7 +477,7 @@ export function helloVersions(raw: string): { protocol: number; agentVersion: st
   if (type !== 'agent/hello' || typeof payload !== 'object' || payload === null) return undefined;
   const { protocol, agentVersion } = payload as { protocol?: unknown; agentVersion?: unknown };
   if (typeof protocol !== 'number' || !Number.isSafeInteger(protocol)) return undefined;
-  // eslint-disable-next-line no-control-regex
+  // eslint-disable-next-line no-control-regex -- deliberate: control characters are stripped from the agent's version text
   const version = typeof agentVersion === 'string' ? agentVersion.replace(/[\x00-\x1f\x7f]/g, '').slice(0, AGENT_LIMITS.agentVersion) : null;
   return { protocol, agentVersion: version };
 }

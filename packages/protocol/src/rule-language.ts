@@ -88,7 +88,7 @@ class RuleSyntaxError extends Error {
 }
 
 const PUNCT = ['==', '!=', '&&', '||', '(', ')', '{', '}', '[', ']', ',', '!', '~'];
-const WORD_RE = /[A-Za-z0-9_.:\/-]/;
+const WORD_RE = /[A-Za-z0-9_.:/-]/;
 
 function lex(src: string): Token[] {
   const out: Token[] = [];
@@ -156,6 +156,7 @@ const OPERATOR_LIST = 'an operator (eq, ne, contains, matches, in, lt, le, gt, g
 
 /** A regular expression both JavaScript (the reference) and PCRE2 (HAProxy) read the same way, or why not. */
 export function regexProblem(re: string): string | undefined {
+  // eslint-disable-next-line no-control-regex -- deliberate: finding control characters in user input is the point
   if (/[\x00-\x1f\x7f]/.test(re)) return 'a regular expression cannot hold control characters: write \\t, \\n or \\xHH';
   if (/\(\?(?:[=!]|<[=!]|<[A-Za-z])/.test(re)) return 'lookahead, lookbehind and named groups are not supported';
   if (/\\(?:[1-9]|k)/.test(re)) return 'backreferences are not supported';
@@ -479,7 +480,7 @@ function ipBits(ip: string): string | undefined {
   const groups = (s: string | undefined) => (s ? s.split(':') : []);
   const h = groups(head);
   const t = groups(tail);
-  const all = tail === undefined ? h : [...h, ...Array(8 - h.length - t.length).fill('0'), ...t];
+  const all = tail === undefined ? h : [...h, ...Array<string>(8 - h.length - t.length).fill('0'), ...t];
   return all.map((g) => parseInt(g, 16).toString(2).padStart(16, '0')).join('');
 }
 

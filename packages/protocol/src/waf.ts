@@ -146,7 +146,7 @@ function checkBlockBot(value: string): RuleValueCheck {
     const paths = obj.paths;
     const rule = `a list of 1 to ${BOT_PATHS_MAX} path prefixes, each starting with / and of at most ${BOT_PATH_MAX} URL path characters`;
     if (!Array.isArray(paths) || paths.length < 1 || paths.length > BOT_PATHS_MAX) return { ok: false, message: `value has invalid paths: it must be ${rule}` };
-    const bad = paths.find((p) => typeof p !== 'string' || !BOT_PATH_RE.test(p));
+    const bad: unknown = paths.find((p) => typeof p !== 'string' || !BOT_PATH_RE.test(p));
     if (bad !== undefined) return { ok: false, message: `value has an invalid path ${JSON.stringify(bad)}: paths must be ${rule}` };
     out.paths = [...new Set(paths as string[])];
   }

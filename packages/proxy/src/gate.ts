@@ -194,12 +194,6 @@ const NUMBER = String.raw`${WS}*(?:-${WS}*)?(?:${LP}${WS}*)?(?:0[xX][0-9a-fA-F]+
 const TAIL = String.raw`(?:(?:and|or|xor|union|having|procedure|into|order|group|limit)${RB}|${pe('26')}${AMP}|&${pe('26')}|${PIPE}${PIPE})`;
 /** Any byte, in both PCRE2 and JavaScript. */
 const ANY = String.raw`[\s\S]`;
-/**
- * The first occurrence of a (anchored, so it is looked for once: a look-ahead is atomic, and the
- * group it captures is matched again as it is), then b anywhere after it. A named group: HAProxy
- * compiles ACL regexes with PCRE2_NO_AUTO_CAPTURE.
- */
-const thenAfter = (a: string, b: string) => `^(?=(?<first>${ANY}*?${a}))\\k<first>${ANY}*?${b}`;
 const JSON_START = String.raw`^[ \t\n\v\f\r]*[{\[]`;
 const NOT_JSON = String.raw`^(?![ \t\n\v\f\r]*[{\[])`;
 

@@ -63,7 +63,7 @@ function checkId(id: string): string {
 
 /** A Lua string literal. Every value is validated first; escaping is the second line of defence. */
 export function luaString(s: string): string {
-  return `"${s.replace(/[^A-Za-z0-9 _.:\/@+=-]/g, (c) => `\\${c.charCodeAt(0).toString().padStart(3, '0')}`)}"`;
+  return `"${s.replace(/[^A-Za-z0-9 _.:/@+=-]/g, (c) => `\\${c.charCodeAt(0).toString().padStart(3, '0')}`)}"`;
 }
 
 interface DomainWaf {

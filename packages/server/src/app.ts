@@ -170,7 +170,7 @@ export async function buildApp(options: AppOptions): Promise<App> {
     },
   });
   await app.register(swaggerUi, { routePrefix: '/docs', uiConfig: { docExpansion: 'list', deepLinking: false } });
-  app.get('/api/openapi.json', { config: { public: true }, schema: { hide: true } }, async () => app.swagger());
+  app.get('/api/openapi.json', { config: { public: true }, schema: { hide: true } }, () => app.swagger());
   // For load balancers and service managers: 200 when the database answers, else 503 naming the part.
   app.get('/healthz', { config: { public: true }, schema: { hide: true } }, async (_req, reply) => {
     const problem = await databaseProblem(ctx.db, HEALTHZ_DATABASE_TIMEOUT_MS);
@@ -182,8 +182,9 @@ export async function buildApp(options: AppOptions): Promise<App> {
   // A request that reaches a closing app (pipelined, or on a busy keep-alive connection) is
   // turned away at once, as Fastify would, with the usual body.
   let closing = false;
-  app.addHook('preClose', async () => {
+  app.addHook('preClose', (done) => {
     closing = true;
+    done();
   });
   app.addHook('onRequest', async (_req, reply) => {
     if (!closing) return;
@@ -197,15 +198,15 @@ export async function buildApp(options: AppOptions): Promise<App> {
     if (route === undefined || config.public || !route.startsWith('/api/')) return;
     req.principal = await authenticate(ctx, req);
   });
-  app.addHook('preHandler', async (req) => {
-    if (!req.principal || req.principal.state !== 'frozen' || !MUTATING.has(req.method)) return;
+  app.addHook('preHandler', (req, _reply, done) => {
+    if (!req.principal || req.principal.state !== 'frozen' || !MUTATING.has(req.method)) return done();
     const policy = req.routeOptions.config.frozen ?? 'block';
-    if (policy === 'allow') return;
+    if (policy === 'allow') return done();
     if (policy === 'origins-only') {
       const keys = Object.keys((req.body ?? {}));
-      if (keys.length === 1 && keys[0] === 'origins') return;
+      if (keys.length === 1 && keys[0] === 'origins') return done();
     }
-    throw new AppError('account_frozen');
+    done(new AppError('account_frozen'));
   });
 
   app.setErrorHandler((err: FastifyError | AppError, req, reply) => {

@@ -139,7 +139,15 @@ export function encodeBusMessage(m: BusMessage): string[] {
 export class InProcessBus implements ChangeBus {
   private handlers: BusHandlers | undefined;
 
-  async publish(m: BusMessage | CredentialMessage | LiveMessage): Promise<void> {
+  publish(m: BusMessage | CredentialMessage | LiveMessage): Promise<void> {
+    // Delivered now, in the caller's turn; a handler's exception rejects the promise.
+    return new Promise((resolve) => {
+      this.deliver(m);
+      resolve();
+    });
+  }
+
+  private deliver(m: BusMessage | CredentialMessage | LiveMessage): void {
     if (isCredentialMessage(m)) {
       this.handlers?.credentials?.(copyCredentialMessage(m));
       return;
@@ -163,8 +171,9 @@ export class InProcessBus implements ChangeBus {
     this.handlers = handlers;
   }
 
-  async close(): Promise<void> {
+  close(): Promise<void> {
     this.handlers = undefined;
+    return Promise.resolve();
   }
 }
 
@@ -246,7 +255,7 @@ export class PostgresBus implements ChangeBus {
   private async connect(): Promise<void> {
     const client = new pg.Client({ connectionString: this.options.url, application_name: BUS_APPLICATION_NAME, keepAlive: true });
     let lost = false;
-    const onLost = (err?: unknown) => {
+    const onLost = (err?: Error) => {
       if (lost) return;
       lost = true;
       if (this.client === client) {

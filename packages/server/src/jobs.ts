@@ -60,7 +60,7 @@ export function scheduleJobs(db: Database, kind: 'postgres' | 'pglite', jobs: re
     const tick = () => {
       if (running) return; // a slow run is not overlapped by the next tick of the same process
       running = true;
-      void runExclusive(db, kind, job.name, job.run)
+      void runExclusive(db, kind, job.name, () => job.run())
         .then((o) => o.ran && observer?.ran(job.name))
         .catch((err) => {
           observer?.failed(job.name);

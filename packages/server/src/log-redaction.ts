@@ -65,7 +65,7 @@ export function scrubRequestUrl(url: string, secrets: readonly string[] = []): s
 
 function isPlain(value: unknown): value is Record<string, unknown> {
   if (typeof value !== 'object' || value === null) return false;
-  const proto = Object.getPrototypeOf(value);
+  const proto: unknown = Object.getPrototypeOf(value);
   return proto === Object.prototype || proto === null;
 }
 

@@ -101,8 +101,8 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   let snapshot: string | undefined;
   const database = await openDatabase({ url: options.databaseUrl, dataDir: options.dataDir, schema: options.schema, onSnapshot: (p) => (snapshot = p) });
   // The app's logger, once the app exists (the bus may log before).
-  let log: { info(msg: string): void; warn(msg: string): void } | undefined;
-  const appLog = { info: (msg: string) => log?.info(msg), warn: (msg: string) => log?.warn(msg) };
+  const appLogger: { current?: { info(msg: string): void; warn(msg: string): void } } = {};
+  const appLog = { info: (msg: string) => appLogger.current?.info(msg), warn: (msg: string) => appLogger.current?.warn(msg) };
   let bus: ChangeBus;
   if (database.kind === 'postgres' && options.databaseUrl) {
     const pgBus = new PostgresBus({
@@ -190,8 +190,8 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     await database.close();
     throw err;
   }
-  log = { info: (msg) => app.log.info(msg), warn: (msg) => app.log.warn(msg) };
-  if (snapshot) log.info(`the embedded database was copied to ${snapshot} before it was migrated (the previous release opens the copy; remove it once this one runs well)`);
+  appLogger.current = { info: (msg) => app.log.info(msg), warn: (msg) => app.log.warn(msg) };
+  if (snapshot) appLogger.current.info(`the embedded database was copied to ${snapshot} before it was migrated (the previous release opens the copy; remove it once this one runs well)`);
   // Notification delivery: runs of the job below, and one soon after deliveries are queued.
   const deliveries = deliveryRunner(ctx, deliveryConfig, (msg, err) => app.log.warn({ err }, msg), (channel, outcome) => metrics.delivery(channel, outcome));
   ctx.delivery = {
@@ -229,8 +229,11 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     (msg, err) => app.log.warn({ err }, msg),
     metrics.jobs,
   );
-  app.addHook('onClose', async () => stopJobs());
-  app.addHook('onClose', async () => bakes.stop());
+  app.addHook('onClose', (_app, done) => {
+    stopJobs();
+    bakes.stop();
+    done();
+  });
   app.addHook('onClose', async () => deliveries.stop());
   app.addHook('onClose', async () => bus.close());
   app.addHook('preClose', async () => hub.close()); // live agent sockets would hold the listener open

@@ -17,6 +17,17 @@ export function ConfirmEmail({ token, onDone }: { token: string; onDone: () => v
   const [confirmed, setConfirmed] = useState<string>();
   const [error, setError] = useState<string>();
   const [busy, setBusy] = useState(false);
+  const confirm = async () => {
+    setBusy(true);
+    setError(undefined);
+    try {
+      setConfirmed((await ok(api.POST('/api/settings/notifications/email/confirm', { body: { token } }))).email);
+    } catch (err) {
+      setError(errorText(err));
+    } finally {
+      setBusy(false);
+    }
+  };
   return (
     <main class="signin">
       <div class="signin-box">
@@ -41,17 +52,7 @@ export function ConfirmEmail({ token, onDone }: { token: string; onDone: () => v
             type="button"
             class="primary"
             disabled={busy}
-            onClick={async () => {
-              setBusy(true);
-              setError(undefined);
-              try {
-                setConfirmed((await ok(api.POST('/api/settings/notifications/email/confirm', { body: { token } }))).email);
-              } catch (err) {
-                setError(errorText(err));
-              } finally {
-                setBusy(false);
-              }
-            }}
+            onClick={() => void confirm()}
           >
             Confirm this address
           </button>

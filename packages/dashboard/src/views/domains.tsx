@@ -68,27 +68,28 @@ function DomainForm(props: { domain?: Domain; servers: Server[]; onSaved: (d: Do
   const parsed = parseOrigins(origins);
   const nameInvalid = name && !isHostname(normalizeHostname(name)) ? 'Not a valid host name' : undefined;
   const live = props.servers.filter((s) => s.status !== 'decommissioned');
+  const save = async (e: Event) => {
+    e.preventDefault();
+    if (!parsed.ok) return setError(parsed.message);
+    setBusy(true);
+    setError(undefined);
+    const body = { origins: parsed.origins, serverIds, sslEnabled, wafEnabled, wafLevel: wafLevel as DomainUpdate['wafLevel'], wafMode: wafMode as DomainUpdate['wafMode'], wafCompressedBodies: compressed ? ('allow' as const) : ('refuse' as const) };
+    try {
+      const saved = d
+        ? await ok(api.PUT('/api/domains/{id}', { params: { path: { id: d.id } }, body: { ...body, dnsFailover } }))
+        : await ok(api.POST('/api/domains', { body: { domain: name.trim(), ...body } }));
+      props.onSaved(saved);
+      props.onClose();
+    } catch (err) {
+      setError(errorText(err));
+      setBusy(false);
+    }
+  };
   return (
     <Dialog title={d ? `Edit ${d.domain}` : 'Add domain'} onClose={props.onClose} wide>
       <form
         class="form"
-        onSubmit={async (e) => {
-          e.preventDefault();
-          if (!parsed.ok) return setError(parsed.message);
-          setBusy(true);
-          setError(undefined);
-          const body = { origins: parsed.origins, serverIds, sslEnabled, wafEnabled, wafLevel: wafLevel as DomainUpdate['wafLevel'], wafMode: wafMode as DomainUpdate['wafMode'], wafCompressedBodies: compressed ? ('allow' as const) : ('refuse' as const) };
-          try {
-            const saved = d
-              ? await ok(api.PUT('/api/domains/{id}', { params: { path: { id: d.id } }, body: { ...body, dnsFailover } }))
-              : await ok(api.POST('/api/domains', { body: { domain: name.trim(), ...body } }));
-            props.onSaved(saved);
-            props.onClose();
-          } catch (err) {
-            setError(errorText(err));
-            setBusy(false);
-          }
-        }}
+        onSubmit={(e) => void save(e)}
       >
         <Field label="Domain name" invalid={nameInvalid} hint={d ? 'A domain keeps its name; add a new one to use another.' : 'e.g. www.example.com'}>
           {(id, desc) => <input id={id} value={name} required readOnly={!!d} aria-describedby={desc} aria-invalid={!!nameInvalid} onInput={(e) => setName(e.currentTarget.value)} />}

@@ -134,11 +134,11 @@ function EventDetail(props: { event: WafEvent; domains: Domain[]; onClose: () =>
       <ErrorNote error={error} />
       <div class="actions">
         {exception && domain ? (
-          <button type="button" disabled={!!done} onClick={() => act('exception')}>
+          <button type="button" disabled={!!done} onClick={() => void act('exception')}>
             Add exception
           </button>
         ) : null}
-        <button type="button" class="danger" disabled={!!done} onClick={() => act('block')}>
+        <button type="button" class="danger" disabled={!!done} onClick={() => void act('block')}>
           Block {e.source_ip}
         </button>
         <button type="button" class="primary" onClick={props.onClose}>

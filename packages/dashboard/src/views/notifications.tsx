@@ -27,6 +27,14 @@ function ChannelState({ status }: { status: ChannelStatus | null }) {
 function EmailConfirmation({ s, onChange }: { s: NotificationSettings; onChange: (s: NotificationSettings) => void }) {
   const [error, setError] = useState<string>();
   if (!s.email || s.emailConfirmed) return null;
+  const resend = async () => {
+    setError(undefined);
+    try {
+      onChange(await ok(api.POST('/api/settings/notifications/email/confirmation')));
+    } catch (err) {
+      setError(errorText(err));
+    }
+  };
   return (
     <div>
       <p role="status" class="muted">
@@ -36,14 +44,7 @@ function EmailConfirmation({ s, onChange }: { s: NotificationSettings; onChange:
       <ErrorNote error={error} />
       <button
         type="button"
-        onClick={async () => {
-          setError(undefined);
-          try {
-            onChange(await ok(api.POST('/api/settings/notifications/email/confirmation')));
-          } catch (err) {
-            setError(errorText(err));
-          }
-        }}
+        onClick={() => void resend()}
       >
         Send a new confirmation e-mail
       </button>
@@ -64,35 +65,36 @@ function DeliveryForm({ initial }: { initial: NotificationSettings }) {
   const [kinds, setKinds] = useState(initial.kinds.join(', '));
   const [error, setError] = useState<string>();
   const [saved, setSaved] = useState(false);
+  const save = async (e: Event) => {
+    e.preventDefault();
+    setError(undefined);
+    setSaved(false);
+    const kindList = kinds
+      .split(',')
+      .map((k) => k.trim())
+      .filter(Boolean);
+    try {
+      const next = await ok(
+        api.PUT('/api/settings/notifications', {
+          body: {
+            webhookUrl: url.trim() || null,
+            ...(secret ? { webhookSecret: secret } : url.trim() ? {} : { webhookSecret: null }),
+            email: email.trim() || null,
+            kinds: kindList,
+          },
+        }),
+      );
+      setS(next);
+      setSecret('');
+      setSaved(true);
+    } catch (err) {
+      setError(errorText(err));
+    }
+  };
   return (
     <form
       class="form panel"
-      onSubmit={async (e) => {
-        e.preventDefault();
-        setError(undefined);
-        setSaved(false);
-        const kindList = kinds
-          .split(',')
-          .map((k) => k.trim())
-          .filter(Boolean);
-        try {
-          const next = await ok(
-            api.PUT('/api/settings/notifications', {
-              body: {
-                webhookUrl: url.trim() || null,
-                ...(secret ? { webhookSecret: secret } : url.trim() ? {} : { webhookSecret: null }),
-                email: email.trim() || null,
-                kinds: kindList,
-              },
-            }),
-          );
-          setS(next);
-          setSecret('');
-          setSaved(true);
-        } catch (err) {
-          setError(errorText(err));
-        }
-      }}
+      onSubmit={(e) => void save(e)}
     >
       <h2>Delivery</h2>
       <Field label="Webhook URL" hint="Each notification is POSTed here, signed with the secret">
@@ -181,7 +183,7 @@ export function Notifications({ onUnreadChange }: ViewProps) {
   return (
     <section>
       <PageHead title="Notifications">
-        <button type="button" disabled={unread.length === 0} onClick={() => markRead(unread.slice(0, 200).map((n) => n.id))}>
+        <button type="button" disabled={unread.length === 0} onClick={() => void markRead(unread.slice(0, 200).map((n) => n.id))}>
           Mark all read
         </button>
       </PageHead>
@@ -201,7 +203,7 @@ export function Notifications({ onUnreadChange }: ViewProps) {
             </div>
             <p>{n.message}</p>
             {n.read ? null : (
-              <button type="button" class="small" onClick={() => markRead([n.id])}>
+              <button type="button" class="small" onClick={() => void markRead([n.id])}>
                 Mark read
               </button>
             )}

@@ -126,32 +126,33 @@ export function RuleForm(props: { rule?: Rule; initialType?: RuleType; domains: 
   const ipInvalid = (type === 'block_ip' || type === 'allow_ip') && draft.ip.trim() !== '' && !isCidr(draft.ip.trim()) ? 'Not an IPv4 or IPv6 address or range (e.g. 203.0.113.0/24)' : undefined;
   const effectiveScope = serverWide ? '' : scope;
   const scopeMissing = domainOnly && !effectiveScope;
+  const save = async (e: Event) => {
+    e.preventDefault();
+    if (!check.ok) return setError(check.message);
+    if (scopeMissing) return setError('Choose the domain this exception is for');
+    setBusy(true);
+    setError(undefined);
+    try {
+      const saved = r
+        ? await ok(api.PUT('/api/waf/{id}', { params: { path: { id: r.id } }, body: { value: check.value, priority: Number(priority), enabled } }))
+        : await ok(
+            api.POST('/api/waf', {
+              body: { rule_type: type, value: check.value, priority: Number(priority), enabled, ...(effectiveScope ? { domain_id: effectiveScope } : {}) },
+            }),
+          );
+      props.onSaved(saved);
+      props.onClose();
+    } catch (err) {
+      setError(errorText(err));
+      setBusy(false);
+    }
+  };
   return (
     <Dialog title={r ? 'Edit rule' : 'Add rule'} onClose={props.onClose} wide>
       <form
         class="form"
         noValidate
-        onSubmit={async (e) => {
-          e.preventDefault();
-          if (!check.ok) return setError(check.message);
-          if (scopeMissing) return setError('Choose the domain this exception is for');
-          setBusy(true);
-          setError(undefined);
-          try {
-            const saved = r
-              ? await ok(api.PUT('/api/waf/{id}', { params: { path: { id: r.id } }, body: { value: check.value, priority: Number(priority), enabled } }))
-              : await ok(
-                  api.POST('/api/waf', {
-                    body: { rule_type: type, value: check.value, priority: Number(priority), enabled, ...(effectiveScope ? { domain_id: effectiveScope } : {}) },
-                  }),
-                );
-            props.onSaved(saved);
-            props.onClose();
-          } catch (err) {
-            setError(errorText(err));
-            setBusy(false);
-          }
-        }}
+        onSubmit={(e) => void save(e)}
       >
         <div class="row">
           <Field label="Rule type">

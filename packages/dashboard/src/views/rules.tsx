@@ -86,12 +86,12 @@ export function Rules(_: ViewProps) {
       const changes = moveRule(all, shown.map((x) => x.id), r.id, direction);
       try {
         // One by one: each answer is the rule as saved.
-        for (const c of changes) replace((await ok(api.PUT('/api/rules/{id}', { params: { path: { id: c.id } }, body: { priority: c.priority } }))) as CustomRule);
+        for (const c of changes) replace(await ok(api.PUT('/api/rules/{id}', { params: { path: { id: c.id } }, body: { priority: c.priority } })));
       } finally {
         if (changes.length > 1) rules.reload();
       }
     });
-  const toggle = (r: CustomRule) => act(async () => replace((await ok(api.PUT('/api/rules/{id}', { params: { path: { id: r.id } }, body: { enabled: !r.enabled } }))) as CustomRule));
+  const toggle = (r: CustomRule) => act(async () => replace(await ok(api.PUT('/api/rules/{id}', { params: { path: { id: r.id } }, body: { enabled: !r.enabled } }))));
   const chosen = domains.data?.find((d) => d.id === domain);
   return (
     <section>
@@ -148,13 +148,13 @@ export function Rules(_: ViewProps) {
                 {hitsText(r)}
               </td>
               <td data-label="On">
-                <input type="checkbox" role="switch" class="switch" checked={r.enabled} disabled={busy} aria-label={`Enabled: ${r.name}`} onChange={() => toggle(r)} />
+                <input type="checkbox" role="switch" class="switch" checked={r.enabled} disabled={busy} aria-label={`Enabled: ${r.name}`} onChange={() => void toggle(r)} />
               </td>
               <td class="row-actions">
-                <button type="button" class="small" disabled={busy || i === 0} onClick={() => move(r, -1)}>
+                <button type="button" class="small" disabled={busy || i === 0} onClick={() => void move(r, -1)}>
                   ↑<span class="sr-only"> Move {r.name} up</span>
                 </button>
-                <button type="button" class="small" disabled={busy || i === shown.length - 1} onClick={() => move(r, 1)}>
+                <button type="button" class="small" disabled={busy || i === shown.length - 1} onClick={() => void move(r, 1)}>
                   ↓<span class="sr-only"> Move {r.name} down</span>
                 </button>
                 <button type="button" class="small" onClick={() => setEditing(r)}>
@@ -335,29 +335,30 @@ function CustomRuleForm(props: { rule?: CustomRule; domain: string; domains: Dom
   };
   const setR = (patch: Partial<RateDraft>) => setRate({ ...rate, ...patch });
   const [rq, pd, du] = [RULE_RATE_LIMITS.requests, RULE_RATE_LIMITS.period, RULE_RATE_LIMITS.duration];
+  const save = async (e: Event) => {
+    e.preventDefault();
+    if (nameMissing) return setError('Give the rule a name');
+    if (!parsed.ok) return setError(`Expression: ${parsed.message}`);
+    if (rateProblem) return setError(rateProblem);
+    setBusy(true);
+    setError(undefined);
+    const body: CustomRuleBody = { name: name.trim(), expression: text, action, rateLimit: action === 'rate_limit' ? rateLimit : null, domainId: scope || null, priority: Number(priority), enabled };
+    try {
+      const saved = r ? await ok(api.PUT('/api/rules/{id}', { params: { path: { id: r.id } }, body })) : await ok(api.POST('/api/rules', { body }));
+      props.onSaved(saved);
+      props.onClose();
+    } catch (err) {
+      // The server checks more (catastrophic backtracking of regular expressions, the plan's limit): its message as it is.
+      setError(errorText(err));
+      setBusy(false);
+    }
+  };
   return (
     <Dialog title={r ? `Edit ${r.name}` : 'Add custom rule'} onClose={props.onClose} wide="extra">
       <form
         class="form"
         noValidate
-        onSubmit={async (e) => {
-          e.preventDefault();
-          if (nameMissing) return setError('Give the rule a name');
-          if (!parsed.ok) return setError(`Expression: ${parsed.message}`);
-          if (rateProblem) return setError(rateProblem);
-          setBusy(true);
-          setError(undefined);
-          const body: CustomRuleBody = { name: name.trim(), expression: text, action, rateLimit: action === 'rate_limit' ? rateLimit : null, domainId: scope || null, priority: Number(priority), enabled };
-          try {
-            const saved = r ? await ok(api.PUT('/api/rules/{id}', { params: { path: { id: r.id } }, body })) : await ok(api.POST('/api/rules', { body }));
-            props.onSaved(saved);
-            props.onClose();
-          } catch (err) {
-            // The server checks more (catastrophic backtracking of regular expressions, the plan's limit): its message as it is.
-            setError(errorText(err));
-            setBusy(false);
-          }
-        }}
+        onSubmit={(e) => void save(e)}
       >
         <div class="row">
           <Field label="Name" invalid={error && nameMissing ? 'Required' : undefined}>

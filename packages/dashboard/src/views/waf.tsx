@@ -59,6 +59,15 @@ export function Waf(_: ViewProps) {
       setError(errorText(err));
     }
   };
+  const rotateBotKey = async () => {
+    setError(undefined);
+    try {
+      const r = await ok(api.POST('/api/waf/bot-secret/rotate'));
+      setRotated(`Rotated: key ${r.key_id} signs from now on${r.previous_valid_until ? `; the previous one is accepted until ${fmtDate(r.previous_valid_until)}` : ''}.`);
+    } catch (err) {
+      setError(errorText(err));
+    }
+  };
   return (
     <section>
       <PageHead title="WAF">
@@ -70,7 +79,7 @@ export function Waf(_: ViewProps) {
       <h2>Rules</h2>
       <Pending of={rules} />
       {rules.data && main.length === 0 ? <Empty>No rules yet. Rules block addresses, countries and crawlers, limit request rates and turn bot protection on.</Empty> : null}
-      {main.length ? <RuleTable caption="Rules" rules={main} domainName={domainName} onEdit={(r) => setEditing({ rule: r })} onDelete={setDeleting} onToggle={onToggle} /> : null}
+      {main.length ? <RuleTable caption="Rules" rules={main} domainName={domainName} onEdit={(r) => setEditing({ rule: r })} onDelete={setDeleting} onToggle={(r) => void onToggle(r)} /> : null}
       <div class="section-head">
         <h2>Exceptions</h2>
         <button type="button" class="small" onClick={() => setEditing({ type: 'waf_exception' })}>
@@ -79,20 +88,12 @@ export function Waf(_: ViewProps) {
       </div>
       <p class="muted">An exception turns one attack detector off for one field of one path of a domain. Events offer the narrowest one for a false positive.</p>
       {rules.data && exceptions.length === 0 ? <Empty>No exceptions.</Empty> : null}
-      {exceptions.length ? <RuleTable caption="Exceptions" rules={exceptions} domainName={domainName} onEdit={(r) => setEditing({ rule: r })} onDelete={setDeleting} onToggle={onToggle} /> : null}
+      {exceptions.length ? <RuleTable caption="Exceptions" rules={exceptions} domainName={domainName} onEdit={(r) => setEditing({ rule: r })} onDelete={setDeleting} onToggle={(r) => void onToggle(r)} /> : null}
       <h2>Bot protection key</h2>
       <p class="muted">Signs challenges and pass cookies. It rotates on a schedule; rotate it now if it may have leaked. Visitors who already passed are not challenged again.</p>
       <button
         type="button"
-        onClick={async () => {
-          setError(undefined);
-          try {
-            const r = await ok(api.POST('/api/waf/bot-secret/rotate'));
-            setRotated(`Rotated: key ${r.key_id} signs from now on${r.previous_valid_until ? `; the previous one is accepted until ${fmtDate(r.previous_valid_until)}` : ''}.`);
-          } catch (err) {
-            setError(errorText(err));
-          }
-        }}
+        onClick={() => void rotateBotKey()}
       >
         Rotate bot key
       </button>

@@ -196,7 +196,7 @@ export async function seriesRows(
   const res = await sql<Record<string, unknown>>`${query}`.execute(db);
   return res.rows.map((r) => {
     const blocked: Record<string, number> = {};
-    const raw = typeof r.blocked === 'string' ? JSON.parse(r.blocked) : r.blocked;
+    const raw: unknown = typeof r.blocked === 'string' ? JSON.parse(r.blocked) : r.blocked;
     for (const b of (Array.isArray(raw) ? raw : [raw]) as Record<string, number | string>[]) for (const k in b) blocked[k] = (blocked[k] ?? 0) + Number(b[k]);
     return {
       t: new Date(r.t as Date | string),

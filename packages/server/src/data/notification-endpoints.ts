@@ -39,9 +39,10 @@ export async function claimNextAttempt(tx: Tx, now: Date, leaseUntil: Date): Pro
     .where((eb) => eb.or([eb('e.busy_until', 'is', null), eb('e.busy_until', '<=', now)]))
     .where((eb) => eb.or([eb('e.paused_until', 'is', null), eb('e.paused_until', '<=', now)]))
     .where('e.disabled_at', 'is', null)
-    .where(({ exists, selectFrom }) =>
-      exists(
-        selectFrom('notification_deliveries as d')
+    .where((eb) =>
+      eb.exists(
+        eb
+          .selectFrom('notification_deliveries as d')
           .select(sql`1`.as('one'))
           .whereRef('d.account_id', '=', 'e.account_id')
           .whereRef('d.channel', '=', 'e.channel')

@@ -139,7 +139,9 @@ export async function migrate(db: Database, schema?: string, provider: Migration
   const { error, results } = await migrator.migrateToLatest();
   if (error) {
     const failed = results?.find((r) => r.status === 'Error');
-    throw new Error(failed ? `migration ${failed.migrationName} failed: ${String(error)}` : `migrating failed: ${String(error)}`);
+    // What a migration threw: an Error as it prints itself (anything else as JSON, never [object Object]).
+    const why = error instanceof Error ? String(error) : JSON.stringify(error);
+    throw new Error(failed ? `migration ${failed.migrationName} failed: ${why}` : `migrating failed: ${why}`);
   }
 }
 

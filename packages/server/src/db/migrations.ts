@@ -4,7 +4,7 @@ import { sql, type Kysely, type Migration, type MigrationProvider } from 'kysely
 // One dialect (PostgreSQL), one list of migrations, for PGlite and PostgreSQL alike. Append only.
 const migrations: Record<string, Migration> = {
   '0001_initial': {
-    async up(db: Kysely<any>) {
+    async up(db: Kysely<unknown>) {
       await db.schema
         .createTable('accounts')
         .addColumn('id', 'uuid', (c) => c.primaryKey())
@@ -132,25 +132,25 @@ const migrations: Record<string, Migration> = {
   '0002_waf_version': {
     // Bumped with every change to an account's rules, so a serialized rule list can be cached by
     // (account, version) and served with no query beyond authentication.
-    async up(db: Kysely<any>) {
+    async up(db: Kysely<unknown>) {
       await db.schema.alterTable('accounts').addColumn('waf_version', 'integer', (c) => c.notNull().defaultTo(0)).execute();
     },
   },
   '0003_waf_events_by_server': {
-    async up(db: Kysely<any>) {
+    async up(db: Kysely<unknown>) {
       await db.schema.createIndex('waf_events_server_time').on('waf_events').columns(['server_id', 'occurred_at']).execute();
     },
   },
   '0004_server_public_ip': {
     // The address DNS points at for a server when it is not the one its agent connects from.
-    async up(db: Kysely<any>) {
+    async up(db: Kysely<unknown>) {
       await db.schema.alterTable('servers').addColumn('public_ip', 'text').execute();
     },
   },
   '0005_certificates': {
     // Certificates are ordered by the agents (ACME HTTP-01); the service keeps each server's report,
     // the domain's summary, and the orders it granted (the authority caps them per registered domain).
-    async up(db: Kysely<any>) {
+    async up(db: Kysely<unknown>) {
       await db.schema
         .alterTable('domains')
         .addColumn('ssl_status', 'text', (c) => c.notNull().defaultTo('pending'))
@@ -191,7 +191,7 @@ const migrations: Record<string, Migration> = {
   '0006_waf_mode_and_event_details': {
     // A domain's WAF mode (block, or detect: detections are logged, not blocked), and each event's
     // request details. Existing domains keep blocking; existing events were all blocks and have no details.
-    async up(db: Kysely<any>) {
+    async up(db: Kysely<unknown>) {
       await db.schema.alterTable('domains').addColumn('waf_mode', 'text', (c) => c.notNull().defaultTo('block')).execute();
       await db.schema
         .alterTable('waf_events')
@@ -204,7 +204,7 @@ const migrations: Record<string, Migration> = {
     },
   },
   '0007_agent_channel': {
-    async up(db: Kysely<any>) {
+    async up(db: Kysely<unknown>) {
       // The daily event cap counts by the time the service received an event, not the time the
       // event carries. Events stored before have none (null) and count toward no day's cap.
       await db.schema.alterTable('waf_events').addColumn('received_at', 'timestamptz').execute();
@@ -237,7 +237,7 @@ const migrations: Record<string, Migration> = {
     },
   },
   '0008_ledger_notifications_health': {
-    async up(db: Kysely<any>) {
+    async up(db: Kysely<unknown>) {
       // The ledger: a row's delta is its signed effect on the balance (0 while pending or failed),
       // so an account's balance is the sum of its deltas. Rows from before get theirs, and each
       // account an opening adjustment for whatever its balance held beyond them (admin credits).
@@ -341,7 +341,7 @@ const migrations: Record<string, Migration> = {
     // Identical events (same server, source, domain, reason and rule) within 60 s are one row with
     // a count. last_seen_at: the last occurrence folded in (null: only the first, occurred_at);
     // request_id: the proxy's id of the first occurrence's request (agents from before send none).
-    async up(db: Kysely<any>) {
+    async up(db: Kysely<unknown>) {
       await db.schema
         .alterTable('waf_events')
         .addColumn('count', 'integer', (c) => c.notNull().defaultTo(1))
@@ -358,7 +358,7 @@ const migrations: Record<string, Migration> = {
     // Bot protection keys carry an id and rotate (docs/bots.md): bot_secret is the current key,
     // bot_key_id its id, bot_key_created_at when it began signing; the key it replaced stays
     // accepted (bot_prev_*) until bot_prev_until, one pass-cookie lifetime after the rotation.
-    async up(db: Kysely<any>) {
+    async up(db: Kysely<unknown>) {
       await db.schema
         .alterTable('accounts')
         .addColumn('bot_key_id', 'text', (c) => c.notNull().defaultTo('0'))
@@ -375,7 +375,7 @@ const migrations: Record<string, Migration> = {
     // and UTC minute (kept 48 h), and per hour, rolled up from the minutes by a job (kept 30 days).
     // blocked: {"<WAF reason>": n}; updated_at: the last batch added to a minute (what the rollup
     // job looks for).
-    async up(db: Kysely<any>) {
+    async up(db: Kysely<unknown>) {
       for (const [table, time] of [
         ['analytics_minute', 'minute'],
         ['analytics_hour', 'hour'],
@@ -402,9 +402,9 @@ const migrations: Record<string, Migration> = {
     // block_ip and allow_ip values are stored in canonical form since this version (IPv6 lowercased
     // and shortened as RFC 5952 writes it, a full-length prefix dropped), so that a repeated rule is
     // found by equality: the values stored before are rewritten the same way.
-    async up(db: Kysely<any>) {
+    async up(db: Kysely<{ waf_rules: { id: string; rule_type: string; value: string } }>) {
       const rows = await db.selectFrom('waf_rules').select(['id', 'value']).where('rule_type', 'in', ['block_ip', 'allow_ip']).execute();
-      for (const r of rows as { id: string; value: string }[]) {
+      for (const r of rows) {
         const canonical = canonicalCidr(r.value);
         if (canonical !== undefined && canonical !== r.value) await db.updateTable('waf_rules').set({ value: canonical }).where('id', '=', r.id).execute();
       }
@@ -413,7 +413,7 @@ const migrations: Record<string, Migration> = {
   '0013_compressed_bodies': {
     // What level high does with a compressed request body (protocol COMPRESSED_BODY_POLICIES):
     // every domain refuses one until its owner allows it.
-    async up(db: Kysely<any>) {
+    async up(db: Kysely<unknown>) {
       await db.schema.alterTable('domains').addColumn('waf_compressed_bodies', 'text', (c) => c.notNull().defaultTo('refuse')).execute();
     },
   },
@@ -425,7 +425,7 @@ const migrations: Record<string, Migration> = {
     // 'legacy' (the chain id was not kept, and a bare hash's log index, -1 here, is unknown). The
     // watcher never reads their blocks again (its cursor only moves on), so no new key meets them.
     // Deposits expire (expires_at): pending ones get 24 hours from the upgrade.
-    async up(db: Kysely<any>) {
+    async up(db: Kysely<unknown>) {
       await db.schema
         .alterTable('transactions')
         .addColumn('chain', 'text')
@@ -451,7 +451,7 @@ const migrations: Record<string, Migration> = {
     // address; docs/notifications.md "Delivery runs" and "Failing endpoints"), and the e-mail
     // address's confirmation. An address set before this version is unconfirmed: nothing is sent
     // to it until its owner confirms it.
-    async up(db: Kysely<any>) {
+    async up(db: Kysely<unknown>) {
       await db.schema
         .createTable('notification_endpoints')
         .addColumn('account_id', 'uuid', (c) => c.notNull().references('accounts.id').onDelete('cascade'))
@@ -486,7 +486,7 @@ const migrations: Record<string, Migration> = {
   '0017_signup_invitations': {
     // RAMPART_SIGNUP=invite (docs/api.md "Sign-up"): single-use invitations the operator issues,
     // stored by the SHA-256 of their token; account_id is the account the invitation created.
-    async up(db: Kysely<any>) {
+    async up(db: Kysely<unknown>) {
       await db.schema
         .createTable('invitations')
         .addColumn('id', 'uuid', (c) => c.primaryKey())
@@ -502,7 +502,7 @@ const migrations: Record<string, Migration> = {
   '0018_crawler_address_lists': {
     // The search crawlers' published address lists (docs/bots.md "Verified crawlers"), one row per
     // crawler, as the crawler-ranges job last fetched them; agents get them through the hub.
-    async up(db: Kysely<any>) {
+    async up(db: Kysely<unknown>) {
       await db.schema
         .createTable('crawler_address_lists')
         .addColumn('crawler_id', 'text', (c) => c.primaryKey())
@@ -515,7 +515,7 @@ const migrations: Record<string, Migration> = {
   '0020_agent_version': {
     // The version each server's agent said in its last hello, and why the last one was refused
     // (a protocol this control plane cannot speak; null once an agent is accepted).
-    async up(db: Kysely<any>) {
+    async up(db: Kysely<unknown>) {
       await db.schema.alterTable('servers').addColumn('agent_version', 'text').addColumn('agent_refused', 'text').execute();
     },
   },
@@ -523,7 +523,7 @@ const migrations: Record<string, Migration> = {
     // The request ids of each WAF event: its first occurrence's and those folded into it, the
     // first AGENT_LIMITS.requestIdsPerEvent (32), so GET /api/waf/events?requestId= finds the
     // event of any of them. Rows already stored bring their one id.
-    async up(db: Kysely<any>) {
+    async up(db: Kysely<unknown>) {
       await db.schema
         .createTable('waf_event_requests')
         .addColumn('event_id', 'bigint', (c) => c.notNull().references('waf_events.id').onDelete('cascade'))
@@ -538,7 +538,7 @@ const migrations: Record<string, Migration> = {
   '0021_custom_rules': {
     // Custom rules (docs/rules.md): an expression of the rule language, an action, a scope (a
     // domain, or null: every domain of the account), a priority (lower first) and a switch.
-    async up(db: Kysely<any>) {
+    async up(db: Kysely<unknown>) {
       await db.schema
         .createTable('custom_rules')
         .addColumn('id', 'uuid', (c) => c.primaryKey())
@@ -558,14 +558,14 @@ const migrations: Record<string, Migration> = {
   '0021_custom_rules_rate_limit': {
     // A rate-limiting custom rule's settings (JSON: requests, period, characteristics, mitigation,
     // duration); null for the other actions.
-    async up(db: Kysely<any>) {
+    async up(db: Kysely<unknown>) {
       await db.schema.alterTable('custom_rules').addColumn('rate_limit', 'text').execute();
     },
   },
   '0022_custom_rule_hits': {
     // Hits of custom rules (docs/rules.md "Hits"): requests each rule acted on, per UTC minute
     // (kept 25 hours) and per UTC hour (kept 8 days), as the agents report them.
-    async up(db: Kysely<any>) {
+    async up(db: Kysely<unknown>) {
       for (const [table, column] of [
         ['custom_rule_hits_minute', 'minute'],
         ['custom_rule_hits_hour', 'hour'],
@@ -586,7 +586,7 @@ const migrations: Record<string, Migration> = {
   '0030_event_query': {
     // The first occurrence's query string excerpt (its first 192 bytes, credential-like values
     // redacted by the agent); null when the request had none, and for events of older agents.
-    async up(db: Kysely<any>) {
+    async up(db: Kysely<unknown>) {
       await db.schema.alterTable('waf_events').addColumn('query', 'text').execute();
     },
   },
@@ -594,7 +594,7 @@ const migrations: Record<string, Migration> = {
     // Staged rollout (docs/architecture.md "Staged rollout"): the account's mode and bake time,
     // the servers flagged canary with the snapshot each last received as released (what it keeps
     // while a change bakes or after a halt), and the rollouts with their state per server.
-    async up(db: Kysely<any>) {
+    async up(db: Kysely<unknown>) {
       await db.schema
         .createTable('rollout_settings')
         .addColumn('account_id', 'uuid', (c) => c.primaryKey().references('accounts.id').onDelete('cascade'))
@@ -640,7 +640,7 @@ const migrations: Record<string, Migration> = {
   '0041_latency': {
     // Staged rollout's p99 signal (docs/api.md "Rollout"): sampled requests by latency bucket
     // (LATENCY_BUCKETS_MS), per domain and minute, and per canary before and during a bake.
-    async up(db: Kysely<any>) {
+    async up(db: Kysely<unknown>) {
       await db.schema.alterTable('analytics_minute').addColumn('latency', sql`bigint[]`).execute();
       await db.schema.alterTable('rollout_servers').addColumn('base_latency', sql`bigint[]`).execute();
       await db.schema.alterTable('rollout_servers').addColumn('latency', sql`bigint[]`).execute();
@@ -650,7 +650,7 @@ const migrations: Record<string, Migration> = {
     // The audit log (docs/api.md "Audit log"): every change to an account's configuration, keys,
     // settings and billing, who made it and the fields before and after (secrets never). Kept 90
     // days (the event-retention job); no API changes or deletes an entry.
-    async up(db: Kysely<any>) {
+    async up(db: Kysely<unknown>) {
       await db.schema
         .createTable('audit_log')
         .addColumn('id', 'uuid', (c) => c.primaryKey())
@@ -673,7 +673,7 @@ const migrations: Record<string, Migration> = {
 };
 
 export const migrationProvider: MigrationProvider = {
-  async getMigrations() {
-    return migrations;
+  getMigrations() {
+    return Promise.resolve(migrations);
   },
 };

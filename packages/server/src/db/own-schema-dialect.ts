@@ -20,7 +20,7 @@ import {
  * suites do, in parallel), and slows with every schema the database holds.
  */
 export class OwnSchemaPostgresDialect extends PostgresDialect {
-  override createIntrospector(db: Kysely<any>): DatabaseIntrospector {
+  override createIntrospector(db: Kysely<unknown>): DatabaseIntrospector {
     return new OwnSchemaIntrospector(db);
   }
 }
@@ -39,7 +39,7 @@ interface ColumnRow {
 }
 
 class OwnSchemaIntrospector implements DatabaseIntrospector {
-  constructor(private readonly db: Kysely<any>) {}
+  constructor(private readonly db: Kysely<unknown>) {}
 
   getSchemas(): Promise<SchemaMetadata[]> {
     return new PostgresIntrospector(this.db).getSchemas();

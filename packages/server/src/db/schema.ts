@@ -1,5 +1,5 @@
 import type { CertState, SslStatus } from '@rampart/protocol';
-import type { ColumnType, Generated } from 'kysely';
+import type { ColumnType } from 'kysely';
 
 type Timestamp = ColumnType<Date, Date | string, Date | string>;
 /** int8 columns come back as string (pg) or bigint/number (PGlite); read them through Number(). */

@@ -98,7 +98,8 @@ export function checkWebhookUrl(url: string, allowPrivate: boolean): string | nu
 /** Settles with `promise`, or rejects when `signal` aborts first. */
 export function beforeAbort<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
   return new Promise((resolve, reject) => {
-    const onAbort = () => reject(signal.reason);
+    // The signal's reason: an Error (AbortError, TimeoutError or the one abort() was given), wrapped if it is not one.
+    const onAbort = () => reject(signal.reason instanceof Error ? signal.reason : new Error('aborted', { cause: signal.reason }));
     signal.addEventListener('abort', onAbort, { once: true });
     promise.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
   });

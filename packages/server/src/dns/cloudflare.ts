@@ -116,7 +116,7 @@ export class CloudflareProvider implements DnsProvider {
   async #list(path: string, query: Record<string, string>): Promise<unknown[]> {
     const result = await this.#call('GET', path, query);
     if (!Array.isArray(result)) throw new DnsProviderError(`Cloudflare answered GET ${path} with something else than a list`);
-    return result;
+    return result as unknown[];
   }
 
   /** One API request; the envelope's result when Cloudflare reports success, else a DnsProviderError with its errors. */
@@ -153,7 +153,7 @@ function recordBody(type: AddressType, name: string, content: string) {
 function describeErrors(errors: unknown[]): string {
   const described = errors.map((e) => {
     const { code, message } = (e ?? {}) as { code?: unknown; message?: unknown };
-    return `${typeof message === 'string' ? message : 'unnamed error'}${code === undefined ? '' : ` (code ${String(code)})`}`;
+    return `${typeof message === 'string' ? message : 'unnamed error'}${code === undefined ? '' : ` (code ${typeof code === 'number' || typeof code === 'string' ? code : JSON.stringify(code)})`}`;
   });
   return described.join('; ') || 'no error given';
 }

@@ -3,7 +3,7 @@ import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { AGENT_LIMITS, AGENT_PATH, CLOSE, closeReasonText, helloVersions, parseAgentMessage, protocolRefusal, PROTOCOL_VERSION, type AgentMessage, type ServiceMessage } from '@rampart/protocol';
 import { RAMPART_VERSION } from '@rampart/protocol/version';
-import { WebSocketServer, type WebSocket } from 'ws';
+import { WebSocketServer, type RawData, type WebSocket } from 'ws';
 import type { ServiceContext } from '../context.js';
 import { sha256 } from '../crypto.js';
 import { recordStatusReport, SERVER_NOTIFICATION_LIMIT } from '../services/notifications.js';
@@ -213,7 +213,7 @@ export class AgentHub {
       if (ws.readyState !== ws.OPEN) return; // closing: nothing more is handled
       c.lastSeen = Date.now();
       if (isBinary) return ws.close(CLOSE.invalidMessage, 'binary messages are not part of the protocol');
-      const text = data.toString();
+      const text = messageText(data);
       // A hello's protocol is read before the message is validated: an agent of another protocol
       // may word the rest otherwise, and is still refused with both versions named.
       const claimed = c.hello ? undefined : helloVersions(text);
@@ -522,4 +522,9 @@ export class AgentHub {
     }
     if (this.crawlerRanges.lists.length > 0) this.send(c, { type: 'crawlers/ranges', payload: { lists: this.crawlerRanges.lists } });
   }
+}
+
+/** A message's text. ws hands over a Buffer (binaryType 'nodebuffer', its default); the other forms are joined the same way. */
+function messageText(data: RawData): string {
+  return Buffer.isBuffer(data) ? data.toString() : Buffer.concat(Array.isArray(data) ? data : [Buffer.from(data)]).toString();
 }

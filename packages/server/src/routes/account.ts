@@ -9,7 +9,7 @@ import { AccountView, DepositCreate, DepositView, PlanChange, PlanChanged, Trans
 import { pagedListRoute } from './paging.js';
 import { ERROR_RESPONSES, SECURITY, type App, type RouteDeps } from './types.js';
 
-export async function accountRoutes(app: App, { ctx }: RouteDeps) {
+export function accountRoutes(app: App, { ctx }: RouteDeps): void {
   app.get('/api/account', {
     schema: { tags: ['Account'], security: SECURITY, summary: 'Plan, price, balance and state', response: { 200: AccountView, ...ERROR_RESPONSES } },
     handler: async (req) => getAccount(ctx, req.principal.accountId),

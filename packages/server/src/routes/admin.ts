@@ -14,13 +14,17 @@ import { OPERATOR_ACTOR } from '../services/audit.js';
 import { ERROR_RESPONSES, type App, type RouteDeps } from './types.js';
 
 /** The operator API: Authorization: Bearer RAMPART_ADMIN_TOKEN. */
-export async function adminRoutes(app: App, { ctx, adminToken }: RouteDeps) {
+export function adminRoutes(app: App, { ctx, adminToken }: RouteDeps): void {
   const tags = ['Operator'];
   const security: { [name: string]: string[] }[] = [{ adminToken: [] }];
-  app.addHook('onRequest', async (req) => checkAdmin(adminToken, req));
-  // These two take an optional body: a bare POST means "no options".
-  const emptyBody = async (req: { body: unknown }) => {
+  app.addHook('onRequest', (req, _reply, done) => {
+    checkAdmin(adminToken, req); // throws the refusal, which Fastify answers as done(err)
+    done();
+  });
+  // These take an optional body: a bare POST means "no options".
+  const emptyBody = (req: { body: unknown }, _reply: unknown, done: () => void) => {
     req.body ??= {};
+    done();
   };
   app.post('/admin/accounts', {
     schema: {

@@ -55,7 +55,7 @@ export const AnalyticsView = Type.Object({
   ),
 });
 
-export async function analyticsRoutes(app: App, { ctx }: RouteDeps) {
+export function analyticsRoutes(app: App, { ctx }: RouteDeps): void {
   app.get('/api/analytics', {
     schema: {
       tags: ['Analytics'],

@@ -3,7 +3,7 @@ import { createApiKey, deleteApiKey, listApiKeys } from '../services/api-keys.js
 import { ApiKeyCreate, ApiKeyCreated, ApiKeyDeleteQuery, ApiKeyListItem, Success } from '../schemas.js';
 import { ERROR_RESPONSES, SECURITY, type App, type RouteDeps } from './types.js';
 
-export async function apiKeyRoutes(app: App, { ctx }: RouteDeps) {
+export function apiKeyRoutes(app: App, { ctx }: RouteDeps): void {
   const tags = ['API keys'];
   app.post('/api/settings/api-keys', {
     schema: { tags, security: SECURITY, summary: 'Create an API key (Pro and Enterprise)', body: ApiKeyCreate, response: { 201: ApiKeyCreated, ...ERROR_RESPONSES } },

@@ -4,7 +4,7 @@ import { pagedListRoute } from './paging.js';
 import type { App, RouteDeps } from './types.js';
 
 // The audit log (services/audit.ts): read only. No route changes or deletes an entry.
-export async function auditRoutes(app: App, { ctx }: RouteDeps) {
+export function auditRoutes(app: App, { ctx }: RouteDeps): void {
   pagedListRoute(
     app,
     '/api/audit',

@@ -4,7 +4,7 @@ import { login, logout, register } from '../services/sessions.js';
 import { Credentials, Registration, SessionView, SignupView, Success } from '../schemas.js';
 import { ERROR_RESPONSES, type App, type RouteDeps } from './types.js';
 
-export async function authRoutes(app: App, { ctx, publicUrl, signup = 'closed' }: RouteDeps) {
+export function authRoutes(app: App, { ctx, publicUrl, signup = 'closed' }: RouteDeps): void {
   const tags = ['Sessions'];
   const config = { public: true, frozen: 'allow' } as const;
   // Failed sign-ins, per account and per address, in this process (docs/api.md "Browser sessions").
@@ -15,7 +15,7 @@ export async function authRoutes(app: App, { ctx, publicUrl, signup = 'closed' }
   app.get('/api/auth/signup', {
     config,
     schema: { tags, summary: "Whether this server lets people register (the operator's RAMPART_SIGNUP)", response: { 200: SignupView } },
-    handler: async () => ({ signup }),
+    handler: () => ({ signup }),
   });
   app.post('/api/auth/register', {
     config,

@@ -10,7 +10,7 @@ import type { App, RouteDeps } from './types.js';
  * is over the raw bytes, so this plugin (its own encapsulation context) reads JSON bodies as a
  * Buffer; the signature is checked before the body is parsed or validated.
  */
-export async function billingWebhookRoutes(app: App, { ctx }: RouteDeps) {
+export function billingWebhookRoutes(app: App, { ctx }: RouteDeps): void {
   app.removeContentTypeParser('application/json');
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_req, body, done) => done(null, body));
   app.post('/api/billing/webhook', {
@@ -27,15 +27,18 @@ export async function billingWebhookRoutes(app: App, { ctx }: RouteDeps) {
         ...Object.fromEntries([400, 401, 404, 409, 503].map((s) => [s, { $ref: 'Error#' }])),
       },
     },
-    preValidation: async (req) => {
+    preValidation: (req, _reply, done) => {
       // No body at all (no Content-Type): verified as the empty body it is, then refused as not JSON.
       const raw = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
-      verifyPaymentSignature(ctx, req.headers[SIGNATURE_HEADER.toLowerCase()], raw);
+      verifyPaymentSignature(ctx, req.headers[SIGNATURE_HEADER.toLowerCase()], raw); // throws the refusal, answered as done(err)
+      let body: unknown;
       try {
-        req.body = JSON.parse(raw.toString('utf8'));
+        body = JSON.parse(raw.toString('utf8'));
       } catch {
-        throw invalidField('body', 'is not valid JSON');
+        return done(invalidField('body', 'is not valid JSON'));
       }
+      req.body = body as typeof req.body; // checked against the body schema next: preValidation comes before validation
+      done();
     },
     handler: async (req) => {
       const { amount } = req.body;

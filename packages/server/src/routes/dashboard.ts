@@ -82,7 +82,7 @@ function readBuild(dir: string): { index?: Asset; assets: Map<string, Asset>; ro
   return { index: readAsset(join(dir, 'index.html')), assets, root };
 }
 
-export async function dashboardRoutes(app: App) {
+export function dashboardRoutes(app: App): void {
   const build = readBuild(dashboardDir());
   const security = {
     'content-security-policy': DASHBOARD_CSP,

@@ -3,7 +3,7 @@ import { createDomain, deleteDomain, listDomains, updateDomain } from '../servic
 import { DomainCreate, DomainUpdate, DomainView, IdParams, Success } from '../schemas.js';
 import { ERROR_RESPONSES, SECURITY, type App, type RouteDeps } from './types.js';
 
-export async function domainRoutes(app: App, { ctx }: RouteDeps) {
+export function domainRoutes(app: App, { ctx }: RouteDeps): void {
   const tags = ['Domains'];
   app.get('/api/domains', {
     schema: { tags, security: SECURITY, summary: 'List domains', response: { 200: Type.Array(DomainView), ...ERROR_RESPONSES } },

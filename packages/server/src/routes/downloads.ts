@@ -22,7 +22,7 @@ function newestPackage(dir: string): string | undefined {
   return files[0]?.f;
 }
 
-export async function downloadRoutes(app: App, opts: { dir?: string | undefined }) {
+export function downloadRoutes(app: App, opts: { dir?: string | undefined }): void {
   const options = { config: { public: true }, schema: { hide: true } };
   app.get<{ Params: { file: string } }>('/downloads/:file', options, async (req, reply) => {
     const { dir } = opts;

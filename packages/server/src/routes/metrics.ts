@@ -13,7 +13,7 @@ export interface MetricsRouteDeps {
  * GET /metrics: Prometheus' text format, for `Authorization: Bearer <token>` with the metrics
  * token or the operator token. With neither set it does not exist (404); hidden from OpenAPI.
  */
-export async function metricsRoutes(app: App, { metrics, adminToken, metricsToken }: MetricsRouteDeps) {
+export function metricsRoutes(app: App, { metrics, adminToken, metricsToken }: MetricsRouteDeps): void {
   const tokens = [adminToken, metricsToken].filter((t): t is string => typeof t === 'string' && t.length > 0);
   app.get('/metrics', { config: { public: true }, schema: { hide: true } }, async (req, reply) => {
     if (tokens.length === 0) return reply.code(404).send({ error: 'Not found' });

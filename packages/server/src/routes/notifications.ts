@@ -7,7 +7,7 @@ import { ERROR_RESPONSES, SECURITY, type App, type RouteDeps } from './types.js'
 
 const tags = ['Notifications'];
 
-export async function notificationRoutes(app: App, { ctx, publicUrl }: RouteDeps) {
+export function notificationRoutes(app: App, { ctx, publicUrl }: RouteDeps): void {
   pagedListRoute(app, '/api/notifications', { tags, summary: 'Notifications, newest first, in pages' }, NotificationView, (accountId, query) =>
     listNotifications(ctx, accountId, query),
   );

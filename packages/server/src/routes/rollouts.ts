@@ -54,7 +54,7 @@ export const RolloutView = Type.Object({
   ),
 });
 
-export async function rolloutRoutes(app: App, { ctx }: RouteDeps) {
+export function rolloutRoutes(app: App, { ctx }: RouteDeps): void {
   const tags = ['Rollout'];
   app.get('/api/settings/rollout', {
     schema: { tags, security: SECURITY, summary: 'The rollout mode and bake time, with the canaries counted', response: { 200: RolloutSettingsView, ...ERROR_RESPONSES } },

@@ -5,7 +5,7 @@ import { ERROR_RESPONSES, SECURITY, type App, type RouteDeps } from './types.js'
 
 // Custom rules (docs/rules.md): the rules users write in the expression language. SPEC.md's
 // /api/waf and its rule types are routes/waf.ts.
-export async function customRuleRoutes(app: App, { ctx }: RouteDeps) {
+export function customRuleRoutes(app: App, { ctx }: RouteDeps): void {
   const tags = ['Custom rules'];
   const expressionHelp =
     'A parse error answers 400 naming the column and what was expected there; a regular expression that can backtrack catastrophically is refused; ' +

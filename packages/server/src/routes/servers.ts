@@ -3,7 +3,7 @@ import { createServer, decommissionServer, listServers, regenerateServerToken, u
 import { IdParams, ServerCreate, ServerUpdate, ServerView, ServerWithToken } from '../schemas.js';
 import { ERROR_RESPONSES, SECURITY, type App, type RouteDeps } from './types.js';
 
-export async function serverRoutes(app: App, { ctx }: RouteDeps) {
+export function serverRoutes(app: App, { ctx }: RouteDeps): void {
   const tags = ['Servers'];
   app.get('/api/servers', {
     schema: { tags, security: SECURITY, summary: 'List shield servers with status and revisions', response: { 200: Type.Array(ServerView), ...ERROR_RESPONSES } },

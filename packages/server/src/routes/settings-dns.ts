@@ -30,7 +30,7 @@ export const DnsSettingsView = Type.Object({
   updatedAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
 });
 
-export async function dnsSettingsRoutes(app: App, { ctx }: RouteDeps) {
+export function dnsSettingsRoutes(app: App, { ctx }: RouteDeps): void {
   const tags = ['DNS failover'];
   app.get('/api/settings/dns', {
     schema: { tags, security: SECURITY, summary: 'The DNS provider for DNS failover, without its credentials', response: { 200: DnsSettingsView, ...ERROR_RESPONSES } },

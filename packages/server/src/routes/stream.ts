@@ -185,8 +185,11 @@ const DESCRIPTION =
   'At most 20 open streams per account (429 beyond); a client that does not read is dropped; the stream ends when its API key is deleted or its session ends. ' +
   'Nothing is replayed: load the lists first, then follow the stream.';
 
-export async function streamRoutes(app: App, { streams }: RouteDeps & { streams: LiveStreams }) {
-  app.addHook('preClose', async () => streams.close());
+export function streamRoutes(app: App, { streams }: RouteDeps & { streams: LiveStreams }): void {
+  app.addHook('preClose', (done) => {
+    streams.close();
+    done();
+  });
   app.get('/api/stream', {
     // Reading only: works while the account is frozen.
     schema: {

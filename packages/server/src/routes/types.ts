@@ -3,6 +3,8 @@ import type { FastifyBaseLogger, FastifyInstance, RawReplyDefaultExpression, Raw
 import type { ServiceContext } from '../context.js';
 import type { SignupMode } from '../services/signup.js';
 
+// Route plugins are plain functions, (app, deps): void: Fastify (avvio) counts a plugin without a
+// done parameter that returns no promise as loaded when it returns.
 export type App = FastifyInstance<RawServerDefault, RawRequestDefaultExpression, RawReplyDefaultExpression, FastifyBaseLogger, TypeBoxTypeProvider>;
 
 export interface RouteDeps {

@@ -8,7 +8,7 @@ import { RuleListCache } from '../rule-list-cache.js';
 import { AiBotView, BotKeyRotationView, EventQuery, IdParams, RuleCreate, RuleUpdate, RuleView, WafEvent } from '../schemas.js';
 import { ERROR_RESPONSES, SECURITY, type App, type RouteDeps } from './types.js';
 
-export async function wafRoutes(app: App, { ctx }: RouteDeps) {
+export function wafRoutes(app: App, { ctx }: RouteDeps): void {
   const tags = ['WAF'];
   const cache = new RuleListCache();
   app.get('/api/waf', {
@@ -72,6 +72,6 @@ export async function wafRoutes(app: App, { ctx }: RouteDeps) {
   });
   app.get('/api/waf/ai-bots', {
     schema: { tags, security: SECURITY, summary: 'AI crawler names accepted by block_ai_bot rules', response: { 200: Type.Array(AiBotView), ...ERROR_RESPONSES } },
-    handler: async () => AI_BOTS,
+    handler: () => AI_BOTS,
   });
 }

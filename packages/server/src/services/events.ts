@@ -40,6 +40,7 @@ function detailOk(e: WafEventItem, field: Detail): boolean {
  */
 function storable(v: string | null | undefined): string | null {
   if (v === undefined || v === null) return null;
+  // eslint-disable-next-line no-control-regex -- deliberate: PostgreSQL text cannot hold NUL, so it is replaced
   return v.replace(/\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g, '\ufffd');
 }
 

@@ -189,7 +189,7 @@ export async function updateNotificationSettings(
     };
     await saveNotificationSettings(tx, row);
     const audited = (s: { webhook_url: string | null; webhook_secret_enc: string | null; email: string | null; kinds: unknown } | undefined) =>
-      s && { webhookUrl: s.webhook_url, webhookSecret: s.webhook_secret_enc, email: s.email, kinds: typeof s.kinds === 'string' ? JSON.parse(s.kinds) : s.kinds };
+      s && { webhookUrl: s.webhook_url, webhookSecret: s.webhook_secret_enc, email: s.email, kinds: typeof s.kinds === 'string' ? (JSON.parse(s.kinds) as unknown) : s.kinds };
     await recordAudit(tx, ctx, accountId, actor, {
       objectType: 'notification_settings',
       objectId: null,

@@ -3,7 +3,7 @@ import { histogramP99, LATENCY_BUCKETS_MS, type AnalyticsBatchPayload, type Serv
 import type { ServiceContext } from '../context.js';
 import { isUuid, iso } from '../values.js';
 import type { Database, Tx } from '../db/database.js';
-import type { RolloutServerState, RolloutState } from '../db/schema.js';
+import type { RolloutState } from '../db/schema.js';
 import {
   bakingCanaryRow,
   canariesNotReportedSince,

@@ -1,0 +1,29 @@
+// ESLint over every package's source (eslint.config.mjs, the same globs as `npm run lint`) reports
+// nothing. Type-checked rules: the dashboard sees @rampart/protocol through its build (dist), so
+// the suite's `npm run build` comes first.
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { test } from 'node:test';
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const ESLINT = `${ROOT}node_modules/.bin/eslint`;
+const TIMEOUT_MS = 5 * 60_000;
+
+function run(cmd: string, args: string[]): Promise<{ code: number | null; output: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(cmd, args, { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], timeout: TIMEOUT_MS });
+    let output = '';
+    child.stdout.on('data', (d: Buffer) => (output += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (output += d.toString()));
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code, output }));
+  });
+}
+
+test('eslint reports no problem in packages/*/src', { timeout: TIMEOUT_MS + 30_000 }, async () => {
+  assert.ok(existsSync(`${ROOT}packages/protocol/dist/index.d.ts`), 'packages/protocol is not built: run npm run build first (the dashboard is type-checked against its dist)');
+  const { code, output } = await run(ESLINT, ['packages/*/src/**/*.{ts,tsx}']);
+  assert.equal(code, 0, `eslint exited with ${code}:\n${output}`);
+});
