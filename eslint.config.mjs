@@ -17,10 +17,7 @@ export default tseslint.config(
     rules: {
       // The usual convention: a name starting with _ is unused on purpose (a parameter a signature
       // requires, an element skipped), and `const { a: _a, ...rest } = o` leaves a field out.
-      '@typescript-eslint/no-unused-vars': [
-        'error',
-        { argsIgnorePattern: '^_', varsIgnorePattern: '^_', destructuredArrayIgnorePattern: '^_', ignoreRestSiblings: true },
-      ],
+      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_', destructuredArrayIgnorePattern: '^_', ignoreRestSiblings: true }],
     },
   },
   { files: ['packages/dashboard/src/**/*.{ts,tsx}'], languageOptions: { globals: globals.browser } },

@@ -17,7 +17,6 @@ const RUNS = Number(process.env.BENCH_RUNS ?? 31);
 const AIM = 2;
 const ADMIN = 'bench-admin-token';
 
-
 const url = await freshPostgresSchema('bench_analytics');
 if (!url) throw new Error(`bench:analytics needs PostgreSQL at ${PG_URL} (RAMPART_TEST_DATABASE_URL)`);
 const schema = new URL(url).searchParams.get('options')!.replace('-c search_path=', '');
@@ -66,7 +65,11 @@ try {
            now() - make_interval(secs => i * 120), now(), 'GET', '/p/' || (i % 300), true, 1 + i % 4
     from generate_series(1, 5000) as i`.execute(db);
   await sql`analyze`.execute(db);
-  const counts = await sql<{ m: string; h: string; e: string }>`select (select count(*) from analytics_minute) as m, (select count(*) from analytics_hour) as h, (select count(*) from waf_events) as e`.execute(db);
+  const counts = await sql<{
+    m: string;
+    h: string;
+    e: string;
+  }>`select (select count(*) from analytics_minute) as m, (select count(*) from analytics_hour) as h, (select count(*) from waf_events) as e`.execute(db);
   console.log(`analytics: seeded ${counts.rows[0]!.m} minutes, ${counts.rows[0]!.h} hours, ${counts.rows[0]!.e} events in ${((performance.now() - t0) / 1000).toFixed(2)} s`);
 
   const now = Date.now();
@@ -75,7 +78,9 @@ try {
   const check = await app.inject({ method: 'GET', url: path, headers });
   if (check.statusCode !== 200) throw new Error(`GET ${path}: ${check.statusCode} ${check.body}`);
   const body = check.json() as { series: { requests: number }[]; top: { ips: unknown[] } };
-  console.log(`analytics: the answer has ${body.series.length} points, ${body.series.filter((p) => p.requests > 0).length} with traffic, ${body.top.ips.length} top addresses, ${check.body.length} bytes`);
+  console.log(
+    `analytics: the answer has ${body.series.length} points, ${body.series.filter((p) => p.requests > 0).length} with traffic, ${body.top.ips.length} top addresses, ${check.body.length} bytes`,
+  );
 
   const bare = () =>
     sql`select hour, requests, s1xx, s2xx, s3xx, s4xx, s5xx, s_other, bytes_in, bytes_out, blocked from analytics_hour

@@ -31,15 +31,31 @@ async function roundRobin(ports: number[]): Promise<{ url: string; stop(): Promi
   writeFileSync(
     cfg,
     [
-      'defaults', '    mode http', '    timeout connect 5s', '    timeout client 60s', '    timeout server 60s', '    option http-keep-alive',
-      'frontend in', `    bind 127.0.0.1:${port}`, '    default_backend processes',
-      'backend processes', '    balance roundrobin', ...ports.map((p, i) => `    server p${i} 127.0.0.1:${p}`), '',
+      'defaults',
+      '    mode http',
+      '    timeout connect 5s',
+      '    timeout client 60s',
+      '    timeout server 60s',
+      '    option http-keep-alive',
+      'frontend in',
+      `    bind 127.0.0.1:${port}`,
+      '    default_backend processes',
+      'backend processes',
+      '    balance roundrobin',
+      ...ports.map((p, i) => `    server p${i} 127.0.0.1:${p}`),
+      '',
     ].join('\n'),
   );
   const proc = startProcess('haproxy', ['-f', cfg, '-db']);
   const url = `http://127.0.0.1:${port}`;
   await waitFor(async () => (await fetch(`${url}/`).catch(() => undefined)) !== undefined, 'the round-robin HAProxy');
-  return { url, stop: async () => { await proc.stop(); rmSync(dir, { recursive: true, force: true }); } };
+  return {
+    url,
+    stop: async () => {
+      await proc.stop();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
 }
 
 async function seed(url: string) {
@@ -68,8 +84,14 @@ writeFileSync(
   fixedBody,
   JSON.stringify(
     Array.from({ length: 1000 }, (_, i) => ({
-      id: randomUUID(), rule_type: 'block_ip', value: `10.${(i >> 8) & 255}.${i & 255}.0/24`, domain_id: null,
-      enabled: true, priority: i % 200, created_at: new Date().toISOString(), updated_at: new Date().toISOString(),
+      id: randomUUID(),
+      rule_type: 'block_ip',
+      value: `10.${(i >> 8) & 255}.${i & 255}.0/24`,
+      domain_id: null,
+      enabled: true,
+      priority: i % 200,
+      created_at: new Date().toISOString(),
+      updated_at: new Date().toISOString(),
     })),
   ),
 );

@@ -61,10 +61,15 @@ async function startOrigin(): Promise<number> {
   mkdirSync(dir);
   writeFileSync(join(dir, 'haproxy.cfg'), bareOriginConfig(port));
   const proc = launch(join(dir, 'haproxy.cfg'));
-  await waitFor(async () => {
-    if (proc.child.exitCode !== null) throw new Error(`origin exited: ${proc.output()}`);
-    return (await viaProxy(port, HOST, '/')).status === 200;
-  }, 'the origin to answer', 15_000, 50);
+  await waitFor(
+    async () => {
+      if (proc.child.exitCode !== null) throw new Error(`origin exited: ${proc.output()}`);
+      return (await viaProxy(port, HOST, '/')).status === 200;
+    },
+    'the origin to answer',
+    15_000,
+    50,
+  );
   return port;
 }
 
@@ -79,10 +84,15 @@ async function startRampart(name: string, originPort: number, botValue: string |
   mkdirSync(join(tmp, `${name}-run`));
   for (const [file, content] of Object.entries(files)) writeFileSync(join(configDir, file), content);
   const proc = launch(join(configDir, 'haproxy.cfg'));
-  await waitFor(async () => {
-    if (proc.child.exitCode !== null) throw new Error(`${name} exited: ${proc.output()}`);
-    return (await viaProxy(port, HOST, '/', { 'user-agent': UA })).status === 200;
-  }, `${name} to answer`, 15_000, 50);
+  await waitFor(
+    async () => {
+      if (proc.child.exitCode !== null) throw new Error(`${name} exited: ${proc.output()}`);
+      return (await viaProxy(port, HOST, '/', { 'user-agent': UA })).status === 200;
+    },
+    `${name} to answer`,
+    15_000,
+    50,
+  );
   return port;
 }
 
@@ -126,7 +136,14 @@ async function main(): Promise<void> {
   for (const secure of [true, false]) {
     for (const [d, port] of byDifficulty) {
       const origin = `http://${HOST}:${port}`;
-      const args = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', `--host-resolver-rules=MAP ${HOST} 127.0.0.1`, ...(secure ? [`--unsafely-treat-insecure-origin-as-secure=${origin}`] : [])];
+      const args = [
+        '--headless',
+        '--no-sandbox',
+        '--disable-gpu',
+        '--disable-background-networking',
+        `--host-resolver-rules=MAP ${HOST} 127.0.0.1`,
+        ...(secure ? [`--unsafely-treat-insecure-origin-as-secure=${origin}`] : []),
+      ];
       browser = await chromium.launch({ executablePath: CHROMIUM, args });
       const times: number[] = [];
       const hashes: number[] = [];
@@ -156,7 +173,9 @@ async function main(): Promise<void> {
       times.push(performance.now() - t0);
     }
     const rate = total / (times.reduce((a, b) => a + b, 0) / 1000);
-    console.log(`   ${String(d).padStart(2)} bits: median ${quantile(times, 0.5).toFixed(1)} ms, p95 ${quantile(times, 0.95).toFixed(1)} ms (~${Math.round(rate / 1000)}k hashes/s, ${Math.round(total / times.length)} hashes a pass on average)`);
+    console.log(
+      `   ${String(d).padStart(2)} bits: median ${quantile(times, 0.5).toFixed(1)} ms, p95 ${quantile(times, 0.95).toFixed(1)} ms (~${Math.round(rate / 1000)}k hashes/s, ${Math.round(total / times.length)} hashes a pass on average)`,
+    );
   }
 
   console.log(`\n3. Requests per second with a valid pass cookie (wrk, ${CONNECTIONS} connections, ${DURATION} s, after a 1 s warm-up)`);

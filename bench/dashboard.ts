@@ -23,13 +23,21 @@ const serve = await startServe({ port: await freePort(), databaseUrl: url, admin
 const browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'] });
 try {
   // An account, signed in (its session cookie), with one domain and a day of minute rollups.
-  const reg = await fetch(`${serve.url}/api/auth/register`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email: 'bench@example.com', password: 'bench-password-1234' }) });
+  const reg = await fetch(`${serve.url}/api/auth/register`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ email: 'bench@example.com', password: 'bench-password-1234' }),
+  });
   if (reg.status !== 201) throw new Error(`register: ${reg.status} ${await reg.text()}`);
   const session = /rampart_session=([^;]+)/.exec(reg.headers.get('set-cookie') ?? '')?.[1];
   if (!session) throw new Error('no session cookie');
   const { accountId } = (await reg.json()) as { accountId: string };
   const cookie = `rampart_session=${session}`;
-  const dom = await fetch(`${serve.url}/api/domains`, { method: 'POST', headers: { 'content-type': 'application/json', cookie }, body: JSON.stringify({ domain: 'bench.example.com', origins: [{ ip: '10.0.0.1', port: 80 }], sslEnabled: false }) });
+  const dom = await fetch(`${serve.url}/api/domains`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', cookie },
+    body: JSON.stringify({ domain: 'bench.example.com', origins: [{ ip: '10.0.0.1', port: 80 }], sslEnabled: false }),
+  });
   if (dom.status !== 201) throw new Error(`domain: ${dom.status} ${await dom.text()}`);
   const { id: domainId } = (await dom.json()) as { id: string };
   const client = new pg.Client({ connectionString: url });

@@ -117,7 +117,11 @@ function prepare(raw: Buffer): Omit<Case, 'id' | 'kind' | 'part'> {
   const head = (end < 0 ? raw : raw.subarray(0, end)).toString('latin1');
   const body = end < 0 ? Buffer.alloc(0) : raw.subarray(end + 4);
   const [firstLine = '', ...headers] = head.split('\r\n');
-  const name = (h: string) => h.slice(0, Math.max(0, h.indexOf(':'))).trim().toLowerCase();
+  const name = (h: string) =>
+    h
+      .slice(0, Math.max(0, h.indexOf(':')))
+      .trim()
+      .toLowerCase();
   const value = (h: string) => h.slice(h.indexOf(':') + 1).trim();
   const chunked = headers.some((h) => name(h) === 'transfer-encoding' && /chunked/i.test(value(h)));
   const out = [firstLine];
@@ -259,8 +263,7 @@ function send(port: number, c: Case, localAddress: string): Promise<Outcome> {
       sock.destroy();
       const ms = performance.now() - t0;
       const r = parseResponse(Buffer.concat(chunks), c.method);
-      const fromOrigin =
-        !!r && r.status === 200 && r.headers.get(MARKER_HEADER) === MARKER && (c.method === 'HEAD' || r.body.includes(MARKER));
+      const fromOrigin = !!r && r.status === 200 && r.headers.get(MARKER_HEADER) === MARKER && (c.method === 'HEAD' || r.body.includes(MARKER));
       const error = r?.complete ? undefined : (why ?? socketError ?? 'closed');
       done({ status: r?.status ?? 0, blocked: !fromOrigin, ms, ...(error ? { error } : {}) });
     };
@@ -338,11 +341,16 @@ events.on('message', (m) => {
 });
 
 const ready = (proc: Proc, port: number, what: string) =>
-  waitFor(async () => {
-    if (proc.child.exitCode !== null) throw new Error(`${what} exited: ${proc.output()}`);
-    const r = await viaProxy(port, HOST, '/');
-    return r.status === 200 && r.text === MARKER;
-  }, `${what} to answer`, 15_000, 50);
+  waitFor(
+    async () => {
+      if (proc.child.exitCode !== null) throw new Error(`${what} exited: ${proc.output()}`);
+      const r = await viaProxy(port, HOST, '/');
+      return r.status === 200 && r.text === MARKER;
+    },
+    `${what} to answer`,
+    15_000,
+    50,
+  );
 
 /** Rampart's rendered configuration: one domain, level high, mode block, no rules. */
 async function startRampart(originPort: number, eventsPort: number): Promise<{ port: number; proc: Proc }> {
@@ -475,7 +483,13 @@ type Scope = (typeof SCOPES)[number];
 const inScope = (c: Case, scope: Scope) => scope === 'whole' || c.part === scope;
 const scopeCount = (scope: Scope, kind: Case['kind']) => cases.filter((c) => c.kind === kind && inScope(c, scope)).length;
 
-interface Summary { blockedAttacks: number; blockedBenign: number; accuracy: number; p50: number; p99: number }
+interface Summary {
+  blockedAttacks: number;
+  blockedBenign: number;
+  accuracy: number;
+  p50: number;
+  p99: number;
+}
 const summaries = new Map<string, Summary>();
 /** Blocked attacks and blocked benign requests of each target in each scope. */
 const byScope = new Map<string, Record<Scope, { attacks: number; benign: number }>>();
@@ -502,9 +516,7 @@ for (const [name, out] of results) {
 }
 
 const chunked = cases.filter((c) => c.chunked);
-console.log(
-  `\nbench:detection — ${cases.length.toLocaleString('en')} requests (${attacks} attacks, ${benign.toLocaleString('en')} benign) from ${CORPUS}`,
-);
+console.log(`\nbench:detection — ${cases.length.toLocaleString('en')} requests (${attacks} attacks, ${benign.toLocaleString('en')} benign) from ${CORPUS}`);
 console.log(
   `each on its own connection (Host ${HOST}, Connection: close, Content-Length recomputed${chunked.length ? `; ${chunked.length} chunked, sent as they are` : ''}), ` +
     `${CONCURRENCY} at a time, ${TIMEOUT_MS / 1000} s timeout. Blocked: any answer but a 200 from the origin.`,
@@ -540,9 +552,18 @@ for (const sc of SCOPES) {
     rsc && fpAim !== undefined ? `<= ${(fpAim * 100).toFixed(2)}%, <= ${allowed} of ${nb.toLocaleString('en')} (Rampart: ${met(rsc.benign <= allowed, nb > 0)})` : '',
   );
 }
-row('accuracy', sm.map((s) => pct(s.accuracy, 1)));
-row('latency p50', sm.map((s) => `${s.p50.toFixed(2)} ms`));
-row('latency p99', sm.map((s) => `${s.p99.toFixed(2)} ms`));
+row(
+  'accuracy',
+  sm.map((s) => pct(s.accuracy, 1)),
+);
+row(
+  'latency p50',
+  sm.map((s) => `${s.p50.toFixed(2)} ms`),
+);
+row(
+  'latency p99',
+  sm.map((s) => `${s.p99.toFixed(2)} ms`),
+);
 
 // Answers by status, per target and kind (0: no status line).
 console.log('');
@@ -555,13 +576,16 @@ for (const name of names) {
       const key = o.error ? `${o.status || 'none'}/${o.error}` : String(o.status) + (o.status === 200 && o.blocked ? '(not origin)' : '');
       byStatus.set(key, (byStatus.get(key) ?? 0) + 1);
     });
-    const list = [...byStatus].sort((a, b) => b[1] - a[1]).map(([k, n]) => `${k} x${n}`).join(', ');
+    const list = [...byStatus]
+      .sort((a, b) => b[1] - a[1])
+      .map(([k, n]) => `${k} x${n}`)
+      .join(', ');
     console.log(`answers, ${name}, ${kind}: ${list}`);
   }
 }
 
 // Attacks per class.
-console.log('\nattacks by class (a heuristic on the decoded request, not the WAF\'s reason)');
+console.log("\nattacks by class (a heuristic on the decoded request, not the WAF's reason)");
 console.log('class'.padEnd(12) + 'attacks'.padStart(9) + names.map((n) => (n === RAMPART ? 'Rampart' : 'ModSecurity').padStart(14)).join(''));
 for (const cls of CLASS_ORDER) {
   const idx = classes.map((c, i) => (c === cls ? i : -1)).filter((i) => i >= 0);
@@ -583,7 +607,14 @@ if (mOut) {
     const key = `${cases[i]!.kind}:${modsecRuleByIp.get(sourceOf(i)) ?? (o.error ? o.error : `status ${o.status}, not logged`)}`;
     rules.set(key, (rules.get(key) ?? 0) + 1);
   });
-  console.log(`\nModSecurity's blocks by denying rule: ${[...rules].sort((x, y) => y[1] - x[1]).map(([k, n]) => `${k} x${n}`).join(', ') || 'none'}`);
+  console.log(
+    `\nModSecurity's blocks by denying rule: ${
+      [...rules]
+        .sort((x, y) => y[1] - x[1])
+        .map(([k, n]) => `${k} x${n}`)
+        .join(', ') || 'none'
+    }`,
+  );
 }
 
 const rOut = results.get(RAMPART);
@@ -595,7 +626,14 @@ if (rOut) {
     const key = `${cases[i]!.kind}:${event(i)?.reason ?? (o.status === 403 ? 'no event' : `status ${o.status || o.error}`)}`;
     reasons.set(key, (reasons.get(key) ?? 0) + 1);
   });
-  console.log(`${mOut ? '' : '\n'}Rampart's blocks by its event's reason: ${[...reasons].sort((a, b) => b[1] - a[1]).map(([k, n]) => `${k} x${n}`).join(', ') || 'none'}`);
+  console.log(
+    `${mOut ? '' : '\n'}Rampart's blocks by its event's reason: ${
+      [...reasons]
+        .sort((a, b) => b[1] - a[1])
+        .map(([k, n]) => `${k} x${n}`)
+        .join(', ') || 'none'
+    }`,
+  );
 
   const missed = cases.map((c, i) => i).filter((i) => cases[i]!.kind === 'attack' && !rOut[i]!.blocked);
   console.log(`\nattacks Rampart let through: ${missed.length}${missed.length > 20 ? ' (first 20)' : ''}`);
@@ -606,11 +644,18 @@ if (rOut) {
   for (const i of fps) {
     const o = rOut[i]!;
     const e = event(i);
-    const why = e ? `${e.reason}${e.location ? ` in ${e.location}` : ''}${e.matched ? `: ${clip(printable(e.matched), 80)}` : ''}` : o.error ? `no answer (${o.error})` : `status ${o.status}, no WAF event`;
+    const why = e
+      ? `${e.reason}${e.location ? ` in ${e.location}` : ''}${e.matched ? `: ${clip(printable(e.matched), 80)}` : ''}`
+      : o.error
+        ? `no answer (${o.error})`
+        : `status ${o.status}, no WAF event`;
     console.log(`  ${cases[i]!.id}  ${cases[i]!.part}  ${o.status || '-'}  ${clip(printable(cases[i]!.firstLine))}\n      ${why}`);
   }
 
-  const slowest = rOut.map((o, i) => i).sort((a, b) => rOut[b]!.ms - rOut[a]!.ms).slice(0, 5);
+  const slowest = rOut
+    .map((o, i) => i)
+    .sort((a, b) => rOut[b]!.ms - rOut[a]!.ms)
+    .slice(0, 5);
   console.log('\nslowest through Rampart:');
   for (const i of slowest) {
     const c = cases[i]!;
@@ -620,11 +665,21 @@ if (rOut) {
 
 // Anything that points at the harness or the transport rather than a WAF decision.
 const odd: string[] = [];
-if (chunked.length) odd.push(`${chunked.length} chunked requests sent with their own framing: ${chunked.slice(0, 10).map((c) => c.id).join(', ')}`);
+if (chunked.length)
+  odd.push(
+    `${chunked.length} chunked requests sent with their own framing: ${chunked
+      .slice(0, 10)
+      .map((c) => c.id)
+      .join(', ')}`,
+  );
 for (const name of names) {
   const out = results.get(name)!;
   const by = (pred: (o: Outcome, i: number) => boolean) => out.map((o, i) => (pred(o, i) ? i : -1)).filter((i) => i >= 0);
-  const list = (idx: number[]) => idx.slice(0, 10).map((i) => `${cases[i]!.id} (${cases[i]!.kind})`).join(', ') + (idx.length > 10 ? ', ...' : '');
+  const list = (idx: number[]) =>
+    idx
+      .slice(0, 10)
+      .map((i) => `${cases[i]!.id} (${cases[i]!.kind})`)
+      .join(', ') + (idx.length > 10 ? ', ...' : '');
   // A 400 is the server's own refusal of a malformed request, unless ModSecurity logged it (rule
   // 200002, an unparseable body, answers 400 too).
   const malformed = by((o, i) => o.status === 400 && !(name === MODSEC && modsecRuleByIp.has(sourceOf(i))));

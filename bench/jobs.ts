@@ -45,7 +45,6 @@ async function withFreshDatabase<T>(prefix: string, fn: (database: OpenDatabase)
   }
 }
 
-
 async function chargeSection(): Promise<boolean> {
   return withFreshDatabase('bench_jobs_charge', async ({ db }) => {
     // Accounts as `POST /admin/accounts` leaves them (an opening balance is an adjustment row),
@@ -169,7 +168,9 @@ async function healthSection(): Promise<boolean> {
       const t3 = performance.now();
       await runHealthCycle(ctx, new Date(), { ...options, probe: async () => ({ ok: true as const }) });
       const dbSide = performance.now() - t3;
-      console.log(`health: bare select of the same rows ${bare.toFixed(1)} ms; cycle / bare = ${(cycle / bare).toFixed(0)}x; with instant probes (the queries, verdicts, notifications, DNS step) ${seconds(dbSide)} s`);
+      console.log(
+        `health: bare select of the same rows ${bare.toFixed(1)} ms; cycle / bare = ${(cycle / bare).toFixed(0)}x; with instant probes (the queries, verdicts, notifications, DNS step) ${seconds(dbSide)} s`,
+      );
       const expectedDown = Math.floor(SERVERS / 100);
       const correct = check.down === expectedDown && check.notes === expectedDown && check.healthy === SERVERS - expectedDown && second.down.length === 0 && first.dns.domains === 100;
       if (!correct) console.log(`health: WRONG: ${JSON.stringify({ ...check, expectedDown, secondDown: second.down.length, domains: first.dns.domains })}`);

@@ -164,7 +164,14 @@ async function twoProcesses() {
   const connects: number[] = [];
   const agents = tokens.map(
     (token, i) =>
-      new SimAgent(wsUrl(i), token, (_a, rules) => { if (rules > 0) withRule++; }, () => connects.push(performance.now())),
+      new SimAgent(
+        wsUrl(i),
+        token,
+        (_a, rules) => {
+          if (rules > 0) withRule++;
+        },
+        () => connects.push(performance.now()),
+      ),
   );
   try {
     for (let i = 0; i < agents.length; i += 100) {
@@ -206,7 +213,10 @@ function renderTime() {
     domains: Array.from({ length: DOMAINS }, (_, i) => ({
       id: `00000000-0000-4000-8000-${i.toString(16).padStart(12, '0')}`,
       domain: `site-${i}.example.com`,
-      origins: [{ ip: `10.${(i >> 8) & 255}.${i & 255}.1`, port: 8080 }, { ip: `10.${(i >> 8) & 255}.${i & 255}.2`, port: 8080 }],
+      origins: [
+        { ip: `10.${(i >> 8) & 255}.${i & 255}.1`, port: 8080 },
+        { ip: `10.${(i >> 8) & 255}.${i & 255}.2`, port: 8080 },
+      ],
       sslEnabled: true,
       wafEnabled: true,
       wafLevel: 'medium' as const,
@@ -230,8 +240,7 @@ const w = await writeToTraffic();
 const f = await fanOut();
 const two = await twoProcesses();
 const r = renderTime();
-const line = (name: string, value: string, aim: string, ok: boolean) =>
-  console.log(`${name.padEnd(52)}${value.padStart(14)}   aim ${aim.padEnd(10)} ${ok ? 'met' : 'MISSED'}`);
+const line = (name: string, value: string, aim: string, ok: boolean) => console.log(`${name.padEnd(52)}${value.padStart(14)}   aim ${aim.padEnd(10)} ${ok ? 'met' : 'MISSED'}`);
 console.log(`\nbench:push — ${CHANGES} changes, ${AGENTS} simulated agents, ${DOMAINS} domains\n`);
 line('API write -> new config serving, p50', `${w.p50.toFixed(0)} ms`, '< 300 ms', w.p50 < 300);
 line('API write -> new config serving, p95', `${w.p95.toFixed(0)} ms`, '< 1000 ms', w.p95 < 1000);

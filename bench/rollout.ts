@@ -80,9 +80,21 @@ try {
   const added = p50(staged.map((r) => r.fleet)) - p50(everyServer(immediate));
   console.log(`Change propagation, ${ROUNDS} rounds each, 2 shield servers (PGlite control plane, ${new Date().toISOString()}):`);
   console.log(row('immediate: every server', everyServer(immediate)));
-  console.log(row('staged: the canary', staged.map((r) => r.canary)));
-  console.log(row(`staged: the fleet (bake ${BAKE} s)`, staged.map((r) => r.fleet)));
-  console.log(`  staged added ${Math.round(added)} ms to the fleet's p50 (the bake: ${BAKE * 1000} ms; beyond it: ${Math.round(added - BAKE * 1000)} ms)  [target: no more than the bake: ${added <= BAKE * 1000 ? 'ok' : 'MISSED'}]`);
+  console.log(
+    row(
+      'staged: the canary',
+      staged.map((r) => r.canary),
+    ),
+  );
+  console.log(
+    row(
+      `staged: the fleet (bake ${BAKE} s)`,
+      staged.map((r) => r.fleet),
+    ),
+  );
+  console.log(
+    `  staged added ${Math.round(added)} ms to the fleet's p50 (the bake: ${BAKE * 1000} ms; beyond it: ${Math.round(added - BAKE * 1000)} ms)  [target: no more than the bake: ${added <= BAKE * 1000 ? 'ok' : 'MISSED'}]`,
+  );
   console.log(`  rollouts: ${rollouts.filter((r) => r.state === 'applied').length} applied of ${rollouts.length}`);
 } finally {
   for (const a of agents) {

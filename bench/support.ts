@@ -36,8 +36,7 @@ export function benchProcesses(tmp: string, onInterrupt: () => void = () => {}) 
   }
 
   return {
-    add: (p: Proc, stopSignal: NodeJS.Signals = 'SIGTERM', interruptSignal: NodeJS.Signals = 'SIGKILL') =>
-      void procs.set(p, { stop: stopSignal, interrupt: interruptSignal }),
+    add: (p: Proc, stopSignal: NodeJS.Signals = 'SIGTERM', interruptSignal: NodeJS.Signals = 'SIGKILL') => void procs.set(p, { stop: stopSignal, interrupt: interruptSignal }),
     stop,
     stopAll: () => Promise.all([...procs.keys()].map(stop)).then(() => undefined),
   };
@@ -85,8 +84,7 @@ const CRS_ETC = '/etc/modsecurity/crs';
 const CRS_RULES = '/usr/share/modsecurity-crs/rules';
 
 export const modsecNginxInstalled = () =>
-  [NGINX_MODULES + '/ngx_http_modsecurity_module.so', MODSECURITY_RECOMMENDED, `${CRS_ETC}/crs-setup.conf`, CRS_RULES].every((f) => existsSync(f)) &&
-  (NGINX.includes('/') ? existsSync(NGINX) : true);
+  [NGINX_MODULES + '/ngx_http_modsecurity_module.so', MODSECURITY_RECOMMENDED, `${CRS_ETC}/crs-setup.conf`, CRS_RULES].every((f) => existsSync(f)) && (NGINX.includes('/') ? existsSync(NGINX) : true);
 
 /**
  * What a user would run as a WAF instead of Rampart, for bench:waf and bench:detection: nginx +
@@ -234,7 +232,10 @@ const wrkMs = (s: string) => {
  */
 export function runWrk(o: { port: number; path: string; seconds: number; connections: number; headers: Record<string, string>; requests?: string }): Promise<WrkResult> {
   const args = [
-    '-t1', `-c${o.connections}`, `-d${o.seconds}s`, '--latency',
+    '-t1',
+    `-c${o.connections}`,
+    `-d${o.seconds}s`,
+    '--latency',
     ...(o.requests ? ['-s', replayScript(dirname(o.requests))] : Object.entries(o.headers).flatMap(([k, v]) => ['-H', `${k}: ${v}`])),
     `http://127.0.0.1:${o.port}${o.path}`,
     ...(o.requests ? ['--', o.requests] : []),

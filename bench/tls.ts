@@ -64,15 +64,34 @@ const haproxies = benchProcesses(tmp, () => agentProxy?.pid && process.kill(agen
 // Certificates and HTTPS requests
 // ------------------------------------------------------------------------------------------------
 
-interface MadeCertificate { chain: string; key: string; fingerprint: string }
+interface MadeCertificate {
+  chain: string;
+  key: string;
+  fingerprint: string;
+}
 
 /** A self-signed ECDSA P-256 certificate for `domain`, made by the openssl CLI. */
 async function makeCertificate(domain: string): Promise<MadeCertificate> {
   const base = join(tmp, 'gen', domain);
   mkdirSync(join(tmp, 'gen'), { recursive: true });
   await run('openssl', [
-    'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-days', '2',
-    '-subj', `/CN=${domain}`, '-addext', `subjectAltName=DNS:${domain}`, '-keyout', `${base}.key`, '-out', `${base}.crt`,
+    'req',
+    '-x509',
+    '-newkey',
+    'ec',
+    '-pkeyopt',
+    'ec_paramgen_curve:P-256',
+    '-nodes',
+    '-days',
+    '2',
+    '-subj',
+    `/CN=${domain}`,
+    '-addext',
+    `subjectAltName=DNS:${domain}`,
+    '-keyout',
+    `${base}.key`,
+    '-out',
+    `${base}.crt`,
   ]);
   const chain = readFileSync(`${base}.crt`, 'utf8');
   return { chain, key: readFileSync(`${base}.key`, 'utf8'), fingerprint: new X509Certificate(chain).fingerprint256 };
@@ -81,17 +100,14 @@ async function makeCertificate(domain: string): Promise<MadeCertificate> {
 /** One GET on a new TLS connection to 127.0.0.1 with SNI and Host `domain`; says which certificate was served. */
 function httpsGet(port: number, domain: string): Promise<{ status: number; text: string; fingerprint: string }> {
   return new Promise((resolve, reject) => {
-    const req = request(
-      { host: '127.0.0.1', port, servername: domain, headers: { host: domain, 'user-agent': UA }, agent: false, rejectUnauthorized: false },
-      (res) => {
-        const fingerprint = (res.socket as TLSSocket).getPeerCertificate().fingerprint256;
-        let text = '';
-        res.setEncoding('utf8');
-        res.on('data', (d) => (text += d));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, text, fingerprint }));
-        res.on('error', reject);
-      },
-    );
+    const req = request({ host: '127.0.0.1', port, servername: domain, headers: { host: domain, 'user-agent': UA }, agent: false, rejectUnauthorized: false }, (res) => {
+      const fingerprint = (res.socket as TLSSocket).getPeerCertificate().fingerprint256;
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (d) => (text += d));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, text, fingerprint }));
+      res.on('error', reject);
+    });
     req.setTimeout(5000, () => req.destroy(new Error('request timed out')));
     req.on('error', reject);
     req.end();
@@ -107,7 +123,12 @@ const servesOk = async (port: number, domain: string, fingerprint: string) => {
 // HAProxy instances
 // ------------------------------------------------------------------------------------------------
 
-interface Side { name: string; port: number; proc: Proc; statsSocket: string }
+interface Side {
+  name: string;
+  port: number;
+  proc: Proc;
+  statsSocket: string;
+}
 
 function launch(name: string, cfg: string): { proc: Proc; dir: string } {
   const dir = join(tmp, name);
@@ -141,11 +162,15 @@ async function startOrigin(certFile: string): Promise<{ port: number; probePort:
       ],
     }),
   );
-  await waitFor(async () => {
-    exited(proc, 'origin HAProxy');
-    const r = await viaProxy(port, HOST);
-    return r.status === 200 && r.text === 'ok';
-  }, 'origin HAProxy to answer', 15_000);
+  await waitFor(
+    async () => {
+      exited(proc, 'origin HAProxy');
+      const r = await viaProxy(port, HOST);
+      return r.status === 200 && r.text === 'ok';
+    },
+    'origin HAProxy to answer',
+    15_000,
+  );
   return { port, probePort };
 }
 
@@ -157,12 +182,15 @@ async function startOrigin(certFile: string): Promise<{ port: number; probePort:
 async function startPlain(certFile: string, originPort: number): Promise<Side> {
   const port = await freePort();
   const dir = join(tmp, 'plain');
-  const { proc } = launch('plain', plainHaproxyConfig({
-    host: HOST,
-    originPort,
-    bind: `127.0.0.1:${port} ssl crt ${certFile} alpn ${ALPN}`,
-    global: [`    stats socket ${dir}/admin.sock mode 600 level admin`, ...TLS_GLOBAL, NO_RESUMPTION],
-  }));
+  const { proc } = launch(
+    'plain',
+    plainHaproxyConfig({
+      host: HOST,
+      originPort,
+      bind: `127.0.0.1:${port} ssl crt ${certFile} alpn ${ALPN}`,
+      global: [`    stats socket ${dir}/admin.sock mode 600 level admin`, ...TLS_GLOBAL, NO_RESUMPTION],
+    }),
+  );
   return ready({ name: 'plain HAProxy', port, proc, statsSocket: join(dir, 'admin.sock') });
 }
 
@@ -175,7 +203,16 @@ function snapshot(domains: string[], originPort: number, wafEnabled = true): Ser
     revision: 1,
     domains: domains.map((domain) => {
       if (!DOMAIN_IDS.has(domain)) DOMAIN_IDS.set(domain, randomUUID());
-      return { id: DOMAIN_IDS.get(domain)!, domain, origins: [{ ip: '127.0.0.1', port: originPort }], sslEnabled: true, wafEnabled, wafLevel: 'medium' as const, wafMode: 'block' as const, serverAddresses: ['127.0.0.1'] };
+      return {
+        id: DOMAIN_IDS.get(domain)!,
+        domain,
+        origins: [{ ip: '127.0.0.1', port: originPort }],
+        sslEnabled: true,
+        wafEnabled,
+        wafLevel: 'medium' as const,
+        wafMode: 'block' as const,
+        serverAddresses: ['127.0.0.1'],
+      };
     }),
     rules: [],
   };
@@ -202,11 +239,15 @@ async function startRampart(cert: ServedCertificate, originPort: number, wafEnab
 }
 
 async function ready(side: Side): Promise<Side> {
-  await waitFor(async () => {
-    exited(side.proc, side.name);
-    const r = await httpsGet(side.port, HOST);
-    return r.status === 200 && r.text === 'ok';
-  }, `${side.name} to answer over HTTPS`, 15_000);
+  await waitFor(
+    async () => {
+      exited(side.proc, side.name);
+      const r = await httpsGet(side.port, HOST);
+      return r.status === 200 && r.text === 'ok';
+    },
+    `${side.name} to answer over HTTPS`,
+    15_000,
+  );
   return side;
 }
 
@@ -244,14 +285,27 @@ const cpuMs = (pid: number) => {
 const WRK_SCRIPT = join(tmp, 'loopback.lua');
 writeFileSync(WRK_SCRIPT, 'function wrk.resolve(host, service) wrk.addrs = wrk.lookup("127.0.0.1", service) end\n');
 
-interface WrkResult { rps: number; p99: number; requests: number; errors: number }
+interface WrkResult {
+  rps: number;
+  p99: number;
+  requests: number;
+  errors: number;
+}
 
 const UNIT_MS: Record<string, number> = { us: 0.001, ms: 1, s: 1000, m: 60_000 };
 
 async function runWrk(port: number, seconds: number, newConnections: boolean, connections = CONNECTIONS): Promise<WrkResult> {
   const args = [
-    `-t${THREADS}`, `-c${connections}`, `-d${seconds}s`, '--latency', '-s', WRK_SCRIPT, '-H', `User-Agent: ${UA}`,
-    ...(newConnections ? ['-H', 'Connection: close'] : []), `https://${HOST}:${port}/`,
+    `-t${THREADS}`,
+    `-c${connections}`,
+    `-d${seconds}s`,
+    '--latency',
+    '-s',
+    WRK_SCRIPT,
+    '-H',
+    `User-Agent: ${UA}`,
+    ...(newConnections ? ['-H', 'Connection: close'] : []),
+    `https://${HOST}:${port}/`,
   ];
   const { stdout: out } = await run(WRK, args, { timeout: (seconds + 30) * 1000 });
   const field = (re: RegExp) => re.exec(out)?.[1];
@@ -267,7 +321,11 @@ async function runWrk(port: number, seconds: number, newConnections: boolean, co
   };
 }
 
-interface Sample extends WrkResult { cpuUsPerRequest: number; full: number; resumed: number }
+interface Sample extends WrkResult {
+  cpuUsPerRequest: number;
+  full: number;
+  resumed: number;
+}
 
 async function measure(side: Side, newConnections: boolean): Promise<Sample> {
   await runWrk(side.port, 1, newConnections); // warm-up
@@ -400,16 +458,19 @@ for (const mode of MODES) {
     const s = summary(side, mode.name);
     if (side === 'Rampart') ratio[mode.name] = s.rps / plain.rps;
     console.log(
-      `${side}, ${mode.name}`.padEnd(40) + s.rps.toFixed(0).padStart(9) + s.p99.toFixed(2).padStart(9) +
-        (side === 'plain HAProxy' ? '' : (s.rps / plain.rps).toFixed(2)).padStart(9) + s.cpu.toFixed(0).padStart(18) + String(s.errors).padStart(8),
+      `${side}, ${mode.name}`.padEnd(40) +
+        s.rps.toFixed(0).padStart(9) +
+        s.p99.toFixed(2).padStart(9) +
+        (side === 'plain HAProxy' ? '' : (s.rps / plain.rps).toFixed(2)).padStart(9) +
+        s.cpu.toFixed(0).padStart(18) +
+        String(s.errors).padStart(8),
     );
   }
 }
 console.log('(proxy CPU: user + system time of the proxy measured, per request; wrk shares the CPUs, so this is its own cost)');
-console.log('(with Connection: close, wrk\'s latency starts after the handshake: its p99 leaves the handshake out)');
+console.log("(with Connection: close, wrk's latency starts after the handshake: its p99 leaves the handshake out)");
 
-const line = (name: string, value: string, aim: string, ok: boolean) =>
-  console.log(`${name.padEnd(52)}${value.padStart(12)}   aim ${aim.padEnd(10)} ${ok ? 'met' : 'MISSED'}`);
+const line = (name: string, value: string, aim: string, ok: boolean) => console.log(`${name.padEnd(52)}${value.padStart(12)}   aim ${aim.padEnd(10)} ${ok ? 'met' : 'MISSED'}`);
 console.log('');
 line('new TLS handshakes/s, Rampart / plain', ratio['new TLS handshakes']!.toFixed(2), '>= 0.90', ratio['new TLS handshakes']! >= 0.9);
 line('keep-alive req/s over HTTPS, Rampart / plain', ratio['keep-alive']!.toFixed(2), '>= 0.90', ratio['keep-alive']! >= 0.9);

@@ -18,21 +18,95 @@ function generator(seed: number): () => number {
 }
 
 const SCANNER_PATHS = [
-  '/wp-admin', '/wp-login.php', '/xmlrpc.php', '/.env', '/.git/', '/phpmyadmin', '/pma/', '/admin.php', '/cgi-bin/luci', '/vendor/phpunit',
-  '/solr/admin', '/actuator', '/server-status', '/boaform', '/HNAP1', '/owa/auth', '/autodiscover', '/_ignition', '/telescope', '/debug/pprof',
-  '/console/', '/manager/html', '/jmx-console', '/.DS_Store', '/config.json', '/backup/', '/db.sql', '/.aws/credentials', '/wp-content/plugins/', '/shell.php',
-  '/.svn/', '/.hg/', '/etc/passwd', '/sftp-config.json', '/.vscode/', '/web.config', '/elmah.axd', '/trace.axd', '/invoker/', '/hudson',
+  '/wp-admin',
+  '/wp-login.php',
+  '/xmlrpc.php',
+  '/.env',
+  '/.git/',
+  '/phpmyadmin',
+  '/pma/',
+  '/admin.php',
+  '/cgi-bin/luci',
+  '/vendor/phpunit',
+  '/solr/admin',
+  '/actuator',
+  '/server-status',
+  '/boaform',
+  '/HNAP1',
+  '/owa/auth',
+  '/autodiscover',
+  '/_ignition',
+  '/telescope',
+  '/debug/pprof',
+  '/console/',
+  '/manager/html',
+  '/jmx-console',
+  '/.DS_Store',
+  '/config.json',
+  '/backup/',
+  '/db.sql',
+  '/.aws/credentials',
+  '/wp-content/plugins/',
+  '/shell.php',
+  '/.svn/',
+  '/.hg/',
+  '/etc/passwd',
+  '/sftp-config.json',
+  '/.vscode/',
+  '/web.config',
+  '/elmah.axd',
+  '/trace.axd',
+  '/invoker/',
+  '/hudson',
 ];
 const PATH_TOKENS = ['../', '%2e%2e', '/etc/passwd', 'revslider', '.git/config', 'phpinfo', 'eval-stdin', 'wlwmanifest', 'setup-config', 'cmd.exe', 'win.ini', 'proc/self'];
 const EXTENSIONS = ['.bak', '.sql', '.old', '.swp', '.ini', '.tar.gz', '.7z', '.rar', '.orig', '.save', '.dist', '.inc'];
 const BAD_AGENTS = [
-  'sqlmap', 'nikto', 'masscan', 'zgrab', 'nuclei', 'dirbuster', 'gobuster', 'wpscan', 'acunetix', 'netsparker', 'python-requests', 'Go-http-client',
-  'libwww-perl', 'curl/', 'Wget/', 'Apache-HttpClient', 'Scrapy', 'AhrefsBot', 'MJ12bot', 'SemrushBot', 'DotBot', 'PetalBot', 'BLEXBot', 'MegaIndex',
+  'sqlmap',
+  'nikto',
+  'masscan',
+  'zgrab',
+  'nuclei',
+  'dirbuster',
+  'gobuster',
+  'wpscan',
+  'acunetix',
+  'netsparker',
+  'python-requests',
+  'Go-http-client',
+  'libwww-perl',
+  'curl/',
+  'Wget/',
+  'Apache-HttpClient',
+  'Scrapy',
+  'AhrefsBot',
+  'MJ12bot',
+  'SemrushBot',
+  'DotBot',
+  'PetalBot',
+  'BLEXBot',
+  'MegaIndex',
 ];
 const SPAM_REFERERS = ['casino', 'best-seo-offer', 'free-traffic', 'buttons-for-website', 'darodar', 'ilovevitaly', 'priceg', 'hulfingtonpost'];
-const ARGS: [string, string][] = [['debug', 'true'], ['XDEBUG_SESSION_START', 'phpstorm'], ['cmd', 'id'], ['exec', '1'], ['phpinfo', '1'], ['wsdl', ''], ['_profiler', '1'], ['test', 'sqli']];
+const ARGS: [string, string][] = [
+  ['debug', 'true'],
+  ['XDEBUG_SESSION_START', 'phpstorm'],
+  ['cmd', 'id'],
+  ['exec', '1'],
+  ['phpinfo', '1'],
+  ['wsdl', ''],
+  ['_profiler', '1'],
+  ['test', 'sqli'],
+];
 /** The countries the rules name (the agent's country map must hold them for the rules to hold). */
-const COUNTRY_SETS = [['KP', 'IR'], ['RU', 'BY'], ['CN', 'HK'], ['VN', 'ID', 'TH'], ['BR', 'AR'], ['NG', 'GH', 'PK']];
+const COUNTRY_SETS = [
+  ['KP', 'IR'],
+  ['RU', 'BY'],
+  ['CN', 'HK'],
+  ['VN', 'ID', 'TH'],
+  ['BR', 'AR'],
+  ['NG', 'GH', 'PK'],
+];
 export const BENCH_RULE_COUNTRIES = [...new Set(COUNTRY_SETS.flat())];
 const hex = (rnd: () => number, n: number) => Array.from({ length: n }, () => Math.floor(rnd() * 16).toString(16)).join('');
 
@@ -45,7 +119,10 @@ export function benchCustomRules(domainId: string, seed = 22): SnapshotCustomRul
   const rnd = generator(seed);
   const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rnd() * xs.length)]!;
   const some = <T>(xs: readonly T[], n: number): T[] => [...xs].sort(() => rnd() - 0.5).slice(0, n);
-  const cidr = () => (rnd() < 0.5 ? `${pick([45, 80, 91, 103, 185, 193, 194, 212])}.${Math.floor(rnd() * 256)}.${Math.floor(rnd() * 256)}.0/24` : `198.${18 + Math.floor(rnd() * 2)}.${Math.floor(rnd() * 256)}.${Math.floor(rnd() * 256)}/32`);
+  const cidr = () =>
+    rnd() < 0.5
+      ? `${pick([45, 80, 91, 103, 185, 193, 194, 212])}.${Math.floor(rnd() * 256)}.${Math.floor(rnd() * 256)}.0/24`
+      : `198.${18 + Math.floor(rnd() * 2)}.${Math.floor(rnd() * 256)}.${Math.floor(rnd() * 256)}/32`;
   const cidrs = (n: number) => Array.from({ length: n }, cidr).join(' ');
   const path = 'http.request.uri.path';
   const q = (s: string) => JSON.stringify(s); // the language's strings take \" and \\, as JSON's do
@@ -64,12 +141,20 @@ export function benchCustomRules(domainId: string, seed = 22): SnapshotCustomRul
     () => ({ action: 'block', expression: `lower(http.request.uri) contains ${q(pick(PATH_TOKENS))}` }),
     () => ({ action: 'block', expression: `ends_with(lower(${path}), ${q(pick(EXTENSIONS))})` }),
     () => ({ action: 'block', expression: `lower(http.user_agent) contains ${q(pick(BAD_AGENTS).toLowerCase())}` }),
-    () => ({ action: 'block', expression: `http.user_agent in {${some(BAD_AGENTS, 6).map((a) => q(`${a}/${Math.floor(rnd() * 5)}.${Math.floor(rnd() * 10)}`)).join(' ')}}` }),
+    () => ({
+      action: 'block',
+      expression: `http.user_agent in {${some(BAD_AGENTS, 6)
+        .map((a) => q(`${a}/${Math.floor(rnd() * 5)}.${Math.floor(rnd() * 10)}`))
+        .join(' ')}}`,
+    }),
     () => ({ action: 'block', expression: `ip.src in {${cidrs(10 + Math.floor(rnd() * 50))}}` }),
     () => ({ action: 'block', expression: `ip.src.country in {${pick(COUNTRY_SETS).map(q).join(' ')}} and not starts_with(${path}, "/public/")` }),
     () => ({ action: 'challenge', expression: `ip.src.country in {${pick(COUNTRY_SETS).map(q).join(' ')}} and http.request.method eq "POST"` }),
     () => ({ action: 'block', expression: `http.request.method in {"TRACE" "TRACK" "DEBUG" "PROPFIND" "MKCOL"}` }),
-    () => ({ action: 'block', expression: `http.request.headers[${q(pick(['x-forwarded-host', 'x-original-url', 'x-rewrite-url', 'x-http-method-override']))}] contains ${q(pick(['evil', 'localhost', '127.0.0.1', 'DELETE']))}` }),
+    () => ({
+      action: 'block',
+      expression: `http.request.headers[${q(pick(['x-forwarded-host', 'x-original-url', 'x-rewrite-url', 'x-http-method-override']))}] contains ${q(pick(['evil', 'localhost', '127.0.0.1', 'DELETE']))}`,
+    }),
     () => {
       const [name, value] = pick(ARGS);
       return { action: 'block', expression: value ? `http.request.uri.args[${q(name)}] eq ${q(value)}` : `len(http.request.uri.args[${q(name)}]) ge 0` };
@@ -82,7 +167,10 @@ export function benchCustomRules(domainId: string, seed = 22): SnapshotCustomRul
     () => ({ action: 'block', expression: `http.referer contains ${q(pick(SPAM_REFERERS))}` }),
     () => ({ action: 'block', expression: `len(http.cookie) gt ${pick([8192, 16384])} or len(http.request.uri) gt ${pick([20000, 32768])}` }),
     () => ({ action: 'block', expression: `http.host in {"old.bench.example.com" "staging.bench.example.com"}` }),
-    () => ({ action: 'challenge', expression: `(${path} eq ${q(pick(['/checkout', '/cart/checkout', '/order/confirm']))} or starts_with(${path}, ${q(pick(['/account/', '/billing/', '/my/']))})) and not http.cookie contains "sid="` }),
+    () => ({
+      action: 'challenge',
+      expression: `(${path} eq ${q(pick(['/checkout', '/cart/checkout', '/order/confirm']))} or starts_with(${path}, ${q(pick(['/account/', '/billing/', '/my/']))})) and not http.cookie contains "sid="`,
+    }),
     () => ({ action: 'challenge', expression: `starts_with(${path}, ${q(pick(['/signup', '/register', '/contact', '/newsletter']))}) and http.request.method eq "POST"` }),
     () => ({ action: 'log', expression: `http.request.headers["x-debug"] eq "1" or http.request.uri.args["utm_source"] eq "newsletter-${Math.floor(rnd() * 100)}"` }),
     () => ({ action: 'log', expression: `http.referer contains "partner-${hex(rnd, 4)}.example"` }),
@@ -123,7 +211,10 @@ export function benchCustomRules(domainId: string, seed = 22): SnapshotCustomRul
 /** A raw request as the rule evaluator sees it (what HAProxy's fetches return), from 127.0.0.1 without a country, over plain HTTP. */
 export function ruleRequestOf(raw: Buffer): RuleRequest {
   const end = raw.indexOf('\r\n\r\n');
-  const [first = '', ...lines] = raw.subarray(0, end < 0 ? raw.length : end).toString('latin1').split('\r\n');
+  const [first = '', ...lines] = raw
+    .subarray(0, end < 0 ? raw.length : end)
+    .toString('latin1')
+    .split('\r\n');
   const [method = '', target = ''] = first.split(' ');
   const at = target.indexOf('?');
   const headers = lines.map((l) => [l.slice(0, l.indexOf(':')), l.slice(l.indexOf(':') + 1).trim()] as const);

@@ -108,10 +108,7 @@ async function startBare(): Promise<{ port: number; proc: Proc }> {
   sink.listen(0, '127.0.0.1');
   await once(sink, 'listening');
   sinks.push(sink);
-  writeFileSync(
-    join(dir, 'haproxy.cfg'),
-    bareOriginConfig(port, { sink: (sink.address() as AddressInfo).port }),
-  );
+  writeFileSync(join(dir, 'haproxy.cfg'), bareOriginConfig(port, { sink: (sink.address() as AddressInfo).port }));
   const proc = launch(join(dir, 'haproxy.cfg'));
   await ready(proc, port, 'origin HAProxy');
   return { port, proc };
@@ -124,11 +121,16 @@ function launch(cfg: string): Proc {
 }
 
 async function ready(proc: Proc, port: number, what: string, headers: Record<string, string> = {}): Promise<void> {
-  await waitFor(async () => {
-    if (proc.child.exitCode !== null) throw new Error(`${what} exited: ${proc.output()}`);
-    const r = await viaProxy(port, HOST, SHORT_PATH, headers);
-    return r.status === 200 && r.text === 'ok';
-  }, `${what} to answer`, 15_000, 50);
+  await waitFor(
+    async () => {
+      if (proc.child.exitCode !== null) throw new Error(`${what} exited: ${proc.output()}`);
+      const r = await viaProxy(port, HOST, SHORT_PATH, headers);
+      return r.status === 200 && r.text === 'ok';
+    },
+    `${what} to answer`,
+    15_000,
+    50,
+  );
 }
 
 /** The baseline, as in bench:tls: the export's plain HAProxy reverse proxy in front of the origin. */
@@ -173,8 +175,7 @@ async function startRampart(name: string, snapshot: ServerSnapshot, eventsPort: 
 
 /** The snapshot with its rate limit capped at the API's ceiling (what the renderer accepts). */
 function withApiLimit(snapshot: ServerSnapshot): ServerSnapshot {
-  const cap = (r: ServerSnapshot['rules'][number]) =>
-    r.type === 'rate_limit' ? { ...r, value: JSON.stringify({ requests_per_minute: Math.min(rateLimitOf(r.value), RATE_LIMIT_MAX) }) } : r;
+  const cap = (r: ServerSnapshot['rules'][number]) => (r.type === 'rate_limit' ? { ...r, value: JSON.stringify({ requests_per_minute: Math.min(rateLimitOf(r.value), RATE_LIMIT_MAX) }) } : r);
   return { ...snapshot, rules: snapshot.rules.map(cap) };
 }
 
@@ -191,7 +192,8 @@ function botCookie(ip: string, ua = UA): string {
   return passCookie(BOT_KEY, HOST, ip, ua);
 }
 
-const COUNTRIES = 'US NL DE FR GB FI AU CA BR IN SE RU ES HK IT JP CH CN PL AT SG IE ID BE CO UA AR CZ TR RO MX ZA KR DK NO IR MU BD TW VN BG AE PT NZ LT MY CL SC PH TH IL RS HU EE LU PE EC SA KZ GR'.split(' ');
+const COUNTRIES =
+  'US NL DE FR GB FI AU CA BR IN SE RU ES HK IT JP CH CN PL AT SG IE ID BE CO UA AR CZ TR RO MX ZA KR DK NO IR MU BD TW VN BG AE PT NZ LT MY CL SC PH TH IL RS HU EE LU PE EC SA KZ GR'.split(' ');
 
 const clientHeaders = (ip: string) => ({ 'user-agent': UA, cookie: botCookie(ip) });
 
@@ -204,8 +206,7 @@ const clientHeaders = (ip: string) => ({ 'user-agent': UA, cookie: botCookie(ip)
 function wafSnapshot(domain: Omit<SnapshotDomain, 'id' | 'domain' | 'sslEnabled' | 'serverAddresses'>, rpm: number): ServerSnapshot {
   const rules: SnapshotRule[] = [];
   let priority = 0;
-  const add = (type: SnapshotRule['type'], value: string, domainId: string | null) =>
-    rules.push({ id: randomUUID(), type, value, domainId, priority: priority++ });
+  const add = (type: SnapshotRule['type'], value: string, domainId: string | null) => rules.push({ id: randomUUID(), type, value, domainId, priority: priority++ });
   add('block_ip', `${BLOCKED_LOOPBACK}/32`, null);
   for (let i = 1; i < 10_000; i++) add('block_ip', `10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}/32`, i < 8_000 ? null : DOMAIN_ID);
   const others = rules.length;
@@ -248,7 +249,11 @@ function mixRequests(): Buffer[] | undefined {
     const body = end < 0 ? Buffer.alloc(0) : raw.subarray(end + 4);
     const parts = first.split(' ');
     if (parts.length !== 3 || parts[0] === 'HEAD' || parts[0] === 'CONNECT') continue;
-    const name = (h: string) => h.slice(0, Math.max(0, h.indexOf(':'))).trim().toLowerCase();
+    const name = (h: string) =>
+      h
+        .slice(0, Math.max(0, h.indexOf(':')))
+        .trim()
+        .toLowerCase();
     const chunked = headers.some((h) => name(h) === 'transfer-encoding' && /chunked/i.test(h));
     const kept = headers.filter((h) => !['host', 'connection', 'expect', 'keep-alive', 'proxy-connection', ...(chunked ? [] : ['content-length'])].includes(name(h)));
     const ua = [...headers].reverse().find((h) => name(h) === 'user-agent');
@@ -264,10 +269,22 @@ function mixRequests(): Buffer[] | undefined {
 function bodies(): { name: string; ordinary: boolean; type: string; body: Buffer }[] {
   const items: string[] = [];
   for (let i = 0; items.join(',').length < 64 * 1024 - 200; i++) {
-    items.push(JSON.stringify({ id: i, sku: `SKU-${100000 + i}`, name: `Garden chair ${i}`, price: 19.9 + (i % 7), tags: ['outdoor', 'wood'], stock: { warehouse: 'north', count: i % 13 }, description: 'Solid acacia wood, weatherproof oil finish, folds flat for storage.' }));
+    items.push(
+      JSON.stringify({
+        id: i,
+        sku: `SKU-${100000 + i}`,
+        name: `Garden chair ${i}`,
+        price: 19.9 + (i % 7),
+        tags: ['outdoor', 'wood'],
+        stock: { warehouse: 'north', count: i % 13 },
+        description: 'Solid acacia wood, weatherproof oil finish, folds flat for storage.',
+      }),
+    );
   }
   const boundary = '----rampartbench7d93';
-  const file = randomBytes(48 * 1024).toString('base64').slice(0, 64 * 1024 - 300);
+  const file = randomBytes(48 * 1024)
+    .toString('base64')
+    .slice(0, 64 * 1024 - 300);
   return [
     { name: 'ordinary 64 KB JSON', ordinary: true, type: 'application/json', body: Buffer.from(`{"items":[${items.join(',')}]}`) },
     { name: 'JSON nested 10,000 deep', ordinary: false, type: 'application/json', body: Buffer.from(`${'{"a":'.repeat(10_000)}1${'}'.repeat(10_000)}`) },
@@ -277,7 +294,9 @@ function bodies(): { name: string; ordinary: boolean; type: string; body: Buffer
       name: '64 KB multipart upload',
       ordinary: false,
       type: `multipart/form-data; boundary=${boundary}`,
-      body: Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="title"\r\n\r\nHoliday\r\n--${boundary}\r\nContent-Disposition: form-data; name="photo"; filename="beach.jpg"\r\nContent-Type: image/jpeg\r\n\r\n${file}\r\n--${boundary}--\r\n`),
+      body: Buffer.from(
+        `--${boundary}\r\nContent-Disposition: form-data; name="title"\r\n\r\nHoliday\r\n--${boundary}\r\nContent-Disposition: form-data; name="photo"; filename="beach.jpg"\r\nContent-Type: image/jpeg\r\n\r\n${file}\r\n--${boundary}--\r\n`,
+      ),
     },
   ];
 }
@@ -371,7 +390,12 @@ async function openConnections(port: number, n: number): Promise<{ sockets: Sock
 // ------------------------------------------------------------------------------------------------
 
 /** One wrk run; `pairedWith`: a plain-proxy run measured right before that target's (the ratio's baseline). */
-interface Row { name: string; workload: 'short' | 'long' | 'mix'; r: WrkResult; pairedWith?: string }
+interface Row {
+  name: string;
+  workload: 'short' | 'long' | 'mix';
+  r: WrkResult;
+  pairedWith?: string;
+}
 const ORIGIN_ROW = 'origin alone (reference)';
 const PLAIN = 'plain HAProxy proxy (baseline)';
 const NGINX = 'nginx + ModSecurity + CRS PL1';
@@ -392,7 +416,9 @@ const customEvents = new Map<string, number>();
 const customCpu = new Map<string, { us: number; requests: number }>();
 /** A process's CPU time so far, user and system, in microseconds. */
 function cpuUs(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').replace(/^.*\) /s, '').split(' ');
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8')
+    .replace(/^.*\) /s, '')
+    .split(' ');
   return ((Number(fields[11]) + Number(fields[12])) * 1e6) / CLOCK_TICKS;
 }
 const CLOCK_TICKS = Number(execSync('getconf CLK_TCK', { encoding: 'utf8' }).trim()) || 100;
@@ -437,7 +463,11 @@ const bodyCases = bodies().map((b, i) => {
  */
 let plainPort = 0;
 async function throughput(name: string, port: number, opts: { long?: boolean } = {}): Promise<void> {
-  const workloads: [Row['workload'], Workload][] = [['short', SHORT], ...(opts.long ? [['long', LONG] as [Row['workload'], Workload]] : []), ...(mix ? [['mix', MIX] as [Row['workload'], Workload]] : [])];
+  const workloads: [Row['workload'], Workload][] = [
+    ['short', SHORT],
+    ...(opts.long ? [['long', LONG] as [Row['workload'], Workload]] : []),
+    ...(mix ? [['mix', MIX] as [Row['workload'], Workload]] : []),
+  ];
   for (const [workload, w] of workloads) {
     for (let i = 0; i < ROUNDS; i++) {
       rows.push({ name: PLAIN, workload, r: await measure(plainPort, w), pairedWith: name });
@@ -572,7 +602,10 @@ async function otherCases(barePort: number, origin: () => SnapshotDomain['origin
   const rp = await startRampart('memory', snapshot, eventsPort, countryMap);
   try {
     const pid = rp.proc.child.pid!;
-    await fromEach(rp.port, Array.from({ length: 2_000 }, () => ips[0]!));
+    await fromEach(
+      rp.port,
+      Array.from({ length: 2_000 }, () => ips[0]!),
+    );
     await new Promise((r) => setTimeout(r, 1000));
     const beforeKb = rssKb(pid);
     const t0 = performance.now();
@@ -599,7 +632,10 @@ async function customCase(origin: () => SnapshotDomain['origins']): Promise<void
     // Both have the WAF live (a blacklisted source is refused); a request one custom rule blocks
     // (a curl User-Agent, with a valid pass cookie for it) is refused with the rules only.
     const curl = { 'user-agent': 'curl/8.5.0', cookie: botCookie('127.0.0.1', 'curl/8.5.0') };
-    for (const [name, port, rules] of [[CUSTOM_WITHOUT, without.port, false], [CUSTOM_WITH, withRules.port, true]] as const) {
+    for (const [name, port, rules] of [
+      [CUSTOM_WITHOUT, without.port, false],
+      [CUSTOM_WITH, withRules.port, true],
+    ] as const) {
       const blocked = await viaProxy(port, HOST, SHORT_PATH, clientHeaders(BLOCKED_LOOPBACK), BLOCKED_LOOPBACK);
       const byRule = await viaProxy(port, HOST, SHORT_PATH, curl);
       const ordinary = await viaProxy(port, HOST, SHORT_PATH, clientHeaders('127.0.0.1'));
@@ -611,7 +647,10 @@ async function customCase(origin: () => SnapshotDomain['origins']): Promise<void
     const workloads: [Row['workload'], Workload][] = [['short', SHORT], ...(mix ? [['mix', MIX] as [Row['workload'], Workload]] : [])];
     for (const [workload, w] of workloads) {
       for (let i = 0; i < ROUNDS; i++) {
-        const pair: [string, { port: number; pid: number }][] = [[CUSTOM_WITHOUT, without], [CUSTOM_WITH, withRules]];
+        const pair: [string, { port: number; pid: number }][] = [
+          [CUSTOM_WITHOUT, without],
+          [CUSTOM_WITH, withRules],
+        ];
         for (const [name, { port, pid }] of i % 2 === 0 ? pair : pair.reverse()) {
           await new Promise((r) => setTimeout(r, 200));
           const before = eventCount;
@@ -641,7 +680,15 @@ function result(name: string, workload: Row['workload'], pairedWith?: string): W
   const rs = rows.filter((r) => r.name === name && r.workload === workload && (pairedWith === undefined || r.pairedWith === pairedWith)).map((r) => r.r);
   if (rs.length === 0) return undefined;
   const mean = (f: (r: WrkResult) => number) => rs.reduce((a, r) => a + f(r), 0) / rs.length;
-  return { rps: mean((r) => r.rps), p50: mean((r) => r.p50), p99: mean((r) => r.p99), avg: mean((r) => r.avg), requests: mean((r) => r.requests), non2xx: mean((r) => r.non2xx), socketErrors: mean((r) => r.socketErrors) };
+  return {
+    rps: mean((r) => r.rps),
+    p50: mean((r) => r.p50),
+    p99: mean((r) => r.p99),
+    avg: mean((r) => r.avg),
+    requests: mean((r) => r.requests),
+    non2xx: mean((r) => r.non2xx),
+    socketErrors: mean((r) => r.socketErrors),
+  };
 }
 /** A target against the plain proxy runs paired with it: throughput ratio and p99 difference. */
 function versusPlain(name: string, workload: Row['workload']): { ratio: number; p99: number } | undefined {
@@ -666,15 +713,22 @@ for (const w of workloads) {
   if (!plain) continue;
   const modsec = result(NGINX, w);
   console.log(`\n${WORKLOAD_WORDS[w]}`);
-  console.log('case'.padEnd(34) + 'req/s'.padStart(9) + 'p50 ms'.padStart(8) + 'p99 ms'.padStart(8) + 'x plain'.padStart(9) + 'p99-plain'.padStart(11) + 'x modsec'.padStart(10) + 'non-2xx'.padStart(9));
+  console.log(
+    'case'.padEnd(34) + 'req/s'.padStart(9) + 'p50 ms'.padStart(8) + 'p99 ms'.padStart(8) + 'x plain'.padStart(9) + 'p99-plain'.padStart(11) + 'x modsec'.padStart(10) + 'non-2xx'.padStart(9),
+  );
   for (const name of names) {
     const r = result(name, w);
     if (!r) continue;
     const vs = name === PLAIN ? undefined : versusPlain(name, w);
     console.log(
-      name.padEnd(34) + r.rps.toFixed(0).padStart(9) + r.p50.toFixed(2).padStart(8) + r.p99.toFixed(2).padStart(8) +
-        (vs ? vs.ratio.toFixed(2) : '').padStart(9) + (vs ? signed(vs.p99) : '').padStart(11) +
-        (name.startsWith('Rampart') && modsec ? `${(r.rps / modsec.rps).toFixed(1)}x` : '').padStart(10) + String(Math.round(r.non2xx + r.socketErrors)).padStart(9),
+      name.padEnd(34) +
+        r.rps.toFixed(0).padStart(9) +
+        r.p50.toFixed(2).padStart(8) +
+        r.p99.toFixed(2).padStart(8) +
+        (vs ? vs.ratio.toFixed(2) : '').padStart(9) +
+        (vs ? signed(vs.p99) : '').padStart(11) +
+        (name.startsWith('Rampart') && modsec ? `${(r.rps / modsec.rps).toFixed(1)}x` : '').padStart(10) +
+        String(Math.round(r.non2xx + r.socketErrors)).padStart(9),
     );
   }
 }
@@ -683,12 +737,22 @@ if (bodyRows.length) {
   console.log('body'.padEnd(32) + 'target'.padEnd(34) + 'p50 ms'.padStart(8) + 'p99 ms'.padStart(8) + 'added ms'.padStart(10) + 'non-2xx'.padStart(9));
   for (const b of bodyRows) {
     const plain = bodyRows.find((x) => x.target === PLAIN && x.body === b.body)!;
-    console.log(b.body.padEnd(32) + b.target.padEnd(34) + b.p50.toFixed(2).padStart(8) + b.p99.toFixed(2).padStart(8) + (b.target === PLAIN ? '' : signed(b.p50 - plain.p50)).padStart(10) + String(b.non2xx).padStart(9));
+    console.log(
+      b.body.padEnd(32) +
+        b.target.padEnd(34) +
+        b.p50.toFixed(2).padStart(8) +
+        b.p99.toFixed(2).padStart(8) +
+        (b.target === PLAIN ? '' : signed(b.p50 - plain.p50)).padStart(10) +
+        String(b.non2xx).padStart(9),
+    );
   }
 }
 if (openMemory.length) {
-  console.log(`\n${OPEN_CONNECTIONS.toLocaleString('en')} open keep-alive connections: HAProxy's resident memory${OPEN_CONNECTIONS < 10_000 ? ` (not 10,000: this machine's descriptor limit, ${FD_LIMIT}, caps HAProxy's connections)` : ''}`);
-  for (const m of openMemory) console.log(`${m.target.padEnd(34)}${(m.kb / 1024).toFixed(1).padStart(8)} MB  (idle ${(m.idleKb / 1024).toFixed(1)} MB${m.failed ? `, ${m.failed} connections failed` : ''})`);
+  console.log(
+    `\n${OPEN_CONNECTIONS.toLocaleString('en')} open keep-alive connections: HAProxy's resident memory${OPEN_CONNECTIONS < 10_000 ? ` (not 10,000: this machine's descriptor limit, ${FD_LIMIT}, caps HAProxy's connections)` : ''}`,
+  );
+  for (const m of openMemory)
+    console.log(`${m.target.padEnd(34)}${(m.kb / 1024).toFixed(1).padStart(8)} MB  (idle ${(m.idleKb / 1024).toFixed(1)} MB${m.failed ? `, ${m.failed} connections failed` : ''})`);
 }
 
 if (rows.some((r) => r.name === CUSTOM_WITH)) {
@@ -698,7 +762,17 @@ if (rows.some((r) => r.name === CUSTOM_WITH)) {
   console.log(`${ROUNDS} runs each, alternated. "x without" and "p99-without" compare with the domain without them.`);
   if (mix) console.log(`The mix against the rules (the reference evaluator, first match in priority order): ${mixAgainstRules(mix)}.`);
   console.log('HAProxy CPU: its CPU time (user + system) per request answered, which other load on the machine moves least.');
-  console.log('workload'.padEnd(9) + 'case'.padEnd(38) + 'req/s'.padStart(9) + 'p50 ms'.padStart(8) + 'p99 ms'.padStart(8) + 'x without'.padStart(11) + 'p99-without'.padStart(13) + 'CPU us/req'.padStart(12) + 'non-2xx'.padStart(9));
+  console.log(
+    'workload'.padEnd(9) +
+      'case'.padEnd(38) +
+      'req/s'.padStart(9) +
+      'p50 ms'.padStart(8) +
+      'p99 ms'.padStart(8) +
+      'x without'.padStart(11) +
+      'p99-without'.padStart(13) +
+      'CPU us/req'.padStart(12) +
+      'non-2xx'.padStart(9),
+  );
   for (const w of ['short', 'mix'] as const) {
     const off = result(CUSTOM_WITHOUT, w);
     if (!off) continue;
@@ -706,8 +780,14 @@ if (rows.some((r) => r.name === CUSTOM_WITH)) {
       const r = result(name, w)!;
       const vs = name === CUSTOM_WITH;
       console.log(
-        w.padEnd(9) + name.padEnd(38) + r.rps.toFixed(0).padStart(9) + r.p50.toFixed(2).padStart(8) + r.p99.toFixed(2).padStart(8) +
-          (vs ? (r.rps / off.rps).toFixed(2) : '').padStart(11) + (vs ? signed(r.p99 - off.p99) : '').padStart(13) + cpuPerRequest(name, w).toFixed(1).padStart(12) +
+        w.padEnd(9) +
+          name.padEnd(38) +
+          r.rps.toFixed(0).padStart(9) +
+          r.p50.toFixed(2).padStart(8) +
+          r.p99.toFixed(2).padStart(8) +
+          (vs ? (r.rps / off.rps).toFixed(2) : '').padStart(11) +
+          (vs ? signed(r.p99 - off.p99) : '').padStart(13) +
+          cpuPerRequest(name, w).toFixed(1).padStart(12) +
           String(Math.round(r.non2xx + r.socketErrors)).padStart(9),
       );
     }
@@ -735,14 +815,27 @@ function mixAgainstRules(requests: readonly Buffer[]): string {
     const kind = ['block', 'allow', 'challenge', 'log', 'rate_limit'].find((a) => seen.has(a)) ?? 'none';
     tally.set(kind, (tally.get(kind) ?? 0) + 1);
   }
-  const words: Record<string, string> = { none: 'no rule', rate_limit: 'only rate-limiting rules (counted)', log: 'a log rule', challenge: 'a challenge rule (passed with the cookie)', allow: 'an allow rule', block: 'a block rule' };
-  return Object.keys(words).map((k) => `${(tally.get(k) ?? 0).toLocaleString('en')} ${words[k]}`).join(', ');
+  const words: Record<string, string> = {
+    none: 'no rule',
+    rate_limit: 'only rate-limiting rules (counted)',
+    log: 'a log rule',
+    challenge: 'a challenge rule (passed with the cookie)',
+    allow: 'an allow rule',
+    block: 'a block rule',
+  };
+  return Object.keys(words)
+    .map((k) => `${(tally.get(k) ?? 0).toLocaleString('en')} ${words[k]}`)
+    .join(', ');
 }
 
-const line = (name: string, value: string, aim: string, ok: boolean) =>
-  console.log(`${name.padEnd(58)}${value.padStart(12)}   aim ${aim.padEnd(10)} ${ok ? 'met' : 'MISSED'}`);
+const line = (name: string, value: string, aim: string, ok: boolean) => console.log(`${name.padEnd(58)}${value.padStart(12)}   aim ${aim.padEnd(10)} ${ok ? 'met' : 'MISSED'}`);
 console.log('\naims');
-const aims: [string, number][] = [['Rampart, WAF off', 0.97], ['Rampart, WAF low', 0.93], ['Rampart, WAF medium', 0.93], ['Rampart, WAF high', 0.85]];
+const aims: [string, number][] = [
+  ['Rampart, WAF off', 0.97],
+  ['Rampart, WAF low', 0.93],
+  ['Rampart, WAF medium', 0.93],
+  ['Rampart, WAF high', 0.85],
+];
 for (const w of ['short', 'mix'] as const) {
   const modsec = result(NGINX, w);
   if (!result(PLAIN, w)) continue;
@@ -770,7 +863,12 @@ for (const b of bodyRows.filter((x) => x.target === 'Rampart, WAF high')) {
 const openPlain = openMemory.find((m) => m.target === PLAIN);
 const openHigh = openMemory.find((m) => m.target === 'Rampart, WAF high');
 if (openPlain && openHigh) {
-  line(`WAF high, RSS with ${OPEN_CONNECTIONS.toLocaleString('en')} connections / plain proxy's`, `${(openHigh.kb / openPlain.kb).toFixed(2)}x`, '<= 1.3x', openHigh.kb / openPlain.kb <= 1.3 && !openHigh.failed && !openPlain.failed);
+  line(
+    `WAF high, RSS with ${OPEN_CONNECTIONS.toLocaleString('en')} connections / plain proxy's`,
+    `${(openHigh.kb / openPlain.kb).toFixed(2)}x`,
+    '<= 1.3x',
+    openHigh.kb / openPlain.kb <= 1.3 && !openHigh.failed && !openPlain.failed,
+  );
 }
 if (memory) {
   const deltaMb = (memory.afterKb - memory.beforeKb) / 1024;

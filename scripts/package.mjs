@@ -44,7 +44,10 @@ function stageProduct(lib) {
   }
   // Production dependencies only, exactly as locked; the workspaces resolve through node_modules links.
   // Optional ones are left out: they are native speed-ups (ws's bufferutil) with pure JavaScript fallbacks.
-  execFileSync('npm', ['ci', '--omit=dev', '--omit=optional', '--ignore-scripts', '--no-audit', '--no-fund', '--prefer-offline', '--loglevel=error'], { cwd: lib, stdio: ['ignore', 'ignore', 'inherit'] });
+  execFileSync('npm', ['ci', '--omit=dev', '--omit=optional', '--ignore-scripts', '--no-audit', '--no-fund', '--prefer-offline', '--loglevel=error'], {
+    cwd: lib,
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
   rmSync(join(lib, 'node_modules/.package-lock.json'), { force: true });
   chmodSync(join(lib, 'packages/cli/dist/main.js'), 0o755);
 }
@@ -111,7 +114,12 @@ function stageControl(stage) {
   const installedKb = Math.ceil(files.reduce((n, f) => n + statSync(join(stage, f)).size, 0) / 1024);
   const control = readFileSync(join(ROOT, 'packaging/debian/control.in'), 'utf8').replace('@VERSION@', version).replace('@MAINTAINER@', MAINTAINER).replace('@INSTALLED_SIZE@', String(installedKb));
   writeFileSync(join(debian, 'control'), control);
-  const md5 = files.map((f) => `${createHash('md5').update(readFileSync(join(stage, f))).digest('hex')}  ${f}\n`);
+  const md5 = files.map(
+    (f) =>
+      `${createHash('md5')
+        .update(readFileSync(join(stage, f)))
+        .digest('hex')}  ${f}\n`,
+  );
   writeFileSync(join(debian, 'md5sums'), md5.join(''));
   for (const s of ['postinst', 'prerm', 'postrm']) {
     cpSync(join(ROOT, 'packaging/debian', s), join(debian, s));

@@ -17,6 +17,14 @@ export default async function* slowest(source) {
     if (details?.type !== 'suite') tests.push({ where, name, ms });
   }
   const s = (ms) => `${(ms / 1000).toFixed(1).padStart(6)} s`;
-  yield `\nslowest files:\n${[...files].sort((a, b) => b[1] - a[1]).slice(0, FILES).map(([f, ms]) => `${s(ms)}  ${f}`).join('\n')}\n`;
-  yield `slowest tests:\n${tests.sort((a, b) => b.ms - a.ms).slice(0, TESTS).map((t) => `${s(t.ms)}  ${t.where}: ${t.name}`).join('\n')}\n`;
+  yield `\nslowest files:\n${[...files]
+    .sort((a, b) => b[1] - a[1])
+    .slice(0, FILES)
+    .map(([f, ms]) => `${s(ms)}  ${f}`)
+    .join('\n')}\n`;
+  yield `slowest tests:\n${tests
+    .sort((a, b) => b.ms - a.ms)
+    .slice(0, TESTS)
+    .map((t) => `${s(t.ms)}  ${t.where}: ${t.name}`)
+    .join('\n')}\n`;
 }

@@ -1,14 +1,16 @@
 // ESLint over every package's source (eslint.config.mjs, the same globs as `npm run lint`) reports
-// nothing. Type-checked rules: the dashboard sees @rampart/protocol through its build (dist), so
-// the suite's `npm run build` comes first.
+// nothing, and Prettier finds every file formatted (`npm run format:check`; `npm run format` fixes
+// it). Type-checked rules: the dashboard sees @rampart/protocol through its build (dist), so the
+// suite's `npm run build` comes first.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { test } from 'node:test';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const ESLINT = `${ROOT}node_modules/.bin/eslint`;
+const PRETTIER = `${ROOT}node_modules/.bin/prettier`;
 const TIMEOUT_MS = 5 * 60_000;
 
 function run(cmd: string, args: string[]): Promise<{ code: number | null; output: string }> {
@@ -26,4 +28,13 @@ test('eslint reports no problem in packages/*/src', { timeout: TIMEOUT_MS + 30_0
   assert.ok(existsSync(`${ROOT}packages/protocol/dist/index.d.ts`), 'packages/protocol is not built: run npm run build first (the dashboard is type-checked against its dist)');
   const { code, output } = await run(ESLINT, ['packages/*/src/**/*.{ts,tsx}']);
   assert.equal(code, 0, `eslint exited with ${code}:\n${output}`);
+});
+
+test('prettier finds every source file formatted', { timeout: TIMEOUT_MS + 30_000 }, async () => {
+  const scripts = JSON.parse(readFileSync(`${ROOT}package.json`, 'utf8')) as { scripts: Record<string, string> };
+  // The globs of `npm run format:check`, so the test and the script never disagree.
+  const globs = [...scripts.scripts['format:check']!.matchAll(/"([^"]+)"/g)].map((m) => m[1]!);
+  assert.ok(globs.length >= 2, `no globs found in ${scripts.scripts['format:check']}`);
+  const { code, output } = await run(PRETTIER, ['--check', ...globs]);
+  assert.equal(code, 0, `prettier --check exited with ${code} (run npm run format):\n${output}`);
 });

@@ -16,9 +16,7 @@ const SPECIFIER = /(?:\bfrom\s*|\bimport\s*\(?\s*)['"](\.{1,2}\/[^'"]+)['"]/g;
 const packages = readdirSync(PACKAGES).filter((p) => existsSync(join(PACKAGES, p, 'src')));
 
 function sources(dir: string): string[] {
-  return readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
-    e.isDirectory() ? sources(join(dir, e.name)) : /\.tsx?$/.test(e.name) ? [join(dir, e.name)] : [],
-  );
+  return readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? sources(join(dir, e.name)) : /\.tsx?$/.test(e.name) ? [join(dir, e.name)] : []));
 }
 
 /** The file a relative specifier names, as the compiler resolves it ('./x.js' is x.ts, x.tsx or x.d.ts), relative to src. */
@@ -27,7 +25,9 @@ function target(src: string, file: string, specifier: string): string {
   const stem = base.replace(/\.jsx?$/, '');
   const candidates = [base, `${stem}.ts`, `${stem}.tsx`, `${stem}.d.ts`, join(base, 'index.ts'), join(base, 'index.tsx')];
   const found = candidates.find((c) => existsSync(c) && statSync(c).isFile());
-  return relative(src, found ?? base).split(sep).join('/');
+  return relative(src, found ?? base)
+    .split(sep)
+    .join('/');
 }
 
 test('every package with a src folder is checked', () => {
@@ -49,17 +49,30 @@ for (const name of packages) {
     // Not vacuous: madge saw every source file, and resolved every relative import of each
     // (this codebase writes './x.js' for x.ts), type-only ones included.
     const files = sources(src);
-    assert.deepEqual(Object.keys(graph).filter((f) => /\.tsx?$/.test(f)).sort(), files.map((f) => relative(src, f).split(sep).join('/')).sort(), 'madge saw every source file');
+    assert.deepEqual(
+      Object.keys(graph)
+        .filter((f) => /\.tsx?$/.test(f))
+        .sort(),
+      files.map((f) => relative(src, f).split(sep).join('/')).sort(),
+      'madge saw every source file',
+    );
     const unresolved = files.flatMap((file) => {
       const id = relative(src, file).split(sep).join('/');
       const deps = new Set(graph[id] ?? []);
-      return [...readFileSync(file, 'utf8').matchAll(SPECIFIER)].map((m) => m[1]!).filter((s) => !deps.has(target(src, file, s))).map((s) => `${id}: ${s}`);
+      return [...readFileSync(file, 'utf8').matchAll(SPECIFIER)]
+        .map((m) => m[1]!)
+        .filter((s) => !deps.has(target(src, file, s)))
+        .map((s) => `${id}: ${s}`);
     });
     assert.deepEqual(unresolved, [], 'madge resolved every relative import');
     const edges = Object.values(graph).reduce((n, deps) => n + deps.length, 0);
     assert.ok(files.length === 1 || edges >= files.length / 2, `madge found ${edges} imports among ${files.length} files`);
 
     const cycles: string[][] = result.circular();
-    assert.deepEqual(cycles.map((c) => [...c, c[0]].join(' -> ')), [], `import cycles in packages/${name}/src (move what both sides need to a module that imports neither)`);
+    assert.deepEqual(
+      cycles.map((c) => [...c, c[0]].join(' -> ')),
+      [],
+      `import cycles in packages/${name}/src (move what both sides need to a module that imports neither)`,
+    );
   });
 }

@@ -68,7 +68,11 @@ describe('shield agent with real HAProxy', () => {
     await waitFor(async () => (await api.call('GET', '/api/notifications')).body.some((n: any) => n.kind === 'proxy_crash'), 'a proxy_crash notification');
     // docs/notifications.md: one cause, one notification (no server_error besides)
     const kinds = (await api.call('GET', '/api/notifications')).body.map((n: any) => n.kind);
-    assert.deepEqual(kinds.filter((k: string) => k === 'proxy_crash' || k === 'server_error'), ['proxy_crash'], `notifications: ${kinds.join(', ')}`);
+    assert.deepEqual(
+      kinds.filter((k: string) => k === 'proxy_crash' || k === 'server_error'),
+      ['proxy_crash'],
+      `notifications: ${kinds.join(', ')}`,
+    );
   });
 
   test('a second agent on a port this HAProxy serves refuses to start, naming the port and the holder', async () => {
@@ -77,13 +81,21 @@ describe('shield agent with real HAProxy', () => {
     const second = await startAgent({ serverUrl: serve.url, token: srv.body.connectionToken, httpPort: agent.httpPort });
     const code = await waitFor(async () => second.child.exitCode ?? undefined, 'the second agent to exit', 20_000);
     assert.equal(code, 1, second.output());
-    const pids = execFileSync('pgrep', ['-f', `${agent.dataDir}/run/master.sock`]).toString().trim().split('\n').map(Number);
+    const pids = execFileSync('pgrep', ['-f', `${agent.dataDir}/run/master.sock`])
+      .toString()
+      .trim()
+      .split('\n')
+      .map(Number);
     const m = /HAProxy cannot listen on port (\d+) on 127\.0\.0\.1: it is already in use by haproxy \(pid (\d+)\)\. Stop that process or give this agent another --http-port/.exec(second.output());
     assert.ok(m, second.output());
     assert.equal(Number(m[1]), agent.httpPort);
     // The holder is the first agent's HAProxy: its master or a worker (a child of the master).
     const holder = Number(m[2]);
-    const parent = Number(execFileSync('ps', ['-o', 'ppid=', '-p', String(holder)]).toString().trim());
+    const parent = Number(
+      execFileSync('ps', ['-o', 'ppid=', '-p', String(holder)])
+        .toString()
+        .trim(),
+    );
     assert.ok(pids.includes(holder) || pids.includes(parent), `holder ${holder} (parent ${parent}) is not the first agent's HAProxy (${pids.join(', ')})`);
     // The first agent still serves every request: nothing was shared.
     for (let i = 0; i < 10; i++) assert.equal((await viaProxy(agent.httpPort, 'crash.example.test')).status, 200);
@@ -91,7 +103,7 @@ describe('shield agent with real HAProxy', () => {
 });
 
 describe('a reload HAProxy refuses', () => {
-  test('is rolled back with traffic unaffected, and reported once, with HAProxy\'s message', async () => {
+  test("is rolled back with traffic unaffected, and reported once, with HAProxy's message", async () => {
     const serve = await startServe({ port: await freePort(), adminToken: ADMIN });
     const origin = await startOrigin('steady');
     let agent: AgentProc | undefined;
@@ -110,7 +122,7 @@ describe('a reload HAProxy refuses', () => {
     const bad = await api.call('POST', '/api/domains', { domain: 'reject.example.test', origins: [{ ip: '127.0.0.1', port: origin.port }], serverIds: [srv.body.id], sslEnabled: false });
     assert.equal(bad.status, 201);
     const n = await waitFor(async () => (await api.call('GET', '/api/notifications')).body.find((x: any) => x.kind === 'server_error'), 'server_error', 40_000);
-    assert.match(n.message, /injected-fault\.cfg/, 'the notification carries HAProxy\'s own message');
+    assert.match(n.message, /injected-fault\.cfg/, "the notification carries HAProxy's own message");
     assert.equal((await api.call('GET', '/api/notifications')).body.length, 1, 'one failure, one notification');
     const stats = await load.stop();
     assert.equal(stats.failed, 0, `failed requests during the refused reload: ${stats.errors.join(' | ')}`);

@@ -92,10 +92,15 @@ describe('traffic analytics through real HAProxy', () => {
     // One more request, seen in a later interval: exactly one more (an interval that took a
     // restart for traffic would add the new worker's whole counters again).
     assert.equal((await viaProxy(agent.httpPort, HOST, '/marker', {}, '127.0.51.2')).status, 200);
-    const later = await waitFor(async () => {
-      const t = await totals();
-      return t.s2xx > afterReload.s2xx ? t : undefined;
-    }, 'the marker request to show', 30_000, 250);
+    const later = await waitFor(
+      async () => {
+        const t = await totals();
+        return t.s2xx > afterReload.s2xx ? t : undefined;
+      },
+      'the marker request to show',
+      30_000,
+      250,
+    );
     assert.equal(later.s2xx, afterReload.s2xx + 1, `${JSON.stringify(later)} after ${JSON.stringify(afterReload)}`);
     assert.equal(later.ipBlocked, 3);
   });

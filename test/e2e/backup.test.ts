@@ -50,9 +50,21 @@ async function api(url: string, path: string, init: { key?: string; body?: unkno
  * stored fields (a control plane's health cycle writes its own verdict on the servers as it starts).
  */
 async function accountView(url: string, key: string) {
-  const [domains, servers, rules, account] = await Promise.all([api(url, '/api/domains', { key }), api(url, '/api/servers', { key }), api(url, '/api/waf', { key }), api(url, '/api/account', { key })]);
+  const [domains, servers, rules, account] = await Promise.all([
+    api(url, '/api/domains', { key }),
+    api(url, '/api/servers', { key }),
+    api(url, '/api/waf', { key }),
+    api(url, '/api/account', { key }),
+  ]);
   assert.equal(domains.status, 200, JSON.stringify(domains.body));
-  const stored = (s: Record<string, unknown>) => ({ id: s.id, name: s.name, desiredRevision: s.desiredRevision, appliedRevision: s.appliedRevision, createdAt: s.createdAt, agentVersion: s.agentVersion });
+  const stored = (s: Record<string, unknown>) => ({
+    id: s.id,
+    name: s.name,
+    desiredRevision: s.desiredRevision,
+    appliedRevision: s.appliedRevision,
+    createdAt: s.createdAt,
+    agentVersion: s.agentVersion,
+  });
   return { domains: domains.body, servers: servers.body.map(stored), rules: rules.body, balance: account.body.balance };
 }
 
@@ -90,7 +102,15 @@ describe('versions, backup and restore through the built rampart', () => {
     );
     const refused = await startAgent({ serverUrl: `http://127.0.0.1:${port}`, token: 'rmps_test', dataDir: join(dir, 'agent2') });
     after(() => refused.stop());
-    const line = await waitFor(() => refused.output().split('\n').find((l) => l.includes('refused this agent')), 'the refusal in the agent log', 30_000);
+    const line = await waitFor(
+      () =>
+        refused
+          .output()
+          .split('\n')
+          .find((l) => l.includes('refused this agent')),
+      'the refusal in the agent log',
+      30_000,
+    );
     for (const part of [`rampart ${version}, protocol ${PROTOCOL_VERSION}`, 'control plane rampart 9.0.0', `protocol ${PROTOCOL_VERSION + 1}`, 'upgrade the agent']) {
       assert.ok(line.includes(part), `the agent's log line names ${part}: ${line}`);
     }

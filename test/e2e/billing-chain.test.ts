@@ -43,7 +43,11 @@ describe('a multisend paying two deposits, one confirmed by the operator', () =>
     });
   };
   const api = async (method: string, path: string, body?: unknown, auth: Record<string, string> = {}) => {
-    const r = await fetch(`${serve!.url}${path}`, { method, headers: { ...(body !== undefined ? { 'content-type': 'application/json' } : {}), ...auth }, body: body === undefined ? undefined : JSON.stringify(body) });
+    const r = await fetch(`${serve!.url}${path}`, {
+      method,
+      headers: { ...(body !== undefined ? { 'content-type': 'application/json' } : {}), ...auth },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
     return { status: r.status, body: (await r.json()) as any };
   };
   const admin = { authorization: `Bearer ${ADMIN}` };
@@ -96,7 +100,11 @@ describe('a multisend paying two deposits, one confirmed by the operator', () =>
     assert.notEqual(deposits[0]!.logIndex, deposits[1]!.logIndex, 'two transfers of one transaction: two log indexes');
     assert.equal(await balance(), 70);
     // Naming the transaction (or one transfer of it) again, for either deposit, credits nothing.
-    for (const [id, logIndex] of [[a.id, undefined], [b.id, undefined], [a.id, deposits.find((r) => r.id === a.id)!.logIndex]]) {
+    for (const [id, logIndex] of [
+      [a.id, undefined],
+      [b.id, undefined],
+      [a.id, deposits.find((r) => r.id === a.id)!.logIndex],
+    ]) {
       const again = await api('POST', `/admin/deposits/${id}/confirm`, { txHash: hash, logIndex }, admin);
       assert.equal(again.status, 409, JSON.stringify(again.body));
       assert.deepEqual(again.body, { error: 'txHash: this transaction was already credited' });

@@ -46,10 +46,14 @@ describe('a frozen account at the edge', { skip: url ? false : 'no PostgreSQL an
       RAMPART_BILLING_INTERVAL: '0.2',
     });
     serve = { ...proc, url: `http://127.0.0.1:${port}` };
-    await waitFor(async () => {
-      if (proc.child.exitCode !== null) throw new Error(`rampart serve exited: ${proc.output()}`);
-      return (await fetch(`${serve.url}/healthz`)).ok;
-    }, 'rampart serve to answer', 60_000);
+    await waitFor(
+      async () => {
+        if (proc.child.exitCode !== null) throw new Error(`rampart serve exited: ${proc.output()}`);
+        return (await fetch(`${serve.url}/healthz`)).ok;
+      },
+      'rampart serve to answer',
+      60_000,
+    );
     await db.connect();
     api = await apiClient(serve.url);
     accountId = (await api.call('GET', '/api/account')).body.id;
@@ -133,7 +137,13 @@ describe('a frozen account at the edge', { skip: url ? false : 'no PostgreSQL an
     assert.equal(r.status, 200, JSON.stringify(r.body));
     await waitForOrigin(agent.httpPort, HOST, 'b');
     assert.equal((await viaProxy(agent.httpPort, HOST, '/', {}, BLOCKED_FROM)).status, 403, 'the rule is in the new configuration too');
-    const applied = () => (agent.output().slice(agentLogAtFreeze).match(/applied revision/g) ?? []).length;
+    const applied = () =>
+      (
+        agent
+          .output()
+          .slice(agentLogAtFreeze)
+          .match(/applied revision/g) ?? []
+      ).length;
     await waitFor(() => applied() > 0, "the agent's log of the apply"); // its output arrives through a pipe
     assert.equal(applied(), 1);
   });

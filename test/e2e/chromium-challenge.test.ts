@@ -45,7 +45,12 @@ describe('the bot challenge in a real Chromium', { skip: skipUnless(CHROMIUM, 'c
   // the origin marked secure) Web Crypto does.
   for (const secure of [false, true]) {
     test(`Chromium solves the proof of work in its workers (${secure ? 'Web Crypto' : 'script SHA-256, plain HTTP'}), and ends on the origin with the pass cookie`, async () => {
-      const b = secure ? await chromium.launch({ executablePath: CHROMIUM!, args: [...FLAGS, `--host-resolver-rules=MAP browser.waf.test 127.0.0.1`, `--unsafely-treat-insecure-origin-as-secure=${url.slice(0, -1)}`] }) : browser;
+      const b = secure
+        ? await chromium.launch({
+            executablePath: CHROMIUM!,
+            args: [...FLAGS, `--host-resolver-rules=MAP browser.waf.test 127.0.0.1`, `--unsafely-treat-insecure-origin-as-secure=${url.slice(0, -1)}`],
+          })
+        : browser;
       const context = await b.newContext();
       try {
         const page = await context.newPage();

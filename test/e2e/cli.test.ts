@@ -130,7 +130,7 @@ notifications:
     assert.match(applied.stdout, /\+ server edge-1\n/);
     assert.match(applied.stdout, /\+ waf rule block_country KP \(www\.example\.com\)\n/);
     assert.match(applied.stdout, /Plan: 13 to create, 1 to change, 0 to delete\./);
-    assert.equal([...applied.stdout.matchAll(/^  rmps_[0-9a-f]{64}$/gm)].length, 2, 'each created server\'s connection token, once');
+    assert.equal([...applied.stdout.matchAll(/^  rmps_[0-9a-f]{64}$/gm)].length, 2, "each created server's connection token, once");
     const servers = await get(a.apiKey, '/api/servers');
     const domains = await get(a.apiKey, '/api/domains');
     assert.deepEqual(servers.map((s: any) => `${s.name} ${s.publicIp}`).sort(), ['edge-1 203.0.113.10', 'edge-2 null']);
@@ -155,7 +155,14 @@ notifications:
     assert.match(twice.stdout, /^No changes\./);
 
     // A change and a removal: the dry run only prints; without --prune the removed domain is kept; with it, deleted.
-    const edited = file('edited.yaml', exported.stdout.replace('wafLevel: high', 'wafLevel: low').replace(/  - domain: api\.example\.com\n(    .*\n)+/, '').replace(/  - type: block_ai_bot\n(    .*\n)+/, '').replace(/  - name: api limit\n(    .*\n|      .*\n)+/, ''));
+    const edited = file(
+      'edited.yaml',
+      exported.stdout
+        .replace('wafLevel: high', 'wafLevel: low')
+        .replace(/  - domain: api\.example\.com\n(    .*\n)+/, '')
+        .replace(/  - type: block_ai_bot\n(    .*\n)+/, '')
+        .replace(/  - name: api limit\n(    .*\n|      .*\n)+/, ''),
+    );
     const dry = await cli(b.apiKey, 'apply', '-f', edited, '--dry-run', '--prune');
     assert.equal(dry.status, 0, dry.stderr);
     assert.match(dry.stdout, /  ~ domain www\.example\.com\n      wafLevel: "high" -> "low"\n/);
@@ -169,7 +176,10 @@ notifications:
     const pruned = await cli(b.apiKey, 'apply', '-f', edited, '--prune');
     assert.equal(pruned.status, 0, pruned.stderr);
     assert.match(pruned.stdout, /0 created, 0 changed, 3 deleted/);
-    assert.deepEqual((await get(b.apiKey, '/api/domains')).map((d: any) => d.domain), ['www.example.com']);
+    assert.deepEqual(
+      (await get(b.apiKey, '/api/domains')).map((d: any) => d.domain),
+      ['www.example.com'],
+    );
     assert.match((await cli(b.apiKey, 'apply', '-f', edited, '--prune')).stdout, /^No changes\./);
 
     // An invalid file: every error with its line and field, and nothing applied.
@@ -184,7 +194,11 @@ notifications:
 
   test("a frozen account's apply is refused and nothing is applied", async () => {
     const frozen = await account('pro', 0);
-    await fetch(`${serve.url}/admin/billing/charge`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${ADMIN}` }, body: JSON.stringify({ accountId: frozen.accountId }) });
+    await fetch(`${serve.url}/admin/billing/charge`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${ADMIN}` },
+      body: JSON.stringify({ accountId: frozen.accountId }),
+    });
     assert.equal((await get(frozen.apiKey, '/api/account')).state, 'frozen');
     const r = await cli(frozen.apiKey, 'apply', '-f', file('frozen.yaml', FULL));
     assert.equal(r.status, 1);

@@ -95,7 +95,10 @@ describe('verified search crawlers', () => {
   const configDir = () => readlink(join(agent.dataDir, 'haproxy', 'current'));
   const runtimeMap = async () => {
     const out = await master(`@1 show map ${join(await configDir(), 'verified_crawlers.map')}`);
-    return out.split('\n').filter(Boolean).map((l) => l.split(' ').slice(1).join(' '));
+    return out
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => l.split(' ').slice(1).join(' '));
   };
   /** Waits until pdns has been asked this question ("<name>|<type>"). */
   const asked = (question: string) => waitFor(() => pdns.output().includes(`wants '${question}'`), `pdns to be asked ${question}`, 10_000, 25);
@@ -117,7 +120,10 @@ describe('verified search crawlers', () => {
     // A genuine crawler that comes while attackers fill the lookup queue.
     await ptr(5, 'crawl-60-5.googlebot.com');
     await setRecords(pdns, 'googlebot.com', 'crawl-60-5.googlebot.com', 'A', ['127.0.60.5']);
-    relay = await startSilentRelay(pdns.dnsPort, SILENT_NETS.map((n) => `.${n.split('.').reverse().join('.')}.in-addr.arpa`));
+    relay = await startSilentRelay(
+      pdns.dnsPort,
+      SILENT_NETS.map((n) => `.${n.split('.').reverse().join('.')}.in-addr.arpa`),
+    );
 
     // Bing's list: its fixture's ranges and 127.0.61.0/28 (no PTR record exists for it).
     const bing = JSON.parse(await readFile(new URL('../../packages/server/test/fixtures/crawlers/bingbot.json', import.meta.url), 'utf8')) as { prefixes: object[] };
@@ -189,7 +195,7 @@ describe('verified search crawlers', () => {
     await settle(api);
     await waitFor(async () => (await configDir()) !== dir, 'the new configuration directory');
     assert.ok(await reached('127.0.60.1', { 'user-agent': GOOGLEBOT }), 'still verified after the reload');
-    await waitFor(async () => (await runtimeMap()).join() === '127.0.60.1 google', 'the new worker\'s map to hold exactly the verified address', 5_000, 25);
+    await waitFor(async () => (await runtimeMap()).join() === '127.0.60.1 google', "the new worker's map to hold exactly the verified address", 5_000, 25);
     await challenged('127.0.60.3', { 'user-agent': GOOGLEBOT }, 'still refused after the reload');
   });
 
@@ -217,7 +223,12 @@ describe('verified search crawlers', () => {
     }
     assert.deepEqual([...new Set(statuses)], [200], 'every attacker is challenged');
     // Their lookups are out, and hang: the relay swallowed a question from each network.
-    await waitFor(() => SILENT_NETS.every((n) => relay.swallowed.some((q) => q.endsWith(`.${n.split('.').reverse().join('.')}.in-addr.arpa`))), 'a lookup of each attacking network to hang', 10_000, 25);
+    await waitFor(
+      () => SILENT_NETS.every((n) => relay.swallowed.some((q) => q.endsWith(`.${n.split('.').reverse().join('.')}.in-addr.arpa`))),
+      'a lookup of each attacking network to hang',
+      10_000,
+      25,
+    );
     // The genuine crawler's one request: its claim must be queued and answered, not dropped. The
     // map is read through the master CLI, so nothing claims the address again.
     await challenged('127.0.60.5', { 'user-agent': GOOGLEBOT }, 'the genuine crawler, first request');

@@ -76,14 +76,27 @@ describe('the dashboard hands out the install and connect commands', { skip: ski
     assert.ok(!ran.stdout.includes(token) && !ran.stderr.includes(token), 'the token is not echoed');
     const envFile = join(configDir, 'agent.env');
     assert.equal(statSync(envFile).mode & 0o777, 0o600);
-    const env = Object.fromEntries(readFileSync(envFile, 'utf8').split('\n').filter((l) => /^[A-Z_]+=/.test(l)).map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)]));
+    const env = Object.fromEntries(
+      readFileSync(envFile, 'utf8')
+        .split('\n')
+        .filter((l) => /^[A-Z_]+=/.test(l))
+        .map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)]),
+    );
     assert.equal(env.RAMPART_AGENT_TOKEN, token);
     assert.equal(env.RAMPART_SERVER_URL, `ws://127.0.0.1:${new URL(serve.url).port}/agent`);
 
-    agent = startProcess(process.execPath, [CLI, 'agent', '--server', env.RAMPART_SERVER_URL!, '--data-dir', agentDir, '--http-port', String(await freePort()), '--bind', '127.0.0.1', '--metrics-port', '0'], { RAMPART_AGENT_TOKEN: env.RAMPART_AGENT_TOKEN });
-    await waitFor(async () => {
-      const servers = (await (await fetch(`${serve.url}/api/servers`, { headers: { 'x-api-key': apiKey } })).json()) as { name: string; status: string }[];
-      return servers.find((s) => s.name === 'edge-install')?.status === 'active';
-    }, 'the agent configured by the dashboard\'s command to connect', 30_000);
+    agent = startProcess(
+      process.execPath,
+      [CLI, 'agent', '--server', env.RAMPART_SERVER_URL!, '--data-dir', agentDir, '--http-port', String(await freePort()), '--bind', '127.0.0.1', '--metrics-port', '0'],
+      { RAMPART_AGENT_TOKEN: env.RAMPART_AGENT_TOKEN },
+    );
+    await waitFor(
+      async () => {
+        const servers = (await (await fetch(`${serve.url}/api/servers`, { headers: { 'x-api-key': apiKey } })).json()) as { name: string; status: string }[];
+        return servers.find((s) => s.name === 'edge-install')?.status === 'active';
+      },
+      "the agent configured by the dashboard's command to connect",
+      30_000,
+    );
   });
 });

@@ -45,7 +45,11 @@ describe('the dashboard in a real Chromium', { skip: !CHROMIUM && 'chromium is n
       url: serve.url,
       key,
       async call(method, path, body) {
-        const r = await fetch(serve.url + path, { method, headers: { 'x-api-key': key, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) }, ...(body !== undefined ? { body: JSON.stringify(body) } : {}) });
+        const r = await fetch(serve.url + path, {
+          method,
+          headers: { 'x-api-key': key, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+          ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+        });
         const text = await r.text();
         return { status: r.status, body: text ? JSON.parse(text) : undefined };
       },
@@ -224,7 +228,10 @@ describe('the dashboard in a real Chromium', { skip: !CHROMIUM && 'chromium is n
     await dialog.getByRole('status').getByText('Exception added').waitFor();
     await page.keyboard.press('Escape');
     const rules = (await api.call('GET', '/api/waf')).body as { rule_type: string; value: string }[];
-    assert.ok(rules.some((r) => r.rule_type === 'waf_exception' && r.value === '{"path":"/search","location":"query:q","detector":"sqli"}'), JSON.stringify(rules));
+    assert.ok(
+      rules.some((r) => r.rule_type === 'waf_exception' && r.value === '{"path":"/search","location":"query:q","detector":"sqli"}'),
+      JSON.stringify(rules),
+    );
   });
 
   test('an API key is shown once with a copy button, then deleted; the export downloads', async () => {
@@ -250,10 +257,14 @@ describe('the dashboard in a real Chromium', { skip: !CHROMIUM && 'chromium is n
 
   test('Analytics draws a chart of real traffic from the agent', async () => {
     for (let i = 0; i < 5; i++) await viaProxy(agent!.httpPort, DOMAIN, `/page-${i}`);
-    await waitFor(async () => {
-      const r = await api.call('GET', `/api/analytics?step=minute&from=${new Date(Date.now() - 3_600_000).toISOString()}`);
-      return r.status === 200 && r.body.series.some((p: { requests: number }) => p.requests > 0);
-    }, 'the agent to ship analytics', 20_000);
+    await waitFor(
+      async () => {
+        const r = await api.call('GET', `/api/analytics?step=minute&from=${new Date(Date.now() - 3_600_000).toISOString()}`);
+        return r.status === 200 && r.body.series.some((p: { requests: number }) => p.requests > 0);
+      },
+      'the agent to ship analytics',
+      20_000,
+    );
     await go('Analytics');
     await page.getByLabel('Period').selectOption('1h');
     await page.locator('.chart canvas').first().waitFor({ timeout: 10_000 });
@@ -288,7 +299,10 @@ describe('the dashboard in a real Chromium', { skip: !CHROMIUM && 'chromium is n
     const pay = page.locator('.callout').filter({ hasText: 'Deposit of $7.50 announced' });
     await pay.getByText('Send exactly 7.50 USDC on base').waitFor();
     await pay.getByLabel('Deposit address').getByText(address).waitFor();
-    await pay.getByRole('img', { name: `QR code of the deposit address ${address}` }).locator('path').waitFor();
+    await pay
+      .getByRole('img', { name: `QR code of the deposit address ${address}` })
+      .locator('path')
+      .waitFor();
     assert.equal(await page.locator('.callout').count(), 1, 'the earlier deposit message is replaced, not piled up');
     await page.unroute('**/api/billing/deposits');
     await page.setViewportSize({ width: 390, height: 844 });
@@ -354,7 +368,7 @@ describe('the dashboard in a real Chromium', { skip: !CHROMIUM && 'chromium is n
     await page.getByText(serverName).first().waitFor();
   });
 
-  test('custom rules: the builder writes the expression, a typo is marked at its column, the server\'s refusal is shown; enable and reorder', async () => {
+  test("custom rules: the builder writes the expression, a typo is marked at its column, the server's refusal is shown; enable and reorder", async () => {
     await go('Custom rules');
     await page.getByRole('button', { name: 'Add custom rule' }).click();
     const d = page.getByRole('dialog', { name: 'Add custom rule' });
@@ -397,7 +411,10 @@ describe('the dashboard in a real Chromium', { skip: !CHROMIUM && 'chromium is n
     await condition(1).getByLabel('Value').fill('^/(a+)+$');
     await page.screenshot({ path: join(OUT, 'dashboard-custom-rule-editor-1400.png') });
     await d.getByRole('button', { name: 'Save' }).click();
-    await d.getByRole('alert').getByText(/can backtrack catastrophically/).waitFor();
+    await d
+      .getByRole('alert')
+      .getByText(/can backtrack catastrophically/)
+      .waitFor();
     await condition(1).getByLabel('Operator').selectOption('eq');
     await condition(1).getByLabel('Value').fill('/login');
     await d.getByRole('button', { name: 'Save' }).click();
@@ -450,7 +467,15 @@ describe('the dashboard in a real Chromium', { skip: !CHROMIUM && 'chromium is n
         const violations = await page.evaluate(async () => {
           const axe = (window as unknown as { axe: { run(ctx: Document, o: object): Promise<{ violations: { id: string; impact: string; help: string; nodes: { target: string[] }[] }[] }> } }).axe;
           const r = await axe.run(document, { resultTypes: ['violations'] });
-          return r.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical').map((v) => `${v.id} (${v.impact}): ${v.help} at ${v.nodes.map((n) => n.target.join(' ')).slice(0, 3).join(', ')}`);
+          return r.violations
+            .filter((v) => v.impact === 'serious' || v.impact === 'critical')
+            .map(
+              (v) =>
+                `${v.id} (${v.impact}): ${v.help} at ${v.nodes
+                  .map((n) => n.target.join(' '))
+                  .slice(0, 3)
+                  .join(', ')}`,
+            );
         });
         for (const v of violations) problems.push(`${view}, ${scheme}: ${v}`);
         const file = view.toLowerCase().replace(/ /g, '-');

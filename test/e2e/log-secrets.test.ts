@@ -64,7 +64,12 @@ test('no secret reaches the log: failing RPC and webhook, bad sign-in, bad agent
   });
   after(() => serve.stop());
   const call = async (method: string, path: string, headers: Record<string, string>, body?: unknown) => {
-    const send = () => fetch(serve.url + path, { method, headers: { ...headers, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) }, ...(body !== undefined ? { body: JSON.stringify(body) } : {}) });
+    const send = () =>
+      fetch(serve.url + path, {
+        method,
+        headers: { ...headers, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+        ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+      });
     // A GET whose kept-alive connection was reset under the full suite's load (seen once in CI, never
     // alone) is sent again: what this test checks is the log, not the transport.
     const res = await send().catch((err: Error & { cause?: { code?: string } }) => {

@@ -42,13 +42,27 @@ describe('two control-plane processes on one PostgreSQL', () => {
     // passed through, a dead process's connections sent to the other.
     const port = await freePort();
     lbDir = mkdtempSync(join(tmpdir(), 'rampart-lb-'));
-    writeFileSync(join(lbDir, 'lb.cfg'), [
-      'defaults', '    mode http', '    timeout connect 2s', '    timeout client 60s', '    timeout server 60s', '    timeout tunnel 1h',
-      '    option redispatch', '    retries 3',
-      'frontend in', `    bind 127.0.0.1:${port}`, '    default_backend cp',
-      'backend cp', '    balance roundrobin', '    option httpchk GET /healthz',
-      ...serves.map((s, i) => `    server p${i} 127.0.0.1:${new URL(s!.url).port} check inter 200 fall 1 rise 1`), '',
-    ].join('\n'));
+    writeFileSync(
+      join(lbDir, 'lb.cfg'),
+      [
+        'defaults',
+        '    mode http',
+        '    timeout connect 2s',
+        '    timeout client 60s',
+        '    timeout server 60s',
+        '    timeout tunnel 1h',
+        '    option redispatch',
+        '    retries 3',
+        'frontend in',
+        `    bind 127.0.0.1:${port}`,
+        '    default_backend cp',
+        'backend cp',
+        '    balance roundrobin',
+        '    option httpchk GET /healthz',
+        ...serves.map((s, i) => `    server p${i} 127.0.0.1:${new URL(s!.url).port} check inter 200 fall 1 rise 1`),
+        '',
+      ].join('\n'),
+    );
     lb = startProcess('haproxy', ['-f', join(lbDir, 'lb.cfg'), '-db']);
     lbUrl = `http://127.0.0.1:${port}`;
     await waitFor(async () => (await fetch(`${lbUrl}/healthz`).catch(() => undefined))?.ok === true, 'the load balancer');
@@ -78,7 +92,11 @@ describe('two control-plane processes on one PostgreSQL', () => {
   }
 
   async function callWith(url: string, key: string, method: string, path: string, body?: unknown) {
-    const res = await fetch(url + path, { method, headers: { 'x-api-key': key, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) }, body: body === undefined ? undefined : JSON.stringify(body) });
+    const res = await fetch(url + path, {
+      method,
+      headers: { 'x-api-key': key, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
     const text = await res.text();
     return { status: res.status, body: text ? JSON.parse(text) : undefined };
   }
@@ -124,10 +142,14 @@ describe('two control-plane processes on one PostgreSQL', () => {
       const r = await viaProxy(port, host).catch(() => undefined);
       return r?.status === 200 ? (JSON.parse(r.text) as { origin: string }).origin : undefined;
     };
-    const was = await waitFor(async () => {
-      const [x, y] = [await servedBy(canary.agent.httpPort), await servedBy(fleet.agent.httpPort)];
-      return x !== undefined && x === y && x;
-    }, 'both servers serving the same origin', 60_000);
+    const was = await waitFor(
+      async () => {
+        const [x, y] = [await servedBy(canary.agent.httpPort), await servedBy(fleet.agent.httpPort)];
+        return x !== undefined && x === y && x;
+      },
+      'both servers serving the same origin',
+      60_000,
+    );
     const next = was === 'a' ? b : a;
     const nextName = was === 'a' ? 'b' : 'a';
     assert.equal((await apis[0]!.call('PUT', `/api/domains/${multiDomain}`, { origins: [{ ip: '127.0.0.1', port: next.port }] })).status, 200);
@@ -148,10 +170,14 @@ describe('two control-plane processes on one PostgreSQL', () => {
     await waitFor(async () => (await viaProxy(canary.agent.httpPort, host)).status === 403, 'the canary to block', 30_000);
     const blocked = await Promise.all(Array.from({ length: 30 }, () => viaProxy(canary.agent.httpPort, host)));
     assert.ok(blocked.filter((r) => r.status === 403).length >= 25, 'the canary blocks (before it is rolled back)');
-    const halted = await waitFor(async () => {
-      const r = await newest();
-      return r.state === 'halted' && r;
-    }, 'the rollout to halt', 30_000);
+    const halted = await waitFor(
+      async () => {
+        const r = await newest();
+        return r.state === 'halted' && r;
+      },
+      'the rollout to halt',
+      30_000,
+    );
     assert.ok(Date.parse(halted.endedAt!) <= Date.parse(halted.bakeUntil), `halted within the bake time (${halted.endedAt} <= ${halted.bakeUntil})`);
     assert.deepEqual(Object.fromEntries(halted.servers.map((s) => [s.serverId, s.state])), { [canary.id]: 'rolled_back', [fleet.id]: 'halted' });
     // The canary is back on the last good revision; the other server never blocked.
@@ -184,7 +210,9 @@ describe('two control-plane processes on one PostgreSQL', () => {
   test('the monthly charge, tried by both processes every second, charges each due account once', async (t) => {
     if (!databaseUrl) return t.skip('PostgreSQL is not reachable');
     const admin = (body: unknown) =>
-      fetch(`${serves[0]!.url}/admin/accounts`, { method: 'POST', headers: { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json' }, body: JSON.stringify(body) }).then((r) => r.json() as Promise<{ accountId: string }>);
+      fetch(`${serves[0]!.url}/admin/accounts`, { method: 'POST', headers: { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json' }, body: JSON.stringify(body) }).then(
+        (r) => r.json() as Promise<{ accountId: string }>,
+      );
     const ids: string[] = [];
     for (let i = 0; i < 20; i++) ids.push((await admin({ email: `due-${i}-${Date.now()}@example.com`, plan: 'pro', balance: 100 })).accountId);
     const db = new pg.Client({ connectionString: databaseUrl });
@@ -193,7 +221,10 @@ describe('two control-plane processes on one PostgreSQL', () => {
       // Due now: what a month's wait would do (the test's own write, not a product path).
       await db.query(`update accounts set next_charge_at = now() - interval '1 minute' where id = any($1)`, [ids]);
       const charges = async () =>
-        (await db.query(`select account_id, count(*)::int as n from transactions where kind = 'charge' and status = 'confirmed' and account_id = any($1) group by account_id`, [ids])).rows as { account_id: string; n: number }[];
+        (await db.query(`select account_id, count(*)::int as n from transactions where kind = 'charge' and status = 'confirmed' and account_id = any($1) group by account_id`, [ids])).rows as {
+          account_id: string;
+          n: number;
+        }[];
       await waitFor(async () => (await charges()).length === ids.length, 'every due account charged', 30_000);
       // More runs of the job after those charges: each sentinel account made due later is charged
       // by a later run, which would have charged the first ones again if it could.
@@ -202,15 +233,20 @@ describe('two control-plane processes on one PostgreSQL', () => {
         await db.query(`update accounts set next_charge_at = now() - interval '1 minute' where id = $1`, [sentinel]);
         await waitFor(async () => (await db.query(`select 1 from transactions where kind = 'charge' and account_id = $1`, [sentinel])).rowCount === 1, 'a later run of the job', 30_000);
       }
-      assert.ok((await charges()).every((c) => c.n === 1), 'one charge per account');
+      assert.ok(
+        (await charges()).every((c) => c.n === 1),
+        'one charge per account',
+      );
       const rows = (
-        await db.query(
-          `select a.balance_cents::int as balance, t.amount_cents::int as price from accounts a join transactions t on t.account_id = a.id and t.kind = 'charge' where a.id = any($1)`,
-          [ids],
-        )
+        await db.query(`select a.balance_cents::int as balance, t.amount_cents::int as price from accounts a join transactions t on t.account_id = a.id and t.kind = 'charge' where a.id = any($1)`, [
+          ids,
+        ])
       ).rows as { balance: number; price: number }[];
       assert.equal(rows.length, ids.length);
-      assert.ok(rows.every((r) => r.price > 0 && r.balance === 10_000 - r.price), `each balance is $100 less one price: ${JSON.stringify(rows.slice(0, 3))}`);
+      assert.ok(
+        rows.every((r) => r.price > 0 && r.balance === 10_000 - r.price),
+        `each balance is $100 less one price: ${JSON.stringify(rows.slice(0, 3))}`,
+      );
     } finally {
       await db.end();
     }
@@ -229,7 +265,11 @@ describe('two control-plane processes on one PostgreSQL', () => {
     await waitFor(() => agent.output().includes('the service is restarting'), 'the agent told of the restart', 10_000);
     assert.equal((await apis[1]!.call('PUT', `/api/domains/${d.body.id}`, { origins: [{ ip: '127.0.0.1', port: b.port }] })).status, 200);
     await waitForOrigin(agent.httpPort, 'restart.example.test', 'b', 60_000);
-    await waitFor(async () => ((await apis[0]!.call('GET', '/api/servers')).body as { id: string; status: string }[]).find((s) => s.id === srv.body.id)?.status === 'active', 'the agent active again', 30_000);
+    await waitFor(
+      async () => ((await apis[0]!.call('GET', '/api/servers')).body as { id: string; status: string }[]).find((s) => s.id === srv.body.id)?.status === 'active',
+      'the agent active again',
+      30_000,
+    );
   });
 
   test("a killed process's agents reconnect to the other one through the load balancer and resync", async (t) => {
@@ -241,6 +281,10 @@ describe('two control-plane processes on one PostgreSQL', () => {
     serves[0] = undefined;
     assert.equal((await apis[1]!.call('PUT', `/api/domains/${d.body.id}`, { origins: [{ ip: '127.0.0.1', port: b.port }] })).status, 200);
     await waitForOrigin(viaLb.httpPort, 'lb.example.test', 'b', 60_000);
-    await waitFor(async () => ((await apis[1]!.call('GET', '/api/servers')).body as { id: string; status: string }[]).find((s) => s.id === srv.body.id)?.status === 'active', 'the agent active again', 60_000);
+    await waitFor(
+      async () => ((await apis[1]!.call('GET', '/api/servers')).body as { id: string; status: string }[]).find((s) => s.id === srv.body.id)?.status === 'active',
+      'the agent active again',
+      60_000,
+    );
   });
 });

@@ -79,10 +79,14 @@ describe('notification delivery from rampart serve', async () => {
     assert.ok(!list.some((x) => x.kind === 'server_error'), 'one crash, one notification (docs/notifications.md)');
     assert.equal(n.message, notificationMessages.fromAgent('proxy_crash', 'edge-notify', 'HAProxy exited with code 139; the agent restarted it on the last-known-good configuration'));
 
-    const first = await waitFor(async () => {
-      const log = (await api.call('GET', '/api/notifications/deliveries')).body as Delivery[];
-      return log.find((d) => d.channel === 'webhook' && d.attempts === 1 && d.status === 'pending') && log;
-    }, 'the failed attempt in the log', 5000);
+    const first = await waitFor(
+      async () => {
+        const log = (await api.call('GET', '/api/notifications/deliveries')).body as Delivery[];
+        return log.find((d) => d.channel === 'webhook' && d.attempts === 1 && d.status === 'pending') && log;
+      },
+      'the failed attempt in the log',
+      5000,
+    );
     assert.deepEqual(
       first.map((d) => [d.notificationId, d.kind, d.channel]).sort(),
       [
@@ -96,10 +100,14 @@ describe('notification delivery from rampart serve', async () => {
 
     // The retry comes within the first backoff ceiling (30 s) and succeeds.
     await waitFor(() => hook.requests.length >= 2, 'the retried webhook', 40_000, 50);
-    const log = await waitFor(async () => {
-      const l = (await api.call('GET', '/api/notifications/deliveries')).body as Delivery[];
-      return l.every((d) => d.status === 'delivered') && l;
-    }, 'both deliveries delivered', 5000);
+    const log = await waitFor(
+      async () => {
+        const l = (await api.call('GET', '/api/notifications/deliveries')).body as Delivery[];
+        return l.every((d) => d.status === 'delivered') && l;
+      },
+      'both deliveries delivered',
+      5000,
+    );
     const byChannel = Object.fromEntries(log.map((d) => [d.channel, d]));
     assert.deepEqual([byChannel.webhook!.attempts, byChannel.webhook!.lastStatus, byChannel.webhook!.lastError], [2, 204, null]);
     assert.deepEqual([byChannel.email!.attempts, byChannel.email!.target], [1, 'oncall@example.com']);

@@ -35,7 +35,12 @@ function unitSettings(text: string): Map<string, string[]> {
 
 /** KEY=value lines of an EnvironmentFile. */
 function envFileVars(text: string): Record<string, string> {
-  return Object.fromEntries(text.split('\n').filter((l) => /^[A-Z_][A-Z0-9_]*=/.test(l)).map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)]));
+  return Object.fromEntries(
+    text
+      .split('\n')
+      .filter((l) => /^[A-Z_][A-Z0-9_]*=/.test(l))
+      .map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)]),
+  );
 }
 
 /** ExecStart as systemd expands it: ${VAR} is one word, $VAR splits into words (none when empty). */
@@ -140,15 +145,29 @@ describe('the Debian package', { skip }, () => {
   test('its files: the built product with production dependencies only, /usr/bin/rampart, the units, no sources', () => {
     const list = execFileSync('dpkg-deb', ['-c', deb], { encoding: 'utf8', maxBuffer: 64 << 20 }).split('\n');
     const paths = list.map((l) => l.split(/\s+/).slice(5).join(' ')).filter(Boolean);
-    assert.ok(list.every((l) => !l || /^\S+ root\/root /.test(l)), 'every file belongs to root');
+    assert.ok(
+      list.every((l) => !l || /^\S+ root\/root /.test(l)),
+      'every file belongs to root',
+    );
     assert.ok(paths.includes('./usr/bin/rampart -> ../lib/rampart/packages/cli/dist/main.js'));
-    for (const p of ['./usr/lib/systemd/system/rampart-server.service', './usr/lib/systemd/system/rampart-agent.service', './usr/lib/rampart/packages/proxy/lua/rampart_waf.lua', './usr/lib/rampart/packages/dashboard/dist/index.html', './usr/share/doc/rampart/copyright', './usr/share/doc/rampart/operations.md']) {
+    for (const p of [
+      './usr/lib/systemd/system/rampart-server.service',
+      './usr/lib/systemd/system/rampart-agent.service',
+      './usr/lib/rampart/packages/proxy/lua/rampart_waf.lua',
+      './usr/lib/rampart/packages/dashboard/dist/index.html',
+      './usr/share/doc/rampart/copyright',
+      './usr/share/doc/rampart/operations.md',
+    ]) {
       assert.ok(paths.includes(p), `${p} is in the package`);
     }
     const modules = readdirSync(join(root, 'usr/lib/rampart/node_modules'));
     for (const dev of ['typescript', 'tsx', 'vite', 'ganache', 'playwright-core', 'fast-check']) assert.ok(!modules.includes(dev), `${dev} (a development dependency) is not shipped`);
     for (const prod of ['fastify', 'kysely', 'ws', 'acme-client']) assert.ok(modules.includes(prod), `${prod} is shipped`);
-    assert.deepEqual(paths.filter((p) => /\/src\/.*\.tsx?$|\.test\.|\.tsbuildinfo$/.test(p) && !p.includes('/node_modules/')), [], 'no sources, tests or build caches of ours');
+    assert.deepEqual(
+      paths.filter((p) => /\/src\/.*\.tsx?$|\.test\.|\.tsbuildinfo$/.test(p) && !p.includes('/node_modules/')),
+      [],
+      'no sources, tests or build caches of ours',
+    );
   });
 
   test('both units pass systemd-analyze verify where the package is installed, and are hardened', () => {
@@ -159,7 +178,15 @@ describe('the Debian package', { skip }, () => {
       const u = unitSettings(readFileSync(join(root, 'usr/lib/systemd/system', name), 'utf8'));
       const one = (k: string) => u.get(k)?.join(' ');
       assert.equal(one('User'), 'rampart', `${name} never runs as root`);
-      for (const [k, v] of Object.entries({ NoNewPrivileges: 'yes', ProtectSystem: 'strict', ReadWritePaths: '/var/lib/rampart', PrivateTmp: 'yes', ProtectHome: 'yes', Restart: 'on-failure', StandardOutput: 'journal' })) {
+      for (const [k, v] of Object.entries({
+        NoNewPrivileges: 'yes',
+        ProtectSystem: 'strict',
+        ReadWritePaths: '/var/lib/rampart',
+        PrivateTmp: 'yes',
+        ProtectHome: 'yes',
+        Restart: 'on-failure',
+        StandardOutput: 'journal',
+      })) {
         assert.equal(one(k), v, `${name}: ${k}`);
       }
       assert.ok(u.get('RestartSec'), `${name} restarts with a pause`);
@@ -201,17 +228,25 @@ describe('the Debian package', { skip }, () => {
     // The control plane, as rampart-server.service runs it.
     const server = startUnit('rampart-server.service');
     const url = `http://127.0.0.1:${port}`;
-    await waitFor(async () => {
-      if (server.child.exitCode !== null) throw new Error(`the server exited: ${server.output()}`);
-      return (await fetch(`${url}/healthz`)).ok;
-    }, 'the installed control plane to answer', 60_000);
-    assert.equal(sh('stat -c "%U" /var/lib/rampart/server'), 'rampart', 'its data is the rampart user\'s, in /var/lib/rampart');
+    await waitFor(
+      async () => {
+        if (server.child.exitCode !== null) throw new Error(`the server exited: ${server.output()}`);
+        return (await fetch(`${url}/healthz`)).ok;
+      },
+      'the installed control plane to answer',
+      60_000,
+    );
+    assert.equal(sh('stat -c "%U" /var/lib/rampart/server'), 'rampart', "its data is the rampart user's, in /var/lib/rampart");
     const served = await fetch(`${url}/downloads/rampart_all.deb`);
     assert.equal(served.status, 200);
     assert.deepEqual(Buffer.from(await served.arrayBuffer()), readFileSync(deb));
 
     // An account and a shield server, through the operator token in server.env.
-    const account = await fetch(`${url}/admin/accounts`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${serverEnv.RAMPART_ADMIN_TOKEN}` }, body: JSON.stringify({ email: 'ops@example.com', plan: 'pro' }) });
+    const account = await fetch(`${url}/admin/accounts`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${serverEnv.RAMPART_ADMIN_TOKEN}` },
+      body: JSON.stringify({ email: 'ops@example.com', plan: 'pro' }),
+    });
     assert.equal(account.status, 201);
     const apiKey = ((await account.json()) as { apiKey: string }).apiKey;
     const api = (path: string, init: RequestInit = {}) => fetch(url + path, { ...init, headers: { 'x-api-key': apiKey, 'content-type': 'application/json' } });
@@ -228,15 +263,22 @@ describe('the Debian package', { skip }, () => {
     // Unprivileged ports for the test (the unit's default is 80 and 443): the options an operator adds to agent.env.
     const httpPort = await freePort();
     const agentEnvPath = join(etc, 'rampart/agent.env');
-    writeFileSync(agentEnvPath, readFileSync(agentEnvPath, 'utf8').replace(/^RAMPART_AGENT_OPTIONS=.*$/m, `RAMPART_AGENT_OPTIONS=--http-port ${httpPort} --https-port ${await freePort()} --bind 127.0.0.1 --metrics-port 0`));
+    writeFileSync(
+      agentEnvPath,
+      readFileSync(agentEnvPath, 'utf8').replace(/^RAMPART_AGENT_OPTIONS=.*$/m, `RAMPART_AGENT_OPTIONS=--http-port ${httpPort} --https-port ${await freePort()} --bind 127.0.0.1 --metrics-port 0`),
+    );
 
     // The agent, as rampart-agent.service runs it: the token in its environment, not on its command line.
     const agent = startUnit('rampart-agent.service');
-    await waitFor(async () => {
-      if (agent.child.exitCode !== null) throw new Error(`the agent exited: ${agent.output()}`);
-      const list = (await (await api('/api/servers')).json()) as { id: string; status: string }[];
-      return list.find((s) => s.id === shield.id)?.status === 'active';
-    }, 'the installed agent to connect', 60_000);
+    await waitFor(
+      async () => {
+        if (agent.child.exitCode !== null) throw new Error(`the agent exited: ${agent.output()}`);
+        const list = (await (await api('/api/servers')).json()) as { id: string; status: string }[];
+        return list.find((s) => s.id === shield.id)?.status === 'active';
+      },
+      'the installed agent to connect',
+      60_000,
+    );
     const cmdlines = sh('cat /proc/[0-9]*/cmdline 2>/dev/null | tr "\\0" " "');
     assert.ok(!cmdlines.includes(shield.connectionToken) && !cmdlines.includes(serverEnv.RAMPART_ADMIN_TOKEN!), 'no secret on any command line (ps)');
     assert.ok(existsSync(join(varLib, 'rampart/agent')), 'the agent keeps its files in /var/lib/rampart/agent');
@@ -256,7 +298,19 @@ describe('the Debian package', { skip }, () => {
     await agent.stop();
     await server.stop();
 
-    const restore = run(['setpriv', '--reuid=rampart', '--regid=rampart', '--init-groups', '--', 'rampart', 'restore', '--in', '/var/lib/rampart/test.backup', '--data-dir', '/var/lib/rampart/restored']);
+    const restore = run([
+      'setpriv',
+      '--reuid=rampart',
+      '--regid=rampart',
+      '--init-groups',
+      '--',
+      'rampart',
+      'restore',
+      '--in',
+      '/var/lib/rampart/test.backup',
+      '--data-dir',
+      '/var/lib/rampart/restored',
+    ]);
     assert.equal(restore.status, 0, restore.stderr);
     assert.equal(JSON.parse(restore.stdout).restored, '/var/lib/rampart/test.backup');
     assert.equal(sh('stat -c "%U" /var/lib/rampart/restored'), 'rampart');

@@ -48,11 +48,16 @@ describe('the rate limiter window through real HAProxy (two threads)', () => {
     assert.equal((await get('127.0.50.3')).status, 200, 'another address has its own count');
     // Polled once a second: every refused request counts, none moves the window.
     let refused = 0;
-    await waitFor(async () => {
-      const r = await get(from);
-      if (r.status === 429) refused++;
-      return r.status === 200;
-    }, 'the window to end', 75_000, 1000);
+    await waitFor(
+      async () => {
+        const r = await get(from);
+        if (r.status === 429) refused++;
+        return r.status === 200;
+      },
+      'the window to end',
+      75_000,
+      1000,
+    );
     const elapsed = (Date.now() - start) / 1000;
     assert.ok(elapsed >= 59 && elapsed < 66, `a new window after ${elapsed.toFixed(1)} s`);
     assert.ok(refused >= 50, `${refused} refused requests while waiting`);
@@ -83,13 +88,14 @@ describe('the rate limiter counts an IPv6 /64 as one client (real HAProxy, forge
     port = await freePort();
     const waf = renderWaf({ serverId: 'srv', revision: 1, domains: [DOMAIN], rules: [{ id: RULE, type: 'rate_limit', value: '{"requests_per_minute":2}', domainId: null, priority: 1 }] }, dir, {});
     for (const [name, content] of Object.entries(waf.files)) writeFileSync(join(dir, name), content);
-    const cfg = [
-      ['global', ...waf.global].join('\n'),
-      DEFAULTS_SECTION.join('\n'),
-      ...waf.sections,
-      ['frontend test_in', `    bind 127.0.0.1:${port}`, '    http-request set-src hdr(x-test-src)', ...waf.frontend, '    default_backend test_domain'].join('\n'),
-      ['backend test_domain', ...waf.backend(DOMAIN), '    http-request return status 200 content-type text/plain lf-string "counted %[src,ipmask(32,64)] %[sc_get_gpc0(0)]"'].join('\n'),
-    ].join('\n\n') + '\n';
+    const cfg =
+      [
+        ['global', ...waf.global].join('\n'),
+        DEFAULTS_SECTION.join('\n'),
+        ...waf.sections,
+        ['frontend test_in', `    bind 127.0.0.1:${port}`, '    http-request set-src hdr(x-test-src)', ...waf.frontend, '    default_backend test_domain'].join('\n'),
+        ['backend test_domain', ...waf.backend(DOMAIN), '    http-request return status 200 content-type text/plain lf-string "counted %[src,ipmask(32,64)] %[sc_get_gpc0(0)]"'].join('\n'),
+      ].join('\n\n') + '\n';
     writeFileSync(join(dir, 'haproxy.cfg'), cfg);
     haproxy = startProcess('haproxy', ['-db', '-f', join(dir, 'haproxy.cfg')]);
     await waitFor(async () => (await from('192.0.2.200').catch(() => undefined))?.status === 200, `HAProxy to answer (${haproxy.output()})`);

@@ -69,15 +69,26 @@ describe('staged rollout through real agents', () => {
   test('the before from the fast origin, the bake from the slow one: halted, named, and the fleet stays fast', async () => {
     // The before: 1,600 fast requests (about 100 samples), stored once the analytics show them.
     assert.ok((await traffic(1600, 16)).every((s) => s === 200));
-    await waitFor(async () => {
-      const r = await api.call('GET', `/api/analytics?domain=${domainId}`);
-      return (r.body.series as { requests: number }[]).reduce((s, p) => s + p.requests, 0) >= 1600;
-    }, 'the analytics to hold the traffic before the change', 30_000);
+    await waitFor(
+      async () => {
+        const r = await api.call('GET', `/api/analytics?domain=${domainId}`);
+        return (r.body.series as { requests: number }[]).reduce((s, p) => s + p.requests, 0) >= 1600;
+      },
+      'the analytics to hold the traffic before the change',
+      30_000,
+    );
 
     assert.equal((await api.call('PUT', `/api/servers/${ids[0]}`, { canary: true })).status, 200);
     assert.equal((await api.call('PUT', '/api/settings/rollout', { mode: 'staged', bakeSeconds: 20 })).status, 200);
     assert.equal((await api.call('PUT', `/api/domains/${domainId}`, { origins: [{ ip: '127.0.0.1', port: slowPort }] })).status, 200);
-    type Rollout = { state: string; signal: string | null; detail: string | null; bakeUntil: string; endedAt: string | null; servers: { name: string; state: string; p99Ms: number | null; baseP99Ms: number | null }[] };
+    type Rollout = {
+      state: string;
+      signal: string | null;
+      detail: string | null;
+      bakeUntil: string;
+      endedAt: string | null;
+      servers: { name: string; state: string; p99Ms: number | null; baseP99Ms: number | null }[];
+    };
     const newest = async () => ((await api.call('GET', '/api/rollouts')).body as Rollout[])[0]!;
     const baking = await newest();
     assert.equal(baking.state, 'baking');
@@ -87,10 +98,14 @@ describe('staged rollout through real agents', () => {
     // The canary gets the slow origin; 1,600 requests (about 100 samples) take 1.2 s each.
     await waitFor(async () => (await viaProxy(agents[0]!.httpPort, HOST)).text.includes('slow'), 'the canary to serve the change', 30_000);
     await traffic(1600, 400);
-    const halted = await waitFor(async () => {
-      const r = await newest();
-      return r.state === 'halted' && r;
-    }, 'the rollout to halt', 30_000);
+    const halted = await waitFor(
+      async () => {
+        const r = await newest();
+        return r.state === 'halted' && r;
+      },
+      'the rollout to halt',
+      30_000,
+    );
     assert.equal(halted.signal, 'the p99 latency');
     assert.ok(Date.parse(halted.endedAt!) <= Date.parse(halted.bakeUntil), 'within the bake');
     assert.match(halted.detail!, /^at most \d+ ms before the change, up to 2\.5 s during the bake \(\d+ sampled requests\)$/);
@@ -117,16 +132,24 @@ describe('staged rollout through real agents', () => {
     const saved = Date.now();
     // The other server, watched until it serves the newest: never the superseded change.
     const seen = new Set<string>();
-    await waitFor(async () => {
-      const o = await origin(agents[1]!);
-      if (o) seen.add(o);
-      return o === 'third';
-    }, 'the other server to serve the newest change', 30_000, 20);
+    await waitFor(
+      async () => {
+        const o = await origin(agents[1]!);
+        if (o) seen.add(o);
+        return o === 'third';
+      },
+      'the other server to serve the newest change',
+      30_000,
+      20,
+    );
     assert.ok(Date.now() - saved >= 5_000, 'not before the bake');
     assert.deepEqual([...seen].sort(), ['fast', 'third'], 'the other server went straight from the last good origin to the newest');
     assert.equal(await origin(agents[0]!), 'third');
     const list = (await api.call('GET', '/api/rollouts')).body as { state: string; change: string }[];
-    assert.deepEqual(list.slice(0, 3).map((r) => r.state), ['applied', 'superseded', 'halted']);
+    assert.deepEqual(
+      list.slice(0, 3).map((r) => r.state),
+      ['applied', 'superseded', 'halted'],
+    );
     assert.equal((await api.call('GET', '/api/settings/rollout')).body.state, 'idle');
   });
 });

@@ -146,7 +146,10 @@ describe('rampart serve against slow and idle clients', async () => {
     // The agent's WebSocket, open longer than both timeouts, is still up and still gets snapshots.
     assert.ok(Date.now() - agentSince > REQUEST_MS, 'the agent has been connected longer than the request timeout');
     assert.equal(agent.ws.readyState, agent.ws.OPEN);
-    const domain = await http(serve.url, 'POST', '/api/domains', { headers: key, body: { domain: 'slow.example.com', origins: [{ ip: '127.0.0.1', port: 9 }], serverIds: [server.body.id], sslEnabled: false } });
+    const domain = await http(serve.url, 'POST', '/api/domains', {
+      headers: key,
+      body: { domain: 'slow.example.com', origins: [{ ip: '127.0.0.1', port: 9 }], serverIds: [server.body.id], sslEnabled: false },
+    });
     assert.equal(domain.status, 201, JSON.stringify(domain.body));
     await agent.snapshot((s) => s.domains.some((d) => d.domain === 'slow.example.com'), 'the snapshot with the new domain');
   });

@@ -39,9 +39,15 @@ test('data survives a restart of rampart serve on the same data directory', asyn
   after(() => server.stop());
   const domains = await api(server.url, 'GET', '/api/domains', key);
   assert.equal(domains.status, 200, 'the API key still authenticates after the restart');
-  assert.deepEqual(domains.body.map((d: any) => [d.domain, d.serverIds]), [['persist.example.com', [srv.body.id]]]);
+  assert.deepEqual(
+    domains.body.map((d: any) => [d.domain, d.serverIds]),
+    [['persist.example.com', [srv.body.id]]],
+  );
   const rules = await api(server.url, 'GET', '/api/waf', key);
-  assert.deepEqual(rules.body.map((r: any) => r.value), ['203.0.113.0/24']);
+  assert.deepEqual(
+    rules.body.map((r: any) => r.value),
+    ['203.0.113.0/24'],
+  );
   const account = await api(server.url, 'GET', '/api/account', key);
   assert.equal(account.body.balance, 40);
   const servers = await api(server.url, 'GET', '/api/servers', key);

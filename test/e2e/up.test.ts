@@ -81,7 +81,20 @@ test('rampart up --host: the demo answers on that address, and another agent joi
   const host = '127.0.0.2';
   const dataDir = mkdtempSync(join(tmpdir(), 'rampart-up-host-'));
   const [port, httpPort, originPort, otherPort] = [await freePort(), await freePort(), await freePort(), await freePort()];
-  const up = startProcess(process.execPath, [CLI, 'up', '--host', host, '--data-dir', join(dataDir, 'up'), '--port', String(port), '--http-port', String(httpPort), '--origin-port', String(originPort)]);
+  const up = startProcess(process.execPath, [
+    CLI,
+    'up',
+    '--host',
+    host,
+    '--data-dir',
+    join(dataDir, 'up'),
+    '--port',
+    String(port),
+    '--http-port',
+    String(httpPort),
+    '--origin-port',
+    String(originPort),
+  ]);
   let other: ReturnType<typeof startProcess> | undefined;
   after(async () => {
     await other?.stop();

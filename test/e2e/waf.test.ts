@@ -52,7 +52,13 @@ describe('WAF through real HAProxy', () => {
     writeFileSync(geo, '127.0.40.0/24 KP\n127.0.41.0/24 IR\n1.0.1.0/24 CN\n');
     agent = await startAgent({ serverUrl: serve.url, token: srv.body.connectionToken, nbthread: 2, countryMap: geo });
     for (const level of ['low', 'medium', 'high']) {
-      const d = await api.call('POST', '/api/domains', { domain: `${level}.waf.test`, origins: [{ ip: '127.0.0.1', port: origin.port }], serverIds: [srv.body.id], sslEnabled: false, wafLevel: level });
+      const d = await api.call('POST', '/api/domains', {
+        domain: `${level}.waf.test`,
+        origins: [{ ip: '127.0.0.1', port: origin.port }],
+        serverIds: [srv.body.id],
+        sslEnabled: false,
+        wafLevel: level,
+      });
       dom[level] = d.body.id;
     }
     const add = async (name: string, body: object) => {
@@ -128,10 +134,15 @@ describe('WAF through real HAProxy', () => {
     assert.equal(refused.status, 403);
     assert.match(refused.text, /blocked/i);
     const id = refused.headers['x-rampart-request-id'];
-    await waitFor(async () => {
-      const events = (await api.call('GET', '/api/waf/events?reason=compressed_body')).body as any[];
-      return events.some((e) => e.request_id === id && e.domain === 'high.waf.test' && e.source_ip === '127.0.14.7');
-    }, 'the compressed_body event', 15_000, 200);
+    await waitFor(
+      async () => {
+        const events = (await api.call('GET', '/api/waf/events?reason=compressed_body')).body as any[];
+        return events.some((e) => e.request_id === id && e.domain === 'high.waf.test' && e.source_ip === '127.0.14.7');
+      },
+      'the compressed_body event',
+      15_000,
+      200,
+    );
     assert.equal((await full('medium.waf.test', '127.0.14.8', '/api/run', headers, body)).status, 200, 'below high, bodies are not read');
     const allowed = await api.call('PUT', `/api/domains/${dom.high}`, { wafCompressedBodies: 'allow' });
     assert.equal(allowed.body.wafCompressedBodies, 'allow');
@@ -199,11 +210,25 @@ describe('WAF through real HAProxy', () => {
     assert.equal(await challenged('low.waf.test', '127.0.16.2', '/', { 'user-agent': ua, cookie: `rampart_bot=${challenge.token}` }), true, 'the token is no cookie');
 
     const { counter } = solveChallenge(challenge.token, challenge.difficulty);
-    const lazy = Array.from({ length: 50 }, (_, n) => n).find((n) => leadingZeroBits(createHash('sha256').update(challenge.token + n).digest()) < challenge.difficulty)!;
+    const lazy = Array.from({ length: 50 }, (_, n) => n).find(
+      (n) =>
+        leadingZeroBits(
+          createHash('sha256')
+            .update(challenge.token + n)
+            .digest(),
+        ) < challenge.difficulty,
+    )!;
     const refused: [string, string, string][] = [
       ['not enough work', '127.0.16.2', answerUrl(challenge.token, lazy)],
       ['another address', '127.0.16.3', answerUrl(challenge.token, counter)],
-      ['a forged expiry', '127.0.16.2', answerUrl(challenge.token.replace(/^([0-9a-z]+)\.(\d+)/, (_, k, e) => `${k}.${Number(e) + 3600}`), counter)],
+      [
+        'a forged expiry',
+        '127.0.16.2',
+        answerUrl(
+          challenge.token.replace(/^([0-9a-z]+)\.(\d+)/, (_, k, e) => `${k}.${Number(e) + 3600}`),
+          counter,
+        ),
+      ],
       ['an easier difficulty', '127.0.16.2', answerUrl(challenge.token.replace(/^([0-9a-z]+\.\d+)\.14\./, '$1.8.'), counter)],
       ['no counter', '127.0.16.2', `/.well-known/rampart/bot?c=${challenge.token}`],
       ['a percent-encoded token', '127.0.16.2', `/.well-known/rampart/bot?c=${encodeURIComponent(challenge.token).replace(/\./g, '%2E')}&n=${counter}`],
@@ -245,18 +270,27 @@ describe('WAF through real HAProxy', () => {
     socket.on('data', (d: string) => (buffered += d));
     const onConnection = async (headers: Record<string, string>) => {
       buffered = '';
-      socket.write(`GET / HTTP/1.1\r\nHost: low.waf.test\r\n${Object.entries(headers).map(([k, v]) => `${k}: ${v}\r\n`).join('')}\r\n`);
-      await waitFor(() => {
-        const end = buffered.indexOf('\r\n\r\n');
-        const length = /\r\ncontent-length: *(\d+)/i.exec(buffered.slice(0, end))?.[1];
-        return end > 0 && length !== undefined && buffered.length >= end + 4 + Number(length);
-      }, 'a whole response on the connection', 10_000, 5);
+      socket.write(
+        `GET / HTTP/1.1\r\nHost: low.waf.test\r\n${Object.entries(headers)
+          .map(([k, v]) => `${k}: ${v}\r\n`)
+          .join('')}\r\n`,
+      );
+      await waitFor(
+        () => {
+          const end = buffered.indexOf('\r\n\r\n');
+          const length = /\r\ncontent-length: *(\d+)/i.exec(buffered.slice(0, end))?.[1];
+          return end > 0 && length !== undefined && buffered.length >= end + 4 + Number(length);
+        },
+        'a whole response on the connection',
+        10_000,
+        5,
+      );
       return buffered;
     };
     try {
       const steps: [string, Record<string, string>, boolean][] = [
         ['the valid cookie', { 'user-agent': ua, cookie }, true],
-        ['again, from the connection\'s memory', { 'user-agent': ua, cookie }, true],
+        ["again, from the connection's memory", { 'user-agent': ua, cookie }, true],
         ['the same cookie with another User-Agent', { 'user-agent': 'curl/8.0', cookie }, false],
         ['a forged expiry', { 'user-agent': ua, cookie: `${name}=${kid}.${Number(expiry) + 86400}.${mac}` }, false],
         ['no cookie', { 'user-agent': ua }, false],
@@ -319,7 +353,14 @@ describe('WAF through real HAProxy', () => {
     assert.equal(await status('low.waf.test', '127.0.17.1', '/', { 'user-agent': 'sqlmap/1.7' }), 403, 'bad bots are refused on every path');
     const { cookie } = await earn('low.waf.test', '127.0.17.2', ua, '/login');
     assert.equal(JSON.parse((await get('low.waf.test', '127.0.17.2', '/login', { 'user-agent': ua, cookie })).text).origin, 'origin');
-    for (const value of ['{"enabled":true,"difficulty":7}', '{"enabled":true,"difficulty":25}', '{"enabled":true,"paths":[]}', '{"enabled":true,"paths":["login"]}', '{"enabled":true,"paths":["/a b"]}', '{"enabled":true,"colour":1}']) {
+    for (const value of [
+      '{"enabled":true,"difficulty":7}',
+      '{"enabled":true,"difficulty":25}',
+      '{"enabled":true,"paths":[]}',
+      '{"enabled":true,"paths":["login"]}',
+      '{"enabled":true,"paths":["/a b"]}',
+      '{"enabled":true,"colour":1}',
+    ]) {
       const bad = await api.call('PUT', `/api/waf/${bot.body.id}`, { value });
       assert.equal(bad.status, 400, value);
       assert.match(bad.body.error, /value/, value);
@@ -351,7 +392,7 @@ describe('WAF through real HAProxy', () => {
     assert.equal(again.body.previous_key_id, rotated.body.key_id);
     await settle(api);
     const late = await answer('low.waf.test', '127.0.18.3', ua, answerUrl(pending.token, solveChallenge(pending.token, pending.difficulty).counter));
-    assert.equal(late.status, 204, 'an answer to the previous key\'s challenge');
+    assert.equal(late.status, 204, "an answer to the previous key's challenge");
     assert.ok(String(late.headers['set-cookie']).startsWith(`rampart_bot=${again.body.key_id}.`), 'earns a cookie of the current key');
     assert.equal(await challenged('low.waf.test', '127.0.18.1', '/', { 'user-agent': ua, cookie: first.cookie }), true, 'the first key is no longer accepted');
     assert.equal(JSON.parse((await get('low.waf.test', '127.0.18.2', '/', { 'user-agent': ua, cookie: second.cookie })).text).origin, 'origin');
@@ -411,11 +452,16 @@ describe('WAF through real HAProxy', () => {
   });
 
   test('every block is an event with its reason and rule, newest first', async () => {
-    await waitFor(async () => {
-      const events = (await api.call('GET', '/api/waf/events')).body as any[];
-      const reasons = new Set(events.map((e) => e.reason));
-      return ['ip_blocked', 'country_blocked', 'rate_limited', 'sqli_detected', 'xss_detected', 'ai_bot_blocked', 'bot_blocked', 'bot_challenge'].every((r) => reasons.has(r));
-    }, 'events of every reason', 15_000, 200);
+    await waitFor(
+      async () => {
+        const events = (await api.call('GET', '/api/waf/events')).body as any[];
+        const reasons = new Set(events.map((e) => e.reason));
+        return ['ip_blocked', 'country_blocked', 'rate_limited', 'sqli_detected', 'xss_detected', 'ai_bot_blocked', 'bot_blocked', 'bot_challenge'].every((r) => reasons.has(r));
+      },
+      'events of every reason',
+      15_000,
+      200,
+    );
     const events = (await api.call('GET', '/api/waf/events')).body as any[];
     const blocked = events.find((e) => e.reason === 'ip_blocked' && e.source_ip === '127.0.10.2');
     assert.equal(blocked.rule_id, rules.block);
@@ -423,11 +469,20 @@ describe('WAF through real HAProxy', () => {
     assert.equal(events.find((e) => e.reason === 'rate_limited').rule_id, rules.rate);
     assert.equal(events.find((e) => e.reason === 'country_blocked' && e.source_ip === '127.0.40.9').rule_id, rules.kp);
     const times = events.map((e) => Date.parse(e.timestamp));
-    assert.deepEqual(times, [...times].sort((a, b) => b - a), 'newest first');
+    assert.deepEqual(
+      times,
+      [...times].sort((a, b) => b - a),
+      'newest first',
+    );
     // The id a blocked visitor quotes finds the block: the event stored it.
-    await waitFor(async () => {
-      const sqli = (await api.call('GET', '/api/waf/events?reason=sqli_detected&limit=200')).body as any[];
-      return requestIds.every((id) => sqli.some((e) => e.request_id === id));
-    }, 'the quoted request ids in the events', 15_000, 200);
+    await waitFor(
+      async () => {
+        const sqli = (await api.call('GET', '/api/waf/events?reason=sqli_detected&limit=200')).body as any[];
+        return requestIds.every((id) => sqli.some((e) => e.request_id === id));
+      },
+      'the quoted request ids in the events',
+      15_000,
+      200,
+    );
   });
 });

@@ -26,7 +26,11 @@ export async function startOrigin(name: string): Promise<{ port: number; server:
     get hits() {
       return state.hits;
     },
-    close: () => new Promise<void>((r) => { server.closeAllConnections(); server.close(() => r()); }),
+    close: () =>
+      new Promise<void>((r) => {
+        server.closeAllConnections();
+        server.close(() => r());
+      }),
   };
 }
 
@@ -86,10 +90,20 @@ export async function startAgent(opts: AgentStartOptions): Promise<AgentProc> {
   const proc = startProcess(
     process.execPath,
     [
-      CLI, 'agent', '--server', `${opts.serverUrl.replace(/^http/, 'ws')}/agent`,
-      '--data-dir', dataDir, '--http-port', String(httpPort), '--bind', opts.bind ?? '127.0.0.1',
+      CLI,
+      'agent',
+      '--server',
+      `${opts.serverUrl.replace(/^http/, 'ws')}/agent`,
+      '--data-dir',
+      dataDir,
+      '--http-port',
+      String(httpPort),
+      '--bind',
+      opts.bind ?? '127.0.0.1',
       ...(opts.httpsPort ? ['--https-port', String(opts.httpsPort)] : []),
-      ...(opts.haproxy ? ['--haproxy', opts.haproxy] : []), ...(opts.nbthread ? ['--nbthread', String(opts.nbthread)] : []), ...(opts.countryMap ? ['--country-map', opts.countryMap] : []),
+      ...(opts.haproxy ? ['--haproxy', opts.haproxy] : []),
+      ...(opts.nbthread ? ['--nbthread', String(opts.nbthread)] : []),
+      ...(opts.countryMap ? ['--country-map', opts.countryMap] : []),
       ...(opts.args ?? []),
     ],
     // The token as the installed unit passes it: in the environment, never on the command line.
@@ -115,10 +129,14 @@ export function viaProxy(port: number, host: string, path = '/', headers: Record
 }
 
 export async function waitForOrigin(port: number, host: string, origin: string, timeoutMs = 15_000): Promise<void> {
-  await waitFor(async () => {
-    const r = await viaProxy(port, host);
-    return r.status === 200 && JSON.parse(r.text).origin === origin;
-  }, `${host} to be served by ${origin}`, timeoutMs);
+  await waitFor(
+    async () => {
+      const r = await viaProxy(port, host);
+      return r.status === 200 && JSON.parse(r.text).origin === origin;
+    },
+    `${host} to be served by ${origin}`,
+    timeoutMs,
+  );
 }
 
 export { ADMIN as ADMIN_TOKEN, freePort, startServe, waitFor, rmSync };
@@ -159,10 +177,15 @@ export function steadyLoad(port: number, host: string, opts: { workers?: number;
 
 /** Waits until every shield server of the account runs the newest configuration. */
 export async function settle(api: ApiClient, timeoutMs = 20_000): Promise<void> {
-  await waitFor(async () => {
-    const servers = (await api.call('GET', '/api/servers')).body as { status: string; desiredRevision: number; appliedRevision: number }[];
-    return servers.filter((s) => s.status !== 'decommissioned').every((s) => s.appliedRevision === s.desiredRevision);
-  }, 'the configuration to be applied', timeoutMs, 25);
+  await waitFor(
+    async () => {
+      const servers = (await api.call('GET', '/api/servers')).body as { status: string; desiredRevision: number; appliedRevision: number }[];
+      return servers.filter((s) => s.status !== 'decommissioned').every((s) => s.appliedRevision === s.desiredRevision);
+    },
+    'the configuration to be applied',
+    timeoutMs,
+    25,
+  );
 }
 
 /**

@@ -89,8 +89,7 @@ export async function startEvmChain(): Promise<EvmChain> {
     const { contractAddress } = await publicClient.waitForTransactionReceipt({ hash, pollingInterval: 20 });
     if (!contractAddress) throw new Error(`deploying ${symbol} created no contract`);
     const address = contractAddress;
-    const send = (functionName: 'mint' | 'transfer', to: `0x${string}`, amount: bigint) =>
-      wallet.writeContract({ address, abi: ERC20.abi, functionName, args: [to, amount] });
+    const send = (functionName: 'mint' | 'transfer', to: `0x${string}`, amount: bigint) => wallet.writeContract({ address, abi: ERC20.abi, functionName, args: [to, amount] });
     const token: TestToken = {
       address,
       decimals: TOKEN_DECIMALS,
@@ -128,7 +127,10 @@ export async function startEvmChain(): Promise<EvmChain> {
       if (!contractAddress) throw new Error('deploying the batcher created no contract');
       batcher = contractAddress;
     }
-    await tusd.mint(batcher, transfers.reduce((sum, t) => sum + t.amount, 0n));
+    await tusd.mint(
+      batcher,
+      transfers.reduce((sum, t) => sum + t.amount, 0n),
+    );
     const targets = transfers.map(() => tusd.address);
     const values = transfers.map(() => 0n);
     const payloads = transfers.map((t) => encodeFunctionData({ abi: ERC20.abi, functionName: 'transfer', args: [t.to, t.amount] }));

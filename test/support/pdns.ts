@@ -75,8 +75,7 @@ export async function startPdns(opts: { zones?: string[]; logQueries?: boolean }
       if (running.child.exitCode !== null || running.child.signalCode !== null) throw new Error(`pdns_server exited early:\n${running.output()}`);
     };
     const apiUrl = `http://127.0.0.1:${apiPort}`;
-    const api = (path: string, init: RequestInit = {}) =>
-      fetch(`${apiUrl}/api/v1/servers/localhost${path}`, { ...init, headers: { 'X-API-Key': apiKey }, signal: AbortSignal.timeout(5_000) });
+    const api = (path: string, init: RequestInit = {}) => fetch(`${apiUrl}/api/v1/servers/localhost${path}`, { ...init, headers: { 'X-API-Key': apiKey }, signal: AbortSignal.timeout(5_000) });
     await waitFor(async () => {
       assertRunning();
       return (await api('')).ok;

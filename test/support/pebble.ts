@@ -67,8 +67,23 @@ function makeListenerCert(dir: string): { caFile: string; certFile: string; keyF
   const openssl = (args: string[]) => execFileSync('openssl', args, { stdio: 'pipe' });
   openssl(['req', '-x509', ...ec, '-subj', '/CN=Rampart test Pebble listener CA', '-keyout', caKey, '-out', caFile]);
   openssl([
-    'req', '-x509', ...ec, '-subj', '/CN=localhost', '-CA', caFile, '-CAkey', caKey, '-keyout', keyFile, '-out', certFile,
-    '-addext', 'subjectAltName=DNS:localhost,IP:127.0.0.1', '-addext', 'basicConstraints=critical,CA:FALSE',
+    'req',
+    '-x509',
+    ...ec,
+    '-subj',
+    '/CN=localhost',
+    '-CA',
+    caFile,
+    '-CAkey',
+    caKey,
+    '-keyout',
+    keyFile,
+    '-out',
+    certFile,
+    '-addext',
+    'subjectAltName=DNS:localhost,IP:127.0.0.1',
+    '-addext',
+    'basicConstraints=critical,CA:FALSE',
   ]);
   return { caFile, certFile, keyFile };
 }
@@ -88,25 +103,39 @@ export async function startPebble(opts: { httpPort?: number } = {}): Promise<Peb
 
     // Mock DNS only: its own challenge responders (-http01 etc.) are off so they take no ports.
     const cts = startProcess('pebble-challtestsrv', [
-      '-http01', '', '-https01', '', '-tlsalpn01', '',
-      '-dns01', `127.0.0.1:${dnsPort}`, '-management', `127.0.0.1:${ctsPort}`,
-      '-defaultIPv4', '', '-defaultIPv6', '',
+      '-http01',
+      '',
+      '-https01',
+      '',
+      '-tlsalpn01',
+      '',
+      '-dns01',
+      `127.0.0.1:${dnsPort}`,
+      '-management',
+      `127.0.0.1:${ctsPort}`,
+      '-defaultIPv4',
+      '',
+      '-defaultIPv6',
+      '',
     ]);
     procs.push(cts);
 
     const configFile = join(dir, 'pebble-config.json');
-    writeFileSync(configFile, JSON.stringify({
-      pebble: {
-        listenAddress: `127.0.0.1:${acmePort}`,
-        managementListenAddress: `127.0.0.1:${mgmtPort}`,
-        certificate: certFile,
-        privateKey: keyFile,
-        httpPort,
-        tlsPort, // TLS-ALPN-01 validation port; nothing listens there unless a test wants it
-        ocspResponderURL: '',
-        externalAccountBindingRequired: false,
-      },
-    }));
+    writeFileSync(
+      configFile,
+      JSON.stringify({
+        pebble: {
+          listenAddress: `127.0.0.1:${acmePort}`,
+          managementListenAddress: `127.0.0.1:${mgmtPort}`,
+          certificate: certFile,
+          privateKey: keyFile,
+          httpPort,
+          tlsPort, // TLS-ALPN-01 validation port; nothing listens there unless a test wants it
+          ocspResponderURL: '',
+          externalAccountBindingRequired: false,
+        },
+      }),
+    );
     const pebble = startProcess('pebble', ['-config', configFile, '-dnsserver', `127.0.0.1:${dnsPort}`], {
       PEBBLE_VA_NOSLEEP: '1', // validate at once (default: a random 0-15 s sleep before each attempt)
       PEBBLE_WFE_NONCEREJECT: '0', // never reject a good nonce (default: 5% badNonce errors)

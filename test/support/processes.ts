@@ -111,10 +111,14 @@ export async function startServe(opts: { port: number; dataDir?: string; databas
   // No crawler lists from the Internet unless the test names its own (RAMPART_CRAWLER_RANGES).
   const proc = startProcess(process.execPath, [CLI, ...args], { RAMPART_ADMIN_TOKEN: opts.adminToken, RAMPART_LOG_LEVEL: 'warn', RAMPART_CRAWLER_RANGES: 'off', ...opts.env });
   const url = `http://127.0.0.1:${opts.port}`;
-  await waitFor(async () => {
-    if (proc.child.exitCode !== null) throw new Error(`rampart serve exited: ${proc.output()}`);
-    return (await fetch(`${url}/healthz`)).ok;
-  }, 'rampart serve to answer', 180_000);
+  await waitFor(
+    async () => {
+      if (proc.child.exitCode !== null) throw new Error(`rampart serve exited: ${proc.output()}`);
+      return (await fetch(`${url}/healthz`)).ok;
+    },
+    'rampart serve to answer',
+    180_000,
+  );
   return {
     ...proc,
     url,

@@ -201,9 +201,7 @@ export class Agent {
     this.responder = new ChallengeResponder(() => this.clock.now());
     this.certificates = new CertificateManager({
       store: this.store,
-      issuer:
-        options.issuer ??
-        new AcmeIssuer({ directoryUrl: directoryUrl(options.acmeDirectory), email: options.acmeEmail, accountFile: join(dataDir, 'acme', 'account.json') }),
+      issuer: options.issuer ?? new AcmeIssuer({ directoryUrl: directoryUrl(options.acmeDirectory), email: options.acmeEmail, accountFile: join(dataDir, 'acme', 'account.json') }),
       responder: this.responder,
       resolve: options.resolve ?? makeResolver(options.resolver),
       link: this.certificateLink(),
@@ -541,10 +539,13 @@ export class Agent {
       this.ws = ws;
       const silence = this.options.silenceMs ?? 45_000;
       let lastHeard = Date.now();
-      const beat = setInterval(() => {
-        if (Date.now() - lastHeard > silence) return ws.terminate();
-        this.send(this.heartbeat());
-      }, Math.min(10_000, silence / 3));
+      const beat = setInterval(
+        () => {
+          if (Date.now() - lastHeard > silence) return ws.terminate();
+          this.send(this.heartbeat());
+        },
+        Math.min(10_000, silence / 3),
+      );
       ws.on('open', () => {
         lastHeard = Date.now();
         this.state.connection = 'connected';

@@ -1,5 +1,17 @@
 import { HITS_TABLE, parseRuleHits, rulesOfHitKey } from '@rampart/proxy';
-import { AGENT_LIMITS, ANALYTICS_LIMITS, backendName, LATENCY_BUCKETS_MS, latencyBucket, STATUS_CLASSES, type AnalyticsBatchPayload, type AnalyticsDomain, type StatusClass, type WafEventItem, type WafReason } from '@rampart/protocol';
+import {
+  AGENT_LIMITS,
+  ANALYTICS_LIMITS,
+  backendName,
+  LATENCY_BUCKETS_MS,
+  latencyBucket,
+  STATUS_CLASSES,
+  type AnalyticsBatchPayload,
+  type AnalyticsDomain,
+  type StatusClass,
+  type WafEventItem,
+  type WafReason,
+} from '@rampart/protocol';
 
 /** One backend's cumulative counters, as HAProxy's `show stat` reports them. */
 export interface BackendCounters {
@@ -284,9 +296,7 @@ export class AnalyticsCollector {
       for (const id of rulesOfHitKey(key)) if (ruleIds.has(id)) byRule.set(id, (byRule.get(id) ?? 0) + delta);
     }
     this.prevHits = hits;
-    return [...byRule]
-      .slice(0, AGENT_LIMITS.analyticsRules)
-      .map(([ruleId, n]) => ({ ruleId, hits: cap(n, AGENT_LIMITS.analyticsRequests) }));
+    return [...byRule].slice(0, AGENT_LIMITS.analyticsRules).map(([ruleId, n]) => ({ ruleId, hits: cap(n, AGENT_LIMITS.analyticsRequests) }));
   }
 
   private enqueue(batch: AnalyticsBatchPayload): void {

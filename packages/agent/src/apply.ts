@@ -12,9 +12,7 @@ import { checkConfig, type ConfigError, type HaproxyProcess } from './haproxy.js
  */
 export type ApplyStage = 'prepare' | 'validate' | 'reload' | 'rollback';
 
-export type ApplyResult =
-  | { ok: true; revision: number; hash: string; skipped: boolean }
-  | { ok: false; revision: number; stage: ApplyStage; errors: ConfigError[] };
+export type ApplyResult = { ok: true; revision: number; hash: string; skipped: boolean } | { ok: false; revision: number; stage: ApplyStage; errors: ConfigError[] };
 
 export interface AgentState {
   revision: number | null;
@@ -143,13 +141,27 @@ export class Applier {
     const errors = this.proxy.alertsSince(mark);
     const reloadErrors = errors.length ? errors : [{ line: null, message: 'HAProxy did not start a worker on the new configuration' }];
     // Roll back, and say truthfully whether that worked.
-    const restored = previous !== undefined && previousHash !== null && (await this.swap(previous).then(() => this.reloadAndVerify(previousHash), () => false));
+    const restored =
+      previous !== undefined &&
+      previousHash !== null &&
+      (await this.swap(previous).then(
+        () => this.reloadAndVerify(previousHash),
+        () => false,
+      ));
     if (!restored) {
       return {
         ok: false,
         revision,
         stage: 'rollback',
-        errors: [...reloadErrors, { line: null, message: previous ? 'restoring the previous configuration failed too: HAProxy may not be serving; the agent restarts it on its next health check' : 'there was no previous configuration to restore' }],
+        errors: [
+          ...reloadErrors,
+          {
+            line: null,
+            message: previous
+              ? 'restoring the previous configuration failed too: HAProxy may not be serving; the agent restarts it on its next health check'
+              : 'there was no previous configuration to restore',
+          },
+        ],
       };
     }
     return { ok: false, revision, stage: 'reload', errors: reloadErrors };

@@ -79,7 +79,7 @@ type Outcome = { id: string } | { id: null; transient: boolean; timedOut?: boole
 export function networkOf(ip: string): string {
   if (isIPv4(ip)) return `${ip.split('.').slice(0, 2).join('.')}/16`;
   const groups = canonicalIp(ip).split('::')[0]!.split(':');
-  return `${(groups[0] || '0')}:${groups[1] ?? '0'}::/32`;
+  return `${groups[0] || '0'}:${groups[1] ?? '0'}::/32`;
 }
 
 /** The claims waiting for one network's turn. */
@@ -488,7 +488,11 @@ export class RuntimeCrawlerMap implements CrawlerMapSink {
         const path = await this.options.mapPath();
         if (!path) return;
         if (!SAFE_PATH_RE.test(path)) {
-          if (!this.warnedPath) this.options.log?.('warn', `the verified crawler map's path cannot go on an HAProxy command line (${JSON.stringify(path)}); verified crawlers take effect with the next configuration only`);
+          if (!this.warnedPath)
+            this.options.log?.(
+              'warn',
+              `the verified crawler map's path cannot go on an HAProxy command line (${JSON.stringify(path)}); verified crawlers take effect with the next configuration only`,
+            );
           this.warnedPath = true;
           return;
         }

@@ -112,7 +112,16 @@ export interface LatencySample {
 export function parseLogLine(line: string, secret?: string): { event: WafEventItem; claim: string | null } | { sample: LatencySample } | undefined {
   const m = /rampart-waf (?:([0-9a-f]{32,64}) )?(\d+) (\S+) (\S+) (\S+) (\S+)(?: (\S+) (\S+) (\S+) (\S+) (\S+)(?: (\S+)(?: (\S+)(?: (\S+)(?: (\S+) (-?\d+))?)?)?)?)?\s*$/.exec(line);
   if (!m) return undefined;
-  const [, token, ts, ip, domain, reason, rule, action, method, location, path, matched, requestId, claimed, query, backend, active] = m as unknown as [string, string | undefined, string, string, string, string, string, ...(string | undefined)[]];
+  const [, token, ts, ip, domain, reason, rule, action, method, location, path, matched, requestId, claimed, query, backend, active] = m as unknown as [
+    string,
+    string | undefined,
+    string,
+    string,
+    string,
+    string,
+    string,
+    ...(string | undefined)[],
+  ];
   if (secret !== undefined && !sameSecret(token, secret)) return undefined;
   if (reason === '-') {
     const ms = Number(active);

@@ -23,7 +23,12 @@ export function parseOriginStates(csv: string): Map<string, OriginReading> {
   const lines = csv.split('\n');
   const headerLine = lines.find((l) => l.startsWith('# '));
   if (!headerLine) return out;
-  const col = new Map(headerLine.slice(2).split(',').map((h, i) => [h.trim(), i]));
+  const col = new Map(
+    headerLine
+      .slice(2)
+      .split(',')
+      .map((h, i) => [h.trim(), i]),
+  );
   const at = (row: string[], name: string) => (col.has(name) ? row[col.get(name)!] : undefined);
   for (const line of lines) {
     if (line.startsWith('#') || !line.includes(',')) continue;

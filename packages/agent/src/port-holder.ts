@@ -77,9 +77,7 @@ export async function explainBindFailure(f: BindFailure, flag: string, find: (po
   const where = `port ${f.port}${f.address === '0.0.0.0' || f.address === '*' || f.address === '::' ? '' : ` on ${f.address}`}`;
   if (/in use/i.test(f.reason)) {
     const holders = await find(f.port).catch(() => [] as PortHolder[]);
-    const who = holders.length
-      ? `by ${holders.map((h) => `${h.name} (pid ${h.pid})`).join(', ')}`
-      : `by another process (not visible to this user: \`sudo ss -ltnp 'sport = :${f.port}'\` names it)`;
+    const who = holders.length ? `by ${holders.map((h) => `${h.name} (pid ${h.pid})`).join(', ')}` : `by another process (not visible to this user: \`sudo ss -ltnp 'sport = :${f.port}'\` names it)`;
     return `HAProxy cannot listen on ${where}: it is already in use ${who}. Stop that process or give this agent another ${flag}`;
   }
   if (/permission/i.test(f.reason)) {

@@ -14,7 +14,22 @@ function stat(backends: Record<string, { req: number; s2: number; s4?: number; s
   const lines = [HEADER, row({ pxname: 'http_in', svname: 'FRONTEND', stot: 999, req_tot: 999, bin: 1, bout: 1, hrsp_2xx: 999 })];
   for (const [name, b] of Object.entries(backends)) {
     lines.push(row({ pxname: name, svname: 'origin1', stot: b.req, bin: b.bin }));
-    lines.push(row({ pxname: name, svname: 'BACKEND', stot: b.req, req_tot: b.req, bin: b.bin, bout: b.bout, hrsp_1xx: 0, hrsp_2xx: b.s2, hrsp_3xx: 0, hrsp_4xx: b.s4 ?? 0, hrsp_5xx: b.s5 ?? 0, hrsp_other: 0 }));
+    lines.push(
+      row({
+        pxname: name,
+        svname: 'BACKEND',
+        stot: b.req,
+        req_tot: b.req,
+        bin: b.bin,
+        bout: b.bout,
+        hrsp_1xx: 0,
+        hrsp_2xx: b.s2,
+        hrsp_3xx: 0,
+        hrsp_4xx: b.s4 ?? 0,
+        hrsp_5xx: b.s5 ?? 0,
+        hrsp_other: 0,
+      }),
+    );
   }
   return lines.join('\n') + '\n\n';
 }
@@ -88,31 +103,46 @@ test('each interval ships the deltas since the last reading, across a reload (ne
   await c.tick();
   assert.equal(h.sent.length, 1);
   assert.equal(h.sent[0]!.minute, '2026-11-23T06:41:00.000Z', 'the minute the interval began in');
-  assert.deepEqual(h.sent[0]!.domains, [
-    { domain: 'shop.example.com', requests: 10, status: { '1xx': 0, '2xx': 8, '3xx': 0, '4xx': 2, '5xx': 0, other: 0 }, bytesIn: 1000, bytesOut: 5000, blocked: {} },
-  ], 'only the domains this server serves');
+  assert.deepEqual(
+    h.sent[0]!.domains,
+    [{ domain: 'shop.example.com', requests: 10, status: { '1xx': 0, '2xx': 8, '3xx': 0, '4xx': 2, '5xx': 0, other: 0 }, bytesIn: 1000, bytesOut: 5000, blocked: {} }],
+    'only the domains this server serves',
+  );
 
   h.csv = stat({ be_shop_example_com: { req: 25, s2: 20, s4: 5, bin: 2500, bout: 12000 }, be_blog_example_com: { req: 1, s2: 1, bin: 10, bout: 20 } });
   minute();
   await c.tick();
   assert.equal(h.sent[1]!.minute, '2026-11-23T06:42:00.000Z');
-  assert.deepEqual(h.sent[1]!.domains.map((d) => [d.domain, d.requests, d.status['2xx'], d.status['4xx'], d.bytesIn, d.bytesOut]), [
-    ['shop.example.com', 15, 12, 3, 1500, 7000],
-    ['blog.example.com', 1, 1, 0, 10, 20],
-  ]);
+  assert.deepEqual(
+    h.sent[1]!.domains.map((d) => [d.domain, d.requests, d.status['2xx'], d.status['4xx'], d.bytesIn, d.bytesOut]),
+    [
+      ['shop.example.com', 15, 12, 3, 1500, 7000],
+      ['blog.example.com', 1, 1, 0, 10, 20],
+    ],
+  );
 
   // A reload: a new worker whose counters are already above the old ones (busy); the pid tells.
   h.pid = 101;
   h.csv = stat({ be_shop_example_com: { req: 40, s2: 40, bin: 4000, bout: 4000 }, be_blog_example_com: { req: 1, s2: 1, bin: 10, bout: 20 } });
   minute();
   await c.tick();
-  assert.deepEqual(h.sent[2]!.domains.map((d) => [d.domain, d.requests]), [['shop.example.com', 40], ['blog.example.com', 1]]);
+  assert.deepEqual(
+    h.sent[2]!.domains.map((d) => [d.domain, d.requests]),
+    [
+      ['shop.example.com', 40],
+      ['blog.example.com', 1],
+    ],
+  );
 
   // A restart the pid does not show (same pid number): the counters went down.
   h.csv = stat({ be_shop_example_com: { req: 3, s2: 3, bin: 30, bout: 30 }, be_blog_example_com: { req: 1, s2: 1, bin: 10, bout: 20 } });
   minute();
   await c.tick();
-  assert.deepEqual(h.sent[3]!.domains.map((d) => [d.domain, d.requests, d.bytesIn]), [['shop.example.com', 3, 30]], 'blog: unchanged, left out');
+  assert.deepEqual(
+    h.sent[3]!.domains.map((d) => [d.domain, d.requests, d.bytesIn]),
+    [['shop.example.com', 3, 30]],
+    'blog: unchanged, left out',
+  );
 
   // Nothing happened: nothing is sent.
   minute();
@@ -124,9 +154,15 @@ test('WAF blocks by reason are counted from every parsed event, before the daily
   const { h, c, minute } = harness();
   const secret = 'a1'.repeat(16);
   const stored: unknown[] = [];
-  const events = new EventCollector((b) => (stored.push(...b), true), () => new Date('2026-11-23T06:41:30Z'), 3, () => secret, undefined, (e) => c.countEvent(e));
-  const line = (reason: string, action = 'block', domain = 'shop.example.com') =>
-    `<134>haproxy[1]: rampart-waf ${secret} 1795329600 203.0.113.9 ${domain} ${reason} - ${action} GET - /x -`;
+  const events = new EventCollector(
+    (b) => (stored.push(...b), true),
+    () => new Date('2026-11-23T06:41:30Z'),
+    3,
+    () => secret,
+    undefined,
+    (e) => c.countEvent(e),
+  );
+  const line = (reason: string, action = 'block', domain = 'shop.example.com') => `<134>haproxy[1]: rampart-waf ${secret} 1795329600 203.0.113.9 ${domain} ${reason} - ${action} GET - /x -`;
   for (let i = 0; i < 10; i++) events.accept(line('rate_limited'));
   events.accept(line('sqli_detected'));
   events.accept(line('sqli_detected', 'detect'));
@@ -148,13 +184,22 @@ test('WAF blocks by reason are counted from every parsed event, before the daily
   assert.equal(h.sent.length, 1);
 });
 
-test('latency samples: lines without a reason, authenticated, count in their domain\'s histogram; events and forgeries do not', async () => {
+test("latency samples: lines without a reason, authenticated, count in their domain's histogram; events and forgeries do not", async () => {
   const { h, c, minute } = harness();
   const secret = 'c3'.repeat(16);
   const stored: unknown[] = [];
-  const events = new EventCollector((b) => (stored.push(...b), true), () => new Date('2026-11-23T06:41:30Z'), 100, () => secret, undefined, (e) => c.countEvent(e), (s) => c.countLatency(s));
+  const events = new EventCollector(
+    (b) => (stored.push(...b), true),
+    () => new Date('2026-11-23T06:41:30Z'),
+    100,
+    () => secret,
+    undefined,
+    (e) => c.countEvent(e),
+    (s) => c.countLatency(s),
+  );
   // The proxy's line: every field, then the backend (%b) and the total active time (%Ta, ms).
-  const sample = (backend: string, ms: number | string, token = secret) => `<134>haproxy[1]: rampart-waf ${token} 1795329600 203.0.113.9 - - - - - - - - 0123456789abcdef0123456789abcdef - - ${backend} ${ms}`;
+  const sample = (backend: string, ms: number | string, token = secret) =>
+    `<134>haproxy[1]: rampart-waf ${token} 1795329600 203.0.113.9 - - - - - - - - 0123456789abcdef0123456789abcdef - - ${backend} ${ms}`;
   const shop = backendName('shop.example.com');
   for (const ms of [3, 4, 12, 12, 480, 20000]) events.accept(sample(shop, ms));
   events.accept(sample(backendName('blog.example.com'), 70));
@@ -173,14 +218,38 @@ test('latency samples: lines without a reason, authenticated, count in their dom
     for (const [ms, n] of entries) counts[latencyBucket(ms)] += n;
     return counts;
   };
-  assert.deepEqual(byDomain['shop.example.com']!.latency, histogram([[5, 2], [25, 2], [500, 1], [20000, 1]]));
+  assert.deepEqual(
+    byDomain['shop.example.com']!.latency,
+    histogram([
+      [5, 2],
+      [25, 2],
+      [500, 1],
+      [20000, 1],
+    ]),
+  );
   assert.deepEqual(byDomain['blog.example.com']!.latency, histogram([[100, 1]]));
   assert.deepEqual(byDomain['shop.example.com']!.blocked, { ip_blocked: 1 });
   minute();
   await c.tick();
   assert.equal(h.sent.length, 1, 'counted once');
-  assert.equal(histogramP99(histogram([[5, 99], [500, 1]])), 5);
-  assert.equal(histogramP99(histogram([[5, 98], [500, 2]])), 500);
+  assert.equal(
+    histogramP99(
+      histogram([
+        [5, 99],
+        [500, 1],
+      ]),
+    ),
+    5,
+  );
+  assert.equal(
+    histogramP99(
+      histogram([
+        [5, 98],
+        [500, 2],
+      ]),
+    ),
+    500,
+  );
   assert.equal(histogramP99(histogram([[20000, 1]])), Infinity);
   assert.equal(histogramP99(histogram([])), undefined);
 });
@@ -199,7 +268,11 @@ test('while the service is away batches are kept, the oldest dropped past the bo
   h.connected = true;
   c.flush();
   assert.equal(h.sent.length, 5);
-  assert.deepEqual(h.sent.map((b) => b.minute.slice(11, 16)), ['06:44', '06:45', '06:46', '06:47', '06:48'], 'the newest five, oldest first');
+  assert.deepEqual(
+    h.sent.map((b) => b.minute.slice(11, 16)),
+    ['06:44', '06:45', '06:46', '06:47', '06:48'],
+    'the newest five, oldest first',
+  );
   assert.ok(h.sent.every((b) => b.domains[0]!.requests === 10));
 });
 
@@ -231,11 +304,16 @@ test('a failed reading keeps the baseline: the next one covers both intervals', 
   assert.equal(h.sent.at(-1)!.domains[0]!.requests, 7);
 });
 
-test('hits of custom rules: each key credits its log rule and its deciding rule; differences between readings, reset by a new worker; only the snapshot\'s rules', async () => {
+test("hits of custom rules: each key credits its log rule and its deciding rule; differences between readings, reset by a new worker; only the snapshot's rules", async () => {
   const { h, c, minute } = harness();
   const [log, block, allow, gone] = ['a', 'b', 'c', 'd'].map((x) => `00000000-0000-4000-8000-00000000000${x}`) as [string, string, string, string];
   h.ruleIds = new Set([log, block, allow]);
-  h.hits = new Map([[`${log}|${block}`, 2], [log, 3], [`-|${allow}`, 5], [`-|${gone}`, 7]]);
+  h.hits = new Map([
+    [`${log}|${block}`, 2],
+    [log, 3],
+    [`-|${allow}`, 5],
+    [`-|${gone}`, 7],
+  ]);
   minute();
   await c.tick();
   const hitsOf = (b: AnalyticsBatchPayload | undefined) => Object.fromEntries((b?.rules ?? []).map((r) => [r.ruleId, r.hits]));
@@ -281,7 +359,7 @@ test('staged rollout: a baking canary sends every reading, traffic or not, whate
   assert.equal(h.sent.length, 1);
 });
 
-test('staged rollout: a baking canary reports at the snapshot\'s reportSeconds, then at its usual interval again', async () => {
+test("staged rollout: a baking canary reports at the snapshot's reportSeconds, then at its usual interval again", async () => {
   const { h, c } = harness();
   h.csv = stat({ be_shop_example_com: { req: 5, s2: 5, bin: 1, bout: 1 } });
   c.start();

@@ -225,7 +225,7 @@ describe('Applier with a real HAProxy', () => {
     assert.equal(saved.hash, previousHash);
   });
 
-  test('level high: the detectors\' glue and every module it requires are written into the directory, validated and loaded', async () => {
+  test("level high: the detectors' glue and every module it requires are written into the directory, validated and loaded", async () => {
     const high = snapshot(8, [{ ...good.domains[0]!, wafEnabled: true, wafLevel: 'high', wafMode: 'block' }]);
     const result = await applier.apply(high);
     assert.deepEqual(result, { ok: true, revision: 8, hash: inputHash(high, renderOptions), skipped: false });
@@ -277,25 +277,19 @@ describe('checkConfig', () => {
 
 describe('parseAlerts', () => {
   test('an alert with [file:line] gives the line and drops the "config :" prefix', () => {
-    const out =
-      "[ALERT]    (25161) : config : Parsing [/tmp/hx/haproxy.cfg:36]: backend 'be_x' has the same name as backend 'be_x' declared at /tmp/hx/haproxy.cfg:28.";
-    assert.deepEqual(parseAlerts(out), [
-      { line: 36, message: "Parsing [/tmp/hx/haproxy.cfg:36]: backend 'be_x' has the same name as backend 'be_x' declared at /tmp/hx/haproxy.cfg:28." },
-    ]);
+    const out = "[ALERT]    (25161) : config : Parsing [/tmp/hx/haproxy.cfg:36]: backend 'be_x' has the same name as backend 'be_x' declared at /tmp/hx/haproxy.cfg:28.";
+    assert.deepEqual(parseAlerts(out), [{ line: 36, message: "Parsing [/tmp/hx/haproxy.cfg:36]: backend 'be_x' has the same name as backend 'be_x' declared at /tmp/hx/haproxy.cfg:28." }]);
   });
 
   test('the [file:line] wins over a bracketed address later in the line', () => {
     const out = '[ALERT]    (25400) : Binding [b.cfg:7] for frontend f: cannot bind socket (Address already in use) for [127.0.0.1:18080]';
-    assert.deepEqual(parseAlerts(out), [
-      { line: 7, message: 'Binding [b.cfg:7] for frontend f: cannot bind socket (Address already in use) for [127.0.0.1:18080]' },
-    ]);
+    assert.deepEqual(parseAlerts(out), [{ line: 7, message: 'Binding [b.cfg:7] for frontend f: cannot bind socket (Address already in use) for [127.0.0.1:18080]' }]);
   });
 
   test('an alert without [file:line] has line null', () => {
-    const out = [
-      '[ALERT]    (25400) : [/usr/sbin/haproxy.main()] Some protocols failed to start their listeners! Exiting.',
-      '[ALERT]    (1) : Current worker (1234) exited with code 1 (Exit)',
-    ].join('\n');
+    const out = ['[ALERT]    (25400) : [/usr/sbin/haproxy.main()] Some protocols failed to start their listeners! Exiting.', '[ALERT]    (1) : Current worker (1234) exited with code 1 (Exit)'].join(
+      '\n',
+    );
     assert.deepEqual(parseAlerts(out), [
       { line: null, message: '[/usr/sbin/haproxy.main()] Some protocols failed to start their listeners! Exiting.' },
       { line: null, message: 'Current worker (1234) exited with code 1 (Exit)' },
@@ -316,7 +310,7 @@ describe('parseAlerts', () => {
   });
 });
 
-describe('Applier: a failed reload is rolled back, and the rollback\'s own result is reported', () => {
+describe("Applier: a failed reload is rolled back, and the rollback's own result is reported", () => {
   let tmp: string;
   before(async () => {
     tmp = await mkdtemp(join(tmpdir(), 'rampart-rollback-'));

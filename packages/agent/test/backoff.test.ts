@@ -75,10 +75,14 @@ describe('Backoff', () => {
 
   test('the random source is called once per wait', () => {
     let calls = 0;
-    const b = new Backoff({ baseMs: 1000, capMs: 60_000, random: () => {
-      calls++;
-      return 0.25;
-    } });
+    const b = new Backoff({
+      baseMs: 1000,
+      capMs: 60_000,
+      random: () => {
+        calls++;
+        return 0.25;
+      },
+    });
     b.next();
     b.next();
     b.next();

@@ -27,7 +27,29 @@ async function tmp(): Promise<string> {
 /** A self-signed certificate for domain, valid `days` from now (what the authority would hand back). */
 async function selfSigned(domain: string, days: number): Promise<IssuedCertificate> {
   const dir = await tmp();
-  execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', join(dir, 'k.pem'), '-out', join(dir, 'c.pem'), '-days', String(days), '-subj', `/CN=${domain}`, '-addext', `subjectAltName=DNS:${domain}`], { stdio: 'ignore' });
+  execFileSync(
+    'openssl',
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'ec',
+      '-pkeyopt',
+      'ec_paramgen_curve:P-256',
+      '-nodes',
+      '-keyout',
+      join(dir, 'k.pem'),
+      '-out',
+      join(dir, 'c.pem'),
+      '-days',
+      String(days),
+      '-subj',
+      `/CN=${domain}`,
+      '-addext',
+      `subjectAltName=DNS:${domain}`,
+    ],
+    { stdio: 'ignore' },
+  );
   return { chainPem: await readFile(join(dir, 'c.pem'), 'utf8'), keyPem: await readFile(join(dir, 'k.pem'), 'utf8') };
 }
 
@@ -106,7 +128,19 @@ function harness(opts: { dns?: Record<string, string[]>; slot?: (d: string) => {
     });
     return { store, manager };
   };
-  return { clock, reports, relayed, issued, slots, seenByResponder, ctl, make, get servedChanges() { return servedChanges; } };
+  return {
+    clock,
+    reports,
+    relayed,
+    issued,
+    slots,
+    seenByResponder,
+    ctl,
+    make,
+    get servedChanges() {
+      return servedChanges;
+    },
+  };
 }
 
 describe('checkPointsHere', () => {
@@ -142,7 +176,10 @@ describe('CertificateManager', () => {
     assert.deepEqual(h.relayed, ['add www.example.com tok-1', 'remove www.example.com tok-1'], 'the key authorization goes to the other servers, then is withdrawn');
     assert.deepEqual(h.seenByResponder, ['1'], 'the local responder holds the challenge during validation');
     assert.equal(h.servedChanges, 1, 'the agent is told to re-apply once the certificate is stored');
-    assert.deepEqual(h.reports.map((r) => r.status), ['pending', 'active']);
+    assert.deepEqual(
+      h.reports.map((r) => r.status),
+      ['pending', 'active'],
+    );
     const cert = store.get('www.example.com')!;
     assert.equal(h.reports[1]!.expiresAt, Math.floor(cert.notAfter / 1000));
     assert.deepEqual(manager.served(snap), [{ domain: 'www.example.com', file: cert.file }]);
@@ -170,7 +207,7 @@ describe('CertificateManager', () => {
     assert.ok(attempts >= 2 && attempts <= 5, `attempts in the first day: ${attempts}`);
   });
 
-  test('a refused slot is an error carrying the service\'s reason, and nothing is ordered', async () => {
+  test("a refused slot is an error carrying the service's reason, and nothing is ordered", async () => {
     h = harness({ slot: () => ({ granted: false, message: 'The certificate authority allows 50 orders per registered domain per week' }) });
     const { manager } = await h.make();
     manager.update(snapshot([{ name: 'a.example.com' }]));
@@ -189,7 +226,10 @@ describe('CertificateManager', () => {
     manager.start(h.ctl.signal);
     await settled(h.clock);
     assert.deepEqual(h.issued, []);
-    assert.deepEqual(h.reports.map((r) => r.status), ['pending']);
+    assert.deepEqual(
+      h.reports.map((r) => r.status),
+      ['pending'],
+    );
     away = false;
     h.clock.advance(30_000);
     await settled(h.clock);
@@ -207,7 +247,10 @@ describe('CertificateManager', () => {
     assert.equal(last('bad.example.com').status, 'error');
     assert.match(last('bad.example.com').message!, /^the certificate order for bad\.example\.com failed: .*Timeout/);
     assert.equal(last('good.example.com').status, 'active');
-    assert.deepEqual(manager.served(snap).map((c) => c.domain), ['good.example.com']);
+    assert.deepEqual(
+      manager.served(snap).map((c) => c.domain),
+      ['good.example.com'],
+    );
   });
 
   test('renews 30 days before expiry, checked twice a day; a certificate not due is left alone', async () => {
@@ -295,7 +338,9 @@ describe('ChallengeResponder', () => {
             let body = '';
             res.on('data', (c) => (body += c));
             res.on('end', () => resolve({ status: res.statusCode!, body }));
-          }).on('error', reject).end();
+          })
+            .on('error', reject)
+            .end();
         });
       assert.deepEqual(await get('www.example.com'), { status: 200, body: `tok.${'b'.repeat(43)}` });
       assert.deepEqual(await get('WWW.example.com:80'), { status: 200, body: `tok.${'b'.repeat(43)}` });

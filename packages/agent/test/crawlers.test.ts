@@ -80,7 +80,7 @@ function setup(opts: Partial<ConstructorParameters<typeof CrawlerVerifier>[0]> =
 }
 
 describe('FCrDNS', () => {
-  test('accepts a PTR name under the claimed crawler\'s domains that resolves back to the address', async () => {
+  test("accepts a PTR name under the claimed crawler's domains that resolves back to the address", async () => {
     const { dns } = setup();
     assert.deepEqual(await fcrdns(dns.resolver(), '66.249.66.1'), { id: 'google' });
     dns.ptr.set('157.55.39.1', ['msnbot-157-55-39-1.search.msn.com.']); // trailing dot tolerated
@@ -215,7 +215,8 @@ describe('CrawlerVerifier', () => {
       ['66.249.66.1\n@1 clear map', 'google'],
       ['crawl.googlebot.com', 'google'],
       ['66.249.66.0/24', 'google'],
-    ]) v.claim(ip!, id!);
+    ])
+      v.claim(ip!, id!);
     await v.settled();
     assert.equal(v.lookups, 0);
   });
@@ -310,7 +311,7 @@ describe('CrawlerVerifier', () => {
     dns.release();
     await v.settled();
     assert.equal(v.lookups, 13);
-    assert.ok(dns.questions.filter((q) => q.startsWith('PTR 10.0.')).length <= 2, 'newcomers displaced the flooding network\'s queue');
+    assert.ok(dns.questions.filter((q) => q.startsWith('PTR 10.0.')).length <= 2, "newcomers displaced the flooding network's queue");
     // the dropped ones were not cached: they are looked up when they come back
     v.claim('10.0.1.200', 'google');
     await v.settled();
@@ -405,7 +406,7 @@ describe('published address lists', () => {
     { crawlerId: 'bing', prefixes: ['157.55.39.0/24'], expiresAt },
   ];
 
-  test('an address in its owner\'s list is verified without DNS; outside every list, a claim of a listed crawler fails without DNS', async () => {
+  test("an address in its owner's list is verified without DNS; outside every list, a claim of a listed crawler fails without DNS", async () => {
     const { dns, clock, sink, v } = setup();
     v.setAddressLists(lists(clock.now() / 1000 + 3600));
     v.claim('66.249.70.1', 'google');
@@ -415,7 +416,14 @@ describe('published address lists', () => {
     v.claim('34.105.1.3', 'bing');
     await v.settled();
     assert.deepEqual(dns.questions, []);
-    assert.deepEqual([...sink.map], [['66.249.70.1', 'google'], ['2001:4860:4801:10::abcd', 'google'], ['157.55.39.9', 'bing']]);
+    assert.deepEqual(
+      [...sink.map],
+      [
+        ['66.249.70.1', 'google'],
+        ['2001:4860:4801:10::abcd', 'google'],
+        ['157.55.39.9', 'bing'],
+      ],
+    );
     assert.equal(v.listed, 5);
     v.claim('34.105.1.2', 'google');
     assert.equal(v.listed, 5, 'the failure is cached');
@@ -481,14 +489,20 @@ describe('event lines carry the claim', () => {
 
   test('the collector hands claims of authenticated lines to the verifier, also past the daily cap', () => {
     const claims: string[] = [];
-    const c = new EventCollector(() => true, () => new Date(Date.UTC(2026, 10, 22)), 1, () => SECRET, (ip, id) => claims.push(`${ip} ${id}`));
+    const c = new EventCollector(
+      () => true,
+      () => new Date(Date.UTC(2026, 10, 22)),
+      1,
+      () => SECRET,
+      (ip, id) => claims.push(`${ip} ${id}`),
+    );
     c.accept(line('google'));
     c.accept(line('bing', '157.55.39.1')); // over the cap of 1: not stored, still verified
     c.accept(line('google', '66.249.66.9', 'c'.repeat(32))); // forged: another secret
     c.accept(line('-', '66.249.66.10'));
     c.accept(line('google', 'not-an-ip'));
     assert.deepEqual(claims, ['66.249.66.1 google', '157.55.39.1 bing']);
-    assert.equal(c.dropped, 2, "two valid lines past the cap");
+    assert.equal(c.dropped, 2, 'two valid lines past the cap');
   });
 });
 
@@ -545,7 +559,10 @@ describe('RuntimeCrawlerMap', () => {
     m.add('66.249.66.1', 'google');
     m.add('2001:db8::1', 'bing');
     await m.idle();
-    assert.deepEqual(h.entries, [['66.249.66.1', 'google'], ['2001:db8::1', 'bing']]);
+    assert.deepEqual(h.entries, [
+      ['66.249.66.1', 'google'],
+      ['2001:db8::1', 'bing'],
+    ]);
     m.remove('66.249.66.1');
     m.remove('66.249.66.1'); // not there any more: fine
     await m.idle();

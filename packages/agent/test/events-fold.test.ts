@@ -33,10 +33,16 @@ const ipOf = (n: number) => `10.${(n >> 16) & 255}.${(n >> 8) & 255}.${n & 255}`
 
 function collector(now = new Date('2026-11-22T10:00:00Z')) {
   const batches: WafEventItem[][] = [];
-  const c = new EventCollector((batch) => (batches.push(batch), true), () => now);
+  const c = new EventCollector(
+    (batch) => (batches.push(batch), true),
+    () => now,
+  );
   const shipped = () => batches.flat();
   /** Occurrences shipped per event (items of one event share ip, reason, path, ... and ts). */
-  const occurrences = (pick: (e: WafEventItem) => boolean) => shipped().filter(pick).reduce((n, e) => n + (e.count ?? 1), 0);
+  const occurrences = (pick: (e: WafEventItem) => boolean) =>
+    shipped()
+      .filter(pick)
+      .reduce((n, e) => n + (e.count ?? 1), 0);
   return { c, batches, shipped, occurrences };
 }
 
@@ -51,12 +57,22 @@ describe('folding at the agent', () => {
     c.flush();
     assert.equal(c.dropped, 0, 'nothing dropped: the flood took one event of the day');
     const flood = shipped().filter((e) => e.reason === 'ip_blocked');
-    assert.ok(flood.every((e) => e.ts === T0), 'every item of the flood names its first occurrence');
-    assert.equal(occurrences((e) => e.reason === 'ip_blocked'), 10_000);
+    assert.ok(
+      flood.every((e) => e.ts === T0),
+      'every item of the flood names its first occurrence',
+    );
+    assert.equal(
+      occurrences((e) => e.reason === 'ip_blocked'),
+      10_000,
+    );
     assert.ok(flood.length <= 10, `${flood.length} items, one per shipment`);
     assert.equal(Math.max(...flood.map((e) => e.lastTs ?? e.ts)), T0 + 19);
     const ids = flood.flatMap((e) => (e.requestId === undefined ? [] : [e.requestId, ...(e.requestIds ?? [])]));
-    assert.deepEqual(ids, Array.from({ length: AGENT_LIMITS.requestIdsPerEvent }, (_, i) => `flood${i}`), 'the first 32 request ids, once each');
+    assert.deepEqual(
+      ids,
+      Array.from({ length: AGENT_LIMITS.requestIdsPerEvent }, (_, i) => `flood${i}`),
+      'the first 32 request ids, once each',
+    );
     const [attack] = shipped().filter((e) => e.reason === 'sqli_detected');
     assert.deepEqual([attack?.ip, attack?.path, attack?.location, attack?.matched, attack?.requestId], ['198.51.100.66', '/items', 'query:id', "' OR 1=1", 'attack1']);
     for (const batch of [flood]) assert.equal(parseAgentMessage(JSON.stringify({ type: 'events/batch', payload: { events: batch } })).ok, true, 'items are valid events/batch items');
@@ -97,7 +113,10 @@ describe('folding at the agent', () => {
     c.flush();
     assert.equal(shipped().length, variants.length);
     assert.ok(shipped().every((e) => e.count === 2 && e.lastTs === T0 + 30));
-    assert.ok(shipped().every((e) => e.query === 'id=1' && e.matched !== 'another-excerpt'), "the event keeps its first occurrence's query and excerpt");
+    assert.ok(
+      shipped().every((e) => e.query === 'id=1' && e.matched !== 'another-excerpt'),
+      "the event keeps its first occurrence's query and excerpt",
+    );
   });
 
   test('a repeat more than 60 s after the first occurrence starts a new event; repeats after a shipment go out as increments', () => {
@@ -110,9 +129,57 @@ describe('folding at the agent', () => {
     c.accept(line({ ts: T0 + 61, id: 'b1' }));
     c.flush();
     assert.deepEqual(batches, [
-      [{ ts: T0, ip: '203.0.113.9', domain: 'shop.example.com', reason: 'ip_blocked', ruleId: RULE, method: 'GET', path: '/', query: null, location: null, matched: null, blocked: true, requestId: 'a1' }],
-      [{ ts: T0, ip: '203.0.113.9', domain: 'shop.example.com', reason: 'ip_blocked', ruleId: RULE, method: 'GET', path: '/', query: null, location: null, matched: null, blocked: true, requestId: 'a2', count: 2, lastTs: T0 + 60, requestIds: ['a3'] }],
-      [{ ts: T0 + 61, ip: '203.0.113.9', domain: 'shop.example.com', reason: 'ip_blocked', ruleId: RULE, method: 'GET', path: '/', query: null, location: null, matched: null, blocked: true, requestId: 'b1' }],
+      [
+        {
+          ts: T0,
+          ip: '203.0.113.9',
+          domain: 'shop.example.com',
+          reason: 'ip_blocked',
+          ruleId: RULE,
+          method: 'GET',
+          path: '/',
+          query: null,
+          location: null,
+          matched: null,
+          blocked: true,
+          requestId: 'a1',
+        },
+      ],
+      [
+        {
+          ts: T0,
+          ip: '203.0.113.9',
+          domain: 'shop.example.com',
+          reason: 'ip_blocked',
+          ruleId: RULE,
+          method: 'GET',
+          path: '/',
+          query: null,
+          location: null,
+          matched: null,
+          blocked: true,
+          requestId: 'a2',
+          count: 2,
+          lastTs: T0 + 60,
+          requestIds: ['a3'],
+        },
+      ],
+      [
+        {
+          ts: T0 + 61,
+          ip: '203.0.113.9',
+          domain: 'shop.example.com',
+          reason: 'ip_blocked',
+          ruleId: RULE,
+          method: 'GET',
+          path: '/',
+          query: null,
+          location: null,
+          matched: null,
+          blocked: true,
+          requestId: 'b1',
+        },
+      ],
     ]);
   });
 
@@ -158,7 +225,11 @@ describe('folding at the agent', () => {
   test('while the service is away at most 5,000 events wait to be shipped; the oldest is given up', () => {
     let online = false;
     const shipped: WafEventItem[] = [];
-    const c = new EventCollector((b) => (online ? (shipped.push(...b), true) : false), () => new Date('2026-11-22T10:00:00Z'), 2 * AGENT_LIMITS.bufferedEvents);
+    const c = new EventCollector(
+      (b) => (online ? (shipped.push(...b), true) : false),
+      () => new Date('2026-11-22T10:00:00Z'),
+      2 * AGENT_LIMITS.bufferedEvents,
+    );
     for (let i = 0; i <= AGENT_LIMITS.bufferedEvents; i++) c.accept(line({ ip: ipOf(i), reason: 'sqli_detected', rule: '-', id: `q${i}` }));
     c.flush();
     online = true;

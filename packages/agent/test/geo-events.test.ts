@@ -24,7 +24,10 @@ describe('country map', () => {
         }
         assert.equal(cur - 1, end, 'ends exactly at the range end');
         const big = rangeToCidrs(BigInt(start), BigInt(end), 32);
-        assert.deepEqual(big.map((x) => [Number(x.base), x.prefix]), blocks.map((x) => [x.base, x.prefix]));
+        assert.deepEqual(
+          big.map((x) => [Number(x.base), x.prefix]),
+          blocks.map((x) => [x.base, x.prefix]),
+        );
       }),
       { numRuns: 300 },
     );
@@ -47,11 +50,19 @@ describe('country map', () => {
     assert.match(text, /^1\.0\.1\.0\/24 CN$/m);
     assert.match(text, /^1\.0\.2\.0\/23 CN$/m);
     assert.match(text, /^2001:2::\/48 JP$/m);
-    assert.ok(text.split('\n').every((l) => l === '' || /^[0-9a-f.:]+\/\d{1,3} [A-Z]{2}$/.test(l)), 'every line is "<cidr> <CC>"');
+    assert.ok(
+      text.split('\n').every((l) => l === '' || /^[0-9a-f.:]+\/\d{1,3} [A-Z]{2}$/.test(l)),
+      'every line is "<cidr> <CC>"',
+    );
     assert.equal(await ensureCountryMap(dir), path, 'generated once per data-set version');
-    const subset = readFileSync(await ensureCountrySubset(dir, ['CN', 'JP']), 'utf8').trim().split('\n');
+    const subset = readFileSync(await ensureCountrySubset(dir, ['CN', 'JP']), 'utf8')
+      .trim()
+      .split('\n');
     assert.ok(subset.length > 1000);
-    assert.ok(subset.every((l) => / (CN|JP)$/.test(l)), 'only the countries rules name');
+    assert.ok(
+      subset.every((l) => / (CN|JP)$/.test(l)),
+      'only the countries rules name',
+    );
     assert.ok(subset.includes('1.0.1.0/24 CN') && subset.includes('2001:2::/48 JP'));
   });
 });
@@ -68,7 +79,12 @@ describe('WAF event collection', () => {
     assert.equal(parseEventLine(withSecret(secret.slice(0, 31)), secret), undefined, 'a prefix of it');
     assert.equal(parseEventLine(withSecret(secret + '00'), secret), undefined, 'it, extended');
     const shipped: unknown[] = [];
-    const c = new EventCollector((batch) => (shipped.push(...batch), true), undefined, undefined, () => secret);
+    const c = new EventCollector(
+      (batch) => (shipped.push(...batch), true),
+      undefined,
+      undefined,
+      () => secret,
+    );
     c.accept(line('127.0.0.7'));
     c.accept(withSecret('c3'.repeat(16)));
     c.accept(withSecret(secret));
@@ -97,8 +113,7 @@ describe('WAF event collection', () => {
   });
 
   // The current format: <action> <method> <location> <path> <matched> after the rule, the last four percent-encoded.
-  const detail = (rest: string, reason = 'sqli_detected', rule = '-') =>
-    `<134>Nov 22 07:20:00 haproxy[12]: rampart-waf 1795329600 2001:db8::7 shop.example.com ${reason} ${rule} ${rest}`;
+  const detail = (rest: string, reason = 'sqli_detected', rule = '-') => `<134>Nov 22 07:20:00 haproxy[12]: rampart-waf 1795329600 2001:db8::7 shop.example.com ${reason} ${rule} ${rest}`;
 
   test('the ten-field line carries method, location, path, matched and whether the request was blocked', () => {
     assert.deepEqual(parseEventLine(detail('block GET query:id /items %27%20OR%201%3D1')), {
@@ -119,11 +134,15 @@ describe('WAF event collection', () => {
     assert.deepEqual([detected?.method, detected?.location, detected?.path, detected?.matched], ['POST', 'body:comment', '/comments/new', '<script>alert(1)']);
     // '-' is absent for rule, location and matched; a rule id is kept as for the old format.
     const plain = parseEventLine(detail('block GET - / -', 'ip_blocked', '3f1c2e1a-9b0d-4c55-8f3e-0123456789ab'));
-    assert.deepEqual(
-      [plain?.ruleId, plain?.method, plain?.path, plain?.location, plain?.matched, plain?.blocked],
-      ['3f1c2e1a-9b0d-4c55-8f3e-0123456789ab', 'GET', '/', null, null, true],
-    );
-    for (const [reason, location] of [['cmdi_detected', 'header:referer'], ['traversal_detected', 'path'], ['ssrf_detected', 'cookie:sid'], ['xxe_detected', 'body:*'], ['injection_detected', 'query:q'], ['upload_blocked', 'body:file']]) {
+    assert.deepEqual([plain?.ruleId, plain?.method, plain?.path, plain?.location, plain?.matched, plain?.blocked], ['3f1c2e1a-9b0d-4c55-8f3e-0123456789ab', 'GET', '/', null, null, true]);
+    for (const [reason, location] of [
+      ['cmdi_detected', 'header:referer'],
+      ['traversal_detected', 'path'],
+      ['ssrf_detected', 'cookie:sid'],
+      ['xxe_detected', 'body:*'],
+      ['injection_detected', 'query:q'],
+      ['upload_blocked', 'body:file'],
+    ]) {
       const e = parseEventLine(detail(`block PUT ${location} /x a`, reason));
       assert.deepEqual([e?.reason, e?.location], [reason, location], reason);
     }
@@ -155,7 +174,10 @@ describe('WAF event collection', () => {
     assert.equal(parseEventLine(detail('block GET query:q /articles %3C 3f9c0a12b4e5d6f7'))?.query, null);
     assert.equal(parseEventLine(detail('block GET query:q /articles %3C'))?.query, null);
     // Credentials: the values of parameters named like them go, on the shield server already.
-    assert.equal(full('q=1&token=abc&api_key=k1&Password=hunter2&x-signature=s&code=c&Authorization=Bearer%2520x&page=2')?.query, 'q=1&token=[redacted]&api_key=[redacted]&Password=[redacted]&x-signature=[redacted]&code=[redacted]&Authorization=[redacted]&page=2');
+    assert.equal(
+      full('q=1&token=abc&api_key=k1&Password=hunter2&x-signature=s&code=c&Authorization=Bearer%2520x&page=2')?.query,
+      'q=1&token=[redacted]&api_key=[redacted]&Password=[redacted]&x-signature=[redacted]&code=[redacted]&Authorization=[redacted]&page=2',
+    );
     assert.equal(full('to%256Ben=abc&q=1')?.query, 'to%6Ben=[redacted]&q=1', 'a percent-encoded name too');
     assert.equal(full('q=token&tok')?.query, 'q=token&tok', 'a value that reads like a name, and a name without a value, stay');
     // At most 192 characters after decoding (and after redacting, which may lengthen it).
@@ -164,7 +186,16 @@ describe('WAF event collection', () => {
   });
 
   test('ten-field lines with an unknown action, or a field count other than 5, 10, 11, 12 or 13, are dropped', () => {
-    for (const rest of ['allow GET - / -', 'BLOCK GET - / -', 'constructor GET - / -', 'toString GET - / -', 'block GET - /', 'block GET - / - 0123456789abcdef google q=1 extra', 'block', 'block GET']) {
+    for (const rest of [
+      'allow GET - / -',
+      'BLOCK GET - / -',
+      'constructor GET - / -',
+      'toString GET - / -',
+      'block GET - /',
+      'block GET - / - 0123456789abcdef google q=1 extra',
+      'block',
+      'block GET',
+    ]) {
       assert.equal(parseEventLine(detail(rest)), undefined, rest);
     }
   });
@@ -232,25 +263,42 @@ describe('WAF event collection', () => {
   test('caps events at 5,000 per UTC day, 1,000 of them kept for detections: logging stops at the cap and starts again the next day', () => {
     let now = new Date('2026-11-22T10:00:00Z');
     const shipped: number[] = [];
-    const c = new EventCollector((batch) => (shipped.push(batch.length), true), () => now);
+    const c = new EventCollector(
+      (batch) => (shipped.push(batch.length), true),
+      () => now,
+    );
     for (let i = 0; i < 5200; i++) c.accept(line(ipOf(i)));
     c.flush();
-    assert.equal(shipped.reduce((a, b) => a + b, 0), 4000, 'blocks stop at 4,000');
+    assert.equal(
+      shipped.reduce((a, b) => a + b, 0),
+      4000,
+      'blocks stop at 4,000',
+    );
     assert.equal(c.dropped, 1200);
     for (let i = 0; i < 1200; i++) c.accept(line(ipOf(i), 'sqli_detected'));
     c.flush();
-    assert.equal(shipped.reduce((a, b) => a + b, 0), 5000, 'detections take the rest');
+    assert.equal(
+      shipped.reduce((a, b) => a + b, 0),
+      5000,
+      'detections take the rest',
+    );
     assert.equal(c.dropped, 1400);
     now = new Date('2026-11-23T00:00:01Z');
     c.accept(line('127.0.0.9'));
     c.flush();
-    assert.equal(shipped.reduce((a, b) => a + b, 0), 5001);
+    assert.equal(
+      shipped.reduce((a, b) => a + b, 0),
+      5001,
+    );
   });
 
   test('detect-mode events count toward the same daily cap as blocks', () => {
     const now = new Date('2026-11-22T10:00:00Z');
     const shipped: { blocked?: boolean | undefined }[] = [];
-    const c = new EventCollector((batch) => (shipped.push(...batch), true), () => now);
+    const c = new EventCollector(
+      (batch) => (shipped.push(...batch), true),
+      () => now,
+    );
     const from = (i: number, rest: string) => detail(rest).replace('2001:db8::7', ipOf(i));
     for (let i = 0; i < 3000; i++) c.accept(from(i, 'detect GET query:q /s x'));
     for (let i = 0; i < 3000; i++) c.accept(from(i, 'block GET query:q /s x'));
@@ -277,7 +325,12 @@ test('the countries a snapshot looks up: block_country rules and the countries c
   const rule = (expression: string) => ({ id: '00000000-0000-4000-8000-000000000001', expression, action: 'block' as const, domainId: null, priority: 1 });
   const blockKp = { id: 'r', type: 'block_country' as const, value: 'KP', domainId: null, priority: 1 };
   assert.deepEqual(countriesOf({ rules: [blockKp] }), ['KP']);
-  assert.deepEqual(countriesOf({ rules: [blockKp], customRules: [rule('ip.src.country in {"CN" "RU"} and http.request.uri.path eq "/x"'), rule('not lower(ip.geoip.country) eq "ir"')] }), ['KP', 'CN', 'RU', 'IR']);
+  assert.deepEqual(countriesOf({ rules: [blockKp], customRules: [rule('ip.src.country in {"CN" "RU"} and http.request.uri.path eq "/x"'), rule('not lower(ip.geoip.country) eq "ir"')] }), [
+    'KP',
+    'CN',
+    'RU',
+    'IR',
+  ]);
   assert.deepEqual(countriesOf({ rules: [], customRules: [rule('ip.src.country ne "US"')] }), ['US'], 'ne: an address of any other country is rightly not US');
   assert.deepEqual(countriesOf({ rules: [], customRules: [rule('http.request.uri.path eq "/x"')] }), []);
   for (const e of ['ip.src.country matches "^C"', 'starts_with(ip.src.country, "C")', 'len(ip.src.country) eq 2', 'ip.src.country contains "N"']) {

@@ -12,7 +12,7 @@ import { FakeClock } from './fake-clock.js';
 
 describe('bind failures', () => {
   test("HAProxy 2.6's alert is read as address, port and reason", () => {
-    const alert = "Binding [/x/haproxy.cfg:68] for frontend http_in: cannot bind socket (Address already in use) for [127.0.0.1:8081]";
+    const alert = 'Binding [/x/haproxy.cfg:68] for frontend http_in: cannot bind socket (Address already in use) for [127.0.0.1:8081]';
     assert.deepEqual(bindFailures([alert, "unknown keyword 'foo'"]), [{ address: '127.0.0.1', port: 8081, reason: 'Address already in use' }]);
     assert.deepEqual(bindFailures(['Starting frontend http_in: cannot bind socket (Permission denied) [0.0.0.0:80]']), [{ address: '0.0.0.0', port: 80, reason: 'Permission denied' }]);
   });
@@ -23,7 +23,10 @@ describe('bind failures', () => {
     const port = (server.address() as { port: number }).port;
     try {
       const holders = await portHolders(port);
-      assert.ok(holders.some((h) => h.pid === process.pid), JSON.stringify(holders));
+      assert.ok(
+        holders.some((h) => h.pid === process.pid),
+        JSON.stringify(holders),
+      );
       const text = await explainBindFailure({ address: '0.0.0.0', port, reason: 'Address already in use' }, '--http-port');
       assert.match(text, new RegExp(`^HAProxy cannot listen on port ${port}: it is already in use by \\S+ \\(pid ${process.pid}\\)\\. Stop that process or give this agent another --http-port$`));
     } finally {
@@ -33,7 +36,10 @@ describe('bind failures', () => {
 
   test('a holder that cannot be seen, and a permission, are explained without guessing', async () => {
     const hidden = await explainBindFailure({ address: '192.0.2.1', port: 8081, reason: 'Address already in use' }, '--http-port', async () => []);
-    assert.equal(hidden, "HAProxy cannot listen on port 8081 on 192.0.2.1: it is already in use by another process (not visible to this user: `sudo ss -ltnp 'sport = :8081'` names it). Stop that process or give this agent another --http-port");
+    assert.equal(
+      hidden,
+      "HAProxy cannot listen on port 8081 on 192.0.2.1: it is already in use by another process (not visible to this user: `sudo ss -ltnp 'sport = :8081'` names it). Stop that process or give this agent another --http-port",
+    );
     const denied = await explainBindFailure({ address: '0.0.0.0', port: 443, reason: 'Permission denied' }, '--https-port');
     assert.match(denied, /^HAProxy cannot listen on port 443: permission denied .* with --https-port$/);
   });

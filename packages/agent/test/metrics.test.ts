@@ -31,7 +31,11 @@ const line = (ip: string) => `<134>Nov 22 07:20:00 haproxy[12]: rampart-waf 1795
 describe('the agent metrics server', () => {
   test('serves the numbers of the objects it reads on a loopback port, and only /metrics', async () => {
     // A real collector with a cap of 2: three more lines the same day are dropped.
-    const events = new EventCollector(() => true, () => new Date('2026-11-22T07:20:00Z'), 2);
+    const events = new EventCollector(
+      () => true,
+      () => new Date('2026-11-22T07:20:00Z'),
+      2,
+    );
     for (let i = 1; i <= 5; i++) events.accept(line(`192.0.2.${i}`));
     assert.equal(events.dropped, 3);
     const now = Date.parse('2026-11-22T00:00:00Z');
@@ -78,29 +82,33 @@ const haproxyBuilt = spawnSync('haproxy', ['-vv'], { encoding: 'utf8' });
 const hasExporter = haproxyBuilt.status === 0 && /prometheus-exporter/.test(haproxyBuilt.stdout);
 
 describe("HAProxy's Prometheus exporter through the rendered health socket", () => {
-  test('the rendered rampart_health frontend answers /metrics with haproxy_* metrics, appended to the agent\'s', { skip: skipUnless(hasExporter, 'this HAProxy has no prometheus-exporter') }, async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'rampart-metrics-'));
-    after(() => rmSync(dir, { recursive: true, force: true }));
-    const { files } = renderHaproxyConfig({ serverId: 'srv-1', revision: 1, domains: [], rules: [] }, { httpBind: { address: '127.0.0.1', port: 8080 }, runDir: dir }, { configDir: dir });
-    // The renderer's own health frontend, verbatim, in a minimal configuration.
-    const cfg = files['haproxy.cfg']!;
-    const health = cfg.slice(cfg.indexOf('frontend rampart_health')).split('\n\n')[0]!;
-    assert.match(health, /use-service prometheus-exporter/);
-    writeFileSync(join(dir, 'h.cfg'), `global\n    log stderr format raw local0 emerg\ndefaults\n    mode http\n    timeout connect 5s\n    timeout client 5s\n    timeout server 5s\n\n${health}\n`);
-    const check = spawnSync('haproxy', ['-c', '-f', join(dir, 'h.cfg')], { encoding: 'utf8' });
-    assert.equal(check.status, 0, check.stderr + check.stdout);
-    const proc = spawn('haproxy', ['-db', '-f', join(dir, 'h.cfg')], { stdio: 'ignore' });
-    after(() => proc.kill('SIGKILL'));
-    const socket = join(dir, HEALTH_SOCKET);
-    const text = await waitFor(() => fetchHaproxyMetrics(socket, 500), "HAProxy's exporter", 10_000, 50);
-    assert.match(text, /^haproxy_process_nbthread /m);
+  test(
+    "the rendered rampart_health frontend answers /metrics with haproxy_* metrics, appended to the agent's",
+    { skip: skipUnless(hasExporter, 'this HAProxy has no prometheus-exporter') },
+    async () => {
+      const dir = mkdtempSync(join(tmpdir(), 'rampart-metrics-'));
+      after(() => rmSync(dir, { recursive: true, force: true }));
+      const { files } = renderHaproxyConfig({ serverId: 'srv-1', revision: 1, domains: [], rules: [] }, { httpBind: { address: '127.0.0.1', port: 8080 }, runDir: dir }, { configDir: dir });
+      // The renderer's own health frontend, verbatim, in a minimal configuration.
+      const cfg = files['haproxy.cfg']!;
+      const health = cfg.slice(cfg.indexOf('frontend rampart_health')).split('\n\n')[0]!;
+      assert.match(health, /use-service prometheus-exporter/);
+      writeFileSync(join(dir, 'h.cfg'), `global\n    log stderr format raw local0 emerg\ndefaults\n    mode http\n    timeout connect 5s\n    timeout client 5s\n    timeout server 5s\n\n${health}\n`);
+      const check = spawnSync('haproxy', ['-c', '-f', join(dir, 'h.cfg')], { encoding: 'utf8' });
+      assert.equal(check.status, 0, check.stderr + check.stdout);
+      const proc = spawn('haproxy', ['-db', '-f', join(dir, 'h.cfg')], { stdio: 'ignore' });
+      after(() => proc.kill('SIGKILL'));
+      const socket = join(dir, HEALTH_SOCKET);
+      const text = await waitFor(() => fetchHaproxyMetrics(socket, 500), "HAProxy's exporter", 10_000, 50);
+      assert.match(text, /^haproxy_process_nbthread /m);
 
-    const metrics = new AgentMetrics({ eventsDropped: () => 0, certificates: () => [], haproxy: () => fetchHaproxyMetrics(socket), now: () => Date.now() }, { defaultMetrics: false });
-    const both = await metrics.text();
-    assert.match(both, /^rampart_agent_waf_events_dropped_total 0$/m);
-    assert.match(both, /^haproxy_process_nbthread /m);
-    // HAProxy away: the agent's own metrics are still served.
-    proc.kill('SIGKILL');
-    await waitFor(async () => !(await metrics.text()).includes('haproxy_'), 'HAProxy gone', 10_000, 50);
-  });
+      const metrics = new AgentMetrics({ eventsDropped: () => 0, certificates: () => [], haproxy: () => fetchHaproxyMetrics(socket), now: () => Date.now() }, { defaultMetrics: false });
+      const both = await metrics.text();
+      assert.match(both, /^rampart_agent_waf_events_dropped_total 0$/m);
+      assert.match(both, /^haproxy_process_nbthread /m);
+      // HAProxy away: the agent's own metrics are still served.
+      proc.kill('SIGKILL');
+      await waitFor(async () => !(await metrics.text()).includes('haproxy_'), 'HAProxy gone', 10_000, 50);
+    },
+  );
 });

@@ -7,7 +7,13 @@ import { OriginWatch, parseOriginStates } from '../src/origins.js';
 const HEADER = '# pxname,svname,qcur,status,check_status,check_code,last_chk';
 const csv = (...rows: string[]) => [HEADER, ...rows, ''].join('\n');
 const domains = [
-  { domain: 'shop.example.com', origins: [{ ip: '10.0.0.1', port: 80 }, { host: 'app.internal', port: 8080 }] },
+  {
+    domain: 'shop.example.com',
+    origins: [
+      { ip: '10.0.0.1', port: 80 },
+      { host: 'app.internal', port: 8080 },
+    ],
+  },
 ];
 
 test('parseOriginStates reads originN rows: UP, DOWN and MAINT, skipping unchecked ones and other rows', () => {
@@ -34,11 +40,14 @@ test('an origin going down, then up, is reported once each; the same state again
   assert.deepEqual(down, [
     {
       kind: 'origin_down',
-      message: 'The origin app.internal:8080 of "shop.example.com" is down (HAProxy\'s health check: it answered an error status, HTTP 503); visitors get the 503 page when no origin of the domain is up',
+      message:
+        'The origin app.internal:8080 of "shop.example.com" is down (HAProxy\'s health check: it answered an error status, HTTP 503); visitors get the 503 page when no origin of the domain is up',
     },
   ]);
   assert.deepEqual(w.update(parseOriginStates(csv('be_shop_example_com,origin1,0,DOWN,L7STS,503,')), domains), [], 'still down; origin0 unread keeps its state');
-  assert.deepEqual(w.update(parseOriginStates(csv('be_shop_example_com,origin1,0,UP,L7OK,200,')), domains), [{ kind: 'origin_up', message: 'The origin app.internal:8080 of "shop.example.com" is up again' }]);
+  assert.deepEqual(w.update(parseOriginStates(csv('be_shop_example_com,origin1,0,UP,L7OK,200,')), domains), [
+    { kind: 'origin_up', message: 'The origin app.internal:8080 of "shop.example.com" is up again' },
+  ]);
 });
 
 test('an origin already down at the first reading is reported; a check code that is not one is left out', () => {

@@ -52,7 +52,7 @@ async function withResponder<T>(fn: (r: ChallengeResponder, port: number) => Pro
 }
 
 describe('ChallengeResponder under attack', () => {
-  test('a flood of relayed challenges is bounded, and never crowds out this server\'s own', async () => {
+  test("a flood of relayed challenges is bounded, and never crowds out this server's own", async () => {
     await withResponder(async (r, port) => {
       for (let i = 0; i < MAX_CHALLENGES + 500; i++) r.add('shared.example.com', `flood-${i}`, KA(`flood-${i}`), 'peer');
       assert.equal(r.size, MAX_CHALLENGES, 'what a flood can hold');
@@ -68,19 +68,22 @@ describe('ChallengeResponder under attack', () => {
 
   test('relayed challenges are forgotten after 30 minutes, which frees room a flood took', async () => {
     let t = Date.UTC(2026, 0, 1);
-    await withResponder(async (r, port) => {
-      for (let i = 0; i < MAX_CHALLENGES; i++) r.add('shared.example.com', `flood-${i}`, KA(`flood-${i}`), 'peer');
-      r.add('other.example.com', 'honest', KA('honest'), 'peer');
-      assert.equal((await get(port, '/.well-known/acme-challenge/honest', 'other.example.com')).status, 404, 'no room yet');
-      t += 30 * 60_000 + 1;
-      assert.equal((await get(port, '/.well-known/acme-challenge/flood-0', 'shared.example.com')).status, 404, 'expired');
-      r.add('other.example.com', 'honest', KA('honest'), 'peer');
-      assert.equal(r.size, 1);
-      assert.equal((await get(port, '/.well-known/acme-challenge/honest', 'other.example.com')).status, 200);
-    }, () => t);
+    await withResponder(
+      async (r, port) => {
+        for (let i = 0; i < MAX_CHALLENGES; i++) r.add('shared.example.com', `flood-${i}`, KA(`flood-${i}`), 'peer');
+        r.add('other.example.com', 'honest', KA('honest'), 'peer');
+        assert.equal((await get(port, '/.well-known/acme-challenge/honest', 'other.example.com')).status, 404, 'no room yet');
+        t += 30 * 60_000 + 1;
+        assert.equal((await get(port, '/.well-known/acme-challenge/flood-0', 'shared.example.com')).status, 404, 'expired');
+        r.add('other.example.com', 'honest', KA('honest'), 'peer');
+        assert.equal(r.size, 1);
+        assert.equal((await get(port, '/.well-known/acme-challenge/honest', 'other.example.com')).status, 200);
+      },
+      () => t,
+    );
   });
 
-  test('a peer can neither replace nor withdraw this server\'s own challenge, even knowing its token', async () => {
+  test("a peer can neither replace nor withdraw this server's own challenge, even knowing its token", async () => {
     await withResponder(async (r, port) => {
       r.add('shared.example.com', 'tok', KA('tok'), 'own');
       r.add('shared.example.com', 'tok', `tok.${'x'.repeat(43)}`, 'peer');
@@ -134,7 +137,7 @@ describe('ChallengeResponder under attack', () => {
 });
 
 describe('CertificateManager with a responder a hostile peer has filled', () => {
-  test('this server\'s own order is still answered and succeeds', async () => {
+  test("this server's own order is still answered and succeeds", async () => {
     const dir = await mkdtemp(join(tmpdir(), 'rampart-responder-'));
     tmpDirs.push(dir);
     const clock = new FakeClock(Date.now());
@@ -160,7 +163,29 @@ describe('CertificateManager with a responder a hostile peer has filled', () => 
           const seen = await get(port, '/.well-known/acme-challenge/own-order', domain);
           await hooks.withdraw('own-order', KA('own-order'));
           if (seen.status !== 200 || seen.body !== KA('own-order')) throw new Error(`validation failed: the responder answered ${seen.status}`);
-          execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', join(dir, 'k.pem'), '-out', join(dir, 'c.pem'), '-days', '90', '-subj', `/CN=${domain}`, '-addext', `subjectAltName=DNS:${domain}`], { stdio: 'ignore' });
+          execFileSync(
+            'openssl',
+            [
+              'req',
+              '-x509',
+              '-newkey',
+              'ec',
+              '-pkeyopt',
+              'ec_paramgen_curve:P-256',
+              '-nodes',
+              '-keyout',
+              join(dir, 'k.pem'),
+              '-out',
+              join(dir, 'c.pem'),
+              '-days',
+              '90',
+              '-subj',
+              `/CN=${domain}`,
+              '-addext',
+              `subjectAltName=DNS:${domain}`,
+            ],
+            { stdio: 'ignore' },
+          );
           return { chainPem: await readFile(join(dir, 'c.pem'), 'utf8'), keyPem: await readFile(join(dir, 'k.pem'), 'utf8') };
         },
       },
@@ -169,7 +194,17 @@ describe('CertificateManager with a responder a hostile peer has filled', () => 
       serverId: 's1',
       revision: 1,
       rules: [],
-      domains: [{ id: '00000000-0000-4000-8000-000000000001', domain: 'mine.example.com', origins: [{ ip: '127.0.0.1', port: 8080 }], sslEnabled: true, wafEnabled: true, wafLevel: 'medium', serverAddresses: ['198.51.100.4'] }],
+      domains: [
+        {
+          id: '00000000-0000-4000-8000-000000000001',
+          domain: 'mine.example.com',
+          origins: [{ ip: '127.0.0.1', port: 8080 }],
+          sslEnabled: true,
+          wafEnabled: true,
+          wafLevel: 'medium',
+          serverAddresses: ['198.51.100.4'],
+        },
+      ],
     };
     try {
       manager.update(snapshot);

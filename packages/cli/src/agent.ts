@@ -43,7 +43,11 @@ SIGINT and SIGTERM stop the agent and its HAProxy.
 `;
 
 export async function agentCommand(args: string[]): Promise<void> {
-  const flags = parseFlags(args, ['server', 'token', 'data-dir', 'http-port', 'https-port', 'haproxy', 'bind', 'nbthread', 'country-map', 'acme-directory', 'acme-email', 'resolver', 'renew-before-days', 'metrics-port'], ['insecure']);
+  const flags = parseFlags(
+    args,
+    ['server', 'token', 'data-dir', 'http-port', 'https-port', 'haproxy', 'bind', 'nbthread', 'country-map', 'acme-directory', 'acme-email', 'resolver', 'renew-before-days', 'metrics-port'],
+    ['insecure'],
+  );
   if (flags.help) {
     process.stdout.write(AGENT_HELP);
     return;
@@ -71,7 +75,9 @@ export async function agentCommand(args: string[]): Promise<void> {
     onGiveUp: () => void agent.stop().finally(() => process.exit(1)),
     metricsPort: flags['metrics-port'] === undefined ? DEFAULT_METRICS_PORT : intFrom(flags['metrics-port'], '--metrics-port', 0, 65535),
     // Hidden, for tests: a shorter interval between traffic analytics batches (default 60 s).
-    ...(process.env.RAMPART_AGENT_ANALYTICS_INTERVAL_MS ? { analyticsIntervalMs: intFrom(process.env.RAMPART_AGENT_ANALYTICS_INTERVAL_MS, 'RAMPART_AGENT_ANALYTICS_INTERVAL_MS', 100, 3_600_000) } : {}),
+    ...(process.env.RAMPART_AGENT_ANALYTICS_INTERVAL_MS
+      ? { analyticsIntervalMs: intFrom(process.env.RAMPART_AGENT_ANALYTICS_INTERVAL_MS, 'RAMPART_AGENT_ANALYTICS_INTERVAL_MS', 100, 3_600_000) }
+      : {}),
   });
   await agent.start();
   const stop = async () => {

@@ -6,7 +6,10 @@ export type Flags = { [name: string]: string | undefined } & { help?: boolean };
 
 /** String flags by name, switches (flags without a value), plus --help; usage errors name the flag; no positional arguments. */
 export function parseFlags<S extends string = never>(args: string[], names: readonly string[], switches: readonly S[] = []): Flags & { [K in S]?: boolean } {
-  const options = Object.fromEntries<{ type: 'string' | 'boolean' }>([...names.map((n) => [n, { type: 'string' as const }] as const), ...switches.map((n) => [n, { type: 'boolean' as const }] as const)]);
+  const options = Object.fromEntries<{ type: 'string' | 'boolean' }>([
+    ...names.map((n) => [n, { type: 'string' as const }] as const),
+    ...switches.map((n) => [n, { type: 'boolean' as const }] as const),
+  ]);
   try {
     const { values } = parseArgs({ args, options: { ...options, help: { type: 'boolean', short: 'h' } }, strict: true, allowPositionals: false });
     return values as Flags & { [K in S]?: boolean };

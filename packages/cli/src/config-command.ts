@@ -65,7 +65,9 @@ export async function exportCommand(args: string[]): Promise<number> {
   if (flags.output && flags.output !== '-') {
     await writeFile(`${flags.output}.partial`, text, { mode: 0o644 });
     await rename(`${flags.output}.partial`, flags.output);
-    process.stderr.write(`Wrote ${flags.output}: ${current.config.servers.length} server(s), ${current.config.domains.length} domain(s), ${current.config.wafRules.length} WAF rule(s), ${current.config.customRules.length} custom rule(s).\n`);
+    process.stderr.write(
+      `Wrote ${flags.output}: ${current.config.servers.length} server(s), ${current.config.domains.length} domain(s), ${current.config.wafRules.length} WAF rule(s), ${current.config.customRules.length} custom rule(s).\n`,
+    );
   } else process.stdout.write(text);
   return 0;
 }
@@ -94,7 +96,9 @@ export async function applyCommand(args: string[]): Promise<number> {
   const plan = makePlan(current.config, desired, Boolean(flags.prune));
   const planMs = Date.now() - started;
   if (plan.steps.length === 0) {
-    process.stdout.write(`No changes. The account matches ${flags.file} (planned in ${planMs} ms).${plan.kept > 0 ? ` (${plan.kept} object(s) not in the file are kept; --prune deletes them.)` : ''}\n`);
+    process.stdout.write(
+      `No changes. The account matches ${flags.file} (planned in ${planMs} ms).${plan.kept > 0 ? ` (${plan.kept} object(s) not in the file are kept; --prune deletes them.)` : ''}\n`,
+    );
     return 0;
   }
   process.stdout.write(`Rampart will do the following (planned in ${planMs} ms):\n\n${renderPlan(plan)}`);

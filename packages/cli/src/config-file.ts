@@ -293,7 +293,17 @@ function sortErrors(errors: FileError[]): FileError[] {
 interface FileShape {
   version: number;
   servers?: { name: string; publicIp?: string | null }[];
-  domains?: { domain: string; origins: string[]; servers?: string[]; sslEnabled?: boolean; wafEnabled?: boolean; wafLevel?: string; wafMode?: string; wafCompressedBodies?: string; dnsFailover?: boolean }[];
+  domains?: {
+    domain: string;
+    origins: string[];
+    servers?: string[];
+    sslEnabled?: boolean;
+    wafEnabled?: boolean;
+    wafLevel?: string;
+    wafMode?: string;
+    wafCompressedBodies?: string;
+    dnsFailover?: boolean;
+  }[];
   wafRules?: { type: RuleType; value: string | Record<string, unknown>; domain?: string | null; enabled?: boolean; priority?: number }[];
   customRules?: { name: string; domain?: string | null; expression: string; action: string; rateLimit?: RateLimit | null; priority?: number; enabled?: boolean }[];
   notifications?: { webhookUrl?: string | null; email?: string | null; kinds?: string[] };
@@ -312,7 +322,8 @@ export function parseOrigin(text: string): Origin | undefined {
 
 /** The checks beyond the schema: names unique and known, values in their type's format; the model with defaults filled in. */
 function resolve(file: FileShape, report: (path: Path, message: string) => void, invalid: Set<unknown>): AccountConfig {
-  const nameOf = (item: unknown, field: string) => (item !== null && typeof item === 'object' && typeof (item as Record<string, unknown>)[field] === 'string' ? ((item as Record<string, unknown>)[field] as string) : undefined);
+  const nameOf = (item: unknown, field: string) =>
+    item !== null && typeof item === 'object' && typeof (item as Record<string, unknown>)[field] === 'string' ? ((item as Record<string, unknown>)[field] as string) : undefined;
   const servers: ServerConfig[] = [];
   const serverNames = new Set<string>();
   (file.servers ?? []).forEach((s, i) => {

@@ -133,7 +133,15 @@ export async function readAccount(api: Api): Promise<Current> {
   });
   const customRules: CustomRuleConfig[] = [];
   for (const r of rules) {
-    const rule = { name: r.name, domain: r.domainId === null ? null : (domainName.get(r.domainId) ?? null), expression: r.expression, action: r.action, rateLimit: r.rateLimit, priority: r.priority, enabled: r.enabled };
+    const rule = {
+      name: r.name,
+      domain: r.domainId === null ? null : (domainName.get(r.domainId) ?? null),
+      expression: r.expression,
+      action: r.action,
+      rateLimit: r.rateLimit,
+      priority: r.priority,
+      enabled: r.enabled,
+    };
     const key = customRuleKey(rule);
     // Two rules of one name and scope: the first is the one the file's rule matches, the second is extra.
     if (!ids.customRules.has(key)) ids.customRules.set(key, r.id);
@@ -149,7 +157,10 @@ export async function readAccount(api: Api): Promise<Current> {
     domains: domains.map((d) => ({
       domain: d.domain,
       origins: d.origins.map((o) => ('host' in o ? { host: o.host, port: o.port } : { ip: o.ip, port: o.port })),
-      servers: d.serverIds.map((id) => serverName.get(id)).filter((n): n is string => n !== undefined).sort(),
+      servers: d.serverIds
+        .map((id) => serverName.get(id))
+        .filter((n): n is string => n !== undefined)
+        .sort(),
       sslEnabled: d.sslEnabled,
       wafEnabled: d.wafEnabled,
       wafLevel: d.wafLevel,
@@ -236,8 +247,24 @@ export function makePlan(current: AccountConfig, desired: AccountConfig, prune: 
       else kept++;
     }
   };
-  compare<ServerConfig>('server', current.servers, desired.servers, (s) => s.name, (s) => s.name, (s) => ({ publicIp: s.publicIp }), SERVER_FIELDS);
-  compare<DomainConfig>('domain', current.domains, desired.domains, (d) => d.domain, (d) => d.domain, (d) => ({ ...d, origins: originsText(d) }), DOMAIN_FIELDS);
+  compare<ServerConfig>(
+    'server',
+    current.servers,
+    desired.servers,
+    (s) => s.name,
+    (s) => s.name,
+    (s) => ({ publicIp: s.publicIp }),
+    SERVER_FIELDS,
+  );
+  compare<DomainConfig>(
+    'domain',
+    current.domains,
+    desired.domains,
+    (d) => d.domain,
+    (d) => d.domain,
+    (d) => ({ ...d, origins: originsText(d) }),
+    DOMAIN_FIELDS,
+  );
   compare<WafRuleConfig>('waf rule', current.wafRules, desired.wafRules, wafRuleKey, wafLabel, (r) => ({ ...r }), WAF_FIELDS);
   compare<CustomRuleConfig>('custom rule', current.customRules, desired.customRules, customRuleKey, customLabel, (r) => ({ ...r }), CUSTOM_FIELDS);
   if (desired.notifications) {

@@ -108,7 +108,12 @@ function initServer(args: string[]): void {
   const actualPort = /^RAMPART_PORT=(\d+)$/m.exec(readFileSync(path, 'utf8'))?.[1] ?? String(port);
   const local = `http://127.0.0.1:${actualPort}`;
   const publicUrl = (flags['public-url'] ?? '').replace(/\/$/, '');
-  out.push(...startUnit('rampart-server.service', `sudo sh -c 'set -a; . ${path}; RAMPART_DOWNLOADS_DIR=/var/lib/rampart/downloads; exec runuser -u rampart -- rampart serve --data-dir /var/lib/rampart/server'`));
+  out.push(
+    ...startUnit(
+      'rampart-server.service',
+      `sudo sh -c 'set -a; . ${path}; RAMPART_DOWNLOADS_DIR=/var/lib/rampart/downloads; exec runuser -u rampart -- rampart serve --data-dir /var/lib/rampart/server'`,
+    ),
+  );
   out.push(
     '',
     `Dashboard and API: ${publicUrl || local}${publicUrl ? ` (listening on ${local}; put TLS in front, docs/operations.md)` : ' (127.0.0.1 only; put TLS in front, docs/operations.md)'}`,
@@ -153,7 +158,12 @@ async function initAgent(args: string[]): Promise<void> {
   ].join('\n# ');
   writeSecretFile(path, envFile(header, { RAMPART_SERVER_URL: server, RAMPART_AGENT_TOKEN: token, RAMPART_AGENT_OPTIONS: flags.insecure ? '--insecure' : '' }));
   const out = [`Wrote ${path} (mode 0600): the control plane's URL and this server's token.`];
-  out.push(...startUnit('rampart-agent.service', `sudo sh -c 'set -a; . ${path}; exec runuser -u rampart -- rampart agent --server "$RAMPART_SERVER_URL" --data-dir /var/lib/rampart/agent $RAMPART_AGENT_OPTIONS'`));
+  out.push(
+    ...startUnit(
+      'rampart-agent.service',
+      `sudo sh -c 'set -a; . ${path}; exec runuser -u rampart -- rampart agent --server "$RAMPART_SERVER_URL" --data-dir /var/lib/rampart/agent $RAMPART_AGENT_OPTIONS'`,
+    ),
+  );
   out.push('', 'The dashboard shows the server online once its agent has connected.');
   process.stdout.write(`${out.join('\n')}\n`);
 }

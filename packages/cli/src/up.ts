@@ -204,10 +204,7 @@ export async function upCommand(args: string[]): Promise<void> {
       `  Data              ${dataDir}`,
       ...(host === LOOPBACK
         ? []
-        : [
-            `  Other agents      rampart agent --server ws://${advertised}:${port}/agent --insecure`,
-            '                    with a token from Servers, Add server (plain HTTP: a trusted network only)',
-          ]),
+        : [`  Other agents      rampart agent --server ws://${advertised}:${port}/agent --insecure`, '                    with a token from Servers, Add server (plain HTTP: a trusted network only)']),
       '',
       'Try:',
       `  curl -s -H 'Host: ${DEMO_DOMAIN}' http://${proxyAt}:${httpPort}/`,

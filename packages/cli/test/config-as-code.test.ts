@@ -58,7 +58,18 @@ describe('the configuration file', () => {
       c.domains.map((d) => [d.domain, d.origins, d.servers, d.sslEnabled, d.wafLevel, d.wafMode, d.dnsFailover]),
       [
         ['api.example.com', [{ ip: '192.0.2.11', port: 80 }], [], true, 'medium', 'block', false],
-        ['www.example.com', [{ ip: '192.0.2.10', port: 8080 }, { ip: '2001:db8::10', port: 8080 }], ['edge-1', 'edge-2'], true, 'high', 'block', false],
+        [
+          'www.example.com',
+          [
+            { ip: '192.0.2.10', port: 8080 },
+            { ip: '2001:db8::10', port: 8080 },
+          ],
+          ['edge-1', 'edge-2'],
+          true,
+          'high',
+          'block',
+          false,
+        ],
       ],
     );
     assert.deepEqual(
@@ -138,7 +149,10 @@ customRules:
   test('YAML that does not parse is refused with its line', () => {
     const errors = errorsOf('version: 1\nservers:\n  - name: "edge-1\n');
     assert.ok(errors.length > 0);
-    assert.ok(errors.every((e) => e.line >= 3 && /not valid YAML/.test(e.message)), JSON.stringify(errors));
+    assert.ok(
+      errors.every((e) => e.line >= 3 && /not valid YAML/.test(e.message)),
+      JSON.stringify(errors),
+    );
   });
 
   test('the version is required, and a file that is not a mapping is refused', () => {

@@ -5,7 +5,7 @@ import { checkServerUrl } from '../src/server-url.js';
 // The agent sends its connection token when it connects: plain ws:// is allowed only to this
 // machine, or to another one when the operator says --insecure.
 
-describe('the agent\'s --server URL', () => {
+describe("the agent's --server URL", () => {
   for (const url of ['wss://rampart.example.com/agent', 'wss://203.0.113.9:8443/agent', 'ws://127.0.0.1:8080/agent', 'ws://127.9.9.9/agent', 'ws://localhost:8080/agent', 'ws://[::1]:8080/agent']) {
     test(`${url} is accepted`, () => assert.equal(checkServerUrl(url, false), url));
   }

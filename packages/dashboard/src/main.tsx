@@ -54,7 +54,7 @@ type ViewId = (typeof VIEWS)[number]['id'];
 
 function currentView(): ViewId {
   const id = location.hash.replace(/^#\/?/, '').split('?')[0];
-  return (VIEWS.find((v) => v.id === id)?.id ?? 'overview');
+  return VIEWS.find((v) => v.id === id)?.id ?? 'overview';
 }
 
 // Theme: the system's (prefers-color-scheme) until the toggle picks one, remembered in localStorage.

@@ -61,7 +61,7 @@ describe('rows to text', () => {
 });
 
 describe('text to rows', () => {
-  test('an empty expression is no rows; a parse error is the parser\'s message with its column', () => {
+  test("an empty expression is no rows; a parse error is the parser's message with its column", () => {
     assert.deepEqual(rowsFromText('  '), { ok: true, rows: [] });
     const bad = rowsFromText('http.request.uri.path eq');
     assert.deepEqual(bad, { ok: false, reason: 'at column 25: expected a string in double quotes, found the end of the expression' });
@@ -160,7 +160,7 @@ describe('rows -> text -> rows', () => {
 });
 
 describe('the error position', () => {
-  test('splits the text at the parser\'s position, past the end too', () => {
+  test("splits the text at the parser's position, past the end too", () => {
     assert.deepEqual(splitAt('http.host eq', 12), { before: 'http.host eq', at: '', after: '' });
     assert.deepEqual(splitAt('a $ b', 2), { before: 'a ', at: '$', after: ' b' });
   });
@@ -197,7 +197,7 @@ describe('moving a rule up or down', () => {
     ]);
   });
 
-  test('on a domain\'s page the hidden rules keep their places', () => {
+  test("on a domain's page the hidden rules keep their places", () => {
     // x is another domain's rule, between a and b in the run order.
     const all = [rule('a', 10, 1), rule('x', 20, 2), rule('b', 30, 3)];
     const up = moveRule(all, ['a', 'b'], 'b', -1);
@@ -221,8 +221,14 @@ describe('moving a rule up or down', () => {
         for (const c of changes) assert.ok(c.priority >= 0 && c.priority <= 1_000_000);
         const expectedShown = [...shown];
         [expectedShown[i], expectedShown[i + direction]] = [past, id];
-        assert.deepEqual(after.filter((x) => shown.includes(x)), expectedShown);
-        assert.deepEqual(after.filter((x) => x !== id), order.filter((x) => x !== id));
+        assert.deepEqual(
+          after.filter((x) => shown.includes(x)),
+          expectedShown,
+        );
+        assert.deepEqual(
+          after.filter((x) => x !== id),
+          order.filter((x) => x !== id),
+        );
       }),
       { numRuns: 500 },
     );

@@ -154,10 +154,7 @@ export const SnapshotCustomRule = Type.Object(
 );
 
 export const BOT_KEY_ID_PATTERN = '^[0-9a-z]{1,16}$';
-export const BotKey = Type.Object(
-  { id: Type.String({ pattern: BOT_KEY_ID_PATTERN }), secret: Type.String({ pattern: '^[0-9a-f]{32,128}$' }) },
-  { additionalProperties: false },
-);
+export const BotKey = Type.Object({ id: Type.String({ pattern: BOT_KEY_ID_PATTERN }), secret: Type.String({ pattern: '^[0-9a-f]{32,128}$' }) }, { additionalProperties: false });
 export type BotKey = Static<typeof BotKey>;
 
 /** Everything one shield server must run: full desired state, never a diff. */
@@ -233,22 +230,13 @@ export const AgentHeartbeat = message(
 );
 export const ConfigAck = message(
   'config/ack',
-  Type.Object(
-    { revision: Count, ok: Type.Boolean(), errors: Type.Array(ApplyError, { maxItems: AGENT_LIMITS.ackErrors }) },
-    { additionalProperties: false },
-  ),
+  Type.Object({ revision: Count, ok: Type.Boolean(), errors: Type.Array(ApplyError, { maxItems: AGENT_LIMITS.ackErrors }) }, { additionalProperties: false }),
 );
 export const StatusReport = message(
   'status/report',
   Type.Object(
     {
-      kind: Type.Union([
-        Type.Literal('proxy_crash'),
-        Type.Literal('proxy_reload_failed'),
-        Type.Literal('server_error'),
-        Type.Literal('origin_down'),
-        Type.Literal('origin_up'),
-      ]),
+      kind: Type.Union([Type.Literal('proxy_crash'), Type.Literal('proxy_reload_failed'), Type.Literal('server_error'), Type.Literal('origin_down'), Type.Literal('origin_up')]),
       message: Type.String({ maxLength: AGENT_LIMITS.statusMessage }),
     },
     { additionalProperties: false },

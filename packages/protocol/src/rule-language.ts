@@ -53,10 +53,7 @@ const HEADER_NAME_RE = /^[A-Za-z0-9_-]{1,64}$/;
 const ARG_NAME_RE = /^[A-Za-z0-9_.-]{1,64}$/;
 
 /** A value an operator reads: a field (with its key), or lower()/len() of one. */
-export type RuleOperand =
-  | { kind: 'field'; field: RuleField; key?: string }
-  | { kind: 'lower'; arg: RuleOperand }
-  | { kind: 'len'; arg: RuleOperand };
+export type RuleOperand = { kind: 'field'; field: RuleField; key?: string } | { kind: 'lower'; arg: RuleOperand } | { kind: 'len'; arg: RuleOperand };
 
 export type StringOp = 'eq' | 'contains' | 'matches' | 'starts_with' | 'ends_with';
 export type IntOp = 'eq' | 'lt' | 'le' | 'gt' | 'ge';
@@ -75,14 +72,14 @@ export type RuleExpr =
 
 export type RuleParse = { ok: true; expr: RuleExpr; regexes: string[] } | { ok: false; position: number; expected: string; message: string };
 
-type Token =
-  | { t: 'word'; v: string; at: number }
-  | { t: 'string'; v: string; at: number }
-  | { t: 'punct'; v: string; at: number }
-  | { t: 'end'; at: number };
+type Token = { t: 'word'; v: string; at: number } | { t: 'string'; v: string; at: number } | { t: 'punct'; v: string; at: number } | { t: 'end'; at: number };
 
 class RuleSyntaxError extends Error {
-  constructor(readonly position: number, readonly expected: string, found: string) {
+  constructor(
+    readonly position: number,
+    readonly expected: string,
+    found: string,
+  ) {
     super(`at column ${position + 1}: expected ${expected}, found ${found}`);
   }
 }
@@ -356,7 +353,12 @@ class Parser {
 export function parseRuleExpression(src: string): RuleParse {
   if (typeof src !== 'string' || src.trim() === '') return { ok: false, position: 0, expected: 'an expression', message: 'at column 1: expected an expression, found nothing' };
   if (src.length > RULE_LIMITS.expression) {
-    return { ok: false, position: RULE_LIMITS.expression, expected: `at most ${RULE_LIMITS.expression} characters`, message: `the expression has ${src.length} characters; the limit is ${RULE_LIMITS.expression}` };
+    return {
+      ok: false,
+      position: RULE_LIMITS.expression,
+      expected: `at most ${RULE_LIMITS.expression} characters`,
+      message: `the expression has ${src.length} characters; the limit is ${RULE_LIMITS.expression}`,
+    };
   }
   try {
     const p = new Parser(lex(src));
@@ -475,7 +477,11 @@ function ipInCidr(ip: string, cidr: string): boolean {
 }
 
 function ipBits(ip: string): string | undefined {
-  if (ip.includes('.') && !ip.includes(':')) return ip.split('.').map((o) => Number(o).toString(2).padStart(8, '0')).join('');
+  if (ip.includes('.') && !ip.includes(':'))
+    return ip
+      .split('.')
+      .map((o) => Number(o).toString(2).padStart(8, '0'))
+      .join('');
   const [head, tail] = canonicalCidr(ip)!.split('::') as [string, string | undefined];
   const groups = (s: string | undefined) => (s ? s.split(':') : []);
   const h = groups(head);

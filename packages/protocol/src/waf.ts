@@ -138,7 +138,10 @@ function checkBlockBot(value: string): RuleValueCheck {
   if ('difficulty' in obj) {
     const d = obj.difficulty;
     if (typeof d !== 'number' || !Number.isInteger(d) || d < BOT_DIFFICULTY_MIN || d > BOT_DIFFICULTY_MAX) {
-      return { ok: false, message: `value has an invalid difficulty: it must be a whole number of leading zero bits from ${BOT_DIFFICULTY_MIN} to ${BOT_DIFFICULTY_MAX} (default ${BOT_DIFFICULTY_DEFAULT})` };
+      return {
+        ok: false,
+        message: `value has an invalid difficulty: it must be a whole number of leading zero bits from ${BOT_DIFFICULTY_MIN} to ${BOT_DIFFICULTY_MAX} (default ${BOT_DIFFICULTY_DEFAULT})`,
+      };
     }
     out.difficulty = d;
   }
@@ -167,9 +170,7 @@ export type RuleValueCheck = { ok: true; value: string } | { ok: false; message:
 export function parseJsonObject(value: string): Record<string, unknown> | undefined {
   try {
     const parsed: unknown = JSON.parse(value);
-    return parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed)
-      ? (parsed as Record<string, unknown>)
-      : undefined;
+    return parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed) ? (parsed as Record<string, unknown>) : undefined;
   } catch {
     return undefined;
   }
@@ -182,17 +183,14 @@ export function parseJsonObject(value: string): Record<string, unknown> | undefi
 export function checkRuleValue(ruleType: RuleType, value: string): RuleValueCheck {
   switch (ruleType) {
     case 'block_ip':
-    case 'allow_ip':
-    {
+    case 'allow_ip': {
       const canonical = canonicalCidr(value);
       return canonical !== undefined
         ? { ok: true, value: canonical }
         : { ok: false, message: 'value must be an IPv4 address with an optional /0 to /32 suffix, or an IPv6 address with an optional /0 to /128 suffix' };
     }
     case 'block_country':
-      return isCountryCode(value)
-        ? { ok: true, value }
-        : { ok: false, message: 'value must be a country code of exactly 2 uppercase letters' };
+      return isCountryCode(value) ? { ok: true, value } : { ok: false, message: 'value must be a country code of exactly 2 uppercase letters' };
     case 'rate_limit': {
       const obj = parseJsonObject(value);
       const rpmMessage = `value must be a JSON object whose requests_per_minute is an integer from ${RATE_LIMIT_MIN} to ${RATE_LIMIT_MAX}`;
@@ -209,9 +207,7 @@ export function checkRuleValue(ruleType: RuleType, value: string): RuleValueChec
       return checkBlockBot(value);
     case 'block_ai_bot': {
       const bot = findAiBot(value);
-      return bot
-        ? { ok: true, value: bot.name }
-        : { ok: false, message: 'value must be one of the supported AI crawler names (GET /api/waf/ai-bots)' };
+      return bot ? { ok: true, value: bot.name } : { ok: false, message: 'value must be one of the supported AI crawler names (GET /api/waf/ai-bots)' };
     }
     case 'waf_exception':
       return checkWafException(value);

@@ -6,7 +6,18 @@ import { AGENT_LIMITS, AgentMessage, EVENT_FIELD_MAX, parseAgentMessage } from '
 // bounded messages. Every string an agent sends has a length cap or a pattern, every array a
 // length cap, every integer a range, so nothing it sends can grow without limit.
 
-type Schema = { type?: string; anyOf?: Schema[]; properties?: Record<string, Schema>; items?: Schema; maxLength?: number; pattern?: string; maxItems?: number; maximum?: number; minimum?: number; const?: unknown };
+type Schema = {
+  type?: string;
+  anyOf?: Schema[];
+  properties?: Record<string, Schema>;
+  items?: Schema;
+  maxLength?: number;
+  pattern?: string;
+  maxItems?: number;
+  maximum?: number;
+  minimum?: number;
+  const?: unknown;
+};
 
 function unbounded(s: Schema, path: string, out: string[]): string[] {
   if (s.anyOf) s.anyOf.forEach((x, i) => unbounded(x, `${path}|${i}`, out));
@@ -35,7 +46,16 @@ test('the limits are enforced by the parser', () => {
   const error = (message: string) => ({ line: 1, message });
   assert.equal(parseAgentMessage(ack(3, [error('x'.repeat(AGENT_LIMITS.ackErrorMessage))])).ok, true);
   assert.equal(parseAgentMessage(ack(3, [error('x'.repeat(AGENT_LIMITS.ackErrorMessage + 1))])).ok, false, 'an ack error message over its cap');
-  assert.equal(parseAgentMessage(ack(3, Array.from({ length: AGENT_LIMITS.ackErrors + 1 }, () => error('x')))).ok, false, 'too many ack errors');
+  assert.equal(
+    parseAgentMessage(
+      ack(
+        3,
+        Array.from({ length: AGENT_LIMITS.ackErrors + 1 }, () => error('x')),
+      ),
+    ).ok,
+    false,
+    'too many ack errors',
+  );
   const event = { ts: 1, ip: '203.0.113.1', domain: 'shop.example.com', reason: 'ip_blocked', ruleId: null };
   const batch = (n: number) => JSON.stringify({ type: 'events/batch', payload: { events: Array.from({ length: n }, () => event) } });
   assert.equal(parseAgentMessage(batch(AGENT_LIMITS.eventsPerBatch)).ok, true);
@@ -67,7 +87,14 @@ test('the largest valid message of every type fits under the message size cap', 
   };
   const largest = [
     { type: 'events/batch', payload: { events: Array.from({ length: AGENT_LIMITS.eventsPerBatch }, () => event) } },
-    { type: 'config/ack', payload: { revision: Number.MAX_SAFE_INTEGER, ok: false, errors: Array.from({ length: AGENT_LIMITS.ackErrors }, () => ({ line: Number.MAX_SAFE_INTEGER, message: c(AGENT_LIMITS.ackErrorMessage) })) } },
+    {
+      type: 'config/ack',
+      payload: {
+        revision: Number.MAX_SAFE_INTEGER,
+        ok: false,
+        errors: Array.from({ length: AGENT_LIMITS.ackErrors }, () => ({ line: Number.MAX_SAFE_INTEGER, message: c(AGENT_LIMITS.ackErrorMessage) })),
+      },
+    },
     { type: 'status/report', payload: { kind: 'proxy_reload_failed', message: c(AGENT_LIMITS.statusMessage) } },
   ];
   for (const m of largest) {

@@ -13,7 +13,10 @@ const SNAPSHOT: ServerSnapshot = {
     {
       id: 'd1',
       domain: 'www.example.com',
-      origins: [{ ip: '10.0.0.1', port: 80 }, { ip: '2001:db8::1', port: 8443 }],
+      origins: [
+        { ip: '10.0.0.1', port: 80 },
+        { ip: '2001:db8::1', port: 8443 },
+      ],
       sslEnabled: true,
       wafEnabled: false,
       wafLevel: 'high',
@@ -37,7 +40,17 @@ const VALID_AGENT: AgentMessage[] = [
   { type: 'agent/heartbeat', payload: { runningRevision: null } },
   { type: 'agent/heartbeat', payload: { runningRevision: 4 } },
   { type: 'config/ack', payload: { revision: 3, ok: true, errors: [] } },
-  { type: 'config/ack', payload: { revision: 3, ok: false, errors: [{ line: 12, message: "unknown keyword 'foo'" }, { line: null, message: 'reload failed' }] } },
+  {
+    type: 'config/ack',
+    payload: {
+      revision: 3,
+      ok: false,
+      errors: [
+        { line: 12, message: "unknown keyword 'foo'" },
+        { line: null, message: 'reload failed' },
+      ],
+    },
+  },
   { type: 'status/report', payload: { kind: 'proxy_crash', message: 'HAProxy exited (SIGKILL)' } },
   { type: 'status/report', payload: { kind: 'proxy_reload_failed', message: 'Reload to revision 4 failed' } },
   { type: 'status/report', payload: { kind: 'server_error', message: '' } },

@@ -1,20 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
-import {
-  AI_BOTS,
-  checkRuleValue,
-  isCidr,
-  isHostname,
-  isIP,
-  isIPv4,
-  isIPv6,
-  RATE_LIMIT_DEFAULT,
-  RULE_TYPES,
-  WAF_DETECTORS,
-  wafExceptionOf,
-  type RuleType,
-} from '../src/index.js';
+import { AI_BOTS, checkRuleValue, isCidr, isHostname, isIP, isIPv4, isIPv6, RATE_LIMIT_DEFAULT, RULE_TYPES, WAF_DETECTORS, wafExceptionOf, type RuleType } from '../src/index.js';
 
 function accepts(fn: (v: string) => boolean, values: string[]) {
   for (const v of values) assert.equal(fn(v), true, `${fn.name} should accept ${JSON.stringify(v)}`);
@@ -29,10 +16,28 @@ describe('isIPv4', () => {
   });
   test('rejects leading zeros, out of range octets, wrong shapes and padding', () => {
     rejects(isIPv4, [
-      '01.2.3.4', '1.02.3.4', '1.2.3.004', '00.0.0.0',
-      '256.1.1.1', '1.2.3.256', '999.1.1.1', '1.2.3.-1',
-      '1.2.3', '1.2.3.4.5', '1.2.3.', '.1.2.3', '1..2.3', '',
-      ' 1.2.3.4', '1.2.3.4 ', '1.2.3.4\n', '1.2.3.4#', '1.2.3.4/32', 'a.b.c.d', '0x1.2.3.4', '１.2.3.4',
+      '01.2.3.4',
+      '1.02.3.4',
+      '1.2.3.004',
+      '00.0.0.0',
+      '256.1.1.1',
+      '1.2.3.256',
+      '999.1.1.1',
+      '1.2.3.-1',
+      '1.2.3',
+      '1.2.3.4.5',
+      '1.2.3.',
+      '.1.2.3',
+      '1..2.3',
+      '',
+      ' 1.2.3.4',
+      '1.2.3.4 ',
+      '1.2.3.4\n',
+      '1.2.3.4#',
+      '1.2.3.4/32',
+      'a.b.c.d',
+      '0x1.2.3.4',
+      '１.2.3.4',
     ]);
   });
 });
@@ -107,26 +112,65 @@ describe('isCidr', () => {
   });
   test('malformed suffixes and addresses are rejected', () => {
     rejects(isCidr, [
-      '1.2.3.4/01', '1.2.3.4/00', '1.2.3.4/-1', '1.2.3.4/', '1.2.3.4/+8', '1.2.3.4/ 8', '1.2.3.4/8 ', '1.2.3.4/8/8',
-      '1.2.3.4/0x10', '1.2.3.4/1e1', '/8', '1.2.3/8', '01.2.3.4/8', '::/01', 'fe80::1%eth0/64', '1.2.3.4 #x', '1.2.3.4/32#',
-      '1.2.3.4\n', '',
+      '1.2.3.4/01',
+      '1.2.3.4/00',
+      '1.2.3.4/-1',
+      '1.2.3.4/',
+      '1.2.3.4/+8',
+      '1.2.3.4/ 8',
+      '1.2.3.4/8 ',
+      '1.2.3.4/8/8',
+      '1.2.3.4/0x10',
+      '1.2.3.4/1e1',
+      '/8',
+      '1.2.3/8',
+      '01.2.3.4/8',
+      '::/01',
+      'fe80::1%eth0/64',
+      '1.2.3.4 #x',
+      '1.2.3.4/32#',
+      '1.2.3.4\n',
+      '',
     ]);
   });
 });
 
 describe('isHostname', () => {
   test('accepts lowercase FQDNs', () => {
-    accepts(isHostname, [
-      'example.com', 'www.example.com', 'a.b.c.d.example.org', 'xn--bcher-kva.example', 'a-b.c-d.io', '1.2.3.example',
-      '123.com', 'a.co', `${'a'.repeat(63)}.com`,
-    ]);
+    accepts(isHostname, ['example.com', 'www.example.com', 'a.b.c.d.example.org', 'xn--bcher-kva.example', 'a-b.c-d.io', '1.2.3.example', '123.com', 'a.co', `${'a'.repeat(63)}.com`]);
   });
   test('rejects single labels, bad labels, numeric TLDs, uppercase, length overflow and hostile characters', () => {
     rejects(isHostname, [
-      'localhost', 'com', '', '.', 'example.com.', '.example.com', 'a..b.com', '-a.com', 'a-.com', 'a.-com',
-      'Example.com', 'exa mple.com', 'example.com ', 'example.com\n', 'example.com\r\nX: y', 'exa#mple.com', 'exa"mple.com',
-      "exa'mple.com", 'exa\\mple.com', 'exa\u0000mple.com', 'exa{mple}.com', 'exa%mple.com', 'exa_mple.com', 'a.b/c.com',
-      '1.2.3.4', 'example.123', `${'a'.repeat(64)}.com`, `${'a.'.repeat(126)}com`, 'exämple.com', 'example.com:80',
+      'localhost',
+      'com',
+      '',
+      '.',
+      'example.com.',
+      '.example.com',
+      'a..b.com',
+      '-a.com',
+      'a-.com',
+      'a.-com',
+      'Example.com',
+      'exa mple.com',
+      'example.com ',
+      'example.com\n',
+      'example.com\r\nX: y',
+      'exa#mple.com',
+      'exa"mple.com',
+      "exa'mple.com",
+      'exa\\mple.com',
+      'exa\u0000mple.com',
+      'exa{mple}.com',
+      'exa%mple.com',
+      'exa_mple.com',
+      'a.b/c.com',
+      '1.2.3.4',
+      'example.123',
+      `${'a'.repeat(64)}.com`,
+      `${'a.'.repeat(126)}com`,
+      'exämple.com',
+      'example.com:80',
     ]);
   });
   test('the 253 character limit is inclusive', () => {
@@ -166,10 +210,25 @@ describe('checkRuleValue', () => {
     ok('rate_limit', '{"requests_per_minute":1e3}', '{"requests_per_minute":1000}');
     ok('rate_limit', '{"requests_per_minute":5.0}', '{"requests_per_minute":5}');
     for (const v of [
-      '{"requests_per_minute":0}', '{"requests_per_minute":10001}', '{"requests_per_minute":1.5}', '{"requests_per_minute":"60"}',
-      '{"requests_per_minute":-1}', '{"requests_per_minute":null}', '{"requests_per_minute":true}', '{"requests_per_minute":[60]}',
-      'not json', '[]', '[60]', '60', 'null', '"x"', '', '{"requests_per_minute":60,"burst":10}', '{"rpm":60}',
-    ]) bad('rate_limit', v);
+      '{"requests_per_minute":0}',
+      '{"requests_per_minute":10001}',
+      '{"requests_per_minute":1.5}',
+      '{"requests_per_minute":"60"}',
+      '{"requests_per_minute":-1}',
+      '{"requests_per_minute":null}',
+      '{"requests_per_minute":true}',
+      '{"requests_per_minute":[60]}',
+      'not json',
+      '[]',
+      '[60]',
+      '60',
+      'null',
+      '"x"',
+      '',
+      '{"requests_per_minute":60,"burst":10}',
+      '{"rpm":60}',
+    ])
+      bad('rate_limit', v);
     const unknown = checkRuleValue('rate_limit', '{"requests_per_minute":60,"burst":10}');
     assert.deepEqual(unknown, { ok: false, message: 'value has an unknown field: burst' });
   });
@@ -220,7 +279,24 @@ describe('checkRuleValue', () => {
       ok('waf_exception', ex({ path: `/${printable}` }));
       ok('waf_exception', ex({ path: `/${'a'.repeat(255)}` }));
       ok('waf_exception', ex({ path: '/api/v1/items?x=1#frag' }));
-      for (const path of ['', 'comments', ' /comments', '/com ments', '/tab\t', '/nl\n', '/nul\u0000', '/del\u007f', '/caf\u00e9', '/\u2028', `/${'a'.repeat(256)}`, 5, null, true, ['/'], { p: '/' }]) {
+      for (const path of [
+        '',
+        'comments',
+        ' /comments',
+        '/com ments',
+        '/tab\t',
+        '/nl\n',
+        '/nul\u0000',
+        '/del\u007f',
+        '/caf\u00e9',
+        '/\u2028',
+        `/${'a'.repeat(256)}`,
+        5,
+        null,
+        true,
+        ['/'],
+        { p: '/' },
+      ]) {
         assert.match(message(ex({ path })), /^value has an invalid path: it must be a string that starts with \//, JSON.stringify(path));
       }
       assert.match(message('{}'), /^value needs a path/);
@@ -237,8 +313,30 @@ describe('checkRuleValue', () => {
       ok('waf_exception', ex({ path: '/', location: 'header:*' }));
       ok('waf_exception', ex({ path: '/', location: 'header:Referer' }), ex({ path: '/', location: 'header:referer' }));
       for (const location of [
-        '', 'query', 'query:', 'body:', 'query:a b', 'query:a*', 'query:**', 'query:é', 'query:a=b', 'query:a/b', `query:${'n'.repeat(65)}`,
-        'QUERY:id', 'Header:referer', 'path:x', 'PATH', 'paths', 'url:x', 'args:id', 'query:id\n', 'cookie:a;b', 5, null, false, ['path'],
+        '',
+        'query',
+        'query:',
+        'body:',
+        'query:a b',
+        'query:a*',
+        'query:**',
+        'query:é',
+        'query:a=b',
+        'query:a/b',
+        `query:${'n'.repeat(65)}`,
+        'QUERY:id',
+        'Header:referer',
+        'path:x',
+        'PATH',
+        'paths',
+        'url:x',
+        'args:id',
+        'query:id\n',
+        'cookie:a;b',
+        5,
+        null,
+        false,
+        ['path'],
       ]) {
         assert.match(message(ex({ path: '/', location })), /^value has an invalid location: it must be path, or query:, body:, cookie:, header: followed by \*/, JSON.stringify(location));
       }
@@ -275,14 +373,27 @@ describe('checkRuleValue', () => {
       );
       fc.assert(
         fc.property(
-          fc.record({ path: fc.oneof(fc.string({ maxLength: 300 }).map((s) => `/${s}`), fc.string()), location, detector: fc.oneof(fc.constantFrom(...WAF_DETECTORS), fc.string()) }, { requiredKeys: ['path'] }),
+          fc.record(
+            {
+              path: fc.oneof(
+                fc.string({ maxLength: 300 }).map((s) => `/${s}`),
+                fc.string(),
+              ),
+              location,
+              detector: fc.oneof(fc.constantFrom(...WAF_DETECTORS), fc.string()),
+            },
+            { requiredKeys: ['path'] },
+          ),
           (o) => {
             const r = checkRuleValue('waf_exception', JSON.stringify(o));
             if (!r.ok) return;
             assert.deepEqual(checkRuleValue('waf_exception', r.value), r);
             const parsed = JSON.parse(r.value);
             assert.match(parsed.path, /^\/[\x21-\x7e]{0,255}$/);
-            assert.deepEqual(Object.keys(parsed), ['path', 'location', 'detector'].filter((k) => k in o));
+            assert.deepEqual(
+              Object.keys(parsed),
+              ['path', 'location', 'detector'].filter((k) => k in o),
+            );
           },
         ),
         { numRuns: 500 },
@@ -294,18 +405,52 @@ describe('checkRuleValue', () => {
 describe('property: accepted hostnames and CIDRs are plain tokens', () => {
   const FORBIDDEN = /[\s#"'`\\\u0000-\u001f\u007f-\u009f{}%]/;
   const hostile = fc.constantFrom(
-    'a', 'b', 'z', '0', '1', '9', '-', '.', '/', ':', 'f', 'F', '2', '5',
-    ' ', '\t', '\r', '\n', '\u000b', '\u000c', '#', '"', "'", '`', '\\', '\u0000', '\u0001', '\u001f', '\u007f', '\u0085', '\u00a0',
-    '\u2028', '{', '}', '%', '[', ']', '$', ';',
+    'a',
+    'b',
+    'z',
+    '0',
+    '1',
+    '9',
+    '-',
+    '.',
+    '/',
+    ':',
+    'f',
+    'F',
+    '2',
+    '5',
+    ' ',
+    '\t',
+    '\r',
+    '\n',
+    '\u000b',
+    '\u000c',
+    '#',
+    '"',
+    "'",
+    '`',
+    '\\',
+    '\u0000',
+    '\u0001',
+    '\u001f',
+    '\u007f',
+    '\u0085',
+    '\u00a0',
+    '\u2028',
+    '{',
+    '}',
+    '%',
+    '[',
+    ']',
+    '$',
+    ';',
   );
   const hostileString = fc.array(hostile, { maxLength: 40 }).map((a) => a.join(''));
   // Valid shapes with one hostile character spliced in somewhere.
-  const spliced = fc
-    .tuple(fc.constantFrom('example.com', 'a.b.co', '1.2.3.4', '10.0.0.0/8', '::1', '2001:db8::/32', '::ffff:1.2.3.4'), fc.nat(), hostile)
-    .map(([s, i, c]) => {
-      const at = i % (s.length + 1);
-      return s.slice(0, at) + c + s.slice(at);
-    });
+  const spliced = fc.tuple(fc.constantFrom('example.com', 'a.b.co', '1.2.3.4', '10.0.0.0/8', '::1', '2001:db8::/32', '::ffff:1.2.3.4'), fc.nat(), hostile).map(([s, i, c]) => {
+    const at = i % (s.length + 1);
+    return s.slice(0, at) + c + s.slice(at);
+  });
   const anyString = fc.oneof(fc.string({ unit: 'binary', maxLength: 60 }), fc.string({ maxLength: 60 }), hostileString, spliced);
 
   test('isHostname never accepts a forbidden character', () => {
@@ -328,23 +473,17 @@ describe('property: accepted hostnames and CIDRs are plain tokens', () => {
 
   test('hostile characters spliced into valid values always make them invalid', () => {
     fc.assert(
-      fc.property(
-        fc.tuple(fc.constantFrom('example.com', 'a.b.co'), fc.nat(), fc.constantFrom(' ', '\n', '#', '"', '\\', '\u0000', '{', '}', '%', "'")),
-        ([s, i, c]) => {
-          const at = i % (s.length + 1);
-          assert.equal(isHostname(s.slice(0, at) + c + s.slice(at)), false);
-        },
-      ),
+      fc.property(fc.tuple(fc.constantFrom('example.com', 'a.b.co'), fc.nat(), fc.constantFrom(' ', '\n', '#', '"', '\\', '\u0000', '{', '}', '%', "'")), ([s, i, c]) => {
+        const at = i % (s.length + 1);
+        assert.equal(isHostname(s.slice(0, at) + c + s.slice(at)), false);
+      }),
       { numRuns: 500 },
     );
     fc.assert(
-      fc.property(
-        fc.tuple(fc.constantFrom('1.2.3.4', '10.0.0.0/8', '::1', '2001:db8::/32'), fc.nat(), fc.constantFrom(' ', '\n', '#', '"', '\\', '\u0000', '{', '}', '%', "'")),
-        ([s, i, c]) => {
-          const at = i % (s.length + 1);
-          assert.equal(isCidr(s.slice(0, at) + c + s.slice(at)), false);
-        },
-      ),
+      fc.property(fc.tuple(fc.constantFrom('1.2.3.4', '10.0.0.0/8', '::1', '2001:db8::/32'), fc.nat(), fc.constantFrom(' ', '\n', '#', '"', '\\', '\u0000', '{', '}', '%', "'")), ([s, i, c]) => {
+        const at = i % (s.length + 1);
+        assert.equal(isCidr(s.slice(0, at) + c + s.slice(at)), false);
+      }),
       { numRuns: 500 },
     );
   });

@@ -1,4 +1,15 @@
-import { CUSTOM_RULE_ACTIONS, EVENT_FIELD_MAX, isUuid, parseRuleExpression, rateLimitProblem, type CustomRuleAction, type RuleExpr, type RuleOperand, type RuleRateLimit, type SnapshotCustomRule } from '@rampart/protocol';
+import {
+  CUSTOM_RULE_ACTIONS,
+  EVENT_FIELD_MAX,
+  isUuid,
+  parseRuleExpression,
+  rateLimitProblem,
+  type CustomRuleAction,
+  type RuleExpr,
+  type RuleOperand,
+  type RuleRateLimit,
+  type SnapshotCustomRule,
+} from '@rampart/protocol';
 import { UnsafeValueError } from './backend.js';
 
 // The compiler of custom rules (the expression language of @rampart/protocol rule-language.ts) to
@@ -284,14 +295,22 @@ function leaf(e: Extract<RuleExpr, { kind: 'bool' | 'string' | 'ip' | 'int' }>, 
  * of a running mitigation (gpt0), per client as its characteristics tell them apart. Counters live
  * in memory, as the SPEC rate limiter's: a reload resets them.
  */
-export function compileCustomRules(rules: readonly SnapshotCustomRule[], dir: string, countryMap: string | undefined): { rules: CompiledCustomRule[]; files: Record<string, string>; sections: string[] } {
+export function compileCustomRules(
+  rules: readonly SnapshotCustomRule[],
+  dir: string,
+  countryMap: string | undefined,
+): { rules: CompiledCustomRule[]; files: Record<string, string>; sections: string[] } {
   const files: Record<string, string> = {};
   const compiled = rules.map((r, i) => compileRule(r, i, dir, countryMap, files));
   const sections = compiled.flatMap((r) => {
     if (!r.rate) return [];
     const { period, duration, characteristics } = r.rate.settings;
     const type = characteristics[0] === 'ip' && characteristics.length === 1 ? 'ipv6' : 'string len 300';
-    return [[`# Custom rate-limiting rule ${r.id}`, `backend ${r.rate.table}`, `    stick-table type ${type} size 100k expire ${Math.max(period, duration)}s store http_req_rate(${period}s),gpt0`].join('\n')];
+    return [
+      [`# Custom rate-limiting rule ${r.id}`, `backend ${r.rate.table}`, `    stick-table type ${type} size 100k expire ${Math.max(period, duration)}s store http_req_rate(${period}s),gpt0`].join(
+        '\n',
+      ),
+    ];
   });
   if (compiled.length > 0) {
     files[RULE_FIELDS_MAP] = compiled.map((r) => `${r.id} ${locationOf(r.fields)}\n`).join('');

@@ -8,9 +8,7 @@ import { renderBackend, type RoutedDomain } from './backend.js';
  */
 export function renderExportTemplate(domains: readonly RoutedDomain[]): string {
   const sorted = [...domains].sort(byDomain);
-  const routes = sorted.map(
-    (d) => `    use_backend ${backendName(d.domain)} if { req.hdr(host),lower,field(1,:) -m str ${d.domain} }`,
-  );
+  const routes = sorted.map((d) => `    use_backend ${backendName(d.domain)} if { req.hdr(host),lower,field(1,:) -m str ${d.domain} }`);
   const sections = [
     [
       'global',

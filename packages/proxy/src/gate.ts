@@ -94,7 +94,7 @@ function luaString(src: string, i: number): { value: string; end: number } | und
 }
 
 const unescapeLua = (s: string) =>
-  s.replace(/\\(\d{1,3}|.)/g, (_, e: string) => (/^\d/.test(e) ? String.fromCharCode(Number(e)) : ({ n: '\n', t: '\t', r: '\r' } as Record<string, string>)[e] ?? e));
+  s.replace(/\\(\d{1,3}|.)/g, (_, e: string) => (/^\d/.test(e) ? String.fromCharCode(Number(e)) : (({ n: '\n', t: '\t', r: '\r' } as Record<string, string>)[e] ?? e)));
 
 // Every module of the engine (detect-lua.ts): a list is read from whichever module holds it. A
 // module not shipped next to this one is left out: the copies below stand alone.
@@ -110,7 +110,10 @@ const escape = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
  * has one branch per next token, so a position costs a few comparisons instead of one per item.
  */
 function trie(items: readonly (readonly string[])[]): string {
-  interface Node { end: boolean; next: Map<string, Node> }
+  interface Node {
+    end: boolean;
+    next: Map<string, Node>;
+  }
   const root: Node = { end: false, next: new Map() };
   for (const item of items) {
     let n = root;
@@ -130,8 +133,7 @@ function trie(items: readonly (readonly string[])[]): string {
   return emit(root);
 }
 /** Literal items as a prefix tree; `as` turns an item into its tokens (by default: its characters, escaped, letters lowercase). */
-const alternation = (items: readonly string[], as: (s: string) => string[] = (s) => [...s.toLowerCase()].map(escape)) =>
-  trie([...new Set(items)].map(as));
+const alternation = (items: readonly string[], as: (s: string) => string[] = (s) => [...s.toLowerCase()].map(escape)) => trie([...new Set(items)].map(as));
 
 /**
  * A percent escape of the byte whose hex digits `h` matches, also encoded again (%2F, %252F): %[25]*
@@ -206,13 +208,19 @@ export interface Pattern {
 const FORMS: Pattern[] = [
   { re: String.raw`[\xc0\xc1]|${pe('[cC][01]')}`, why: 'C0 and C1 start overlong forms of ASCII (%c0%ae is ".", %c0%bc "<")' },
   { re: String.raw`(?:\xe0|${pe('[eE]0')})(?:\x80|${pe('80')})`, why: 'E0 80 xx is an overlong form of ASCII' },
-  { re: String.raw`(?:\xef|${pe('[eE][fF]')})(?:\xbc|${pe('[bB][cC]')})(?:[\x8e\x8f\xbc]|${pe('(?:8[eEfF]|[bB][cC])')})`, why: 'fullwidth . / \\ (EF BC 8E, 8F, BC), which the traversal detector folds to ASCII' },
+  {
+    re: String.raw`(?:\xef|${pe('[eE][fF]')})(?:\xbc|${pe('[bB][cC]')})(?:[\x8e\x8f\xbc]|${pe('(?:8[eEfF]|[bB][cC])')})`,
+    why: 'fullwidth . / \\ (EF BC 8E, 8F, BC), which the traversal detector folds to ASCII',
+  },
   { re: String.raw`(?:\xe2|${pe('[eE]2')})(?:\x88|${pe('88')})(?:\x95|${pe('95')})`, why: 'the division slash (E2 88 95), which the traversal detector folds to /' },
 ];
 
 const PATH: Pattern[] = [
-  { re: String.raw`[^A-Za-z0-9/_.,:@=+~*\x80-\xbf\xc2-\xff%-]`, why: 'a character outside the path\'s part of W: quotes, markup, ;matrix parameters, entities, backslashes, blanks, controls' },
-  { re: String.raw`%(?!(?:25){0,8}(?:2[0aAbBcCfF]|3[aAdD]|40|[89abdefABDEF][0-9a-fA-F]|[cC][2-9a-fA-F]))`, why: 'a percent escape of anything but the path\'s part of W (the path is decoded twice, then canonicalised)' },
+  { re: String.raw`[^A-Za-z0-9/_.,:@=+~*\x80-\xbf\xc2-\xff%-]`, why: "a character outside the path's part of W: quotes, markup, ;matrix parameters, entities, backslashes, blanks, controls" },
+  {
+    re: String.raw`%(?!(?:25){0,8}(?:2[0aAbBcCfF]|3[aAdD]|40|[89abdefABDEF][0-9a-fA-F]|[cC][2-9a-fA-F]))`,
+    why: "a percent escape of anything but the path's part of W (the path is decoded twice, then canonicalised)",
+  },
   ...FORMS,
   { re: String.raw`^[^/]`, why: 'a path that does not start with / (asterisk form, or something HAProxy let through)' },
   { re: String.raw`(?:/|${pe('2[fF]')})(?:/|${pe('2[fF]')}|\.)`, why: '// and /. : dot segments and dot files (/.git, /.env, /./), which normalize_path and path_traversal look at' },
@@ -240,19 +248,28 @@ export const GATE_STRUCTURED_HEADERS: readonly string[] = (() => {
 const INSPECTED_LINE = String.raw`(?:^|\n)(?!(?:${GATE_STRUCTURED_HEADERS.map((h) => h.replace(/-/g, '\\-')).join('|')}):)`;
 
 const HEADERS: Pattern[] = [
-  { re: String.raw`${INSPECTED_LINE}[^:\r\n]*:[^\r\n]*?(?:[^${W_NOQ}"'%\r\n]|${BAD_ESC})`, why: 'an inspected header (User-Agent, Cookie, Referer, Content-Type, custom ones) with a character or escape outside W' },
+  {
+    re: String.raw`${INSPECTED_LINE}[^:\r\n]*:[^\r\n]*?(?:[^${W_NOQ}"'%\r\n]|${BAD_ESC})`,
+    why: 'an inspected header (User-Agent, Cookie, Referer, Content-Type, custom ones) with a character or escape outside W',
+  },
   { re: String.raw`[$%#{]\{`, why: '${ %{ #{ {{ in any header: the structured ones still go to the injection detector' },
   ...FORMS,
   { re: String.raw`^(?:[^;&]*[;&]){150}`, why: 'so many cookies or Referer parameters that the detectors would exceed VALUES_LIMIT' },
 ];
 
 const BODY: Pattern[] = [
-  { re: String.raw`${NOT_JSON}${ANY}*?(?:[^${W_NOQ}"'%]|${BAD_ESC})`, why: 'a form or text body (not starting with { or [) with a character outside W (no line breaks: the whole body is also one text value)' },
+  {
+    re: String.raw`${NOT_JSON}${ANY}*?(?:[^${W_NOQ}"'%]|${BAD_ESC})`,
+    why: 'a form or text body (not starting with { or [) with a character outside W (no line breaks: the whole body is also one text value)',
+  },
   {
     re: String.raw`${JSON_START}${ANY}*?(?:[^${W_NOQ}"\\%\t\n\r]|${BAD_ESC}|\\(?!/|u(?!00[0-7]|[fF][fF]0[eEfF]|[fF][fF]3[cC]|2215)[0-9a-fA-F]{4}))`,
     why: 'a JSON body with a character outside W, a \' (JSON strings hold no raw quote), or an escape other than \\/ and \\u of a non-ASCII character (json_walk decodes \\" to " and \\x to x)',
   },
-  { re: String.raw`${JSON_START}[^\t\n\r]*[\t\n\r][ \t\n\r]*[^ \t\n\r]`, why: 'a JSON body with a tab or line break before its end: it could be inside a string (a shell separator, what a browser strips from javascript:)' },
+  {
+    re: String.raw`${JSON_START}[^\t\n\r]*[\t\n\r][ \t\n\r]*[^ \t\n\r]`,
+    why: 'a JSON body with a tab or line break before its end: it could be inside a string (a shell separator, what a browser strips from javascript:)',
+  },
   { re: String.raw`^(?:\xff\xfe|\xfe\xff|\xac\xed)`, why: 'a UTF-16 byte-order mark (the detectors drop it and the NULs); a serialized Java object (AC ED 00 05)' },
   ...FORMS,
   { re: String.raw`^(?:[^&]*&){150}`, why: 'so many form fields that the detectors would exceed VALUES_LIMIT' },
@@ -267,7 +284,10 @@ const BINARY_START = String.raw`^[^\x01-\x08\x0e-\x1f]{0,511}${BINARY_CHAR}`;
 /** The first 512 bytes of the body, "|", then the first Content-Type in lowercase. */
 const FORM_JSON: Pattern[] = [
   { re: String.raw`${JSON_START}${ANY}*x-www-form-urlencoded`, why: 'a body starting with { or [ sent as a form: the detectors read it as form fields, where its quotes are SQL strings' },
-  { re: String.raw`${BINARY_START}${ANY}*form`, why: 'a binary body (a control character in its first 512 bytes) whose Content-Type names a form: the detectors read it as text, so the body rules must see it (they see binary bodies as "x")' },
+  {
+    re: String.raw`${BINARY_START}${ANY}*form`,
+    why: 'a binary body (a control character in its first 512 bytes) whose Content-Type names a form: the detectors read it as text, so the body rules must see it (they see binary bodies as "x")',
+  },
 ];
 
 /** A shell separator in W: ; | or & (not &name=, a parameter or an entity), raw or encoded. */
@@ -278,57 +298,236 @@ const SKIP = String.raw`(?:[ \t+\xa0({!'"]|${pe('(?:20|[aA]0|2[1278]|7[bB])')})`
 const WORD_RUN = String.raw`[a-z0-9_.?*:/'"%\\-]*`;
 /** Commands (CMD_STRONG, CMD_WEAK, INTERPRETERS). */
 const CMDS = alternation([
-  ...list('CMD_STRONG', words(`wget curl nc ncat netcat bash sh zsh ksh csh tcsh dash busybox powershell pwsh cmd whoami uname ifconfig ipconfig
+  ...list(
+    'CMD_STRONG',
+    words(`wget curl nc ncat netcat bash sh zsh ksh csh tcsh dash busybox powershell pwsh cmd whoami uname ifconfig ipconfig
   nslookup base64 python python2 python3 perl php ruby lua certutil bitsadmin mkfifo telnet xterm systeminfo tasklist netstat
   chmod chown crontab passwd sudo useradd rm wmic reg regsvr32 mshta rundll32 cscript wscript nmap tftp ftp socat openssl
-  getent id hostname msiexec schtasks docker tclsh kubectl`)),
-  ...list('CMD_WEAK', words(`cat ls echo ping sleep find head tail more less type dir net env printenv kill ps touch cp mv awk sed xargs
-  sort who date pwd uptime dig host ssh scp expr eval exec timeout grep od xxd strings nohup tar zip unzip gzip which export node`)),
+  getent id hostname msiexec schtasks docker tclsh kubectl`),
+  ),
+  ...list(
+    'CMD_WEAK',
+    words(`cat ls echo ping sleep find head tail more less type dir net env printenv kill ps touch cp mv awk sed xargs
+  sort who date pwd uptime dig host ssh scp expr eval exec timeout grep od xxd strings nohup tar zip unzip gzip which export node`),
+  ),
   ...list('INTERPRETERS', words('python python2 python3 perl php ruby lua bash sh zsh ksh csh tcsh dash node tclsh')),
 ]);
 
 /** The engine's CODE_MARKERS (rampart_detect_injection.lua). */
 const CODE_MARKERS = list('CODE_MARKERS', [
-  'java.lang.runtime', 'java.lang.processbuilder', 'java.lang.system', 'java.lang.class', 'javax.script', 'scriptenginemanager',
-  'getruntime()', '.getruntime', 'processbuilder(', '#_memberaccess', '#context[', '@java.lang.', '@ognl', 'ognl.ognlcontext', 'xwork2.',
-  'freemarker.template.utility', '?new()', 'child_process', 'process.mainmodule', 'process.binding', '__globals__', '__builtins__',
-  '__subclasses__', '__class__', '__mro__', '__init__.', 'os.system(', 'os.popen(', 'subprocess.', '$_get[', '$_post[', '$_request[',
-  '$_cookie[', '$_server[', '<?php', '<?=', 'com.sun.rowset.', 'jdbcrowsetimpl', 'com.mchange.v2.c3p0', 'org.apache.commons.collections',
-  'org.apache.xalan', 'templatesimpl', 'bsh.interpreter', 'groovy.lang.', 'java.net.url', 'java.io.file', 'getclass(', 'classloader',
-  '.forname(', '$class.inspect', '#set(', '#foreach', '<#assign', '${class', '<%=', '<%@', 'java.beans.xmldecoder',
-  'org.springframework.context.support', 'javax.naming', 'jndi:', '@type":"com.', '@type":"java.', '@type":"org.', '"@type":"',
-  '"$type":"system.', 'objectdataprovider', 'system.diagnostics.process', '!!python/', '!ruby/', 'kernel.exec', 'kernel.system',
-  'io.popen', '{php}', 'cos\nsystem', 'cposix\nsystem', 'cbuiltins\n', 'c__builtin__\n', 'csubprocess\n', '_$$nd_func$$_', '|map(',
-  '|filter(', '|sort(', '|reduce(', '|map (', '|filter (', '".execute()', "'.execute()",
+  'java.lang.runtime',
+  'java.lang.processbuilder',
+  'java.lang.system',
+  'java.lang.class',
+  'javax.script',
+  'scriptenginemanager',
+  'getruntime()',
+  '.getruntime',
+  'processbuilder(',
+  '#_memberaccess',
+  '#context[',
+  '@java.lang.',
+  '@ognl',
+  'ognl.ognlcontext',
+  'xwork2.',
+  'freemarker.template.utility',
+  '?new()',
+  'child_process',
+  'process.mainmodule',
+  'process.binding',
+  '__globals__',
+  '__builtins__',
+  '__subclasses__',
+  '__class__',
+  '__mro__',
+  '__init__.',
+  'os.system(',
+  'os.popen(',
+  'subprocess.',
+  '$_get[',
+  '$_post[',
+  '$_request[',
+  '$_cookie[',
+  '$_server[',
+  '<?php',
+  '<?=',
+  'com.sun.rowset.',
+  'jdbcrowsetimpl',
+  'com.mchange.v2.c3p0',
+  'org.apache.commons.collections',
+  'org.apache.xalan',
+  'templatesimpl',
+  'bsh.interpreter',
+  'groovy.lang.',
+  'java.net.url',
+  'java.io.file',
+  'getclass(',
+  'classloader',
+  '.forname(',
+  '$class.inspect',
+  '#set(',
+  '#foreach',
+  '<#assign',
+  '${class',
+  '<%=',
+  '<%@',
+  'java.beans.xmldecoder',
+  'org.springframework.context.support',
+  'javax.naming',
+  'jndi:',
+  '@type":"com.',
+  '@type":"java.',
+  '@type":"org.',
+  '"@type":"',
+  '"$type":"system.',
+  'objectdataprovider',
+  'system.diagnostics.process',
+  '!!python/',
+  '!ruby/',
+  'kernel.exec',
+  'kernel.system',
+  'io.popen',
+  '{php}',
+  'cos\nsystem',
+  'cposix\nsystem',
+  'cbuiltins\n',
+  'c__builtin__\n',
+  'csubprocess\n',
+  '_$$nd_func$$_',
+  '|map(',
+  '|filter(',
+  '|sort(',
+  '|reduce(',
+  '|map (',
+  '|filter (',
+  '".execute()',
+  "'.execute()",
 ]);
 const FRAGMENT: Record<string, string> = {
-  '/': SL, ':': CO, '=': EQ, '+': PL, ';': SEMI, '(': LP, ')': RP, ',': CM, '&': AMP, '#': HASH, '?': QM, '[': LBR, ']': RBR,
-  '{': LC, '}': RC, '!': BANG, '|': PIPE, '@': AT, '*': STAR, '^': CARET, ' ': WS, '"': `(?:"|${pe('22')})`, "'": `(?:'|${pe('27')})`,
+  '/': SL,
+  ':': CO,
+  '=': EQ,
+  '+': PL,
+  ';': SEMI,
+  '(': LP,
+  ')': RP,
+  ',': CM,
+  '&': AMP,
+  '#': HASH,
+  '?': QM,
+  '[': LBR,
+  ']': RBR,
+  '{': LC,
+  '}': RC,
+  '!': BANG,
+  '|': PIPE,
+  '@': AT,
+  '*': STAR,
+  '^': CARET,
+  ' ': WS,
+  '"': `(?:"|${pe('22')})`,
+  "'": `(?:'|${pe('27')})`,
   '\n': String.raw`(?:\n|\\n|${pe('0[aA]')})`,
 };
 /** A marker's tokens: each punctuation also as it may arrive encoded. */
 const marker = (m: string) => [...m.toLowerCase()].map((c) => FRAGMENT[c] ?? escape(c));
 
 /** A sensitive file (SENSITIVE) as a pattern: traversal_common collapses // and /./ before looking, so a run of them may stand for each / (a longer run fires by itself). */
-const sensitive = (f: string) => f.toLowerCase().split('/').flatMap((piece, i) => [...(i > 0 ? [String.raw`${SL}(?:\.?${SL})*`] : []), ...[...piece].map(escape)]);
-const SENSITIVE = list('SENSITIVE', ['/etc/passwd', '/etc/shadow', '/etc/group', '/etc/hosts', '/etc/issue', '/proc/self/', '/proc/version', 'win.ini', 'boot.ini',
-  'system32/', 'web-inf/', 'meta-inf/', '.htaccess', '.htpasswd', '/.git/', '/.svn/', '/.hg/', '/.env', 'id_rsa', 'wp-config.php', '/etc/mysql/', '/var/log/',
-  '/.ssh/', '.bash_history', '.aws/', 'web.config', '.svn/', 'wwwroot/', '/etc/nginx/', '/etc/apache2/', '/usr/local/etc/']);
+const sensitive = (f: string) =>
+  f
+    .toLowerCase()
+    .split('/')
+    .flatMap((piece, i) => [...(i > 0 ? [String.raw`${SL}(?:\.?${SL})*`] : []), ...[...piece].map(escape)]);
+const SENSITIVE = list('SENSITIVE', [
+  '/etc/passwd',
+  '/etc/shadow',
+  '/etc/group',
+  '/etc/hosts',
+  '/etc/issue',
+  '/proc/self/',
+  '/proc/version',
+  'win.ini',
+  'boot.ini',
+  'system32/',
+  'web-inf/',
+  'meta-inf/',
+  '.htaccess',
+  '.htpasswd',
+  '/.git/',
+  '/.svn/',
+  '/.hg/',
+  '/.env',
+  'id_rsa',
+  'wp-config.php',
+  '/etc/mysql/',
+  '/var/log/',
+  '/.ssh/',
+  '.bash_history',
+  '.aws/',
+  'web.config',
+  '.svn/',
+  'wwwroot/',
+  '/etc/nginx/',
+  '/etc/apache2/',
+  '/usr/local/etc/',
+]);
 const SCHEMES = [
-  ...list('INCLUDE_SCHEMES', ['php://', 'file://', 'zip://', 'phar://', 'expect://', 'data://', 'glob://', 'compress.zlib://', 'compress.bzip2://', 'jar:file:', 'ogg://', 'rar://', 'ssh2.', 'data:text/plain;base64,', 'data:;base64,', 'data:text/plain,']),
-  ...list('SSRF_SCHEMES', ['gopher://', 'dict://', 'ldap://', 'ldaps://', 'tftp://', 'sftp://', 'netdoc://', 'jar:http', 'rmi://', 'iiop://', 'ftp://127.', 'ftp://localhost', 'file://', 'smb://', 'telnet://']),
+  ...list('INCLUDE_SCHEMES', [
+    'php://',
+    'file://',
+    'zip://',
+    'phar://',
+    'expect://',
+    'data://',
+    'glob://',
+    'compress.zlib://',
+    'compress.bzip2://',
+    'jar:file:',
+    'ogg://',
+    'rar://',
+    'ssh2.',
+    'data:text/plain;base64,',
+    'data:;base64,',
+    'data:text/plain,',
+  ]),
+  ...list('SSRF_SCHEMES', [
+    'gopher://',
+    'dict://',
+    'ldap://',
+    'ldaps://',
+    'tftp://',
+    'sftp://',
+    'netdoc://',
+    'jar:http',
+    'rmi://',
+    'iiop://',
+    'ftp://127.',
+    'ftp://localhost',
+    'file://',
+    'smb://',
+    'telnet://',
+  ]),
 ];
-const CODE_CALLS = list('CODE_CALLS', words(`system passthru shell_exec popen proc_open pcntl_exec phpinfo assert call_user_func call_user_func_array create_function
+const CODE_CALLS = list(
+  'CODE_CALLS',
+  words(`system passthru shell_exec popen proc_open pcntl_exec phpinfo assert call_user_func call_user_func_array create_function
   base64_decode file_put_contents file_get_contents fputs fwrite preg_replace include_once require_once str_rot13 gzinflate __import__ getruntime
-  processbuilder exec_command exec`));
-const SQL_DANGER_ALONE = list('SQL_DANGER_ALONE', words(`sleep benchmark pg_sleep extractvalue updatexml load_file xp_cmdshell xp_dirtree sys_eval sys_exec
-  dbms_pipe.receive_message utl_inaddr.get_host_address utl_http.request dbms_lock.sleep pg_read_file pg_ls_dir ctxsys.drithsx.sn gtid_subset name_const`));
+  processbuilder exec_command exec`),
+);
+const SQL_DANGER_ALONE = list(
+  'SQL_DANGER_ALONE',
+  words(`sleep benchmark pg_sleep extractvalue updatexml load_file xp_cmdshell xp_dirtree sys_eval sys_exec
+  dbms_pipe.receive_message utl_inaddr.get_host_address utl_http.request dbms_lock.sleep pg_read_file pg_ls_dir ctxsys.drithsx.sn gtid_subset name_const`),
+);
 const STACKED = [...list('STACKED', []), ...list('STATEMENT_AFTER_SEMI', words('select drop delete insert update exec execute declare create alter truncate shutdown waitfor set union replace copy'))];
 const JS_SINKS = [...list('JS_SINKS', words('alert prompt confirm eval settimeout setinterval atob fetch import execscript msgbox')), ...list('JS_STRING_SINKS', [])];
 const SINK_VALUES = list('SINK_VALUES', words('alert eval prompt confirm'));
 const JS_GLOBALS = list('JS_GLOBALS', words('window self top parent frames globalthis this document content opener'));
-const ENTITY_NAMES = list('ENTITIES', words(`lt gt amp quot apos sol bsol lpar rpar colon semi comma period excl quest equals plus num percnt lsqb rsqb lbrack
-  rbrack lcub rcub grave Tab NewLine nbsp dollar ast midast vert verbar lowbar hyphen dash bne`)).map((e) => e.toLowerCase());
+const ENTITY_NAMES = list(
+  'ENTITIES',
+  words(`lt gt amp quot apos sol bsol lpar rpar colon semi comma period excl quest equals plus num percnt lsqb rsqb lbrack
+  rbrack lcub rcub grave Tab NewLine nbsp dollar ast midast vert verbar lowbar hyphen dash bne`),
+).map((e) => e.toLowerCase());
 
 const INTERNAL_TLD = ['internal', 'local', 'localhost', 'svc', 'consul', 'corp', 'lan', 'intranet', 'arpa'].map((t) => `\\.${t}`).join('|');
 /** Where D.ssrf's authority ends ([/\?#%s"'<>]), raw or encoded. */
@@ -360,7 +559,10 @@ const RUNS: Pattern[] = [
 const WORDS: Pattern[] = [
   // SQL injection (D.sqli): keyword structures, the numeric context (the string context is in QUOTE_TAIL)
   { re: String.raw`${word('union')}(?:${WS}|${LP}|${CM})`, why: 'sqli: UNION [ALL] SELECT, UNION (SELECT' },
-  { re: String.raw`${word('select')}(?:${WS}|${CM}|${QUOTE}|${STAR}|\.[0-9]|${AT}[a-z0-9_.$@]*(?:${WS}|${CM}|$))`, why: 'sqli: SELECT followed by a select list (select case, select @@version, select 1,2, select x from dual, select *)' },
+  {
+    re: String.raw`${word('select')}(?:${WS}|${CM}|${QUOTE}|${STAR}|\.[0-9]|${AT}[a-z0-9_.$@]*(?:${WS}|${CM}|$))`,
+    why: 'sqli: SELECT followed by a select list (select case, select @@version, select 1,2, select x from dual, select *)',
+  },
   { re: String.raw`${word('waitfor')}${WS}`, why: 'sqli: WAITFOR DELAY' },
   { re: String.raw`${AT}${AT}(?:version|hostname|datadir|basedir|servername|tmpdir|global\.|session\.)`, why: 'sqli: @@version and the other system variables sql_structure knows' },
   { re: String.raw`information_schema|master\.\.|mysql\.user|pg_catalog|all_tables|${word('sys')}\.`, why: 'sqli: system schemas and tables' },
@@ -378,7 +580,10 @@ const WORDS: Pattern[] = [
   { re: String.raw`(?:${alternation(JS_SINKS)})${WS}*(?:${LP}|\x60)`, why: 'xss: a sink called (alert(1), eval(...), setTimeout(...))' },
   { re: String.raw`(?:${SINK_VALUES.map(word).join('|')})${WS}*(?:${RP}|${CM}|${SEMI}|${RBR})`, why: 'xss: a sink used as a value ((alert)(1), [1].find(alert), x=alert,...)' },
   { re: String.raw`document${WS}*\.`, why: 'xss: document.cookie, document.write, document.location, document.domain' },
-  { re: String.raw`constructor|fromcharcode|innerhtml|outerhtml|srcdoc|insertadjacenthtml|importscripts|__proto__|location${WS}*(?:\.${WS}*href|${EQ}${WS}*${QUOTE})|\.source${WS}*${PL}`, why: 'xss: constructor chains, String.fromCharCode, DOM sinks, location.href=, /x/.source+; __proto__ and constructor.prototype (prototype pollution)' },
+  {
+    re: String.raw`constructor|fromcharcode|innerhtml|outerhtml|srcdoc|insertadjacenthtml|importscripts|__proto__|location${WS}*(?:\.${WS}*href|${EQ}${WS}*${QUOTE})|\.source${WS}*${PL}`,
+    why: 'xss: constructor chains, String.fromCharCode, DOM sinks, location.href=, /x/.source+; __proto__ and constructor.prototype (prototype pollution)',
+  },
   { re: String.raw`(?:[/ \t+"']|${pe('(?:20|2[fF]|2[27])')})on[a-z]+${WS}*${EQ}`, why: 'xss: an event handler attribute written after a blank, a quote or / (" onfocus=x.y autofocus")' },
   { re: String.raw`(?:${alternation(JS_GLOBALS)})${WS}*${LBR}`, why: 'xss: window[...], top[...]' },
   { re: String.raw`(?:[\[\]()!+]|${pe('(?:5[bBdD]|2[189bB])')}){12}`, why: 'xss: JSFuck, a run of a dozen of [ ] ( ) ! + (D.js also wants [] and ! or + in it)' },
@@ -397,16 +602,25 @@ const WORDS: Pattern[] = [
   { re: String.raw`${LP}${WS}*${RP}${WS}*${LC}`, why: 'cmdi: Shellshock () {' },
   // path traversal and file inclusion (D.traversal, D.path_traversal)
   { re: String.raw`\.\.(?:${SL}|${SEMI})`, why: 'traversal: ../ and ..;/ (the path also fires on any ..)' },
-  { re: String.raw`${SL}(?:etc|proc|var)${SL}|${alternation(SENSITIVE, sensitive)}`, why: 'traversal: the sensitive files (SENSITIVE), each / also as // or /./ (which traversal_common removes); /etc/ /proc/ /var/ whatever follows' },
+  {
+    re: String.raw`${SL}(?:etc|proc|var)${SL}|${alternation(SENSITIVE, sensitive)}`,
+    why: 'traversal: the sensitive files (SENSITIVE), each / also as // or /./ (which traversal_common removes); /etc/ /proc/ /var/ whatever follows',
+  },
   { re: String.raw`\.env|\.git${SL}`, why: 'traversal: a value that is .env or starts with .git/ (D.traversal)' },
-  { re: String.raw`${alternation(SCHEMES, marker)}|jar${CO}|compress\.|ssh2\.`, why: 'traversal and ssrf: inclusion wrappers and schemes that reach internal services (INCLUDE_SCHEMES, SSRF_SCHEMES: php:// file:// gopher:// jar: compress.zlib:// ...)' },
+  {
+    re: String.raw`${alternation(SCHEMES, marker)}|jar${CO}|compress\.|ssh2\.`,
+    why: 'traversal and ssrf: inclusion wrappers and schemes that reach internal services (INCLUDE_SCHEMES, SSRF_SCHEMES: php:// file:// gopher:// jar: compress.zlib:// ...)',
+  },
   // server-side request forgery (D.ssrf)
-  { re: String.raw`unix${CO}`, why: 'ssrf: Apache\'s unix: socket (unix:...|http://...)' },
+  { re: String.raw`unix${CO}`, why: "ssrf: Apache's unix: socket (unix:...|http://...)" },
   {
     re: String.raw`(?:https?|wss?|ftp)(?<!^referer: http|\nreferer: http|^origin: http|\norigin: http|^referer: https|\nreferer: https|^origin: https|\norigin: https)${CO}(?!${SL}*${SAFE_HOST})`,
     why: 'ssrf: an http(s)/ws(s)/ftp URL whose host is not plainly public (an address, one label, an internal suffix, user@); not the host of Referer and Origin, which D.inspect does not read',
   },
-  { re: String.raw`\.(?:internal|local|localhost|svc|consul|corp|lan|intranet|arpa)(?![a-z0-9-])|\.0x[0-9a-f]|(?:nip|xip|sslip)\.io|localtest\.me|lvh\.me|vcap\.me`, why: 'ssrf: internal suffixes anywhere (what follows a public host up to the end of the authority belongs to the host: http://a.com,x.internal/)' },
+  {
+    re: String.raw`\.(?:internal|local|localhost|svc|consul|corp|lan|intranet|arpa)(?![a-z0-9-])|\.0x[0-9a-f]|(?:nip|xip|sslip)\.io|localtest\.me|lvh\.me|vcap\.me`,
+    why: 'ssrf: internal suffixes anywhere (what follows a public host up to the end of the authority belongs to the host: http://a.com,x.internal/)',
+  },
   // XML external entities (D.xxe): without < only XInclude
   { re: String.raw`xi${CO}include|xinclude`, why: 'xxe: XInclude' },
   // code, template and expression injection, serialized objects (D.injection)
@@ -430,7 +644,7 @@ const QUOTE_TAIL = quoteTail(QUOTE);
 /** A block comment: it separates SQL words like a blank (UNION, a comment, SELECT; MySQL's executable comments). */
 const COMMENT = String.raw`${SL}${STAR}`;
 const VALUES: Pattern[] = [
-  { re: String.raw`${NOT_JSON}${ANY}*?${QUOTE_TAIL}`, why: 'sqli: what follows a quote that ends a string (\' or 1=1, "--, \'=\', \')) union...)' },
+  { re: String.raw`${NOT_JSON}${ANY}*?${QUOTE_TAIL}`, why: "sqli: what follows a quote that ends a string (' or 1=1, \"--, '=', ')) union...)" },
   { re: String.raw`${JSON_START}${ANY}*?${quoteTail(pe('2[27]'))}`, why: 'sqli: the same after a percent-encoded quote in a JSON body (its raw quotes are structure, its values hold no raw quote)' },
   { re: COMMENT, why: 'sqli: a block comment (UNION/**/SELECT, /*!50000 ...*/): it separates words like a blank' },
 ];
@@ -460,8 +674,14 @@ const REPEATED_URL: Pattern[] = [
   { re: String.raw`^(?=[^?]*\?[^#]*&)[^?]*\?(?:[^&]*&)*?[ ]*${ODD_NAME}`, why: 'a name with an escape or + in a query string of two parameters or more' },
 ];
 const REPEATED_HEADERS: Pattern[] = [
-  { re: String.raw`(?:(?:^|\n)cookie:(?:[^\r\n]*?;)?|(?:^|\n)referer:[^?\r\n]*\?(?:[^\r\n]*?&)?)[ ]*(?<name>[^=&;?#\s]*)=(?=[^\r\n]*?[&;][ ]*\k<name>=)`, why: 'a cookie name, or a name of the Referer\'s query string, that comes again (no other header is read as pairs)' },
-  { re: String.raw`(?:(?:^|\n)cookie:(?=[^\r\n]*;)(?:[^\r\n]*?;)?|(?:^|\n)referer:[^?\r\n]*\?(?=[^\r\n]*&)(?:[^\r\n]*?&)?)[ ]*${ODD_NAME}`, why: 'a name with an escape or + among two cookies or Referer parameters or more' },
+  {
+    re: String.raw`(?:(?:^|\n)cookie:(?:[^\r\n]*?;)?|(?:^|\n)referer:[^?\r\n]*\?(?:[^\r\n]*?&)?)[ ]*(?<name>[^=&;?#\s]*)=(?=[^\r\n]*?[&;][ ]*\k<name>=)`,
+    why: "a cookie name, or a name of the Referer's query string, that comes again (no other header is read as pairs)",
+  },
+  {
+    re: String.raw`(?:(?:^|\n)cookie:(?=[^\r\n]*;)(?:[^\r\n]*?;)?|(?:^|\n)referer:[^?\r\n]*\?(?=[^\r\n]*&)(?:[^\r\n]*?&)?)[ ]*${ODD_NAME}`,
+    why: 'a name with an escape or + among two cookies or Referer parameters or more',
+  },
 ];
 const REPEATED_BODY: Pattern[] = [
   { re: String.raw`${NOT_JSON}(?:[^&\r\n]*&)*?[ ]*(?<name>[^=&;?#\s]*)=(?=[^\r\n]*?&[ ]*\k<name>=)`, why: 'a form field name that comes again (not in a JSON body: it is never read as form fields)' },
@@ -470,7 +690,10 @@ const REPEATED_BODY: Pattern[] = [
 
 /** Case-sensitive markers, over url, req.hdrs and req.body. */
 const MARKS: Pattern[] = [
-  { re: String.raw`rO0AB|AAEAAAD${SL}{5}|BAhvOk|gA[SJNR][VjW](?<![A-Za-z0-9+/_-][\s\S]{4})`, why: 'injection: serialized Java (base64), .NET BinaryFormatter, Ruby Marshal, Python pickles (at the start of a value)' },
+  {
+    re: String.raw`rO0AB|AAEAAAD${SL}{5}|BAhvOk|gA[SJNR][VjW](?<![A-Za-z0-9+/_-][\s\S]{4})`,
+    why: 'injection: serialized Java (base64), .NET BinaryFormatter, Ruby Marshal, Python pickles (at the start of a value)',
+  },
   { re: String.raw`[Oa]${CO}[0-9]+${CO}`, why: 'injection: serialized PHP objects and arrays (O:8:"...", a:2:{...})' },
   { re: `${PL}AD[w4]-`, why: 'xss: UTF-7 < and > (+ADw- +AD4-), which D.canonical decodes' },
 ];
@@ -485,9 +708,7 @@ export const GATE_LINE_MAX = 8000;
  * unique within a line.
  */
 function file(title: string, patterns: readonly Pattern[], wrap: (alternation: string) => string = (a) => a): string {
-  const alternatives = patterns.map(
-    (p, i) => `(?:${p.re.replace(/\(\?<([a-z]+)>|\\k<([a-z]+)>/g, (m: string, open?: string, ref?: string) => (open ? `(?<${open}${i}>` : `\\k<${ref}${i}>`))})`,
-  );
+  const alternatives = patterns.map((p, i) => `(?:${p.re.replace(/\(\?<([a-z]+)>|\\k<([a-z]+)>/g, (m: string, open?: string, ref?: string) => (open ? `(?<${open}${i}>` : `\\k<${ref}${i}>`))})`);
   const lines: string[] = [];
   const room = GATE_LINE_MAX - wrap('').length;
   for (const a of alternatives) {
@@ -507,21 +728,31 @@ function file(title: string, patterns: readonly Pattern[], wrap: (alternation: s
 
 /** The patterns of each file, one by one, with their reasons (GATE_FILES joins them into alternations). */
 export const GATE_PATTERNS: Readonly<Record<string, readonly Readonly<Pattern>[]>> = {
-  'gate_path.lst': PATH, 'gate_query.lst': QUERY, 'gate_headers.lst': HEADERS, 'gate_body.lst': BODY, 'gate_form_json.lst': FORM_JSON,
-  'gate_runs.lst': RUNS, 'gate_words.lst': WORDS, 'gate_values.lst': VALUES, 'gate_text.lst': TEXT,
-  'gate_url_text.lst': URL_TEXT, 'gate_repeated_url.lst': REPEATED_URL, 'gate_repeated_headers.lst': REPEATED_HEADERS,
-  'gate_repeated_body.lst': REPEATED_BODY, 'gate_marks.lst': MARKS,
+  'gate_path.lst': PATH,
+  'gate_query.lst': QUERY,
+  'gate_headers.lst': HEADERS,
+  'gate_body.lst': BODY,
+  'gate_form_json.lst': FORM_JSON,
+  'gate_runs.lst': RUNS,
+  'gate_words.lst': WORDS,
+  'gate_values.lst': VALUES,
+  'gate_text.lst': TEXT,
+  'gate_url_text.lst': URL_TEXT,
+  'gate_repeated_url.lst': REPEATED_URL,
+  'gate_repeated_headers.lst': REPEATED_HEADERS,
+  'gate_repeated_body.lst': REPEATED_BODY,
+  'gate_marks.lst': MARKS,
 };
 
 /** The gate's pattern files (file name -> content, one PCRE2 pattern per line), written into the config directory. */
 export const GATE_FILES: Readonly<Record<string, string>> = {
   'gate_path.lst': file('The request path (HAProxy path): fires on what only an attack needs in a path.', PATH),
-  'gate_query.lst': file('The query string (HAProxy query): characters and escapes outside the gate\'s alphabet.', QUERY),
+  'gate_query.lst': file("The query string (HAProxy query): characters and escapes outside the gate's alphabet.", QUERY),
   'gate_headers.lst': file('The request headers (HAProxy req.hdrs, HTX: "name: value" lines, lowercase names).', HEADERS),
   'gate_body.lst': file('The body (HAProxy req.body, up to its first NUL; "x" when binary, BODY_FETCH): characters and shapes.', BODY),
   'gate_form_json.lst': file('The first 512 bytes of the body, "|", the first Content-Type in lowercase.', FORM_JSON),
   'gate_runs.lst': file('Long runs of what the word rules repeat; over url, headers and body, before them.', RUNS),
-  'gate_words.lst': file('Words the detectors recognise over the gate\'s alphabet; case-insensitive, over url, the inspected headers and body.', WORDS),
+  'gate_words.lst': file("Words the detectors recognise over the gate's alphabet; case-insensitive, over url, the inspected headers and body.", WORDS),
   'gate_values.lst': file('What follows a quote, block comments; case-insensitive, over url, the inspected headers and body.', VALUES),
   'gate_text.lst': file('Character references and && where a raw & is inside a value: headers and body; case-insensitive.', TEXT),
   'gate_url_text.lst': file('Character references inside URL values (%26); case-insensitive.', URL_TEXT),

@@ -112,7 +112,9 @@ const RENDER_VERSION = 7;
 
 export function inputHash(snapshot: ServerSnapshot, options: RenderOptions): string {
   const { revision: _revision, ...state } = snapshot;
-  return createHash('sha256').update(JSON.stringify({ state, options, v: RENDER_VERSION })).digest('hex');
+  return createHash('sha256')
+    .update(JSON.stringify({ state, options, v: RENDER_VERSION }))
+    .digest('hex');
 }
 
 /**
@@ -173,7 +175,7 @@ export function renderHaproxyConfig(snapshot: ServerSnapshot, options: RenderOpt
       '    default_backend default_404',
     ].join('\n'),
     [
-      '# The agent asks this socket which configuration a worker runs, and reads HAProxy\'s Prometheus exporter here.',
+      "# The agent asks this socket which configuration a worker runs, and reads HAProxy's Prometheus exporter here.",
       'frontend rampart_health',
       `    bind unix@${options.runDir}/${HEALTH_SOCKET} mode 600`,
       '    http-request use-service prometheus-exporter if { path /metrics }',

@@ -33,7 +33,14 @@ export function leadingZeroBits(digest: Uint8Array): number {
 /** The first counter n (from 0) whose SHA-256(token + n) has `difficulty` leading zero bits. */
 export function solveChallenge(token: string, difficulty: number): { counter: number; hashes: number } {
   for (let n = 0; ; n++) {
-    if (leadingZeroBits(createHash('sha256').update(token + n).digest()) >= difficulty) return { counter: n, hashes: n + 1 };
+    if (
+      leadingZeroBits(
+        createHash('sha256')
+          .update(token + n)
+          .digest(),
+      ) >= difficulty
+    )
+      return { counter: n, hashes: n + 1 };
   }
 }
 

@@ -85,11 +85,9 @@ const ERROR_MARK = 'x-rampart-answer';
 /** The frontend lines of the origin error pages (dir: the configuration directory, a checked path). */
 export function errorLines(dir: string): string[] {
   return [
-    "    http-request set-var(txn.rp_fmt) str(h) if { req.hdr(accept) -m sub -i text/html }",
-    "    http-request set-var(txn.rp_fmt) str(t) if !{ var(txn.rp_fmt) -m found }",
-    ...Object.keys(ORIGIN_ERRORS).map(
-      (code) => `    http-error status ${code} content-type "text/html; charset=utf-8" lf-file ${dir}/error${code}.lf ${REQUEST_ID_HEADER} hdr ${ERROR_MARK} 1`,
-    ),
+    '    http-request set-var(txn.rp_fmt) str(h) if { req.hdr(accept) -m sub -i text/html }',
+    '    http-request set-var(txn.rp_fmt) str(t) if !{ var(txn.rp_fmt) -m found }',
+    ...Object.keys(ORIGIN_ERRORS).map((code) => `    http-error status ${code} content-type "text/html; charset=utf-8" lf-file ${dir}/error${code}.lf ${REQUEST_ID_HEADER} hdr ${ERROR_MARK} 1`),
     // Only HAProxy's own answers carry the mark: an origin's is dropped before the check.
     `    http-response del-header ${ERROR_MARK}`,
     `    http-after-response set-header content-type "text/plain; charset=utf-8" if { res.hdr(${ERROR_MARK}) -m found } !{ var(txn.rp_fmt) -m str h }`,
@@ -123,11 +121,7 @@ export function answerFiles(dir: string): Record<string, string> {
     'notfound.html': htmlPage(404, 'Site not found', 'This address is not served here: no site is set up for this name.'),
     'reasons.map': REASONS_MAP,
     'blocked.html': htmlPage(403, 'Access denied', `This request was blocked by the site's firewall (${words}).`),
-    'limited.html': htmlPage(
-      429,
-      'Too many requests',
-      `This request was refused by the site's firewall: ${words}. Try again in %[var(txn.rp_retry)] seconds.`,
-    ),
+    'limited.html': htmlPage(429, 'Too many requests', `This request was refused by the site's firewall: ${words}. Try again in %[var(txn.rp_retry)] seconds.`),
   };
 }
 

@@ -86,19 +86,32 @@ describe('certificates in RenderOptions are re-checked', () => {
     assert.equal(cfg.match(/http-request redirect/g)?.length, 1, 'no redirect for the domain without SSL');
   });
 
-  test('HTTPS is strict about SNI and answers 421 when Host is not the SNI\'s domain; without certificates, none of it', () => {
+  test("HTTPS is strict about SNI and answers 421 when Host is not the SNI's domain; without certificates, none of it", () => {
     const cfg = render([{ domain: 'www.example.com', file: GOOD_FILE }]).files['haproxy.cfg']!;
     assert.match(cfg, /\n {4}bind \*:443 ssl crt-list \/var\/lib\/rampart\/haproxy\/cfg-0123456789abcdef\/certificates\.list alpn h2,http\/1\.1 strict-sni\n/);
     // Each domain's backend, first thing: the SNI must be its own name; an unknown Host over TLS is misdirected too.
     const backend = cfg.slice(cfg.indexOf('backend be_www_example_com'));
-    assert.match(backend, /^backend be_www_example_com\n(?: {4}(?:option|http-check) .*\n)* {4}http-request return status 421 content-type text\/plain string "Misdirected Request" if \{ ssl_fc \} !\{ ssl_fc_sni -i www\.example\.com \}\n/);
+    assert.match(
+      backend,
+      /^backend be_www_example_com\n(?: {4}(?:option|http-check) .*\n)* {4}http-request return status 421 content-type text\/plain string "Misdirected Request" if \{ ssl_fc \} !\{ ssl_fc_sni -i www\.example\.com \}\n/,
+    );
     assert.match(cfg, /backend default_404\n {4}http-request return status 421 content-type text\/plain string "Misdirected Request" if \{ ssl_fc \}\n/);
     const plain = render([]).files['haproxy.cfg']!;
     for (const line of ['ssl crt-list', 'strict-sni', 'status 421', 'redirect']) assert.ok(!plain.includes(line), line);
   });
 
   test('a redirect target other than https://<hostname>[:port] is refused', () => {
-    for (const target of ['https://evil.com/', 'https://www.example.com:443/x', 'http://www.example.com', 'https://www.example.com x', 'https://www.example.com\n', 'https://user@www.example.com', 'https://www.example.com:443 code 302', '//www.example.com', 'https://%[req.hdr(host)]']) {
+    for (const target of [
+      'https://evil.com/',
+      'https://www.example.com:443/x',
+      'http://www.example.com',
+      'https://www.example.com x',
+      'https://www.example.com\n',
+      'https://user@www.example.com',
+      'https://www.example.com:443 code 302',
+      '//www.example.com',
+      'https://%[req.hdr(host)]',
+    ]) {
       assert.throws(() => renderBackend({ domain: 'www.example.com', origins: [{ ip: '10.0.0.1', port: 80 }] }, { requestRules: [], httpsRedirect: target }), UnsafeValueError, JSON.stringify(target));
     }
   });
@@ -116,7 +129,11 @@ describe('HAProxy accepts the HTTPS configuration', { skip: skipUnless(existsSyn
     const certificates = ['a.example.com', 'b.example.com'].map((name) => {
       const key = join(root, `${name}.key`);
       const crt = join(root, `${name}.crt`);
-      execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', key, '-out', crt, '-days', '2', '-subj', `/CN=${name}`, '-addext', `subjectAltName=DNS:${name}`], { stdio: 'ignore' });
+      execFileSync(
+        'openssl',
+        ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', key, '-out', crt, '-days', '2', '-subj', `/CN=${name}`, '-addext', `subjectAltName=DNS:${name}`],
+        { stdio: 'ignore' },
+      );
       const file = join(root, `${name}.pem`);
       writeFileSync(file, `${readFileSync(crt, 'utf8')}${readFileSync(key, 'utf8')}`);
       return { domain: name, file };

@@ -30,7 +30,13 @@ const R = { block: id(10), country: id(11), rate: id(12), bot: id(13), office: i
 
 function snapshot(botOn: boolean, originPort: number): ServerSnapshot {
   const r = (rid: string, type: SnapshotRule['type'], value: string): SnapshotRule => ({ id: rid, type, value, domainId: null, priority: 100 });
-  const c = (rid: string, priority: number, action: SnapshotCustomRule['action'], expression: string): SnapshotCustomRule => ({ id: rid, expression, action, domainId: priority === 3 ? DOMAIN : null, priority });
+  const c = (rid: string, priority: number, action: SnapshotCustomRule['action'], expression: string): SnapshotCustomRule => ({
+    id: rid,
+    expression,
+    action,
+    domainId: priority === 3 ? DOMAIN : null,
+    priority,
+  });
   return {
     serverId: 'rules-order',
     revision: 1,
@@ -49,12 +55,23 @@ function snapshot(botOn: boolean, originPort: number): ServerSnapshot {
       c(R.checkout, 4, 'challenge', 'http.request.uri.path eq "/checkout"'),
       c(R.afterAdmin, 5, 'block', 'http.request.uri.path contains "admin"'),
       { ...c(R.login, 6, 'rate_limit', 'starts_with(http.request.uri.path, "/login")'), rateLimit: { requests: 2, period: 60, characteristics: ['ip', 'path'], mitigation: 'block', duration: 30 } },
-      { ...c(R.api, 7, 'rate_limit', 'starts_with(http.request.uri.path, "/api")'), rateLimit: { requests: 1, period: 60, characteristics: ['header:x-api-key'], mitigation: 'challenge', duration: 30 } },
+      {
+        ...c(R.api, 7, 'rate_limit', 'starts_with(http.request.uri.path, "/api")'),
+        rateLimit: { requests: 1, period: 60, characteristics: ['header:x-api-key'], mitigation: 'challenge', duration: 30 },
+      },
     ],
   };
 }
 
-interface Seen { status: number; body: string; retryAfter?: string | undefined; reason?: string | undefined; rule?: string | undefined; action?: string | undefined; location?: string | undefined }
+interface Seen {
+  status: number;
+  body: string;
+  retryAfter?: string | undefined;
+  reason?: string | undefined;
+  rule?: string | undefined;
+  action?: string | undefined;
+  location?: string | undefined;
+}
 
 describe('custom rules in the processing order, natively in HAProxy', () => {
   const tmp = mkdtempSync(join(tmpdir(), 'rampart-rules-order-'));
@@ -69,7 +86,11 @@ describe('custom rules in the processing order, natively in HAProxy', () => {
     const configDir = join(tmp, name);
     mkdirSync(configDir);
     const snap = snapshot(name === 'bots', (origin.address() as AddressInfo).port);
-    const { files } = renderHaproxyConfig(snap, { httpBind: { address: '127.0.0.1', port }, runDir: configDir, eventsPort: (events.address() as AddressInfo).port, countryMap: join(tmp, 'country.map'), nbthread: 1 }, { configDir });
+    const { files } = renderHaproxyConfig(
+      snap,
+      { httpBind: { address: '127.0.0.1', port }, runDir: configDir, eventsPort: (events.address() as AddressInfo).port, countryMap: join(tmp, 'country.map'), nbthread: 1 },
+      { configDir },
+    );
     for (const [file, content] of Object.entries(files)) writeFileSync(join(configDir, file), content);
     const proc = startProcess(HAPROXY, ['-f', join(configDir, 'haproxy.cfg')]);
     procs.push(proc);
@@ -214,7 +235,7 @@ describe('custom rules in the processing order, natively in HAProxy', () => {
     assert.equal((await send('nobots', '127.0.27.5', '/watch/y')).location, 'http.request.uri.path');
     assert.equal((await send('nobots', '127.0.27.6', '/checkout')).location, 'http.request.uri.path');
     assert.equal((await send('nobots', '127.0.26.9', '/api/y', { 'x-api-key': 'k9' }, false)).body, 'origin');
-    assert.equal((await send('nobots', '127.0.26.9', '/api/y', { 'x-api-key': 'k9' })).location, 'http.request.uri.path', 'a rate limit\'s challenge');
+    assert.equal((await send('nobots', '127.0.26.9', '/api/y', { 'x-api-key': 'k9' })).location, 'http.request.uri.path', "a rate limit's challenge");
     const added = Object.fromEntries([...after].map(([k, n]) => [k, n - (before.get(k) ?? 0)]).filter(([, n]) => n !== 0));
     assert.deepEqual(added, { [`${R.watch}|${R.admin}`]: 1, [R.watch]: 1, [`-|${R.office}`]: 1, [`-|${R.checkout}`]: 1, [`-|${R.login}`]: 1 });
   });

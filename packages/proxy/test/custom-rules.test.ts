@@ -37,9 +37,22 @@ const SENDABLE = (s: string) => !/[\x00-\x1f\x7f]/.test(s);
 
 const stringLiteral = (v: string) => `"${v.replace(/[\\"]/g, (c) => `\\${c}`)}"`;
 const valueArb = fc.array(pieceArb, { maxLength: 3 }).map((p) => p.join(''));
-const regexArb = fc.array(fc.constantFrom('a', 'b', 'A', '.', '^', '$', '[ab]', 'a*', '(a|b)', '\\x00', '%\\[', '\\}', '"', '\\\\', ' ', '#', '/', 'é', '\\d', '[^a]'), { minLength: 0, maxLength: 4 }).map((p) => p.join(''));
+const regexArb = fc
+  .array(fc.constantFrom('a', 'b', 'A', '.', '^', '$', '[ab]', 'a*', '(a|b)', '\\x00', '%\\[', '\\}', '"', '\\\\', ' ', '#', '/', 'é', '\\d', '[^a]'), { minLength: 0, maxLength: 4 })
+  .map((p) => p.join(''));
 const stringField = fc.oneof(
-  fc.constantFrom('http.host', 'http.request.method', 'http.request.uri', 'http.request.uri.path', 'http.request.uri.query', 'http.cookie', 'http.user_agent', 'http.referer', 'ip.src.country', 'ip.geoip.country'),
+  fc.constantFrom(
+    'http.host',
+    'http.request.method',
+    'http.request.uri',
+    'http.request.uri.path',
+    'http.request.uri.query',
+    'http.cookie',
+    'http.user_agent',
+    'http.referer',
+    'ip.src.country',
+    'ip.geoip.country',
+  ),
   fc.constantFrom('a', 'b').map((k) => `http.request.uri.args[${stringLiteral(k)}]`),
   fc.constantFrom('x-t', 'X-T', 'a').map((k) => `http.request.headers[${stringLiteral(k)}]`),
 );
@@ -76,7 +89,10 @@ const headerValue = valueArb.filter(SENDABLE).map((v) => Buffer.from(v.trim(), '
 const requestArb: fc.Arbitrary<Sent> = fc.record({
   method: fc.constantFrom('GET', 'DELETE', 'OPTIONS', 'PATCH'),
   path: fc.array(fc.constantFrom('a', 'b', 'A', 'wp-admin', '%22', '%25%5B', 'x.y', '%7D', ''), { minLength: 1, maxLength: 3 }).map((s) => `/${s.join('/')}`),
-  query: fc.option(fc.array(fc.constantFrom('a=1', 'b=', 'a=ab', 'x', 'b=A%20b', 'a=%22', 'a', 'b=%5Bb'), { maxLength: 3 }).map((p) => p.join('&')), { nil: undefined }),
+  query: fc.option(
+    fc.array(fc.constantFrom('a=1', 'b=', 'a=ab', 'x', 'b=A%20b', 'a=%22', 'a', 'b=%5Bb'), { maxLength: 3 }).map((p) => p.join('&')),
+    { nil: undefined },
+  ),
   headers: fc.array(fc.tuple(fc.constantFrom('User-Agent', 'Referer', 'Cookie', 'X-T', 'a', 'x-t'), headerValue), { maxLength: 4 }),
   src: fc.constantFrom(...SOURCES),
 });
@@ -107,7 +123,12 @@ describe('custom rules compiled to HAProxy', () => {
   let runs = 0;
 
   before(async () => {
-    writeFileSync(join(tmp, 'country.map'), Object.entries(COUNTRIES).map(([ip, c]) => `${ip} ${c}\n`).join(''));
+    writeFileSync(
+      join(tmp, 'country.map'),
+      Object.entries(COUNTRIES)
+        .map(([ip, c]) => `${ip} ${c}\n`)
+        .join(''),
+    );
     origin.listen(0, '127.0.0.1');
     await once(origin, 'listening');
     originPort = (origin.address() as AddressInfo).port;
@@ -149,10 +170,14 @@ describe('custom rules compiled to HAProxy', () => {
     for (const [file, content] of Object.entries(files)) writeFileSync(join(configDir, file), content);
     const proc: Proc = startProcess(HAPROXY, ['-f', join(configDir, 'haproxy.cfg')]);
     try {
-      await waitFor(async () => {
-        if (proc.child.exitCode !== null) throw new Error(`haproxy exited: ${proc.output()}`);
-        return (await send(port, 'nowhere.rules.test', { method: 'GET', path: '/', query: undefined, headers: [], src: '127.0.0.1' }).catch(() => 0)) === 404;
-      }, 'HAProxy to answer', 10_000);
+      await waitFor(
+        async () => {
+          if (proc.child.exitCode !== null) throw new Error(`haproxy exited: ${proc.output()}`);
+          return (await send(port, 'nowhere.rules.test', { method: 'GET', path: '/', query: undefined, headers: [], src: '127.0.0.1' }).catch(() => 0)) === 404;
+        },
+        'HAProxy to answer',
+        10_000,
+      );
       return await use(port, configDir);
     } finally {
       await proc.stop();
@@ -191,7 +216,9 @@ describe('custom rules compiled to HAProxy', () => {
     const fields = Object.keys(RULE_FIELDS).flatMap((f) =>
       f === 'ssl' || f === 'ip.src' ? [] : f === 'http.request.headers' ? ['http.request.headers["x-t"]'] : f === 'http.request.uri.args' ? ['http.request.uri.args["a"]'] : [f],
     );
-    const expressions = fields.flatMap((f) => INJECTIONS.flatMap((v) => [`${f} eq ${stringLiteral(v)}`, `${f} contains ${stringLiteral(`x${v}y`)}`, `${f} in {${stringLiteral(v)} "z"}`, `starts_with(${f}, ${stringLiteral(`${v}a`)})`]));
+    const expressions = fields.flatMap((f) =>
+      INJECTIONS.flatMap((v) => [`${f} eq ${stringLiteral(v)}`, `${f} contains ${stringLiteral(`x${v}y`)}`, `${f} in {${stringLiteral(v)} "z"}`, `starts_with(${f}, ${stringLiteral(`${v}a`)})`]),
+    );
     await withProxy(expressions, async (port, configDir) => {
       await execFileAsync(HAPROXY, ['-c', '-f', join(configDir, 'haproxy.cfg')]);
       // A header carrying each sendable attempt is refused by exactly the rules that name it.

@@ -13,7 +13,7 @@ const LUA = process.env.RAMPART_LUA ?? 'lua5.3';
 const script = fileURLToPath(new URL('./lua/detect_attacks_test.lua', import.meta.url));
 const engine = fileURLToPath(new URL('../lua/rampart_detect.lua', import.meta.url));
 
-test('the detectors withstand the attacker\'s pass, fixed problems included (Lua 5.3)', () => {
+test("the detectors withstand the attacker's pass, fixed problems included (Lua 5.3)", () => {
   const res = spawnSync(LUA, [script, engine], { encoding: 'utf8', timeout: 120_000 });
   assert.equal(res.error, undefined, `could not run ${LUA}: ${res.error}`);
   const output = `${res.stdout}${res.stderr}`;

@@ -22,7 +22,7 @@ test('the Lua detectors pass their unit tests under Lua 5.3', () => {
   assert.match(output.trim().split('\n').at(-1) ?? '', /^\d+ passed, 0 failed$/, output);
 });
 
-test('the engine\'s modules: what rampart_detect.lua requires is exactly what the renderer ships, each named and described', () => {
+test("the engine's modules: what rampart_detect.lua requires is exactly what the renderer ships, each named and described", () => {
   const dir = fileURLToPath(new URL('../lua/', import.meta.url));
   // only the engine's own directory on the path, as HAProxy's lua-prepend-path puts it first
   const probe = [
@@ -35,7 +35,9 @@ test('the engine\'s modules: what rampart_detect.lua requires is exactly what th
   const res = spawnSync(LUA, ['-e', probe], { encoding: 'utf8', timeout: 30_000 });
   assert.equal(res.status, 0, `${res.stdout}${res.stderr}`);
   assert.deepEqual(res.stdout.trim().split(' '), [...DETECT_LUA_MODULES].sort(), 'the modules the glue loads');
-  const onDisk = readdirSync(dir).filter((f) => /^rampart_detect.*\.lua$/.test(f)).sort();
+  const onDisk = readdirSync(dir)
+    .filter((f) => /^rampart_detect.*\.lua$/.test(f))
+    .sort();
   assert.deepEqual(onDisk, [...DETECT_LUA_FILES].sort(), 'every rampart_detect*.lua file is shipped');
   for (const file of DETECT_LUA_FILES) {
     // prefixed, so no system Lua module of the same name can stand in for it

@@ -74,10 +74,17 @@ describe('branded answers of a real HAProxy', () => {
     const { files } = renderHaproxyConfig(snapshot, { httpBind: { address: '127.0.0.1', port }, runDir: dir }, { configDir: dir });
     for (const [name, content] of Object.entries(files)) writeFileSync(join(dir, name), content);
     haproxy = startProcess(HAPROXY, ['-db', '-f', join(dir, 'haproxy.cfg')]);
-    await waitFor(async () => {
-      if (haproxy.child.exitCode !== null) throw new Error(`haproxy exited: ${haproxy.output()}`);
-      return get(port, 'up.example.com').then((r) => r.status === 200 && r.body === 'hello from the origin\n', () => false);
-    }, 'HAProxy to reach the origin by name', 20_000);
+    await waitFor(
+      async () => {
+        if (haproxy.child.exitCode !== null) throw new Error(`haproxy exited: ${haproxy.output()}`);
+        return get(port, 'up.example.com').then(
+          (r) => r.status === 200 && r.body === 'hello from the origin\n',
+          () => false,
+        );
+      },
+      'HAProxy to reach the origin by name',
+      20_000,
+    );
   });
 
   after(async () => {
@@ -136,10 +143,15 @@ describe('branded answers of a real HAProxy', () => {
         s.on('end', () => resolve(out));
         s.on('error', reject);
       });
-    const states = await waitFor(async () => {
-      const r = parseOriginStates(await showStat());
-      return r.get('be_down_example_com/origin0')?.state === 'down' && r;
-    }, 'the refused origin to be marked down', 20_000, 200);
+    const states = await waitFor(
+      async () => {
+        const r = parseOriginStates(await showStat());
+        return r.get('be_down_example_com/origin0')?.state === 'down' && r;
+      },
+      'the refused origin to be marked down',
+      20_000,
+      200,
+    );
     assert.equal(states.get('be_down_example_com/origin0')!.check, 'L4CON');
     assert.equal(states.get('be_up_example_com/origin0')!.state, 'up');
   });

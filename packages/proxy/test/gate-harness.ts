@@ -66,16 +66,20 @@ export async function startGateProxy(): Promise<GateProxy> {
   const check = spawnSync(HAPROXY, ['-c', '-f', cfg], { env, encoding: 'utf8' });
   if (check.status !== 0) throw new Error(`haproxy -c failed:\n${check.error ?? ''}${check.stdout}${check.stderr}\n${config}`);
   const proc = startProcess(HAPROXY, ['-db', '-f', cfg], { RAMPART_GATE_DUMP: dumpFile });
-  await waitFor(async () => {
-    if (proc.child.exitCode !== null) throw new Error(`haproxy exited: ${proc.output()}`);
-    return new Promise<boolean>((resolve) => {
-      const s = connect(port, '127.0.0.1', () => {
-        s.destroy();
-        resolve(true);
+  await waitFor(
+    async () => {
+      if (proc.child.exitCode !== null) throw new Error(`haproxy exited: ${proc.output()}`);
+      return new Promise<boolean>((resolve) => {
+        const s = connect(port, '127.0.0.1', () => {
+          s.destroy();
+          resolve(true);
+        });
+        s.on('error', () => resolve(false));
       });
-      s.on('error', () => resolve(false));
-    });
-  }, 'the gate HAProxy to listen', 20_000);
+    },
+    'the gate HAProxy to listen',
+    20_000,
+  );
   return {
     port,
     dumpFile,
@@ -177,7 +181,11 @@ async function runVerdicts(args: string[]): Promise<Map<string, Verdict>> {
 }
 
 /** Percent-decoding of the engine's log_escape, byte for byte. */
-const unescape = (s: string) => Buffer.from(s.replace(/%([0-9A-F]{2})/g, (_, h: string) => String.fromCharCode(parseInt(h, 16))), 'latin1').toString('latin1');
+const unescape = (s: string) =>
+  Buffer.from(
+    s.replace(/%([0-9A-F]{2})/g, (_, h: string) => String.fromCharCode(parseInt(h, 16))),
+    'latin1',
+  ).toString('latin1');
 
 /** The engine's lists the gate keeps copies of: STRUCTURED_HEADERS and CODE_MARKERS. */
 export async function engineTables(): Promise<{ structured: Set<string>; markers: string[] }> {
@@ -222,7 +230,11 @@ function prepare(raw: Buffer): Buffer {
   const head = (end < 0 ? raw : raw.subarray(0, end)).toString('latin1');
   const body = end < 0 ? Buffer.alloc(0) : raw.subarray(end + 4);
   const [firstLine = '', ...headers] = head.split('\r\n');
-  const name = (h: string) => h.slice(0, Math.max(0, h.indexOf(':'))).trim().toLowerCase();
+  const name = (h: string) =>
+    h
+      .slice(0, Math.max(0, h.indexOf(':')))
+      .trim()
+      .toLowerCase();
   const chunked = headers.some((h) => name(h) === 'transfer-encoding' && /chunked/i.test(h));
   const out = [firstLine];
   const seen = new Set<string>();

@@ -8,7 +8,13 @@ const CORPUS = fileURLToPath(new URL('./corpus', import.meta.url));
 
 /** Every value of test/corpus: the ordinary ones, the upload names and each attack class. */
 export function corpusValues(): { file: string; value: string }[] {
-  const files = ['benign.jsonl', 'benign-upload-names.jsonl', ...readdirSync(`${CORPUS}/attacks`).filter((f) => f.endsWith('.jsonl')).map((f) => `attacks/${f}`)];
+  const files = [
+    'benign.jsonl',
+    'benign-upload-names.jsonl',
+    ...readdirSync(`${CORPUS}/attacks`)
+      .filter((f) => f.endsWith('.jsonl'))
+      .map((f) => `attacks/${f}`),
+  ];
   return files.flatMap((file) =>
     readFileSync(`${CORPUS}/${file}`, 'utf8')
       .split('\n')
@@ -71,7 +77,25 @@ const cookieSafe = (s: string) => latin1(utf8(s)).replace(/[;\r\n\0%]/g, (c) => 
 /** A quoted multipart parameter: quotes and line breaks percent-encoded (file names are decoded). */
 const quotedParam = (s: string) => latin1(utf8(s)).replace(/["\r\n\0]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase().padStart(2, '0')}`);
 
-export const PLACEMENTS = ['query', 'query-raw', 'form', 'json', 'json-key', 'cookie', 'cookie-raw', 'header', 'referer', 'user-agent', 'path', 'path-raw', 'multipart-name', 'multipart-field', 'text', 'binary-late', 'binary-form'] as const;
+export const PLACEMENTS = [
+  'query',
+  'query-raw',
+  'form',
+  'json',
+  'json-key',
+  'cookie',
+  'cookie-raw',
+  'header',
+  'referer',
+  'user-agent',
+  'path',
+  'path-raw',
+  'multipart-name',
+  'multipart-field',
+  'text',
+  'binary-late',
+  'binary-form',
+] as const;
 export type Placement = (typeof PLACEMENTS)[number];
 
 /** The value v placed in one part of an ordinary browser request. */
@@ -97,7 +121,14 @@ export function place(v: string, where: Placement): Buffer {
     case 'referer':
       return build({ method: 'GET', target: '/', headers: [...h, ['Referer', `https://gate.test/p/${pctAll(v)}?q=${pctAll(v)}`]] });
     case 'user-agent':
-      return build({ method: 'GET', target: '/', headers: [['Host', 'gate.test'], ['User-Agent', headerSafe(v)]] });
+      return build({
+        method: 'GET',
+        target: '/',
+        headers: [
+          ['Host', 'gate.test'],
+          ['User-Agent', headerSafe(v)],
+        ],
+      });
     case 'path':
       return build({ method: 'GET', target: `/files/${pctAll(v)}`, headers: h });
     case 'path-raw':

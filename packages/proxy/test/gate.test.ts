@@ -51,7 +51,14 @@ function assertNothingHidden(outcomes: readonly Outcome[], what: string): void {
   const hidden = outcomes.filter((o) => o.answer === 'clean' && o.finding !== '-' && !o.finding.startsWith('error:'));
   assert.equal(hidden.length, 0, `${what}: ${hidden.length} requests with a finding passed the gate clean:\n${hidden.slice(0, 25).map(show).join('\n')}`);
   const lost = outcomes.filter((o) => o.answer !== 'gate' && o.answer !== 'clean' && !/^HTTP\/1\.1 400 /.test(o.answer));
-  assert.equal(lost.length, 0, `${what}: requests without an answer from the gate:\n${lost.slice(0, 10).map((o) => `${o.answer} ${show(o)}`).join('\n')}`);
+  assert.equal(
+    lost.length,
+    0,
+    `${what}: requests without an answer from the gate:\n${lost
+      .slice(0, 10)
+      .map((o) => `${o.answer} ${show(o)}`)
+      .join('\n')}`,
+  );
 }
 
 const share = (outcomes: readonly Outcome[]) => outcomes.filter((o) => o.answer === 'clean').length / Math.max(1, outcomes.length);
@@ -71,7 +78,10 @@ const BROWSER = [
   'Cookie: _ga=GA1.2.12345.67890; session=abc123def; theme=dark',
 ];
 const raw = (head: string, extra: string[] = [], body?: string) =>
-  Buffer.from(`${head} HTTP/1.1\r\n${[...BROWSER, ...extra, ...(body === undefined ? [] : [`Content-Length: ${Buffer.byteLength(body, 'latin1')}`]), 'Connection: close'].join('\r\n')}\r\n\r\n${body ?? ''}`, 'latin1');
+  Buffer.from(
+    `${head} HTTP/1.1\r\n${[...BROWSER, ...extra, ...(body === undefined ? [] : [`Content-Length: ${Buffer.byteLength(body, 'latin1')}`]), 'Connection: close'].join('\r\n')}\r\n\r\n${body ?? ''}`,
+    'latin1',
+  );
 
 /** Requests any site sees all day: each must skip the detectors (the gate is not "always fire"). */
 const ORDINARY: Case[] = [
@@ -83,20 +93,64 @@ const ORDINARY: Case[] = [
   { name: 'a URL parameter', bytes: raw('GET /share?url=https%3A%2F%2Fwww.example.org%2Fnews%2F2024%2F05%2Fstory.html&title=Spring+news') },
   { name: 'a unicode search', bytes: raw(`GET /search?q=${pctAll('Müller Straße 5, Köln')}&q2=${pctAll('東京 ラーメン')}`) },
   { name: 'an image with a CDN path', bytes: raw('GET /img/products/2024/05/shirt_blue-800x600.webp', ['Accept: image/avif,image/webp,*/*', 'Referer: https://shop.example.com/products/blue-shirt']) },
-  { name: 'a login form', bytes: raw('POST /login', ['Content-Type: application/x-www-form-urlencoded', 'Origin: https://shop.example.com'], 'email=jane.doe%40example.com&password=correct-horse-battery&remember=on') },
-  { name: 'a JSON API write', bytes: raw('POST /api/v1/cart', ['Content-Type: application/json'], '{"productId":4711,"quantity":2,"options":{"size":"M","color":"blue"},"note":"Gift, please wrap!"}') },
-  { name: 'a JSON analytics beacon', bytes: raw('POST /collect', ['Content-Type: application/json'], '[{"event":"page_view","ts":1716200000000,"path":"/products/blue-shirt","ref":"https://www.google.com/"}]') },
+  {
+    name: 'a login form',
+    bytes: raw('POST /login', ['Content-Type: application/x-www-form-urlencoded', 'Origin: https://shop.example.com'], 'email=jane.doe%40example.com&password=correct-horse-battery&remember=on'),
+  },
+  {
+    name: 'a JSON API write',
+    bytes: raw('POST /api/v1/cart', ['Content-Type: application/json'], '{"productId":4711,"quantity":2,"options":{"size":"M","color":"blue"},"note":"Gift, please wrap!"}'),
+  },
+  {
+    name: 'a JSON analytics beacon',
+    bytes: raw('POST /collect', ['Content-Type: application/json'], '[{"event":"page_view","ts":1716200000000,"path":"/products/blue-shirt","ref":"https://www.google.com/"}]'),
+  },
   { name: 'a HEAD request', bytes: raw('HEAD /robots.txt') },
 ];
 
 /** Long inputs: each pattern family must stay linear, and still see the attack at the end. */
 function longCases(): Case[] {
   const big = (n: number, s: string) => s.repeat(Math.ceil(n / s.length)).slice(0, n);
-  const form = (body: string) => build({ method: 'POST', target: '/f', headers: [['Host', 'gate.test'], ['Content-Type', 'application/x-www-form-urlencoded']], body });
-  const text = (body: string) => build({ method: 'POST', target: '/t', headers: [['Host', 'gate.test'], ['Content-Type', 'text/plain']], body });
-  const json = (body: string) => build({ method: 'POST', target: '/j', headers: [['Host', 'gate.test'], ['Content-Type', 'application/json']], body });
+  const form = (body: string) =>
+    build({
+      method: 'POST',
+      target: '/f',
+      headers: [
+        ['Host', 'gate.test'],
+        ['Content-Type', 'application/x-www-form-urlencoded'],
+      ],
+      body,
+    });
+  const text = (body: string) =>
+    build({
+      method: 'POST',
+      target: '/t',
+      headers: [
+        ['Host', 'gate.test'],
+        ['Content-Type', 'text/plain'],
+      ],
+      body,
+    });
+  const json = (body: string) =>
+    build({
+      method: 'POST',
+      target: '/j',
+      headers: [
+        ['Host', 'gate.test'],
+        ['Content-Type', 'application/json'],
+      ],
+      body,
+    });
   const query = (q: string) => build({ method: 'GET', target: `/s?${q}`, headers: [['Host', 'gate.test']] });
-  const header = (v: string) => build({ method: 'GET', target: '/', headers: [['Host', 'gate.test'], ['X-Data', v]] });
+  const header = (v: string) =>
+    build({
+      method: 'GET',
+      target: '/',
+      headers: [
+        ['Host', 'gate.test'],
+        ['X-Data', v],
+      ],
+    });
   return [
     { name: 'long: numbers, then 1 or true', bytes: form(`a=${big(12000, '1,')}&b=1 or true`) },
     { name: 'long: http: repeated, then an internal URL', bytes: form(`a=${big(12000, 'http:a.b.')}&u=http://127.0.0.1/`) },
@@ -112,8 +166,28 @@ function longCases(): Case[] {
     { name: 'long: long fields, the last one repeating the first name', bytes: form(`${Array.from({ length: 148 }, (_, i) => `k${i}=${big(100, 'v')}`).join('&')}&k0=1 or true`) },
     { name: 'long: long fields, the last two with one name', bytes: form(`${Array.from({ length: 147 }, (_, i) => `k${i}=${big(100, 'v')}`).join('&')}&z=1&z=or true`) },
     { name: 'long: a long query, the last two parameters with one name', bytes: query(`${Array.from({ length: 147 }, (_, i) => `k${i}=${big(50, 'v')}`).join('&')}&z=1&z=or true`) },
-    { name: 'long: many cookies, the last two with one name', bytes: build({ method: 'GET', target: '/', headers: [['Host', 'gate.test'], ['Cookie', `${Array.from({ length: 140 }, (_, i) => `c${i}=${big(80, 'v')}`).join('; ')}; z=1; z=or true`]] }) },
-    { name: 'long: many cookies, the last one repeating the first name', bytes: build({ method: 'GET', target: '/', headers: [['Host', 'gate.test'], ['Cookie', `${Array.from({ length: 140 }, (_, i) => `c${i}=${big(60, 'v')}`).join('; ')}; c0=1 or true`]] }) },
+    {
+      name: 'long: many cookies, the last two with one name',
+      bytes: build({
+        method: 'GET',
+        target: '/',
+        headers: [
+          ['Host', 'gate.test'],
+          ['Cookie', `${Array.from({ length: 140 }, (_, i) => `c${i}=${big(80, 'v')}`).join('; ')}; z=1; z=or true`],
+        ],
+      }),
+    },
+    {
+      name: 'long: many cookies, the last one repeating the first name',
+      bytes: build({
+        method: 'GET',
+        target: '/',
+        headers: [
+          ['Host', 'gate.test'],
+          ['Cookie', `${Array.from({ length: 140 }, (_, i) => `c${i}=${big(60, 'v')}`).join('; ')}; c0=1 or true`],
+        ],
+      }),
+    },
     { name: 'long: a query of semicolons, then a repeated name', bytes: query(`a=${big(7000, ';')}&b=1&a=or true`) },
     { name: 'long: question marks, then a repeated name', bytes: query(`a=${big(7000, '?a=')}&id=1&id=or true`) },
     { name: 'long: a number and pluses, then or', bytes: form(`a=1${big(12000, '+')}or 1=1`) },
@@ -125,13 +199,59 @@ function longCases(): Case[] {
     { name: 'binary: a control character at byte 512, after an attack', bytes: text(`q=1 or 1=1 ${big(512 - 11, 'a')}\x01`) },
     { name: 'binary: a control character at byte 511, after an attack', bytes: text(`q=1 or 1=1 ${big(511 - 11, 'a')}\x01`) },
     { name: 'binary: 512 bytes of UTF-8 text, a control character, an attack', bytes: text(`${latin1(Buffer.from('é'.repeat(256)))}\x01 x' or 1=1-- `) },
-    { name: 'binary: a form type first, a binary type second', bytes: build({ method: 'POST', target: '/f', headers: [['Host', 'gate.test'], ['Content-Type', 'application/x-www-form-urlencoded'], ['Content-Type', 'application/octet-stream']], body: "\x01=1&q=1' or 1=1-- " }) },
-    { name: 'binary: a binary type first, a form type second', bytes: build({ method: 'POST', target: '/f', headers: [['Host', 'gate.test'], ['Content-Type', 'application/octet-stream'], ['Content-Type', 'application/x-www-form-urlencoded']], body: "\x01=1&q=1' or 1=1-- " }) },
-    { name: 'binary: a form named in capitals in a parameter', bytes: build({ method: 'POST', target: '/f', headers: [['Host', 'gate.test'], ['Content-Type', 'text/plain; profile=FORM']], body: "\x02 q=1' or 1=1-- " }) },
-    { name: 'binary: no Content-Type', bytes: build({ method: 'POST', target: '/f', headers: [['Host', 'gate.test']], body: "\x0e <script>alert(1)</script>" }) },
+    {
+      name: 'binary: a form type first, a binary type second',
+      bytes: build({
+        method: 'POST',
+        target: '/f',
+        headers: [
+          ['Host', 'gate.test'],
+          ['Content-Type', 'application/x-www-form-urlencoded'],
+          ['Content-Type', 'application/octet-stream'],
+        ],
+        body: "\x01=1&q=1' or 1=1-- ",
+      }),
+    },
+    {
+      name: 'binary: a binary type first, a form type second',
+      bytes: build({
+        method: 'POST',
+        target: '/f',
+        headers: [
+          ['Host', 'gate.test'],
+          ['Content-Type', 'application/octet-stream'],
+          ['Content-Type', 'application/x-www-form-urlencoded'],
+        ],
+        body: "\x01=1&q=1' or 1=1-- ",
+      }),
+    },
+    {
+      name: 'binary: a form named in capitals in a parameter',
+      bytes: build({
+        method: 'POST',
+        target: '/f',
+        headers: [
+          ['Host', 'gate.test'],
+          ['Content-Type', 'text/plain; profile=FORM'],
+        ],
+        body: "\x02 q=1' or 1=1-- ",
+      }),
+    },
+    { name: 'binary: no Content-Type', bytes: build({ method: 'POST', target: '/f', headers: [['Host', 'gate.test']], body: '\x0e <script>alert(1)</script>' }) },
     { name: 'binary: a byte-order mark, a control character, an attack', bytes: text(`\xff\xfe\x01<script>alert(1)</script>`) },
     { name: 'binary: a JSON body with a control character', bytes: json(`{"a":"\x1f","q":"1' or 1=1-- "}`) },
-    { name: 'binary: a serialized Java object', bytes: build({ method: 'POST', target: '/o', headers: [['Host', 'gate.test'], ['Content-Type', 'application/x-java-serialized-object']], body: '\xac\xed\x00\x05sr\x00\x11java.util.HashMap' }) },
+    {
+      name: 'binary: a serialized Java object',
+      bytes: build({
+        method: 'POST',
+        target: '/o',
+        headers: [
+          ['Host', 'gate.test'],
+          ['Content-Type', 'application/x-java-serialized-object'],
+        ],
+        body: '\xac\xed\x00\x05sr\x00\x11java.util.HashMap',
+      }),
+    },
     { name: 'long: many parameters (the budget joins the rest)', bytes: query(Array.from({ length: 1400 }, (_, i) => (i === 1300 ? 'a=1' : i === 1301 ? 'b=or true' : `k${i}=v`)).join('&')) },
   ];
 }
@@ -144,10 +264,78 @@ function longCases(): Case[] {
  */
 function fuzzCases(vocabulary: readonly string[], attacks: readonly string[], runs: number, seed: number): Case[] {
   const inAlphabet = (s: string) => /^[A-Za-z0-9 _.,/:@=+~();&?#!^|{}[\]*"'\u0080-\uffff-]*$/.test(s);
-  const glue = [' ', '  ', '+', ',', ';', '(', ')', '=', '|', '||', '&', '&&', '.', '/', ':', "'", '"', '#', '--', '-', '{', '}', '{{', '[', ']', '!', '?', '*', '/**/', '@', '@@', '^', '~', '..', '../', '://', '%20', '%2520', '%27', '%22', '%3b', '%26', '%2f', '%3d', '%2c', '%28', '%29', '%7c', '%23', '%3a', '%40', '\u00a0', 'é', '中'];
+  const glue = [
+    ' ',
+    '  ',
+    '+',
+    ',',
+    ';',
+    '(',
+    ')',
+    '=',
+    '|',
+    '||',
+    '&',
+    '&&',
+    '.',
+    '/',
+    ':',
+    "'",
+    '"',
+    '#',
+    '--',
+    '-',
+    '{',
+    '}',
+    '{{',
+    '[',
+    ']',
+    '!',
+    '?',
+    '*',
+    '/**/',
+    '@',
+    '@@',
+    '^',
+    '~',
+    '..',
+    '../',
+    '://',
+    '%20',
+    '%2520',
+    '%27',
+    '%22',
+    '%3b',
+    '%26',
+    '%2f',
+    '%3d',
+    '%2c',
+    '%28',
+    '%29',
+    '%7c',
+    '%23',
+    '%3a',
+    '%40',
+    '\u00a0',
+    'é',
+    '中',
+  ];
   const outside = ['\t', '\n', '%', '<', '>', '$', '`', '\\', '%0a', '&#39;', '&lt;', '\\u0027', '\u0000', '%00', '%c0%ae', '\uff0e'];
   const numbers = ['1', '0', '-1', '2.5', '0x1f', '1e0', '10', '123', '(1)', '1)', '.5'];
-  const hosts = ['127.0.0.1', 'localhost', 'example.com', 'a.internal', '169.254.169.254', '10.0.0.1', 'evil.example', '0x7f000001', 'user@127.0.0.1', 'metadata.google.internal', 'a.b.nip.io', 'x.com:80'];
+  const hosts = [
+    '127.0.0.1',
+    'localhost',
+    'example.com',
+    'a.internal',
+    '169.254.169.254',
+    '10.0.0.1',
+    'evil.example',
+    '0x7f000001',
+    'user@127.0.0.1',
+    'metadata.google.internal',
+    'a.b.nip.io',
+    'x.com:80',
+  ];
   const words = vocabulary.filter(inAlphabet);
   const token = (strict: boolean) =>
     fc.oneof(
@@ -202,7 +390,8 @@ function fuzzCases(vocabulary: readonly string[], attacks: readonly string[], ru
       const name = `fuzz ${strict ? 'alphabet' : 'any'} ${where} ${how} ${JSON.stringify(vals)}`;
       // repeated names: the detectors join their values (with "," and with a blank)
       if (where === 'split-query') return { name, bytes: build({ method: 'GET', target: `/s?${vals.map((v) => `q=${pct(v, /[!-~]/, /[#&%+\s]/)}`).join('&')}`, headers: h }) };
-      if (where === 'split-form') return { name, bytes: build({ method: 'POST', target: '/f', headers: [...h, ['Content-Type', 'application/x-www-form-urlencoded']], body: vals.map((v) => `q=${formEnc(v)}`).join('&') }) };
+      if (where === 'split-form')
+        return { name, bytes: build({ method: 'POST', target: '/f', headers: [...h, ['Content-Type', 'application/x-www-form-urlencoded']], body: vals.map((v) => `q=${formEnc(v)}`).join('&') }) };
       if (where === 'split-cookie') return { name, bytes: build({ method: 'GET', target: '/', headers: [...h, ['Cookie', vals.map((v) => `q=${pct(v, /[!-~]/, /[;%\s]/)}`).join('; ')]] }) };
       if (where === 'binary') {
         const text = latin1(Buffer.from(vals.join(' '), 'utf8')).padEnd(bin.at, ' ');
@@ -240,7 +429,13 @@ describe('the gate in front of the attack detectors, through a real HAProxy', ()
 
   test('our corpora in every part of a request, the code markers, long inputs: whatever the detectors find, the gate fires', async () => {
     const { markers } = await engineTables();
-    const values = [...corpusValues().map((v) => ({ name: v.file, value: v.value })), ...markers.flatMap((m) => [{ name: "CODE_MARKERS", value: m }, { name: "CODE_MARKERS", value: `x ${m}(1)` }])];
+    const values = [
+      ...corpusValues().map((v) => ({ name: v.file, value: v.value })),
+      ...markers.flatMap((m) => [
+        { name: 'CODE_MARKERS', value: m },
+        { name: 'CODE_MARKERS', value: `x ${m}(1)` },
+      ]),
+    ];
     const cases: Case[] = [...longCases()];
     for (const v of values) for (const p of PLACEMENTS) cases.push({ name: `${v.name} in ${p}: ${JSON.stringify(v.value).slice(0, 120)}`, bytes: place(v.value, p) });
     const outcomes = await run(proxy, cases);
@@ -251,11 +446,13 @@ describe('the gate in front of the attack detectors, through a real HAProxy', ()
     console.log(`# corpora: ${cases.length} requests; ordinary values in a query string or JSON body skipping the detectors: ${percent(share(ordinary))}`);
   });
 
-  test('a fuzzer mixing the engine\'s vocabulary, separators and encodings: whatever the detectors find, the gate fires', async () => {
+  test("a fuzzer mixing the engine's vocabulary, separators and encodings: whatever the detectors find, the gate fires", async () => {
     const seed = Number(process.env.RAMPART_GATE_SEED ?? Date.now() % 2 ** 31);
     const runs = Number(process.env.RAMPART_GATE_RUNS ?? 6000);
     const vocabulary = engineVocabulary(detectEngineSource());
-    const attacks = corpusValues().filter((v) => v.file.startsWith('attacks/')).map((v) => v.value);
+    const attacks = corpusValues()
+      .filter((v) => v.file.startsWith('attacks/'))
+      .map((v) => v.value);
     const outcomes = await run(proxy, fuzzCases(vocabulary, attacks, runs, seed));
     const found = outcomes.filter((o) => o.finding !== '-').length;
     console.log(`# fuzzer (seed ${seed}, RAMPART_GATE_SEED to repeat): ${outcomes.length} requests, ${found} with a finding, ${percent(share(outcomes))} passed the gate clean`);
@@ -264,17 +461,24 @@ describe('the gate in front of the attack detectors, through a real HAProxy', ()
   });
 
   const blaze = loadBlazehttp();
-  test('the BlazeHTTP corpus: no finding hidden, and most ordinary requests skip the detectors', { skip: blaze ? false : BLAZEHTTP ? `no corpus at ${BLAZEHTTP}` : 'RAMPART_BLAZEHTTP names no corpus file' }, async () => {
-    const outcomes = await run(proxy, blaze!.map((c) => ({ name: `${c.kind} ${c.id}`, bytes: c.bytes })));
-    assertNothingHidden(outcomes, 'BlazeHTTP');
-    const benign = outcomes.filter((o) => o.name.startsWith('benign ') && o.finding !== 'not-recorded');
-    const attacks = outcomes.filter((o) => o.name.startsWith('attack ') && o.finding !== 'not-recorded');
-    const caught = attacks.filter((o) => o.finding !== '-').length;
-    console.log(
-      `# BlazeHTTP: ${outcomes.length} requests (${outcomes.length - benign.length - attacks.length} refused by HAProxy itself); ` +
-        `ordinary ones skipping the detectors: ${percent(share(benign))} of ${benign.length}; ` +
-        `attacks the detectors find: ${caught} of ${attacks.length}, all through the gate`,
-    );
-    assert.ok(share(benign) > 0.8, `only ${percent(share(benign))} of the ordinary requests skip the detectors`);
-  });
+  test(
+    'the BlazeHTTP corpus: no finding hidden, and most ordinary requests skip the detectors',
+    { skip: blaze ? false : BLAZEHTTP ? `no corpus at ${BLAZEHTTP}` : 'RAMPART_BLAZEHTTP names no corpus file' },
+    async () => {
+      const outcomes = await run(
+        proxy,
+        blaze!.map((c) => ({ name: `${c.kind} ${c.id}`, bytes: c.bytes })),
+      );
+      assertNothingHidden(outcomes, 'BlazeHTTP');
+      const benign = outcomes.filter((o) => o.name.startsWith('benign ') && o.finding !== 'not-recorded');
+      const attacks = outcomes.filter((o) => o.name.startsWith('attack ') && o.finding !== 'not-recorded');
+      const caught = attacks.filter((o) => o.finding !== '-').length;
+      console.log(
+        `# BlazeHTTP: ${outcomes.length} requests (${outcomes.length - benign.length - attacks.length} refused by HAProxy itself); ` +
+          `ordinary ones skipping the detectors: ${percent(share(benign))} of ${benign.length}; ` +
+          `attacks the detectors find: ${caught} of ${attacks.length}, all through the gate`,
+      );
+      assert.ok(share(benign) > 0.8, `only ${percent(share(benign))} of the ordinary requests skip the detectors`);
+    },
+  );
 });

@@ -10,7 +10,9 @@ export const SEPARATOR = '\n----------\n';
  * UPDATE_GOLDEN=1 rewrites the expected part from the current renderer (review the diff!).
  */
 export function goldenSuite(dir: string, render: (input: any) => string): void {
-  for (const name of readdirSync(dir).filter((f) => f.endsWith('.golden')).sort()) {
+  for (const name of readdirSync(dir)
+    .filter((f) => f.endsWith('.golden'))
+    .sort()) {
     test(`golden ${name}`, () => {
       const path = join(dir, name);
       const text = readFileSync(path, 'utf8');

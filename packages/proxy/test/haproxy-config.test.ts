@@ -31,7 +31,8 @@ const STATIC_ASSETS = new Map([...Object.entries(WAF_ASSETS), ...Object.entries(
 function renderAll(input: { snapshot: ServerSnapshot; options: RenderOptions; target: RenderTarget }): string {
   const { files, hash } = renderHaproxyConfig(input.snapshot, input.options, input.target);
   const names = Object.keys(files).sort();
-  const shown = (n: string) => (STATIC_ASSETS.get(n) === files[n] ? `(static asset: ${Buffer.byteLength(files[n]!)} bytes, sha256 ${createHash('sha256').update(files[n]!).digest('hex')})\n` : files[n]);
+  const shown = (n: string) =>
+    STATIC_ASSETS.get(n) === files[n] ? `(static asset: ${Buffer.byteLength(files[n]!)} bytes, sha256 ${createHash('sha256').update(files[n]!).digest('hex')})\n` : files[n];
   return [...names.map((n) => `==> ${n} <==\n${shown(n)}`), `==> hash <==\n${hash}\n`].join('');
 }
 
@@ -42,7 +43,7 @@ const TARGET: RenderTarget = { configDir: '/var/lib/rampart/haproxy/cfg-01234567
 
 let nextId = 0;
 function domain(name: string, origins: { ip: string; port: number }[] = [{ ip: '10.0.0.1', port: 80 }]): SnapshotDomain {
-  return { id: `00000000-0000-4000-8000-${String(++nextId).padStart(12, "0")}`, domain: name, origins, sslEnabled: true, wafEnabled: true, wafLevel: 'medium' };
+  return { id: `00000000-0000-4000-8000-${String(++nextId).padStart(12, '0')}`, domain: name, origins, sslEnabled: true, wafEnabled: true, wafLevel: 'medium' };
 }
 function snapshot(domains: SnapshotDomain[], revision = 1): ServerSnapshot {
   return { serverId: 'srv-1', revision, domains, rules: [] };
@@ -90,7 +91,17 @@ describe('hostile strings never reach the configuration', () => {
     for (const ip of ips) {
       assert.throws(() => renderHaproxyConfig(snapshot([domain('example.com', [{ ip, port: 80 }])]), OPTIONS, TARGET), UnsafeValueError, JSON.stringify(ip));
       assert.throws(
-        () => renderHaproxyConfig(snapshot([domain('example.com', [{ ip: '10.0.0.2', port: 80 }, { ip, port: 80 }])]), OPTIONS, TARGET),
+        () =>
+          renderHaproxyConfig(
+            snapshot([
+              domain('example.com', [
+                { ip: '10.0.0.2', port: 80 },
+                { ip, port: 80 },
+              ]),
+            ]),
+            OPTIONS,
+            TARGET,
+          ),
         UnsafeValueError,
         JSON.stringify(ip),
       );
@@ -157,18 +168,14 @@ const label = fc.stringMatching(/^[a-z]{1,12}$/);
 const hostname = fc.array(label, { minLength: 2, maxLength: 4 }).map((ls) => ls.join('.'));
 const ipv4 = fc.tuple(fc.nat(255), fc.nat(255), fc.nat(255), fc.nat(255)).map((o) => o.join('.'));
 const origin = fc.record({ ip: ipv4, port: fc.integer({ min: 1, max: 65535 }) });
-const validSnapshot = fc
-  .uniqueArray(fc.record({ name: hostname, origins: fc.array(origin, { minLength: 1, maxLength: 4 }) }), { selector: (d) => d.name, maxLength: 8 })
-  .chain((ds) =>
-    fc.tuple(fc.uuid(), fc.nat()).map(
-      ([serverId, revision]): ServerSnapshot => ({
-        serverId,
-        revision,
-        domains: ds.map((d, i) => ({ id: `00000000-0000-4000-9000-${String(i).padStart(12, "0")}`, domain: d.name, origins: d.origins, sslEnabled: true, wafEnabled: true, wafLevel: 'medium' })),
-        rules: [],
-      }),
-    ),
-  );
+const validSnapshot = fc.uniqueArray(fc.record({ name: hostname, origins: fc.array(origin, { minLength: 1, maxLength: 4 }) }), { selector: (d) => d.name, maxLength: 8 }).chain((ds) =>
+  fc.tuple(fc.uuid(), fc.nat()).map(([serverId, revision]): ServerSnapshot => ({
+    serverId,
+    revision,
+    domains: ds.map((d, i) => ({ id: `00000000-0000-4000-9000-${String(i).padStart(12, '0')}`, domain: d.name, origins: d.origins, sslEnabled: true, wafEnabled: true, wafLevel: 'medium' })),
+    rules: [],
+  })),
+);
 
 describe('properties of random valid snapshots', () => {
   test('one backend per domain plus default_404, and each domain mapped exactly once to its backend', () => {
@@ -236,22 +243,41 @@ describe('HAProxy accepts the rendered configuration', { skip: skipUnless(exists
     assert.equal(res.status, 0, output);
     assert.doesNotMatch(output, /\[ALERT\]/, output);
     const warnings = output.split('\n').filter((l) => l.includes('[WARNING]'));
-    assert.deepEqual(warnings.filter((l) => !allowed?.test(l)), [], output);
+    assert.deepEqual(
+      warnings.filter((l) => !allowed?.test(l)),
+      [],
+      output,
+    );
     return output;
   }
 
   test('two domains with IPv4 and IPv6 origins pass haproxy -c', () => {
     check(
       snapshot([
-        domain('www.example.com', [{ ip: '10.0.0.1', port: 8080 }, { ip: '2001:db8::7', port: 80 }]),
-        domain('api.example-shop.co.uk', [{ ip: '192.0.2.10', port: 443 }, { ip: '::ffff:192.0.2.11', port: 8443 }, { ip: '::1', port: 65535 }]),
+        domain('www.example.com', [
+          { ip: '10.0.0.1', port: 8080 },
+          { ip: '2001:db8::7', port: 80 },
+        ]),
+        domain('api.example-shop.co.uk', [
+          { ip: '192.0.2.10', port: 443 },
+          { ip: '::ffff:192.0.2.11', port: 8443 },
+          { ip: '::1', port: 65535 },
+        ]),
       ]),
       'two-domains',
     );
   });
 
   test('origins by name pass haproxy -c; a name that does not resolve only disables its server (init-addr none)', () => {
-    check(snapshot([domain('www.example.com', [{ host: 'localhost', port: 8080 }, { ip: '10.0.0.1', port: 80 }] as never)]), 'named-origins');
+    check(
+      snapshot([
+        domain('www.example.com', [
+          { host: 'localhost', port: 8080 },
+          { ip: '10.0.0.1', port: 80 },
+        ] as never),
+      ]),
+      'named-origins',
+    );
     const out = check(
       snapshot([domain('www.example.com', [{ host: 'no-such-origin.invalid', port: 80 }] as never)]),
       'unresolved-origin',
@@ -280,8 +306,7 @@ describe('the renderer re-checks every rule and WAF setting itself', () => {
     domains: [{ id: id(1), domain: 'shop.example.com', origins: [{ ip: '10.0.0.1', port: 80 }], sslEnabled: false, wafEnabled: true, wafLevel: 'high' }],
     rules: [],
   });
-  const render = (s: ServerSnapshot) =>
-    renderHaproxyConfig(s, { httpBind: { address: '*', port: 80 }, runDir: '/run/rampart' }, { configDir: '/etc/rampart/cfg' });
+  const render = (s: ServerSnapshot) => renderHaproxyConfig(s, { httpBind: { address: '*', port: 80 }, runDir: '/run/rampart' }, { configDir: '/etc/rampart/cfg' });
 
   test('values the API would never store are refused, not written', () => {
     const hostile: [SnapshotRule['type'], string][] = [
@@ -351,7 +376,9 @@ describe('the renderer re-checks every rule and WAF setting itself', () => {
     s.domains[0]!.wafCompressedBodies = 'refuse';
     s.customRules = [{ id: id(9), expression: 'http.request.uri.path eq "/admin"', action: 'log', priority: 1, domainId: null }];
     const cfg = renderHaproxyConfig(s, { httpBind: { address: '*', port: 80 }, runDir: '/run/rampart', eventsPort: 5514 }, { configDir: '/etc/rampart/cfg' }).files['haproxy.cfg']!;
-    const paths = [...cfg.matchAll(/\n    http-request set-var\(txn\.rp_path\) path,bytes\(0,256\),url_enc (if .*)\n    http-request set-var\(txn\.rp_query\) query,bytes\(0,192\),url_enc (if .*)\n/g)];
+    const paths = [
+      ...cfg.matchAll(/\n    http-request set-var\(txn\.rp_path\) path,bytes\(0,256\),url_enc (if .*)\n    http-request set-var\(txn\.rp_query\) query,bytes\(0,192\),url_enc (if .*)\n/g),
+    ];
     assert.equal(paths.length, cfg.split('set-var(txn.rp_path)').length - 1, 'every path line is followed by its query line');
     assert.ok(paths.length >= 3, `the answer block, the compressed body detection and the logged custom rule: ${paths.length}`);
     for (const m of paths) assert.equal(m[2], m[1], 'under the same condition');
@@ -364,23 +391,42 @@ describe('the renderer re-checks every rule and WAF setting itself', () => {
   };
 
   test('bot keys: ids and secrets of their form or refused; the engine gets each key (current first), the configuration none', () => {
-    for (const bad of [{ id: 'K1', secret: 'ab'.repeat(32) }, { id: 'k1 }', secret: 'ab'.repeat(32) }, { id: 'k1', secret: 'xyz' }, { id: 'k1', secret: 'ab'.repeat(8) }]) {
+    for (const bad of [
+      { id: 'K1', secret: 'ab'.repeat(32) },
+      { id: 'k1 }', secret: 'ab'.repeat(32) },
+      { id: 'k1', secret: 'xyz' },
+      { id: 'k1', secret: 'ab'.repeat(8) },
+    ]) {
       const s = botOn();
       s.botKeys = [bad];
       assert.throws(() => render(s), UnsafeValueError, JSON.stringify(bad));
     }
     const s = botOn();
-    s.botKeys = [{ id: 'k2', secret: 'ab'.repeat(32) }, { id: 'k1', secret: 'cd'.repeat(32) }];
+    s.botKeys = [
+      { id: 'k2', secret: 'ab'.repeat(32) },
+      { id: 'k1', secret: 'cd'.repeat(32) },
+    ];
     const files = render(s).files;
     const cfg = files['haproxy.cfg']!;
     const data = files['waf_data.lua']!;
     const keys = [...data.matchAll(/\{ id = "(k\d)", secret = "[^"]+", inner = "([0-9a-f]{64})", outer = "([0-9a-f]{64})" \}/g)].map((m) => [m[1], m[2], m[3]]);
-    assert.deepEqual(keys, [['k2', cookieKeys('ab'.repeat(32)).inner, cookieKeys('ab'.repeat(32)).outer], ['k1', cookieKeys('cd'.repeat(32)).inner, cookieKeys('cd'.repeat(32)).outer]], 'the current key first: it signs; the previous one only verifies');
+    assert.deepEqual(
+      keys,
+      [
+        ['k2', cookieKeys('ab'.repeat(32)).inner, cookieKeys('ab'.repeat(32)).outer],
+        ['k1', cookieKeys('cd'.repeat(32)).inner, cookieKeys('cd'.repeat(32)).outer],
+      ],
+      'the current key first: it signs; the previous one only verifies',
+    );
     // The cookie is checked natively with the derived keys from map files (current first); a
     // connection that showed a verified cookie passes on one comparison; no key is in the configuration.
     assert.equal(files['bot_inner.map'], `k2 ${cookieKeys('ab'.repeat(32)).inner}\nk1 ${cookieKeys('cd'.repeat(32)).inner}\n`);
     assert.equal(files['bot_outer.map'], `k2 ${cookieKeys('ab'.repeat(32)).outer}\nk1 ${cookieKeys('cd'.repeat(32)).outer}\n`);
-    assert.ok(cfg.includes('http-request set-var(txn.rp_cookie_ok) bool(1) if { req.cook(rampart_bot),strcmp(sess.rp_okck) eq 0 } { req.fhdr(user-agent),strcmp(sess.rp_okua) eq 0 } { var(txn.rp_domain),strcmp(sess.rp_okdom) eq 0 } { date,sub(sess.rp_okexp) -m int lt 0 }'));
+    assert.ok(
+      cfg.includes(
+        'http-request set-var(txn.rp_cookie_ok) bool(1) if { req.cook(rampart_bot),strcmp(sess.rp_okck) eq 0 } { req.fhdr(user-agent),strcmp(sess.rp_okua) eq 0 } { var(txn.rp_domain),strcmp(sess.rp_okdom) eq 0 } { date,sub(sess.rp_okexp) -m int lt 0 }',
+      ),
+    );
     for (const secret of ['ab'.repeat(32), 'cd'.repeat(32)]) {
       for (const k of [secret, Buffer.from(secret, 'hex').toString('base64'), cookieKeys(secret).inner, cookieKeys(secret).outer]) assert.ok(!cfg.includes(k), 'no key material in haproxy.cfg');
     }
@@ -402,13 +448,26 @@ describe('the renderer re-checks every rule and WAF setting itself', () => {
 
   test('search crawlers: a claim by the one User-Agent header, verified addresses from the agent, neither in the hash', () => {
     const s = botOn();
-    const target = { configDir: '/etc/rampart/cfg', verifiedCrawlers: new Map([['192.0.2.7', 'google'], ['2001:db8::7', 'bing']]) };
+    const target = {
+      configDir: '/etc/rampart/cfg',
+      verifiedCrawlers: new Map([
+        ['192.0.2.7', 'google'],
+        ['2001:db8::7', 'bing'],
+      ]),
+    };
     const out = renderHaproxyConfig(s, OPTIONS, target);
     assert.equal(out.files['verified_crawlers.map'], '192.0.2.7 google\n2001:db8::7 bing\n');
     assert.match(out.files['crawlers.map']!, /^googlebot google$/m);
-    assert.match(out.files['haproxy.cfg']!, /set-var\(txn\.rp_claim\) req\.fhdr\(user-agent\),lower,map_sub\(\/etc\/rampart\/cfg\/crawlers\.map\) if .*!\{ var\(txn\.rp_cookie_ok\) -m found \} \{ req\.fhdr_cnt\(user-agent\) eq 1 \}/);
+    assert.match(
+      out.files['haproxy.cfg']!,
+      /set-var\(txn\.rp_claim\) req\.fhdr\(user-agent\),lower,map_sub\(\/etc\/rampart\/cfg\/crawlers\.map\) if .*!\{ var\(txn\.rp_cookie_ok\) -m found \} \{ req\.fhdr_cnt\(user-agent\) eq 1 \}/,
+    );
     assert.equal(out.hash, renderHaproxyConfig(s, OPTIONS, { configDir: '/etc/rampart/cfg' }).hash, 'verifications do not change the hash');
-    for (const bad of [['192.0.2.7\n0.0.0.0/0', 'google'], ['192.0.2.7', 'evil'], ['192.0.2.7', 'google x']]) {
+    for (const bad of [
+      ['192.0.2.7\n0.0.0.0/0', 'google'],
+      ['192.0.2.7', 'evil'],
+      ['192.0.2.7', 'google x'],
+    ]) {
       assert.throws(() => renderHaproxyConfig(s, OPTIONS, { configDir: '/etc/rampart/cfg', verifiedCrawlers: new Map([bad as [string, string]]) }), UnsafeValueError, bad.join(' '));
     }
   });
@@ -421,9 +480,7 @@ describe('the health path (the service probe, docs/dns-failover.md)', () => {
     for (const s of [snapshot([]), snapshot([domain('a.example.com'), domain('b.example.com')])]) {
       const cfg = renderHaproxyConfig(s, { ...OPTIONS, acmePort: 8402, eventsPort: 5140 }, TARGET).files['haproxy.cfg']!;
       const lines = cfg.split('\n').filter((l) => l.includes('/.well-known/rampart/health'));
-      assert.deepEqual(lines, [
-        '    http-request return status 200 content-type text/plain string ok hdr cache-control no-store if { path -m str /.well-known/rampart/health } METH_GET',
-      ]);
+      assert.deepEqual(lines, ['    http-request return status 200 content-type text/plain string ok hdr cache-control no-store if { path -m str /.well-known/rampart/health } METH_GET']);
       const frontend = frontendOf(cfg);
       assert.ok(frontend.includes(lines[0]!), 'in frontend http_in');
       // Before the first routing decision (the ACME responder, then the domain map); the WAF runs in the domain backends.

@@ -17,12 +17,15 @@ const worker = runInNewContext(`${source};({ sha256, wordZeroBits, byteZeroBits,
 };
 const hex = (words: Int32Array) => [...words].map((w) => (w >>> 0).toString(16).padStart(8, '0')).join('');
 
-test('the worker\'s SHA-256 equals node\'s for ASCII strings of every block count', () => {
+test("the worker's SHA-256 equals node's for ASCII strings of every block count", () => {
   for (const s of ['', 'abc', 'a'.repeat(55), 'a'.repeat(56), 'a'.repeat(64), 'x'.repeat(119), 'k2.1795504517.14.00ff00ff00ff00ff.' + 'e'.repeat(64) + '123456']) {
     assert.equal(hex(worker.sha256(s)), createHash('sha256').update(s).digest('hex'), JSON.stringify(s));
   }
   fc.assert(
-    fc.property(fc.string({ unit: fc.integer({ min: 0x20, max: 0x7e }).map((c) => String.fromCharCode(c)), maxLength: 300 }), (s) => hex(worker.sha256(s)) === createHash('sha256').update(s).digest('hex')),
+    fc.property(
+      fc.string({ unit: fc.integer({ min: 0x20, max: 0x7e }).map((c) => String.fromCharCode(c)), maxLength: 300 }),
+      (s) => hex(worker.sha256(s)) === createHash('sha256').update(s).digest('hex'),
+    ),
   );
 });
 
@@ -42,7 +45,13 @@ test('the worker and the node solver find the same first counter', () => {
   const token = 'k2.1795504517.12.00ff00ff00ff00ff.' + 'a'.repeat(64);
   const { counter } = solveChallenge(token, 12);
   assert.equal(worker.withScript(token, 12, 0, 1), counter);
-  assert.ok(leadingZeroBits(createHash('sha256').update(token + counter).digest()) >= 12);
+  assert.ok(
+    leadingZeroBits(
+      createHash('sha256')
+        .update(token + counter)
+        .digest(),
+    ) >= 12,
+  );
   // Two workers (step 2) from 0 and 1 together cover every counter: the first of the two is the same.
   assert.equal(Math.min(worker.withScript(token, 12, counter % 2, 2), worker.withScript(token, 12, 1 - (counter % 2), 2)), counter);
 });

@@ -27,7 +27,15 @@ const HIGH_VARIANTS: Record<string, Partial<ServerSnapshot['domains'][number]>> 
   watch: { wafLevel: 'high', wafMode: 'detect' },
 };
 const RULE = {
-  allow: id(10), block: id(11), blockMedium: id(12), rate: id(13), bot: id(14), gpt: id(15), claudeHigh: id(16), kp: id(17), irMedium: id(18),
+  allow: id(10),
+  block: id(11),
+  blockMedium: id(12),
+  rate: id(13),
+  bot: id(14),
+  gpt: id(15),
+  claudeHigh: id(16),
+  kp: id(17),
+  irMedium: id(18),
 } as const;
 const KEY = { id: 'k1', secret: 'ab'.repeat(32) };
 const BAD_UA = 'sqlmap/1.7';
@@ -64,7 +72,11 @@ function snapshot(botOn: boolean): ServerSnapshot {
   };
 }
 
-interface Seen { status: number; reason?: string | undefined; rule?: string | undefined }
+interface Seen {
+  status: number;
+  reason?: string | undefined;
+  rule?: string | undefined;
+}
 
 describe('the processing order, natively in HAProxy', () => {
   const tmp = mkdtempSync(join(tmpdir(), 'rampart-order-'));
@@ -148,7 +160,14 @@ describe('the processing order, natively in HAProxy', () => {
     `rampart_bot=${key.id}.${expiry}.${passCookieMac(key.secret, domain, ip, ua, expiry)}`;
   /** A request with a valid pass cookie for its source (bot protection on), else none. */
   const get = (server: 'bots' | 'nobots', level: string, from: string, headers: Record<string, string> = {}, path = '/', body?: Buffer) =>
-    send(ports[server]!, `${level}.order.test`, from, server === 'bots' && !('cookie' in headers) ? { cookie: cookie(from, headers['user-agent'] ?? UA, undefined, KEY, `${level}.order.test`), ...headers } : headers, path, body);
+    send(
+      ports[server]!,
+      `${level}.order.test`,
+      from,
+      server === 'bots' && !('cookie' in headers) ? { cookie: cookie(from, headers['user-agent'] ?? UA, undefined, KEY, `${level}.order.test`), ...headers } : headers,
+      path,
+      body,
+    );
 
   test('step 6: a clean request passes at every level, and with the WAF off', async () => {
     for (const level of ['low', 'medium', 'high', 'off']) {
@@ -254,7 +273,11 @@ describe('the processing order, natively in HAProxy', () => {
       const ip = level === 'medium' ? '127.0.24.1' : '127.0.24.2';
       const seen: Seen[] = [];
       for (let i = 0; i < RATE + 1; i++) seen.push(await get('bots', level, ip));
-      assert.deepEqual(seen.map((s) => s.status), [200, 200, 200, 429], level);
+      assert.deepEqual(
+        seen.map((s) => s.status),
+        [200, 200, 200, 429],
+        level,
+      );
       assert.deepEqual(seen.at(-1), { status: 429, reason: 'rate_limited', rule: RULE.rate });
     }
     for (let i = 0; i < RATE + 3; i++) assert.equal((await get('bots', 'low', '127.0.24.3')).status, 200, `low request ${i}`);
@@ -283,7 +306,12 @@ describe('the processing order, natively in HAProxy', () => {
     // A fresh source for every request: the rate limit (RATE a minute) counts by address.
     let n = 0;
     const from = () => `127.0.27.${++n}`;
-    for (const [encoding, body] of [['gzip', gzipSync(attack)], ['deflate', deflateSync(attack)], ['br', brotliCompressSync(attack)], ['identity, GZIP', gzipSync(attack)]] as const) {
+    for (const [encoding, body] of [
+      ['gzip', gzipSync(attack)],
+      ['deflate', deflateSync(attack)],
+      ['br', brotliCompressSync(attack)],
+      ['identity, GZIP', gzipSync(attack)],
+    ] as const) {
       assert.deepEqual(await get('nobots', 'high', from(), { ...json, 'content-encoding': encoding }, '/api', body), { status: 403, reason: 'compressed_body', rule: '-' }, encoding);
       assert.equal((await eventOf(lastToken)).action, 'block');
       // Below level high nothing reads bodies, and a domain may let compressed bodies through (uninspected).
@@ -294,7 +322,14 @@ describe('the processing order, natively in HAProxy', () => {
     // Content-Type that could name a text format, it is refused.
     const proto = { 'content-type': 'application/x-protobuf', 'content-encoding': 'gzip' };
     assert.equal((await get('nobots', 'high', from(), proto, '/api/logs', gzipSync(Buffer.from('\u0008\u0001\u0012\u0003abc')))).status, 200, 'compressed protobuf');
-    const twoTypes = await send(ports.nobots!, 'high.order.test', from(), { ...proto, 'content-type': ['application/x-protobuf', 'application/json'] as unknown as string }, '/api/logs', gzipSync(attack));
+    const twoTypes = await send(
+      ports.nobots!,
+      'high.order.test',
+      from(),
+      { ...proto, 'content-type': ['application/x-protobuf', 'application/json'] as unknown as string },
+      '/api/logs',
+      gzipSync(attack),
+    );
     assert.equal(twoTypes.reason, 'compressed_body', 'two Content-Types');
     // Chunked (no Content-Length) is refused the same way; identity, and an encoding without a body, pass.
     const chunked = await get('nobots', 'high', from(), { ...json, 'content-encoding': 'gzip', 'transfer-encoding': 'chunked' }, '/api', gzipSync(attack));

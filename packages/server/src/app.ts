@@ -112,10 +112,7 @@ function clientError(err: Error & { code?: string }, socket: Socket): void {
   }
   const [status, message] = clientErrorAnswer(err.code);
   const body = JSON.stringify({ error: message });
-  socket.end(
-    `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\n` +
-      `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
-  );
+  socket.end(`HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\n` + `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
 }
 
 export async function buildApp(options: AppOptions): Promise<App> {
@@ -203,7 +200,7 @@ export async function buildApp(options: AppOptions): Promise<App> {
     const policy = req.routeOptions.config.frozen ?? 'block';
     if (policy === 'allow') return done();
     if (policy === 'origins-only') {
-      const keys = Object.keys((req.body ?? {}));
+      const keys = Object.keys(req.body ?? {});
       if (keys.length === 1 && keys[0] === 'origins') return done();
     }
     done(new AppError('account_frozen'));
@@ -226,7 +223,9 @@ export async function buildApp(options: AppOptions): Promise<App> {
         return reply.code(400).send({ error: 'body: is not valid JSON' });
     }
     if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500) {
-      return reply.code(err.statusCode).send({ error: err.statusCode === 400 && err instanceof SyntaxError ? 'body: is not valid JSON' : err.message || STATUS_CODES[err.statusCode] || 'Bad request' });
+      return reply
+        .code(err.statusCode)
+        .send({ error: err.statusCode === 400 && err instanceof SyntaxError ? 'body: is not valid JSON' : err.message || STATUS_CODES[err.statusCode] || 'Bad request' });
     }
     req.log.error({ err }, 'unhandled error');
     return reply.code(500).send({ error: 'Internal server error' });

@@ -21,9 +21,12 @@ export interface Principal {
 /** How often lastUsedAt is refreshed: a key used every second does not write every second. */
 const LAST_USED_RESOLUTION_MS = 60_000;
 
-
 function principal(c: CachedCredential): Principal {
-  return { accountId: c.accountId, plan: c.plan as Plan, state: c.state as Principal['state'], via: c.kind === 'key' ? 'api_key' : 'session',
+  return {
+    accountId: c.accountId,
+    plan: c.plan as Plan,
+    state: c.state as Principal['state'],
+    via: c.kind === 'key' ? 'api_key' : 'session',
     actor: c.kind === 'key' ? { type: 'api_key', name: c.keyName ?? null, keyPrefix: c.keyPrefix ?? null } : { type: 'user', name: c.email ?? null, keyPrefix: null },
   };
 }
@@ -64,7 +67,8 @@ export async function authenticate(ctx: ServiceContext, request: FastifyRequest)
     const tokenHash = sha256(cookie);
     const now = ctx.now().getTime();
     let c = usable ? cache.get(`s:${tokenHash}`, now) : undefined;
-    if (c && !(now < c.expiresMs!)) c = undefined; // expired while cached
+    if (c && !(now < c.expiresMs!))
+      c = undefined; // expired while cached
     else if (!c) {
       const generation = cache.generation;
       const row = await credentialStore.findSession(ctx, tokenHash);

@@ -30,9 +30,7 @@ export type BusMessage =
  * holds of that account. Published in the transaction that stores the rows, so on PostgreSQL a
  * NOTIFY is delivered only once they are committed (and never for a rollback).
  */
-export type LiveMessage =
-  | { kind: 'live-events'; accountId: string; serverId: string; receivedAt: string }
-  | { kind: 'live-notification'; accountId: string; id: string };
+export type LiveMessage = { kind: 'live-events'; accountId: string; serverId: string; receivedAt: string } | { kind: 'live-notification'; accountId: string; id: string };
 
 /**
  * Tells the live streams (GET /api/stream) of every process about new rows, in the transaction

@@ -170,7 +170,6 @@ export class CredentialCache {
     this.generation++;
     this.entries.clear();
   }
-
 }
 
 const caches = new WeakMap<ServiceContext, CredentialCache>();

@@ -70,10 +70,10 @@ export function encodeCredentialMessage(m: CredentialMessage): string {
     m.kind === 'credential-ack'
       ? JSON.stringify({ kind: m.kind, nonce: m.nonce, from: m.from })
       : 'keyIds' in m
-      ? JSON.stringify({ kind: m.kind, keyIds: m.keyIds, nonce: m.nonce })
-      : 'tokenHashes' in m
-        ? JSON.stringify({ kind: m.kind, tokenHashes: m.tokenHashes, nonce: m.nonce })
-        : JSON.stringify({ kind: m.kind, accountIds: m.accountIds, nonce: m.nonce });
+        ? JSON.stringify({ kind: m.kind, keyIds: m.keyIds, nonce: m.nonce })
+        : 'tokenHashes' in m
+          ? JSON.stringify({ kind: m.kind, tokenHashes: m.tokenHashes, nonce: m.nonce })
+          : JSON.stringify({ kind: m.kind, accountIds: m.accountIds, nonce: m.nonce });
   if (Buffer.byteLength(text) > MAX_PAYLOAD_BYTES) throw new Error(`credential message of ${Buffer.byteLength(text)} bytes is too long`);
   return text;
 }

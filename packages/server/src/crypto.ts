@@ -95,11 +95,7 @@ const THREADPOOL_SIZE = Math.min(1024, Math.max(1, Number(process.env.UV_THREADP
  * that the caller gets 503 with Retry-After at once, so a burst of sign-ins cannot queue without
  * bound in front of everything else the threadpool does.
  */
-export const passwordHashing = new BoundedQueue(
-  Math.max(1, Math.min(availableParallelism(), THREADPOOL_SIZE - 1)),
-  64,
-  () => new AppError('hashing_busy', undefined, { retryAfterSeconds: 1 }),
-);
+export const passwordHashing = new BoundedQueue(Math.max(1, Math.min(availableParallelism(), THREADPOOL_SIZE - 1)), 64, () => new AppError('hashing_busy', undefined, { retryAfterSeconds: 1 }));
 
 function scryptQueued(password: string, salt: Buffer, keylen: number, params: { N: number; r: number; p: number }): Promise<Buffer> {
   return passwordHashing.run(

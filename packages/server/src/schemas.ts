@@ -1,4 +1,15 @@
-import { COMPRESSED_BODY_POLICIES, CUSTOM_RULE_ACTIONS, CUSTOM_RULE_NAME_MAX, EVENT_FIELD_MAX, RULE_LIMITS, RULE_RATE_LIMITS, RULE_TYPES, SSL_STATUSES, WAF_LEVELS, WAF_MODES } from '@rampart/protocol';
+import {
+  COMPRESSED_BODY_POLICIES,
+  CUSTOM_RULE_ACTIONS,
+  CUSTOM_RULE_NAME_MAX,
+  EVENT_FIELD_MAX,
+  RULE_LIMITS,
+  RULE_RATE_LIMITS,
+  RULE_TYPES,
+  SSL_STATUSES,
+  WAF_LEVELS,
+  WAF_MODES,
+} from '@rampart/protocol';
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
 
 // The HTTP edge: shapes, types and lengths. Semantic checks (hostnames, addresses, rule values)
@@ -63,8 +74,7 @@ const serverFields = {
   healthCheckedAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()], { description: 'When the last health check ran; null before the first' }),
   agentVersion: Type.Union([Type.String(), Type.Null()], { description: "The rampart version the server's agent said in its last hello (stored at every hello); null until one connects" }),
   agentRefused: Type.Union([Type.String(), Type.Null()], {
-    description:
-      "Why the control plane refused the agent's last hello: a protocol it cannot speak, with both versions named (the agent stays offline); null once an agent is accepted",
+    description: "Why the control plane refused the agent's last hello: a protocol it cannot speak, with both versions named (the agent stays offline); null once an agent is accepted",
   }),
   createdAt: Type.String({ format: 'date-time' }),
 };
@@ -79,7 +89,11 @@ export const Origin = Type.Object(
   {
     ip: Type.Optional(Type.String({ minLength: 1, maxLength: 45, description: 'IPv4 or IPv6 address; give ip or host, not both' })),
     host: Type.Optional(
-      Type.String({ minLength: 1, maxLength: 253, description: 'DNS name (such as origin.example.com or localhost) the shield servers resolve at run time, following its changes; give ip or host, not both' }),
+      Type.String({
+        minLength: 1,
+        maxLength: 253,
+        description: 'DNS name (such as origin.example.com or localhost) the shield servers resolve at run time, following its changes; give ip or host, not both',
+      }),
     ),
     port: Type.Integer({ minimum: 1, maximum: 65535 }),
   },
@@ -90,14 +104,23 @@ const domainSettable = {
   serverIds: Type.Array(Type.String({ maxLength: 100 }), { maxItems: 100, description: 'Shield servers of this account' }),
   sslEnabled: Type.Boolean({ description: 'Default true' }),
   wafEnabled: Type.Boolean({ description: 'Default true' }),
-  wafLevel: Type.Union(WAF_LEVELS.map((l) => Type.Literal(l)), { description: 'Default medium' }),
-  wafMode: Type.Union(WAF_MODES.map((m) => Type.Literal(m)), {
-    description: 'Default block. detect: the attack-detection step (level high) logs events marked not blocked and lets the request through; IP lists, bots and rate limits still act',
-  }),
-  wafCompressedBodies: Type.Union(COMPRESSED_BODY_POLICIES.map((m) => Type.Literal(m)), {
-    description:
-      'Default refuse. Level high: refuse answers 403 (reason compressed_body) to a request whose body is compressed (Content-Encoding other than identity), which no detector can read; allow lets it through uninspected',
-  }),
+  wafLevel: Type.Union(
+    WAF_LEVELS.map((l) => Type.Literal(l)),
+    { description: 'Default medium' },
+  ),
+  wafMode: Type.Union(
+    WAF_MODES.map((m) => Type.Literal(m)),
+    {
+      description: 'Default block. detect: the attack-detection step (level high) logs events marked not blocked and lets the request through; IP lists, bots and rate limits still act',
+    },
+  ),
+  wafCompressedBodies: Type.Union(
+    COMPRESSED_BODY_POLICIES.map((m) => Type.Literal(m)),
+    {
+      description:
+        'Default refuse. Level high: refuse answers 403 (reason compressed_body) to a request whose body is compressed (Content-Encoding other than identity), which no detector can read; allow lets it through uninspected',
+    },
+  ),
   dnsFailover: Type.Boolean({
     description:
       "Default false; only with PUT. DNS failover: the domain's A/AAAA records hold its healthy shield servers' addresses. Pro and Enterprise, at least 2 servers, a DNS provider connected (PUT /api/settings/dns)",
@@ -123,9 +146,12 @@ export const DomainView = Type.Object({
   origins: Type.Array(Type.Object({ ip: Type.Optional(Type.String()), host: Type.Optional(Type.String()), port: Type.Integer() }), { description: 'Each { ip, port } or { host, port }' }),
   serverIds: Type.Array(Type.String()),
   sslEnabled: Type.Boolean(),
-  sslStatus: Type.Union(SSL_STATUSES.map((s) => Type.Literal(s)), {
-    description: 'Certificate state: off (sslEnabled false), pending (being obtained), active (served by a shield server), error (see sslError)',
-  }),
+  sslStatus: Type.Union(
+    SSL_STATUSES.map((s) => Type.Literal(s)),
+    {
+      description: 'Certificate state: off (sslEnabled false), pending (being obtained), active (served by a shield server), error (see sslError)',
+    },
+  ),
   sslError: Type.Union([Type.String(), Type.Null()], { description: 'Why the certificate could not be obtained, as a shield server reported it' }),
   sslExpires: Type.Union([Type.String({ description: 'YYYY-MM-DD' }), Type.Null()], { description: 'Earliest expiry of the certificates in service' }),
   wafEnabled: Type.Boolean(),
@@ -156,10 +182,7 @@ export const RuleCreate = Type.Object(
   },
   strict,
 );
-export const RuleUpdate = Type.Object(
-  { value: Type.Optional(RuleValue), enabled: Type.Optional(Type.Boolean()), priority: Type.Optional(Priority) },
-  { ...strict, minProperties: 1 },
-);
+export const RuleUpdate = Type.Object({ value: Type.Optional(RuleValue), enabled: Type.Optional(Type.Boolean()), priority: Type.Optional(Priority) }, { ...strict, minProperties: 1 });
 export const RuleView = Type.Object({
   id: Type.String(),
   rule_type: Type.String(),
@@ -172,10 +195,17 @@ export const RuleView = Type.Object({
 });
 // Custom rules (docs/rules.md)
 const RuleName = Type.String({ minLength: 1, maxLength: CUSTOM_RULE_NAME_MAX, pattern: NO_CONTROL_CHARS });
-const RuleExpression = Type.String({ minLength: 1, maxLength: RULE_LIMITS.expression, description: "A subset of Cloudflare's Rules language, e.g. `http.request.uri.path eq \"/login\" and ip.src.country in {\"CN\" \"RU\"}`" });
-const CustomAction = Type.Union(CUSTOM_RULE_ACTIONS.map((a) => Type.Literal(a)), {
-  description: 'block (403), challenge (the bot challenge), allow (skips bot protection, rate limits and attack detection), log, rate_limit (with rateLimit)',
+const RuleExpression = Type.String({
+  minLength: 1,
+  maxLength: RULE_LIMITS.expression,
+  description: 'A subset of Cloudflare\'s Rules language, e.g. `http.request.uri.path eq "/login" and ip.src.country in {"CN" "RU"}`',
 });
+const CustomAction = Type.Union(
+  CUSTOM_RULE_ACTIONS.map((a) => Type.Literal(a)),
+  {
+    description: 'block (403), challenge (the bot challenge), allow (skips bot protection, rate limits and attack detection), log, rate_limit (with rateLimit)',
+  },
+);
 const RateLimitSettings = Type.Object(
   {
     requests: Type.Integer({ minimum: RULE_RATE_LIMITS.requests[0], maximum: RULE_RATE_LIMITS.requests[1], description: 'Requests allowed in the period' }),
@@ -228,7 +258,10 @@ export const CustomRuleView = Type.Object({
       day: Type.Integer({ minimum: 0 }),
       week: Type.Integer({ minimum: 0 }),
     },
-    { description: 'Requests the rule acted on (blocked, allowed, challenged, rate limited, or logged by a log rule) in the last hour, day and week, as the shield servers report them every minute (docs/rules.md "Hits")' },
+    {
+      description:
+        'Requests the rule acted on (blocked, allowed, challenged, rate limited, or logged by a log rule) in the last hour, day and week, as the shield servers report them every minute (docs/rules.md "Hits")',
+    },
   ),
 });
 export const WafEvent = Type.Object({
@@ -251,7 +284,10 @@ export const WafEvent = Type.Object({
   }),
   matched: Type.Union([Type.String({ maxLength: EVENT_FIELD_MAX.matched }), Type.Null()], { description: 'A short excerpt of what a detector matched; null when no detector matched' }),
   blocked: Type.Boolean({ description: 'false: logged, not blocked (a detection in detect mode, let through; a challenge page served)' }),
-  count: Type.Integer({ minimum: 1, description: 'Occurrences of this very event (same server, source, reason, rule, domain, method, path, location and blocked) within 60 s of the first, folded into it' }),
+  count: Type.Integer({
+    minimum: 1,
+    description: 'Occurrences of this very event (same server, source, reason, rule, domain, method, path, location and blocked) within 60 s of the first, folded into it',
+  }),
   last_seen_at: Type.Union([Type.String({ format: 'date-time' }), Type.Null()], { description: 'The last occurrence folded in; null when count is 1' }),
   request_id: Type.Union([Type.String(), Type.Null()], {
     description: "The proxy's request id of the first occurrence; null from agents that predate it. The ids of the first 32 occurrences find the event (requestId)",
@@ -286,10 +322,7 @@ export const AccountView = Type.Object({
   nextChargeAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
   createdAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
 });
-export const DepositCreate = Type.Object(
-  { amount: Type.Number({ minimum: 0.01, maximum: 1_000_000, description: 'US dollars, at most two decimals' }) },
-  strict,
-);
+export const DepositCreate = Type.Object({ amount: Type.Number({ minimum: 0.01, maximum: 1_000_000, description: 'US dollars, at most two decimals' }) }, strict);
 const nullable = <T extends TSchema>(t: T, description?: string) => Type.Union([t, Type.Null()], description ? { description } : {});
 const Time = Type.String({ format: 'date-time' });
 /** A ledger row (docs/billing.md, "The ledger"). */
@@ -328,7 +361,9 @@ export const PaymentEventBody = Type.Object(
     type: Type.String({ minLength: 1, maxLength: 100, description: 'deposit.confirmed; other types are acknowledged and ignored' }),
     depositId: Type.Optional(Type.String({ maxLength: 100 })),
     amount: Type.Optional(Type.Number({ minimum: 0.01, maximum: 1_000_000, description: 'US dollars received, at most two decimals; default the amount asked for' })),
-    txHash: Type.Optional(Type.String({ minLength: 1, maxLength: 200, pattern: NO_CONTROL_CHARS, description: "The payment: on-chain deposits, the transaction's hash (required); otherwise the processor's payment id" })),
+    txHash: Type.Optional(
+      Type.String({ minLength: 1, maxLength: 200, pattern: NO_CONTROL_CHARS, description: "The payment: on-chain deposits, the transaction's hash (required); otherwise the processor's payment id" }),
+    ),
     logIndex: Type.Optional(LogIndex),
   },
   strict,
@@ -368,16 +403,16 @@ export const EventQuery = Type.Object(
     ip: Type.Optional(Type.String({ maxLength: 45, description: 'Events from this source address (exact)' })),
     since: Type.Optional(Type.String({ maxLength: 40, description: 'First occurrence at or after this ISO time (within the 7 days kept)' })),
     until: Type.Optional(Type.String({ maxLength: 40, description: 'First occurrence at or before this ISO time; since must not be after it' })),
-    requestId: Type.Optional(
-      Type.String({ maxLength: 64, description: 'The event holding this request id (from a block page or X-Rampart-Request-Id): its first occurrence or one folded into it' }),
-    ),
+    requestId: Type.Optional(Type.String({ maxLength: 64, description: 'The event holding this request id (from a block page or X-Rampart-Request-Id): its first occurrence or one folded into it' })),
   },
   { description: 'Other parameters are ignored, as on every read' },
 );
 export const AuditQuery = Type.Object(
   {
     ...PageQuery.properties,
-    objectType: Type.Optional(Type.String({ maxLength: 40, description: 'server, domain, waf_rule, custom_rule, waf_settings, notification_settings, dns_settings, api_key, account, deposit or transaction' })),
+    objectType: Type.Optional(
+      Type.String({ maxLength: 40, description: 'server, domain, waf_rule, custom_rule, waf_settings, notification_settings, dns_settings, api_key, account, deposit or transaction' }),
+    ),
     objectId: Type.Optional(Type.String({ maxLength: 100, description: 'Entries of this object' })),
     action: Type.Optional(Type.String({ maxLength: 40, description: 'create, update, delete, or another action (regenerate_token, change_plan, confirm, charge, charge_failed, adjust)' })),
     actor: Type.Optional(Type.String({ maxLength: 320, description: "An API key's name or prefix, a user's e-mail, or an actor type (api_key, user, operator, system)" })),
@@ -405,10 +440,7 @@ export const AuditEntry = Type.Object(
   },
   { description: 'One change, as the audit log records it' },
 );
-export const NotificationReadBody = Type.Object(
-  { ids: Type.Array(Type.String({ maxLength: 100 }), { minItems: 1, maxItems: 200, description: 'Notification ids, at most 200' }) },
-  strict,
-);
+export const NotificationReadBody = Type.Object({ ids: Type.Array(Type.String({ maxLength: 100 }), { minItems: 1, maxItems: 200, description: 'Notification ids, at most 200' }) }, strict);
 export const NotificationReadResult = Type.Object({ marked: Type.Integer({ description: 'How many unread notifications of the account were marked read' }) });
 export const NotificationSettingsUpdate = Type.Object(
   {
@@ -423,7 +455,8 @@ const ChannelStatus = Type.Union(
   [
     Type.Object({
       state: Type.Union([Type.Literal('ok'), Type.Literal('failing'), Type.Literal('paused'), Type.Literal('disabled')], {
-        description: 'failing: its last attempts failed; paused: 5 failed in a row, nothing is sent until pausedUntil; disabled: every attempt failed for 3 days, save the channel again to turn it back on',
+        description:
+          'failing: its last attempts failed; paused: 5 failed in a row, nothing is sent until pausedUntil; disabled: every attempt failed for 3 days, save the channel again to turn it back on',
       }),
       consecutiveFailures: Type.Integer(),
       failingSince: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
@@ -446,10 +479,7 @@ export const NotificationSettingsView = Type.Object({
   webhookStatus: ChannelStatus,
   emailStatus: ChannelStatus,
 });
-export const EmailConfirmBody = Type.Object(
-  { token: Type.String({ minLength: 1, maxLength: 200, description: 'The token of the confirmation link' }) },
-  strict,
-);
+export const EmailConfirmBody = Type.Object({ token: Type.String({ minLength: 1, maxLength: 200, description: 'The token of the confirmation link' }) }, strict);
 export const EmailConfirmResult = Type.Object({ email: Type.String({ description: 'The address now confirmed' }) });
 export const DeliveryView = Type.Object({
   id: Type.String(),
@@ -514,7 +544,9 @@ export const InvitationCreated = Type.Object({
 export const AdminCharge = Type.Object({ accountId: Type.Optional(Type.String({ maxLength: 100 })) }, strict);
 export const AdminConfirm = Type.Object(
   {
-    txHash: Type.Optional(Type.String({ minLength: 1, maxLength: 200, pattern: NO_CONTROL_CHARS, description: "The payment: on-chain deposits, the transaction's hash (required); otherwise the payment id" })),
+    txHash: Type.Optional(
+      Type.String({ minLength: 1, maxLength: 200, pattern: NO_CONTROL_CHARS, description: "The payment: on-chain deposits, the transaction's hash (required); otherwise the payment id" }),
+    ),
     logIndex: Type.Optional(LogIndex),
   },
   strict,

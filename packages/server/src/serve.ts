@@ -193,7 +193,12 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   appLogger.current = { info: (msg) => app.log.info(msg), warn: (msg) => app.log.warn(msg) };
   if (snapshot) appLogger.current.info(`the embedded database was copied to ${snapshot} before it was migrated (the previous release opens the copy; remove it once this one runs well)`);
   // Notification delivery: runs of the job below, and one soon after deliveries are queued.
-  const deliveries = deliveryRunner(ctx, deliveryConfig, (msg, err) => app.log.warn({ err }, msg), (channel, outcome) => metrics.delivery(channel, outcome));
+  const deliveries = deliveryRunner(
+    ctx,
+    deliveryConfig,
+    (msg, err) => app.log.warn({ err }, msg),
+    (channel, outcome) => metrics.delivery(channel, outcome),
+  );
   ctx.delivery = {
     allowPrivateWebhooks: deliveryConfig.allowPrivateWebhooks,
     emailEnabled: deliveryConfig.smtpUrl !== undefined,

@@ -38,9 +38,7 @@ export function validationMessage(errors: FastifySchemaValidationError[], contex
   }
   for (const e of errors) {
     if (e.keyword !== 'anyOf') continue;
-    const allowed = errors
-      .filter((x) => x.keyword === 'const' && x.instancePath === e.instancePath)
-      .map((x) => String((x.params as { allowedValue?: unknown }).allowedValue));
+    const allowed = errors.filter((x) => x.keyword === 'const' && x.instancePath === e.instancePath).map((x) => String((x.params as { allowedValue?: unknown }).allowedValue));
     const field = fieldName(e.instancePath) || root;
     seen.add(allowed.length ? `${field}: must be one of ${allowed.join(', ')}` : `${field}: is invalid`);
   }

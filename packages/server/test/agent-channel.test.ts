@@ -294,7 +294,15 @@ describe('config/ack', () => {
 
   test('a failed ack raises server_error with the proxy messages and stores no revision', async () => {
     const { w, s, server } = setUp();
-    const r = await recordConfigAck(w.ctx, server, ack(3, false, [{ line: 12, message: 'unknown keyword' }, { line: null, message: 'fatal errors' }]), w.store);
+    const r = await recordConfigAck(
+      w.ctx,
+      server,
+      ack(3, false, [
+        { line: 12, message: 'unknown keyword' },
+        { line: null, message: 'fatal errors' },
+      ]),
+      w.store,
+    );
     assert.equal(r.outcome, 'failed');
     assert.equal(s.applied_revision, 1);
     assert.deepEqual(
@@ -354,14 +362,21 @@ describe('events/batch', () => {
     assert.equal(AGENT_LIMITS.eventsPerServerPerDay, 5000);
     // Detections, which may take the whole day's room.
     const received = (at: string, n: number) => {
-      for (let i = 0; i < n; i++) w.events.push({ account_id: s.account_id, server_id: s.id, domain: 'shop.example.com', source_ip: '198.51.100.7', reason: 'sqli_detected', rule_id: null, occurred_at: at, received_at: at });
+      for (let i = 0; i < n; i++)
+        w.events.push({ account_id: s.account_id, server_id: s.id, domain: 'shop.example.com', source_ip: '198.51.100.7', reason: 'sqli_detected', rule_id: null, occurred_at: at, received_at: at });
     };
     received('2024-05-09T23:59:00Z', 10); // yesterday's: not counted today
     received('2024-05-10T00:30:00Z', AGENT_LIMITS.eventsPerServerPerDay - 1);
     const yesterday = Math.floor(Date.parse('2024-05-09T08:00:00Z') / 1000);
     const sqli = { reason: 'sqli_detected' } as const;
 
-    assert.deepEqual(await store([event('shop.example.com', { ...sqli, ts: yesterday }), event('shop.example.com', { ...sqli, ts: yesterday, ip: '198.51.100.8' })]), { stored: 1, invalid: 0, unassigned: 0, folded: 0, overCap: 1 });
+    assert.deepEqual(await store([event('shop.example.com', { ...sqli, ts: yesterday }), event('shop.example.com', { ...sqli, ts: yesterday, ip: '198.51.100.8' })]), {
+      stored: 1,
+      invalid: 0,
+      unassigned: 0,
+      folded: 0,
+      overCap: 1,
+    });
     const stored = w.events.at(-1)!;
     assert.deepEqual([stored.occurred_at, stored.received_at], [new Date('2024-05-09T08:00:00Z'), w.clock], 'stored with its own time, received today');
     assert.deepEqual(await store([event('shop.example.com', sqli)]), { stored: 0, invalid: 0, unassigned: 0, folded: 0, overCap: 1 }, 'the backdated one took the last room');
@@ -408,7 +423,10 @@ describe('status/report', () => {
     const { w, report } = setUp();
     await report('origin_down', 'The origin 10.0.0.1:80 of "shop.example.com" is down (HAProxy\'s health check: the connection was refused or failed)');
     await report('origin_up', 'The origin 10.0.0.1:80 of "shop.example.com" is up again');
-    assert.deepEqual(w.notifications.map((n) => n.kind), ['origin_down', 'origin_up']);
+    assert.deepEqual(
+      w.notifications.map((n) => n.kind),
+      ['origin_down', 'origin_up'],
+    );
     assert.match(w.notifications[0]!.message, /^Shield server ".*": The origin 10\.0\.0\.1:80 of "shop\.example\.com" is down .*\. Check that the origin runs/);
     assert.match(w.notifications[1]!.message, /is up again\. Nothing to do\.$/);
   });
@@ -427,7 +445,10 @@ describe('status/report', () => {
     await report('server_error', `${HOST_PROBLEM}HAProxy cannot listen on port 8081: it is already in use by haproxy (pid 42). Stop that process or give this agent another --http-port`);
     assert.equal(w.notifications.length, 1);
     const [n] = w.notifications;
-    assert.match(n!.message, /port 8081: it is already in use by haproxy \(pid 42\)\. Stop that process or give this agent another --http-port\. This is a problem of the server's host, not of the configuration\.$/);
+    assert.match(
+      n!.message,
+      /port 8081: it is already in use by haproxy \(pid 42\)\. Stop that process or give this agent another --http-port\. This is a problem of the server's host, not of the configuration\.$/,
+    );
     assert.doesNotMatch(n!.message, /Host problem:|correct|save it again/i);
   });
 
@@ -517,7 +538,10 @@ describe('agent connections', () => {
     await recordProxyServing(w.ctx, s.id, false, w.store);
     await recordProxyServing(w.ctx, s.id, false, w.store);
     assert.deepEqual([s.healthy, s.health_error, s.proxy_serving], [false, 'The agent reports that HAProxy is not serving', false]);
-    assert.deepEqual(w.serverDowns(s.id).map((n) => n.message), [notificationMessages.proxyNotServing('edge-1')]);
+    assert.deepEqual(
+      w.serverDowns(s.id).map((n) => n.message),
+      [notificationMessages.proxyNotServing('edge-1')],
+    );
   });
 
   test('a disconnect of a replaced connection changes nothing', async () => {

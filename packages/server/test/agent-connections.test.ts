@@ -5,14 +5,7 @@ import { CLOSE } from '@rampart/protocol';
 import { dropSchema } from '../src/db/database.js';
 import { checkServers } from '../src/services/health.js';
 import { startServer, type RunningServer } from '../src/serve.js';
-import {
-  AGENT_CONNECTION_TIMEOUT_MS,
-  expireAgentConnections,
-  recordAgentConnected,
-  recordAgentDisconnected,
-  releaseAgentConnections,
-  touchAgentConnections,
-} from '../src/services/servers.js';
+import { AGENT_CONNECTION_TIMEOUT_MS, expireAgentConnections, recordAgentConnected, recordAgentDisconnected, releaseAgentConnections, touchAgentConnections } from '../src/services/servers.js';
 import { waitFor } from '../../../test/support/processes.js';
 import { hubFor } from './agent-hub-harness.js';
 import { apiFixtures, FakeAgent, WAIT_MS } from './fake-agent.js';
@@ -229,7 +222,14 @@ describe('an agent moving between two control-plane processes', { skip: url ? fa
     // What a process that died leaves behind: its row, with a heartbeat that no longer moves.
     await a.ctx.db
       .insertInto('agent_connections')
-      .values({ server_id: s.id, connection_id: randomUUID(), process_id: 'dead-process', ip: '198.51.100.30', connected_at: new Date(Date.now() - 120_000), last_heartbeat_at: new Date(Date.now() - AGENT_CONNECTION_TIMEOUT_MS - 1000) })
+      .values({
+        server_id: s.id,
+        connection_id: randomUUID(),
+        process_id: 'dead-process',
+        ip: '198.51.100.30',
+        connected_at: new Date(Date.now() - 120_000),
+        last_heartbeat_at: new Date(Date.now() - AGENT_CONNECTION_TIMEOUT_MS - 1000),
+      })
       .execute();
     await a.ctx.db.updateTable('servers').set({ status: 'active' }).where('id', '=', s.id).execute();
     assert.equal(await status(s.id), 'offline', 'its heartbeat is too old already');

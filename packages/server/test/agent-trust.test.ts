@@ -37,8 +37,15 @@ for (const backend of await backends()) {
       await agent.barrier();
       assert.equal((await serverView(s.id)).appliedRevision, 0, 'not stored');
       assert.equal((await domain(key, 'ack.example.com')).status, 'pending', 'no domain marked active');
-      assert.deepEqual((await notifications()).filter((n) => n.serverId === s.id), [], 'a failed ack past the desired revision raises nothing');
-      assert.ok(h.logs.some((l) => l.includes(s.id) && l.includes(String(huge)) && /refused/.test(l)), h.logs.join('\n'));
+      assert.deepEqual(
+        (await notifications()).filter((n) => n.serverId === s.id),
+        [],
+        'a failed ack past the desired revision raises nothing',
+      );
+      assert.ok(
+        h.logs.some((l) => l.includes(s.id) && l.includes(String(huge)) && /refused/.test(l)),
+        h.logs.join('\n'),
+      );
       assert.ok(agent.isOpen, 'the connection stays');
       // The real ack is not held back by the refused one.
       agent.send({ type: 'config/ack', payload: { revision: first.revision, ok: true, errors: [] } });
@@ -61,7 +68,10 @@ for (const backend of await backends()) {
       });
       await agent.barrier();
       const mine = (await events()).filter((e) => e.server_id === s.id);
-      assert.deepEqual(mine.map((e) => e.domain), ['own.example.com', 'own.example.com']);
+      assert.deepEqual(
+        mine.map((e) => e.domain),
+        ['own.example.com', 'own.example.com'],
+      );
       const line = h.logs.find((l) => l.includes(s.id) && /not assigned/.test(l));
       assert.ok(line, h.logs.join('\n'));
       assert.match(line, /\b3\b/, line);
@@ -73,12 +83,22 @@ for (const backend of await backends()) {
       await newDomain(key, 'cap.example.com', [s.id]);
       const threeDaysAgo = Math.floor(t.clock.now().getTime() / 1000) - 3 * 86_400;
       const batch = (from: number) =>
-        Array.from({ length: AGENT_LIMITS.eventsPerBatch }, (_, i) => ({ ts: threeDaysAgo - from - i, ip: `10.0.${((from + i) >> 8) & 255}.${(from + i) & 255}`, domain: 'cap.example.com', reason: 'ip_blocked' as const, ruleId: null }));
+        Array.from({ length: AGENT_LIMITS.eventsPerBatch }, (_, i) => ({
+          ts: threeDaysAgo - from - i,
+          ip: `10.0.${((from + i) >> 8) & 255}.${(from + i) & 255}`,
+          domain: 'cap.example.com',
+          reason: 'ip_blocked' as const,
+          ruleId: null,
+        }));
       let stored = 0;
       for (let i = 0; i < 11; i++) stored += (await storeEvents(t.ctx, accountId, s.id, batch(i * 500))).stored;
       // ip_blocked is no detection: it stops where the rows kept for detections begin.
       assert.equal(stored, EVENT_ROWS.perDay - EVENT_ROWS.reservedForDetections);
-      const oldest = await t.ctx.db.selectFrom('waf_events').select((eb) => eb.fn.max('occurred_at').as('t')).where('server_id', '=', s.id).executeTakeFirstOrThrow();
+      const oldest = await t.ctx.db
+        .selectFrom('waf_events')
+        .select((eb) => eb.fn.max('occurred_at').as('t'))
+        .where('server_id', '=', s.id)
+        .executeTakeFirstOrThrow();
       assert.equal(new Date(oldest.t as Date).getTime(), threeDaysAgo * 1000, 'the time the event carries is stored as sent');
       const over = await storeEvents(t.ctx, accountId, s.id, batch(6000).slice(0, 10));
       assert.deepEqual(over, { stored: 0, folded: 0, invalid: 0, unassigned: 0, overCap: 10 });
@@ -139,7 +159,10 @@ for (const backend of await backends()) {
       assert.equal(closed.code, 1009);
       // The report was not handled; the drop itself is a disconnect like any other.
       await waitFor(async () => (await notifications()).some((n) => n.serverId === s.id && n.kind === 'server_down'), 'server_down', WAIT_MS, 25);
-      assert.deepEqual((await notifications()).filter((n) => n.serverId === s.id).map((n) => n.kind), ['server_down']);
+      assert.deepEqual(
+        (await notifications()).filter((n) => n.serverId === s.id).map((n) => n.kind),
+        ['server_down'],
+      );
     });
 
     test('strings over their caps are invalid messages (4003), as are revisions past 2^53', async () => {

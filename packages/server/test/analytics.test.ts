@@ -41,12 +41,17 @@ for (const backend of await backends()) {
     const t = await makeTestApp(backend);
     t.clock.set(NOW);
 
-    test('ingest: only the server\'s own domains, the minute within 48 h and not in the future; upserts add', async () => {
+    test("ingest: only the server's own domains, the minute within 48 h and not in the future; upserts add", async () => {
       const a = await setup(t, 'shop.example.com', 'blog.example.com');
       const other = await setup(t, 'other.example.com');
       const m = minuteAgo(3);
-      let r = await storeAnalytics(t.ctx, a.accountId, a.serverId, batch(m, entry('shop.example.com', 10, { blocked: { sqli_detected: 2 } }), entry('other.example.com', 99), entry('SHOP.example.com', 5, { blocked: { sqli_detected: 1, rate_limited: 4 } })));
-      assert.deepEqual(r, { stored: 2, unassigned: 1, invalid: 0 }, 'another account\'s domain is not this server\'s');
+      let r = await storeAnalytics(
+        t.ctx,
+        a.accountId,
+        a.serverId,
+        batch(m, entry('shop.example.com', 10, { blocked: { sqli_detected: 2 } }), entry('other.example.com', 99), entry('SHOP.example.com', 5, { blocked: { sqli_detected: 1, rate_limited: 4 } })),
+      );
+      assert.deepEqual(r, { stored: 2, unassigned: 1, invalid: 0 }, "another account's domain is not this server's");
       r = await storeAnalytics(t.ctx, a.accountId, a.serverId, batch(m, entry('shop.example.com', 1, { status: { '1xx': 0, '2xx': 0, '3xx': 0, '4xx': 1, '5xx': 0, other: 0 } })));
       assert.equal(r.stored, 1);
       // Refused minutes: the future, older than 48 h, not a minute's start.
@@ -77,10 +82,13 @@ for (const backend of await backends()) {
       assert.equal(res.body.series.filter((p: { requests: number }) => p.requests > 0).length, 1);
       // The other account sees none of it.
       const theirs = await call(t.app, 'GET', `/api/analytics?from=${minuteAgo(10)}`, { key: other.key });
-      assert.equal(theirs.body.series.reduce((s: number, p: { requests: number }) => s + p.requests, 0), 0);
+      assert.equal(
+        theirs.body.series.reduce((s: number, p: { requests: number }) => s + p.requests, 0),
+        0,
+      );
     });
 
-    test('the API: defaults, step choice, limits, 400 naming the field, 404 for another account\'s domain', async () => {
+    test("the API: defaults, step choice, limits, 400 naming the field, 404 for another account's domain", async () => {
       const a = await setup(t, 'api.example.com');
       const b = await setup(t, 'theirs.example.com');
       const get = (q: string, key = a.key) => call(t.app, 'GET', `/api/analytics${q}`, { key });
@@ -116,7 +124,7 @@ for (const backend of await backends()) {
         assert.equal(x.status, 400, q);
         assert.ok(x.body.error.startsWith(field) || x.body.error.includes(field), `${q}: ${x.body.error}`);
       }
-      assert.equal((await get(`?domain=${b.ids['theirs.example.com']}`)).status, 404, 'another account\'s domain');
+      assert.equal((await get(`?domain=${b.ids['theirs.example.com']}`)).status, 404, "another account's domain");
       assert.equal((await get('?domain=00000000-0000-4000-8000-000000000000')).status, 404);
       assert.equal((await get('?domain=not-an-id')).status, 404);
       assert.equal((await get(`?domain=${a.ids['api.example.com']}&step=minute&from=${minuteAgo(1440)}&to=${minuteAgo(0)}`)).status, 200, '1440 minutes is the most');
@@ -160,7 +168,10 @@ for (const backend of await backends()) {
       const mins = await call(t.app, 'GET', `/api/analytics?domain=${id}&step=minute&from=2026-11-23T12:00:00Z&to=2026-11-23T12:30:00Z`, { key: a.key });
       assert.equal(mins.status, 200);
       const h2 = await call(t.app, 'GET', `/api/analytics?domain=${id}&step=hour&from=2026-11-23T10:00:00Z&to=2026-11-23T12:00:00Z`, { key: a.key });
-      assert.deepEqual(h2.body.series.map((p: { requests: number }) => p.requests), [107, 8]);
+      assert.deepEqual(
+        h2.body.series.map((p: { requests: number }) => p.requests),
+        [107, 8],
+      );
 
       // 31 days later the hours are gone too.
       t.clock.set(new Date('2026-12-24T12:10:00Z'));
@@ -187,7 +198,19 @@ for (const backend of await backends()) {
       const country = await call(t.app, 'POST', '/api/waf', { key: a.key, body: { rule_type: 'block_country', value: 'CN' } });
       assert.equal(country.status, 201, JSON.stringify(country.body));
       const ts = Math.floor(NOW.getTime() / 1000) - 600;
-      const ev = (ip: string, reason: string, extra: object = {}) => ({ ts, ip, domain: 'top.example.com', reason: reason as 'ip_blocked', ruleId: null, method: 'GET', path: '/admin', location: null, matched: null, blocked: true, ...extra });
+      const ev = (ip: string, reason: string, extra: object = {}) => ({
+        ts,
+        ip,
+        domain: 'top.example.com',
+        reason: reason as 'ip_blocked',
+        ruleId: null,
+        method: 'GET',
+        path: '/admin',
+        location: null,
+        matched: null,
+        blocked: true,
+        ...extra,
+      });
       await storeEvents(t.ctx, a.accountId, a.serverId, [
         ...Array.from({ length: 5 }, () => ev('203.0.113.5', 'rate_limited')), // folds into one row of count 5
         ev('203.0.113.6', 'sqli_detected', { path: '/search' }),
@@ -231,20 +254,40 @@ for (const backend of await backends()) {
       const max = entry('flood.example.com', 1_000_000_000_000, { bytesIn: 1e15, bytesOut: 1e15, blocked: { rate_limited: 1_000_000_000_000 } });
       for (const m of [m1, m2]) assert.equal((await storeAnalytics(t.ctx, a.accountId, a.serverId, batch(m, max))).stored, 1);
       // What 5,000 more such batches per minute add, through the same upsert (10 steps of 500).
-      const flood = (minute: string) => ({ accountId: a.accountId, domainId: a.ids['flood.example.com']!, minute: new Date(minute), requests: 5e14, s1xx: 0, s2xx: 5e14, s3xx: 0, s4xx: 0, s5xx: 0, sOther: 0, bytesIn: 5e17, bytesOut: 5e17, blocked: { rate_limited: 5e14 } });
+      const flood = (minute: string) => ({
+        accountId: a.accountId,
+        domainId: a.ids['flood.example.com']!,
+        minute: new Date(minute),
+        requests: 5e14,
+        s1xx: 0,
+        s2xx: 5e14,
+        s3xx: 0,
+        s4xx: 0,
+        s5xx: 0,
+        sOther: 0,
+        bytesIn: 5e17,
+        bytesOut: 5e17,
+        blocked: { rate_limited: 5e14 },
+      });
       for (let i = 0; i < 10; i++) await addMinuteCounts(t.ctx.db, [flood(m1), flood(m2)], NOW);
       await storeAnalytics(t.ctx, b.accountId, b.serverId, batch(m1, entry('bystander.example.com', 7)));
       await runAnalyticsJob(t.ctx); // threw "bigint out of range" for every account
       const hour = new Date(Math.floor(NOW.getTime() / 3_600_000) * 3_600_000 - 3_600_000).toISOString();
       const res = await call(t.app, 'GET', `/api/analytics?domain=${b.ids['bystander.example.com']}&from=${minuteAgo(10)}`, { key: b.key });
       assert.equal(res.status, 200);
-      assert.equal(res.body.series.reduce((s: number, p: { requests: number }) => s + p.requests, 0), 7);
+      assert.equal(
+        res.body.series.reduce((s: number, p: { requests: number }) => s + p.requests, 0),
+        7,
+      );
       const own = await call(t.app, 'GET', `/api/analytics?domain=${a.ids['flood.example.com']}&from=${hour}&step=hour`, { key: a.key });
       assert.equal(own.status, 200, JSON.stringify(own.body));
-      assert.ok(own.body.series.every((p: { bytes_in: number }) => p.bytes_in <= 60 * MINUTE_COUNT_MAX), 'each minute is clamped');
+      assert.ok(
+        own.body.series.every((p: { bytes_in: number }) => p.bytes_in <= 60 * MINUTE_COUNT_MAX),
+        'each minute is clamped',
+      );
     });
 
-    test('hits of custom rules: only the account\'s rules the server has, summed per minute and hour; the last hour, day and week on /api/rules; a rule\'s hits go with it', async () => {
+    test("hits of custom rules: only the account's rules the server has, summed per minute and hour; the last hour, day and week on /api/rules; a rule's hits go with it", async () => {
       const a = await setup(t, 'hits.example.com');
       const other = await setup(t, 'hits-other.example.com');
       const rule = async (key: string, body: Record<string, unknown>) => {
@@ -256,16 +299,29 @@ for (const backend of await backends()) {
       const own = await rule(a.key, { name: 'own', action: 'block', domainId: a.ids['hits.example.com'] });
       // A domain of the account that this server does not serve.
       const srv2 = await call(t.app, 'POST', '/api/servers', { key: a.key, body: { name: 'edge-2' } });
-      const elsewhere = await call(t.app, 'POST', '/api/domains', { key: a.key, body: { domain: 'elsewhere.example.com', origins: [{ ip: '10.0.0.1', port: 80 }], serverIds: [srv2.body.id], sslEnabled: false } });
+      const elsewhere = await call(t.app, 'POST', '/api/domains', {
+        key: a.key,
+        body: { domain: 'elsewhere.example.com', origins: [{ ip: '10.0.0.1', port: 80 }], serverIds: [srv2.body.id], sslEnabled: false },
+      });
       const notHere = await rule(a.key, { name: 'not here', domainId: elsewhere.body.id });
       const theirs = await rule(other.key, { name: 'theirs' });
       const hits = (minute: string, rules: { ruleId: string; hits: number }[]) => storeAnalytics(t.ctx, a.accountId, a.serverId, { minute, domains: [], rules });
 
-      await hits(minuteAgo(2), [{ ruleId: wide, hits: 3 }, { ruleId: own, hits: 1 }, { ruleId: notHere, hits: 50 }, { ruleId: theirs, hits: 50 }, { ruleId: wide, hits: 2 }]);
+      await hits(minuteAgo(2), [
+        { ruleId: wide, hits: 3 },
+        { ruleId: own, hits: 1 },
+        { ruleId: notHere, hits: 50 },
+        { ruleId: theirs, hits: 50 },
+        { ruleId: wide, hits: 2 },
+      ]);
       await hits(minuteAgo(2), [{ ruleId: wide, hits: 1 }]);
       await hits(minuteAgo(90), [{ ruleId: wide, hits: 10 }]);
       await hits(new Date(Math.floor(NOW.getTime() / 3_600_000) * 3_600_000 - 30 * 3_600_000).toISOString(), [{ ruleId: own, hits: 7 }]);
-      const bad = await hits(minuteAgo(1), [{ ruleId: 'not-a-uuid', hits: 1 }, { ruleId: wide, hits: -1 }, { ruleId: wide, hits: 1e13 }]);
+      const bad = await hits(minuteAgo(1), [
+        { ruleId: 'not-a-uuid', hits: 1 },
+        { ruleId: wide, hits: -1 },
+        { ruleId: wide, hits: 1e13 },
+      ]);
       assert.equal(bad.invalid, 3);
 
       const list = await call(t.app, 'GET', '/api/rules', { key: a.key });
@@ -274,7 +330,7 @@ for (const backend of await backends()) {
       assert.deepEqual(of(wide), { hour: 6, day: 16, week: 16 });
       assert.deepEqual(of(own), { hour: 1, day: 1, week: 8 }, 'older than a day: in the week only');
       assert.deepEqual(of(notHere), { hour: 0, day: 0, week: 0 }, 'a rule of a domain this server does not serve');
-      assert.deepEqual((await call(t.app, 'GET', `/api/rules/${theirs}`, { key: other.key })).body.hits, { hour: 0, day: 0, week: 0 }, 'another account\'s rule');
+      assert.deepEqual((await call(t.app, 'GET', `/api/rules/${theirs}`, { key: other.key })).body.hits, { hour: 0, day: 0, week: 0 }, "another account's rule");
       assert.deepEqual((await call(t.app, 'GET', `/api/rules/${wide}`, { key: a.key })).body.hits, { hour: 6, day: 16, week: 16 });
       // A minute later than an hour after: out of the last hour.
       t.clock.set(new Date(NOW.getTime() + 58 * 60_000));

@@ -135,9 +135,7 @@ for (const [backend, t] of apps) {
     test('the limit holds under concurrent creations', async () => {
       const { key } = await newAccount(app);
       for (let i = 2; i <= 9; i++) await createKey(key, `key ${i}`);
-      const results = await Promise.all(
-        Array.from({ length: 5 }, (_, i) => call(app, 'POST', '/api/settings/api-keys', { key, body: { name: `race ${i}` } })),
-      );
+      const results = await Promise.all(Array.from({ length: 5 }, (_, i) => call(app, 'POST', '/api/settings/api-keys', { key, body: { name: `race ${i}` } })));
       assert.deepEqual(results.map((r) => r.status).sort(), [201, 403, 403, 403, 403]);
       for (const r of results.filter((x) => x.status === 403)) assert.deepEqual(r.body, { error: 'Maximum 10 API keys allowed' });
       assert.equal((await list(key)).length, 10);

@@ -141,7 +141,13 @@ for (const [backend, t] of apps) {
       assert.deepEqual([c.changed, c.before, c.after], [['canary'], { canary: false }, { canary: true }]);
       await ok('PUT', '/api/settings/rollout', key, { mode: 'staged', bakeSeconds: 30 });
       const r = await entry(key, null, 'update', 'rollout_settings');
-      assert.deepEqual([r.before, r.after], [{ mode: 'immediate', bakeSeconds: 60 }, { mode: 'staged', bakeSeconds: 30 }]);
+      assert.deepEqual(
+        [r.before, r.after],
+        [
+          { mode: 'immediate', bakeSeconds: 60 },
+          { mode: 'staged', bakeSeconds: 30 },
+        ],
+      );
     });
 
     test('secrets: webhook secrets and DNS credentials show as changed, never their values', async () => {
@@ -177,7 +183,11 @@ for (const [backend, t] of apps) {
       assert.deepEqual(await audit(key), before);
 
       const other = await newAccount(app, 'pro', 100);
-      assert.deepEqual((await audit(other.key)).map((e) => [e.objectType, e.objectId]), [['account', other.accountId]], 'its own creation only');
+      assert.deepEqual(
+        (await audit(other.key)).map((e) => [e.objectType, e.objectId]),
+        [['account', other.accountId]],
+        'its own creation only',
+      );
       assert.equal((await call(app, 'GET', `/api/audit?before=${before[0]!.id}`, { key: other.key })).status, 400, "another account's entry is no cursor");
       assert.equal((await call(app, 'GET', '/api/audit')).status, 401);
     });
@@ -196,12 +206,22 @@ for (const [backend, t] of apps) {
 
       assert.equal((await audit(key, '?objectType=server')).length, 5);
       assert.equal((await audit(key, '?action=create&objectType=waf_rule')).length, 1);
-      assert.deepEqual((await audit(key, '?actor=ci')).map((e) => e.objectType), ['waf_rule']);
-      assert.deepEqual((await audit(key, `?actor=${ci.key_prefix}`)).map((e) => e.objectType), ['waf_rule']);
+      assert.deepEqual(
+        (await audit(key, '?actor=ci')).map((e) => e.objectType),
+        ['waf_rule'],
+      );
+      assert.deepEqual(
+        (await audit(key, `?actor=${ci.key_prefix}`)).map((e) => e.objectType),
+        ['waf_rule'],
+      );
       assert.equal((await audit(key, '?actor=api_key')).length, 7);
       assert.equal((await audit(key, '?actor=operator')).length, 1, 'the account, created by the operator');
       const until = new Date(start.getTime() + 2500).toISOString();
-      assert.deepEqual((await audit(key, `?since=${start.toISOString()}&until=${until}`)).map((e) => e.after!.name), ['s1', 's0'], 'the account was created before');
+      assert.deepEqual(
+        (await audit(key, `?since=${start.toISOString()}&until=${until}`)).map((e) => e.after!.name),
+        ['s1', 's0'],
+        'the account was created before',
+      );
 
       const seen: string[] = [];
       let url: string | undefined = '/api/audit?objectType=server&limit=2';
@@ -249,7 +269,11 @@ for (const [backend, t] of apps) {
       assert.equal((await audit(key, '?objectType=server')).length, 2, 'younger than 90 days: kept');
       t.clock.advance(2 * 86_400_000);
       await pruneAudit(t.ctx);
-      assert.deepEqual((await audit(key)).map((x) => x.after!.name), ['newer'], 'older than 90 days: gone (the account\'s creation too)');
+      assert.deepEqual(
+        (await audit(key)).map((x) => x.after!.name),
+        ['newer'],
+        "older than 90 days: gone (the account's creation too)",
+      );
     });
   });
 }

@@ -292,9 +292,7 @@ describe('authentication and sessions', async () => {
     // Two accounts with the same password get different hashes (salted).
     const again = await register(email(), password);
     const [h1, h2] = await Promise.all(
-      [reg.body.accountId, again.body.accountId].map(async (id) =>
-        (await t.database.db.selectFrom('accounts').select('password_hash').where('id', '=', id).executeTakeFirstOrThrow()).password_hash,
-      ),
+      [reg.body.accountId, again.body.accountId].map(async (id) => (await t.database.db.selectFrom('accounts').select('password_hash').where('id', '=', id).executeTakeFirstOrThrow()).password_hash),
     );
     assert.notEqual(h1, h2);
   });

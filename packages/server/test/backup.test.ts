@@ -91,9 +91,7 @@ async function contents(db: Database): Promise<Record<string, string[]>> {
   for (const table of await tablesInDependencyOrder(db)) {
     if (table === 'kysely_migration_lock') continue;
     const q =
-      table === 'kysely_migration'
-        ? sql<{ j: string }>`select name as j from kysely_migration order by name`
-        : sql<{ j: string }>`select row_to_json(t)::text as j from ${sql.id(table)} t order by 1`;
+      table === 'kysely_migration' ? sql<{ j: string }>`select name as j from kysely_migration order by name` : sql<{ j: string }>`select row_to_json(t)::text as j from ${sql.id(table)} t order by 1`;
     out[table] = (await q.execute(db)).rows.map((r) => r.j);
   }
   const seqs = await sql<{ name: string }>`select relname as name from pg_class where relkind = 'S' and relnamespace = current_schema()::regnamespace order by 1`.execute(db);
@@ -152,7 +150,10 @@ for (const from of all) {
 
     test('every table of the database holds rows before the backup (the round trips below cover them all)', async () => {
       const empty = Object.entries(before).filter(([, rows]) => rows.length === 0);
-      assert.deepEqual(empty.map(([t]) => t), []);
+      assert.deepEqual(
+        empty.map(([t]) => t),
+        [],
+      );
       assert.ok(Object.keys(before).length >= 20, `${Object.keys(before).length} tables`);
     });
 
@@ -160,7 +161,12 @@ for (const from of all) {
       test(`a backup of ${from} restores every table, row and sequence into an empty ${to}`, async () => {
         const into = await target(to);
         const summary = await restoreBackup(into.options, gunzipped(gz));
-        assert.equal(summary.rows, Object.entries(before).filter(([t]) => !t.startsWith('sequence ') && !MIGRATION_TABLES.includes(t)).reduce((n, [, r]) => n + r.length, 0));
+        assert.equal(
+          summary.rows,
+          Object.entries(before)
+            .filter(([t]) => !t.startsWith('sequence ') && !MIGRATION_TABLES.includes(t))
+            .reduce((n, [, r]) => n + r.length, 0),
+        );
         const restored = await into.open();
         try {
           assert.deepEqual(await contents(restored.db), before);

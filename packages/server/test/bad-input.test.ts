@@ -37,7 +37,10 @@ assert.ok(SERVER && DOMAIN && RULE && ALLOW && API_KEY_ID);
 /** Everything the fixture account can read, and the number of accounts: what "nothing stored" means. */
 async function state() {
   const get = async (url: string) => (await req('GET', url, { key: KEY })).body;
-  const accounts = await t.ctx.db.selectFrom('accounts').select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow();
+  const accounts = await t.ctx.db
+    .selectFrom('accounts')
+    .select((eb) => eb.fn.countAll<number>().as('n'))
+    .executeTakeFirstOrThrow();
   return {
     keys: await get('/api/settings/api-keys'),
     servers: await get('/api/servers'),
@@ -63,18 +66,38 @@ const origin = { ip: '192.0.2.50', port: 8080 };
 const creds = { email: 'fresh-user@example.com', password: 'long enough password' };
 const ENDPOINTS: Endpoint[] = [
   {
-    method: 'POST', url: '/api/settings/api-keys', auth: { key: KEY }, valid: { name: 'ci' },
-    wrongTypes: [['name', { name: 5 }], ['name', { name: null }], ['name', { name: ['ci'] }], ['name', { name: '' }], ['name', { name: 'x'.repeat(101) }]],
+    method: 'POST',
+    url: '/api/settings/api-keys',
+    auth: { key: KEY },
+    valid: { name: 'ci' },
+    wrongTypes: [
+      ['name', { name: 5 }],
+      ['name', { name: null }],
+      ['name', { name: ['ci'] }],
+      ['name', { name: '' }],
+      ['name', { name: 'x'.repeat(101) }],
+    ],
   },
   { method: 'DELETE', url: `/api/settings/api-keys?id=${randomUUID()}`, auth: { key: KEY } },
   {
-    method: 'POST', url: '/api/servers', auth: { key: KEY }, valid: { name: 'edge-2' },
-    wrongTypes: [['name', { name: true }], ['name', { name: {} }], ['name', { name: '' }], ['name', { name: 'x'.repeat(101) }]],
+    method: 'POST',
+    url: '/api/servers',
+    auth: { key: KEY },
+    valid: { name: 'edge-2' },
+    wrongTypes: [
+      ['name', { name: true }],
+      ['name', { name: {} }],
+      ['name', { name: '' }],
+      ['name', { name: 'x'.repeat(101) }],
+    ],
   },
   { method: 'POST', url: `/api/servers/${randomUUID()}/token`, auth: { key: KEY } },
   { method: 'DELETE', url: `/api/servers/${randomUUID()}`, auth: { key: KEY } },
   {
-    method: 'POST', url: '/api/domains', auth: { key: KEY }, valid: { domain: 'new.example.com', origins: [origin] },
+    method: 'POST',
+    url: '/api/domains',
+    auth: { key: KEY },
+    valid: { domain: 'new.example.com', origins: [origin] },
     wrongTypes: [
       ['domain', { domain: 5, origins: [origin] }],
       ['origins', { domain: 'new.example.com', origins: 'x' }],
@@ -98,7 +121,10 @@ const ENDPOINTS: Endpoint[] = [
     ],
   },
   {
-    method: 'PUT', url: `/api/domains/${DOMAIN}`, auth: { key: KEY }, valid: { sslEnabled: false },
+    method: 'PUT',
+    url: `/api/domains/${DOMAIN}`,
+    auth: { key: KEY },
+    valid: { sslEnabled: false },
     wrongTypes: [
       ['origins', { origins: 'x' }],
       ['origins', { origins: [] }],
@@ -115,7 +141,10 @@ const ENDPOINTS: Endpoint[] = [
   },
   { method: 'DELETE', url: `/api/domains/${randomUUID()}`, auth: { key: KEY } },
   {
-    method: 'POST', url: '/api/waf', auth: { key: KEY }, valid: { rule_type: 'block_country', value: 'CN' },
+    method: 'POST',
+    url: '/api/waf',
+    auth: { key: KEY },
+    valid: { rule_type: 'block_country', value: 'CN' },
     wrongTypes: [
       ['rule_type', { rule_type: 5, value: 'CN' }],
       ['rule_type', { rule_type: 'BLOCK_IP', value: '1.2.3.4' }],
@@ -128,24 +157,59 @@ const ENDPOINTS: Endpoint[] = [
     ],
   },
   {
-    method: 'PUT', url: `/api/waf/${RULE}`, auth: { key: KEY }, valid: { enabled: false },
-    wrongTypes: [['value', { value: 5 }], ['enabled', { enabled: 'yes' }], ['priority', { priority: 1.5 }], ['priority', { priority: [] }], ['rule_type', { rule_type: 'allow_ip' }]],
+    method: 'PUT',
+    url: `/api/waf/${RULE}`,
+    auth: { key: KEY },
+    valid: { enabled: false },
+    wrongTypes: [
+      ['value', { value: 5 }],
+      ['enabled', { enabled: 'yes' }],
+      ['priority', { priority: 1.5 }],
+      ['priority', { priority: [] }],
+      ['rule_type', { rule_type: 'allow_ip' }],
+    ],
   },
   { method: 'DELETE', url: `/api/waf/${randomUUID()}`, auth: { key: KEY } },
   {
-    method: 'POST', url: '/api/billing/deposits', auth: { key: KEY }, valid: { amount: 10 },
-    wrongTypes: [['amount', { amount: '10' }], ['amount', { amount: 0 }], ['amount', { amount: -5 }], ['amount', { amount: 1.234 }], ['amount', { amount: null }]],
+    method: 'POST',
+    url: '/api/billing/deposits',
+    auth: { key: KEY },
+    valid: { amount: 10 },
+    wrongTypes: [
+      ['amount', { amount: '10' }],
+      ['amount', { amount: 0 }],
+      ['amount', { amount: -5 }],
+      ['amount', { amount: 1.234 }],
+      ['amount', { amount: null }],
+    ],
   },
   {
-    method: 'POST', url: '/api/auth/register', auth: {}, valid: creds,
-    wrongTypes: [['email', { email: 5, password: creds.password }], ['password', { email: creds.email, password: 12345678 }], ['email', { email: 'no-at-sign', password: creds.password }], ['password', { email: creds.email, password: 'short' }]],
+    method: 'POST',
+    url: '/api/auth/register',
+    auth: {},
+    valid: creds,
+    wrongTypes: [
+      ['email', { email: 5, password: creds.password }],
+      ['password', { email: creds.email, password: 12345678 }],
+      ['email', { email: 'no-at-sign', password: creds.password }],
+      ['password', { email: creds.email, password: 'short' }],
+    ],
   },
   {
-    method: 'POST', url: '/api/auth/login', auth: {}, valid: creds,
-    wrongTypes: [['email', { email: [], password: creds.password }], ['password', { email: creds.email, password: {} }]],
+    method: 'POST',
+    url: '/api/auth/login',
+    auth: {},
+    valid: creds,
+    wrongTypes: [
+      ['email', { email: [], password: creds.password }],
+      ['password', { email: creds.email, password: {} }],
+    ],
   },
   {
-    method: 'POST', url: '/admin/accounts', auth: { admin: true }, valid: { email: 'admin-made@example.com', plan: 'pro' },
+    method: 'POST',
+    url: '/admin/accounts',
+    auth: { admin: true },
+    valid: { email: 'admin-made@example.com', plan: 'pro' },
     wrongTypes: [
       ['email', { email: 5, plan: 'pro' }],
       ['plan', { email: 'admin-made@example.com', plan: 'gold' }],
@@ -238,11 +302,7 @@ describe('malformed, oversized and mistyped bodies', () => {
 
 describe('hostile strings where a hostname or an address belongs', () => {
   const HOSTILE_SUFFIXES = ['\r\n', '\r\nX-Injected: 1', '\n', '#', ' #comment', '"', "'", '\\', '\u0000', '\t', ' ', '{', '}', '%', ';', '`', '\u0085', '\u2028'];
-  const inject = (s: string) => [
-    ...HOSTILE_SUFFIXES.map((h) => s + h),
-    ...HOSTILE_SUFFIXES.map((h) => h + s),
-    ...HOSTILE_SUFFIXES.map((h) => s.slice(0, 3) + h + s.slice(3)),
-  ];
+  const inject = (s: string) => [...HOSTILE_SUFFIXES.map((h) => s + h), ...HOSTILE_SUFFIXES.map((h) => h + s), ...HOSTILE_SUFFIXES.map((h) => s.slice(0, 3) + h + s.slice(3))];
 
   test('domain on POST /api/domains', async () => {
     const before = await state();
@@ -385,7 +445,11 @@ describe('ids in paths and queries', () => {
 
   test('an id longer than any real one is a 4xx with the usual { error } body', async () => {
     const long = 'a'.repeat(101);
-    for (const [method, url] of [['DELETE', `/api/waf/${long}`], ['PUT', `/api/domains/${long}`], ['POST', `/api/servers/${long}/token`]] as const) {
+    for (const [method, url] of [
+      ['DELETE', `/api/waf/${long}`],
+      ['PUT', `/api/domains/${long}`],
+      ['POST', `/api/servers/${long}/token`],
+    ] as const) {
       const r = await req(method, url, { key: KEY, ...(method === 'PUT' ? { body: { sslEnabled: true } } : {}) });
       assert.ok(r.status >= 400 && r.status < 500, `${method} ${url}: ${r.status}`);
       assert.deepEqual(Object.keys(r.body ?? {}), ['error'], `${method} overlong id: body ${JSON.stringify(r.body)}`);

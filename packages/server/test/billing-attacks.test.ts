@@ -252,7 +252,7 @@ for (const backend of await backends()) {
       assert.equal(await balance(key), 0);
     });
 
-    test('replays: one event id with another body, two event ids for one deposit, another account\'s deposit', async () => {
+    test("replays: one event id with another body, two event ids for one deposit, another account's deposit", async () => {
       const a = await newAccount(t.app, 'pro', 0);
       const b = await newAccount(t.app, 'pro', 0);
       const da = await deposit(a.key, 10);

@@ -83,8 +83,7 @@ describe('deposits paid on a local chain', async () => {
     pollMs: 100,
   };
   const dataDir = mkdtempSync(join(tmpdir(), 'rampart-billing-chain-'));
-  const start = (pollMs = config.pollMs) =>
-    startServer({ port: 0, host: '127.0.0.1', dataDir, adminToken: ADMIN_TOKEN, logger: false, chain: { ...config, pollMs }, billingIntervalSeconds: 3600 });
+  const start = (pollMs = config.pollMs) => startServer({ port: 0, host: '127.0.0.1', dataDir, adminToken: ADMIN_TOKEN, logger: false, chain: { ...config, pollMs }, billingIntervalSeconds: 3600 });
   let server: RunningServer = await start();
   after(async () => {
     await server.close();

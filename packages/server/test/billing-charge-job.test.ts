@@ -107,7 +107,10 @@ for (const backend of await backends()) {
       assert.equal(blocked.status, 403);
       assert.deepEqual(blocked.body, FROZEN);
       const rows = await chargeRows(t.ctx.db, [a.accountId]);
-      assert.deepEqual(rows.map((x) => x.status), ['failed']);
+      assert.deepEqual(
+        rows.map((x) => x.status),
+        ['failed'],
+      );
       const notes = (await call(t.app, 'GET', '/api/notifications', { key: a.key })).body.filter((n: { kind: string }) => n.kind === 'account_frozen');
       assert.equal(notes.length, 1);
       assert.equal(

@@ -156,10 +156,19 @@ for (const backend of await backends()) {
             where kind = 'deposit' and status = 'confirmed' and account_id in (${sql.join(accounts)})`.execute(t.ctx.db);
           const credited = rows.map((r) => `${r.account_id} ${r.tx_hash} ${r.log_index} ${Number(r.delta_cents)}`).sort();
           assert.deepEqual(credited, expected, 'the deposits credited are the transfers on the chain, each once');
-          const paid = new Set(chain.transfers().filter((x) => toCents(x.amount, DECIMALS) > 0).map((x) => x.to.toLowerCase()));
+          const paid = new Set(
+            chain
+              .transfers()
+              .filter((x) => toCents(x.amount, DECIMALS) > 0)
+              .map((x) => x.to.toLowerCase()),
+          );
           const { rows: pending } = await sql<{ address: string }>`
             select address from transactions where kind = 'deposit' and status = 'pending' and account_id in (${sql.join(accounts)})`.execute(t.ctx.db);
-          assert.deepEqual(pending.filter((p) => paid.has(p.address.toLowerCase())), [], 'no deposit a transfer paid is left pending');
+          assert.deepEqual(
+            pending.filter((p) => paid.has(p.address.toLowerCase())),
+            [],
+            'no deposit a transfer paid is left pending',
+          );
           assert.deepEqual(await ledgerProblems(t, accounts), []);
         }),
         { numRuns: backend === 'pglite' ? 25 : 12 },

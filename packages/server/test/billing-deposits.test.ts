@@ -71,7 +71,10 @@ for (const backend of await backends()) {
         assert.equal((await call(t.app, 'POST', '/api/billing/deposits', { key, body: { amount: 1 } })).status, 201, 'expired ones are not counted, before the job runs too');
         assert.ok((await runDepositExpiry(t.ctx)) >= MAX_OPEN_DEPOSITS);
         const listed = (await call(t.app, 'GET', '/api/billing/transactions', { key })).body as { id: string; status: string }[];
-        assert.deepEqual(listed.filter((x) => made.some((m) => m.id === x.id)).map((x) => x.status), Array(MAX_OPEN_DEPOSITS).fill('expired'));
+        assert.deepEqual(
+          listed.filter((x) => made.some((m) => m.id === x.id)).map((x) => x.status),
+          Array(MAX_OPEN_DEPOSITS).fill('expired'),
+        );
         // An off-chain deposit paid late (a processor's webhook arriving after a day) is still credited.
         const late = await confirmDeposit(t.ctx, offChain.id, { txHash: `pay_${randomUUID()}` });
         assert.ok('deposit' in late && late.deposit.status === 'confirmed' && late.deposit.delta === 1);
@@ -101,7 +104,20 @@ for (const backend of await backends()) {
         const made = new Date(t.clock.now().getTime() - DEPOSIT_TTL_MS - EXPIRED_WATCH_MS);
         await t.ctx.db
           .insertInto('transactions')
-          .values(abandoned.map((address) => ({ id: randomUUID(), account_id: accountId, kind: 'deposit', amount_cents: 100, status: 'pending', address, network: 'Testnet', token: 'USDC', created_at: made, expires_at: new Date(made.getTime() + DEPOSIT_TTL_MS) })))
+          .values(
+            abandoned.map((address) => ({
+              id: randomUUID(),
+              account_id: accountId,
+              kind: 'deposit',
+              amount_cents: 100,
+              status: 'pending',
+              address,
+              network: 'Testnet',
+              token: 'USDC',
+              created_at: made,
+              expires_at: new Date(made.getTime() + DEPOSIT_TTL_MS),
+            })),
+          )
           .execute();
         const open = await createDeposit(t.ctx, accountId, 100);
         assert.deepEqual(await look(), baseline, 'as many requests as with none abandoned (1,200 addresses asked for would take 3 getLogs)');
@@ -139,12 +155,27 @@ for (const backend of await backends()) {
         backend,
         '0013_compressed_bodies',
         async (db) => {
-          await db.insertInto('accounts').values({ id: account, email: `${account}@example.com`, plan: 'pro', bot_secret: 'x', next_charge_at: new Date() }).execute();
+          await db
+            .insertInto('accounts')
+            .values({ id: account, email: `${account}@example.com`, plan: 'pro', bot_secret: 'x', next_charge_at: new Date() })
+            .execute();
           const row = { account_id: account, kind: 'deposit', amount_cents: 100, delta_cents: 100, status: 'confirmed', created_at: new Date(), confirmed_at: new Date(), network: 'Base' };
-          await db.insertInto('transactions').values({ ...row, id: randomUUID(), tx_hash: hash, address: '0x01' }).execute();
-          await db.insertInto('transactions').values({ ...row, id: randomUUID(), tx_hash: `${hash}:4`, address: '0x02' }).execute();
-          await db.insertInto('transactions').values({ ...row, id: randomUUID(), tx_hash: 'pi_123', network: null }).execute();
-          await db.insertInto('transactions').values({ ...row, id: randomUUID(), status: 'pending', delta_cents: 0, confirmed_at: null, network: null }).execute();
+          await db
+            .insertInto('transactions')
+            .values({ ...row, id: randomUUID(), tx_hash: hash, address: '0x01' })
+            .execute();
+          await db
+            .insertInto('transactions')
+            .values({ ...row, id: randomUUID(), tx_hash: `${hash}:4`, address: '0x02' })
+            .execute();
+          await db
+            .insertInto('transactions')
+            .values({ ...row, id: randomUUID(), tx_hash: 'pi_123', network: null })
+            .execute();
+          await db
+            .insertInto('transactions')
+            .values({ ...row, id: randomUUID(), status: 'pending', delta_cents: 0, confirmed_at: null, network: null })
+            .execute();
         },
         async (db) => {
           const got = await db.selectFrom('transactions').select(['chain', 'tx_hash', 'log_index', 'status', 'expires_at']).where('account_id', '=', account).execute();

@@ -194,16 +194,30 @@ describe('billing and the frozen account', async () => {
       for (const url of READS) assert.equal((await call(app, 'GET', url, { cookie })).status, 200, `cookie GET ${url}`);
       const exp = await call(app, 'GET', '/api/settings/export', { key });
       assert.equal(exp.status, 200);
-      assert.deepEqual(exp.body.domains.map((d: { domain: string }) => d.domain), ['frozen.example.com']);
+      assert.deepEqual(
+        exp.body.domains.map((d: { domain: string }) => d.domain),
+        ['frozen.example.com'],
+      );
       assert.ok(String(exp.headers['content-disposition']).startsWith('attachment; filename='));
     });
 
     test('origins of an existing domain can still be changed (and are pushed)', async () => {
       const rev = async () => (await get(key, '/api/servers')).find((s: { id: string }) => s.id === s1).desiredRevision as number;
       const before = await rev();
-      const r = await call(app, 'PUT', `/api/domains/${domainId}`, { key, body: { origins: [{ ip: '10.0.0.42', port: 8080 }, { ip: '2001:db8::42', port: 80 }] } });
+      const r = await call(app, 'PUT', `/api/domains/${domainId}`, {
+        key,
+        body: {
+          origins: [
+            { ip: '10.0.0.42', port: 8080 },
+            { ip: '2001:db8::42', port: 80 },
+          ],
+        },
+      });
       assert.equal(r.status, 200, JSON.stringify(r.body));
-      assert.deepEqual(r.body.origins, [{ ip: '10.0.0.42', port: 8080 }, { ip: '2001:db8::42', port: 80 }]);
+      assert.deepEqual(r.body.origins, [
+        { ip: '10.0.0.42', port: 8080 },
+        { ip: '2001:db8::42', port: 80 },
+      ]);
       const listed = (await get(key, '/api/domains'))[0];
       assert.deepEqual(listed.origins, r.body.origins);
       assert.equal(listed.wafLevel, 'medium', 'nothing else changed');
@@ -273,7 +287,11 @@ describe('billing and the frozen account', async () => {
         ],
       );
       const times = txs.map((x) => Date.parse(x.createdAt));
-      assert.deepEqual(times, [...times].sort((a, b) => b - a), 'newest first');
+      assert.deepEqual(
+        times,
+        [...times].sort((a, b) => b - a),
+        'newest first',
+      );
     });
 
     test('confirming the same deposit again gives 409 and credits nothing', async () => {

@@ -44,10 +44,7 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
   fc.record({ op: fc.constant('adjust' as const), account: fc.nat(ACCOUNTS - 1), cents: fc.integer({ min: -20_000, max: 20_000 }).filter((n) => n !== 0) }),
 );
 /** A step: time passes (maybe past due dates) and the charge job runs, or a few operations at once. */
-const stepArb = fc.oneof(
-  fc.record({ advanceDays: fc.integer({ min: 0, max: 40 }), jobs: fc.integer({ min: 1, max: 3 }) }),
-  fc.array(opArb, { minLength: 1, maxLength: 4 }),
-);
+const stepArb = fc.oneof(fc.record({ advanceDays: fc.integer({ min: 0, max: 40 }), jobs: fc.integer({ min: 1, max: 3 }) }), fc.array(opArb, { minLength: 1, maxLength: 4 }));
 
 for (const backend of await backends()) {
   describe(`the ledger (${backend})`, async () => {
@@ -55,48 +52,44 @@ for (const backend of await backends()) {
 
     test('random sequences of deposits, confirmations, charges, plan changes and adjustments, some at once, keep balance = sum of the ledger, never below 0', async () => {
       await fc.assert(
-        fc.asyncProperty(
-          fc.array(fc.integer({ min: 0, max: 30_000 }), { minLength: ACCOUNTS, maxLength: ACCOUNTS }),
-          fc.array(stepArb, { minLength: 1, maxLength: 8 }),
-          async (balances, steps) => {
-            const accounts = [];
-            for (const cents of balances) accounts.push((await newAccount(t.app, 'pro', cents / 100)).accountId);
-            const deposits: string[] = [];
-            const events = new Map<number, string>();
-            const run = async (o: Op): Promise<unknown> => {
-              switch (o.op) {
-                case 'deposit': {
-                  // Refused (409) past the cap of open deposits.
-                  const d = await expectedOrRefused(createDeposit(t.ctx, accounts[o.account]!, o.cents));
-                  return d instanceof AppError ? d : deposits.push(d.id);
-                }
-                case 'confirm': {
-                  const id = deposits[o.deposit % Math.max(deposits.length, 1)] ?? randomUUID();
-                  return expectedOrRefused(confirmDeposit(t.ctx, id, o.partial ? { amountCents: 1 } : {}));
-                }
-                case 'webhook': {
-                  const id = deposits[o.deposit % Math.max(deposits.length, 1)] ?? randomUUID();
-                  if (!events.has(o.event)) events.set(o.event, randomUUID());
-                  return expectedOrRefused(applyPaymentEvent(t.ctx, { id: events.get(o.event)!, type: 'deposit.confirmed', depositId: id }));
-                }
-                case 'charge-one':
-                  return expectedOrRefused(runMonthlyCharge(t.ctx, accounts[o.account]!));
-                case 'plan':
-                  return expectedOrRefused(changePlan(t.ctx, accounts[o.account]!, o.plan));
-                case 'adjust':
-                  return expectedOrRefused(adjustBalance(t.ctx, accounts[o.account]!, o.cents, undefined));
+        fc.asyncProperty(fc.array(fc.integer({ min: 0, max: 30_000 }), { minLength: ACCOUNTS, maxLength: ACCOUNTS }), fc.array(stepArb, { minLength: 1, maxLength: 8 }), async (balances, steps) => {
+          const accounts = [];
+          for (const cents of balances) accounts.push((await newAccount(t.app, 'pro', cents / 100)).accountId);
+          const deposits: string[] = [];
+          const events = new Map<number, string>();
+          const run = async (o: Op): Promise<unknown> => {
+            switch (o.op) {
+              case 'deposit': {
+                // Refused (409) past the cap of open deposits.
+                const d = await expectedOrRefused(createDeposit(t.ctx, accounts[o.account]!, o.cents));
+                return d instanceof AppError ? d : deposits.push(d.id);
               }
-            };
-            for (const step of steps) {
-              if (Array.isArray(step)) await Promise.all(step.map(run));
-              else {
-                t.clock.advance(step.advanceDays * DAY);
-                await Promise.all(Array.from({ length: step.jobs }, () => runChargeJob(t.ctx)));
+              case 'confirm': {
+                const id = deposits[o.deposit % Math.max(deposits.length, 1)] ?? randomUUID();
+                return expectedOrRefused(confirmDeposit(t.ctx, id, o.partial ? { amountCents: 1 } : {}));
               }
-              assert.deepEqual(await ledgerProblems(t, accounts), []);
+              case 'webhook': {
+                const id = deposits[o.deposit % Math.max(deposits.length, 1)] ?? randomUUID();
+                if (!events.has(o.event)) events.set(o.event, randomUUID());
+                return expectedOrRefused(applyPaymentEvent(t.ctx, { id: events.get(o.event)!, type: 'deposit.confirmed', depositId: id }));
+              }
+              case 'charge-one':
+                return expectedOrRefused(runMonthlyCharge(t.ctx, accounts[o.account]!));
+              case 'plan':
+                return expectedOrRefused(changePlan(t.ctx, accounts[o.account]!, o.plan));
+              case 'adjust':
+                return expectedOrRefused(adjustBalance(t.ctx, accounts[o.account]!, o.cents, undefined));
             }
-          },
-        ),
+          };
+          for (const step of steps) {
+            if (Array.isArray(step)) await Promise.all(step.map(run));
+            else {
+              t.clock.advance(step.advanceDays * DAY);
+              await Promise.all(Array.from({ length: step.jobs }, () => runChargeJob(t.ctx)));
+            }
+            assert.deepEqual(await ledgerProblems(t, accounts), []);
+          }
+        }),
         { numRuns: backend === 'pglite' ? 25 : 20 },
       );
     });
@@ -152,9 +145,16 @@ for (const backend of await backends()) {
       assert.equal(seen.length, 120);
       assert.equal(new Set(seen).size, 120, 'no row twice');
       const all = (await call(t.app, 'GET', '/api/billing/transactions?limit=200', { key })).body;
-      assert.deepEqual(all.map((x: { id: string }) => x.id), seen, 'pages join up to the full list, newest first');
+      assert.deepEqual(
+        all.map((x: { id: string }) => x.id),
+        seen,
+        'pages join up to the full list, newest first',
+      );
       const times = all.map((x: { createdAt: string }) => Date.parse(x.createdAt));
-      assert.deepEqual(times, [...times].sort((a, b) => b - a));
+      assert.deepEqual(
+        times,
+        [...times].sort((a, b) => b - a),
+      );
       const small = await call(t.app, 'GET', '/api/billing/transactions?limit=7', { key });
       assert.equal(small.body.length, 7);
       assert.match(String(small.headers.link), /limit=7&before=/);
@@ -249,7 +249,7 @@ for (const backend of await backends()) {
         assert.equal((await call(t.app, 'GET', '/api/billing/transactions', { key })).body.length, 1, 'the opening balance only');
       });
 
-      test("a downgrade below what the account uses: 409 naming what to remove; bad plans 400", async () => {
+      test('a downgrade below what the account uses: 409 naming what to remove; bad plans 400', async () => {
         const { key } = await newAccount(t.app, 'pro', 50);
         const r = await call(t.app, 'PUT', '/api/account/plan', { key, body: { plan: 'free' } });
         assert.equal(r.status, 409);

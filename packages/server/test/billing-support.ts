@@ -19,4 +19,3 @@ export async function ledgerProblems(t: { ctx: Pick<ServiceContext, 'db'> }, acc
   problems.push(...nonZero.rows.map((r) => `row ${r.id} is not confirmed but moves the balance`));
   return problems;
 }
-

@@ -34,8 +34,7 @@ for (const backend of await backends()) {
       assert.equal(r.status, 201);
       return r.body.id as string;
     };
-    const eventRecorded = async (id: string) =>
-      (await sql<{ n: number }>`select count(*)::int as n from payment_events where id = ${id}`.execute(t.ctx.db)).rows[0]!.n;
+    const eventRecorded = async (id: string) => (await sql<{ n: number }>`select count(*)::int as n from payment_events where id = ${id}`.execute(t.ctx.db)).rows[0]!.n;
 
     test('a signed deposit.confirmed credits the deposit once, without an API key', async () => {
       const { key } = await newAccount(t.app, 'pro', 10);
@@ -63,7 +62,10 @@ for (const backend of await backends()) {
       const depositId = await deposit(key, 7);
       const event = { id: `evt_${randomUUID()}`, type: 'deposit.confirmed', depositId };
       const answers = await Promise.all(Array.from({ length: 5 }, () => webhook(event)));
-      assert.deepEqual(answers.map((a) => a.status), [200, 200, 200, 200, 200]);
+      assert.deepEqual(
+        answers.map((a) => a.status),
+        [200, 200, 200, 200, 200],
+      );
       assert.equal(answers.filter((a) => a.body.applied).length, 1);
       assert.equal(await balance(key), 7);
     });
@@ -137,10 +139,25 @@ for (const backend of await backends()) {
         ['no v1', { signature: `t=${ts}` }, 400, 'X-Rampart-Payment-Signature: malformed; expected t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>">'],
         ['no t', { signature: `v1=${paymentSignature(SECRET, ts, raw)}` }, 400, 'X-Rampart-Payment-Signature: malformed; expected t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>">'],
         ['wrong secret', { signature: `t=${ts},v1=${paymentSignature('another secret', ts, raw)}` }, 401, 'X-Rampart-Payment-Signature: does not match the body'],
-        ['tampered body', { raw: raw.replace('deposit.confirmed', 'deposit.confirmed '), signature: `t=${ts},v1=${paymentSignature(SECRET, ts, raw)}` }, 401, 'X-Rampart-Payment-Signature: does not match the body'],
+        [
+          'tampered body',
+          { raw: raw.replace('deposit.confirmed', 'deposit.confirmed '), signature: `t=${ts},v1=${paymentSignature(SECRET, ts, raw)}` },
+          401,
+          'X-Rampart-Payment-Signature: does not match the body',
+        ],
         ['timestamp swapped', { signature: `t=${ts + 1},v1=${paymentSignature(SECRET, ts, raw)}` }, 401, 'X-Rampart-Payment-Signature: does not match the body'],
-        ['six minutes old', { signature: `t=${ts - 360},v1=${paymentSignature(SECRET, ts - 360, raw)}` }, 401, "X-Rampart-Payment-Signature: the timestamp is more than 5 minutes away from the server's clock"],
-        ['six minutes ahead', { signature: `t=${ts + 360},v1=${paymentSignature(SECRET, ts + 360, raw)}` }, 401, "X-Rampart-Payment-Signature: the timestamp is more than 5 minutes away from the server's clock"],
+        [
+          'six minutes old',
+          { signature: `t=${ts - 360},v1=${paymentSignature(SECRET, ts - 360, raw)}` },
+          401,
+          "X-Rampart-Payment-Signature: the timestamp is more than 5 minutes away from the server's clock",
+        ],
+        [
+          'six minutes ahead',
+          { signature: `t=${ts + 360},v1=${paymentSignature(SECRET, ts + 360, raw)}` },
+          401,
+          "X-Rampart-Payment-Signature: the timestamp is more than 5 minutes away from the server's clock",
+        ],
       ];
       for (const [what, o, status, error] of cases) {
         const r = await webhook(event, o);
@@ -197,4 +214,3 @@ for (const backend of await backends()) {
     });
   });
 }
-

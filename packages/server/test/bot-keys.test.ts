@@ -201,7 +201,10 @@ for (const backend of await backends()) {
       assert.equal(stored.bot_key_id, second.key_id);
       assert.equal(stored.bot_prev_key_id, first.key_id);
       const snap = await botKeys(s);
-      assert.deepEqual(snap.keys.map((k) => k.id), [second.key_id, first.key_id]);
+      assert.deepEqual(
+        snap.keys.map((k) => k.id),
+        [second.key_id, first.key_id],
+      );
       assert.equal(snap.keys[0]!.secret, stored.bot_secret);
       assert.equal(snap.keys[1]!.secret, stored.bot_prev_secret);
       assert.equal((await revisions({ key: a.key }))[s], rev + 2);
@@ -248,7 +251,10 @@ for (const backend of await backends()) {
         assert.equal(new Date(rotated.bot_prev_until!).getTime(), rotatedAt + TTL_MS);
         assert.equal((await revisions({ key: a.key }))[s], rev0 + 1);
         assert.ok(t.changed.flat().includes(s));
-        assert.deepEqual((await botKeys(s)).keys.map((k) => k.id), [rotated.bot_key_id, initial.bot_key_id]);
+        assert.deepEqual(
+          (await botKeys(s)).keys.map((k) => k.id),
+          [rotated.bot_key_id, initial.bot_key_id],
+        );
 
         await runBotKeyJob(t.ctx, MAX_AGE);
         assert.deepEqual(await mine(), rotated, 'a second run at the same time rotates nothing');
@@ -313,7 +319,8 @@ for (const backend of await backends()) {
           await sql`insert into servers (id, account_id, name, status) values (${serverId}, ${account}, 'old-edge', 'offline')`.execute(db);
         },
         async (db) => {
-          const migrated = (await sql<KeyRow>`select bot_key_id, bot_secret, bot_key_created_at, bot_prev_key_id, bot_prev_secret, bot_prev_until from accounts where id = ${account}`.execute(db)).rows[0]!;
+          const migrated = (await sql<KeyRow>`select bot_key_id, bot_secret, bot_key_created_at, bot_prev_key_id, bot_prev_secret, bot_prev_until from accounts where id = ${account}`.execute(db))
+            .rows[0]!;
           assert.equal(migrated.bot_key_id, '0');
           assert.equal(migrated.bot_secret, oldSecret);
           assert.equal(migrated.bot_prev_key_id, null);

@@ -53,7 +53,10 @@ describe('bus messages', () => {
 
   test('a long id list is split into payloads under the NOTIFY limit, none lost', () => {
     const ids = Array.from({ length: 1000 }, () => randomUUID());
-    for (const m of [{ kind: 'servers-changed', ids }, { kind: 'acme-challenge', serverIds: ids, challenge }] as BusMessage[]) {
+    for (const m of [
+      { kind: 'servers-changed', ids },
+      { kind: 'acme-challenge', serverIds: ids, challenge },
+    ] as BusMessage[]) {
       const payloads = encodeBusMessage(m);
       assert.ok(payloads.length > 1);
       const back = payloads.map((p) => {
@@ -62,7 +65,10 @@ describe('bus messages', () => {
         assert.ok(parsed);
         return parsed;
       });
-      assert.deepEqual(back.flatMap((b) => (b.kind === 'servers-changed' ? b.ids : b.serverIds)), ids);
+      assert.deepEqual(
+        back.flatMap((b) => (b.kind === 'servers-changed' ? b.ids : b.serverIds)),
+        ids,
+      );
       if (m.kind === 'acme-challenge') for (const b of back) assert.deepEqual(b.kind === 'acme-challenge' && b.challenge, challenge);
     }
   });
@@ -114,8 +120,7 @@ describe('the change bus across two processes', { skip: url ? false : 'no Postgr
     agents.push(agent);
     return agent;
   }
-  const hasPort = (agent: FakeAgent, domain: string, port: number, what: string) =>
-    agent.snapshot((s) => s.domains.some((d) => d.domain === domain && d.origins.some((o) => o.port === port)), what);
+  const hasPort = (agent: FakeAgent, domain: string, port: number, what: string) => agent.snapshot((s) => s.domains.some((d) => d.domain === domain && d.origins.some((o) => o.port === port)), what);
 
   test("a change through A's API reaches an agent connected to B", async () => {
     const s = await newServer('bus-1');

@@ -39,7 +39,15 @@ for (const backend of await backends()) {
       return { serverId: s.body.id, accountId, key };
     }
     const orders = async (registered: string) =>
-      Number((await t.ctx.db.selectFrom('certificate_orders').select((eb) => eb.fn.countAll().as('n')).where('registered_domain', '=', registered).executeTakeFirstOrThrow()).n);
+      Number(
+        (
+          await t.ctx.db
+            .selectFrom('certificate_orders')
+            .select((eb) => eb.fn.countAll().as('n'))
+            .where('registered_domain', '=', registered)
+            .executeTakeFirstOrThrow()
+        ).n,
+      );
 
     test("50 orders a week per registered domain across an account's subdomains and servers; the 51st is refused until the oldest is 7 days old; another account counts on its own", async () => {
       t.clock.set(start);

@@ -10,7 +10,6 @@ import { ADMIN_TOKEN, call, newAccount } from './helpers.js';
 // by case or a trailing dot, malformed fields, replays and forged reports. docs/api.md: "The
 // service acts on certificate messages only for domains assigned to the sending server."
 
-
 const DAY = 86_400;
 const KEY_AUTH = (token: string) => `${token}.${'k'.repeat(43)}`;
 
@@ -25,11 +24,9 @@ describe('certificate messages from a hostile agent', async () => {
     agents.push(a);
     return a;
   }
-  const orders = async (domainName: string) =>
-    (await srv.ctx.db.selectFrom('certificate_orders').select(['server_id', 'account_id']).where('domain', '=', domainName).execute());
+  const orders = async (domainName: string) => await srv.ctx.db.selectFrom('certificate_orders').select(['server_id', 'account_id']).where('domain', '=', domainName).execute();
   /** How the hub answers what was just sent: the close code, or 'open' when it went on answering. */
-  const closeCode = (a: FakeAgent) =>
-    Promise.race([new Promise<number>((resolve) => a.ws.once('close', (code) => resolve(code))), a.barrier().then(() => 'open' as const)]);
+  const closeCode = (a: FakeAgent) => Promise.race([new Promise<number>((resolve) => a.ws.once('close', (code) => resolve(code))), a.barrier().then(() => 'open' as const)]);
   const certRows = async (domainId: string) => srv.ctx.db.selectFrom('domain_certificates').select(['server_id', 'status', 'expires_at']).where('domain_id', '=', domainId).execute();
 
   // The victim: two servers of shop.victim.test. The attacker: a server of the victim's account
@@ -57,7 +54,11 @@ describe('certificate messages from a hostile agent', async () => {
       assert.equal(r.granted, false, JSON.stringify(name));
     }
     const rows = await orders('shop.victim.test');
-    assert.deepEqual(rows.map((o) => [o.server_id, o.account_id]), [[outside.id, evil.accountId]], 'only the other account\'s own order');
+    assert.deepEqual(
+      rows.map((o) => [o.server_id, o.account_id]),
+      [[outside.id, evil.accountId]],
+      "only the other account's own order",
+    );
     // The refusal names what was asked, but never more than a hostname's length.
     const long = await pi.requestSlot('x'.repeat(253));
     assert.ok(long.message!.length < 253 + 60, long.message!);
@@ -72,7 +73,7 @@ describe('certificate messages from a hostile agent', async () => {
     assert.equal((await orders('shop.victim.test')).filter((o) => o.server_id === v1.id).length, granted, 'no grant without a counted order');
   });
 
-  test('challenges for a domain that is not the publisher\'s, in any spelling, reach no agent; its own domain in any spelling reaches only its peers, by the stored name', async () => {
+  test("challenges for a domain that is not the publisher's, in any spelling, reach no agent; its own domain in any spelling reaches only its peers, by the stored name", async () => {
     const challenges = (a: FakeAgent) => a.of('acme/challenge');
     for (const name of ['shop.victim.test', 'SHOP.VICTIM.TEST', 'shop.victim.test.']) {
       assert.equal(await pi.publish({ domain: name, token: `in-${name.length}`, keyAuthorization: KEY_AUTH(`in-${name.length}`), action: 'add' }), 0, `inside: ${name}`);
@@ -127,17 +128,22 @@ describe('certificate messages from a hostile agent', async () => {
     pi.reportCert('blog.victim.test', 'active', now + 60 * DAY); // its own: believed
     await Promise.all([pi.barrier(), po.barrier()]);
     const d = await domain(victim.key, 'shop.victim.test');
-    assert.deepEqual([d.sslStatus, d.sslError, d.sslExpires], ['pending', null, null], 'the victim\'s domain is untouched');
+    assert.deepEqual([d.sslStatus, d.sslError, d.sslExpires], ['pending', null, null], "the victim's domain is untouched");
     assert.deepEqual(await certRows(shop.id), []);
     assert.equal((await domain(victim.key, 'blog.victim.test')).sslStatus, 'active');
-    assert.equal((await domain(evil.key, 'shop.victim.test')).sslStatus, 'active', 'the other account\'s own domain of that name');
+    assert.equal((await domain(evil.key, 'shop.victim.test')).sslStatus, 'active', "the other account's own domain of that name");
     void blog;
   });
 
-  test('a forged expiry: within X.509\'s range (up to 9999-12-31) it is the sender\'s own business and never breaks the list or the export; past it the message is invalid (4003) and changes nothing', async () => {
+  test("a forged expiry: within X.509's range (up to 9999-12-31) it is the sender's own business and never breaks the list or the export; past it the message is invalid (4003) and changes nothing", async () => {
     const name = 'evil.victim.test';
     const id = (await domain(evil.key, name)).id;
-    for (const [expiresAt, day] of [[0, '1970-01-01'], [1, '1970-01-01'], [32_503_680_000, '3000-01-01'], [253_402_300_799, '9999-12-31']] as const) {
+    for (const [expiresAt, day] of [
+      [0, '1970-01-01'],
+      [1, '1970-01-01'],
+      [32_503_680_000, '3000-01-01'],
+      [253_402_300_799, '9999-12-31'],
+    ] as const) {
       po.reportCert(name, 'active', expiresAt);
       await po.barrier();
       const list = await call(srv.app, 'GET', '/api/domains', { key: evil.key });

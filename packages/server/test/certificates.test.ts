@@ -9,7 +9,6 @@ import { ADMIN_TOKEN, call, newAccount } from './helpers.js';
 // within the authority's cap, challenges relayed to the domain's other agents and no one else,
 // and each server's cert/status turned into the domain's sslStatus, sslError, sslExpires and status.
 
-
 const DAY = 86_400;
 const KEY_AUTH = (token: string) => `${token}.${'k'.repeat(43)}`;
 
@@ -21,10 +20,15 @@ describe('certificates through the agent hub', async () => {
 
   const { newServer, newDomain, domain } = apiFixtures(srv.app);
   function domainWhere(key: string, name: string, pred: (d: DomainView) => boolean, what: string) {
-    return waitFor(async () => {
-      const d = await domain(key, name);
-      return pred(d) && d;
-    }, `${name}: ${what}`, WAIT_MS, 20);
+    return waitFor(
+      async () => {
+        const d = await domain(key, name);
+        return pred(d) && d;
+      },
+      `${name}: ${what}`,
+      WAIT_MS,
+      20,
+    );
   }
   async function connect(token: string) {
     const a = await FakeAgent.connect(agentUrl, token);
@@ -62,7 +66,10 @@ describe('certificates through the agent hub', async () => {
     assert.deepEqual(await a3.requestSlot('shop.example.com'), { granted: true, message: null });
     const orders = await srv.ctx.db.selectFrom('certificate_orders').select(['registered_domain', 'account_id']).execute();
     assert.equal(orders.filter((o) => o.registered_domain === 'example.co.uk').length, 50);
-    assert.deepEqual(orders.filter((o) => o.registered_domain === 'example.com').map((o) => o.account_id), [two.accountId]);
+    assert.deepEqual(
+      orders.filter((o) => o.registered_domain === 'example.com').map((o) => o.account_id),
+      [two.accountId],
+    );
   });
 
   test("a published challenge reaches the domain's other agents and no one else", async () => {
@@ -201,7 +208,10 @@ describe('certificates through the agent hub', async () => {
     const [first] = await waitFor(async () => (await failed()).length === 1 && failed(), 'ssl_failed', WAIT_MS, 20);
     assert.equal(first!.domainId, d.id);
     assert.equal(first!.serverId, s1.id);
-    assert.match(first!.message, /^The certificate of "failing\.example\.com" could not be obtained or renewed: failing\.example\.com resolves to 203\.0\.113\.9, not to this server\. Check that the domain's DNS records/);
+    assert.match(
+      first!.message,
+      /^The certificate of "failing\.example\.com" could not be obtained or renewed: failing\.example\.com resolves to 203\.0\.113\.9, not to this server\. Check that the domain's DNS records/,
+    );
     // The same failure again (a retry) raises nothing; another reason does.
     g.reportCert('failing.example.com', 'error', null, 'failing.example.com resolves to 203.0.113.9, not to this server');
     await g.barrier();

@@ -23,7 +23,7 @@ const XPUB = accountKey.publicExtendedKey;
 const XPRV = accountKey.privateExtendedKey;
 
 describe('deposit addresses', () => {
-  test('deposit i is the address of the private key at m/44\'/60\'/0\'/0/i: the operator can spend what arrives', () => {
+  test("deposit i is the address of the private key at m/44'/60'/0'/0/i: the operator can spend what arrives", () => {
     for (const i of [0, 1, 2, 3, 10, 99, 1000, 123_456, 2 ** 31 - 1]) {
       const privateKey = master.derive(`m/44'/60'/0'/0/${i}`).privateKey!;
       assert.equal(depositAddress(XPUB, i), privateKeyToAccount(bytesToHex(privateKey)).address, `index ${i}`);
@@ -155,7 +155,13 @@ describe('chain settings', () => {
     assert.equal(fromCents(2900, 18), 29n * 10n ** 18n);
     assert.equal(fromCents(1, 0), 1n);
     assert.equal(fromCents(0, 6), 0n);
-    for (const [cents, decimals] of [[1, 0], [1, 1], [199, 1], [123, 6], [4567, 18]] as const) {
+    for (const [cents, decimals] of [
+      [1, 0],
+      [1, 1],
+      [199, 1],
+      [123, 6],
+      [4567, 18],
+    ] as const) {
       assert.ok(toCents(fromCents(cents, decimals), decimals) >= cents, `${cents} cents at ${decimals} decimals`);
     }
     assert.throws(() => fromCents(-1, 6), RangeError);
@@ -228,10 +234,13 @@ describe('chain watcher on a local chain', async () => {
     ]);
     assert.equal(found[0]!.blockNumber, found[1]!.blockNumber);
     assert.ok(found[0]!.logIndex < found[1]!.logIndex);
-    assert.deepEqual(found.map((t) => toCents(t.amount, chain.decimals)), [1234, 100, 300]);
+    assert.deepEqual(
+      found.map((t) => toCents(t.amount, chain.decimals)),
+      [1234, 100, 300],
+    );
   });
 
-  test('another token\'s transfers to a watched address are ignored, and so are transfers of 0', async () => {
+  test("another token's transfers to a watched address are ignored, and so are transfers of 0", async () => {
     const other = await chain.deployToken('Other USD', 'OUSD');
     const watcher = await freshWatcher(1);
     const watched = freshAddress();
@@ -266,7 +275,10 @@ describe('chain watcher on a local chain', async () => {
     assert.deepEqual(summary(await resumed.poll([watched])), [{ to: watched, amount: 2n * unit, txHash: fresh }]);
     // A watcher from the earlier cursor does see the old transfer: the resumed one skipped it because of its cursor.
     const fromStart = new ChainWatcher({ rpcUrl: chain.rpcUrl, token: chain.token, confirmations: 1, fromBlock: start });
-    assert.deepEqual((await fromStart.poll([watched])).map((t) => t.txHash), [old, fresh]);
+    assert.deepEqual(
+      (await fromStart.poll([watched])).map((t) => t.txHash),
+      [old, fresh],
+    );
   });
 
   test('without a stored cursor, the first poll starts at the newest block deep enough', async () => {
@@ -294,16 +306,26 @@ describe('chain watcher on a local chain', async () => {
     assert.equal(watcher.cursor, from + 20n);
     const second = await watcher.poll([watched]);
     assert.equal(watcher.cursor, head + 1n);
-    assert.deepEqual([...first, ...second].map((t) => t.txHash), sent);
+    assert.deepEqual(
+      [...first, ...second].map((t) => t.txHash),
+      sent,
+    );
   });
 
   test('more addresses than one request takes', async () => {
     const watcher = await freshWatcher(1);
     // Random addresses around the paid ones (deriving 1,200 would take a second and prove nothing more).
-    const paid = new Map([[3, freshAddress()], [700, freshAddress()], [1200, freshAddress()]]);
+    const paid = new Map([
+      [3, freshAddress()],
+      [700, freshAddress()],
+      [1200, freshAddress()],
+    ]);
     const addresses = Array.from({ length: 1201 }, (_, i) => paid.get(i) ?? getAddress(bytesToHex(randomBytes(20))));
     for (const to of paid.values()) await chain.transfer(to, unit);
-    assert.deepEqual((await watcher.poll(addresses)).map((t) => t.to), [...paid.values()]);
+    assert.deepEqual(
+      (await watcher.poll(addresses)).map((t) => t.to),
+      [...paid.values()],
+    );
   });
 
   test('no addresses: the cursor still moves on', async () => {
@@ -327,10 +349,13 @@ describe('chain watcher on a local chain', async () => {
     const seen = await watcher.transaction(hash);
     assert.equal(seen.state, 'final');
     const transfers = seen.state === 'final' ? seen.transfers : [];
-    assert.deepEqual(transfers.map((t) => ({ to: t.to, amount: t.amount, txHash: t.txHash })), [
-      { to: a, amount: 2n * unit, txHash: hash },
-      { to: b, amount: 5n * unit, txHash: hash },
-    ]);
+    assert.deepEqual(
+      transfers.map((t) => ({ to: t.to, amount: t.amount, txHash: t.txHash })),
+      [
+        { to: a, amount: 2n * unit, txHash: hash },
+        { to: b, amount: 5n * unit, txHash: hash },
+      ],
+    );
     assert.ok(transfers[0]!.logIndex < transfers[1]!.logIndex);
     // The same transfers, with the same log indexes, as a poll finds them.
     const polled = await new ChainWatcher({ rpcUrl: chain.rpcUrl, token: chain.token, confirmations: 3, fromBlock: transfers[0]!.blockNumber }).poll([a, b]);

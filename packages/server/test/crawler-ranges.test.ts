@@ -49,8 +49,17 @@ describe('RAMPART_CRAWLER_RANGES', () => {
     assert.deepEqual(byDefault!.sources.get('bing'), ['https://www.bing.com/toolbox/bingbot.json']);
     assert.equal(byDefault!.intervalMs, 6 * 3600_000);
     assert.equal(crawlerRangesConfigFromEnv({ RAMPART_CRAWLER_RANGES: 'off' }), null);
-    const own = crawlerRangesConfigFromEnv({ RAMPART_CRAWLER_RANGES: 'google=http://127.0.0.1:1/a.json, google=https://x.test/b.json bing=http://127.0.0.1:1/c.json', RAMPART_CRAWLER_RANGES_INTERVAL: '60' });
-    assert.deepEqual([...own!.sources], [['google', ['http://127.0.0.1:1/a.json', 'https://x.test/b.json']], ['bing', ['http://127.0.0.1:1/c.json']]]);
+    const own = crawlerRangesConfigFromEnv({
+      RAMPART_CRAWLER_RANGES: 'google=http://127.0.0.1:1/a.json, google=https://x.test/b.json bing=http://127.0.0.1:1/c.json',
+      RAMPART_CRAWLER_RANGES_INTERVAL: '60',
+    });
+    assert.deepEqual(
+      [...own!.sources],
+      [
+        ['google', ['http://127.0.0.1:1/a.json', 'https://x.test/b.json']],
+        ['bing', ['http://127.0.0.1:1/c.json']],
+      ],
+    );
     assert.equal(own!.intervalMs, 60_000);
     for (const bad of ['googlebot=https://x.test/a.json', 'google', 'google=file:///etc/passwd', '=https://x.test', 'google=not a url']) {
       assert.throws(() => crawlerRangesConfigFromEnv({ RAMPART_CRAWLER_RANGES: bad }), /RAMPART_CRAWLER_RANGES/, bad);
@@ -75,7 +84,10 @@ describe('the crawler-ranges job', async () => {
     const stored = await currentCrawlerLists(t.ctx);
     assert.deepEqual(
       stored.map((l) => [l.crawlerId, l.prefixes.length]),
-      [['bing', 3], ['google', 7]],
+      [
+        ['bing', 3],
+        ['google', 7],
+      ],
     );
     assert.ok(stored.find((l) => l.crawlerId === 'google')!.prefixes.includes('66.249.90.64/27'), 'the special crawlers too');
     assert.equal(stored[0]!.expiresAt, Math.floor((t.clock.now().getTime() + CRAWLER_LIST_MAX_AGE_MS) / 1000));
@@ -94,7 +106,14 @@ describe('the crawler-ranges job', async () => {
       ['missing.json', /answered 404/],
     ] as const) {
       warnings.length = 0;
-      const r = await runCrawlerRangesJob(t.ctx, config([['google', [lists.url('googlebot.json')]], ['bing', [lists.url(name)]]]), log);
+      const r = await runCrawlerRangesJob(
+        t.ctx,
+        config([
+          ['google', [lists.url('googlebot.json')]],
+          ['bing', [lists.url(name)]],
+        ]),
+        log,
+      );
       assert.deepEqual(r, { stored: ['google'], failed: ['bing'] }, name);
       assert.match(warnings.join('\n'), why, name);
       assert.ok(!warnings.join('\n').includes(name), 'a URL is logged by its origin only');
@@ -105,11 +124,17 @@ describe('the crawler-ranges job', async () => {
 
     // Bing's list was last fetched an hour ago: it expires 7 days after that.
     t.clock.advance(CRAWLER_LIST_MAX_AGE_MS - 3600_000);
-    assert.deepEqual((await currentCrawlerLists(t.ctx)).map((l) => l.crawlerId), ['google']);
+    assert.deepEqual(
+      (await currentCrawlerLists(t.ctx)).map((l) => l.crawlerId),
+      ['google'],
+    );
 
     // A crawler no longer configured loses its list.
     await runCrawlerRangesJob(t.ctx, config([['bing', [lists.url('bingbot.json')]]]), quiet);
-    assert.deepEqual((await currentCrawlerLists(t.ctx)).map((l) => l.crawlerId), ['bing']);
+    assert.deepEqual(
+      (await currentCrawlerLists(t.ctx)).map((l) => l.crawlerId),
+      ['bing'],
+    );
   });
 
   test('agents get the lists after their snapshot, and again when they change; none are sent while there are none', async () => {
@@ -124,8 +149,7 @@ describe('the crawler-ranges job', async () => {
     assert.deepEqual(first.of('crawlers/ranges'), [], 'no lists, no message');
 
     await runCrawlerRangesJob(srv.ctx, sources, quiet);
-    const got = (a: FakeAgent, pred: (l: CrawlerAddressList[]) => boolean, what: string) =>
-      waitFor(() => a.of('crawlers/ranges').find((m) => pred(m.lists)), what, WAIT_MS, 10);
+    const got = (a: FakeAgent, pred: (l: CrawlerAddressList[]) => boolean, what: string) => waitFor(() => a.of('crawlers/ranges').find((m) => pred(m.lists)), what, WAIT_MS, 10);
     const sent = await got(first, (l) => l.length === 1, 'the lists on the next sweep');
     assert.equal(sent.lists[0]!.crawlerId, 'google');
     assert.ok(sent.lists[0]!.prefixes.includes('66.249.64.0/27'));
@@ -139,7 +163,14 @@ describe('the crawler-ranges job', async () => {
     assert.ok(types.indexOf('config/snapshot') < types.indexOf('crawlers/ranges'), types.join());
 
     // A change reaches both; a list no longer configured is taken away.
-    await runCrawlerRangesJob(srv.ctx, config([['google', [lists.url('googlebot.json')]], ['bing', [lists.url('bingbot.json')]]]), quiet);
+    await runCrawlerRangesJob(
+      srv.ctx,
+      config([
+        ['google', [lists.url('googlebot.json')]],
+        ['bing', [lists.url('bingbot.json')]],
+      ]),
+      quiet,
+    );
     for (const a of [first, second]) await got(a, (l) => l.map((x) => x.crawlerId).join() === 'bing,google', 'bing added');
     await runCrawlerRangesJob(srv.ctx, config([['bing', [lists.url('bingbot.json')]]]), quiet);
     for (const a of [first, second]) await got(a, (l) => l.map((x) => x.crawlerId).join() === 'bing', 'google removed');

@@ -107,7 +107,10 @@ describe('credential cache, one process', async () => {
     assert.deepEqual((await call(app, 'GET', '/api/waf', { key })).body, []);
     const rule = await call(app, 'POST', '/api/waf', { key, body: { rule_type: 'block_ip', value: '192.0.2.50' } });
     assert.equal(rule.status, 201);
-    assert.deepEqual((await call(app, 'GET', '/api/waf', { key })).body.map((r: { id: string }) => r.id), [rule.body.id]);
+    assert.deepEqual(
+      (await call(app, 'GET', '/api/waf', { key })).body.map((r: { id: string }) => r.id),
+      [rule.body.id],
+    );
     assert.equal((await call(app, 'DELETE', `/api/waf/${rule.body.id}`, { key })).status, 200);
     assert.deepEqual((await call(app, 'GET', '/api/waf', { key })).body, []);
   });
@@ -208,7 +211,13 @@ describe('CredentialCache', () => {
     const otherSession = entry({ kind: 'session', accountId: account, keyId: undefined, tokenHash: randomBytes(32).toString('hex'), expiresMs: 1e15 });
     const stranger = entry();
     const fill = () => {
-      for (const [k, v] of [['key', key], ['session', session], ['other', otherSession], ['stranger', stranger]] as const) cache.set(k, v, 0, cache.generation);
+      for (const [k, v] of [
+        ['key', key],
+        ['session', session],
+        ['other', otherSession],
+        ['stranger', stranger],
+      ] as const)
+        cache.set(k, v, 0, cache.generation);
     };
     const present = () => ['key', 'session', 'other', 'stranger'].filter((k) => cache.get(k, 0));
 
@@ -230,7 +239,10 @@ describe('CredentialCache', () => {
     const many = Array.from({ length: 250 }, () => randomUUID());
     const parts = credentialMessages({ kind: 'account-changed', accountIds: many });
     assert.equal(parts.length, 3);
-    assert.deepEqual(parts.flatMap((p) => ('accountIds' in p ? p.accountIds : [])), many);
+    assert.deepEqual(
+      parts.flatMap((p) => ('accountIds' in p ? p.accountIds : [])),
+      many,
+    );
     assert.equal(new Set(parts.map((p) => p.nonce)).size, 3, 'each its own nonce');
     for (const p of parts) {
       const text = encodeCredentialMessage(p);

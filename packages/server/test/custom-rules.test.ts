@@ -29,11 +29,18 @@ describe('/api/rules', () => {
     const { key } = await newAccount(t.app);
     const a = await create(key, LOGIN);
     assert.equal(a.status, 201, JSON.stringify(a.body));
-    assert.deepEqual({ ...a.body, id: undefined, createdAt: undefined, updatedAt: undefined }, { ...LOGIN, rateLimit: null, domainId: null, priority: 100, enabled: true, hits: { hour: 0, day: 0, week: 0 }, id: undefined, createdAt: undefined, updatedAt: undefined });
+    assert.deepEqual(
+      { ...a.body, id: undefined, createdAt: undefined, updatedAt: undefined },
+      { ...LOGIN, rateLimit: null, domainId: null, priority: 100, enabled: true, hits: { hour: 0, day: 0, week: 0 }, id: undefined, createdAt: undefined, updatedAt: undefined },
+    );
     const b = await create(key, { name: 'office', expression: 'ip.src in {192.0.2.0/24}', action: 'allow', priority: 5 });
     assert.equal(b.status, 201);
     const list = await call(t.app, 'GET', '/api/rules', { key });
-    assert.deepEqual(list.body.map((r: { name: string }) => r.name), ['office', 'login'], 'priority order');
+    assert.deepEqual(
+      list.body.map((r: { name: string }) => r.name),
+      ['office', 'login'],
+      'priority order',
+    );
     assert.deepEqual((await call(t.app, 'GET', `/api/rules/${a.body.id}`, { key })).body, a.body);
     const u = await call(t.app, 'PUT', `/api/rules/${a.body.id}`, { key, body: { action: 'log', enabled: false } });
     assert.equal(u.status, 200);

@@ -36,13 +36,10 @@ const NOTIFICATION = {
  */
 function fakeDns(answers: Record<string, LookupAddress[]>) {
   const real = dns.promises.lookup;
-  return mock.method(dns.promises, 'lookup', (host: string, options: dns.LookupAllOptions) =>
-    host in answers ? Promise.resolve(answers[host]) : real(host, options),
-  );
+  return mock.method(dns.promises, 'lookup', (host: string, options: dns.LookupAllOptions) => (host in answers ? Promise.resolve(answers[host]) : real(host, options)));
 }
 
-const deliver = (url: string, options: { allowPrivate: boolean; timeoutMs?: number }) =>
-  deliverWebhook(url, SECRET, NOTIFICATION, { ...options, now: () => NOW });
+const deliver = (url: string, options: { allowPrivate: boolean; timeoutMs?: number }) => deliverWebhook(url, SECRET, NOTIFICATION, { ...options, now: () => NOW });
 
 describe('webhook delivery', () => {
   test('the body is the notification in a fixed key order, absent ids null', () => {
@@ -99,7 +96,10 @@ describe('webhook delivery', () => {
     assert.equal(result.ok, false);
     assert.equal(result.status, 302);
     assert.equal(result.error, 'the receiver answered HTTP 302; redirects are not followed');
-    assert.deepEqual(r.requests.map((q) => q.url), ['/moved']);
+    assert.deepEqual(
+      r.requests.map((q) => q.url),
+      ['/moved'],
+    );
   });
 
   test('an endless answer is read up to 64 KiB, then the connection is dropped', async () => {
@@ -199,7 +199,10 @@ describe('webhook URLs and private addresses', () => {
     const r = await webhookReceiver();
     const lookup = fakeDns({
       'loopback.example.test': [{ address: '127.0.0.1', family: 4 }],
-      'mixed.example.test': [{ address: '93.184.215.14', family: 4 }, { address: '::1', family: 6 }],
+      'mixed.example.test': [
+        { address: '93.184.215.14', family: 4 },
+        { address: '::1', family: 6 },
+      ],
     });
     try {
       const literal = [
@@ -225,7 +228,10 @@ describe('webhook URLs and private addresses', () => {
         assert.deepEqual({ ok: result.ok, error: result.error }, { ok: false, error: message }, url);
       }
       // A name is only known to be private once resolved, at delivery.
-      for (const [name, address] of [['loopback.example.test', '127.0.0.1'], ['mixed.example.test', '::1']]) {
+      for (const [name, address] of [
+        ['loopback.example.test', '127.0.0.1'],
+        ['mixed.example.test', '::1'],
+      ]) {
         const url = `http://${name}:${r.port}/`;
         assert.equal(checkWebhookUrl(url, false), null);
         const result = await deliver(url, { allowPrivate: false });
@@ -242,10 +248,35 @@ describe('webhook URLs and private addresses', () => {
       assert.equal(isPublicAddress(ip), true, ip);
     }
     const notPublic = [
-      '0.0.0.0', '10.1.2.3', '100.64.0.1', '127.0.0.1', '127.255.255.254', '169.254.169.254', '172.16.0.1', '172.31.255.255',
-      '192.168.0.1', '192.0.2.1', '198.18.0.1', '224.0.0.1', '255.255.255.255', '::', '::1', '::ffff:127.0.0.1', '::ffff:7f00:1',
-      '::ffff:10.0.0.1', '64:ff9b::7f00:1', 'fc00::1', 'fd12:3456::1', 'fe80::1', 'fe80::1%eth0', 'ff02::1', '2001:db8::1',
-      '2002:7f00:1::1', 'localhost', '', '127.0.0.1.nip.io',
+      '0.0.0.0',
+      '10.1.2.3',
+      '100.64.0.1',
+      '127.0.0.1',
+      '127.255.255.254',
+      '169.254.169.254',
+      '172.16.0.1',
+      '172.31.255.255',
+      '192.168.0.1',
+      '192.0.2.1',
+      '198.18.0.1',
+      '224.0.0.1',
+      '255.255.255.255',
+      '::',
+      '::1',
+      '::ffff:127.0.0.1',
+      '::ffff:7f00:1',
+      '::ffff:10.0.0.1',
+      '64:ff9b::7f00:1',
+      'fc00::1',
+      'fd12:3456::1',
+      'fe80::1',
+      'fe80::1%eth0',
+      'ff02::1',
+      '2001:db8::1',
+      '2002:7f00:1::1',
+      'localhost',
+      '',
+      '127.0.0.1.nip.io',
     ];
     for (const ip of notPublic) assert.equal(isPublicAddress(ip), false, ip);
   });
@@ -289,7 +320,10 @@ describe('e-mail delivery', () => {
     const long = notificationEmail({ ...NOTIFICATION, kind: 'server_error', message: `${'x'.repeat(200)}\nsecond line` }, 'o@example.com', 'f@example.com');
     assert.equal(long.subject, '[Rampart] Server error (server 5f0e8a44-1c2b-4d3e-8f9a-0b1c2d3e4f5a)', 'no text of the message in the subject');
     const domainId = '7a1b2c3d-0000-4000-8000-000000000001';
-    assert.equal(notificationEmail({ ...NOTIFICATION, kind: 'ssl_expiring', serverId: null, domainId }, 'o@example.com', 'f@example.com').subject, `[Rampart] Certificate expiring (domain ${domainId})`);
+    assert.equal(
+      notificationEmail({ ...NOTIFICATION, kind: 'ssl_expiring', serverId: null, domainId }, 'o@example.com', 'f@example.com').subject,
+      `[Rampart] Certificate expiring (domain ${domainId})`,
+    );
     assert.equal(notificationEmail({ ...NOTIFICATION, kind: 'quota_reached', serverId: null }, 'o@example.com', 'f@example.com').subject, '[Rampart] Quota reached');
   });
 
@@ -346,8 +380,14 @@ describe('retry schedule', () => {
   test('delays stay within [0, cap] with full jitter', () => {
     for (let attempt = 1; attempt <= 40; attempt++) {
       const ceiling = Math.min(RETRY_CAP_MS, RETRY_BASE_MS * 2 ** (attempt - 1));
-      assert.equal(nextAttemptDelayMs(attempt, () => 0), 0);
-      assert.equal(nextAttemptDelayMs(attempt, () => 0.999_999), Math.floor(0.999_999 * ceiling));
+      assert.equal(
+        nextAttemptDelayMs(attempt, () => 0),
+        0,
+      );
+      assert.equal(
+        nextAttemptDelayMs(attempt, () => 0.999_999),
+        Math.floor(0.999_999 * ceiling),
+      );
       for (let i = 0; i < 50; i++) {
         const d = nextAttemptDelayMs(attempt);
         assert.ok(Number.isInteger(d) && d >= 0 && d < ceiling && d <= RETRY_CAP_MS, `${attempt}: ${d}`);

@@ -103,7 +103,10 @@ describe('Cloudflare provider', () => {
       { type: 'A', name: NAME, content: '192.0.2.2', ttl: 60, proxied: false },
       { type: 'AAAA', name: NAME, content: '2001:db8::1', ttl: 60, proxied: false },
     ]);
-    assert.ok(requests.every((r) => r.auth === `Bearer ${TOKEN}`), 'every request carries the API token');
+    assert.ok(
+      requests.every((r) => r.auth === `Bearer ${TOKEN}`),
+      'every request carries the API token',
+    );
   });
 
   test('no IPv6 address deletes the AAAA records, and records already right are left alone', async () => {
@@ -111,11 +114,7 @@ describe('Cloudflare provider', () => {
 
     await provider.setAddresses(`${NAME}.`, ['192.0.2.1']);
 
-    assert.deepEqual(summary().slice(3), [
-      `GET ${RECORDS}?type=A&name=${NAME}`,
-      `GET ${RECORDS}?type=AAAA&name=${NAME}`,
-      `DELETE ${RECORDS}/4f1e2d3c4b5a69788796a5b4c3d2e1f0`,
-    ]);
+    assert.deepEqual(summary().slice(3), [`GET ${RECORDS}?type=A&name=${NAME}`, `GET ${RECORDS}?type=AAAA&name=${NAME}`, `DELETE ${RECORDS}/4f1e2d3c4b5a69788796a5b4c3d2e1f0`]);
   });
 
   test('reads the published A and AAAA addresses, sorted', async () => {

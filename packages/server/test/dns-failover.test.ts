@@ -79,7 +79,10 @@ for (const backend of await backends()) {
     const domain = async (key: string, id: string) => ((await call(app, 'GET', '/api/domains', { key })).body as any[]).find((d) => d.id === id);
     const tick = async (servers: { conn: AgentConnection }[]) => {
       t.clock.advance(10_000);
-      await touchAgentConnections(t.ctx, servers.map((s) => s.conn));
+      await touchAgentConnections(
+        t.ctx,
+        servers.map((s) => s.conn),
+      );
     };
 
     test('the records follow health: both published; one down, removed; back, restored; only on change', async () => {
@@ -209,7 +212,10 @@ for (const backend of await backends()) {
       const pdns = { ...PDNS, apiUrl: 'https://dns.example.net:8081/' };
       const put = await call(app, 'PUT', '/api/settings/dns', { key, body: pdns });
       assert.equal(put.status, 200, JSON.stringify(put.body));
-      assert.deepEqual({ ...put.body, updatedAt: undefined }, { provider: 'powerdns', apiUrl: 'https://dns.example.net:8081', serverId: 'localhost', connected: true, error: null, updatedAt: undefined });
+      assert.deepEqual(
+        { ...put.body, updatedAt: undefined },
+        { provider: 'powerdns', apiUrl: 'https://dns.example.net:8081', serverId: 'localhost', connected: true, error: null, updatedAt: undefined },
+      );
       const get = await call(app, 'GET', '/api/settings/dns', { key });
       assert.deepEqual(get.body, put.body);
       for (const body of [put.body, get.body]) assert.ok(!JSON.stringify(body).includes(PDNS.apiKey));
@@ -359,7 +365,7 @@ for (const backend of await backends()) {
   });
 }
 
-describe('the providers\' fetch (guardedFetch)', () => {
+describe("the providers' fetch (guardedFetch)", () => {
   test('a name resolving to a private address is refused before connecting, unless allowed', async () => {
     const server = createServer((_req, res) => res.end('{}'));
     server.listen(0, '127.0.0.1');

@@ -26,10 +26,13 @@ describe('PowerDNS provider', () => {
 
     assert.deepEqual(await provider.getAddresses('www.example.test'), ['192.0.2.1', '192.0.2.2', '2001:db8::1']);
     const a = await resolver.resolve4('www.example.test', { ttl: true });
-    assert.deepEqual(a.sort((x, y) => x.address.localeCompare(y.address)), [
-      { address: '192.0.2.1', ttl: 60 },
-      { address: '192.0.2.2', ttl: 60 },
-    ]);
+    assert.deepEqual(
+      a.sort((x, y) => x.address.localeCompare(y.address)),
+      [
+        { address: '192.0.2.1', ttl: 60 },
+        { address: '192.0.2.2', ttl: 60 },
+      ],
+    );
     assert.deepEqual(await resolver.resolve6('www.example.test', { ttl: true }), [{ address: '2001:db8::1', ttl: 60 }]);
   });
 

@@ -174,7 +174,10 @@ describe('every error answer is { error }', () => {
     const parts = message.split('; ');
     assert.equal(parts.length, 11, message);
     assert.equal(parts.at(-1), 'and 21 more', message);
-    assert.ok(parts.slice(0, 10).every((p) => /^(unknown field: field\d+|name: is required)$/.test(p)), message);
+    assert.ok(
+      parts.slice(0, 10).every((p) => /^(unknown field: field\d+|name: is required)$/.test(p)),
+      message,
+    );
 
     // Exactly 10 problems: all listed, no count.
     const ten = Object.fromEntries(Array.from({ length: 10 }, (_, i) => [`f${i}`, i]));

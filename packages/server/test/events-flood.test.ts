@@ -162,7 +162,11 @@ for (const backend of await backends()) {
         events.map((e) => [e.path, e.query, e.count, e.request_id]),
         [['/search', 'id=1%27%20OR%201=1&page=1', 5, 'scan1']],
       );
-      assert.deepEqual((await list(key, '?requestId=scan2')).map((e) => e.query), ['id=1%27%20OR%201=1&page=1'], 'found by a folded request id, with the first query');
+      assert.deepEqual(
+        (await list(key, '?requestId=scan2')).map((e) => e.query),
+        ['id=1%27%20OR%201=1&page=1'],
+        'found by a folded request id, with the first query',
+      );
     });
 
     test("an agent's folded items add to the first one's row; the first 32 request ids find it, later ones do not", async () => {
@@ -177,7 +181,12 @@ for (const backend of await backends()) {
       assert.deepEqual([r.stored, r.folded], [0, 2]);
       const [e] = await list(key);
       assert.deepEqual([e!.count, e!.last_seen_at, e!.request_id], [10_000, new Date((now - 545) * 1000).toISOString(), 'fold0']);
-      for (const id of ids.slice(0, 32)) assert.deepEqual((await list(key, `?requestId=${id}`)).map((x) => x.id), [e!.id], id);
+      for (const id of ids.slice(0, 32))
+        assert.deepEqual(
+          (await list(key, `?requestId=${id}`)).map((x) => x.id),
+          [e!.id],
+          id,
+        );
       assert.deepEqual(await list(key, `?requestId=${ids[32]}`), [], 'past the 32 kept');
       const other = await setUp();
       assert.deepEqual(await list(other.key, `?requestId=${ids[0]}`), [], "another account's request id finds nothing");
@@ -193,7 +202,10 @@ for (const backend of await backends()) {
       assert.equal(stored, EVENT_ROWS.perDay - EVENT_ROWS.reservedForDetections);
       const sqli = await store([ev({ ts: now - 1, ip: '198.51.100.77', reason: 'sqli_detected', path: '/login', requestId: 'theAttack' })]);
       assert.equal(sqli.stored, 1);
-      assert.deepEqual((await list(key, '?requestId=theAttack')).map((e) => e.source_ip), ['198.51.100.77']);
+      assert.deepEqual(
+        (await list(key, '?requestId=theAttack')).map((e) => e.source_ip),
+        ['198.51.100.77'],
+      );
     });
 
     test('filters and paging: follow Link to the end, newest first, no duplicates', async () => {
@@ -222,17 +234,29 @@ for (const backend of await backends()) {
       const all = await walk('?limit=7');
       assert.equal(all.length, 120);
       assert.equal(new Set(all.map((e) => e.id)).size, 120, 'no duplicates');
-      assert.deepEqual(all.map((e) => e.request_id), batch.map((e) => e.requestId).reverse(), 'newest first');
+      assert.deepEqual(
+        all.map((e) => e.request_id),
+        batch.map((e) => e.requestId).reverse(),
+        'newest first',
+      );
 
       const filtered = await walk('?limit=4&domain=BLOG.example.com&reason=sqli_detected&ip=10.0.0.1');
       const expected = batch.filter((e) => e.domain === 'blog.example.com' && e.reason === 'sqli_detected' && e.ip === '10.0.0.1');
       assert.ok(expected.length > 4, 'more than one page');
-      assert.deepEqual(filtered.map((e) => e.request_id), expected.map((e) => e.requestId).reverse(), 'the Link keeps the filters');
+      assert.deepEqual(
+        filtered.map((e) => e.request_id),
+        expected.map((e) => e.requestId).reverse(),
+        'the Link keeps the filters',
+      );
 
       const since = new Date((now - 8000 + 20 * 61) * 1000).toISOString();
       const until = new Date((now - 8000 + 30 * 61) * 1000).toISOString();
       const window = await walk(`?since=${encodeURIComponent(since)}&until=${encodeURIComponent(until)}&limit=3`);
-      assert.deepEqual(window.map((e) => e.request_id), Array.from({ length: 11 }, (_, i) => `r${30 - i}`), 'since and until are inclusive');
+      assert.deepEqual(
+        window.map((e) => e.request_id),
+        Array.from({ length: 11 }, (_, i) => `r${30 - i}`),
+        'since and until are inclusive',
+      );
     });
 
     test('bad filter values are a 400 naming the field', async () => {
@@ -267,7 +291,10 @@ for (const backend of await backends()) {
       await mine.store([ev({ ip: '198.51.100.1' })]);
       await theirs.store([ev({ ip: '198.51.100.2' }), ev({ ip: '198.51.100.3' })]);
       const their = await list(theirs.key);
-      assert.deepEqual((await list(mine.key)).map((e) => e.source_ip), ['198.51.100.1']);
+      assert.deepEqual(
+        (await list(mine.key)).map((e) => e.source_ip),
+        ['198.51.100.1'],
+      );
       assert.deepEqual(await list(mine.key, '?ip=198.51.100.2'), []);
       const r = await call(t.app, 'GET', `/api/waf/events?before=${their[0]!.id}`, { key: mine.key });
       assert.equal(r.status, 400);
@@ -281,7 +308,10 @@ for (const backend of await backends()) {
       await t.ctx.db.schema.dropTable('waf_event_requests').execute();
       const migration = (await migrationProvider.getMigrations())['0016_event_request_ids']!;
       await migration.up(t.ctx.db);
-      assert.deepEqual((await list(key, '?requestId=storedBeforeUpgrade')).map((e) => [e.source_ip, e.request_id]), [['198.51.100.90', 'storedBeforeUpgrade']]);
+      assert.deepEqual(
+        (await list(key, '?requestId=storedBeforeUpgrade')).map((e) => [e.source_ip, e.request_id]),
+        [['198.51.100.90', 'storedBeforeUpgrade']],
+      );
     });
   });
 }

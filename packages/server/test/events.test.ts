@@ -50,7 +50,10 @@ test('the retention job deletes events older than 7 days and keeps the rest', as
   ]);
   assert.ok((await pruneEvents(t.ctx)) >= 1);
   const events = await call(t.app, 'GET', '/api/waf/events', { key });
-  assert.deepEqual(events.body.map((e: any) => e.domain), ['recent.example.com']);
+  assert.deepEqual(
+    events.body.map((e: any) => e.domain),
+    ['recent.example.com'],
+  );
 });
 
 describe('request details and detect mode', async () => {
@@ -63,71 +66,86 @@ describe('request details and detect mode', async () => {
     const { stored } = await storeEvents(t.ctx, accountId, srv.body.id, [
       { ts: now - 3, ip: '203.0.113.1', domain: 'shop.example.com', reason: 'ip_blocked', ruleId: RULE, method: 'GET', path: '/', location: null, matched: null, blocked: true },
       { ts: now - 2, ip: '203.0.113.2', domain: 'shop.example.com', reason: 'xss_detected', ruleId: null, ...details },
-      { ts: now - 1, ip: '2001:db8::3', domain: 'shop.example.com', reason: 'traversal_detected', ruleId: null, method: 'GET', path: '/static/..%2f', query: 'v=2&token=[redacted]', location: 'path', matched: '../../etc/passwd', blocked: true },
-    ]);
-    assert.equal(stored, 3);
-    const r = await call(t.app, 'GET', '/api/waf/events', { key });
-    assert.equal(r.status, 200);
-    assert.ok(r.body.every((e: { id: unknown }) => typeof e.id === 'string'));
-    assert.deepEqual(r.body.map(({ id, ...e }: { id: string }) => e), [
       {
-        timestamp: new Date((now - 1) * 1000).toISOString(),
-        source_ip: '2001:db8::3',
+        ts: now - 1,
+        ip: '2001:db8::3',
         domain: 'shop.example.com',
         reason: 'traversal_detected',
-        rule_id: null,
-        ruleName: null,
-        server_id: srv.body.id,
+        ruleId: null,
         method: 'GET',
         path: '/static/..%2f',
         query: 'v=2&token=[redacted]',
         location: 'path',
         matched: '../../etc/passwd',
         blocked: true,
-        count: 1,
-        last_seen_at: null,
-        request_id: null,
-      },
-      {
-        timestamp: new Date((now - 2) * 1000).toISOString(),
-        source_ip: '203.0.113.2',
-        domain: 'shop.example.com',
-        reason: 'xss_detected',
-        rule_id: null,
-        ruleName: null,
-        server_id: srv.body.id,
-        method: 'POST',
-        path: '/comments',
-        query: null,
-        location: 'body:content',
-        matched: '<script>alert(1)',
-        blocked: false,
-        count: 1,
-        last_seen_at: null,
-        request_id: null,
-      },
-      {
-        timestamp: new Date((now - 3) * 1000).toISOString(),
-        source_ip: '203.0.113.1',
-        domain: 'shop.example.com',
-        reason: 'ip_blocked',
-        rule_id: RULE,
-        ruleName: null,
-        server_id: srv.body.id,
-        method: 'GET',
-        path: '/',
-        query: null,
-        location: null,
-        matched: null,
-        blocked: true,
-        count: 1,
-        last_seen_at: null,
-        request_id: null,
       },
     ]);
+    assert.equal(stored, 3);
+    const r = await call(t.app, 'GET', '/api/waf/events', { key });
+    assert.equal(r.status, 200);
+    assert.ok(r.body.every((e: { id: unknown }) => typeof e.id === 'string'));
+    assert.deepEqual(
+      r.body.map(({ id, ...e }: { id: string }) => e),
+      [
+        {
+          timestamp: new Date((now - 1) * 1000).toISOString(),
+          source_ip: '2001:db8::3',
+          domain: 'shop.example.com',
+          reason: 'traversal_detected',
+          rule_id: null,
+          ruleName: null,
+          server_id: srv.body.id,
+          method: 'GET',
+          path: '/static/..%2f',
+          query: 'v=2&token=[redacted]',
+          location: 'path',
+          matched: '../../etc/passwd',
+          blocked: true,
+          count: 1,
+          last_seen_at: null,
+          request_id: null,
+        },
+        {
+          timestamp: new Date((now - 2) * 1000).toISOString(),
+          source_ip: '203.0.113.2',
+          domain: 'shop.example.com',
+          reason: 'xss_detected',
+          rule_id: null,
+          ruleName: null,
+          server_id: srv.body.id,
+          method: 'POST',
+          path: '/comments',
+          query: null,
+          location: 'body:content',
+          matched: '<script>alert(1)',
+          blocked: false,
+          count: 1,
+          last_seen_at: null,
+          request_id: null,
+        },
+        {
+          timestamp: new Date((now - 3) * 1000).toISOString(),
+          source_ip: '203.0.113.1',
+          domain: 'shop.example.com',
+          reason: 'ip_blocked',
+          rule_id: RULE,
+          ruleName: null,
+          server_id: srv.body.id,
+          method: 'GET',
+          path: '/',
+          query: null,
+          location: null,
+          matched: null,
+          blocked: true,
+          count: 1,
+          last_seen_at: null,
+          request_id: null,
+        },
+      ],
+    );
   });
 
-  test('an event of a custom rule carries the rule\'s name, for its own account only', async () => {
+  test("an event of a custom rule carries the rule's name, for its own account only", async () => {
     const { key, accountId } = await newAccount(t.app);
     const srv = await serverWith(t, key, 'named.example.com');
     const rule = await call(t.app, 'POST', '/api/rules', { key, body: { name: 'admin from the office', expression: 'starts_with(http.request.uri.path, "/admin")', action: 'block' } });
@@ -135,13 +153,23 @@ describe('request details and detect mode', async () => {
     const other = await newAccount(t.app);
     const otherSrv = await serverWith(t, other.key, 'other-named.example.com');
     const now = Math.floor(t.clock.now().getTime() / 1000);
-    const event = { ts: now, ip: '203.0.113.9', reason: 'custom_rule_blocked' as const, ruleId: rule.body.id, method: 'GET', path: '/admin', location: 'http.request.uri.path', matched: null, blocked: true };
+    const event = {
+      ts: now,
+      ip: '203.0.113.9',
+      reason: 'custom_rule_blocked' as const,
+      ruleId: rule.body.id,
+      method: 'GET',
+      path: '/admin',
+      location: 'http.request.uri.path',
+      matched: null,
+      blocked: true,
+    };
     await storeEvents(t.ctx, accountId, srv.body.id, [{ ...event, domain: 'named.example.com' }]);
     await storeEvents(t.ctx, other.accountId, otherSrv.body.id, [{ ...event, domain: 'other-named.example.com' }]);
     const mine = await call(t.app, 'GET', '/api/waf/events', { key });
     assert.deepEqual([mine.body[0].rule_id, mine.body[0].ruleName, mine.body[0].location], [rule.body.id, 'admin from the office', 'http.request.uri.path']);
     const theirs = await call(t.app, 'GET', '/api/waf/events', { key: other.key });
-    assert.deepEqual([theirs.body[0].rule_id, theirs.body[0].ruleName], [rule.body.id, null], 'another account\'s rule is not named');
+    assert.deepEqual([theirs.body[0].rule_id, theirs.body[0].ruleName], [rule.body.id, null], "another account's rule is not named");
     // Filters and pages still work with the name joined in.
     assert.equal((await call(t.app, 'GET', `/api/waf/events?reason=custom_rule_blocked&limit=1`, { key })).body.length, 1);
   });
@@ -165,10 +193,13 @@ describe('request details and detect mode', async () => {
       const over = Object.entries(EVENT_FIELD_MAX).map(([field, max], i) => ({ ...base, ip: ipOf(i), [field]: 'x'.repeat(max + 1) }));
       const atCap = Object.entries(EVENT_FIELD_MAX).map(([field, max], i) => ({ ...base, ip: ipOf(100 + i), [field]: 'y'.repeat(max) }));
       assert.equal(await stored(storeEvents(t.ctx, accountId, srv.body.id, [...over, ...atCap])), atCap.length);
-      assert.equal(await stored(storeEvents(t.ctx, accountId, srv.body.id, [{ ...base, method: 'GE\u0000T', matched: "a\u0000b\ud800c\udc00d😀" }])), 1);
+      assert.equal(await stored(storeEvents(t.ctx, accountId, srv.body.id, [{ ...base, method: 'GE\u0000T', matched: 'a\u0000b\ud800c\udc00d😀' }])), 1);
       const events = (await call(t.app, 'GET', '/api/waf/events', { key })).body as { method: string; matched: string }[];
       assert.equal(events.length, atCap.length + 1);
-      assert.ok(events.some((e) => e.method === 'GE\ufffdT' && e.matched === 'a\ufffdb\ufffdc\ufffdd😀'), JSON.stringify(events.map((e) => [e.method, e.matched])));
+      assert.ok(
+        events.some((e) => e.method === 'GE\ufffdT' && e.matched === 'a\ufffdb\ufffdc\ufffdd😀'),
+        JSON.stringify(events.map((e) => [e.method, e.matched])),
+      );
     });
   }
 
@@ -180,8 +211,24 @@ describe('request details and detect mode', async () => {
     let n = 0;
     const ev = (i: number, blocked: boolean) => ({ ts: now - 3600 + (i % 3000), ip: ipOf(n++), domain: 'cap.example.com', reason: 'xss_detected' as const, ruleId: null, ...details, blocked });
     let total = 0;
-    for (let b = 0; b < 8; b++) total += await stored(storeEvents(t.ctx, accountId, srv.body.id, Array.from({ length: 500 }, (_, i) => ev(b * 500 + i, false))));
-    for (let b = 0; b < 4; b++) total += await stored(storeEvents(t.ctx, accountId, srv.body.id, Array.from({ length: 500 }, (_, i) => ev(i, true))));
+    for (let b = 0; b < 8; b++)
+      total += await stored(
+        storeEvents(
+          t.ctx,
+          accountId,
+          srv.body.id,
+          Array.from({ length: 500 }, (_, i) => ev(b * 500 + i, false)),
+        ),
+      );
+    for (let b = 0; b < 4; b++)
+      total += await stored(
+        storeEvents(
+          t.ctx,
+          accountId,
+          srv.body.id,
+          Array.from({ length: 500 }, (_, i) => ev(i, true)),
+        ),
+      );
     assert.equal(total, 5000, '4,000 detect events, then only 1,000 blocks fit');
     const counts = await t.ctx.db
       .selectFrom('waf_events')
@@ -217,7 +264,18 @@ describe('events through the agent hub', async () => {
       type: 'events/batch',
       payload: {
         events: [
-          { ts, ip: '198.51.100.7', domain: 'shop.example.com', reason: 'cmdi_detected', ruleId: null, method: 'POST', path: '/run', location: 'query:cmd', matched: ';cat /etc/passwd', blocked: false },
+          {
+            ts,
+            ip: '198.51.100.7',
+            domain: 'shop.example.com',
+            reason: 'cmdi_detected',
+            ruleId: null,
+            method: 'POST',
+            path: '/run',
+            location: 'query:cmd',
+            matched: ';cat /etc/passwd',
+            blocked: false,
+          },
           { ts: ts + 1, ip: '198.51.100.8', domain: 'shop.example.com', reason: 'rate_limited', ruleId: null },
         ],
       },
@@ -243,8 +301,30 @@ describe('events through the agent hub', async () => {
       type: 'events/batch',
       payload: {
         events: [
-          { ts: 1, ip: '198.51.100.9', domain: 'shop.example.com', reason: 'xss_detected', ruleId: null, method: 'GET', path: '/', location: 'query:q', matched: 'm'.repeat(EVENT_FIELD_MAX.matched), blocked: true },
-          { ts: 1, ip: '198.51.100.9', domain: 'shop.example.com', reason: 'xss_detected', ruleId: null, method: 'GET', path: '/', location: 'query:q', matched: 'm'.repeat(EVENT_FIELD_MAX.matched + 1), blocked: true },
+          {
+            ts: 1,
+            ip: '198.51.100.9',
+            domain: 'shop.example.com',
+            reason: 'xss_detected',
+            ruleId: null,
+            method: 'GET',
+            path: '/',
+            location: 'query:q',
+            matched: 'm'.repeat(EVENT_FIELD_MAX.matched),
+            blocked: true,
+          },
+          {
+            ts: 1,
+            ip: '198.51.100.9',
+            domain: 'shop.example.com',
+            reason: 'xss_detected',
+            ruleId: null,
+            method: 'GET',
+            path: '/',
+            location: 'query:q',
+            matched: 'm'.repeat(EVENT_FIELD_MAX.matched + 1),
+            blocked: true,
+          },
         ],
       },
     });

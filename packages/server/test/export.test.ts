@@ -58,7 +58,10 @@ describe('configuration export', async () => {
   const tokens: string[] = [edge.connectionToken, old.connectionToken, regenerated.connectionToken];
   const shop = await mustCreate('POST', '/api/domains', {
     domain: 'shop.example.com',
-    origins: [{ ip: '10.0.0.1', port: 8080 }, { ip: '10.0.0.2', port: 8081 }],
+    origins: [
+      { ip: '10.0.0.1', port: 8080 },
+      { ip: '10.0.0.2', port: 8081 },
+    ],
     serverIds: [edge.id],
     sslEnabled: true,
   });
@@ -155,7 +158,7 @@ describe('configuration export', async () => {
     }
   });
 
-  test('a domain\'s wafMode is not exported (the export\'s domain fields are fixed)', () => {
+  test("a domain's wafMode is not exported (the export's domain fields are fixed)", () => {
     assert.ok(!raw.includes('wafMode') && !raw.includes('waf_mode') && !raw.includes('detect'), 'no wafMode in any form');
   });
 
@@ -204,7 +207,10 @@ describe('configuration export', async () => {
     const defName = def.split(' ')[1]!;
     const defBackend = secs.get(`backend ${defName}`);
     assert.ok(defBackend, `backend ${defName} exists`);
-    assert.ok(defBackend.some((l) => /\b404\b/.test(l)), 'the default backend answers 404');
+    assert.ok(
+      defBackend.some((l) => /\b404\b/.test(l)),
+      'the default backend answers 404',
+    );
     assert.ok(!defBackend.some((l) => l.startsWith('server ')), 'the default backend has no servers');
   });
 
@@ -213,7 +219,10 @@ describe('configuration export', async () => {
     const secs = sections(cfg);
     const shop = secs.get('backend be_shop_example_com');
     assert.ok(shop, 'backend be_shop_example_com');
-    assert.ok(shop.some((l) => l.startsWith('option httpchk')), 'option httpchk');
+    assert.ok(
+      shop.some((l) => l.startsWith('option httpchk')),
+      'option httpchk',
+    );
     assert.ok(
       shop.some((l) => /^option httpchk(\s+(GET|HEAD|OPTIONS))?\s+\/(\s|$)/.test(l) || /^http-check send .*\buri \/(\s|$)/.test(l)),
       'the health check asks for /',
@@ -303,7 +312,10 @@ describe('configuration export', async () => {
     assert.equal(r.status, 200, JSON.stringify(r.body));
     assert.deepEqual(Object.keys(r.body).sort(), TOP_FIELDS);
     assert.deepEqual(r.body.servers, [{ name: 'frozen-edge', ip: null, status: 'offline' }]);
-    assert.deepEqual(r.body.domains.map((x: { domain: string }) => x.domain), ['frozen.example.net']);
+    assert.deepEqual(
+      r.body.domains.map((x: { domain: string }) => x.domain),
+      ['frozen.example.net'],
+    );
     assert.ok(r.body.proxy_config_template.includes('backend be_frozen_example_net'));
     assert.ok(!JSON.stringify(r.body).includes(s.body.connectionToken));
   });

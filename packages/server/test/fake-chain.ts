@@ -112,7 +112,9 @@ export async function startFakeChain(chainId = 31_337): Promise<FakeChain> {
             gasUsed: '0x0',
             effectiveGasPrice: '0x0',
             contractAddress: null,
-            logs: logsOf(b).filter((l) => l.tx.hash === hash).map(logJson),
+            logs: logsOf(b)
+              .filter((l) => l.tx.hash === hash)
+              .map(logJson),
             logsBloom: `0x${'00'.repeat(256)}`,
             status: '0x1',
             type: '0x2',

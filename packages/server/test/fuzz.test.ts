@@ -13,13 +13,42 @@ const CONTROL = /\p{Cc}/u;
 
 // ---------- arbitraries ----------
 
-const HOSTILE_PIECES = ['\r\n', '\n', '\r', '#', '"', "'", '\\', '\u0000', '%', '%00', '%0d%0a', '{', '}', ' ', '\t', ';', '`', '$', '\u001b', '\u007f', '\u0085', '\u2028', '\ud800', '[', ']', '/', ':', '..', '<script>'];
+const HOSTILE_PIECES = [
+  '\r\n',
+  '\n',
+  '\r',
+  '#',
+  '"',
+  "'",
+  '\\',
+  '\u0000',
+  '%',
+  '%00',
+  '%0d%0a',
+  '{',
+  '}',
+  ' ',
+  '\t',
+  ';',
+  '`',
+  '$',
+  '\u001b',
+  '\u007f',
+  '\u0085',
+  '\u2028',
+  '\ud800',
+  '[',
+  ']',
+  '/',
+  ':',
+  '..',
+  '<script>',
+];
 const VALID_PIECES = ['a', 'example', '.', 'com', '-', '1', '2', '255', '0', '.0', '::', ':', 'ff', '/', '24', '32', 'US', 'GPTBot', 'xn--'];
 // Line breaks, NUL and other control characters are what break generated files and databases: more of them.
 const hostilePiece = fc.oneof(fc.constantFrom(...HOSTILE_PIECES), fc.constantFrom('\u0000', '\r\n', '\n', '\u0001', '\u001b', '\u0085', '\u009b'));
 /** A good string with one hostile piece spliced in somewhere. */
-const spliced = (good: fc.Arbitrary<string>) =>
-  fc.tuple(good, fc.nat(), hostilePiece).map(([s, i, h]) => s.slice(0, i % (s.length + 1)) + h + s.slice(i % (s.length + 1)));
+const spliced = (good: fc.Arbitrary<string>) => fc.tuple(good, fc.nat(), hostilePiece).map(([s, i, h]) => s.slice(0, i % (s.length + 1)) + h + s.slice(i % (s.length + 1)));
 
 /** Strings that are nearly valid for every field here, with hostile characters mixed in. */
 const hostileString: fc.Arbitrary<string> = fc.oneof(
@@ -50,7 +79,11 @@ const hostileValue: fc.Arbitrary<unknown> = fc.letrec((tie) => ({
 /** Mostly a value of the right kind, sometimes anything hostile. */
 const field = <T>(good: fc.Arbitrary<T>) => fc.oneof({ weight: 3, arbitrary: good }, { weight: 2, arbitrary: hostileValue });
 
-const hostname = fc.oneof(fc.domain(), fc.domain().map((d) => d.toUpperCase() + '.'), hostileString);
+const hostname = fc.oneof(
+  fc.domain(),
+  fc.domain().map((d) => d.toUpperCase() + '.'),
+  hostileString,
+);
 const ip = fc.oneof(fc.ipV4(), fc.ipV6(), fc.ipV4Extended(), hostileString);
 const port = fc.oneof(fc.integer({ min: 1, max: 65535 }), hostileNumber);
 const originArb = fc.oneof({ weight: 5, arbitrary: fc.record({ ip: field(ip), port: field(port) }, { requiredKeys: [] }) }, { weight: 1, arbitrary: hostileValue });
@@ -76,7 +109,11 @@ const ruleValue = fc.oneof(
 const exceptionValue = fc
   .record(
     {
-      path: fc.oneof(fc.constantFrom('/', '/comments', '/api/v1/items'), spliced(fc.constant('/search')), fc.string({ maxLength: 20 }).map((s) => `/${s}`)),
+      path: fc.oneof(
+        fc.constantFrom('/', '/comments', '/api/v1/items'),
+        spliced(fc.constant('/search')),
+        fc.string({ maxLength: 20 }).map((s) => `/${s}`),
+      ),
       location: fc.oneof(
         fc.constant('path'),
         fc.tuple(fc.constantFrom('query', 'body', 'cookie', 'header'), fc.oneof(fc.constantFrom('*', 'id', 'Content', 'X-Forwarded-For', 'a[0]'), hostileString)).map(([k, n]) => `${k}:${n}`),
@@ -148,7 +185,14 @@ for (let i = 0; i < 4; i++) servers.push((await ok('POST', '/api/servers', { nam
 const domains: string[] = [];
 for (let i = 0; i < 3; i++) domains.push((await ok('POST', '/api/domains', { domain: `fixture${i}.example.com`, origins: [{ ip: '192.0.2.1', port: 80 }], serverIds: servers.slice(0, 2) })).id);
 const rules: string[] = [];
-for (const [rule_type, value] of [['block_ip', '192.0.2.0/24'], ['allow_ip', '2001:db8::/32'], ['block_country', 'CN'], ['rate_limit', '{"requests_per_minute":60}'], ['block_bot', '{"enabled":true}'], ['block_ai_bot', 'GPTBot']]) {
+for (const [rule_type, value] of [
+  ['block_ip', '192.0.2.0/24'],
+  ['allow_ip', '2001:db8::/32'],
+  ['block_country', 'CN'],
+  ['rate_limit', '{"requests_per_minute":60}'],
+  ['block_bot', '{"enabled":true}'],
+  ['block_ai_bot', 'GPTBot'],
+]) {
   rules.push((await ok('POST', '/api/waf', { rule_type, value })).id);
 }
 rules.push((await ok('POST', '/api/waf', { rule_type: 'waf_exception', value: '{"path":"/comments","detector":"xss"}', domain_id: domains[0] })).id);
@@ -182,8 +226,7 @@ interface FuzzCase {
 }
 
 const fixedUrl = (url: string, b: fc.Arbitrary<Body>) => b.map((payload) => ({ url, payload }));
-const idUrl = (prefix: string, real: string[], suffix: string, b: fc.Arbitrary<Body>) =>
-  fc.tuple(idArb(real), b).map(([id, payload]) => ({ url: `${prefix}${id}${suffix}`, payload }));
+const idUrl = (prefix: string, real: string[], suffix: string, b: fc.Arbitrary<Body>) => fc.tuple(idArb(real), b).map(([id, payload]) => ({ url: `${prefix}${id}${suffix}`, payload }));
 
 const domainFields = {
   origins: field(fc.array(originArb, { maxLength: 4 })),
@@ -224,10 +267,7 @@ const CASES: FuzzCase[] = [
     auth: { key: KEY },
     arb: fixedUrl(
       '/api/domains',
-      bodies(
-        fc.record({ domain: fc.domain(), ...validDomainFields }, { requiredKeys: ['domain', 'origins'] }),
-        fc.record({ domain: field(hostname), ...domainFields }, { requiredKeys: [] }),
-      ),
+      bodies(fc.record({ domain: fc.domain(), ...validDomainFields }, { requiredKeys: ['domain', 'origins'] }), fc.record({ domain: field(hostname), ...domainFields }, { requiredKeys: [] })),
     ),
   },
   {
@@ -286,7 +326,10 @@ const CASES: FuzzCase[] = [
     name: 'POST /api/auth/register',
     method: 'POST',
     auth: {},
-    arb: fixedUrl('/api/auth/register', bodies(fc.record({ email: fc.emailAddress(), password: fc.string({ minLength: 8, maxLength: 30 }) }), fc.record({ email: field(email), password: field(password) }, { requiredKeys: [] }))),
+    arb: fixedUrl(
+      '/api/auth/register',
+      bodies(fc.record({ email: fc.emailAddress(), password: fc.string({ minLength: 8, maxLength: 30 }) }), fc.record({ email: field(email), password: field(password) }, { requiredKeys: [] })),
+    ),
   },
   {
     name: 'POST /api/auth/login',
@@ -307,7 +350,10 @@ const CASES: FuzzCase[] = [
     arb: fixedUrl(
       '/admin/accounts',
       bodies(
-        fc.record({ email: fc.emailAddress(), password: fc.string({ minLength: 8, maxLength: 30 }), plan: fc.constantFrom('free', 'pro', 'enterprise'), balance: fc.oneof(fc.constant(0), money) }, { requiredKeys: ['email', 'plan'] }),
+        fc.record(
+          { email: fc.emailAddress(), password: fc.string({ minLength: 8, maxLength: 30 }), plan: fc.constantFrom('free', 'pro', 'enterprise'), balance: fc.oneof(fc.constant(0), money) },
+          { requiredKeys: ['email', 'plan'] },
+        ),
         fc.record(
           {
             email: field(email),
@@ -342,7 +388,14 @@ describe('fuzz: no request body ever causes a 5xx', () => {
 describe('fuzz: everything stored is well-formed', () => {
   test('the fuzzing actually stored objects (the invariants below are not vacuous)', async () => {
     const count = async (table: 'domains' | 'waf_rules' | 'servers' | 'api_keys' | 'accounts') =>
-      Number((await t.ctx.db.selectFrom(table).select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow()).n);
+      Number(
+        (
+          await t.ctx.db
+            .selectFrom(table)
+            .select((eb) => eb.fn.countAll<number>().as('n'))
+            .executeTakeFirstOrThrow()
+        ).n,
+      );
     assert.ok((await count('domains')) > domains.length, 'some fuzzed domains were accepted');
     assert.ok((await count('waf_rules')) > rules.length, 'some fuzzed rules were accepted');
     assert.ok((await count('servers')) > servers.length, 'some fuzzed servers were accepted');
@@ -388,8 +441,13 @@ describe('fuzz: everything stored is well-formed', () => {
           }
           const rpm = (v as { requests_per_minute?: unknown } | undefined)?.requests_per_minute;
           good =
-            typeof v === 'object' && v !== null && Object.keys(v).join() === 'requests_per_minute' &&
-            Number.isInteger(rpm) && (rpm as number) >= RATE_LIMIT_MIN && (rpm as number) <= RATE_LIMIT_MAX && r.domain_id === null;
+            typeof v === 'object' &&
+            v !== null &&
+            Object.keys(v).join() === 'requests_per_minute' &&
+            Number.isInteger(rpm) &&
+            (rpm as number) >= RATE_LIMIT_MIN &&
+            (rpm as number) <= RATE_LIMIT_MAX &&
+            r.domain_id === null;
           break;
         }
         case 'block_bot':

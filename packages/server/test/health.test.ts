@@ -88,7 +88,10 @@ for (const backend of await backends()) {
       assert.match(down.healthError, new RegExp(`The health probe of http://127\\.0\\.0\\.3:${target.port}/\\.well-known/rampart/health answered HTTP 503`));
       const downs = await notes(key, 'server_down');
       assert.equal(downs.length, 1);
-      assert.match(downs[0]!.message, /Shield server "edge-1" is connected but failed its health check: the health probe .* answered HTTP 503\. Check that its HAProxy runs and that port \d+ of 127\.0\.0\.3 is reachable/);
+      assert.match(
+        downs[0]!.message,
+        /Shield server "edge-1" is connected but failed its health check: the health probe .* answered HTTP 503\. Check that its HAProxy runs and that port \d+ of 127\.0\.0\.3 is reachable/,
+      );
       for (let i = 0; i < 3; i++) {
         await passWhileConnected(10_000, conn);
         await cycle();

@@ -20,10 +20,7 @@ type Closed = { code: number; reason: string };
 
 function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
   let t: NodeJS.Timeout;
-  return Promise.race([
-    p.finally(() => clearTimeout(t)),
-    new Promise<never>((_, reject) => (t = setTimeout(() => reject(new Error(`timed out waiting for ${what}`)), ms))),
-  ]);
+  return Promise.race([p.finally(() => clearTimeout(t)), new Promise<never>((_, reject) => (t = setTimeout(() => reject(new Error(`timed out waiting for ${what}`)), ms)))]);
 }
 
 describe('agent hub', async () => {
@@ -119,9 +116,9 @@ describe('agent hub', async () => {
   async function serverView(id: string) {
     const r = await call(srv.app, 'GET', '/api/servers', { key });
     assert.equal(r.status, 200);
-    const s = (
-      r.body as { id: string; status: string; ip: string | null; desiredRevision: number; appliedRevision: number; agentVersion: string | null; agentRefused: string | null }[]
-    ).find((x) => x.id === id);
+    const s = (r.body as { id: string; status: string; ip: string | null; desiredRevision: number; appliedRevision: number; agentVersion: string | null; agentRefused: string | null }[]).find(
+      (x) => x.id === id,
+    );
     assert.ok(s, `server ${id} is listed`);
     return s;
   }
@@ -174,14 +171,22 @@ describe('agent hub', async () => {
     test('hello with protocol 1 is answered with the full snapshot at the desired revision; the server turns active with its ip', async () => {
       assert.equal((await serverView(server.id)).status, 'offline');
       ({ agent, first } = await connect(server.token));
-      const view = await waitFor(async () => {
-        const v = await serverView(server.id);
-        return v.status === 'active' && v;
-      }, 'server active', WAIT_MS, 25);
+      const view = await waitFor(
+        async () => {
+          const v = await serverView(server.id);
+          return v.status === 'active' && v;
+        },
+        'server active',
+        WAIT_MS,
+        25,
+      );
       assert.equal(first.serverId, server.id);
       assert.equal(first.revision, view.desiredRevision);
       assert.ok(first.revision >= 1, 'assigning a domain bumped the revision');
-      assert.deepEqual(first.domains.map((d) => d.domain), ['before.example.com']);
+      assert.deepEqual(
+        first.domains.map((d) => d.domain),
+        ['before.example.com'],
+      );
       assert.equal(first.domains[0]!.id, before.id);
       assert.deepEqual(first.domains[0]!.origins, [{ ip: '10.0.0.1', port: 8080 }]);
       assert.equal(view.ip, '127.0.0.1');
@@ -194,7 +199,7 @@ describe('agent hub', async () => {
       const next = await agent.snapshot((s) => s.revision > first.revision && s.domains.some((d) => d.domain === 'pushed.example.com'), 'the pushed snapshot');
       assert.ok(agent.snapshots().length > count);
       assert.deepEqual(next.domains.map((d) => d.domain).sort(), ['before.example.com', 'pushed.example.com']);
-      assert.equal(next.domains.find((d) => d.domain === 'pushed.example.com')!.wafCompressedBodies, 'refuse', 'the domain\'s settings travel with it');
+      assert.equal(next.domains.find((d) => d.domain === 'pushed.example.com')!.wafCompressedBodies, 'refuse', "the domain's settings travel with it");
       assert.equal(next.revision, (await serverView(server.id)).desiredRevision);
       assert.ok(agent.isOpen);
     });

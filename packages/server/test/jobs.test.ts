@@ -30,7 +30,10 @@ describe('runExclusive', { skip: url ? false : 'no PostgreSQL answers (set RAMPA
       assert.deepEqual(await first, { ran: true, result: 'a' });
       assert.deepEqual(await runExclusive(b.db, 'postgres', 'test-job-once', async () => 'b'), { ran: true, result: 'b' }, 'free again once it ended');
       // A job that throws releases the lock too.
-      await assert.rejects(runExclusive(a.db, 'postgres', 'test-job-once', async () => Promise.reject(new Error('boom'))), /boom/);
+      await assert.rejects(
+        runExclusive(a.db, 'postgres', 'test-job-once', async () => Promise.reject(new Error('boom'))),
+        /boom/,
+      );
       assert.deepEqual(await runExclusive(b.db, 'postgres', 'test-job-once', async () => 'b'), { ran: true, result: 'b' });
     } finally {
       await Promise.all([a.close(), b.close()]);

@@ -200,17 +200,26 @@ describe('LoginLimiter', () => {
       now += 60_000;
     }
     // Now at +10 min: the first failure (at 0) leaves the window at +15 min.
-    assert.throws(() => limiter.begin('a@example.com', '192.0.2.1'), (err: any) => err.retryAfterSeconds === 5 * 60);
+    assert.throws(
+      () => limiter.begin('a@example.com', '192.0.2.1'),
+      (err: any) => err.retryAfterSeconds === 5 * 60,
+    );
     now += 5 * 60_000;
     const end = limiter.begin('a@example.com', '192.0.2.1'); // one slot free, now taken by this attempt
     // The next failure (at +1 min) leaves the window at +16 min.
-    assert.throws(() => limiter.begin('a@example.com', '192.0.2.1'), (err: any) => err.retryAfterSeconds === 60);
+    assert.throws(
+      () => limiter.begin('a@example.com', '192.0.2.1'),
+      (err: any) => err.retryAfterSeconds === 60,
+    );
     end('aborted');
     limiter.begin('a@example.com', '192.0.2.1')('aborted');
 
     // Ten attempts in progress from one address and no failure yet: the eleventh may retry in a second.
     const ends = Array.from({ length: LOGIN_LIMITS.perAccount }, () => limiter.begin('b@example.com', '192.0.2.2'));
-    assert.throws(() => limiter.begin('b@example.com', '192.0.2.2'), (err: any) => err.retryAfterSeconds === 1);
+    assert.throws(
+      () => limiter.begin('b@example.com', '192.0.2.2'),
+      (err: any) => err.retryAfterSeconds === 1,
+    );
     for (const e of ends) e('success');
     limiter.begin('b@example.com', '192.0.2.2')('aborted');
   });
@@ -252,7 +261,13 @@ describe('LoginLimiter', () => {
 describe('the session cookie behind a proxy', () => {
   const secureOf = async (t: TestApp, remoteAddress: string, headers: Record<string, string>) => {
     const { email } = await newAccount(t.app, 'pro', 100, PASSWORD);
-    const res = await t.app.inject({ method: 'POST', url: '/api/auth/login', remoteAddress, headers: { 'content-type': 'application/json', ...headers }, payload: JSON.stringify({ email, password: PASSWORD }) });
+    const res = await t.app.inject({
+      method: 'POST',
+      url: '/api/auth/login',
+      remoteAddress,
+      headers: { 'content-type': 'application/json', ...headers },
+      payload: JSON.stringify({ email, password: PASSWORD }),
+    });
     assert.equal(res.statusCode, 200, res.body);
     return /; Secure/.test(String(res.headers['set-cookie']));
   };

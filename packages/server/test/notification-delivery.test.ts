@@ -82,8 +82,7 @@ for (const backend of await backends()) {
       assert.equal(r.status, 200, JSON.stringify(r.body));
       return r.body as Delivery[];
     };
-    const raise = (accountId: string, kind: NotificationKind = 'ssl_expiring', message = `m-${randomUUID()}`, domainId: string | null = null) =>
-      notify(t.ctx, { accountId, kind, message, domainId });
+    const raise = (accountId: string, kind: NotificationKind = 'ssl_expiring', message = `m-${randomUUID()}`, domainId: string | null = null) => notify(t.ctx, { accountId, kind, message, domainId });
     const settings = async (key: string) => (await call(t.app, 'GET', '/api/settings/notifications', { key })).body as NotificationSettings;
     const notifications = async (key: string) => (await call(t.app, 'GET', '/api/notifications', { key })).body as { id: string; kind: string; message: string; createdAt: string }[];
     const hooksTo = (path: string) => hook.requests.filter((r) => r.url.startsWith(path));
@@ -149,7 +148,10 @@ for (const backend of await backends()) {
       const a = await account({ kinds: ['server_down', 'account_frozen'], email: null });
       await raise(a.accountId, 'ssl_expiring');
       await raise(a.accountId, 'account_frozen', notificationMessages.accountFrozen('pro', 2900, 1000));
-      assert.deepEqual((await log(a.key)).map((d) => [d.kind, d.channel]), [['account_frozen', 'webhook']]);
+      assert.deepEqual(
+        (await log(a.key)).map((d) => [d.kind, d.channel]),
+        [['account_frozen', 'webhook']],
+      );
       const bare = await newAccount(t.app);
       await raise(bare.accountId, 'server_down');
       assert.deepEqual(await log(bare.key), []);
@@ -236,13 +238,10 @@ for (const backend of await backends()) {
       hook.statuses.push(500);
       await raise(a.accountId);
       await run({ smtp: undefined });
-      assert.deepEqual(
-        (await log(a.key)).map((d) => [d.channel, d.status, d.lastError]).sort(),
-        [
-          ['email', 'pending', 'e-mail is not configured on the control plane (RAMPART_SMTP_URL)'],
-          ['webhook', 'pending', 'the receiver answered HTTP 500'],
-        ],
-      );
+      assert.deepEqual((await log(a.key)).map((d) => [d.channel, d.status, d.lastError]).sort(), [
+        ['email', 'pending', 'e-mail is not configured on the control plane (RAMPART_SMTP_URL)'],
+        ['webhook', 'pending', 'the receiver answered HTTP 500'],
+      ]);
       assert.equal((await call(t.app, 'PUT', '/api/settings/notifications', { key: a.key, body: { email: null, webhookUrl: `${hook.url}${a.path}/moved` } })).status, 200);
       t.clock.advance(60_000);
       await run();
@@ -293,9 +292,7 @@ for (const backend of await backends()) {
       assert.match(refused!.lastError!, /^webhookUrl: 127\.0\.0\.1 is a private or reserved address/);
 
       // A public-looking name whose DNS answer is loopback (the settings cannot know at save time).
-      const lookup = mock.method(dns.promises, 'lookup', (host: string) =>
-        Promise.resolve(host === 'rebind.test' ? ([{ address: '127.0.0.1', family: 4 }] as LookupAddress[]) : []),
-      );
+      const lookup = mock.method(dns.promises, 'lookup', (host: string) => Promise.resolve(host === 'rebind.test' ? ([{ address: '127.0.0.1', family: 4 }] as LookupAddress[]) : []));
       try {
         const b = await account({ email: null, webhookUrl: `http://rebind.test:${hook.port}/hook/rebind` });
         await raise(b.accountId);
@@ -338,7 +335,10 @@ for (const backend of await backends()) {
       const first = await call(t.app, 'GET', '/api/notifications/deliveries?limit=2', { key: a.key });
       assert.equal(first.headers.link, `</api/notifications/deliveries?limit=2&before=${all[1]!.id}>; rel="next"`);
       const second = await log(a.key, `?limit=2&before=${all[1]!.id}`);
-      assert.deepEqual(second.map((d) => d.id), [all[2]!.id, all[3]!.id]);
+      assert.deepEqual(
+        second.map((d) => d.id),
+        [all[2]!.id, all[3]!.id],
+      );
       const theirs = (await log(other.key))[0]!.id;
       assert.equal((await call(t.app, 'GET', `/api/notifications/deliveries?before=${theirs}`, { key: a.key })).status, 400);
       assert.ok(!all.some((d) => d.id === theirs));
@@ -349,7 +349,10 @@ for (const backend of await backends()) {
       const a = await account({ email: null });
       for (let i = 0; i < 30; i++) await raise(a.accountId, 'server_down', `parallel ${i}`);
       const results = await Promise.all([run(), run(), run()]);
-      assert.equal(results.reduce((sum, r) => sum + r.attempted, 0), 30);
+      assert.equal(
+        results.reduce((sum, r) => sum + r.attempted, 0),
+        30,
+      );
       const bodies = hooksTo(a.path).map((r) => (JSON.parse(r.body) as { id: string }).id);
       assert.equal(bodies.length, 30);
       assert.equal(new Set(bodies).size, 30);
@@ -394,7 +397,10 @@ for (const backend of await backends()) {
         await raise(b.accountId, 'server_down', 'b second');
         await waitFor(() => hooksTo(b.path).length === 2, "B's second server_down", 5000, 10);
         assert.equal(dead.requests.length, 1);
-        assert.deepEqual(hooksTo(b.path).map((r) => (JSON.parse(r.body) as { message: string }).message), ['b first', 'b second']);
+        assert.deepEqual(
+          hooksTo(b.path).map((r) => (JSON.parse(r.body) as { message: string }).message),
+          ['b first', 'b second'],
+        );
         const aLog = await log(a.key);
         assert.equal(aLog.filter((d) => d.attempts > 0).length, 0, 'no attempt of A has finished');
       } finally {
@@ -424,7 +430,11 @@ for (const backend of await backends()) {
         .map((r) => (JSON.parse(r.body) as { message: string }).message);
       assert.equal(order.length, 13);
       assert.ok(order.indexOf('b0') <= 2, `B is served within the first round: ${order.join(' ')}`);
-      assert.deepEqual(order.filter((m) => m.startsWith('a')), ['a0', 'a1', 'a2', 'a3', 'a4', 'a5'], 'oldest first within an endpoint');
+      assert.deepEqual(
+        order.filter((m) => m.startsWith('a')),
+        ['a0', 'a1', 'a2', 'a3', 'a4', 'a5'],
+        'oldest first within an endpoint',
+      );
       for (let i = 1; i < order.length; i++) assert.notEqual(order[i]![0], order[i - 1]![0], `no endpoint twice in a row while another waits: ${order.join(' ')}`);
     });
 
@@ -482,7 +492,10 @@ for (const backend of await backends()) {
       assert.ok(disabledAt - Date.parse(status.failingSince!) >= ENDPOINT_DISABLE_AFTER_MS, 'after 3 days of failures');
       assert.ok(disabledAt - start < ENDPOINT_DISABLE_AFTER_MS + 2 * 3600_000, 'and not much later');
       const webhookLog = (await log(a.key, '?limit=200')).filter((d) => d.channel === 'webhook');
-      assert.ok(webhookLog.every((d) => d.status !== 'pending'), 'nothing is left pending for it');
+      assert.ok(
+        webhookLog.every((d) => d.status !== 'pending'),
+        'nothing is left pending for it',
+      );
       assert.ok(webhookLog.some((d) => d.lastError === 'not delivered: the webhook was disabled after failing for 3 days'));
       assert.ok(down.requests.length < 120, `the circuit spaced the attempts: ${down.requests.length} in 3 days`);
 

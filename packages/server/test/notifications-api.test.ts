@@ -48,7 +48,10 @@ for (const backend of await backends()) {
       }
       const all = (await list(key)).items;
       const tied = [all[1]!, all[2]!].sort((a, b) => (a.id > b.id ? -1 : 1)).map((n) => n.message);
-      assert.deepEqual(all.map((n) => n.message), ['n6', ...tied, 'n3', 'n2', 'n1', 'n0']);
+      assert.deepEqual(
+        all.map((n) => n.message),
+        ['n6', ...tied, 'n3', 'n2', 'n1', 'n0'],
+      );
       assert.deepEqual(new Set(all.map((n) => n.message)), new Set(['n0', 'n1', 'n2', 'n3', 'n4', 'n5', 'n6']));
       for (let i = 1; i < all.length; i++) {
         const [a, b] = [all[i - 1]!, all[i]!];
@@ -69,11 +72,15 @@ for (const backend of await backends()) {
         seen.push(...page.items.map((n) => n.id));
       }
       assert.deepEqual(pages, [3, 3, 1]);
-      assert.deepEqual(seen, all.map((n) => n.id), 'the pages are the list, in order, without repeats');
+      assert.deepEqual(
+        seen,
+        all.map((n) => n.id),
+        'the pages are the list, in order, without repeats',
+      );
       assert.equal((await list(key, '?limit=7')).link, undefined, 'no next page when the page holds the rest');
     });
 
-    test('paging refuses a bad limit or cursor, naming it; another account\'s id is no cursor', async () => {
+    test("paging refuses a bad limit or cursor, naming it; another account's id is no cursor", async () => {
       const a = await newAccount(t.app);
       const b = await newAccount(t.app);
       await raise(b.accountId);
@@ -160,7 +167,12 @@ for (const backend of await backends()) {
         webhookStatus: null,
         emailStatus: null,
       });
-      const r = await put(key, { webhookUrl: 'https://hooks.example.com/rampart?token=abc#frag', webhookSecret: SECRET, email: 'Ops@Example.COM', kinds: ['proxy_crash', 'server_down', 'server_down'] });
+      const r = await put(key, {
+        webhookUrl: 'https://hooks.example.com/rampart?token=abc#frag',
+        webhookSecret: SECRET,
+        email: 'Ops@Example.COM',
+        kinds: ['proxy_crash', 'server_down', 'server_down'],
+      });
       assert.equal(r.status, 200, JSON.stringify(r.body));
       const expected = {
         webhookUrl: 'https://hooks.example.com/rampart?token=abc',

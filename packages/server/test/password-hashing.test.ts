@@ -21,18 +21,23 @@ describe('BoundedQueue', () => {
     const gates = Array.from({ length: 10 }, deferred);
     const started: number[] = [];
     const results = gates.map((g, i) =>
-      q.run(async () => {
-        started.push(i);
-        await g.promise;
-        return i;
-      }).then(
-        (v) => ({ ok: true, v }),
-        (err: Error) => ({ ok: false, v: err.message }),
-      ),
+      q
+        .run(async () => {
+          started.push(i);
+          await g.promise;
+          return i;
+        })
+        .then(
+          (v) => ({ ok: true, v }),
+          (err: Error) => ({ ok: false, v: err.message }),
+        ),
     );
     // Refusals are settled without any task finishing.
     const refused = await Promise.all(results.slice(5));
-    assert.deepEqual(refused, Array.from({ length: 5 }, () => ({ ok: false, v: 'full' })));
+    assert.deepEqual(
+      refused,
+      Array.from({ length: 5 }, () => ({ ok: false, v: 'full' })),
+    );
     assert.deepEqual(started, [0, 1]);
     assert.deepEqual(q.stats, { running: 2, waiting: 3, peak: 2, started: 2 });
 
@@ -50,7 +55,10 @@ describe('BoundedQueue', () => {
     assert.deepEqual(q.stats, { running: 0, waiting: 0, peak: 2, started: 5 });
 
     // A failing task frees its slot too.
-    await assert.rejects(q.run(async () => Promise.reject(new Error('boom'))), /boom/);
+    await assert.rejects(
+      q.run(async () => Promise.reject(new Error('boom'))),
+      /boom/,
+    );
     assert.equal(q.stats.running, 0);
   });
 

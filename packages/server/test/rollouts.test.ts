@@ -25,7 +25,17 @@ const LOG_LOGIN = { name: 'log login', expression: 'http.request.uri.path eq "/l
 function batch(domain: string, requests: number, blocked: number, errors = 0, latency?: number[]): AnalyticsBatchPayload {
   return {
     minute: new Date(Math.floor(Date.now() / 60_000) * 60_000).toISOString(),
-    domains: [{ domain, requests, status: { '1xx': 0, '2xx': requests - errors, '3xx': 0, '4xx': 0, '5xx': errors, other: 0 }, bytesIn: 0, bytesOut: 0, blocked: blocked ? { custom_rule_blocked: blocked } : {}, ...(latency ? { latency } : {}) }],
+    domains: [
+      {
+        domain,
+        requests,
+        status: { '1xx': 0, '2xx': requests - errors, '3xx': 0, '4xx': 0, '5xx': errors, other: 0 },
+        bytesIn: 0,
+        bytesOut: 0,
+        blocked: blocked ? { custom_rule_blocked: blocked } : {},
+        ...(latency ? { latency } : {}),
+      },
+    ],
   };
 }
 
@@ -37,13 +47,32 @@ test('regression: the documented thresholds', () => {
   assert.equal(regression(none, { requests: 100, blocked: 10, errors: 10 }), undefined, '10 points is not a regression');
   assert.match(regression({ requests: 100, blocked: 0, errors: 1 }, { requests: 100, blocked: 0, errors: 50 })!.signal, /origin errors/);
   // p99 latency: judged with 50 samples on both sides; 3 times the before and 200 ms more.
-  const fast = hist([[25, 99], [50, 1]]);
-  const slow = hist([[25, 60], [500, 40]]);
+  const fast = hist([
+    [25, 99],
+    [50, 1],
+  ]);
+  const slow = hist([
+    [25, 60],
+    [500, 40],
+  ]);
   const t = { requests: 100, blocked: 0, errors: 0 };
   const p99 = regression({ ...t, latency: fast }, { ...t, latency: slow });
   assert.equal(p99?.signal, 'the p99 latency');
   assert.equal(p99?.values, 'at most 25 ms before the change, up to 500 ms during the bake (100 sampled requests)');
-  assert.equal(regression({ ...t, latency: fast }, { ...t, latency: hist([[25, 40], [500, 9]]) }), undefined, '49 samples: too few');
+  assert.equal(
+    regression(
+      { ...t, latency: fast },
+      {
+        ...t,
+        latency: hist([
+          [25, 40],
+          [500, 9],
+        ]),
+      },
+    ),
+    undefined,
+    '49 samples: too few',
+  );
   assert.equal(regression({ ...t, latency: hist([[25, 49]]) }, { ...t, latency: slow }), undefined, 'no judged before: no signal');
   assert.equal(regression({ ...t, latency: hist([[250, 100]]) }, { ...t, latency: hist([[500, 100]]) }), undefined, 'twice is not a regression');
   assert.equal(regression({ ...t, latency: hist([[25, 100]]) }, { ...t, latency: hist([[100, 100]]) }), undefined, '4 times but 75 ms more is not');
@@ -86,7 +115,16 @@ for (const backend of await backends()) {
     }
     const snaps = async (...ids: string[]) => (await buildSnapshots(ctx.db, ids)).snapshots;
     const ruleExprs = (s: { customRules?: { expression: string }[] } | undefined) => (s?.customRules ?? []).map((r) => r.expression);
-    const rollouts = async (key: string) => (await call(t.app, 'GET', '/api/rollouts', { key })).body as { id: string; state: string; change: string; bakeUntil: string; signal: string | null; detail: string | null; servers: { name: string; state: string; canary: boolean; requests: number; blocked: number; p99Ms: number | null; baseP99Ms: number | null }[] }[];
+    const rollouts = async (key: string) =>
+      (await call(t.app, 'GET', '/api/rollouts', { key })).body as {
+        id: string;
+        state: string;
+        change: string;
+        bakeUntil: string;
+        signal: string | null;
+        detail: string | null;
+        servers: { name: string; state: string; canary: boolean; requests: number; blocked: number; p99Ms: number | null; baseP99Ms: number | null }[];
+      }[];
     const states = (r: { servers: { name: string; state: string }[] }) => Object.fromEntries(r.servers.map((s) => [s.name, s.state]));
     /** Past the bake: the clock is moved past every bake_until this test made. */
     const pastBake = () => t.clock.set(new Date(Date.now() + 3_600_000 + 60_000));
@@ -193,7 +231,10 @@ for (const backend of await backends()) {
       await call(t.app, 'POST', '/api/rules', { key, body: LOG_LOGIN });
       await call(t.app, 'POST', '/api/rules', { key, body: BLOCK_ALL });
       let list = await rollouts(key);
-      assert.deepEqual(list.map((r) => r.state), ['baking', 'superseded']);
+      assert.deepEqual(
+        list.map((r) => r.state),
+        ['baking', 'superseded'],
+      );
       assert.deepEqual(states(list[1]!), { canary: 'superseded', fleet: 'superseded' });
       assert.match(list[0]!.change, /\(log\) added/, 'the newer rollout carries both changes');
       assert.match(list[0]!.change, /"starts_with\(http\.request\.uri\.path, "\/"\)" \(block\) added/);
@@ -236,7 +277,21 @@ for (const backend of await backends()) {
     test('p99 latency: the before from the stored analytics, the bake summed over reports; a slow change halts with both values', async () => {
       const { key, accountId, canary, fleet, domain } = await setup();
       // The canary's traffic before the change, as the analytics store it.
-      const stored = await storeAnalytics(ctx, accountId, canary, batch(domain, 600, 0, 0, hist([[25, 200], [50, 2]])));
+      const stored = await storeAnalytics(
+        ctx,
+        accountId,
+        canary,
+        batch(
+          domain,
+          600,
+          0,
+          0,
+          hist([
+            [25, 200],
+            [50, 2],
+          ]),
+        ),
+      );
       assert.equal(stored.stored, 1, JSON.stringify(stored));
       await call(t.app, 'POST', '/api/rules', { key, body: LOG_LOGIN });
       const [r0] = await rollouts(key);
@@ -256,7 +311,7 @@ for (const backend of await backends()) {
       assert.match(n.find((x) => x.kind === 'rollout_halted')!.message, /regressed the p99 latency on canary "canary": at most 25 ms before the change, up to 1 s during the bake/);
     });
 
-    test('the watch releases a change when its bake ends, the canary\'s last report within one interval of the end; not before the end', async () => {
+    test("the watch releases a change when its bake ends, the canary's last report within one interval of the end; not before the end", async () => {
       const { key, canary, fleet, domain } = await setup(5);
       await call(t.app, 'POST', '/api/rules', { key, body: LOG_LOGIN });
       const [r] = await rollouts(key);
@@ -302,10 +357,14 @@ for (const backend of await backends()) {
       // The fleet's agent reports every request blocked: stored as its analytics, judging nothing.
       const onFleet = await h.connect(tokens.get(fleet)!);
       onFleet.send({ type: 'analytics/batch', payload: batch(domain, 0, 100) });
-      await waitFor(async () => {
-        const r = await call(t.app, 'GET', `/api/analytics?domain=${(await call(t.app, 'GET', '/api/domains', { key })).body[0].id}`, { key });
-        return (r.body.series as { blocked: Record<string, number> }[]).some((p) => (p.blocked.custom_rule_blocked ?? 0) >= 100);
-      }, "the fleet's report stored", WAIT_MS);
+      await waitFor(
+        async () => {
+          const r = await call(t.app, 'GET', `/api/analytics?domain=${(await call(t.app, 'GET', '/api/domains', { key })).body[0].id}`, { key });
+          return (r.body.series as { blocked: Record<string, number> }[]).some((p) => (p.blocked.custom_rule_blocked ?? 0) >= 100);
+        },
+        "the fleet's report stored",
+        WAIT_MS,
+      );
       assert.equal((await rollouts(key))[0]!.state, 'baking');
       // A connection without this server's token never reports at all.
       await assert.rejects(FakeAgent.connect(h.url, 'rmsk_forged'), /upgrade refused: HTTP 401/);

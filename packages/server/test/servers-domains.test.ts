@@ -192,14 +192,36 @@ describe('servers and domains', async () => {
       { ip: '192.0.2.8', port: 1 },
     ];
     const d = await newDomain(key, { domain: uniqueDomain(), origins });
-    assert.deepEqual(d.origins, origins.map((o) => ({ ip: o.ip.toLowerCase(), port: o.port })));
+    assert.deepEqual(
+      d.origins,
+      origins.map((o) => ({ ip: o.ip.toLowerCase(), port: o.port })),
+    );
   });
 
   test('origins by name: { host, port } accepted (lowercased, trailing dot dropped) beside { ip, port }; bad names 400 naming origins[0].host', async () => {
     const { key } = await newAccount(app);
-    const d = await newDomain(key, { domain: uniqueDomain(), origins: [{ host: 'Origin.Example.COM.', port: 8080 }, { host: 'localhost', port: 80 }, { ip: '10.0.0.2', port: 80 }] });
-    assert.deepEqual(d.origins, [{ host: 'origin.example.com', port: 8080 }, { host: 'localhost', port: 80 }, { ip: '10.0.0.2', port: 80 }]);
-    const dup = await call(app, 'PUT', `/api/domains/${d.id}`, { key, body: { origins: [{ host: 'app', port: 80 }, { host: 'APP', port: 80 }] } });
+    const d = await newDomain(key, {
+      domain: uniqueDomain(),
+      origins: [
+        { host: 'Origin.Example.COM.', port: 8080 },
+        { host: 'localhost', port: 80 },
+        { ip: '10.0.0.2', port: 80 },
+      ],
+    });
+    assert.deepEqual(d.origins, [
+      { host: 'origin.example.com', port: 8080 },
+      { host: 'localhost', port: 80 },
+      { ip: '10.0.0.2', port: 80 },
+    ]);
+    const dup = await call(app, 'PUT', `/api/domains/${d.id}`, {
+      key,
+      body: {
+        origins: [
+          { host: 'app', port: 80 },
+          { host: 'APP', port: 80 },
+        ],
+      },
+    });
     assert.equal(dup.status, 400, JSON.stringify(dup.body));
     assert.match(dup.body.error, /^origins\[1\]: duplicate origin app:80/);
     for (const host of ['10.0.0.1', '123', 'a..b', '-x.example.com', 'x;y', 'origin.example.com backup', 'ori gin', 'x\ny', '', 'a/b', `${'a'.repeat(64)}.com`]) {
@@ -236,7 +258,15 @@ describe('servers and domains', async () => {
     }
     const second = await call(app, 'POST', '/api/domains', {
       key,
-      body: { domain: 'ports.example.com', origins: [{ ip: '10.0.0.1', port: 80 }, { ip: '10.0.0.2', port: 0 }], serverIds: [], sslEnabled: true },
+      body: {
+        domain: 'ports.example.com',
+        origins: [
+          { ip: '10.0.0.1', port: 80 },
+          { ip: '10.0.0.2', port: 0 },
+        ],
+        serverIds: [],
+        sslEnabled: true,
+      },
     });
     assert.equal(second.status, 400);
     assert.match(second.body.error, /^origins\[1\]\.port: /);
@@ -384,7 +414,19 @@ describe('servers and domains', async () => {
     const s2 = await newServer(key, 'two');
     const d = await newDomain(key, { domain: uniqueDomain(), serverIds: [s1.id] });
     const steps: [Record<string, unknown>, (b: any) => void][] = [
-      [{ origins: [{ ip: '10.1.1.1', port: 8443 }, { ip: '2001:db8::2', port: 80 }] }, (b) => assert.deepEqual(b.origins, [{ ip: '10.1.1.1', port: 8443 }, { ip: '2001:db8::2', port: 80 }])],
+      [
+        {
+          origins: [
+            { ip: '10.1.1.1', port: 8443 },
+            { ip: '2001:db8::2', port: 80 },
+          ],
+        },
+        (b) =>
+          assert.deepEqual(b.origins, [
+            { ip: '10.1.1.1', port: 8443 },
+            { ip: '2001:db8::2', port: 80 },
+          ]),
+      ],
       [{ serverIds: [s2.id] }, (b) => assert.deepEqual(b.serverIds, [s2.id])],
       [{ sslEnabled: false }, (b) => assert.equal(b.sslEnabled, false)],
       [{ wafEnabled: false }, (b) => assert.equal(b.wafEnabled, false)],
@@ -402,7 +444,10 @@ describe('servers and domains', async () => {
       check(listed);
     }
     const final = (await domains(key)).find((x) => x.id === d.id)!;
-    assert.deepEqual(final.origins, [{ ip: '10.1.1.1', port: 8443 }, { ip: '2001:db8::2', port: 80 }]);
+    assert.deepEqual(final.origins, [
+      { ip: '10.1.1.1', port: 8443 },
+      { ip: '2001:db8::2', port: 80 },
+    ]);
     assert.equal(final.sslEnabled, false);
     assert.equal(final.wafEnabled, true);
     assert.equal(final.wafLevel, 'low');
@@ -518,7 +563,10 @@ describe('servers and domains', async () => {
     const r = await call(app, 'DELETE', `/api/domains/${d.id}`, { key });
     assert.equal(r.status, 200);
     assert.deepEqual(r.body, { success: true });
-    assert.deepEqual((await domains(key)).map((x) => x.id), [keep.id]);
+    assert.deepEqual(
+      (await domains(key)).map((x) => x.id),
+      [keep.id],
+    );
     const again = await call(app, 'DELETE', `/api/domains/${d.id}`, { key });
     assert.equal(again.status, 404);
     assert.deepEqual(again.body, DOMAIN_NOT_FOUND);

@@ -52,7 +52,10 @@ describe('sign-up', () => {
     const both = await Promise.all(['b@example.com', 'c@example.com'].map((email) => register(t.app, { email, invitation: inv.body.invitation })));
     assert.deepEqual(both.map((r) => r.status).sort(), [201, 403], JSON.stringify(both.map((r) => r.body)));
     const winner = both.find((r) => r.status === 201)!;
-    assert.ok(winner.cookies.some((c) => c.name === 'rampart_session'), 'signed in');
+    assert.ok(
+      winner.cookies.some((c) => c.name === 'rampart_session'),
+      'signed in',
+    );
     assert.equal((await t.ctx.db.selectFrom('accounts').select('id').where('email', 'in', ['b@example.com', 'c@example.com']).execute()).length, 1);
     const used = await t.ctx.db.selectFrom('invitations').selectAll().where('id', '=', inv.body.id).executeTakeFirstOrThrow();
     assert.equal(used.account_id, winner.body.accountId);

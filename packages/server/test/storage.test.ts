@@ -79,7 +79,9 @@ for (const backend of await backends()) {
           await row('00000000-0000-4000-8000-00000000000b', 'tls.example.com', true, 'active');
         },
         async (db) => {
-          const after = await sql<{ domain: string; ssl_status: string; ssl_error: string | null; status: string }>`select domain, ssl_status, ssl_error, status from domains order by domain`.execute(db);
+          const after = await sql<{ domain: string; ssl_status: string; ssl_error: string | null; status: string }>`select domain, ssl_status, ssl_error, status from domains order by domain`.execute(
+            db,
+          );
           assert.deepEqual(after.rows, [
             { domain: 'plain.example.com', ssl_status: 'off', ssl_error: null, status: 'active' },
             { domain: 'tls.example.com', ssl_status: 'pending', ssl_error: null, status: 'pending' },
@@ -95,7 +97,9 @@ for (const backend of await backends()) {
         '0005_certificates',
         async (db) => {
           await sql`insert into accounts (id, email, plan, bot_secret, next_charge_at) values (${account}, 'old@example.com', 'pro', 'aa', now())`.execute(db);
-          await sql`insert into domains (id, account_id, domain, origins, ssl_enabled, ssl_status, waf_level) values ('00000000-0000-4000-8000-00000000000a', ${account}, 'old.example.com', '[]', false, 'off', 'high')`.execute(db);
+          await sql`insert into domains (id, account_id, domain, origins, ssl_enabled, ssl_status, waf_level) values ('00000000-0000-4000-8000-00000000000a', ${account}, 'old.example.com', '[]', false, 'off', 'high')`.execute(
+            db,
+          );
           await sql`insert into waf_events (account_id, domain, source_ip, reason, occurred_at) values (${account}, 'old.example.com', '203.0.113.1', 'sqli_detected', now())`.execute(db);
         },
         async (db) => {
@@ -104,7 +108,9 @@ for (const backend of await backends()) {
           const events = await sql<Record<string, unknown>>`select reason, method, path, location, matched, blocked from waf_events`.execute(db);
           assert.deepEqual(events.rows, [{ reason: 'sqli_detected', method: null, path: null, location: null, matched: null, blocked: true }]);
           // blocked cannot be null; the details can.
-          await assert.rejects(sql`insert into waf_events (account_id, domain, source_ip, reason, occurred_at, blocked) values (${account}, 'old.example.com', '203.0.113.1', 'xss_detected', now(), null)`.execute(db));
+          await assert.rejects(
+            sql`insert into waf_events (account_id, domain, source_ip, reason, occurred_at, blocked) values (${account}, 'old.example.com', '203.0.113.1', 'xss_detected', now(), null)`.execute(db),
+          );
           await assert.rejects(sql`update domains set waf_mode = null`.execute(db));
         },
       );
@@ -132,7 +138,13 @@ describe('several control-plane processes on one PostgreSQL', async () => {
       for (const c of ctxs) credentialCache(c).receive(m, deliver);
     };
     const ctxOf = (db: typeof d1): ServiceContext => {
-      const ctx: ServiceContext = { db: db.db, plans: DEFAULT_PLANS, now: () => new Date(), serversChanged: () => {}, credentialBus: { publish: async (m) => deliver(m), live: () => true, listeners: async () => 2 } };
+      const ctx: ServiceContext = {
+        db: db.db,
+        plans: DEFAULT_PLANS,
+        now: () => new Date(),
+        serversChanged: () => {},
+        credentialBus: { publish: async (m) => deliver(m), live: () => true, listeners: async () => 2 },
+      };
       ctxs.push(ctx);
       return ctx;
     };
@@ -146,9 +158,15 @@ describe('several control-plane processes on one PostgreSQL', async () => {
     });
     const { key } = await newAccount(a1);
     const rule = await call(a1, 'POST', '/api/waf', { key, body: { rule_type: 'block_ip', value: '198.51.100.7' } });
-    assert.deepEqual((await call(a2, 'GET', '/api/waf', { key })).body.map((r: any) => r.value), ['198.51.100.7']);
+    assert.deepEqual(
+      (await call(a2, 'GET', '/api/waf', { key })).body.map((r: any) => r.value),
+      ['198.51.100.7'],
+    );
     await call(a1, 'PUT', `/api/waf/${rule.body.id}`, { key, body: { value: '198.51.100.8' } });
-    assert.deepEqual((await call(a2, 'GET', '/api/waf', { key })).body.map((r: any) => r.value), ['198.51.100.8']);
+    assert.deepEqual(
+      (await call(a2, 'GET', '/api/waf', { key })).body.map((r: any) => r.value),
+      ['198.51.100.8'],
+    );
     const deleted = await call(a1, 'DELETE', `/api/settings/api-keys?id=${(await call(a1, 'GET', '/api/settings/api-keys', { key })).body[0].id}`, { key });
     assert.equal(deleted.status, 200);
     assert.equal((await call(a2, 'GET', '/api/waf', { key })).status, 401, 'a key deleted through one process is refused by the other at once');
@@ -173,7 +191,7 @@ describe('several control-plane processes on one PostgreSQL', async () => {
         const tables = await d.db.introspection.getTables({ withInternalKyselyTables: true });
         assert.ok(tables.length > 10 && tables.every((t) => t.schema === `${mine}_${i}`), 'introspection lists its own schema only');
         assert.ok(tables.some((t) => t.name === 'kysely_migration'));
-        assert.ok(!(await d.db.introspection.getTables()).some((t) => t.name.startsWith('kysely_')), 'Kysely\'s own tables only when asked for');
+        assert.ok(!(await d.db.introspection.getTables()).some((t) => t.name.startsWith('kysely_')), "Kysely's own tables only when asked for");
       } finally {
         await d.close();
         await dropSchema(url!, `${mine}_${i}`);

@@ -157,11 +157,21 @@ describe('GET /api/stream on one process', async () => {
     a.agent.send({ type: 'status/report', payload: { kind: 'proxy_reload_failed', message: 'reload of A failed' } });
     const n = await sa.waitEvent('notification', (x) => x.kind === 'proxy_reload_failed', "A's notification");
     const notes = await call(srv.app, 'GET', '/api/notifications', { key: a.key });
-    assert.deepEqual(n, notes.body.find((x: { id: string }) => x.id === n.id), 'the same JSON as an item of GET /api/notifications');
+    assert.deepEqual(
+      n,
+      notes.body.find((x: { id: string }) => x.id === n.id),
+      'the same JSON as an item of GET /api/notifications',
+    );
     b.agent.send({ type: 'status/report', payload: { kind: 'proxy_reload_failed', message: 'reload of B failed' } });
     await sb.waitEvent('notification', (x) => x.message.includes('reload of B failed'), "B's notification");
-    assert.ok((sb.events('notification') as { message: string }[]).every((x) => !x.message.includes('of A')), "no notification of A on B's stream");
-    assert.ok((sa.events('notification') as { message: string }[]).every((x) => !x.message.includes('of B')), "no notification of B on A's stream");
+    assert.ok(
+      (sb.events('notification') as { message: string }[]).every((x) => !x.message.includes('of A')),
+      "no notification of A on B's stream",
+    );
+    assert.ok(
+      (sa.events('notification') as { message: string }[]).every((x) => !x.message.includes('of B')),
+      "no notification of B on A's stream",
+    );
     sa.close();
     sb.close();
     await waitFor(() => srv.streams.count() === 0, 'the closed streams gone', WAIT_MS, 10);
@@ -308,7 +318,10 @@ describe('GET /api/stream across two processes on PostgreSQL', async () => {
     await sa.waitEvent('notification', (n) => n.message.includes('across processes'), 'the notification through the bus');
     sendEvent(b.agent, b.domain, '203.0.113.6', '/b-across');
     await sb.waitEvent('waf_event', (e) => e.path === '/b-across', "B's event");
-    assert.deepEqual((sb.events('waf_event') as { path: string }[]).map((e) => e.path), ['/b-across']);
+    assert.deepEqual(
+      (sb.events('waf_event') as { path: string }[]).map((e) => e.path),
+      ['/b-across'],
+    );
     assert.equal(sb.events('notification').length, 0);
   });
 });

@@ -67,9 +67,23 @@ async function setup() {
   const bDomain = await ok('POST', '/api/domains', B, { domain: 'b-tenant.example.com', origins: [{ ip: '192.0.2.2', port: 80 }], serverIds: [bServer.id] });
   const bRule = await ok('POST', '/api/waf', B, { rule_type: 'block_ip', value: '10.9.9.9' });
   return {
-    a, b, A, B, Bcookie: { cookie } as Auth,
-    ids: { aKey: aKey.id as string, aServer: aServer.id as string, aServer2: aServer2.id as string, aDomain: aDomain.id as string, aRule: aRule.id as string, aDomainRule: aDomainRule.id as string, aRate: aRate.id as string },
-    bServer: bServer.id as string, bDomain: bDomain.id as string, bRule: bRule.id as string,
+    a,
+    b,
+    A,
+    B,
+    Bcookie: { cookie } as Auth,
+    ids: {
+      aKey: aKey.id as string,
+      aServer: aServer.id as string,
+      aServer2: aServer2.id as string,
+      aDomain: aDomain.id as string,
+      aRule: aRule.id as string,
+      aDomainRule: aDomainRule.id as string,
+      aRate: aRate.id as string,
+    },
+    bServer: bServer.id as string,
+    bDomain: bDomain.id as string,
+    bRule: bRule.id as string,
   };
 }
 
@@ -77,8 +91,11 @@ const world = await setup();
 const A_IDS = Object.values(world.ids);
 const A_MARKERS = ['a-second-key', 'a-server-secret-name', 'a-server-two', 'a-tenant.example.com', '203.0.113.66', '198.51.100.99', '"AQ"', 'requests_per_minute', world.a.accountId, world.a.email];
 
-describe('tenancy: B cannot reach A\'s objects', () => {
-  for (const [label, auth] of [['api key', world.B], ['session cookie', world.Bcookie]] as const) {
+describe("tenancy: B cannot reach A's objects", () => {
+  for (const [label, auth] of [
+    ['api key', world.B],
+    ['session cookie', world.Bcookie],
+  ] as const) {
     test(`every attempt through B's ${label} is the same 404 as for a missing id, and A is unchanged`, async () => {
       const { ids, bDomain } = world;
       const before = await snapshot(world.A);
@@ -131,14 +148,17 @@ describe('tenancy: B cannot reach A\'s objects', () => {
   test('control: a key B could not delete is deleted by its owner and then stops working', async () => {
     const extra = await ok('POST', '/api/settings/api-keys', world.A, { name: 'a-throwaway' });
     assert.equal((await call(t.app, 'DELETE', `/api/settings/api-keys?id=${extra.id}`, world.B)).status, 404);
-    assert.equal((await call(t.app, 'GET', '/api/servers', { key: extra.key })).status, 200, 'the key survived B\'s attempt');
+    assert.equal((await call(t.app, 'GET', '/api/servers', { key: extra.key })).status, 200, "the key survived B's attempt");
     assert.deepEqual(await ok('DELETE', `/api/settings/api-keys?id=${extra.id}`, world.A), { success: true });
     assert.equal((await call(t.app, 'GET', '/api/servers', { key: extra.key })).status, 401);
   });
 });
 
-describe('tenancy: B\'s reads never show A\'s objects', () => {
-  for (const [label, auth] of [['api key', world.B], ['session cookie', world.Bcookie]] as const) {
+describe("tenancy: B's reads never show A's objects", () => {
+  for (const [label, auth] of [
+    ['api key', world.B],
+    ['session cookie', world.Bcookie],
+  ] as const) {
     test(`lists, events, notifications and export through B's ${label}`, async () => {
       const snap = await snapshot(auth);
       const text = JSON.stringify(snap);
@@ -146,18 +166,36 @@ describe('tenancy: B\'s reads never show A\'s objects', () => {
       for (const m of A_MARKERS) assert.ok(!text.includes(m), `B's reads contain A's ${m}`);
       assert.deepEqual(snap.events, []);
       assert.deepEqual(snap.notifications, []);
-      assert.deepEqual(snap.servers.map((s: { id: string }) => s.id), [world.bServer]);
-      assert.deepEqual(snap.domains.map((d: { id: string }) => d.id), [world.bDomain]);
-      assert.deepEqual(snap.rules.map((r: { id: string }) => r.id), [world.bRule]);
-      assert.deepEqual(snap.exported.servers.map((s: { name: string }) => s.name), ['b-server']);
-      assert.deepEqual(snap.exported.domains.map((d: { domain: string }) => d.domain), ['b-tenant.example.com']);
+      assert.deepEqual(
+        snap.servers.map((s: { id: string }) => s.id),
+        [world.bServer],
+      );
+      assert.deepEqual(
+        snap.domains.map((d: { id: string }) => d.id),
+        [world.bDomain],
+      );
+      assert.deepEqual(
+        snap.rules.map((r: { id: string }) => r.id),
+        [world.bRule],
+      );
+      assert.deepEqual(
+        snap.exported.servers.map((s: { name: string }) => s.name),
+        ['b-server'],
+      );
+      assert.deepEqual(
+        snap.exported.domains.map((d: { domain: string }) => d.domain),
+        ['b-tenant.example.com'],
+      );
       assert.deepEqual(snap.exported.waf_rules, [{ type: 'ip_blacklist', value: '10.9.9.9', enabled: true }]);
     });
   }
 
   test('A sees its own event and notification (the fixtures are real)', async () => {
     const snap = await snapshot(world.A);
-    assert.deepEqual(snap.events.map((e: { source_ip: string }) => e.source_ip), ['198.51.100.99']);
+    assert.deepEqual(
+      snap.events.map((e: { source_ip: string }) => e.source_ip),
+      ['198.51.100.99'],
+    );
     assert.equal(snap.notifications.length, 1);
     assert.equal(snap.servers.length, 2);
     assert.equal(snap.rules.length, 3);

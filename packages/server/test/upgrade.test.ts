@@ -59,7 +59,10 @@ async function assertFixtureData(database: OpenDatabase): Promise<void> {
       ['rate_limit', '{"requests_per_minute":120}'],
     ]);
     const servers = await call(app, 'GET', '/api/servers', { key: FIXTURE_KEY });
-    assert.deepEqual(servers.body.map((s: { name: string; agentVersion: unknown }) => [s.name, s.agentVersion]), [['edge-1', null]]);
+    assert.deepEqual(
+      servers.body.map((s: { name: string; agentVersion: unknown }) => [s.name, s.agentVersion]),
+      [['edge-1', null]],
+    );
     const account = await call(app, 'GET', '/api/account', { key: FIXTURE_KEY });
     assert.equal(account.body.balance, 42.5);
     const login = await call(app, 'POST', '/api/auth/login', { body: { email: 'owner@fixture.example', password: 'fixture-password-1' } });
@@ -86,7 +89,7 @@ const failingMigrations: MigrationProvider = {
 };
 
 describe('upgrading the embedded database', () => {
-  test("a database the previous release made is copied, then migrated, and holds all it held", async () => {
+  test('a database the previous release made is copied, then migrated, and holds all it held', async () => {
     const dataDir = await previousReleaseDataDir();
     const snapshots: string[] = [];
     const database = await openDatabase({ dataDir, onSnapshot: (p) => snapshots.push(p) });
@@ -147,7 +150,10 @@ describe('upgrading the embedded database', () => {
 
     // The previous release opens it as it left it: its migrations, its rows, no half-made column.
     const lite = new PGlite(dataDir);
-    assert.deepEqual((await lite.query<{ name: string }>('select name from kysely_migration order by name')).rows.map((r) => r.name), FIXTURE_MIGRATIONS);
+    assert.deepEqual(
+      (await lite.query<{ name: string }>('select name from kysely_migration order by name')).rows.map((r) => r.name),
+      FIXTURE_MIGRATIONS,
+    );
     assert.deepEqual((await lite.query<{ domain: string }>('select domain from domains')).rows, [{ domain: 'shop.fixture.example' }]);
     const half = await lite.query(`select 1 from information_schema.columns where table_name = 'domains' and column_name = 'half_done'`);
     assert.equal(half.rows.length, 0);

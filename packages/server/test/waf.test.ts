@@ -167,7 +167,7 @@ describe('POST /api/waf', () => {
     assert.deepEqual(await rules(key), []);
   });
 
-  test('domain_id on rate_limit or block_bot is 400, even with the account\'s own domain', async () => {
+  test("domain_id on rate_limit or block_bot is 400, even with the account's own domain", async () => {
     const { key } = await newAccount(t.app);
     const d = await domain(key, 'serverwide.example.com');
     for (const [rule_type, value] of [
@@ -311,20 +311,29 @@ describe('waf_exception rules', () => {
     const exc = await rule(key, { rule_type: 'waf_exception', value: EXAMPLE, domain_id: d1 });
     await rule(key, { rule_type: 'waf_exception', value: '{"path":"/off"}', domain_id: d1, enabled: false });
     const after = await revisions(key);
-    assert.equal(after[s1], before[s1]! + 2, 'the domain\'s server is bumped');
-    assert.equal(after[s2], before[s2], 'another domain\'s server is not');
+    assert.equal(after[s1], before[s1]! + 2, "the domain's server is bumped");
+    assert.equal(after[s2], before[s2], "another domain's server is not");
 
     const { snapshots } = await buildSnapshots(t.ctx.db, [s1, s2]);
     const one = snapshots.get(s1)!;
     const two = snapshots.get(s2)!;
-    assert.deepEqual(one.domains.map((d) => [d.domain, d.wafLevel, d.wafMode]), [['exc-one.example.com', 'high', 'detect']]);
-    assert.deepEqual(two.domains.map((d) => [d.domain, d.wafMode]), [['exc-two.example.com', 'block']]);
+    assert.deepEqual(
+      one.domains.map((d) => [d.domain, d.wafLevel, d.wafMode]),
+      [['exc-one.example.com', 'high', 'detect']],
+    );
+    assert.deepEqual(
+      two.domains.map((d) => [d.domain, d.wafMode]),
+      [['exc-two.example.com', 'block']],
+    );
     assert.deepEqual(
       one.rules.filter((r) => r.type === 'waf_exception'),
       [{ id: exc.id, type: 'waf_exception', value: EXAMPLE, domainId: d1, priority: 100 }],
       'enabled exceptions only',
     );
-    assert.deepEqual(two.rules.filter((r) => r.type === 'waf_exception'), []);
+    assert.deepEqual(
+      two.rules.filter((r) => r.type === 'waf_exception'),
+      [],
+    );
     // What the hub sends passes the agent's own parser.
     const { parseServiceMessage } = await import('@rampart/protocol');
     const parsed = parseServiceMessage(JSON.stringify({ type: 'config/snapshot', payload: one }));
@@ -342,7 +351,10 @@ describe('GET /api/waf', () => {
     made.push(await rule(key, { rule_type: 'block_country', value: 'FR' })); // default 100
     const list = await rules(key);
     assert.equal(list.length, 6);
-    assert.deepEqual(list.map((r) => r.priority), [0, 3, 42, 100, 100, 500]);
+    assert.deepEqual(
+      list.map((r) => r.priority),
+      [0, 3, 42, 100, 100, 500],
+    );
     assert.deepEqual(new Set(list.map((r) => r.id)), new Set(made.map((r) => r.id)));
     assert.ok(!list.some((r) => r.value === '9.9.9.9'));
   });
@@ -365,7 +377,7 @@ describe('PUT /api/waf/:id', () => {
     assert.deepEqual([listed!.id, listed!.value, listed!.enabled, listed!.priority], [r.id, '5.6.7.0/24', false, 1]);
   });
 
-  test('re-validates the value against the rule\'s own type and canonicalizes it', async () => {
+  test("re-validates the value against the rule's own type and canonicalizes it", async () => {
     const { key } = await newAccount(t.app);
     const country = await rule(key, { rule_type: 'block_country', value: 'DE' });
     expect400(await call(t.app, 'PUT', `/api/waf/${country.id}`, { key, body: { value: 'de' } }), 'value');
@@ -402,7 +414,7 @@ describe('PUT /api/waf/:id', () => {
     assert.deepEqual([after!.rule_type, after!.value, after!.domain_id, after!.enabled, after!.priority], ['block_ip', '1.2.3.4', null, true, 100]);
   });
 
-  test('unknown or another account\'s rule answers 404 on PUT and DELETE', async () => {
+  test("unknown or another account's rule answers 404 on PUT and DELETE", async () => {
     const a = await newAccount(t.app);
     const b = await newAccount(t.app);
     const r = await rule(a.key, { rule_type: 'block_ip', value: '1.2.3.4' });
@@ -427,7 +439,10 @@ describe('DELETE /api/waf/:id', () => {
     const del = await call(t.app, 'DELETE', `/api/waf/${gone.id}`, { key });
     assert.equal(del.status, 200);
     assert.equal(del.body.success, true);
-    assert.deepEqual((await rules(key)).map((r) => r.id), [keep.id]);
+    assert.deepEqual(
+      (await rules(key)).map((r) => r.id),
+      [keep.id],
+    );
     const again = await call(t.app, 'DELETE', `/api/waf/${gone.id}`, { key });
     assert.equal(again.status, 404);
     assert.deepEqual(again.body, { error: 'WAF rule not found' });
@@ -478,7 +493,10 @@ describe('GET /api/waf/events', () => {
       for (const f of ['timestamp', 'source_ip', 'domain', 'reason', 'rule_id']) assert.ok(f in e, `event has ${f}`);
     });
     const otherEvents = await call(t.app, 'GET', '/api/waf/events', { key: other.key });
-    assert.deepEqual(otherEvents.body.map((e: { source_ip: string }) => e.source_ip), ['6.6.6.6']);
+    assert.deepEqual(
+      otherEvents.body.map((e: { source_ip: string }) => e.source_ip),
+      ['6.6.6.6'],
+    );
   });
 });
 
@@ -526,7 +544,7 @@ describe('GET /api/waf/ai-bots', () => {
 });
 
 describe('configuration revisions', () => {
-  test('global rules bump every live server of the account; per-domain rules only the domain\'s servers', async () => {
+  test("global rules bump every live server of the account; per-domain rules only the domain's servers", async () => {
     const { key } = await newAccount(t.app);
     const other = await newAccount(t.app);
     const s1 = await server(key, 's1');
@@ -541,7 +559,9 @@ describe('configuration revisions', () => {
     const foreign0 = await revisions(other.key);
 
     const bumped = (b: Record<string, number>, a: Record<string, number>) =>
-      Object.keys(a).filter((id) => a[id] !== b[id]).sort();
+      Object.keys(a)
+        .filter((id) => a[id] !== b[id])
+        .sort();
     const step = async (fn: () => Promise<unknown>, expected: string[], label: string) => {
       const b = await revisions(key);
       await fn();
@@ -566,7 +586,7 @@ describe('configuration revisions', () => {
 
     const after0 = await revisions(key);
     assert.equal(after0[gone], before0[gone], 'a decommissioned server is never bumped');
-    assert.deepEqual(await revisions(other.key), foreign0, 'another account\'s servers are never bumped');
+    assert.deepEqual(await revisions(other.key), foreign0, "another account's servers are never bumped");
     assert.ok(foreign in foreign0);
   });
 });

@@ -41,9 +41,7 @@ interface AccountFile {
 export class AcmeIssuer implements CertificateIssuer {
   private client: acme.Client | undefined;
 
-  constructor(
-    private readonly options: { directoryUrl: string; email?: string | undefined; accountFile: string },
-  ) {}
+  constructor(private readonly options: { directoryUrl: string; email?: string | undefined; accountFile: string }) {}
 
   private async account(): Promise<acme.Client> {
     if (this.client) return this.client;

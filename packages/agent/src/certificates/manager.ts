@@ -78,7 +78,13 @@ export class CertificateManager {
     for (const [name, serverAddresses] of wanted) {
       const d = this.domains.get(name);
       if (!d) {
-        const backoff = new Backoff({ baseMs: this.o.retryBaseMs ?? 2 * 3_600_000, capMs: this.o.retryCapMs ?? 12 * 3_600_000, jitter: 'equal', clock: this.clock, ...(this.o.random ? { random: this.o.random } : {}) });
+        const backoff = new Backoff({
+          baseMs: this.o.retryBaseMs ?? 2 * 3_600_000,
+          capMs: this.o.retryCapMs ?? 12 * 3_600_000,
+          jitter: 'equal',
+          clock: this.clock,
+          ...(this.o.random ? { random: this.o.random } : {}),
+        });
         this.domains.set(name, { name, serverAddresses, notBeforeAttempt: 0, backoff, last: undefined });
       } else if (d.serverAddresses.join() !== serverAddresses.join()) {
         // The user changed where the domain's servers are: worth a new look at once.

@@ -63,9 +63,7 @@ export class CertificateStore {
 
   private async prune(domain: string): Promise<void> {
     const dir = join(this.dir, domain);
-    const files = await Promise.all(
-      (await readdir(dir)).filter((n) => n.endsWith('.pem')).map(async (n) => ({ path: join(dir, n), mtime: (await stat(join(dir, n))).mtimeMs })),
-    );
+    const files = await Promise.all((await readdir(dir)).filter((n) => n.endsWith('.pem')).map(async (n) => ({ path: join(dir, n), mtime: (await stat(join(dir, n))).mtimeMs })));
     files.sort((a, b) => b.mtime - a.mtime);
     for (const f of files.slice(KEEP_PER_DOMAIN)) if (f.path !== this.byDomain.get(domain)?.file) await rm(f.path, { force: true });
   }

@@ -8,11 +8,7 @@ export const api = createClient<paths>({ baseUrl: '', credentials: 'same-origin'
 
 type Json<R> = R extends { content: { 'application/json': infer T } } ? T : never;
 /** The JSON answer of a path and method for a status code (200 by default). */
-export type Answer<P extends keyof paths, M extends keyof paths[P], C extends number = 200> = paths[P][M] extends { responses: infer R }
-  ? C extends keyof R
-    ? Json<R[C]>
-    : never
-  : never;
+export type Answer<P extends keyof paths, M extends keyof paths[P], C extends number = 200> = paths[P][M] extends { responses: infer R } ? (C extends keyof R ? Json<R[C]> : never) : never;
 /** The JSON body of a path and method. */
 export type Body<P extends keyof paths, M extends keyof paths[P]> = paths[P][M] extends { requestBody?: { content: { 'application/json': infer B } } } ? B : never;
 
@@ -95,7 +91,7 @@ export async function ok<T>(call: Promise<{ data?: T; error?: unknown; response:
   const { data, error, response } = await reach(call);
   if (response.ok) return data as T;
   if (response.status === 401) for (const fn of unauthorized) fn();
-  const message = error && typeof error === 'object' && 'error' in error ? String((error).error) : `${response.status} ${response.statusText}`;
+  const message = error && typeof error === 'object' && 'error' in error ? String(error.error) : `${response.status} ${response.statusText}`;
   throw new ApiError(response.status, message);
 }
 
@@ -116,7 +112,7 @@ export async function getOptional<T>(url: string): Promise<T | null> {
   const body = (await response.json().catch(() => null)) as unknown;
   if (!response.ok) {
     if (response.status === 401) for (const fn of unauthorized) fn();
-    const message = body && typeof body === 'object' && 'error' in body ? String((body).error) : `${response.status} ${response.statusText}`;
+    const message = body && typeof body === 'object' && 'error' in body ? String(body.error) : `${response.status} ${response.statusText}`;
     throw new ApiError(response.status, message);
   }
   return body as T;

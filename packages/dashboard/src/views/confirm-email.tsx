@@ -48,12 +48,7 @@ export function ConfirmEmail({ token, onDone }: { token: string; onDone: () => v
             Go to the dashboard
           </button>
         ) : (
-          <button
-            type="button"
-            class="primary"
-            disabled={busy}
-            onClick={() => void confirm()}
-          >
+          <button type="button" class="primary" disabled={busy} onClick={() => void confirm()}>
             Confirm this address
           </button>
         )}

@@ -73,7 +73,15 @@ function DomainForm(props: { domain?: Domain; servers: Server[]; onSaved: (d: Do
     if (!parsed.ok) return setError(parsed.message);
     setBusy(true);
     setError(undefined);
-    const body = { origins: parsed.origins, serverIds, sslEnabled, wafEnabled, wafLevel: wafLevel as DomainUpdate['wafLevel'], wafMode: wafMode as DomainUpdate['wafMode'], wafCompressedBodies: compressed ? ('allow' as const) : ('refuse' as const) };
+    const body = {
+      origins: parsed.origins,
+      serverIds,
+      sslEnabled,
+      wafEnabled,
+      wafLevel: wafLevel as DomainUpdate['wafLevel'],
+      wafMode: wafMode as DomainUpdate['wafMode'],
+      wafCompressedBodies: compressed ? ('allow' as const) : ('refuse' as const),
+    };
     try {
       const saved = d
         ? await ok(api.PUT('/api/domains/{id}', { params: { path: { id: d.id } }, body: { ...body, dnsFailover } }))
@@ -87,14 +95,15 @@ function DomainForm(props: { domain?: Domain; servers: Server[]; onSaved: (d: Do
   };
   return (
     <Dialog title={d ? `Edit ${d.domain}` : 'Add domain'} onClose={props.onClose} wide>
-      <form
-        class="form"
-        onSubmit={(e) => void save(e)}
-      >
+      <form class="form" onSubmit={(e) => void save(e)}>
         <Field label="Domain name" invalid={nameInvalid} hint={d ? 'A domain keeps its name; add a new one to use another.' : 'e.g. www.example.com'}>
           {(id, desc) => <input id={id} value={name} required readOnly={!!d} aria-describedby={desc} aria-invalid={!!nameInvalid} onInput={(e) => setName(e.currentTarget.value)} />}
         </Field>
-        <Field label="Origins" hint="One address:port or name:port a line, e.g. 192.0.2.10:8080, [2001:db8::10]:8080 or origin.example.com:8080" invalid={origins && !parsed.ok ? parsed.message : undefined}>
+        <Field
+          label="Origins"
+          hint="One address:port or name:port a line, e.g. 192.0.2.10:8080, [2001:db8::10]:8080 or origin.example.com:8080"
+          invalid={origins && !parsed.ok ? parsed.message : undefined}
+        >
           {(id, desc) => <textarea id={id} rows={3} required value={origins} aria-describedby={desc} aria-invalid={!!origins && !parsed.ok} onInput={(e) => setOrigins(e.currentTarget.value)} />}
         </Field>
         <fieldset class="field">
@@ -103,11 +112,7 @@ function DomainForm(props: { domain?: Domain; servers: Server[]; onSaved: (d: Do
           <div class="checks">
             {live.map((s) => (
               <label key={s.id} class="check">
-                <input
-                  type="checkbox"
-                  checked={serverIds.includes(s.id)}
-                  onChange={(e) => setServerIds(e.currentTarget.checked ? [...serverIds, s.id] : serverIds.filter((x) => x !== s.id))}
-                />
+                <input type="checkbox" checked={serverIds.includes(s.id)} onChange={(e) => setServerIds(e.currentTarget.checked ? [...serverIds, s.id] : serverIds.filter((x) => x !== s.id))} />
                 {s.name}
               </label>
             ))}
@@ -139,7 +144,12 @@ function DomainForm(props: { domain?: Domain; servers: Server[]; onSaved: (d: Do
         </div>
         <Switch label="WAF on" checked={wafEnabled} onChange={setWaf} />
         {wafLevel === 'high' ? (
-          <Switch label="Allow compressed request bodies" checked={compressed} onChange={setCompressed} hint="Attack detection cannot read a gzip, deflate or br body: off, such requests are refused; on, they pass uninspected" />
+          <Switch
+            label="Allow compressed request bodies"
+            checked={compressed}
+            onChange={setCompressed}
+            hint="Attack detection cannot read a gzip, deflate or br body: off, such requests are refused; on, they pass uninspected"
+          />
         ) : null}
         <Switch label="HTTPS with a Let's Encrypt certificate" checked={sslEnabled} onChange={setSsl} />
         {d ? <Switch label="DNS failover" checked={dnsFailover} onChange={setDnsFailover} hint="Pro and Enterprise, at least 2 servers and a DNS provider (Settings)" /> : null}
@@ -168,50 +178,48 @@ export function Domains(_: ViewProps) {
       {domains.data && domains.data.length === 0 ? <Empty>No domains yet. Add one to put it behind your shield servers.</Empty> : null}
       {domains.data && domains.data.length > 0 ? (
         <CardTable columns={['Domain', 'Origins', 'Servers', 'HTTPS', 'WAF', 'DNS failover']} action="Actions">
-            {domains.data.map((d) => (
-              <tr key={d.id}>
-                <td data-label="Domain">
-                  <strong>{d.domain}</strong>
-                  <div>
-                    <span class={`badge ${d.status === 'active' ? 'good' : d.status === 'error' ? 'bad' : 'warn'}`}>{d.status}</span>
+          {domains.data.map((d) => (
+            <tr key={d.id}>
+              <td data-label="Domain">
+                <strong>{d.domain}</strong>
+                <div>
+                  <span class={`badge ${d.status === 'active' ? 'good' : d.status === 'error' ? 'bad' : 'warn'}`}>{d.status}</span>
+                </div>
+                {d.warnings.map((w) => (
+                  <div key={w} class="text-warn" role="note">
+                    {w}
                   </div>
-                  {d.warnings.map((w) => (
-                    <div key={w} class="text-warn" role="note">
-                      {w}
-                    </div>
-                  ))}
-                </td>
-                <td data-label="Origins">
-                  {d.origins.map((o) => (
-                    <div key={originText(o)}>
-                      <code>{originText(o)}</code>
-                    </div>
-                  ))}
-                </td>
-                <td data-label="Servers">{d.serverIds.length ? d.serverIds.map(serverName).join(', ') : <span class="muted">none</span>}</td>
-                <td data-label="HTTPS">
-                  <span class={d.sslStatus === 'error' ? 'text-bad' : d.sslStatus === 'pending' ? 'text-warn' : undefined}>{certificateText(d)}</span>
-                </td>
-                <td data-label="WAF">{d.wafEnabled ? `${d.wafLevel}, ${d.wafMode}` : 'off'}</td>
-                <td data-label="DNS failover">
-                  {d.dnsFailover ? (d.dnsError ? <span class="text-bad">{d.dnsError}</span> : (d.dnsAddresses ?? []).join(', ') || 'on') : 'off'}
-                </td>
-                <td class="row-actions">
-                  <a class="button small" href={`#/rules?domain=${encodeURIComponent(d.id)}`}>
-                    Rules<span class="sr-only"> of {d.domain}</span>
-                  </a>
-                  <button type="button" class="small" aria-describedby={`dn-${d.id}`} onClick={() => setEditing(d)}>
-                    Edit
-                  </button>
-                  <button type="button" class="small danger" onClick={() => setDeleting(d)}>
-                    Delete<span class="sr-only"> {d.domain}</span>
-                  </button>
-                  <span id={`dn-${d.id}`} class="sr-only">
-                    {d.domain}
-                  </span>
-                </td>
-              </tr>
-            ))}
+                ))}
+              </td>
+              <td data-label="Origins">
+                {d.origins.map((o) => (
+                  <div key={originText(o)}>
+                    <code>{originText(o)}</code>
+                  </div>
+                ))}
+              </td>
+              <td data-label="Servers">{d.serverIds.length ? d.serverIds.map(serverName).join(', ') : <span class="muted">none</span>}</td>
+              <td data-label="HTTPS">
+                <span class={d.sslStatus === 'error' ? 'text-bad' : d.sslStatus === 'pending' ? 'text-warn' : undefined}>{certificateText(d)}</span>
+              </td>
+              <td data-label="WAF">{d.wafEnabled ? `${d.wafLevel}, ${d.wafMode}` : 'off'}</td>
+              <td data-label="DNS failover">{d.dnsFailover ? d.dnsError ? <span class="text-bad">{d.dnsError}</span> : (d.dnsAddresses ?? []).join(', ') || 'on' : 'off'}</td>
+              <td class="row-actions">
+                <a class="button small" href={`#/rules?domain=${encodeURIComponent(d.id)}`}>
+                  Rules<span class="sr-only"> of {d.domain}</span>
+                </a>
+                <button type="button" class="small" aria-describedby={`dn-${d.id}`} onClick={() => setEditing(d)}>
+                  Edit
+                </button>
+                <button type="button" class="small danger" onClick={() => setDeleting(d)}>
+                  Delete<span class="sr-only"> {d.domain}</span>
+                </button>
+                <span id={`dn-${d.id}`} class="sr-only">
+                  {d.domain}
+                </span>
+              </td>
+            </tr>
+          ))}
         </CardTable>
       ) : null}
       {editing ? (

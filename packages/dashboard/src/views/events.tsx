@@ -216,9 +216,7 @@ export function Events(_: ViewProps) {
         <Field label="Source IP">{(id) => <input id={id} value={form.ip} onInput={(e) => setForm({ ...form, ip: e.currentTarget.value })} />}</Field>
         <Field label="Since">{(id) => <input id={id} type="datetime-local" value={form.since} onInput={(e) => setForm({ ...form, since: e.currentTarget.value })} />}</Field>
         <Field label="Until">{(id) => <input id={id} type="datetime-local" value={form.until} onInput={(e) => setForm({ ...form, until: e.currentTarget.value })} />}</Field>
-        <Field label="Request id">
-          {(id) => <input id={id} value={form.requestId} maxLength={64} onInput={(e) => setForm({ ...form, requestId: e.currentTarget.value })} />}
-        </Field>
+        <Field label="Request id">{(id) => <input id={id} value={form.requestId} maxLength={64} onInput={(e) => setForm({ ...form, requestId: e.currentTarget.value })} />}</Field>
         <div class="filter-actions">
           <button type="submit">Apply</button>
           <button type="button" class="ghost" onClick={() => (setForm(NO_FILTERS), setFilters(NO_FILTERS))}>
@@ -231,28 +229,32 @@ export function Events(_: ViewProps) {
       {events.data && list.length === 0 ? <Empty>No events{filters === NO_FILTERS ? ' in the 7 days kept' : ' match these filters'}.</Empty> : null}
       {list.length ? (
         <CardTable class="events" columns={['Time', 'Reason', 'Source', 'Request', 'Field', 'Action']} action="Details">
-            {list.map((e) => (
-              <tr key={e.id}>
-                <td data-label="Time">
-                  {fmtTime(e.timestamp)}
-                  {e.count > 1 ? <span class="muted"> ×{e.count}</span> : null}
-                </td>
-                <td data-label="Reason">{reasonText(e.reason)}</td>
-                <td data-label="Source">
-                  <code>{e.source_ip}</code>
-                </td>
-                <td data-label="Request" class="wrap">
-                  {requestText(e)}
-                </td>
-                <td data-label="Field">{e.location ? <code>{e.location}</code> : '—'}</td>
-                <td data-label="Action">{e.blocked ? 'Blocked' : <span class="badge warn">{actionText(e)}</span>}</td>
-                <td class="row-actions">
-                  <button type="button" class="small" onClick={() => setOpen(e)}>
-                    Details<span class="sr-only"> of {reasonText(e.reason)} from {e.source_ip}</span>
-                  </button>
-                </td>
-              </tr>
-            ))}
+          {list.map((e) => (
+            <tr key={e.id}>
+              <td data-label="Time">
+                {fmtTime(e.timestamp)}
+                {e.count > 1 ? <span class="muted"> ×{e.count}</span> : null}
+              </td>
+              <td data-label="Reason">{reasonText(e.reason)}</td>
+              <td data-label="Source">
+                <code>{e.source_ip}</code>
+              </td>
+              <td data-label="Request" class="wrap">
+                {requestText(e)}
+              </td>
+              <td data-label="Field">{e.location ? <code>{e.location}</code> : '—'}</td>
+              <td data-label="Action">{e.blocked ? 'Blocked' : <span class="badge warn">{actionText(e)}</span>}</td>
+              <td class="row-actions">
+                <button type="button" class="small" onClick={() => setOpen(e)}>
+                  Details
+                  <span class="sr-only">
+                    {' '}
+                    of {reasonText(e.reason)} from {e.source_ip}
+                  </span>
+                </button>
+              </td>
+            </tr>
+          ))}
         </CardTable>
       ) : null}
       <LoadMore

@@ -42,10 +42,7 @@ function EmailConfirmation({ s, onChange }: { s: NotificationSettings; onChange:
         {s.emailConfirmationSentAt ? ` (sent ${fmtDate(s.emailConfirmationSentAt)})` : ''}.
       </p>
       <ErrorNote error={error} />
-      <button
-        type="button"
-        onClick={() => void resend()}
-      >
+      <button type="button" onClick={() => void resend()}>
         Send a new confirmation e-mail
       </button>
     </div>
@@ -92,10 +89,7 @@ function DeliveryForm({ initial }: { initial: NotificationSettings }) {
     }
   };
   return (
-    <form
-      class="form panel"
-      onSubmit={(e) => void save(e)}
-    >
+    <form class="form panel" onSubmit={(e) => void save(e)}>
       <h2>Delivery</h2>
       <Field label="Webhook URL" hint="Each notification is POSTed here, signed with the secret">
         {(id, desc) => <input id={id} type="url" value={url} aria-describedby={desc} placeholder="https://hooks.example.com/rampart" onInput={(e) => setUrl(e.currentTarget.value)} />}
@@ -137,19 +131,19 @@ function DeliveryLog() {
       {log.data && log.data.items.length === 0 ? <Empty>Nothing delivered yet.</Empty> : null}
       {log.data?.items.length ? (
         <CardTable columns={['When', 'Kind', 'To', 'State']}>
-            {log.data.items.map((d) => (
-              <tr key={d.id}>
-                <td data-label="When">{fmtDate(d.createdAt)}</td>
-                <td data-label="Kind">{d.kind}</td>
-                <td data-label="To" class="wrap">
-                  {d.channel}: {d.target}
-                </td>
-                <td data-label="State">
-                  {d.status === 'delivered' ? 'delivered' : d.status === 'pending' ? `pending (${d.attempts} attempts)` : 'given up'}
-                  {d.lastError ? <small class="text-bad block">{d.lastError}</small> : null}
-                </td>
-              </tr>
-            ))}
+          {log.data.items.map((d) => (
+            <tr key={d.id}>
+              <td data-label="When">{fmtDate(d.createdAt)}</td>
+              <td data-label="Kind">{d.kind}</td>
+              <td data-label="To" class="wrap">
+                {d.channel}: {d.target}
+              </td>
+              <td data-label="State">
+                {d.status === 'delivered' ? 'delivered' : d.status === 'pending' ? `pending (${d.attempts} attempts)` : 'given up'}
+                {d.lastError ? <small class="text-bad block">{d.lastError}</small> : null}
+              </td>
+            </tr>
+          ))}
         </CardTable>
       ) : null}
     </div>

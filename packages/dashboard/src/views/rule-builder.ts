@@ -123,7 +123,10 @@ export function conditionText(r: BuilderRow): string {
   const type = rowType(r);
   const o = operandText(r);
   const one = type === 'string' ? quote(r.value) : r.value.trim();
-  const list = () => `{${listValues(r, type).map((v) => (type === 'string' ? quote(v) : v)).join(' ')}}`;
+  const list = () =>
+    `{${listValues(r, type)
+      .map((v) => (type === 'string' ? quote(v) : v))
+      .join(' ')}}`;
   switch (r.op) {
     case 'eq':
     case 'ne':

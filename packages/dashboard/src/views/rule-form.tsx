@@ -149,11 +149,7 @@ export function RuleForm(props: { rule?: Rule; initialType?: RuleType; domains: 
   };
   return (
     <Dialog title={r ? 'Edit rule' : 'Add rule'} onClose={props.onClose} wide>
-      <form
-        class="form"
-        noValidate
-        onSubmit={(e) => void save(e)}
-      >
+      <form class="form" noValidate onSubmit={(e) => void save(e)}>
         <div class="row">
           <Field label="Rule type">
             {(id) => (
@@ -187,7 +183,9 @@ export function RuleForm(props: { rule?: Rule; initialType?: RuleType; domains: 
 
         {type === 'block_ip' || type === 'allow_ip' ? (
           <Field label="Address or range" hint="IPv4 or IPv6, with an optional /prefix" invalid={ipInvalid}>
-            {(id, desc) => <input id={id} value={draft.ip} required aria-invalid={!!ipInvalid} aria-describedby={desc} placeholder="203.0.113.0/24" onInput={(e) => set({ ip: e.currentTarget.value })} />}
+            {(id, desc) => (
+              <input id={id} value={draft.ip} required aria-invalid={!!ipInvalid} aria-describedby={desc} placeholder="203.0.113.0/24" onInput={(e) => set({ ip: e.currentTarget.value })} />
+            )}
           </Field>
         ) : null}
 
@@ -208,7 +206,9 @@ export function RuleForm(props: { rule?: Rule; initialType?: RuleType; domains: 
 
         {type === 'rate_limit' ? (
           <Field label="Requests per minute" hint={`Per client address, ${RATE_LIMIT_MIN} to ${RATE_LIMIT_MAX}; enforced at WAF level medium and high`}>
-            {(id, desc) => <input id={id} type="number" min={RATE_LIMIT_MIN} max={RATE_LIMIT_MAX} step={1} required value={draft.rpm} aria-describedby={desc} onInput={(e) => set({ rpm: e.currentTarget.value })} />}
+            {(id, desc) => (
+              <input id={id} type="number" min={RATE_LIMIT_MIN} max={RATE_LIMIT_MAX} step={1} required value={draft.rpm} aria-describedby={desc} onInput={(e) => set({ rpm: e.currentTarget.value })} />
+            )}
           </Field>
         ) : null}
 
@@ -217,7 +217,16 @@ export function RuleForm(props: { rule?: Rule; initialType?: RuleType; domains: 
             <Switch label="Bot protection on" checked={draft.botOn} onChange={(v) => set({ botOn: v })} hint="Known bad user agents are refused; other browsers solve a proof-of-work challenge" />
             <Field label="Difficulty" hint={`Leading zero bits, ${BOT_DIFFICULTY_MIN} to ${BOT_DIFFICULTY_MAX} (default ${BOT_DIFFICULTY_DEFAULT}); each bit doubles the work`}>
               {(id, desc) => (
-                <input id={id} type="number" min={BOT_DIFFICULTY_MIN} max={BOT_DIFFICULTY_MAX} step={1} value={draft.difficulty} aria-describedby={desc} onInput={(e) => set({ difficulty: e.currentTarget.value })} />
+                <input
+                  id={id}
+                  type="number"
+                  min={BOT_DIFFICULTY_MIN}
+                  max={BOT_DIFFICULTY_MAX}
+                  step={1}
+                  value={draft.difficulty}
+                  aria-describedby={desc}
+                  onInput={(e) => set({ difficulty: e.currentTarget.value })}
+                />
               )}
             </Field>
             <Field label="Paths (optional)" hint="One path prefix a line, e.g. /login; empty: every path">

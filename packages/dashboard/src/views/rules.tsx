@@ -40,7 +40,7 @@ function actionText(r: CustomRule): string {
   if (r.action !== 'rate_limit' || !r.rateLimit) return ACTION_LABELS[r.action as CustomRuleAction] ?? r.action;
   const rl = r.rateLimit;
   const c = rl.characteristics;
-  const per = c[0]?.startsWith('header:') ? `value of the header ${c[0].slice('header:'.length)}` : COUNTING_LABELS[c.join(',') as Counting] ?? c.join(', ');
+  const per = c[0]?.startsWith('header:') ? `value of the header ${c[0].slice('header:'.length)}` : (COUNTING_LABELS[c.join(',') as Counting] ?? c.join(', '));
   return `Rate limit: ${count(rl.requests)} per ${count(rl.period)} s per ${per}, then ${rl.mitigation} for ${count(rl.duration)} s`;
 }
 
@@ -83,7 +83,12 @@ export function Rules(_: ViewProps) {
   };
   const move = (r: CustomRule, direction: -1 | 1) =>
     act(async () => {
-      const changes = moveRule(all, shown.map((x) => x.id), r.id, direction);
+      const changes = moveRule(
+        all,
+        shown.map((x) => x.id),
+        r.id,
+        direction,
+      );
       try {
         // One by one: each answer is the rule as saved.
         for (const c of changes) replace(await ok(api.PUT('/api/rules/{id}', { params: { path: { id: c.id } }, body: { priority: c.priority } })));
@@ -101,8 +106,8 @@ export function Rules(_: ViewProps) {
         </button>
       </PageHead>
       <p class="muted">
-        Rules in Cloudflare’s expression language with an action, run after the IP and country lists and before bot protection, in this order (lower priority first; the same priority: the older
-        rule first). The first block, challenge or allow that matches decides.
+        Rules in Cloudflare’s expression language with an action, run after the IP and country lists and before bot protection, in this order (lower priority first; the same priority: the older rule
+        first). The first block, challenge or allow that matches decides.
       </p>
       <div class="inline-form rules-filter">
         <Field label="Show rules for" hint={chosen ? `The rules that run on ${chosen.domain}: its own and those of every domain` : undefined}>
@@ -129,7 +134,9 @@ export function Rules(_: ViewProps) {
       </div>
       <ErrorNote error={rules.error ?? domains.error ?? error} />
       <Pending of={rules} />
-      {rules.data && shown.length === 0 ? <Empty>No custom rules{chosen ? ` run on ${chosen.domain}` : ''} yet. A rule blocks, challenges, allows, logs or rate-limits the requests its expression matches.</Empty> : null}
+      {rules.data && shown.length === 0 ? (
+        <Empty>No custom rules{chosen ? ` run on ${chosen.domain}` : ''} yet. A rule blocks, challenges, allows, logs or rate-limits the requests its expression matches.</Empty>
+      ) : null}
       {shown.length ? (
         <CardTable caption="Custom rules in run order" class="custom-rules" columns={['#', 'Rule', 'Action', 'Scope', 'Priority', 'Hits 1h / 24h / 7d', 'On']} action="Actions">
           {shown.map((r, i) => (
@@ -168,9 +175,7 @@ export function Rules(_: ViewProps) {
           ))}
         </CardTable>
       ) : null}
-      {editing && domains.data ? (
-        <CustomRuleForm rule={editing === 'new' ? undefined : editing} domain={domain} domains={domains.data} onSaved={replace} onClose={() => setEditing(null)} />
-      ) : null}
+      {editing && domains.data ? <CustomRuleForm rule={editing === 'new' ? undefined : editing} domain={domain} domains={domains.data} onSaved={replace} onClose={() => setEditing(null)} /> : null}
       {deleting ? (
         <Confirm
           title="Delete custom rule"
@@ -267,9 +272,7 @@ function Builder(props: { rows: BuilderRow[]; onChange: (rows: BuilderRow[]) => 
                 </option>
               ))}
             </select>
-            {type === 'bool' ? null : (
-              <input class="builder-value" aria-label="Value" placeholder={valuePlaceholder(r)} value={r.value} onInput={(e) => set(i, { value: e.currentTarget.value })} />
-            )}
+            {type === 'bool' ? null : <input class="builder-value" aria-label="Value" placeholder={valuePlaceholder(r)} value={r.value} onInput={(e) => set(i, { value: e.currentTarget.value })} />}
             <button type="button" class="small ghost builder-remove" onClick={() => props.onChange(rows.filter((_, k) => k !== i))}>
               ×<span class="sr-only"> Remove {label.toLowerCase()}</span>
             </button>
@@ -355,11 +358,7 @@ function CustomRuleForm(props: { rule?: CustomRule; domain: string; domains: Dom
   };
   return (
     <Dialog title={r ? `Edit ${r.name}` : 'Add custom rule'} onClose={props.onClose} wide="extra">
-      <form
-        class="form"
-        noValidate
-        onSubmit={(e) => void save(e)}
-      >
+      <form class="form" noValidate onSubmit={(e) => void save(e)}>
         <div class="row">
           <Field label="Name" invalid={error && nameMissing ? 'Required' : undefined}>
             {(id, desc) => <input id={id} value={name} required maxLength={CUSTOM_RULE_NAME_MAX} aria-describedby={desc} onInput={(e) => setName(e.currentTarget.value)} />}
@@ -437,7 +436,9 @@ function CustomRuleForm(props: { rule?: CustomRule; domain: string; domains: Dom
             <legend>Rate limit</legend>
             <div class="row">
               <Field label="Requests" hint={`${count(rq[0])} to ${count(rq[1])} in the period`}>
-                {(id, desc) => <input id={id} type="number" min={rq[0]} max={rq[1]} step={1} value={rate.requests} aria-describedby={desc} onInput={(e) => setR({ requests: e.currentTarget.value })} />}
+                {(id, desc) => (
+                  <input id={id} type="number" min={rq[0]} max={rq[1]} step={1} value={rate.requests} aria-describedby={desc} onInput={(e) => setR({ requests: e.currentTarget.value })} />
+                )}
               </Field>
               <Field label="Period (seconds)" hint={`${count(pd[0])} to ${count(pd[1])}`}>
                 {(id, desc) => <input id={id} type="number" min={pd[0]} max={pd[1]} step={1} value={rate.period} aria-describedby={desc} onInput={(e) => setR({ period: e.currentTarget.value })} />}
@@ -464,7 +465,9 @@ function CustomRuleForm(props: { rule?: CustomRule; domain: string; domains: Dom
                 )}
               </Field>
               <Field label="For (seconds)" hint={`${count(du[0])} to ${count(du[1])}`}>
-                {(id, desc) => <input id={id} type="number" min={du[0]} max={du[1]} step={1} value={rate.duration} aria-describedby={desc} onInput={(e) => setR({ duration: e.currentTarget.value })} />}
+                {(id, desc) => (
+                  <input id={id} type="number" min={du[0]} max={du[1]} step={1} value={rate.duration} aria-describedby={desc} onInput={(e) => setR({ duration: e.currentTarget.value })} />
+                )}
               </Field>
             </div>
             {rateProblem ? <small class="invalid">{rateProblem}</small> : null}

@@ -44,7 +44,10 @@ function TokenShown({ server, onClose }: { server: ServerWithToken; onClose: () 
   const commands = installCommands(server.connectionToken, location);
   return (
     <Dialog title={`Connect ${server.name}`} onClose={onClose} wide>
-      <p>Run these on the shield server (Debian 12 with Node.js 20, or Debian 13): they install Rampart from this control plane and connect it as {server.name}. The token is shown only now; a new one can be made later, which disconnects the old.</p>
+      <p>
+        Run these on the shield server (Debian 12 with Node.js 20, or Debian 13): they install Rampart from this control plane and connect it as {server.name}. The token is shown only now; a new one
+        can be made later, which disconnects the old.
+      </p>
       <Secret text={commands.text} label="Install and connect commands" />
       {commands.insecure ? (
         <p class="text-warn">This dashboard is not served over HTTPS, so the agent would send its token in clear (hence --insecure). Put the control plane behind TLS first: see docs/operations.md.</p>
@@ -113,49 +116,49 @@ export function Servers(_: ViewProps) {
       {servers.data && list.length === 0 ? <Empty>No shield servers yet. Add one and run the command it gives on the host.</Empty> : null}
       {list.length > 0 ? (
         <CardTable columns={['Server', 'Connection', 'Configuration', 'Health', 'Address', 'Agent']} action="Actions">
-            {list.map((s) => {
-              const c = connectionText(s);
-              const r = revisionText(s);
-              return (
-                <tr key={s.id}>
-                  <td data-label="Server">
-                    <strong>{s.name}</strong>
-                  </td>
-                  <td data-label="Connection">
-                    <span class={`dot ${c.tone}`} aria-hidden="true" /> {c.text}
-                  </td>
-                  <td data-label="Configuration">
-                    <span class={`text-${r.tone}`}>{r.text}</span>
-                    {s.status !== 'decommissioned' ? (
-                      <small class="muted block">
-                        revision {s.appliedRevision} of {s.desiredRevision}
-                      </small>
-                    ) : null}
-                  </td>
-                  <td data-label="Health">{s.healthy === null ? <span class="muted">not checked yet</span> : s.healthy ? 'healthy' : <span class="text-bad">{s.healthError ?? 'unhealthy'}</span>}</td>
-                  <td data-label="Address">
-                    {s.publicIp ?? s.ip ?? <span class="muted">—</span>}
-                    {s.publicIp ? <small class="muted block">public address</small> : null}
-                  </td>
-                  <td data-label="Agent">{s.agentVersion ?? <span class="muted">—</span>}</td>
-                  <td class="row-actions">
-                    {s.status !== 'decommissioned' ? (
-                      <>
-                        <button type="button" class="small" onClick={() => setEditing(s)}>
-                          Edit<span class="sr-only"> {s.name}</span>
-                        </button>
-                        <button type="button" class="small" onClick={() => setRegen(s)}>
-                          New token<span class="sr-only"> for {s.name}</span>
-                        </button>
-                        <button type="button" class="small danger" onClick={() => setDecom(s)}>
-                          Decommission<span class="sr-only"> {s.name}</span>
-                        </button>
-                      </>
-                    ) : null}
-                  </td>
-                </tr>
-              );
-            })}
+          {list.map((s) => {
+            const c = connectionText(s);
+            const r = revisionText(s);
+            return (
+              <tr key={s.id}>
+                <td data-label="Server">
+                  <strong>{s.name}</strong>
+                </td>
+                <td data-label="Connection">
+                  <span class={`dot ${c.tone}`} aria-hidden="true" /> {c.text}
+                </td>
+                <td data-label="Configuration">
+                  <span class={`text-${r.tone}`}>{r.text}</span>
+                  {s.status !== 'decommissioned' ? (
+                    <small class="muted block">
+                      revision {s.appliedRevision} of {s.desiredRevision}
+                    </small>
+                  ) : null}
+                </td>
+                <td data-label="Health">{s.healthy === null ? <span class="muted">not checked yet</span> : s.healthy ? 'healthy' : <span class="text-bad">{s.healthError ?? 'unhealthy'}</span>}</td>
+                <td data-label="Address">
+                  {s.publicIp ?? s.ip ?? <span class="muted">—</span>}
+                  {s.publicIp ? <small class="muted block">public address</small> : null}
+                </td>
+                <td data-label="Agent">{s.agentVersion ?? <span class="muted">—</span>}</td>
+                <td class="row-actions">
+                  {s.status !== 'decommissioned' ? (
+                    <>
+                      <button type="button" class="small" onClick={() => setEditing(s)}>
+                        Edit<span class="sr-only"> {s.name}</span>
+                      </button>
+                      <button type="button" class="small" onClick={() => setRegen(s)}>
+                        New token<span class="sr-only"> for {s.name}</span>
+                      </button>
+                      <button type="button" class="small danger" onClick={() => setDecom(s)}>
+                        Decommission<span class="sr-only"> {s.name}</span>
+                      </button>
+                    </>
+                  ) : null}
+                </td>
+              </tr>
+            );
+          })}
         </CardTable>
       ) : null}
       {decommissioned > 0 ? (

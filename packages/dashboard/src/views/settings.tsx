@@ -50,7 +50,10 @@ function Billing({ initial }: { initial: Account }) {
           setDeposit(undefined);
           const r = await ok(api.PUT('/api/account/plan', { body: { plan } }));
           setAccount(r.account);
-          setMessage({ kind: 'success', text: r.transaction ? `Plan changed; ${r.transaction.delta < 0 ? 'charged' : 'credited'} ${money(Math.abs(r.transaction.delta))} pro rata.` : 'Plan changed.' });
+          setMessage({
+            kind: 'success',
+            text: r.transaction ? `Plan changed; ${r.transaction.delta < 0 ? 'charged' : 'credited'} ${money(Math.abs(r.transaction.delta))} pro rata.` : 'Plan changed.',
+          });
           tx.reload();
         })}
       >
@@ -92,23 +95,23 @@ function Billing({ initial }: { initial: Account }) {
       {tx.data && rows.length === 0 ? <Empty>No transactions yet.</Empty> : null}
       {rows.length ? (
         <CardTable columns={['When', 'What', 'Amount', 'State']} action="Pay">
-            {rows.map((t) => (
-              <tr key={t.id}>
-                <td data-label="When">{fmtDate(t.createdAt)}</td>
-                <td data-label="What">{t.description ?? t.kind}</td>
-                <td data-label="Amount" class={t.delta < 0 ? 'text-bad' : undefined}>
-                  {money(t.delta !== 0 ? t.delta : t.amount)}
-                </td>
-                <td data-label="State">{t.status}</td>
-                <td class="row-actions">
-                  {t.kind === 'deposit' && t.status === 'pending' && t.address ? (
-                    <button type="button" class="small" onClick={() => setPaying(t)}>
-                      How to pay<span class="sr-only"> the deposit of {money(t.amount)}</span>
-                    </button>
-                  ) : null}
-                </td>
-              </tr>
-            ))}
+          {rows.map((t) => (
+            <tr key={t.id}>
+              <td data-label="When">{fmtDate(t.createdAt)}</td>
+              <td data-label="What">{t.description ?? t.kind}</td>
+              <td data-label="Amount" class={t.delta < 0 ? 'text-bad' : undefined}>
+                {money(t.delta !== 0 ? t.delta : t.amount)}
+              </td>
+              <td data-label="State">{t.status}</td>
+              <td class="row-actions">
+                {t.kind === 'deposit' && t.status === 'pending' && t.address ? (
+                  <button type="button" class="small" onClick={() => setPaying(t)}>
+                    How to pay<span class="sr-only"> the deposit of {money(t.amount)}</span>
+                  </button>
+                ) : null}
+              </td>
+            </tr>
+          ))}
         </CardTable>
       ) : null}
       <LoadMore
@@ -166,21 +169,21 @@ function ApiKeys() {
       {keys.data && keys.data.length === 0 ? <Empty>No API keys.</Empty> : null}
       {keys.data?.length ? (
         <CardTable columns={['Name', 'Key', 'Last used', 'Created']} action="Actions">
-            {keys.data.map((k) => (
-              <tr key={k.id}>
-                <td data-label="Name">{k.name}</td>
-                <td data-label="Key">
-                  <code class="nowrap">{k.keyPrefix}…</code>
-                </td>
-                <td data-label="Last used">{fmtDate(k.lastUsedAt)}</td>
-                <td data-label="Created">{fmtDate(k.createdAt)}</td>
-                <td class="row-actions">
-                  <button type="button" class="small danger" onClick={() => setDeleting(k)}>
-                    Delete<span class="sr-only"> key {k.name}</span>
-                  </button>
-                </td>
-              </tr>
-            ))}
+          {keys.data.map((k) => (
+            <tr key={k.id}>
+              <td data-label="Name">{k.name}</td>
+              <td data-label="Key">
+                <code class="nowrap">{k.keyPrefix}…</code>
+              </td>
+              <td data-label="Last used">{fmtDate(k.lastUsedAt)}</td>
+              <td data-label="Created">{fmtDate(k.createdAt)}</td>
+              <td class="row-actions">
+                <button type="button" class="small danger" onClick={() => setDeleting(k)}>
+                  Delete<span class="sr-only"> key {k.name}</span>
+                </button>
+              </td>
+            </tr>
+          ))}
         </CardTable>
       ) : null}
       {deleting ? (
@@ -213,8 +216,7 @@ function Dns({ initial }: { initial: DnsSettings }) {
     <div class="panel">
       <h2>DNS provider</h2>
       <p class="muted">
-        For DNS failover: the domain's A/AAAA records follow its healthy servers.{' '}
-        {s.connected ? `Connected: ${s.provider}${s.updatedAt ? `, since ${fmtDate(s.updatedAt)}` : ''}.` : 'Not connected.'}
+        For DNS failover: the domain's A/AAAA records follow its healthy servers. {s.connected ? `Connected: ${s.provider}${s.updatedAt ? `, since ${fmtDate(s.updatedAt)}` : ''}.` : 'Not connected.'}
       </p>
       {s.error ? <p class="text-bad">{s.error}</p> : null}
       <form

@@ -8,28 +8,28 @@ import { RULE_TYPE_LABELS, RuleForm, ruleValueText } from './rule-form';
 function RuleTable(props: { rules: Rule[]; domainName: (id: string | null) => string; onEdit: (r: Rule) => void; onDelete: (r: Rule) => void; onToggle: (r: Rule) => void; caption: string }) {
   return (
     <CardTable caption={props.caption} columns={['Rule', 'Value', 'Scope', 'Priority', 'On']} action="Actions">
-        {props.rules.map((r) => {
-          const label = `${RULE_TYPE_LABELS[r.rule_type as RuleType] ?? r.rule_type}: ${ruleValueText(r.rule_type, r.value)}`;
-          return (
-            <tr key={r.id} class={r.enabled ? undefined : 'disabled'}>
-              <td data-label="Rule">{RULE_TYPE_LABELS[r.rule_type as RuleType] ?? r.rule_type}</td>
-              <td data-label="Value">{ruleValueText(r.rule_type, r.value)}</td>
-              <td data-label="Scope">{props.domainName(r.domain_id)}</td>
-              <td data-label="Priority">{r.priority}</td>
-              <td data-label="On">
-                <input type="checkbox" role="switch" class="switch" checked={r.enabled} aria-label={`Enabled: ${label}`} onChange={() => props.onToggle(r)} />
-              </td>
-              <td class="row-actions">
-                <button type="button" class="small" onClick={() => props.onEdit(r)}>
-                  Edit<span class="sr-only"> {label}</span>
-                </button>
-                <button type="button" class="small danger" onClick={() => props.onDelete(r)}>
-                  Delete<span class="sr-only"> {label}</span>
-                </button>
-              </td>
-            </tr>
-          );
-        })}
+      {props.rules.map((r) => {
+        const label = `${RULE_TYPE_LABELS[r.rule_type as RuleType] ?? r.rule_type}: ${ruleValueText(r.rule_type, r.value)}`;
+        return (
+          <tr key={r.id} class={r.enabled ? undefined : 'disabled'}>
+            <td data-label="Rule">{RULE_TYPE_LABELS[r.rule_type as RuleType] ?? r.rule_type}</td>
+            <td data-label="Value">{ruleValueText(r.rule_type, r.value)}</td>
+            <td data-label="Scope">{props.domainName(r.domain_id)}</td>
+            <td data-label="Priority">{r.priority}</td>
+            <td data-label="On">
+              <input type="checkbox" role="switch" class="switch" checked={r.enabled} aria-label={`Enabled: ${label}`} onChange={() => props.onToggle(r)} />
+            </td>
+            <td class="row-actions">
+              <button type="button" class="small" onClick={() => props.onEdit(r)}>
+                Edit<span class="sr-only"> {label}</span>
+              </button>
+              <button type="button" class="small danger" onClick={() => props.onDelete(r)}>
+                Delete<span class="sr-only"> {label}</span>
+              </button>
+            </td>
+          </tr>
+        );
+      })}
     </CardTable>
   );
 }
@@ -88,13 +88,12 @@ export function Waf(_: ViewProps) {
       </div>
       <p class="muted">An exception turns one attack detector off for one field of one path of a domain. Events offer the narrowest one for a false positive.</p>
       {rules.data && exceptions.length === 0 ? <Empty>No exceptions.</Empty> : null}
-      {exceptions.length ? <RuleTable caption="Exceptions" rules={exceptions} domainName={domainName} onEdit={(r) => setEditing({ rule: r })} onDelete={setDeleting} onToggle={(r) => void onToggle(r)} /> : null}
+      {exceptions.length ? (
+        <RuleTable caption="Exceptions" rules={exceptions} domainName={domainName} onEdit={(r) => setEditing({ rule: r })} onDelete={setDeleting} onToggle={(r) => void onToggle(r)} />
+      ) : null}
       <h2>Bot protection key</h2>
       <p class="muted">Signs challenges and pass cookies. It rotates on a schedule; rotate it now if it may have leaked. Visitors who already passed are not challenged again.</p>
-      <button
-        type="button"
-        onClick={() => void rotateBotKey()}
-      >
+      <button type="button" onClick={() => void rotateBotKey()}>
         Rotate bot key
       </button>
       {rotated ? (

@@ -41,7 +41,6 @@ export type SeenTransaction =
   /** Deep enough: its non-zero transfers of the token, by log index. */
   | { state: 'final'; transfers: ConfirmedTransfer[] };
 
-
 export interface ChainWatcherOptions {
   rpcUrl: string;
   /** The ERC-20 contract whose transfers count; any other contract's are ignored. */

@@ -66,7 +66,11 @@ export async function wafVersion(db: Database | Tx, accountId: string): Promise<
 
 /** Marks the account's rule set as changed. */
 export async function bumpWafVersion(db: Database | Tx, accountId: string): Promise<void> {
-  await db.updateTable('accounts').set({ waf_version: sql<number>`waf_version + 1` }).where('id', '=', accountId).execute();
+  await db
+    .updateTable('accounts')
+    .set({ waf_version: sql<number>`waf_version + 1` })
+    .where('id', '=', accountId)
+    .execute();
 }
 
 export type Counted = 'api_keys' | 'servers' | 'domains' | 'waf_rules' | 'custom_rules';
@@ -110,11 +114,6 @@ export async function accountsWithOldBotKeys(db: Database | Tx, before: Date, li
 
 /** Forgets previous bot keys whose cookies have all expired by `now`; returns their accounts. */
 export async function retireBotKeys(db: Database | Tx, now: Date): Promise<string[]> {
-  const rows = await db
-    .updateTable('accounts')
-    .set({ bot_prev_key_id: null, bot_prev_secret: null, bot_prev_until: null })
-    .where('bot_prev_until', '<=', now)
-    .returning('id')
-    .execute();
+  const rows = await db.updateTable('accounts').set({ bot_prev_key_id: null, bot_prev_secret: null, bot_prev_until: null }).where('bot_prev_until', '<=', now).returning('id').execute();
   return rows.map((r) => r.id);
 }

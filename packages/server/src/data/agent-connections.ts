@@ -14,7 +14,11 @@ export function connectionOfServer(db: Database | Tx, serverId: string) {
 
 /** The last heartbeat of these servers' connections (none for a server without one). */
 export function heartbeatsOf(db: Database | Tx, serverIds: readonly string[]) {
-  return db.selectFrom('agent_connections').select(['server_id', 'last_heartbeat_at']).where('server_id', 'in', [...serverIds]).execute();
+  return db
+    .selectFrom('agent_connections')
+    .select(['server_id', 'last_heartbeat_at'])
+    .where('server_id', 'in', [...serverIds])
+    .execute();
 }
 
 /** This connection becomes the server's live one, replacing any other. */
@@ -54,7 +58,12 @@ export async function deleteConnectionsOfProcess(db: Database | Tx, processId: s
 
 /** Writes the heartbeat of these connections; returns those still recorded (the others were replaced or expired). */
 export async function touchConnections(db: Database | Tx, connectionIds: readonly string[], now: Date): Promise<string[]> {
-  const rows = await db.updateTable('agent_connections').set({ last_heartbeat_at: now }).where('connection_id', 'in', [...connectionIds]).returning('connection_id').execute();
+  const rows = await db
+    .updateTable('agent_connections')
+    .set({ last_heartbeat_at: now })
+    .where('connection_id', 'in', [...connectionIds])
+    .returning('connection_id')
+    .execute();
   return rows.map((r) => r.connection_id);
 }
 

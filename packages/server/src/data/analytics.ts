@@ -164,20 +164,12 @@ export interface BucketRow {
  * over one domain or (domainId undefined) all the account's domains. Buckets without rows are
  * left out.
  */
-export async function seriesRows(
-  db: Database | Tx,
-  accountId: string,
-  domainId: string | undefined,
-  step: 'minute' | 'hour',
-  from: Date,
-  to: Date,
-  minutesFrom: Date,
-): Promise<BucketRow[]> {
+export async function seriesRows(db: Database | Tx, accountId: string, domainId: string | undefined, step: 'minute' | 'hour', from: Date, to: Date, minutesFrom: Date): Promise<BucketRow[]> {
   const domainFilter = domainId === undefined ? sql`` : sql`and domain_id = ${domainId}`;
   const cols = sql.raw(COUNT_COLUMNS.join(', '));
   // Several domains' hours may sum past a bigint (each at most 60 × MINUTE_COUNT_MAX): held at its top.
   const sums = sql.raw(COUNT_COLUMNS.map((c) => `least(sum(${c}), 9223372036854775807)::bigint as ${c}`).join(', '));
-  const sumsOf = (t: ReturnType<typeof sql.raw>  ) => sql`select ${t} as t, ${sums}, jsonb_agg(blocked) as blocked`;
+  const sumsOf = (t: ReturnType<typeof sql.raw>) => sql`select ${t} as t, ${sums}, jsonb_agg(blocked) as blocked`;
   let query;
   if (step === 'minute') {
     query = sql`${sumsOf(sql.raw('minute'))} from analytics_minute where account_id = ${accountId} ${domainFilter} and minute >= ${from} and minute < ${to} group by minute order by minute`;
@@ -216,7 +208,12 @@ export interface TopFilter {
 }
 
 function eventsIn(db: Database | Tx, f: TopFilter) {
-  let q = db.selectFrom('waf_events').where('waf_events.account_id', '=', f.accountId).where('waf_events.blocked', '=', true).where('waf_events.occurred_at', '>=', f.from).where('waf_events.occurred_at', '<', f.to);
+  let q = db
+    .selectFrom('waf_events')
+    .where('waf_events.account_id', '=', f.accountId)
+    .where('waf_events.blocked', '=', true)
+    .where('waf_events.occurred_at', '>=', f.from)
+    .where('waf_events.occurred_at', '<', f.to);
   if (f.domain !== undefined) q = q.where('waf_events.domain', '=', f.domain);
   return q;
 }

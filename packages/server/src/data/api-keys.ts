@@ -10,13 +10,7 @@ export function insertApiKey(db: Database | Tx, row: Insertable<ApiKeysTable>) {
 
 /** The account's keys, oldest first, without their hashes. */
 export function listApiKeys(db: Database | Tx, accountId: string) {
-  return db
-    .selectFrom('api_keys')
-    .select(['id', 'name', 'key_prefix', 'last_used_at', 'created_at'])
-    .where('account_id', '=', accountId)
-    .orderBy('created_at')
-    .orderBy('id')
-    .execute();
+  return db.selectFrom('api_keys').select(['id', 'name', 'key_prefix', 'last_used_at', 'created_at']).where('account_id', '=', accountId).orderBy('created_at').orderBy('id').execute();
 }
 
 /** The key that went (its name and prefix), or undefined when the account has no such key. */

@@ -54,9 +54,7 @@ export async function latestAuditEntries(db: Database | Tx, accountId: string, f
     .$if(filter.objectType !== undefined, (q) => q.where('object_type', '=', filter.objectType!))
     .$if(filter.objectId !== undefined, (q) => q.where('object_id', '=', filter.objectId!))
     .$if(filter.action !== undefined, (q) => q.where('action', '=', filter.action!))
-    .$if(filter.actor !== undefined, (q) =>
-      q.where((eb) => eb.or([eb('actor_type', '=', filter.actor!), eb('actor_name', '=', filter.actor!), eb('actor_key_prefix', '=', filter.actor!)])),
-    )
+    .$if(filter.actor !== undefined, (q) => q.where((eb) => eb.or([eb('actor_type', '=', filter.actor!), eb('actor_name', '=', filter.actor!), eb('actor_key_prefix', '=', filter.actor!)])))
     .$if(filter.since !== undefined, (q) => q.where('created_at', '>=', filter.since!))
     .$if(filter.until !== undefined, (q) => q.where('created_at', '<=', filter.until!))
     .$if(before !== undefined, (q) => q.where((eb) => eb(eb.refTuple('created_at', 'id'), '<', eb.tuple(before!.createdAt, before!.id))))

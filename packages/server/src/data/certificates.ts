@@ -56,12 +56,7 @@ export async function upsertReport(db: Database | Tx, domainId: string, serverId
 
 /** This server's last report on the domain's certificate, if any. */
 export function reportOf(db: Database | Tx, domainId: string, serverId: string) {
-  return db
-    .selectFrom('domain_certificates')
-    .select(['status', 'message'])
-    .where('domain_id', '=', domainId)
-    .where('server_id', '=', serverId)
-    .executeTakeFirst();
+  return db.selectFrom('domain_certificates').select(['status', 'message']).where('domain_id', '=', domainId).where('server_id', '=', serverId).executeTakeFirst();
 }
 
 /** The domain's reports go: all of them, or with `departedOnly` those of servers no longer on the domain. */

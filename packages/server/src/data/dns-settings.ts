@@ -30,7 +30,11 @@ export async function deleteDnsSettings(db: Database | Tx, accountId: string): P
 /** The settings of these accounts (the health cycle's DNS step). */
 export function dnsSettingsOfAccounts(db: Database | Tx, accountIds: readonly string[]) {
   if (accountIds.length === 0) return Promise.resolve([]);
-  return db.selectFrom('dns_settings').select(['account_id', 'provider', 'credentials_enc']).where('account_id', 'in', [...accountIds]).execute();
+  return db
+    .selectFrom('dns_settings')
+    .select(['account_id', 'provider', 'credentials_enc'])
+    .where('account_id', 'in', [...accountIds])
+    .execute();
 }
 
 /** Every account's encrypted DNS provider credentials, locked until the transaction ends (rampart rekey). */

@@ -119,7 +119,10 @@ export function claimExpiringCertificates(db: Database | Tx, before: Date) {
 /** Assigns these servers to the domain. */
 export async function linkServers(db: Database | Tx, domainId: string, serverIds: readonly string[]): Promise<void> {
   if (serverIds.length === 0) return;
-  await db.insertInto('domain_servers').values(serverIds.map((s) => ({ domain_id: domainId, server_id: s }))).execute();
+  await db
+    .insertInto('domain_servers')
+    .values(serverIds.map((s) => ({ domain_id: domainId, server_id: s })))
+    .execute();
 }
 
 export async function unlinkServers(db: Database | Tx, domainId: string): Promise<void> {
@@ -144,12 +147,7 @@ export async function domainIdsOfServer(db: Database | Tx, serverId: string): Pr
 
 /** The names of the server's domains. */
 export async function domainNamesOfServer(db: Database | Tx, serverId: string): Promise<string[]> {
-  const rows = await db
-    .selectFrom('domain_servers')
-    .innerJoin('domains', 'domains.id', 'domain_servers.domain_id')
-    .select('domains.domain')
-    .where('domain_servers.server_id', '=', serverId)
-    .execute();
+  const rows = await db.selectFrom('domain_servers').innerJoin('domains', 'domains.id', 'domain_servers.domain_id').select('domains.domain').where('domain_servers.server_id', '=', serverId).execute();
   return rows.map((d) => d.domain);
 }
 

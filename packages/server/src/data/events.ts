@@ -14,8 +14,14 @@ export async function eventRowsReceivedSince(db: Database | Tx, serverId: string
     .selectFrom('waf_events')
     .select((eb) => [
       eb.fn.countAll<number>().as('all'),
-      eb.fn.countAll<number>().filterWhere('reason', 'in', [...DETECTION_REASONS]).as('detections'),
-      eb.fn.countAll<number>().filterWhere('reason', 'in', [...FLOOD_REASONS]).as('flood'),
+      eb.fn
+        .countAll<number>()
+        .filterWhere('reason', 'in', [...DETECTION_REASONS])
+        .as('detections'),
+      eb.fn
+        .countAll<number>()
+        .filterWhere('reason', 'in', [...FLOOD_REASONS])
+        .as('flood'),
     ])
     .where('server_id', '=', serverId)
     .where('received_at', '>=', since)
@@ -69,7 +75,11 @@ export async function foldEvent(db: Database | Tx, id: string, n: number, lastSe
 /** Inserts the rows; returns their ids, in the rows' order. */
 export async function insertEvents(db: Database | Tx, rows: readonly Insertable<WafEventsTable>[]): Promise<string[]> {
   if (rows.length === 0) return [];
-  const ids = await db.insertInto('waf_events').values([...rows]).returning('id').execute();
+  const ids = await db
+    .insertInto('waf_events')
+    .values([...rows])
+    .returning('id')
+    .execute();
   return ids.map((r) => String(r.id));
 }
 
@@ -126,7 +136,25 @@ function accountEvents(db: Database | Tx, accountId: string) {
   return db
     .selectFrom('waf_events')
     .leftJoin('custom_rules', (j) => j.onRef('custom_rules.id', '=', 'waf_events.rule_id').on('custom_rules.account_id', '=', accountId))
-    .select(['waf_events.id', 'occurred_at', 'source_ip', 'domain', 'reason', 'rule_id', 'server_id', 'method', 'path', 'query', 'location', 'matched', 'blocked', 'count', 'last_seen_at', 'request_id', 'custom_rules.name as rule_name'])
+    .select([
+      'waf_events.id',
+      'occurred_at',
+      'source_ip',
+      'domain',
+      'reason',
+      'rule_id',
+      'server_id',
+      'method',
+      'path',
+      'query',
+      'location',
+      'matched',
+      'blocked',
+      'count',
+      'last_seen_at',
+      'request_id',
+      'custom_rules.name as rule_name',
+    ])
     .where('waf_events.account_id', '=', accountId);
 }
 
@@ -155,10 +183,5 @@ export async function listEventRows(db: Database | Tx, accountId: string, filter
 
 /** The account's events one batch of a server stored (same receipt time), oldest first. */
 export function batchEventRows(db: Database | Tx, accountId: string, serverId: string, receivedAt: Date, limit: number) {
-  return accountEvents(db, accountId)
-    .where('server_id', '=', serverId)
-    .where('received_at', '=', receivedAt)
-    .orderBy('waf_events.id', 'asc')
-    .limit(limit)
-    .execute();
+  return accountEvents(db, accountId).where('server_id', '=', serverId).where('received_at', '=', receivedAt).orderBy('waf_events.id', 'asc').limit(limit).execute();
 }

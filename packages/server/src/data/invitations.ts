@@ -10,13 +10,7 @@ export async function insertInvitation(db: Database | Tx, row: Insertable<Invita
 
 /** The invitation with this token hash, if it is unused and not expired. */
 export function findUsableInvitation(db: Database | Tx, tokenHash: string, now: Date) {
-  return db
-    .selectFrom('invitations')
-    .select(['id', 'email'])
-    .where('token_hash', '=', tokenHash)
-    .where('used_at', 'is', null)
-    .where('expires_at', '>', now)
-    .executeTakeFirst();
+  return db.selectFrom('invitations').select(['id', 'email']).where('token_hash', '=', tokenHash).where('used_at', 'is', null).where('expires_at', '>', now).executeTakeFirst();
 }
 
 /**
@@ -24,12 +18,6 @@ export function findUsableInvitation(db: Database | Tx, tokenHash: string, now: 
  * whether it did. One statement, so two registrations with one invitation cannot both succeed.
  */
 export async function useInvitation(tx: Tx, id: string, accountId: string, now: Date): Promise<boolean> {
-  const res = await tx
-    .updateTable('invitations')
-    .set({ used_at: now, account_id: accountId })
-    .where('id', '=', id)
-    .where('used_at', 'is', null)
-    .where('expires_at', '>', now)
-    .executeTakeFirst();
+  const res = await tx.updateTable('invitations').set({ used_at: now, account_id: accountId }).where('id', '=', id).where('used_at', 'is', null).where('expires_at', '>', now).executeTakeFirst();
   return Number(res.numUpdatedRows) === 1;
 }

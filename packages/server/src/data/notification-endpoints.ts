@@ -86,13 +86,7 @@ export async function claimNextAttempt(tx: Tx, now: Date, leaseUntil: Date): Pro
 }
 
 /** Gives up the endpoint's pending deliveries (all, or those queued before `queuedBefore`), saying why. */
-export async function giveUpPendingOf(
-  db: Database | Tx,
-  endpoint: { accountId: string; channel: string },
-  now: Date,
-  error: string,
-  queuedBefore?: Date,
-): Promise<number> {
+export async function giveUpPendingOf(db: Database | Tx, endpoint: { accountId: string; channel: string }, now: Date, error: string, queuedBefore?: Date): Promise<number> {
   const rows = await db
     .updateTable('notification_deliveries')
     .set({ status: 'given_up', next_attempt_at: null, last_error: error, updated_at: now })

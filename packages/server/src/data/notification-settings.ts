@@ -26,11 +26,7 @@ export async function saveNotificationSettings(db: Database | Tx, row: Insertabl
 
 /** Stores the hash of the account's confirmation token (null: none), until when it works, and when it was sent. */
 export async function setEmailToken(db: Database | Tx, accountId: string, t: { hash: string | null; expiresAt: Date | null; sentAt: Date }): Promise<void> {
-  await db
-    .updateTable('notification_settings')
-    .set({ email_token_hash: t.hash, email_token_expires_at: t.expiresAt, email_token_sent_at: t.sentAt })
-    .where('account_id', '=', accountId)
-    .execute();
+  await db.updateTable('notification_settings').set({ email_token_hash: t.hash, email_token_expires_at: t.expiresAt, email_token_sent_at: t.sentAt }).where('account_id', '=', accountId).execute();
 }
 
 /** Confirms the address whose token has this hash, if it has not expired; the token is used up. Returns the address. */

@@ -7,6 +7,11 @@ import type { Database, Tx } from '../db/database.js';
  * applies it, so an event whose application fails is not recorded and its retry is applied.
  */
 export async function recordPaymentEvent(db: Database | Tx, row: { id: string; deposit_id: string | null; received_at: Date }): Promise<boolean> {
-  const r = await db.insertInto('payment_events').values(row).onConflict((oc) => oc.column('id').doNothing()).returning('id').executeTakeFirst();
+  const r = await db
+    .insertInto('payment_events')
+    .values(row)
+    .onConflict((oc) => oc.column('id').doNothing())
+    .returning('id')
+    .executeTakeFirst();
   return r !== undefined;
 }

@@ -8,7 +8,12 @@ import type { RolloutServersTable, RolloutsTable } from '../db/schema.js';
 type Db = Database | Tx;
 
 export function rolloutSettingsRow(db: Db, accountId: string, lock = false) {
-  return db.selectFrom('rollout_settings').selectAll().where('account_id', '=', accountId).$if(lock, (q) => q.forUpdate()).executeTakeFirst();
+  return db
+    .selectFrom('rollout_settings')
+    .selectAll()
+    .where('account_id', '=', accountId)
+    .$if(lock, (q) => q.forUpdate())
+    .executeTakeFirst();
 }
 
 export async function upsertRolloutSettings(db: Db, accountId: string, mode: 'immediate' | 'staged', bakeSeconds: number, now: Date): Promise<void> {
@@ -41,7 +46,11 @@ export async function setReleasedSnapshot(db: Db, serverId: string, snapshot: st
 }
 
 export function releasedSnapshots(db: Db, serverIds: readonly string[]) {
-  return db.selectFrom('servers').select(['id', 'released_snapshot']).where('id', 'in', [...serverIds]).execute();
+  return db
+    .selectFrom('servers')
+    .select(['id', 'released_snapshot'])
+    .where('id', 'in', [...serverIds])
+    .execute();
 }
 
 export function serverName(db: Db, serverId: string) {
@@ -50,7 +59,13 @@ export function serverName(db: Db, serverId: string) {
 
 /** The account's rollout that holds servers back, if any (locked with `lock`). */
 export function holdingRollout(db: Db, accountId: string, lock = false) {
-  return db.selectFrom('rollouts').select(['id', 'state']).where('account_id', '=', accountId).where('holding', '=', true).$if(lock, (q) => q.forUpdate()).executeTakeFirst();
+  return db
+    .selectFrom('rollouts')
+    .select(['id', 'state'])
+    .where('account_id', '=', accountId)
+    .where('holding', '=', true)
+    .$if(lock, (q) => q.forUpdate())
+    .executeTakeFirst();
 }
 
 /** A rollout stops holding (superseded when `supersede`); its servers still queued or baking are superseded. */
@@ -122,7 +137,20 @@ export function bakingCanaryRow(tx: Tx, serverId: string) {
   return tx
     .selectFrom('rollout_servers as rs')
     .innerJoin('rollouts as r', 'r.id', 'rs.rollout_id')
-    .select(['rs.rollout_id', 'rs.base_requests', 'rs.base_blocked', 'rs.base_errors', 'rs.base_latency', 'rs.requests', 'rs.blocked', 'rs.errors', 'rs.latency', 'r.account_id', 'r.bake_until', 'r.change'])
+    .select([
+      'rs.rollout_id',
+      'rs.base_requests',
+      'rs.base_blocked',
+      'rs.base_errors',
+      'rs.base_latency',
+      'rs.requests',
+      'rs.blocked',
+      'rs.errors',
+      'rs.latency',
+      'r.account_id',
+      'r.bake_until',
+      'r.change',
+    ])
     .where('rs.server_id', '=', serverId)
     .where('rs.canary', '=', true)
     .where('rs.state', '=', 'baking')

@@ -79,13 +79,7 @@ export function setServerTokenHash(db: Database | Tx, accountId: string, id: str
 
 /** Final: the token is erased. */
 export function markServerDecommissioned(db: Database | Tx, accountId: string, id: string) {
-  return db
-    .updateTable('servers')
-    .set({ status: 'decommissioned', token_hash: null })
-    .where('id', '=', id)
-    .where('account_id', '=', accountId)
-    .returningAll()
-    .executeTakeFirstOrThrow();
+  return db.updateTable('servers').set({ status: 'decommissioned', token_hash: null }).where('id', '=', id).where('account_id', '=', accountId).returningAll().executeTakeFirstOrThrow();
 }
 
 /** The caller has found and locked the server in its account. */
@@ -242,7 +236,11 @@ export function markServersOffline(db: Database | Tx, serverIds: readonly string
 }
 
 export async function touchServersLastSeen(db: Database | Tx, serverIds: readonly string[], now: Date): Promise<void> {
-  await db.updateTable('servers').set({ last_seen_at: now }).where('id', 'in', [...serverIds]).execute();
+  await db
+    .updateTable('servers')
+    .set({ last_seen_at: now })
+    .where('id', 'in', [...serverIds])
+    .execute();
 }
 
 /** The server's desired revision; undefined for a missing server. */

@@ -7,7 +7,11 @@ import { inApplyOrder } from './waf-rules.js';
 
 /** The servers asked for, whatever their status. */
 export function snapshotServers(db: Database | Tx, serverIds: readonly string[]) {
-  return db.selectFrom('servers').select(['id', 'account_id', 'desired_revision', 'status', 'token_hash']).where('id', 'in', [...serverIds]).execute();
+  return db
+    .selectFrom('servers')
+    .select(['id', 'account_id', 'desired_revision', 'status', 'token_hash'])
+    .where('id', 'in', [...serverIds])
+    .execute();
 }
 
 /**
@@ -20,7 +24,17 @@ export async function snapshotContents(db: Database | Tx, liveIds: readonly stri
     db
       .selectFrom('domains')
       .innerJoin('domain_servers', 'domain_servers.domain_id', 'domains.id')
-      .select(['domain_servers.server_id', 'domains.id', 'domains.domain', 'domains.origins', 'domains.ssl_enabled', 'domains.waf_enabled', 'domains.waf_level', 'domains.waf_mode', 'domains.waf_compressed_bodies'])
+      .select([
+        'domain_servers.server_id',
+        'domains.id',
+        'domains.domain',
+        'domains.origins',
+        'domains.ssl_enabled',
+        'domains.waf_enabled',
+        'domains.waf_level',
+        'domains.waf_mode',
+        'domains.waf_compressed_bodies',
+      ])
       .where('domain_servers.server_id', 'in', [...liveIds])
       .orderBy('domains.domain')
       .execute(),
@@ -28,7 +42,12 @@ export async function snapshotContents(db: Database | Tx, liveIds: readonly stri
       .selectFrom('domain_servers')
       .innerJoin('servers', 'servers.id', 'domain_servers.server_id')
       .select(['domain_servers.domain_id', 'servers.public_ip', 'servers.ip'])
-      .where('domain_servers.domain_id', 'in', (eb) => eb.selectFrom('domain_servers').select('domain_id').where('server_id', 'in', [...liveIds]))
+      .where('domain_servers.domain_id', 'in', (eb) =>
+        eb
+          .selectFrom('domain_servers')
+          .select('domain_id')
+          .where('server_id', 'in', [...liveIds]),
+      )
       .where('servers.status', '<>', 'decommissioned')
       .execute(),
     db
@@ -38,7 +57,11 @@ export async function snapshotContents(db: Database | Tx, liveIds: readonly stri
       .where('enabled', '=', true)
       .$call(inApplyOrder)
       .execute(),
-    db.selectFrom('accounts').select(['id', 'bot_secret', 'bot_key_id', 'bot_prev_key_id', 'bot_prev_secret']).where('id', 'in', [...accountIds]).execute(),
+    db
+      .selectFrom('accounts')
+      .select(['id', 'bot_secret', 'bot_key_id', 'bot_prev_key_id', 'bot_prev_secret'])
+      .where('id', 'in', [...accountIds])
+      .execute(),
     enabledCustomRules(db, accountIds),
   ]);
   return { domains, peers, rules, accounts, customRules };

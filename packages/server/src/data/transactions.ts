@@ -51,13 +51,7 @@ export async function postEntry(tx: Tx, entry: LedgerEntry): Promise<{ row: Tran
       .insertInto('transactions')
       .values(r)
       .$if(r.kind === 'charge' && r.status === 'confirmed' && r.period_start != null, (q) =>
-        q.onConflict((oc) =>
-          oc
-            .columns(['account_id', 'period_start'])
-            .where('kind', '=', sql.lit('charge'))
-            .where('status', '=', sql.lit('confirmed'))
-            .doNothing(),
-        ),
+        q.onConflict((oc) => oc.columns(['account_id', 'period_start']).where('kind', '=', sql.lit('charge')).where('status', '=', sql.lit('confirmed')).doNothing()),
       )
       .returningAll()
       .executeTakeFirst();
@@ -113,10 +107,7 @@ export interface DueCharge {
  * charged is never charged again (the unique index): the account's due date just moves on.
  * Month arithmetic is calendar months in UTC, as addMonth in services/billing.ts.
  */
-export async function chargeDueAccounts(
-  tx: Tx,
-  o: { now: Date; limit: number; plans: readonly { plan: string; priceCents: number; description: string }[] },
-): Promise<DueCharge[]> {
+export async function chargeDueAccounts(tx: Tx, o: { now: Date; limit: number; plans: readonly { plan: string; priceCents: number; description: string }[] }): Promise<DueCharge[]> {
   const prices = sql.join(o.plans.map((p) => sql`(${p.plan}::text, ${p.priceCents}::bigint, ${p.description}::text)`));
   const now = sql`${o.now.toISOString()}::timestamptz`;
   const nextMonth = (t: ReturnType<typeof sql>) => sql`((${t} at time zone 'UTC') + interval '1 month') at time zone 'UTC'`;
@@ -234,13 +225,7 @@ export async function openDepositCount(db: Database | Tx, accountId: string, now
 
 /** Pending deposits whose time ran out by `now` become `expired`; how many did. */
 export async function expireDeposits(db: Database | Tx, now: Date): Promise<number> {
-  const r = await db
-    .updateTable('transactions')
-    .set({ status: 'expired' })
-    .where('kind', '=', 'deposit')
-    .where('status', '=', 'pending')
-    .where('expires_at', '<=', now)
-    .executeTakeFirst();
+  const r = await db.updateTable('transactions').set({ status: 'expired' }).where('kind', '=', 'deposit').where('status', '=', 'pending').where('expires_at', '<=', now).executeTakeFirst();
   return Number(r.numUpdatedRows);
 }
 

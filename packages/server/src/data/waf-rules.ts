@@ -20,13 +20,7 @@ export function listRules(db: Database | Tx, accountId: string) {
 
 /** The rules the portable export carries: IP blacklist and rate limits. */
 export function portableRules(db: Database | Tx, accountId: string) {
-  return db
-    .selectFrom('waf_rules')
-    .select(['rule_type', 'value', 'enabled'])
-    .where('account_id', '=', accountId)
-    .where('rule_type', 'in', ['block_ip', 'rate_limit'])
-    .$call(inApplyOrder)
-    .execute();
+  return db.selectFrom('waf_rules').select(['rule_type', 'value', 'enabled']).where('account_id', '=', accountId).where('rule_type', 'in', ['block_ip', 'rate_limit']).$call(inApplyOrder).execute();
 }
 
 export function insertRule(db: Database | Tx, row: Insertable<WafRulesTable>) {

@@ -290,14 +290,18 @@ export async function restoreBackup(options: RestoreOptions, input: Readable): P
   const known = Object.keys(await migrationProvider.getMigrations());
   const unknown = header.migrations.filter((m) => !known.includes(m));
   if (unknown.length) {
-    throw new BackupError(`the backup was made by rampart ${header.rampartVersion}, whose schema has migrations this rampart (${RAMPART_VERSION}) does not know: ${unknown.join(', ')}; restore it with that release or a newer one`);
+    throw new BackupError(
+      `the backup was made by rampart ${header.rampartVersion}, whose schema has migrations this rampart (${RAMPART_VERSION}) does not know: ${unknown.join(', ')}; restore it with that release or a newer one`,
+    );
   }
   const target = await openDatabase({ url: options.url, dataDir: options.dataDir, schema: options.schema, migrate: false });
   try {
     const db = target.db;
     const holding = await nonEmptyTables(db);
     if (holding.length && !options.force) {
-      throw new BackupError(`the target database is not empty (rows in ${holding.slice(0, 5).join(', ')}${holding.length > 5 ? ', ...' : ''}): restore into an empty one, or pass --force to replace what it holds`);
+      throw new BackupError(
+        `the target database is not empty (rows in ${holding.slice(0, 5).join(', ')}${holding.length > 5 ? ', ...' : ''}): restore into an empty one, or pass --force to replace what it holds`,
+      );
     }
     await clearSchema(db);
     const schema = target.kind === 'postgres' ? (await sql<{ s: string }>`select current_schema() as s`.execute(db)).rows[0]?.s : undefined;

@@ -133,7 +133,10 @@ const migrations: Record<string, Migration> = {
     // Bumped with every change to an account's rules, so a serialized rule list can be cached by
     // (account, version) and served with no query beyond authentication.
     async up(db: Kysely<unknown>) {
-      await db.schema.alterTable('accounts').addColumn('waf_version', 'integer', (c) => c.notNull().defaultTo(0)).execute();
+      await db.schema
+        .alterTable('accounts')
+        .addColumn('waf_version', 'integer', (c) => c.notNull().defaultTo(0))
+        .execute();
     },
   },
   '0003_waf_events_by_server': {
@@ -161,7 +164,10 @@ const migrations: Record<string, Migration> = {
       // No certificate existed before: an SSL domain is pending (and so is its status) until its servers report.
       await sql`update domains set ssl_status = 'off', ssl_expires = null where not ssl_enabled`.execute(db);
       await sql`update domains set status = 'pending', ssl_expires = null where ssl_enabled`.execute(db);
-      await db.schema.alterTable('domains').alterColumn('ssl_status', (c) => c.dropDefault()).execute();
+      await db.schema
+        .alterTable('domains')
+        .alterColumn('ssl_status', (c) => c.dropDefault())
+        .execute();
 
       await db.schema
         .createTable('domain_certificates')
@@ -192,7 +198,10 @@ const migrations: Record<string, Migration> = {
     // A domain's WAF mode (block, or detect: detections are logged, not blocked), and each event's
     // request details. Existing domains keep blocking; existing events were all blocks and have no details.
     async up(db: Kysely<unknown>) {
-      await db.schema.alterTable('domains').addColumn('waf_mode', 'text', (c) => c.notNull().defaultTo('block')).execute();
+      await db.schema
+        .alterTable('domains')
+        .addColumn('waf_mode', 'text', (c) => c.notNull().defaultTo('block'))
+        .execute();
       await db.schema
         .alterTable('waf_events')
         .addColumn('method', 'text')
@@ -270,11 +279,7 @@ const migrations: Record<string, Migration> = {
         .addColumn('received_at', 'timestamptz', (c) => c.notNull())
         .execute();
 
-      await db.schema
-        .alterTable('notifications')
-        .addColumn('read_at', 'timestamptz')
-        .addColumn('domain_id', 'uuid')
-        .execute();
+      await db.schema.alterTable('notifications').addColumn('read_at', 'timestamptz').addColumn('domain_id', 'uuid').execute();
       await db.schema
         .createTable('notification_settings')
         .addColumn('account_id', 'uuid', (c) => c.primaryKey().references('accounts.id').onDelete('cascade'))
@@ -414,7 +419,10 @@ const migrations: Record<string, Migration> = {
     // What level high does with a compressed request body (protocol COMPRESSED_BODY_POLICIES):
     // every domain refuses one until its owner allows it.
     async up(db: Kysely<unknown>) {
-      await db.schema.alterTable('domains').addColumn('waf_compressed_bodies', 'text', (c) => c.notNull().defaultTo('refuse')).execute();
+      await db.schema
+        .alterTable('domains')
+        .addColumn('waf_compressed_bodies', 'text', (c) => c.notNull().defaultTo('refuse'))
+        .execute();
     },
   },
   '0014_deposit_transfers': {
@@ -426,12 +434,7 @@ const migrations: Record<string, Migration> = {
     // watcher never reads their blocks again (its cursor only moves on), so no new key meets them.
     // Deposits expire (expires_at): pending ones get 24 hours from the upgrade.
     async up(db: Kysely<unknown>) {
-      await db.schema
-        .alterTable('transactions')
-        .addColumn('chain', 'text')
-        .addColumn('log_index', 'integer')
-        .addColumn('expires_at', 'timestamptz')
-        .execute();
+      await db.schema.alterTable('transactions').addColumn('chain', 'text').addColumn('log_index', 'integer').addColumn('expires_at', 'timestamptz').execute();
       await sql`drop index transactions_tx_hash`.execute(db);
       await sql`update transactions set chain = 'legacy',
           log_index = case when tx_hash like '%:%' then split_part(tx_hash, ':', 2)::integer else -1 end,
@@ -468,11 +471,7 @@ const migrations: Record<string, Migration> = {
       await sql`create sequence notification_endpoint_turns`.execute(db);
       await sql`insert into notification_endpoints (account_id, channel)
         select distinct account_id, channel from notification_deliveries where status = 'pending'`.execute(db);
-      await db.schema
-        .createIndex('notification_deliveries_endpoint_due')
-        .on('notification_deliveries')
-        .columns(['account_id', 'channel', 'status', 'next_attempt_at'])
-        .execute();
+      await db.schema.createIndex('notification_deliveries_endpoint_due').on('notification_deliveries').columns(['account_id', 'channel', 'status', 'next_attempt_at']).execute();
       await db.schema
         .alterTable('notification_settings')
         .addColumn('email_confirmed_at', 'timestamptz')
@@ -602,7 +601,10 @@ const migrations: Record<string, Migration> = {
         .addColumn('bake_seconds', 'integer', (c) => c.notNull().defaultTo(60))
         .addColumn('updated_at', 'timestamptz', (c) => c.notNull())
         .execute();
-      await db.schema.alterTable('servers').addColumn('canary', 'boolean', (c) => c.notNull().defaultTo(false)).execute();
+      await db.schema
+        .alterTable('servers')
+        .addColumn('canary', 'boolean', (c) => c.notNull().defaultTo(false))
+        .execute();
       await db.schema.alterTable('servers').addColumn('released_snapshot', 'text').execute();
       await db.schema
         .createTable('rollouts')
@@ -641,9 +643,18 @@ const migrations: Record<string, Migration> = {
     // Staged rollout's p99 signal (docs/api.md "Rollout"): sampled requests by latency bucket
     // (LATENCY_BUCKETS_MS), per domain and minute, and per canary before and during a bake.
     async up(db: Kysely<unknown>) {
-      await db.schema.alterTable('analytics_minute').addColumn('latency', sql`bigint[]`).execute();
-      await db.schema.alterTable('rollout_servers').addColumn('base_latency', sql`bigint[]`).execute();
-      await db.schema.alterTable('rollout_servers').addColumn('latency', sql`bigint[]`).execute();
+      await db.schema
+        .alterTable('analytics_minute')
+        .addColumn('latency', sql`bigint[]`)
+        .execute();
+      await db.schema
+        .alterTable('rollout_servers')
+        .addColumn('base_latency', sql`bigint[]`)
+        .execute();
+      await db.schema
+        .alterTable('rollout_servers')
+        .addColumn('latency', sql`bigint[]`)
+        .execute();
     },
   },
   '0060_audit_log': {

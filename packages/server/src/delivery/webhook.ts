@@ -47,13 +47,7 @@ function headerValue(headers: Record<string, string | string[] | undefined>, nam
  * body and timestamp, and the timestamp is within `toleranceSeconds` of `nowSeconds` (either
  * way). `body` must be the raw bytes received, before any JSON parsing.
  */
-export function verifyWebhook(
-  secret: string,
-  headers: Record<string, string | string[] | undefined>,
-  body: string,
-  nowSeconds: number,
-  toleranceSeconds = 300,
-): boolean {
+export function verifyWebhook(secret: string, headers: Record<string, string | string[] | undefined>, body: string, nowSeconds: number, toleranceSeconds = 300): boolean {
   const timestamp = headerValue(headers, TIMESTAMP_HEADER);
   const signature = headerValue(headers, SIGNATURE_HEADER);
   if (!timestamp || !signature || !/^\d{1,12}$/.test(timestamp)) return false;

@@ -3,19 +3,7 @@
 // rewritten records first and deletions last; a name never has fewer addresses on the way than it
 // ends with. Every answer is the envelope { success, errors, messages, result } and counts only
 // when success is true and errors is empty.
-import {
-  ADDRESS_TYPES,
-  DNS_TTL,
-  DnsProviderError,
-  addressesByType,
-  answerText,
-  canonicalAddress,
-  publishedAddresses,
-  recordName,
-  apiRequest,
-  type AddressType,
-  type DnsProvider,
-} from './common.js';
+import { ADDRESS_TYPES, DNS_TTL, DnsProviderError, addressesByType, answerText, canonicalAddress, publishedAddresses, recordName, apiRequest, type AddressType, type DnsProvider } from './common.js';
 
 const CLOUDFLARE_API_BASE = 'https://api.cloudflare.com/client/v4';
 

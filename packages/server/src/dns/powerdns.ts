@@ -1,17 +1,7 @@
 // PowerDNS Authoritative's HTTP API (https://doc.powerdns.com/authoritative/http-api/): the zone
 // holding a name is the one whose name is its longest suffix, and one PATCH of that zone replaces
 // (or deletes) the name's A and AAAA rrsets together, so both families change in one transaction.
-import {
-  ADDRESS_TYPES,
-  DNS_TTL,
-  DnsProviderError,
-  addressesByType,
-  answerText,
-  publishedAddresses,
-  recordName,
-  apiRequest,
-  type DnsProvider,
-} from './common.js';
+import { ADDRESS_TYPES, DNS_TTL, DnsProviderError, addressesByType, answerText, publishedAddresses, recordName, apiRequest, type DnsProvider } from './common.js';
 
 export interface PowerDnsSettings {
   /** The webserver's base URL, e.g. http://127.0.0.1:8081 (the API lives under /api/v1). */

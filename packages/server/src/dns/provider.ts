@@ -9,9 +9,7 @@ import type { DnsProvider } from './common.js';
 
 export { canonicalAddress, DnsProviderError, type DnsProvider } from './common.js';
 
-export type DnsProviderSettings =
-  | { provider: 'powerdns'; apiUrl: string; apiKey: string; serverId: string }
-  | { provider: 'cloudflare'; apiToken: string; apiBase?: string };
+export type DnsProviderSettings = { provider: 'powerdns'; apiUrl: string; apiKey: string; serverId: string } | { provider: 'cloudflare'; apiToken: string; apiBase?: string };
 
 export function dnsProvider(settings: DnsProviderSettings, fetchImpl: typeof fetch = fetch): DnsProvider {
   switch (settings.provider) {

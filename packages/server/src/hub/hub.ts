@@ -327,7 +327,10 @@ export class AgentHub {
         }
         this.countDropped(c, outcome === 'dropped' ? 1 : 0);
         if (!m.payload.ok) {
-          const detail = m.payload.errors.map((e) => e.message).join('; ').slice(0, 300);
+          const detail = m.payload.errors
+            .map((e) => e.message)
+            .join('; ')
+            .slice(0, 300);
           await recordCanaryFailure(this.ctx, c.serverId, 'reload health', `the configuration update to revision ${m.payload.revision} failed on the canary: ${detail}`);
         }
         return;
@@ -501,7 +504,10 @@ export class AgentHub {
   private async heartbeat(): Promise<void> {
     const mine = [...this.live.values()].filter((c) => !c.closeReason && c.ws.readyState === c.ws.OPEN);
     // A connection whose row expired is recorded again with what it reported.
-    const replaced = await touchAgentConnections(this.ctx, mine.map((c) => this.connectionOf(c)));
+    const replaced = await touchAgentConnections(
+      this.ctx,
+      mine.map((c) => this.connectionOf(c)),
+    );
     for (const id of replaced) this.closeReplaced(id);
     const expired = await expireAgentConnections(this.ctx);
     if (expired.length) this.options.log?.info(`agent connections without a heartbeat expired: servers ${expired.join(', ')}`);

@@ -101,7 +101,7 @@ export function adminRoutes(app: App, { ctx, adminToken }: RouteDeps): void {
       tags,
       security,
       summary:
-        'A consistent backup of the whole database (every table, one read-only repeatable-read transaction) while the control plane runs: gzip\'d JSON lines (application/gzip), restored by `rampart restore` into PGlite or PostgreSQL',
+        "A consistent backup of the whole database (every table, one read-only repeatable-read transaction) while the control plane runs: gzip'd JSON lines (application/gzip), restored by `rampart restore` into PGlite or PostgreSQL",
       response: ERROR_RESPONSES,
     },
     handler: async (_req, reply) => {

@@ -26,8 +26,7 @@ export const AnalyticsQuery = Type.Object(
   { description: 'Other parameters are ignored, as on every read' },
 );
 
-const Top = (field: string, description: string) =>
-  Type.Array(Type.Object({ [field]: Type.String(), count: Count }), { maxItems: ANALYTICS_LIMITS.top, description });
+const Top = (field: string, description: string) => Type.Array(Type.Object({ [field]: Type.String(), count: Count }), { maxItems: ANALYTICS_LIMITS.top, description });
 
 export const AnalyticsView = Type.Object({
   from: Type.String({ format: 'date-time', description: 'The first bucket (from, rounded down to the step)' }),
@@ -61,8 +60,7 @@ export function analyticsRoutes(app: App, { ctx }: RouteDeps): void {
       tags: ['Analytics'],
       security: SECURITY,
       summary: 'Traffic over time (requests, status classes, bytes, WAF blocks by reason) and the top blocked addresses, paths, countries and rules',
-      description:
-        'Shield servers report every 60 s. Minutes are kept 48 hours, hours 30 days. A 400 names the parameter at fault; a domain id that is not one of the account\'s domains is a 404.',
+      description: "Shield servers report every 60 s. Minutes are kept 48 hours, hours 30 days. A 400 names the parameter at fault; a domain id that is not one of the account's domains is a 404.",
       querystring: AnalyticsQuery,
       response: { 200: AnalyticsView, ...ERROR_RESPONSES },
     },

@@ -12,7 +12,7 @@ export function auditRoutes(app: App, { ctx }: RouteDeps): void {
       tags: ['Audit log'],
       summary: `Changes to the account's configuration, keys, settings and billing: who, what, before and after (secrets never), kept ${AUDIT_RETENTION_DAYS} days`,
       description:
-        'Filters: `objectType`, `objectId`, `action`, `actor` (an API key\'s name or prefix, a user\'s e-mail, or a type: api_key, user, operator, system), `since` and `until` (ISO times). ' +
+        "Filters: `objectType`, `objectId`, `action`, `actor` (an API key's name or prefix, a user's e-mail, or a type: api_key, user, operator, system), `since` and `until` (ISO times). " +
         'Entries cannot be changed or deleted.',
     },
     AuditEntry,

@@ -39,7 +39,7 @@ export function authRoutes(app: App, { ctx, publicUrl, signup = 'closed' }: Rout
       summary: 'Sign in (sets an HttpOnly session cookie)',
       description:
         'Failed sign-ins are limited per account (10 in 15 minutes, holding back only addresses with failures of their own) and per source address (50 in 15 minutes): over a limit, 429 with Retry-After. ' +
-        'The source address is X-Forwarded-For\'s only from a trusted proxy (--trust-proxy). ' +
+        "The source address is X-Forwarded-For's only from a trusted proxy (--trust-proxy). " +
         'When too many passwords are being checked at once, 503 with Retry-After.',
       body: Credentials,
       response: { 200: SessionView, ...ERROR_RESPONSES, 429: { $ref: 'Error#' }, 503: { $ref: 'Error#' } },

@@ -10,13 +10,7 @@ import type { App } from './types.js';
 // the API with the session cookie, so it is served from the same origin, under a strict CSP: no
 // inline script or style, nothing from another origin, no framing.
 
-export const DASHBOARD_CSP = [
-  "default-src 'self'",
-  "base-uri 'none'",
-  "form-action 'self'",
-  "frame-ancestors 'none'",
-  "object-src 'none'",
-].join('; ');
+export const DASHBOARD_CSP = ["default-src 'self'", "base-uri 'none'", "form-action 'self'", "frame-ancestors 'none'", "object-src 'none'"].join('; ');
 
 const TYPES: Record<string, string> = {
   '.html': 'text/html; charset=utf-8',

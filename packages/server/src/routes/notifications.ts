@@ -1,4 +1,13 @@
-import { DeliveryView, EmailConfirmBody, EmailConfirmResult, NotificationReadBody, NotificationReadResult, NotificationSettingsUpdate, NotificationSettingsView, NotificationView } from '../schemas.js';
+import {
+  DeliveryView,
+  EmailConfirmBody,
+  EmailConfirmResult,
+  NotificationReadBody,
+  NotificationReadResult,
+  NotificationSettingsUpdate,
+  NotificationSettingsView,
+  NotificationView,
+} from '../schemas.js';
 import { listDeliveries } from '../services/notification-delivery.js';
 import { confirmEmail, getNotificationSettings, requestEmailConfirmation, updateNotificationSettings } from '../services/notification-settings.js';
 import { listNotifications, markRead } from '../services/notifications.js';
@@ -8,9 +17,7 @@ import { ERROR_RESPONSES, SECURITY, type App, type RouteDeps } from './types.js'
 const tags = ['Notifications'];
 
 export function notificationRoutes(app: App, { ctx, publicUrl }: RouteDeps): void {
-  pagedListRoute(app, '/api/notifications', { tags, summary: 'Notifications, newest first, in pages' }, NotificationView, (accountId, query) =>
-    listNotifications(ctx, accountId, query),
-  );
+  pagedListRoute(app, '/api/notifications', { tags, summary: 'Notifications, newest first, in pages' }, NotificationView, (accountId, query) => listNotifications(ctx, accountId, query));
   app.post('/api/notifications/read', {
     // Marking read changes no resource of the account: it works while frozen.
     config: { frozen: 'allow' },
@@ -23,12 +30,8 @@ export function notificationRoutes(app: App, { ctx, publicUrl }: RouteDeps): voi
     },
     handler: async (req) => markRead(ctx, req.principal.accountId, req.body.ids),
   });
-  pagedListRoute(
-    app,
-    '/api/notifications/deliveries',
-    { tags, summary: 'The delivery log: one entry per notification and channel, newest first, in pages' },
-    DeliveryView,
-    (accountId, query) => listDeliveries(ctx, accountId, query),
+  pagedListRoute(app, '/api/notifications/deliveries', { tags, summary: 'The delivery log: one entry per notification and channel, newest first, in pages' }, DeliveryView, (accountId, query) =>
+    listDeliveries(ctx, accountId, query),
   );
   app.get('/api/settings/notifications', {
     schema: {
@@ -53,7 +56,7 @@ export function notificationRoutes(app: App, { ctx, publicUrl }: RouteDeps): voi
     schema: {
       tags,
       security: SECURITY,
-      summary: "Send the address a new confirmation e-mail (at most one a minute; the previous link stops working)",
+      summary: 'Send the address a new confirmation e-mail (at most one a minute; the previous link stops working)',
       response: { 200: NotificationSettingsView, ...ERROR_RESPONSES, 429: { $ref: 'Error#' }, 503: { $ref: 'Error#' } },
     },
     handler: async (req) => requestEmailConfirmation(ctx, req.principal.accountId, publicUrl),

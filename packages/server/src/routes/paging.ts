@@ -33,7 +33,14 @@ export function pagedListRoute<T extends TSchema, Q extends TObject = typeof Pag
   // Typed as PageQuery for the route (the filters are strings the list checks itself).
   const querystring = (filters ?? PageQuery) as unknown as typeof PageQuery;
   app.get(path, {
-    schema: { tags: doc.tags, summary: doc.summary, security: SECURITY, description: doc.description ? `${doc.description} ${PAGING_DESCRIPTION}` : PAGING_DESCRIPTION, querystring, response: { 200: Type.Array(item), ...ERROR_RESPONSES } },
+    schema: {
+      tags: doc.tags,
+      summary: doc.summary,
+      security: SECURITY,
+      description: doc.description ? `${doc.description} ${PAGING_DESCRIPTION}` : PAGING_DESCRIPTION,
+      querystring,
+      response: { 200: Type.Array(item), ...ERROR_RESPONSES },
+    },
     handler: async (req, reply) => {
       const query = req.query as unknown as Static<Q> & PageParams;
       const page = await list(req.principal.accountId, query);

@@ -5,7 +5,10 @@ import { ERROR_RESPONSES, SECURITY, type App, type RouteDeps } from './types.js'
 
 // Staged rollout (docs/api.md "Rollout", docs/architecture.md "Staged rollout").
 
-const Mode = Type.Union(ROLLOUT_MODES.map((m) => Type.Literal(m)), { description: 'immediate (default): every change reaches every server at once; staged: canary servers first' });
+const Mode = Type.Union(
+  ROLLOUT_MODES.map((m) => Type.Literal(m)),
+  { description: 'immediate (default): every change reaches every server at once; staged: canary servers first' },
+);
 const RolloutStateT = Type.Union(['baking', 'applied', 'halted', 'rolled_back', 'superseded'].map((s) => Type.Literal(s)));
 const ServerStateT = Type.Union(['queued', 'baking', 'applied', 'halted', 'rolled_back', 'superseded'].map((s) => Type.Literal(s)));
 
@@ -21,7 +24,7 @@ export const RolloutSettingsView = Type.Object({
   mode: Mode,
   bakeSeconds: Type.Integer(),
   canaries: Type.Integer({ description: 'Live servers flagged canary' }),
-  state: Type.Union([Type.Literal('idle'), RolloutStateT], { description: "The rollout holding servers: baking, halted or rolled_back; idle: none" }),
+  state: Type.Union([Type.Literal('idle'), RolloutStateT], { description: 'The rollout holding servers: baking, halted or rolled_back; idle: none' }),
   rolloutId: Type.Union([Type.String(), Type.Null()]),
   warning: Type.Union([Type.String(), Type.Null()], { description: 'Set when staged mode has no canary: changes then reach every server at once' }),
 });
@@ -48,7 +51,7 @@ export const RolloutView = Type.Object({
       p99Ms: Type.Union([Type.Integer(), Type.Null()], {
         description: "Canaries: the p99 latency of the requests sampled during the bake, as its bucket's upper bound in ms (10000: 10 s or more); null below 50 samples",
       }),
-      baseP99Ms: Type.Union([Type.Integer(), Type.Null()], { description: "Canaries: the same over the 15 minutes before the change; null below 50 samples" }),
+      baseP99Ms: Type.Union([Type.Integer(), Type.Null()], { description: 'Canaries: the same over the 15 minutes before the change; null below 50 samples' }),
       lastReportAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
     }),
   ),

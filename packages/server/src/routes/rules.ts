@@ -23,7 +23,15 @@ export function customRuleRoutes(app: App, { ctx }: RouteDeps): void {
     handler: async (req) => getRule(ctx, req.principal.accountId, req.params.id),
   });
   app.put('/api/rules/:id', {
-    schema: { tags, security: SECURITY, summary: 'Change any of name, expression, action, domainId, priority, enabled (fields left out stay)', description: expressionHelp, params: IdParams, body: CustomRuleUpdate, response: { 200: CustomRuleView, ...ERROR_RESPONSES } },
+    schema: {
+      tags,
+      security: SECURITY,
+      summary: 'Change any of name, expression, action, domainId, priority, enabled (fields left out stay)',
+      description: expressionHelp,
+      params: IdParams,
+      body: CustomRuleUpdate,
+      response: { 200: CustomRuleView, ...ERROR_RESPONSES },
+    },
     handler: async (req) => updateRule(ctx, req.principal.accountId, req.params.id, req.body, req.principal.actor),
   });
   app.delete('/api/rules/:id', {

@@ -211,10 +211,7 @@ export function streamRoutes(app: App, { streams }: RouteDeps & { streams: LiveS
           .header('retry-after', '30')
           .send({ error: `at most ${streams.maxPerAccount} live streams per account are open at once; close one first` });
       }
-      reply
-        .header('content-type', 'text/event-stream; charset=utf-8')
-        .header('cache-control', 'no-cache, no-store')
-        .header('x-accel-buffering', 'no');
+      reply.header('content-type', 'text/event-stream; charset=utf-8').header('cache-control', 'no-cache, no-store').header('x-accel-buffering', 'no');
       return reply.send(out);
     },
   });

@@ -26,7 +26,13 @@ export function wafRoutes(app: App, { ctx }: RouteDeps): void {
     },
   });
   app.post('/api/waf', {
-    schema: { tags, security: SECURITY, summary: 'Create a WAF rule (409 when the account has one of the same type, value and scope)', body: RuleCreate, response: { 201: RuleView, ...ERROR_RESPONSES, 409: { $ref: 'Error#' } } },
+    schema: {
+      tags,
+      security: SECURITY,
+      summary: 'Create a WAF rule (409 when the account has one of the same type, value and scope)',
+      body: RuleCreate,
+      response: { 201: RuleView, ...ERROR_RESPONSES, 409: { $ref: 'Error#' } },
+    },
     handler: async (req, reply) => reply.code(201).send(await createRule(ctx, req.principal.accountId, req.body, req.principal.actor)),
   });
   app.put('/api/waf/:id', {
@@ -64,7 +70,7 @@ export function wafRoutes(app: App, { ctx }: RouteDeps): void {
       security: SECURITY,
       summary: 'Rotate the bot protection key now',
       description:
-        'A new key signs challenges and pass cookies on all the account\'s shield servers from the next push; the previous key stays accepted until `previous_valid_until` ' +
+        "A new key signs challenges and pass cookies on all the account's shield servers from the next push; the previous key stays accepted until `previous_valid_until` " +
         '(one pass-cookie lifetime), so visitors who passed are not challenged again. Keys also rotate on a schedule. The key itself is never shown.',
       response: { 200: BotKeyRotationView, ...ERROR_RESPONSES },
     },

@@ -51,7 +51,17 @@ export async function createAccount(
       // An opening balance is a ledger row like any other (docs/billing.md, "The ledger").
       if (input.balanceCents !== 0) {
         await postEntry(tx, {
-          insert: { id: newId(), account_id: accountId, kind: 'adjustment', amount_cents: input.balanceCents, delta_cents: input.balanceCents, status: 'confirmed', description: 'Opening balance', created_at: now, confirmed_at: now },
+          insert: {
+            id: newId(),
+            account_id: accountId,
+            kind: 'adjustment',
+            amount_cents: input.balanceCents,
+            delta_cents: input.balanceCents,
+            status: 'confirmed',
+            description: 'Opening balance',
+            created_at: now,
+            confirmed_at: now,
+          },
         });
       }
       await within?.(tx, accountId);
@@ -88,7 +98,6 @@ export async function getAccount(ctx: ServiceContext, accountId: string) {
     createdAt: iso(a.created_at),
   };
 }
-
 
 /** The demo account of `rampart up`: Pro plan with a $100 balance, so every feature is open. */
 export async function createDemoAccount(ctx: ServiceContext, input: { email: string; password: string }) {

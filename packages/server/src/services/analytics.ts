@@ -85,9 +85,7 @@ export async function storeAnalytics(ctx: ServiceContext, accountId: string, ser
     }
     const row =
       rows.get(domainId) ??
-      rows
-        .set(domainId, { accountId, domainId, minute: new Date(at), requests: 0, s1xx: 0, s2xx: 0, s3xx: 0, s4xx: 0, s5xx: 0, sOther: 0, bytesIn: 0, bytesOut: 0, blocked: {} })
-        .get(domainId)!;
+      rows.set(domainId, { accountId, domainId, minute: new Date(at), requests: 0, s1xx: 0, s2xx: 0, s3xx: 0, s4xx: 0, s5xx: 0, sOther: 0, bytesIn: 0, bytesOut: 0, blocked: {} }).get(domainId)!;
     row.requests = Math.min(R, row.requests + d.requests);
     row.s1xx = Math.min(R, row.s1xx + d.status['1xx']);
     row.s2xx = Math.min(R, row.s2xx + d.status['2xx']);
@@ -121,7 +119,13 @@ async function storeRuleHits(ctx: ServiceContext, accountId: string, domainIds: 
     const id = r.ruleId.toLowerCase();
     byRule.set(id, Math.min(AGENT_LIMITS.analyticsRequests, (byRule.get(id) ?? 0) + r.hits));
   }
-  await addRuleHits(ctx.db, accountId, domainIds, minute, [...byRule].filter(([, n]) => n > 0).map(([ruleId, hits]) => ({ ruleId, hits })));
+  await addRuleHits(
+    ctx.db,
+    accountId,
+    domainIds,
+    minute,
+    [...byRule].filter(([, n]) => n > 0).map(([ruleId, hits]) => ({ ruleId, hits })),
+  );
 }
 
 /** The job's bookmark: when its last run began. */
@@ -195,7 +199,8 @@ export async function getAnalytics(ctx: ServiceContext, accountId: string, q: An
   else if (q.step === 'minute' || q.step === 'hour') step = q.step;
   else throw invalidField('step', 'must be minute or hour');
   const stepMs = step === 'minute' ? MINUTE_MS : HOUR_MS;
-  if (step === 'minute' && from < minuteFloor) throw invalidField('from', `with step minute, must be within the last ${ANALYTICS_LIMITS.minuteRetentionHours} hours (minutes are kept that long); use step hour`);
+  if (step === 'minute' && from < minuteFloor)
+    throw invalidField('from', `with step minute, must be within the last ${ANALYTICS_LIMITS.minuteRetentionHours} hours (minutes are kept that long); use step hour`);
   const start = floorTo(from, stepMs);
   const points = Math.ceil((to - start) / stepMs);
   if (points > ANALYTICS_LIMITS.maxPoints) throw invalidField('step', `${step} over this range is ${points} points, more than ${ANALYTICS_LIMITS.maxPoints}; use step hour or a shorter range`);

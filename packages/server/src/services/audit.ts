@@ -28,7 +28,21 @@ export interface Actor {
 export const SYSTEM_ACTOR: Actor = { type: 'system', name: null, keyPrefix: null };
 export const OPERATOR_ACTOR: Actor = { type: 'operator', name: null, keyPrefix: null };
 
-export const AUDIT_OBJECT_TYPES = ['server', 'domain', 'waf_rule', 'custom_rule', 'waf_settings', 'notification_settings', 'dns_settings', 'api_key', 'account', 'deposit', 'transaction', 'rollout_settings', 'rollout'] as const;
+export const AUDIT_OBJECT_TYPES = [
+  'server',
+  'domain',
+  'waf_rule',
+  'custom_rule',
+  'waf_settings',
+  'notification_settings',
+  'dns_settings',
+  'api_key',
+  'account',
+  'deposit',
+  'transaction',
+  'rollout_settings',
+  'rollout',
+] as const;
 export type AuditObjectType = (typeof AUDIT_OBJECT_TYPES)[number];
 
 /** A field whose value is a secret: the log says whether it is set and whether it changed, never what it is. */

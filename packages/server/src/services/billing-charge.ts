@@ -47,7 +47,13 @@ async function chargeLocked(ctx: ServiceContext, tx: Tx, account: LockedAccount,
       await setBillingState(tx, account.id, 'frozen');
       await notifyIn(ctx, tx, account.id, 'account_frozen', notificationMessages.accountFrozen(account.plan, price, balance));
     }
-    await recordAudit(tx, ctx, account.id, actor, { objectType: 'account', objectId: account.id, action: 'charge_failed', before: { state: account.state, balance: dollars(balance) }, after: { state: 'frozen', balance: dollars(balance), price: dollars(price) } });
+    await recordAudit(tx, ctx, account.id, actor, {
+      objectType: 'account',
+      objectId: account.id,
+      action: 'charge_failed',
+      before: { state: account.state, balance: dollars(balance) },
+      after: { state: 'frozen', balance: dollars(balance), price: dollars(price) },
+    });
     return { accountId: account.id, charged: false, state: 'frozen', balance: dollars(balance) };
   }
   const posted = await postEntry(tx, {
@@ -55,7 +61,13 @@ async function chargeLocked(ctx: ServiceContext, tx: Tx, account: LockedAccount,
   });
   await setBillingState(tx, account.id, 'active', nextChargeAfter(due, now));
   if (posted) {
-    await recordAudit(tx, ctx, account.id, actor, { objectType: 'transaction', objectId: posted.row.id, action: 'charge', before: { state: account.state, balance: dollars(balance) }, after: { state: 'active', balance: dollars(posted.balanceCents), amount: dollars(price), description } });
+    await recordAudit(tx, ctx, account.id, actor, {
+      objectType: 'transaction',
+      objectId: posted.row.id,
+      action: 'charge',
+      before: { state: account.state, balance: dollars(balance) },
+      after: { state: 'active', balance: dollars(posted.balanceCents), amount: dollars(price), description },
+    });
   }
   return { accountId: account.id, charged: posted !== undefined, state: 'active', balance: dollars(posted?.balanceCents ?? balance) };
 }
@@ -192,9 +204,13 @@ export async function changePlan(ctx: ServiceContext, accountId: string, plan: P
     const description = `Plan change ${planName(from)} -> ${planName(plan)}, pro rata for the rest of the period`;
     let posted: Awaited<ReturnType<typeof postEntry>>;
     if (amount > 0) {
-      posted = await postEntry(tx, { insert: { id: newId(), account_id: accountId, kind: 'charge', amount_cents: amount, delta_cents: -amount, status: 'confirmed', description, created_at: now, confirmed_at: now } });
+      posted = await postEntry(tx, {
+        insert: { id: newId(), account_id: accountId, kind: 'charge', amount_cents: amount, delta_cents: -amount, status: 'confirmed', description, created_at: now, confirmed_at: now },
+      });
     } else if (amount < 0) {
-      posted = await postEntry(tx, { insert: { id: newId(), account_id: accountId, kind: 'adjustment', amount_cents: -amount, delta_cents: -amount, status: 'confirmed', description, created_at: now, confirmed_at: now } });
+      posted = await postEntry(tx, {
+        insert: { id: newId(), account_id: accountId, kind: 'adjustment', amount_cents: -amount, delta_cents: -amount, status: 'confirmed', description, created_at: now, confirmed_at: now },
+      });
     }
     await setPlan(tx, accountId, plan);
     await recordAudit(tx, ctx, accountId, actor, {

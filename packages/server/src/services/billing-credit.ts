@@ -41,32 +41,33 @@ export async function creditDeposit(
   const now = ctx.now();
   const requested = Number(dep.amount_cents);
   const key = { tx_hash: o.paid?.txHash ?? null, chain: o.paid?.chain ?? null, log_index: o.paid?.logIndex ?? null };
-  const posted = dep.status === 'confirmed'
-    ? await postEntry(tx, {
-        insert: {
-          id: newId(),
-          account_id: dep.account_id,
-          kind: 'deposit',
-          amount_cents: o.amountCents,
-          delta_cents: o.amountCents,
-          status: 'confirmed',
-          ...key,
-          network: dep.network,
-          token: dep.token,
-          description: `Another payment to ${dep.address ?? 'the address'} of deposit ${dep.id}`,
-          created_at: now,
-          confirmed_at: now,
-        },
-      })
-    : await postEntry(tx, {
-        settle: {
-          id: dep.id,
-          amount_cents: o.amountCents,
-          ...key,
-          confirmed_at: now,
-          ...(o.amountCents !== requested ? { description: `Requested ${money(requested)}, received ${money(o.amountCents)}` } : {}),
-        },
-      });
+  const posted =
+    dep.status === 'confirmed'
+      ? await postEntry(tx, {
+          insert: {
+            id: newId(),
+            account_id: dep.account_id,
+            kind: 'deposit',
+            amount_cents: o.amountCents,
+            delta_cents: o.amountCents,
+            status: 'confirmed',
+            ...key,
+            network: dep.network,
+            token: dep.token,
+            description: `Another payment to ${dep.address ?? 'the address'} of deposit ${dep.id}`,
+            created_at: now,
+            confirmed_at: now,
+          },
+        })
+      : await postEntry(tx, {
+          settle: {
+            id: dep.id,
+            amount_cents: o.amountCents,
+            ...key,
+            confirmed_at: now,
+            ...(o.amountCents !== requested ? { description: `Requested ${money(requested)}, received ${money(o.amountCents)}` } : {}),
+          },
+        });
   if (!posted) throw new AppError('deposit_not_pending');
   await recordAudit(tx, ctx, account.id, o.actor ?? SYSTEM_ACTOR, {
     objectType: 'deposit',
@@ -75,13 +76,7 @@ export async function creditDeposit(
     before: { status: dep.status, balance: dollars(Number(account.balance_cents)) },
     after: { status: 'confirmed', amount: dollars(o.amountCents), txHash: o.paid?.txHash ?? null, balance: dollars(posted.balanceCents) },
   });
-  await notifyIn(
-    ctx,
-    tx,
-    account.id,
-    'deposit_confirmed',
-    notificationMessages.depositConfirmed(o.amountCents, posted.balanceCents, o.paid?.txHash),
-  );
+  await notifyIn(ctx, tx, account.id, 'deposit_confirmed', notificationMessages.depositConfirmed(o.amountCents, posted.balanceCents, o.paid?.txHash));
   const after = await reactivateIfCovered(ctx, tx, account, posted.balanceCents);
   return {
     deposit: transactionView(posted.row),

@@ -10,17 +10,7 @@ import { isUuid } from '../values.js';
 import { newId } from '../crypto.js';
 import { lockAccount } from '../data/accounts.js';
 import { recordPaymentEvent } from '../data/payment-events.js';
-import {
-  expireDeposits,
-  findCredit,
-  findDeposit,
-  insertTransaction,
-  lockDeposit,
-  nextDepositAddressIndex,
-  openDepositCount,
-  type PaymentKey,
-  type TransactionRow,
-} from '../data/transactions.js';
+import { expireDeposits, findCredit, findDeposit, insertTransaction, lockDeposit, nextDepositAddressIndex, openDepositCount, type PaymentKey, type TransactionRow } from '../data/transactions.js';
 import type { Tx } from '../db/database.js';
 import { AppError, invalidField } from '../errors.js';
 import { dollars, money } from '../plans.js';

@@ -57,7 +57,13 @@ async function rotate(ctx: ServiceContext, accountId: string, dueBefore?: Date, 
     if (dueBefore && !(new Date(account.bot_key_created_at).getTime() < dueBefore.getTime())) return null;
     const row = await rotateBotKey(tx, accountId, { id: newBotKeyId(), secret: newSecret() }, now, new Date(now.getTime() + BOT_COOKIE_TTL_SECONDS * 1000));
     await bumpWafVersion(tx, accountId);
-    await recordAudit(tx, ctx, accountId, actor, { objectType: 'waf_settings', objectId: null, action: 'rotate_bot_key', before: { botKeyId: account.bot_key_id }, after: { botKeyId: row.bot_key_id } });
+    await recordAudit(tx, ctx, accountId, actor, {
+      objectType: 'waf_settings',
+      objectId: null,
+      action: 'rotate_bot_key',
+      before: { botKeyId: account.bot_key_id },
+      after: { botKeyId: row.bot_key_id },
+    });
     return { row, touched: await bumpForChange(tx, accountId) };
   });
   if (!done) return null;

@@ -54,7 +54,9 @@ export function crawlerRangesConfigFromEnv(env: NodeJS.ProcessEnv): CrawlerRange
       // reported below
     }
     if (eq <= 0 || !searchCrawler(id) || (protocol !== 'http:' && protocol !== 'https:')) {
-      throw new Error(`RAMPART_CRAWLER_RANGES must be "off" or entries <crawler>=<http(s) URL> with a crawler among ${SEARCH_CRAWLERS.map((c) => c.id).join(', ')}; ${JSON.stringify(entry.slice(0, 40))} is not one`);
+      throw new Error(
+        `RAMPART_CRAWLER_RANGES must be "off" or entries <crawler>=<http(s) URL> with a crawler among ${SEARCH_CRAWLERS.map((c) => c.id).join(', ')}; ${JSON.stringify(entry.slice(0, 40))} is not one`,
+      );
     }
     sources.set(id, [...(sources.get(id) ?? []), url]);
   }

@@ -78,7 +78,10 @@ async function checkExpression(expression: string): Promise<void> {
     const shown = JSON.stringify(source.length > 60 ? `${source.slice(0, 60)}…` : source);
     if (result.status === 'vulnerable') {
       const kind = result.complexity.type === 'exponential' ? 'exponential' : 'polynomial';
-      throw invalidField('expression', `the regular expression ${shown} can backtrack catastrophically (${kind} time on inputs like ${JSON.stringify(result.attack.pattern.slice(0, 60))}); rewrite it without nested or overlapping repetition`);
+      throw invalidField(
+        'expression',
+        `the regular expression ${shown} can backtrack catastrophically (${kind} time on inputs like ${JSON.stringify(result.attack.pattern.slice(0, 60))}); rewrite it without nested or overlapping repetition`,
+      );
     }
     throw invalidField('expression', `the regular expression ${shown} could not be proven safe from catastrophic backtracking; simplify it`);
   }

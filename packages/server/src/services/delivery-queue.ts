@@ -34,7 +34,11 @@ export async function queueDeliveries(db: Database | Tx, n: { id: string; accoun
     ...(settings.webhook_url && !disabled.has('webhook') ? [{ channel: 'webhook' as const, target: webhookTarget(settings.webhook_url) }] : []),
     ...(settings.email && settings.email_confirmed_at && !disabled.has('email') ? [{ channel: 'email' as const, target: settings.email }] : []),
   ];
-  await ensureEndpoints(db, n.account_id, channels.map((c) => c.channel));
+  await ensureEndpoints(
+    db,
+    n.account_id,
+    channels.map((c) => c.channel),
+  );
   await insertDeliveries(
     db,
     channels.map((c) => ({

@@ -60,10 +60,8 @@ const HEADER_SAFE = /^[\x21-\x7e]+$/;
 const SERVER_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 
 export const PLAN_MESSAGE = 'DNS failover requires the Pro or Enterprise plan';
-export const SECRET_KEY_MESSAGE =
-  'DNS provider credentials cannot be stored: the operator must set RAMPART_SECRET_KEY (at least 16 characters) on the control plane, which encrypts them';
-const UNREADABLE =
-  'The stored DNS provider credentials cannot be decrypted (RAMPART_SECRET_KEY is missing or was changed): connect the provider again with PUT /api/settings/dns';
+export const SECRET_KEY_MESSAGE = 'DNS provider credentials cannot be stored: the operator must set RAMPART_SECRET_KEY (at least 16 characters) on the control plane, which encrypts them';
+const UNREADABLE = 'The stored DNS provider credentials cannot be decrypted (RAMPART_SECRET_KEY is missing or was changed): connect the provider again with PUT /api/settings/dns';
 
 /** Whether the operator lets provider API URLs name private and loopback addresses (RAMPART_ALLOW_PRIVATE_DNS_API=1). */
 const allowPrivate = (ctx: ServiceContext) => ctx.allowPrivateDnsApi === true;
@@ -107,7 +105,8 @@ function validSettings(input: DnsSettingsInput, privateAllowed: boolean): Stored
     if (!given && wanted.includes(field)) throw invalidField(field, `is required for the ${input.provider} provider`);
   }
   if (input.provider === 'cloudflare') return { provider: 'cloudflare', apiToken: checkCredential('apiToken', input.apiToken!, 20) };
-  if (!SERVER_ID.test(input.serverId!)) throw invalidField('serverId', 'must be 1 to 64 letters, digits, dots, dashes or underscores, starting with a letter or digit (PowerDNS Authoritative: localhost)');
+  if (!SERVER_ID.test(input.serverId!))
+    throw invalidField('serverId', 'must be 1 to 64 letters, digits, dots, dashes or underscores, starting with a letter or digit (PowerDNS Authoritative: localhost)');
   return { provider: 'powerdns', apiUrl: checkApiUrl(input.apiUrl!, privateAllowed), apiKey: checkCredential('apiKey', input.apiKey!, 1), serverId: input.serverId! };
 }
 
@@ -150,7 +149,14 @@ export async function putDnsSettings(ctx: ServiceContext, accountId: string, inp
   await ctx.db.transaction().execute(async (tx) => {
     const before = await findDnsSettings(tx, accountId, true);
     await upsertDnsSettings(tx, row);
-    await recordAudit(tx, ctx, accountId, actor, { objectType: 'dns_settings', objectId: null, action: before ? 'update' : 'create', before: auditedDns(ctx, before), after: auditedDns(ctx, row), secrets: DNS_SECRETS });
+    await recordAudit(tx, ctx, accountId, actor, {
+      objectType: 'dns_settings',
+      objectId: null,
+      action: before ? 'update' : 'create',
+      before: auditedDns(ctx, before),
+      after: auditedDns(ctx, row),
+      secrets: DNS_SECRETS,
+    });
   });
   return viewOf(row, ctx);
 }
@@ -209,7 +215,7 @@ export async function requireFailoverAllowed(tx: Tx, ctx: ServiceContext, accoun
  * answer is read.
  */
 export function guardedFetch(privateAllowed: boolean): typeof fetch {
-  return (async (input: string | URL | Request, init: RequestInit = {}) => {
+  return async (input: string | URL | Request, init: RequestInit = {}) => {
     const url = new URL(typeof input === 'string' || input instanceof URL ? input : input.url);
     if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new TypeError(`refused: ${url.protocol} URLs`);
     // The same checks, and the same pinning, as a webhook's (delivery/webhook.ts).
@@ -235,7 +241,7 @@ export function guardedFetch(privateAllowed: boolean): typeof fetch {
     });
     const nullBody = status === 204 || status === 205 || status === 304;
     return new Response(nullBody ? null : text, { status: status >= 200 && status <= 599 ? status : 502 });
-  });
+  };
 }
 
 // ------------------------------------------------------------------------------------------------

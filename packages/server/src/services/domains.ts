@@ -1,4 +1,17 @@
-import { formatHostPort, isHostname, isIP, isOriginHost, isPort, normalizeHostname, originTarget, type OriginAddress, type SslStatus, type CompressedBodyPolicy, type WafLevel, type WafMode } from '@rampart/protocol';
+import {
+  formatHostPort,
+  isHostname,
+  isIP,
+  isOriginHost,
+  isPort,
+  normalizeHostname,
+  originTarget,
+  type OriginAddress,
+  type SslStatus,
+  type CompressedBodyPolicy,
+  type WafLevel,
+  type WafMode,
+} from '@rampart/protocol';
 import type { Tx } from '../db/database.js';
 import type { ServiceContext } from '../context.js';
 import { isUniqueViolation } from '../context.js';
@@ -135,7 +148,6 @@ function originProblems(origins: OriginInput[]): string[] {
 function fail(problems: string[]): never {
   throw new AppError('invalid_body', problems.join('; '));
 }
-
 
 /** serverIds must all be live servers of this account; anything else is "not found", as for a missing one. */
 async function checkServerIds(tx: Tx, accountId: string, serverIds: string[]): Promise<string[]> {

@@ -67,8 +67,7 @@ function foldFieldsOk(e: WafEventItem): boolean {
   const count = e.count === undefined || (Number.isSafeInteger(e.count) && e.count >= 1 && e.count <= AGENT_LIMITS.foldedPerItem);
   const last = e.lastTs === undefined || (Number.isSafeInteger(e.lastTs) && e.lastTs >= 0 && e.lastTs <= MAX_UNIX_SECONDS);
   const ids =
-    e.requestIds === undefined ||
-    (Array.isArray(e.requestIds) && e.requestIds.length < AGENT_LIMITS.requestIdsPerEvent && e.requestIds.every((id) => typeof id === 'string' && REQUEST_ID.test(id)));
+    e.requestIds === undefined || (Array.isArray(e.requestIds) && e.requestIds.length < AGENT_LIMITS.requestIdsPerEvent && e.requestIds.every((id) => typeof id === 'string' && REQUEST_ID.test(id)));
   return count && last && ids;
 }
 
@@ -95,13 +94,7 @@ function foldFieldsOk(e: WafEventItem): boolean {
  * detections, a share for rate limits and challenges. Folding takes no room. The server's row is
  * locked meanwhile, so concurrent batches (from another process too) cannot both take the last room.
  */
-export async function storeEvents(
-  ctx: ServiceContext,
-  accountId: string,
-  serverId: string,
-  events: readonly WafEventItem[],
-  store: AgentChannelStore = agentChannelStore,
-): Promise<StoredEvents> {
+export async function storeEvents(ctx: ServiceContext, accountId: string, serverId: string, events: readonly WafEventItem[], store: AgentChannelStore = agentChannelStore): Promise<StoredEvents> {
   const valid = events.filter(
     (e) =>
       isIP(e.ip) &&
@@ -215,7 +208,10 @@ function nearest<T extends { at: number }>(list: readonly T[] | undefined, at: n
 async function keepRequestIds(tx: Tx, store: AgentChannelStore, accountId: string, targets: readonly { id?: string | undefined; ids: string[] }[]): Promise<void> {
   const withIds = targets.filter((x) => x.id !== undefined && x.ids.length > 0);
   if (withIds.length === 0) return;
-  const have = await store.requestIdCounts(tx, withIds.map((x) => x.id!));
+  const have = await store.requestIdCounts(
+    tx,
+    withIds.map((x) => x.id!),
+  );
   const rows = withIds.flatMap((x) =>
     [...new Set(x.ids)].slice(0, Math.max(0, AGENT_LIMITS.requestIdsPerEvent - (have.get(x.id!) ?? 0))).map((request_id) => ({ event_id: x.id!, account_id: accountId, request_id })),
   );

@@ -15,11 +15,7 @@ export const SERVICE_VERSION = RAMPART_VERSION;
  * rate-limit rules. Bot rules, analytics, billing, notification settings and keys stay out.
  */
 export async function buildExport(ctx: ServiceContext, accountId: string) {
-  const [servers, domains, rules] = await Promise.all([
-    listServers(ctx, accountId),
-    listDomains(ctx, accountId),
-    portableRules(ctx.db, accountId),
-  ]);
+  const [servers, domains, rules] = await Promise.all([listServers(ctx, accountId), listDomains(ctx, accountId), portableRules(ctx.db, accountId)]);
   const now = ctx.now();
   return {
     exported_at: now.toISOString(),

@@ -118,8 +118,7 @@ async function attempt(ctx: ServiceContext, options: DeliveryOptions, w: Work): 
 }
 
 /** Why nothing is sent to an address its owner has not confirmed (docs/notifications.md "E-mail"). */
-export const EMAIL_NOT_CONFIRMED =
-  'the e-mail address is not confirmed: nothing is sent to it until the link of its confirmation e-mail is opened';
+export const EMAIL_NOT_CONFIRMED = 'the e-mail address is not confirmed: nothing is sent to it until the link of its confirmation e-mail is opened';
 
 /** Records an attempt's outcome on the delivery; returns its new status, or 'failed' when it stays pending. */
 async function recordAttempt(tx: Tx, w: Work, outcome: Outcome, target: string, now: Date, random?: () => number): Promise<'delivered' | 'failed' | 'given_up'> {
@@ -321,12 +320,7 @@ export interface DeliveryRunner {
 const KICK_DELAYS_MS = [50, 1000] as const;
 
 /** The delivery runs of one process: the job's and the kicked ones, one run at a time, topped up with workers when asked again. */
-export function deliveryRunner(
-  ctx: ServiceContext,
-  config: DeliveryConfig,
-  log: (msg: string, err: unknown) => void,
-  onAttempt?: DeliveryOptions['onAttempt'],
-): DeliveryRunner {
+export function deliveryRunner(ctx: ServiceContext, config: DeliveryConfig, log: (msg: string, err: unknown) => void, onAttempt?: DeliveryOptions['onAttempt']): DeliveryRunner {
   const transport = config.smtpUrl ? emailTransport(config.smtpUrl) : undefined;
   const options: DeliveryOptions = {
     allowPrivateWebhooks: config.allowPrivateWebhooks,

@@ -81,7 +81,11 @@ function channelStatus(endpoint: Endpoint | undefined, now: Date): ChannelStatus
 }
 
 function view(row: Row | undefined, endpoints: readonly Endpoint[], now: Date): NotificationSettingsView {
-  const of = (channel: string) => channelStatus(endpoints.find((e) => e.channel === channel), now);
+  const of = (channel: string) =>
+    channelStatus(
+      endpoints.find((e) => e.channel === channel),
+      now,
+    );
   return {
     webhookUrl: row?.webhook_url ?? null,
     webhookSecretSet: Boolean(row?.webhook_secret_enc),
@@ -181,9 +185,7 @@ export async function updateNotificationSettings(
       webhook_secret_enc: secretEnc,
       email: address,
       // The confirmation belongs to the address: a new one starts unconfirmed, without a token.
-      ...(sameAddress
-        ? {}
-        : { email_confirmed_at: null, email_token_hash: null, email_token_expires_at: null }),
+      ...(sameAddress ? {} : { email_confirmed_at: null, email_token_hash: null, email_token_expires_at: null }),
       kinds: JSON.stringify(kinds === undefined ? (current?.kinds ?? []) : (kinds ?? [])),
       updated_at: ctx.now(),
     };

@@ -51,10 +51,7 @@ export interface NotifyContext {
  * notification settings that takes this kind), in the caller's transaction when `db` is one,
  * otherwise in one of its own. Write the message with notificationMessages.
  */
-export async function notify(
-  ctx: NotifyContext,
-  n: { accountId: string; kind: NotificationKind; message: string; serverId?: string | null; domainId?: string | null },
-): Promise<void> {
+export async function notify(ctx: NotifyContext, n: { accountId: string; kind: NotificationKind; message: string; serverId?: string | null; domainId?: string | null }): Promise<void> {
   if (!ctx.db.isTransaction) return ctx.db.transaction().execute((tx) => notify({ ...ctx, db: tx }, n));
   const row = {
     id: newId(),
@@ -96,8 +93,7 @@ export async function notifyFromServer(
   const window = { serverId: n.serverId, kind: n.kind, since: new Date(now.getTime() - SERVER_NOTIFICATION_LIMIT.windowMs) };
   await store.lockServer(db, n.serverId);
   // A new row is delivered; an occurrence folded into one is not delivered again.
-  const insert = (message: string) =>
-    storeNew(ctx, { id: newId(), account_id: n.accountId, kind: n.kind, message, server_id: n.serverId, created_at: now }, store);
+  const insert = (message: string) => storeNew(ctx, { id: newId(), account_id: n.accountId, kind: n.kind, message, server_id: n.serverId, created_at: now }, store);
 
   if (await store.foldNotification(db, window, n.message, now)) return 'folded';
   if ((await store.countNotifications(db, window)) < SERVER_NOTIFICATION_LIMIT.perWindow) {
@@ -162,12 +158,7 @@ export interface StatusReport {
  * status/report: the agent's own notification, told with the server's name and what to do: one
  * notification of the kind reported. Returns the notifications dropped by the limit (0 or 1).
  */
-export async function recordStatusReport(
-  ctx: ServiceContext,
-  server: { accountId: string; serverId: string },
-  report: StatusReport,
-  store: AgentChannelStore = agentChannelStore,
-): Promise<number> {
+export async function recordStatusReport(ctx: ServiceContext, server: { accountId: string; serverId: string }, report: StatusReport, store: AgentChannelStore = agentChannelStore): Promise<number> {
   const name = (await store.findServer(ctx.db, server.accountId, server.serverId))?.name ?? server.serverId;
   let dropped = 0;
   // One report, one notification, of the kind the agent said (issue 24: a crash is not raised twice).
@@ -190,9 +181,7 @@ const NAME_ESCAPED = /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}\p{Co}\p{Cn}"\\]/u;
 export function quotedName(name: string): string {
   const chars = [...name.trim()];
   const cut = chars.length > NAME_MAX_IN_MESSAGE;
-  const shown = (cut ? chars.slice(0, NAME_MAX_IN_MESSAGE - 1) : chars).map((ch) =>
-    !NAME_ESCAPED.test(ch) ? ch : ch === '"' || ch === '\\' ? `\\${ch}` : `\\u{${ch.codePointAt(0)!.toString(16)}}`,
-  );
+  const shown = (cut ? chars.slice(0, NAME_MAX_IN_MESSAGE - 1) : chars).map((ch) => (!NAME_ESCAPED.test(ch) ? ch : ch === '"' || ch === '\\' ? `\\${ch}` : `\\u{${ch.codePointAt(0)!.toString(16)}}`));
   return `"${shown.join('')}${cut ? '…' : ''}"`;
 }
 
@@ -201,26 +190,21 @@ const clause = (text: string) => text.trim().replace(/[.\s]+$/, '');
 
 /** What to do, per kind: the end of each message (docs/notifications.md, "Kinds"). */
 export const NOTIFICATION_ADVICE: Record<NotificationKind, string> = {
-  server_down:
-    'Check that the server is up and that its agent runs and can reach the control plane; configuration changes reach the server once its agent is back.',
+  server_down: 'Check that the server is up and that its agent runs and can reach the control plane; configuration changes reach the server once its agent is back.',
   server_recovered: 'Nothing to do.',
-  server_error:
-    "Check the server's HAProxy and the agent's log on it; if HAProxy's messages point to a change, correct it and save it again.",
-  ssl_expiring:
-    "Check that the domain resolves to its shield servers and that port 80 reaches them; the domain's sslError, or the agent's log on the server, says why renewal failed.",
+  server_error: "Check the server's HAProxy and the agent's log on it; if HAProxy's messages point to a change, correct it and save it again.",
+  ssl_expiring: "Check that the domain resolves to its shield servers and that port 80 reaches them; the domain's sslError, or the agent's log on the server, says why renewal failed.",
   ssl_failed:
     "Check that the domain's DNS records point to its shield servers and that port 80 reaches them from the Internet; the server retries by itself, and the domain list shows the certificate's state.",
   origin_down:
-    "Check that the origin runs and that the shield server can reach it at that address and port (its firewall, the origin's own health at \"/\"); the shield server sends visitors to the domain's other origins meanwhile.",
+    'Check that the origin runs and that the shield server can reach it at that address and port (its firewall, the origin\'s own health at "/"); the shield server sends visitors to the domain\'s other origins meanwhile.',
   origin_up: 'Nothing to do.',
   proxy_crash: "Nothing to do if it happened once; if it happens again, look at the server's HAProxy logs, memory and disk.",
-  proxy_reload_failed:
-    "The server serves its previous configuration, without the latest change: correct the change HAProxy's messages point to and save it again.",
+  proxy_reload_failed: "The server serves its previous configuration, without the latest change: correct the change HAProxy's messages point to and save it again.",
   account_frozen: 'Make a deposit: once it is confirmed and covers the price, the account is charged and active again.',
   account_active: 'Nothing to do.',
   deposit_confirmed: 'Nothing to do.',
-  delivery_disabled:
-    'Make sure the receiver works, then save the channel again in the notification settings (PUT /api/settings/notifications) to turn it back on.',
+  delivery_disabled: 'Make sure the receiver works, then save the channel again in the notification settings (PUT /api/settings/notifications) to turn it back on.',
   rollout_halted:
     'The canaries are back on the last good revision and the other servers never received the change: correct or undo the change and save again, or resume the rollout (POST /api/rollouts/{id}/resume) if the signal was expected.',
 };
@@ -238,8 +222,7 @@ export const notificationMessages = {
   proxyNotServing: (serverName: string) =>
     `Shield server ${quotedName(serverName)} is connected but its agent reports that HAProxy is not serving. The agent restarts HAProxy on its last-known-good configuration; if that keeps failing, look at the agent's log and HAProxy on the server.`,
   /** server_recovered: a server that was down serves again; `detail` says how it was seen (e.g. "its agent reconnected"). */
-  serverRecovered: (serverName: string, detail?: string) =>
-    `Shield server ${quotedName(serverName)} is back${detail ? ` (${clause(detail)})` : ''}. ${NOTIFICATION_ADVICE.server_recovered}`,
+  serverRecovered: (serverName: string, detail?: string) => `Shield server ${quotedName(serverName)} is back${detail ? ` (${clause(detail)})` : ''}. ${NOTIFICATION_ADVICE.server_recovered}`,
   /** server_error: the agent refused or failed a configuration update (its ack's errors, joined). */
   configFailed: (revision: number, detail: string) =>
     `Configuration update to revision ${revision} failed on this shield server; it keeps running its previous configuration. ` +
@@ -267,8 +250,7 @@ export const notificationMessages = {
     return `${what}. ${NOTIFICATION_ADVICE.ssl_expiring}`;
   },
   /** ssl_failed: a shield server could not obtain or renew the certificate of `domain`; `reason` is its agent's. */
-  sslFailed: (domain: string, reason: string) =>
-    `The certificate of ${quotedName(domain)} could not be obtained or renewed: ${clause(reason)}. ${NOTIFICATION_ADVICE.ssl_failed}`,
+  sslFailed: (domain: string, reason: string) => `The certificate of ${quotedName(domain)} could not be obtained or renewed: ${clause(reason)}. ${NOTIFICATION_ADVICE.ssl_failed}`,
   /** account_frozen: the monthly charge of `priceCents` for `plan` failed on a balance of `balanceCents`. */
   accountFrozen: (plan: string, priceCents: number, balanceCents: number) =>
     `The monthly charge of ${money(priceCents)} for the ${planName(plan)} plan failed: the balance is ${money(balanceCents)}. ` +

@@ -45,7 +45,6 @@ export function pageOf<R extends { id: string }, T>(rows: R[], limit: number, vi
   return { items: items.map(view), next: rows.length > limit ? items[items.length - 1]!.id : null };
 }
 
-
 /**
  * One page of a newest-first list: the page size and cursor from the query, the rows after the
  * cursor (`rows` is asked for one more than the page, to know whether another follows), each as

@@ -65,22 +65,15 @@ type Db = Database | Tx;
 const canaryIds = (db: Db, accountId: string) => liveServerIds(db, accountId, true);
 
 export async function getRolloutSettings(ctx: ServiceContext, accountId: string) {
-  const [row, canaries, current] = await Promise.all([
-    settingsRow(ctx.db, accountId),
-    canaryIds(ctx.db, accountId),
-    holdingRollout(ctx.db, accountId),
-  ]);
+  const [row, canaries, current] = await Promise.all([settingsRow(ctx.db, accountId), canaryIds(ctx.db, accountId), holdingRollout(ctx.db, accountId)]);
   const mode: RolloutMode = row?.mode ?? 'immediate';
   return {
     mode,
     bakeSeconds: row?.bake_seconds ?? BAKE_SECONDS.default,
     canaries: canaries.length,
-    state: (current?.state ?? 'idle'),
+    state: current?.state ?? 'idle',
     rolloutId: current?.id ?? null,
-    warning:
-      mode === 'staged' && canaries.length === 0
-        ? 'No server is a canary (PUT /api/servers/{id} with canary: true): changes reach every server at once, as in immediate mode'
-        : null,
+    warning: mode === 'staged' && canaries.length === 0 ? 'No server is a canary (PUT /api/servers/{id} with canary: true): changes reach every server at once, as in immediate mode' : null,
   };
 }
 
@@ -93,7 +86,7 @@ export async function putRolloutSettings(ctx: ServiceContext, accountId: string,
   const touched = await ctx.db.transaction().execute(async (tx) => {
     const before = await settingsRow(tx, accountId, true);
     const mode = (body.mode as RolloutMode | undefined) ?? before?.mode ?? 'immediate';
-    const bakeSeconds = (bake) ?? before?.bake_seconds ?? BAKE_SECONDS.default;
+    const bakeSeconds = bake ?? before?.bake_seconds ?? BAKE_SECONDS.default;
     await upsertRolloutSettings(tx, accountId, mode, bakeSeconds, ctx.now());
     await recordAudit(tx, ctx, accountId, actor, {
       objectType: 'rollout_settings',
@@ -192,7 +185,7 @@ export async function noteChange(tx: Db, accountId: string): Promise<void> {
         rollout_id: id,
         server_id: serverId,
         canary,
-        state: (canary ? 'baking' : 'queued'),
+        state: canary ? 'baking' : 'queued',
         base_requests: b?.requests ?? 0,
         base_blocked: b?.blocked ?? 0,
         base_errors: b?.errors ?? 0,
@@ -204,10 +197,7 @@ export async function noteChange(tx: Db, accountId: string): Promise<void> {
 
 /** What changed from each server's released snapshot to what it is to run now, as one line. */
 async function describeChange(db: Db, serverIds: string[]): Promise<string> {
-  const [{ snapshots }, released] = await Promise.all([
-    buildSnapshots(db, serverIds, { holds: false }),
-    releasedSnapshots(db, serverIds),
-  ]);
+  const [{ snapshots }, released] = await Promise.all([buildSnapshots(db, serverIds, { holds: false }), releasedSnapshots(db, serverIds)]);
   const parts = new Set<string>();
   for (const r of released) {
     const after = snapshots.get(r.id);
@@ -365,9 +355,15 @@ export async function watchBakes(ctx: ServiceContext): Promise<{ applied: number
       const waiting = await canariesNotReportedSince(tx, row.rollout_id, coveredSince(row.bake_until));
       if (waiting.length === 0) return { outcome: 'applied' as const, push: await release(tx, row.rollout_id, row.account_id, now) };
       if (now.getTime() < new Date(row.bake_until).getTime() + SILENT_CANARY_SECONDS * 1000) return undefined;
-      const silent = await canaryReports(tx, row.rollout_id, waiting.map((w) => w.server_id));
+      const silent = await canaryReports(
+        tx,
+        row.rollout_id,
+        waiting.map((w) => w.server_id),
+      );
       const values = silent
-        .map((s) => `${quotedName(s.name)} sent no report in the ${SILENT_CANARY_SECONDS} s after the bake ended (${s.last_report_at ? `its last at ${iso(s.last_report_at)}` : 'none during the bake'})`)
+        .map(
+          (s) => `${quotedName(s.name)} sent no report in the ${SILENT_CANARY_SECONDS} s after the bake ended (${s.last_report_at ? `its last at ${iso(s.last_report_at)}` : 'none during the bake'})`,
+        )
         .join('; ');
       const push = await halt(ctx, tx, row, silent[0]!.server_id, 'canary reports', values, notificationMessages.rolloutSilent(row.change, values));
       return { outcome: 'halted' as const, push };
@@ -407,7 +403,15 @@ export function bakeWatch(ctx: ServiceContext) {
 }
 
 /** Halts: the canaries go back to their released snapshot, the others stay on theirs; rollout_halted. */
-async function halt(ctx: ServiceContext, tx: Tx, row: { rollout_id: string; account_id: string; change: string }, serverId: string, signal: string, values: string, message?: string): Promise<string[]> {
+async function halt(
+  ctx: ServiceContext,
+  tx: Tx,
+  row: { rollout_id: string; account_id: string; change: string },
+  serverId: string,
+  signal: string,
+  values: string,
+  message?: string,
+): Promise<string[]> {
   const canaries = await markHalted(tx, row.rollout_id, signal, values, ctx.now());
   const text = message ?? notificationMessages.rolloutHalted(row.change, (await serverName(tx, serverId))?.name ?? serverId, signal, values);
   await notify({ ...ctx, db: tx }, { accountId: row.account_id, kind: 'rollout_halted', serverId, message: text });
@@ -465,7 +469,20 @@ function p99View(latency: readonly (number | string)[] | null): number | null {
   return p === undefined ? null : Math.min(p, LATENCY_BUCKETS_MS.at(-1)!);
 }
 
-async function views(db: Db, rollouts: { id: string; state: string; change: string; bake_seconds: number; started_at: Date | string; bake_until: Date | string; ended_at: Date | string | null; signal: string | null; detail: string | null }[]) {
+async function views(
+  db: Db,
+  rollouts: {
+    id: string;
+    state: string;
+    change: string;
+    bake_seconds: number;
+    started_at: Date | string;
+    bake_until: Date | string;
+    ended_at: Date | string | null;
+    signal: string | null;
+    detail: string | null;
+  }[],
+) {
   const ids = rollouts.map((r) => r.id);
   const servers = ids.length ? await rolloutServerRows(db, ids) : [];
   return rollouts.map((r) => ({

@@ -27,7 +27,6 @@ import { refreshDomainSsl } from './certificates.js';
 import { notificationMessages, notifyFromServer } from './notifications.js';
 import { recordAudit, SYSTEM_ACTOR, type Actor } from './audit.js';
 
-
 type ServerRow = {
   id: string;
   name: string;
@@ -103,7 +102,14 @@ export async function regenerateServerToken(ctx: ServiceContext, accountId: stri
   const token = newServerToken();
   const row = await ctx.db.transaction().execute(async (tx) => {
     const row = await setServerTokenHash(tx, accountId, id, sha256(token));
-    await recordAudit(tx, ctx, accountId, actor, { objectType: 'server', objectId: id, action: 'regenerate_token', before: { connectionToken: 'old' }, after: { connectionToken: 'new' }, secrets: ['connectionToken'] });
+    await recordAudit(tx, ctx, accountId, actor, {
+      objectType: 'server',
+      objectId: id,
+      action: 'regenerate_token',
+      before: { connectionToken: 'old' },
+      after: { connectionToken: 'new' },
+      secrets: ['connectionToken'],
+    });
     return row;
   });
   ctx.serversChanged([id]); // the hub drops a connection made with the old token
@@ -283,7 +289,11 @@ async function clearConnections(tx: Tx, ctx: ServiceContext, serverIds: readonly
   const servers = await store.markServersOffline(tx, serverIds);
   if (!raiseDown || servers.length === 0) return;
   // Once per outage: not for a server the health cycle already found down (and raised it for).
-  for (const s of await store.markServersDown(tx, servers.map((x) => x.id), DISCONNECTED_REASON)) {
+  for (const s of await store.markServersDown(
+    tx,
+    servers.map((x) => x.id),
+    DISCONNECTED_REASON,
+  )) {
     await notifyFromServer({ ...ctx, db: tx }, { accountId: s.account_id, serverId: s.id, kind: 'server_down', message: notificationMessages.serverDown(s.name) }, store);
   }
 }

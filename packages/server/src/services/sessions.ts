@@ -64,4 +64,3 @@ export async function logout(ctx: ServiceContext, token: string | undefined): Pr
   // Every process forgets the session before this answers; an unknown cookie publishes nothing.
   if (ended > 0) await credentialsChanged(ctx, { kind: 'session-ended', tokenHashes: [tokenHash] });
 }
-

@@ -35,12 +35,7 @@ export async function createInvitation(ctx: ServiceContext, input: { email?: str
  * Whether this sign-up may go ahead, checked before the password is hashed. Returns what to run
  * in the account's transaction (invite: use the invitation, once), or throws 403.
  */
-export async function admitSignup(
-  ctx: ServiceContext,
-  mode: SignupMode,
-  email: string,
-  invitation: string | undefined,
-): Promise<((tx: Tx, accountId: string) => Promise<void>) | undefined> {
+export async function admitSignup(ctx: ServiceContext, mode: SignupMode, email: string, invitation: string | undefined): Promise<((tx: Tx, accountId: string) => Promise<void>) | undefined> {
   if (mode === 'open') return undefined;
   if (mode === 'closed') throw new AppError('signup_closed');
   if (invitation === undefined) throw new AppError('invitation_required');

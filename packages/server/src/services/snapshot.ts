@@ -38,10 +38,7 @@ export async function buildSnapshots(
   ]);
   // The current key first; the previous one while the job has not retired it (services/bot-keys.ts).
   const botKeys = new Map(
-    accounts.map((a) => [
-      a.id,
-      [{ id: a.bot_key_id, secret: a.bot_secret }, ...(a.bot_prev_key_id && a.bot_prev_secret ? [{ id: a.bot_prev_key_id, secret: a.bot_prev_secret }] : [])],
-    ]),
+    accounts.map((a) => [a.id, [{ id: a.bot_key_id, secret: a.bot_secret }, ...(a.bot_prev_key_id && a.bot_prev_secret ? [{ id: a.bot_prev_key_id, secret: a.bot_prev_secret }] : [])]]),
   );
   const addressSets = new Map<string, Set<string>>();
   for (const p of peers) {

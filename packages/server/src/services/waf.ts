@@ -52,7 +52,6 @@ export function ruleView(r: RuleRow) {
   };
 }
 
-
 /** The servers a rule reaches: its domain's, or every server of the account for a global rule. */
 async function bumpForRule(tx: Tx, accountId: string, domainId: string | null): Promise<string[]> {
   await bumpWafVersion(tx, accountId);
