@@ -2,7 +2,8 @@ import { randomBytes } from 'node:crypto';
 import { after } from 'node:test';
 import pg from 'pg';
 import assert from 'node:assert/strict';
-import { Kysely, Migrator, PostgresDialect } from 'kysely';
+import { Kysely, Migrator } from 'kysely';
+import { OwnSchemaPostgresDialect } from '../src/db/own-schema-dialect.js';
 import { buildApp, type AppOptions } from '../src/app.js';
 import type { ServiceContext } from '../src/context.js';
 import { dropSchema, openDatabase, type OpenDatabase } from '../src/db/database.js';
@@ -157,7 +158,8 @@ export async function migrateOver(backend: Backend, until: string, before: (db: 
   if (url) {
     const pool = new pg.Pool({ connectionString: url, max: 2, options: `-c search_path=${schema}` });
     await pool.query(`CREATE SCHEMA ${schema}`);
-    db = new Kysely<any>({ dialect: new PostgresDialect({ pool }) });
+    // As the product opens PostgreSQL: introspection of its own schema only (db/own-schema-dialect.ts).
+    db = new Kysely<any>({ dialect: new OwnSchemaPostgresDialect({ pool }) });
   } else {
     db = new Kysely<any>({ dialect: new PGliteDialect(new PGlite()) });
   }
