@@ -5,7 +5,7 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { freePort, ROOT, waitFor, type Proc } from '../support/processes.js';
+import { freePort, ROOT, skipUnless, waitFor, type Proc } from '../support/processes.js';
 
 // The Debian package with the real tools: built by `scripts/package.mjs` (dpkg-deb under fakeroot),
 // its fields and files read back by dpkg-deb, its units checked by systemd-analyze verify, its
@@ -18,10 +18,10 @@ import { freePort, ROOT, waitFor, type Proc } from '../support/processes.js';
 // overlaid on the host's /usr (read-only), a copy of /etc is bound on /etc and an empty directory
 // on /var/lib. Inside, every path is the real one (/usr/bin/rampart, /etc/rampart/server.env,
 // /var/lib/rampart); outside, nothing changes. Needs root (CI runs as root) and dpkg-deb, fakeroot,
-// systemd-analyze.
+// systemd-analyze and lintian (npm run setup installs them; in CI a missing one fails the run).
 
-const tools = ['dpkg-deb', 'fakeroot', 'systemd-analyze', 'unshare', 'setpriv'].filter((t) => spawnSync('sh', ['-c', `command -v ${t}`]).status !== 0);
-const skip = process.getuid?.() !== 0 ? 'needs root (mount namespaces)' : tools.length ? `missing ${tools.join(', ')}` : false;
+const tools = ['dpkg-deb', 'fakeroot', 'systemd-analyze', 'unshare', 'setpriv', 'lintian'].filter((t) => spawnSync('sh', ['-c', `command -v ${t}`]).status !== 0);
+const skip = process.getuid?.() !== 0 ? 'needs root (mount namespaces)' : skipUnless(tools.length === 0, `missing ${tools.join(', ')}`);
 
 /** A unit file's [Service] and [Unit] settings: key -> every value given (in order). */
 function unitSettings(text: string): Map<string, string[]> {
@@ -132,6 +132,20 @@ describe('the Debian package', { skip }, () => {
     assert.equal(deb, join(out, `rampart_${JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')).version}_all.deb`));
     // Reported, not asserted: about 35 s on two idle cores, more when other tests share them.
     console.log(`# package built in ${buildSeconds.toFixed(1)} s`);
+  });
+
+  test('lintian finds no error in it (npm run package:lint); its warnings are printed', { timeout: 600_000 }, async () => {
+    const lint = await new Promise<{ code: number | null; output: string }>((resolve, reject) => {
+      const child = spawn('lintian', ['--fail-on', 'error', deb], { stdio: ['ignore', 'pipe', 'pipe'] });
+      let output = '';
+      child.stdout.on('data', (d: Buffer) => (output += d.toString()));
+      child.stderr.on('data', (d: Buffer) => (output += d.toString()));
+      child.on('error', reject);
+      child.on('close', (code) => resolve({ code, output }));
+    });
+    assert.doesNotMatch(lint.output, /^E: /m, lint.output);
+    assert.equal(lint.code, 0, lint.output);
+    console.log(`# lintian: ${lint.output.split('\n').filter((l) => l.startsWith('W: ')).length} warnings`);
   });
 
   test('its fields: Architecture all, Depends on what the product loads from the distribution', () => {
