@@ -221,6 +221,8 @@ describe('a backup taken while the control plane writes', { skip: !all.includes(
     await sql`insert into waf_events (account_id, domain, source_ip, reason, occurred_at)
       select ${accountId}::uuid, 'x.example.com', '192.0.2.1', 'ip_blocked', now() from generate_series(1, 60000)`.execute(t.ctx.db);
     let n = 0;
+    // Pairs whose transaction has committed (n counts one more while a pair is being written).
+    let committed = 0;
     let writing = true;
     const writer = (async () => {
       while (writing) {
@@ -229,11 +231,12 @@ describe('a backup taken while the control plane writes', { skip: !all.includes(
           await sql`insert into job_state (name, value) values (${`pair-${i}`}, 'x')`.execute(tx);
           await sql`insert into payment_events (id, received_at) values (${`pair-${i}`}, now())`.execute(tx);
         });
+        committed = i;
       }
     })();
     const firstPair = await (async () => {
-      while (n < 5) await new Promise((r) => setImmediate(r));
-      return n;
+      while (committed < 5) await new Promise((r) => setImmediate(r));
+      return committed;
     })();
     const gz = await backupOf(t);
     writing = false;
