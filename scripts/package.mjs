@@ -55,12 +55,15 @@ function stageProduct(lib) {
 /** Dependencies' development leftovers that Debian's lintian refuses (linter and VCS files, shell scripts). */
 const LEFTOVER = /^(\.eslintrc.*|eslint\.config\.[cm]?js|\.npmignore|\.gitignore|\.gitattributes|\.travis\.yml|.*\.sh)$/;
 
-/** Removes LEFTOVER files; a file is executable exactly when it starts with #! (lintian's rule). */
+/** What Node never loads at run time: TypeScript sources and declarations, source maps (over half the files of the dependencies). */
+const COMPILE_TIME = /\.(?:[cm]?ts|map)$/;
+
+/** Removes LEFTOVER and COMPILE_TIME files; a file is executable exactly when it starts with #! (lintian's rule). */
 function pruneDependencies(dir) {
   for (const e of readdirSync(dir, { withFileTypes: true })) {
     const p = join(dir, e.name);
     if (e.isDirectory()) pruneDependencies(p);
-    else if (e.isFile() && LEFTOVER.test(e.name)) rmSync(p);
+    else if (e.isFile() && (LEFTOVER.test(e.name) || COMPILE_TIME.test(e.name))) rmSync(p);
     else if (e.isFile()) chmodSync(p, readFileSync(p).subarray(0, 2).toString() === '#!' ? 0o755 : 0o644);
   }
 }

@@ -2,8 +2,8 @@
 // Runs every *.test.ts under the given folders (default: packages and test) with Node's test runner,
 // TypeScript loaded through tsx. Exits with the runner's code.
 import { spawnSync } from 'node:child_process';
-import { readdirSync, statSync } from 'node:fs';
-import { join } from 'node:path';
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { join, relative } from 'node:path';
 
 function find(dir) {
   let out = [];
@@ -16,8 +16,24 @@ function find(dir) {
   return out;
 }
 
+/** Seconds each file took in a recorded run (scripts/test-times.json; RAMPART_RECORD_TEST_TIMES=1 npm test writes it). */
+function recordedTimes() {
+  try {
+    return JSON.parse(readFileSync(new URL('./test-times.json', import.meta.url), 'utf8'));
+  } catch {
+    return {};
+  }
+}
+
 const roots = process.argv.slice(2).filter((a) => !a.startsWith('--'));
-const files = (roots.length ? roots : ['packages', 'test']).flatMap((r) => (r.endsWith('.ts') ? [r] : find(r))).sort();
+// The longest files first, so that no long file starts last and runs alone at the end; a file
+// without a recorded time counts as a long one.
+const times = recordedTimes();
+const seconds = (f) => times[relative(process.cwd(), f)] ?? 60;
+const files = (roots.length ? roots : ['packages', 'test'])
+  .flatMap((r) => (r.endsWith('.ts') ? [r] : find(r)))
+  .sort()
+  .sort((a, b) => seconds(b) - seconds(a));
 if (files.length === 0) {
   console.error('run-tests: no test files found');
   process.exit(1);

@@ -1,5 +1,8 @@
 // A test reporter that prints, once every file has run, the slowest files (the sum of their
-// top-level tests and suites) and the slowest single tests: where the suite's time goes.
+// top-level tests and suites) and the slowest single tests: where the suite's time goes. With
+// RAMPART_RECORD_TEST_TIMES=1 it also writes every file's time to scripts/test-times.json, which
+// run-tests.mjs reads to start the longest files first.
+import { writeFileSync } from 'node:fs';
 import { relative } from 'node:path';
 
 const FILES = 15;
@@ -17,7 +20,8 @@ export default async function* slowest(source) {
     if (details?.type !== 'suite') tests.push({ where, name, ms });
   }
   const s = (ms) => `${(ms / 1000).toFixed(1).padStart(6)} s`;
-  yield `\nslowest files:\n${[...files]
+  const total = [...files.values()].reduce((a, b) => a + b, 0);
+  yield `\nslowest files (all ${files.size} files: ${s(total).trim()} in all):\n${[...files]
     .sort((a, b) => b[1] - a[1])
     .slice(0, FILES)
     .map(([f, ms]) => `${s(ms)}  ${f}`)
@@ -27,4 +31,13 @@ export default async function* slowest(source) {
     .slice(0, TESTS)
     .map((t) => `${s(t.ms)}  ${t.where}: ${t.name}`)
     .join('\n')}\n`;
+  if (process.env.RAMPART_RECORD_TEST_TIMES === '1') {
+    const times = Object.fromEntries(
+      [...files]
+        .filter(([f]) => f !== '?')
+        .sort((a, b) => a[0].localeCompare(b[0]))
+        .map(([f, ms]) => [f, Math.round(ms / 100) / 10]),
+    );
+    writeFileSync(new URL('./test-times.json', import.meta.url), `${JSON.stringify(times, null, 2)}\n`);
+  }
 }
