@@ -28,7 +28,10 @@
 //     log and the rate-limiting rules, whose limits no run reaches) against itself without them,
 //     both running, alternated BENCH_ROUNDS times (in turn first), on the short request and the mix.
 // BENCH_ONLY=custom runs case 7 alone (no plain proxy, nginx or other case). For experiments,
-// BENCH_PATTERN_CACHE_SIZE sets HAProxy's tune.pattern.cache-size in every Rampart configuration.
+// BENCH_PATTERN_CACHE_SIZE sets HAProxy's tune.pattern.cache-size in every Rampart configuration;
+// BENCH_DUMP=<dir> writes each Rampart configuration there (paths and ports as @DIR@, @PORT@,
+// @RUN@, @TMP@); BENCH_FILTER=<command> pipes the custom rules case's configuration with the rules
+// through a command (stdin to stdout) before it starts, to measure a variant of it.
 // HAProxy is configured by renderHaproxyConfig directly (no control plane, no agent process; the
 // agent's country map is built for block_country rules as the agent does it). nginx runs with its
 // own configuration, prefix, temp paths and logs in the temporary directory, as a non-daemon master
@@ -167,7 +170,13 @@ async function startRampart(name: string, snapshot: ServerSnapshot, eventsPort: 
   const rpm = rateLimitOf(snapshot.rules.find((r) => r.type === 'rate_limit')?.value ?? '{}');
   files['haproxy.cfg'] = files['haproxy.cfg']!.replace(`{ sc_get_gpc0(0) gt ${Math.min(rpm, RATE_LIMIT_MAX)} }`, `{ sc_get_gpc0(0) gt ${rpm} }`);
   if (process.env.BENCH_PATTERN_CACHE_SIZE) files['haproxy.cfg'] = files['haproxy.cfg']!.replace(/^global\n/m, `global\n    tune.pattern.cache-size ${Number(process.env.BENCH_PATTERN_CACHE_SIZE)}\n`);
+  if (process.env.BENCH_FILTER && name === 'custom-with') files['haproxy.cfg'] = execSync(process.env.BENCH_FILTER, { input: files['haproxy.cfg'], encoding: 'utf8' });
   for (const [file, content] of Object.entries(files)) writeFileSync(join(configDir, file), content);
+  if (process.env.BENCH_DUMP)
+    writeFileSync(
+      join(process.env.BENCH_DUMP, `${name}.cfg`),
+      files['haproxy.cfg']!.replaceAll(configDir, '@DIR@').replaceAll(String(port), '@PORT@').replaceAll(runDir, '@RUN@').replaceAll(tmp, '@TMP@'),
+    );
   const proc = launch(join(configDir, 'haproxy.cfg'));
   await ready(proc, port, `Rampart HAProxy (${name})`, clientHeaders('127.0.0.1'));
   return { port, proc, pid: proc.child.pid! };

@@ -208,9 +208,11 @@ if core ~= nil and core.register_action ~= nil then
   end
 
   -- Called natively for a request bot protection stops (no valid pass cookie, no verified crawler):
-  -- the answer to a challenge is checked, any other request gets the challenge.
+  -- the answer to a challenge is checked, any other request gets the challenge. The rule is the
+  -- argument, or with "-" the custom rule that decided to challenge (txn.rp_ch, custom-rules.ts).
   local function bot(txn, rule)
     if M.settings.bot == nil or M.settings.keys == nil or M.settings.keys[1] == nil then return end
+    if rule == "-" then rule = txn:get_var("txn.rp_ch") or "-" end
     local now = os.time()
     local ip = txn.f:src()
     -- The domain's configured name, set first thing in its backend (waf.ts).

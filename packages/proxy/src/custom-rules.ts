@@ -169,7 +169,7 @@ export function planGuards(rules: readonly CompiledCustomRule[], dir: string, ta
   const shared = new Map<string, number>();
   for (const r of rules) {
     if (r.when.length === 0) continue;
-    const kinds = r.when.map((t) => new Set(t.flatMap((l) => (r.lookups[l] ? [r.lookups[l].test] : []))));
+    const kinds = r.when.map((t) => new Set(t.flatMap((l) => (r.lookups[l] ? [guardKind(r.lookups[l].test)] : []))));
     const common = [...kinds[0]!].filter((k) => kinds.every((s) => s.has(k)));
     if (common.length === 0) continue;
     needs.set(r, common);
@@ -187,12 +187,55 @@ export function planGuards(rules: readonly CompiledCustomRule[], dir: string, ta
     if (members.length < 2) continue;
     n++;
     const name = `guard_${tag}_${n}.pat`;
-    const lines = new Set(members.flatMap((r) => Object.values(r.lookups).flatMap((l) => (l.test === test ? l.lines : []))));
-    plan.files[name] = [...lines].map((l) => `${l}\n`).join('');
-    plan.lines.push(`    http-request set-var(txn.rp_g${n}) bool(1) if !rp_done { ${test} -f ${dir}/${name} }`, `    acl rp_g${n} var(txn.rp_g${n}) -m found`);
+    const patterns = [...new Set(members.flatMap((r) => Object.values(r.lookups).flatMap((l) => (guardKind(l.test) === test ? l.lines : []))))];
+    const lookup = guardLookup(test, patterns);
+    plan.files[name] = lookup.lines.map((l) => `${l}\n`).join('');
+    plan.lines.push(`    http-request set-var(txn.rp_g${n}) bool(1) if { ${lookup.test} -f ${dir}/${name} }`, `    acl rp_g${n} var(txn.rp_g${n}) -m found`);
     for (const r of members) plan.guardOf.set(r.id, `rp_g${n}`);
   }
   return plan;
+}
+
+/** The kind of shared lookup a test joins: an exact string also starts with itself, so `-m str` joins `-m beg` of the same fetch. */
+const guardKind = (test: string): string => test.replace(/ -m str$/, ' -m beg');
+
+/** Every character of a literal that a regular expression gives a meaning to, escaped. */
+const escapeRegex = (literal: string) => literal.replace(/[^A-Za-z0-9_ ]/g, '\\$&');
+
+/**
+ * A user's regular expression that keeps its meaning as one branch of a larger one: no
+ * backreference or named group (their numbers and names would clash), no verb or \Q (which
+ * belong to a whole pattern), no inline option (extended mode would read the rest as a comment).
+ */
+const BRANCHABLE = (re: string) => !/\\[1-9gkQ]|\(\*|\(\?(?![:=!]|<[=!])|\(\?P/.test(re);
+
+/** The longest line of a combined pattern (HAProxy reads a pattern file line by line). */
+const GUARD_LINE_MAX = 4000;
+
+/**
+ * How a shared lookup is made. Substrings and regular expressions are searched as one regular
+ * expression of alternatives (in as few lines as fit): PCRE2 skips to where one could start,
+ * where HAProxy's substring match scans the value once per pattern, and a list of expressions
+ * runs each in turn. Other kinds keep HAProxy's trees (exact, prefix, address) or its suffix
+ * comparison, both cheap.
+ */
+export function guardLookup(test: string, patterns: string[]): { test: string; lines: string[] } {
+  const m = / -m (sub|reg)$/.exec(test);
+  if (!m) return { test, lines: patterns };
+  const branches = m[1] === 'sub' ? patterns.map(escapeRegex) : patterns.filter(BRANCHABLE);
+  const alone = m[1] === 'sub' ? [] : patterns.filter((p) => !BRANCHABLE(p));
+  const lines: string[] = [];
+  let current: string[] = [];
+  const flush = () => {
+    if (current.length) lines.push(current.map((b) => `(?:${b})`).join('|'));
+    current = [];
+  };
+  for (const b of branches) {
+    if (current.length && current.reduce((n, c) => n + c.length + 5, b.length + 5) > GUARD_LINE_MAX) flush();
+    current.push(b);
+  }
+  flush();
+  return { test: test.replace(/ -m (sub|reg)$/, ' -m reg'), lines: [...lines, ...alone] };
 }
 
 /** The sample fetch of an operand, or undefined when this shield server cannot read it (no country map). */
@@ -371,26 +414,13 @@ const HITS_TABLE_MAX = 100_000;
  * The request's hit, counted in HITS_TABLE when `guard` holds: the key is the first log rule that
  * matched ("-" when none) and, after "|", the rule that decided (txn.rp_hd), if one did.
  */
-function hitLines(guard: string, logs: boolean, decided = `${guard} { var(txn.rp_hd) -m found }`): string[] {
+function hitLines(guard: string, logs: boolean): string[] {
+  const decided = `${guard} { var(txn.rp_hd) -m found }`;
   return [
     `    http-request set-var(txn.rp_hk) str(-) if ${guard}`,
     ...(logs ? [`    http-request set-var(txn.rp_hk) var(txn.rp_lg) if ${guard} rp_logged`] : []),
     `    http-request set-var(txn.rp_hk) var(txn.rp_hk),concat(|,txn.rp_hd) if ${decided}`,
     `    http-request track-sc2 var(txn.rp_hk) table ${HITS_TABLE} if ${guard}`,
-  ];
-}
-
-/**
- * The bot challenge of a rule, counted first: the challenge page ends the request inside Lua, so
- * its hit is tracked before (txn.rp_hd names the rule only for the request it challenges).
- */
-function challengeLines(id: string, when: string, logs: boolean, fieldsMap: string): string[] {
-  const mine = `{ var(txn.rp_hd) -m str ${id} }`;
-  return [
-    `    http-request set-var(txn.rp_hd) str(${id}) if ${when}`,
-    ...hitLines(mine, logs, mine),
-    `    http-request set-var(txn.rp_loc) var(txn.rp_hd),map(${fieldsMap}) if ${mine}`,
-    `    http-request lua.rampart_bot ${id} if ${mine}`,
   ];
 }
 
@@ -405,48 +435,64 @@ function rateKey(c: readonly string[]): string {
  * A rate-limiting rule: the first one whose expression matches a request counts it (in sticky
  * counter 1; the SPEC rate limiter has 0); a client past `requests` in `period` starts the
  * mitigation for `duration` seconds: 429 with Retry-After (rate_limited, the rule's id), or the
- * bot challenge for a client without a valid pass cookie.
+ * bot challenge for a client without a valid pass cookie. Every line after the one that selects
+ * starts with the rule's own variable check, so a request another rule counts (or none) passes
+ * each of them with one test.
  */
-function rateLimitLines(r: CompiledCustomRule, challengeOn: boolean, logs: boolean, fieldsMap: string, open: string): string[] {
+function rateLimitLines(r: CompiledCustomRule, challengeOn: boolean, open: (when: Dnf, extra?: string) => string): string[] {
   const { settings, table, index } = r.rate!;
   const mine = `rp_rl${index}`;
-  const lines = [`    acl ${mine} var(txn.rp_rl) -m str ${index}`, `    http-request set-var(txn.rp_rl) str(${index}) if ${condition(`${open} !rp_limited`, r.when)}`];
-  if (settings.characteristics[1] === 'path') lines.push(`    http-request set-var(txn.rp_rlp) path,bytes(0,256) if !rp_done ${mine}`);
+  const lines = [`    acl ${mine} var(txn.rp_rl) -m str ${index}`, `    http-request set-var(txn.rp_rl) str(${index}) if ${open(r.when, '!rp_limited')}`];
+  if (settings.characteristics[1] === 'path') lines.push(`    http-request set-var(txn.rp_rlp) path,bytes(0,256) if ${mine}`);
   lines.push(
-    `    http-request track-sc1 ${rateKey(settings.characteristics)} table ${table} if !rp_done ${mine}`,
-    `    http-request set-var(txn.rp_rlu) sc_get_gpt0(1) if !rp_done ${mine} { sc_tracked(1) }`,
-    `    http-request sc-set-gpt0(1) date,add(${settings.duration}) if !rp_done ${mine} { sc_http_req_rate(1) gt ${settings.requests} } { date,sub(txn.rp_rlu) -m int ge 0 }`,
-    `    http-request set-var(txn.rp_rlu) sc_get_gpt0(1) if !rp_done ${mine} { sc_tracked(1) }`,
-    `    http-request set-var(txn.rp_rlw) date,neg,add(txn.rp_rlu) if !rp_done ${mine} { sc_tracked(1) }`,
+    `    http-request track-sc1 ${rateKey(settings.characteristics)} table ${table} if ${mine}`,
+    `    http-request set-var(txn.rp_rlu) sc_get_gpt0(1) if ${mine} { sc_tracked(1) }`,
+    `    http-request sc-set-gpt0(1) date,add(${settings.duration}) if ${mine} { sc_http_req_rate(1) gt ${settings.requests} } { date,sub(txn.rp_rlu) -m int ge 0 }`,
+    `    http-request set-var(txn.rp_rlu) sc_get_gpt0(1) if ${mine} { sc_tracked(1) }`,
+    `    http-request set-var(txn.rp_rlw) date,neg,add(txn.rp_rlu) if ${mine} { sc_tracked(1) }`,
   );
-  const mitigated = `!rp_done ${mine} { var(txn.rp_rlw) -m int gt 0 }`;
-  if (settings.mitigation === 'challenge' && challengeOn) return [...lines, ...challengeLines(r.id, `${mitigated} !rp_pass`, logs, fieldsMap)];
+  const mitigated = `${mine} { var(txn.rp_rlw) -m int gt 0 }`;
+  if (settings.mitigation === 'challenge' && challengeOn) return [...lines, `    http-request set-var(txn.rp_ch) str(${r.id}) if ${mitigated} !rp_pass`];
   return [...lines, `    http-request set-var(txn.rp_retry) var(txn.rp_rlw) if ${mitigated}`, `    http-request set-var(txn.rp_hit) str(rate_limited:${r.id}) if ${mitigated}`];
 }
+
+/** The bot challenge's argument that makes it take the rule from txn.rp_ch (rampart_waf.lua). */
+const CHALLENGE_OF_VARIABLE = '-';
 
 /** The reasons a custom rule decides with (the bot challenge's refusal of a wrong answer included). */
 const HIT_PREFIXES = 'custom_rule_blocked: rate_limited: bot_challenge:';
 
-/** A condition whose every term starts with `guard` (named ACLs, negated or not): `if` takes it as it is. */
-function condition(guard: string, when: Dnf): string {
-  return when.map((t) => [guard, ...t].join(' ')).join(' or ');
+/**
+ * A condition whose every term is `first`, the term's own ACLs, then `last` (named ACLs, negated
+ * or not): `if` takes it as it is. HAProxy stops a term at its first test that fails, so what fails
+ * most often comes first: a shared lookup's variable, then the rule's own tests, and the checks that
+ * nothing decided yet (which seldom fail) last.
+ */
+function condition(first: string, when: Dnf, last: string): string {
+  return when.map((t) => [first, ...t, last].filter(Boolean).join(' ')).join(' or ');
 }
 
 /**
  * A domain's custom rules, in priority order, after the blacklist and countries and before bot
  * protection. The first decisive match wins: block sets the hit (the backend's answer block
  * answers 403), allow sets the whitelist variable (later rules and steps skip the request),
- * challenge runs the bot challenge for a client without a valid pass cookie (with `challenge.on`
- * false, as no key signs one: block). A log rule decides nothing: the first one to match is the
- * request's event (custom_rule_logged, logged as let through) unless a later step refuses it.
- * Every line runs only while nothing is decided (rp_done: a hit, or whitelisted).
+ * challenge marks the request (txn.rp_ch) for the bot challenge, which runs after the last rule,
+ * for a client without a valid pass cookie (with `challenge.on` false, as no key signs one:
+ * block). A log rule decides nothing: the first one to match is the request's event
+ * (custom_rule_logged, logged as let through) unless a later step refuses it. Every rule holds
+ * only while nothing is decided (rp_done: a hit, whitelisted or challenged).
+ *
+ * Each rule is one line (two or more only when its condition is split into variables, or for a
+ * rate-limiting rule's counting), since every line costs HAProxy time on every request.
  */
 export function customRuleLines(rules: readonly CompiledCustomRule[], challenge: { on: boolean; answerPath: string }, dir: string, guards?: GuardPlan): string[] {
   const fieldsMap = `${dir}/${RULE_FIELDS_MAP}`;
   if (rules.length === 0) return [];
+  const challenges = challenge.on && rules.some((r) => r.action === 'challenge' || r.rate?.settings.mitigation === 'challenge');
   const lines = [
     '    acl rp_done var(txn.rp_hit) -m found',
     '    acl rp_done var(txn.rp_wl) -m found',
+    ...(challenges ? ['    acl rp_done var(txn.rp_ch) -m found'] : []),
     '    acl rp_pass var(txn.rp_cookie_ok) -m found',
     '    acl rp_logged var(txn.rp_lg) -m found',
     ...(rules.some((r) => r.rate) ? ['    acl rp_limited var(txn.rp_rl) -m found'] : []),
@@ -455,17 +501,17 @@ export function customRuleLines(rules: readonly CompiledCustomRule[], challenge:
   const logs = rules.some((r) => r.action === 'log');
   for (const r of rules) {
     if (r.when.length === 0) continue; // never holds
-    // A rule with a shared lookup is skipped at its first word when the lookup found nothing.
-    const g = guards?.guardOf.get(r.id);
-    const open = g ? `${g} !rp_done` : '!rp_done';
+    // A rule with a shared lookup is skipped at its first test when the lookup found nothing.
+    const g = guards?.guardOf.get(r.id) ?? '';
+    const open = (when: Dnf, extra = '') => condition(g, when, `!rp_done${extra ? ` ${extra}` : ''}`);
     lines.push(...r.acls);
-    for (const s of r.steps) lines.push(`    http-request set-var(${s.variable}) bool(1) if ${condition(open, s.when)}`);
-    if (r.action === 'rate_limit') lines.push(...rateLimitLines(r, challenge.on, logs, fieldsMap, open));
+    for (const s of r.steps) lines.push(`    http-request set-var(${s.variable}) bool(1) if ${open(s.when)}`);
+    if (r.action === 'rate_limit') lines.push(...rateLimitLines(r, challenge.on, open));
     // The whitelist sets it to true; an allow rule to its own id (36 characters), which counts its hit.
-    else if (r.action === 'allow') lines.push(`    http-request set-var(txn.rp_wl) str(${r.id}) if ${condition(open, r.when)}`);
-    else if (r.action === 'log') lines.push(`    http-request set-var(txn.rp_lg) str(${r.id}) if ${condition(`${open} !rp_logged`, r.when)}`);
-    else if (r.action === 'challenge' && challenge.on) lines.push(...challengeLines(r.id, condition(`${open} !rp_pass`, r.when), logs, fieldsMap));
-    else lines.push(`    http-request set-var(txn.rp_hit) str(custom_rule_blocked:${r.id}) if ${condition(open, r.when)}`);
+    else if (r.action === 'allow') lines.push(`    http-request set-var(txn.rp_wl) str(${r.id}) if ${open(r.when)}`);
+    else if (r.action === 'log') lines.push(`    http-request set-var(txn.rp_lg) str(${r.id}) if ${open(r.when, '!rp_logged')}`);
+    else if (r.action === 'challenge' && challenge.on) lines.push(`    http-request set-var(txn.rp_ch) str(${r.id}) if ${open(r.when, '!rp_pass')}`);
+    else lines.push(`    http-request set-var(txn.rp_hit) str(custom_rule_blocked:${r.id}) if ${open(r.when)}`);
   }
   const challenger = challenge.on ? rules.find((r) => r.action === 'challenge' || r.rate?.settings.mitigation === 'challenge') : undefined;
   // The answer to a challenge comes to its own path, which the rule's expression need not match.
@@ -473,16 +519,22 @@ export function customRuleLines(rules: readonly CompiledCustomRule[], challenge:
   // The request's hit: its first log rule, and the rule that decided it here. Steps before the
   // custom rules decide with other reasons (ip_blocked, country_blocked) and the whitelist with true.
   const decided = `{ var(txn.rp_hit) -m beg ${HIT_PREFIXES} }`;
+  const challenged = '{ var(txn.rp_ch) -m found }';
   lines.push(
     `    acl rp_counted var(txn.rp_hit) -m beg ${HIT_PREFIXES}`,
     '    acl rp_counted var(txn.rp_wl) -m len 36',
+    ...(challenges ? ['    acl rp_counted var(txn.rp_ch) -m found'] : []),
     ...(logs ? ['    acl rp_counted var(txn.rp_lg) -m found'] : []),
     `    http-request set-var(txn.rp_hd) var(txn.rp_hit),field(2,:) if ${decided}`,
     `    http-request set-var(txn.rp_hd) var(txn.rp_wl) if { var(txn.rp_wl) -m len 36 }`,
+    ...(challenges ? [`    http-request set-var(txn.rp_hd) var(txn.rp_ch) if ${challenged}`] : []),
     ...hitLines('rp_counted', logs),
     // The event's location: the fields of the rule that decided, else of the first log rule.
     `    http-request set-var(txn.rp_loc) var(txn.rp_hd),map(${fieldsMap}) if { var(txn.rp_hd) -m found }`,
     ...(logs ? [`    http-request set-var(txn.rp_loc) var(txn.rp_lg),map(${fieldsMap}) if rp_logged !{ var(txn.rp_hd) -m found }`] : []),
+    // The challenge of the rule that decided (the engine reads its id from txn.rp_ch): its page
+    // ends the request here, its hit already counted.
+    ...(challenges ? [`    http-request lua.rampart_bot ${CHALLENGE_OF_VARIABLE} if ${challenged}`] : []),
   );
   if (logs) {
     const logged = 'rp_logged !{ var(txn.rp_hit) -m found }';

@@ -1,0 +1,68 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import fc from 'fast-check';
+import type { SnapshotCustomRule } from '@rampart/protocol';
+import { compileCustomRules, guardLookup, planGuards } from '../src/custom-rules.js';
+
+// The shared lookups of custom rules (planGuards): substrings and regular expressions become one
+// expression of alternatives. The differential test (custom-rules.test.ts) runs them through
+// HAProxy; these check the plan's shape and the escaping on their own.
+
+const DIR = '/cfg';
+const rule = (n: number, expression: string): SnapshotCustomRule => ({
+  id: `00000000-0000-4000-8000-${String(n).padStart(12, '0')}`,
+  expression,
+  action: 'block',
+  domainId: null,
+  priority: n,
+});
+const plan = (expressions: string[]) =>
+  planGuards(
+    compileCustomRules(
+      expressions.map((e, i) => rule(i + 1, e)),
+      DIR,
+      undefined,
+    ).rules,
+    DIR,
+    'd0',
+  );
+
+test('substrings shared by rules are one regular expression of their escaped values, matching exactly where one of them occurs', () => {
+  fc.assert(
+    fc.property(
+      fc.uniqueArray(fc.string({ minLength: 1, maxLength: 6, unit: fc.constantFrom('a', '.', '*', '(', ')', '|', '\\', '[', '?', '$', '^', '{', '}', '%', '+', '-', 'Z') }), {
+        minLength: 2,
+        maxLength: 5,
+      }),
+      fc.string({ maxLength: 12, unit: fc.constantFrom('a', '.', '*', '(', ')', '|', '\\', 'Z', 'b') }),
+      (values, ua) => {
+        const p = plan(values.map((v) => `http.user_agent contains ${JSON.stringify(v)}`));
+        const line = p.lines.find((l) => l.includes('guard_d0_0.pat'));
+        assert.ok(line?.includes('{ req.fhdr(user-agent) -m reg -f /cfg/guard_d0_0.pat }'), line);
+        const patterns = p.files['guard_d0_0.pat']!.trimEnd().split('\n');
+        assert.equal(patterns.length, 1);
+        // PCRE2 and JavaScript read these escapes and groups alike.
+        assert.equal(
+          new RegExp(patterns[0]!).test(ua),
+          values.some((v) => ua.includes(v)),
+          `${patterns[0]} on ${ua}`,
+        );
+      },
+    ),
+  );
+});
+
+test('regular expressions join one alternation; one whose meaning would change there (backreference, named group, option, verb) stays alone', () => {
+  const p = plan(['http.request.uri.path matches r"^/a+$"', 'http.request.uri.path matches r"b|c"']);
+  assert.deepEqual(p.files['guard_d0_0.pat']!.trimEnd().split('\n'), ['(?:^/a+$)|(?:b|c)']);
+  assert.equal(p.guardOf.size, 2);
+  // The rule language refuses these; the plan keeps them apart whatever reaches it.
+  const alone = ['(x)\\1', '(?<n>x)', '(?i)d', '(?x)e # f', '(*UTF)g', '\\Qh'];
+  assert.deepEqual(guardLookup('path -m reg', ['^/a+$', ...alone, 'b|c']), { test: 'path -m reg', lines: ['(?:^/a+$)|(?:b|c)', ...alone] });
+});
+
+test('an exact value joins the prefixes of the same field: one tree lookup for both', () => {
+  const p = plan(['http.request.uri.path eq "/login"', 'starts_with(http.request.uri.path, "/admin")', 'http.request.uri.path in {"/x" "/y"}']);
+  assert.match(p.lines[0]!, /\{ path -m beg -f \/cfg\/guard_d0_0\.pat \}/);
+  assert.deepEqual(p.files['guard_d0_0.pat']!.trimEnd().split('\n').sort(), ['/admin', '/login', '/x', '/y']);
+});
