@@ -488,7 +488,9 @@ function condition(first: string, when: Dnf, last: string): string {
 export function customRuleLines(rules: readonly CompiledCustomRule[], challenge: { on: boolean; answerPath: string }, dir: string, guards?: GuardPlan): string[] {
   const fieldsMap = `${dir}/${RULE_FIELDS_MAP}`;
   if (rules.length === 0) return [];
-  const challenges = challenge.on && rules.some((r) => r.action === 'challenge' || r.rate?.settings.mitigation === 'challenge');
+  // The first rule that can challenge answers the challenge's own path (below); with none, no challenge lines.
+  const challenger = challenge.on ? rules.find((r) => r.action === 'challenge' || r.rate?.settings.mitigation === 'challenge') : undefined;
+  const challenges = challenger !== undefined;
   const lines = [
     '    acl rp_done var(txn.rp_hit) -m found',
     '    acl rp_done var(txn.rp_wl) -m found',
@@ -513,7 +515,6 @@ export function customRuleLines(rules: readonly CompiledCustomRule[], challenge:
     else if (r.action === 'challenge' && challenge.on) lines.push(`    http-request set-var(txn.rp_ch) str(${r.id}) if ${open(r.when, '!rp_pass')}`);
     else lines.push(`    http-request set-var(txn.rp_hit) str(custom_rule_blocked:${r.id}) if ${open(r.when)}`);
   }
-  const challenger = challenge.on ? rules.find((r) => r.action === 'challenge' || r.rate?.settings.mitigation === 'challenge') : undefined;
   // The answer to a challenge comes to its own path, which the rule's expression need not match.
   if (challenger) lines.push(`    http-request lua.rampart_bot ${challenger.id} if !rp_done !rp_pass { path -m str ${challenge.answerPath} }`);
   // The request's hit: its first log rule, and the rule that decided it here. Steps before the
