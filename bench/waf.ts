@@ -175,7 +175,7 @@ async function startRampart(name: string, snapshot: ServerSnapshot, eventsPort: 
   if (process.env.BENCH_DUMP)
     writeFileSync(
       join(process.env.BENCH_DUMP, `${name}.cfg`),
-      files['haproxy.cfg']!.replaceAll(configDir, '@DIR@').replaceAll(String(port), '@PORT@').replaceAll(runDir, '@RUN@').replaceAll(tmp, '@TMP@'),
+      files['haproxy.cfg']!.replaceAll(runDir, '@RUN@').replaceAll(configDir, '@DIR@').replaceAll(tmp, '@TMP@').replaceAll(`:${port}`, ':@PORT@'),
     );
   const proc = launch(join(configDir, 'haproxy.cfg'));
   await ready(proc, port, `Rampart HAProxy (${name})`, clientHeaders('127.0.0.1'));
