@@ -37,6 +37,7 @@ import { promisify } from 'node:util';
 import { Applier, CertificateStore, HaproxyProcess } from '@rampart/agent';
 import type { ServerSnapshot } from '@rampart/protocol';
 import { ALPN, renderHaproxyConfig, TLS_GLOBAL, type RenderOptions, type ServedCertificate } from '@rampart/proxy';
+import { selfSignedCertificate } from '../test/support/certificates.js';
 import { viaProxy } from '../test/support/cluster.js';
 import { freePort, startProcess, waitFor, type Proc } from '../test/support/processes.js';
 import { bareOriginConfig, benchProcesses, plainHaproxyConfig } from './support.js';
@@ -49,12 +50,12 @@ const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const TRIES = 5;
 const HAPROXY = process.env.HAPROXY ?? 'haproxy';
 const WRK = process.env.WRK ?? 'wrk';
+const run = promisify(execFile);
 
 const HOST = 'bench.example.com';
 const UA = 'Mozilla/5.0 (X11; Linux x86_64) rampart-bench/1.0';
 const NO_RESUMPTION = '    tune.ssl.cachesize 0';
 
-const run = promisify(execFile);
 const tmp = mkdtempSync(join(tmpdir(), 'rampart-bench-tls-'));
 let agentProxy: HaproxyProcess | undefined;
 // the agent's HAProxy master stops its worker
@@ -70,31 +71,10 @@ interface MadeCertificate {
   fingerprint: string;
 }
 
-/** A self-signed ECDSA P-256 certificate for `domain`, made by the openssl CLI. */
-async function makeCertificate(domain: string): Promise<MadeCertificate> {
-  const base = join(tmp, 'gen', domain);
-  mkdirSync(join(tmp, 'gen'), { recursive: true });
-  await run('openssl', [
-    'req',
-    '-x509',
-    '-newkey',
-    'ec',
-    '-pkeyopt',
-    'ec_paramgen_curve:P-256',
-    '-nodes',
-    '-days',
-    '2',
-    '-subj',
-    `/CN=${domain}`,
-    '-addext',
-    `subjectAltName=DNS:${domain}`,
-    '-keyout',
-    `${base}.key`,
-    '-out',
-    `${base}.crt`,
-  ]);
-  const chain = readFileSync(`${base}.crt`, 'utf8');
-  return { chain, key: readFileSync(`${base}.key`, 'utf8'), fingerprint: new X509Certificate(chain).fingerprint256 };
+/** A self-signed ECDSA P-256 certificate for `domain`, valid two days. */
+function makeCertificate(domain: string): MadeCertificate {
+  const { chainPem, keyPem } = selfSignedCertificate(domain, 2);
+  return { chain: chainPem, key: keyPem, fingerprint: new X509Certificate(chainPem).fingerprint256 };
 }
 
 /** One GET on a new TLS connection to 127.0.0.1 with SNI and Host `domain`; says which certificate was served. */
@@ -365,7 +345,7 @@ async function certificateGoesLive(originPort: number, store: CertificateStore, 
   const applied: number[] = [];
   for (let i = 1; i <= TRIES; i++) {
     const domain = `new${i}.example.com`;
-    const cert = await makeCertificate(domain);
+    const cert = makeCertificate(domain);
     const file = (await store.save(domain, cert.chain, cert.key)).file;
     const t0 = performance.now();
     options.certificates = [bench, { domain, file }]; // as the agent does before applying
@@ -401,7 +381,7 @@ let certs: { live: number[]; applied: number[] } | undefined;
 try {
   const store = new CertificateStore(join(tmp, 'certs'));
   await store.load();
-  const made = await makeCertificate(HOST);
+  const made = makeCertificate(HOST);
   const bench: ServedCertificate = { domain: HOST, file: (await store.save(HOST, made.chain, made.key)).file };
 
   const origin = await startOrigin(bench.file);

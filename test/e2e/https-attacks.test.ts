@@ -7,8 +7,7 @@
 // whose own domain has the same name. The rest is what anyone can send to ports 80 and 443: the
 // redirect, the ACME path, client-address headers, SNI against Host.
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { connect as netConnect, type Socket } from 'node:net';
 import { connect as http2Connect } from 'node:http2';
 import { tmpdir } from 'node:os';
@@ -17,6 +16,7 @@ import { connect as tlsConnect, type TLSSocket } from 'node:tls';
 import { after, before, describe, test } from 'node:test';
 import { FakeAgent } from '../../packages/server/test/fake-agent.js';
 import { apiClient, ADMIN, startAgent, startOrigin, type AgentProc, type ApiClient } from '../support/cluster.js';
+import { selfSignedCertificate } from '../support/certificates.js';
 import { freePort, startServe, waitFor } from '../support/processes.js';
 
 const ONE = 'one.rampart.test';
@@ -124,33 +124,6 @@ async function one(port: number, bytes: string, opts: Parameters<typeof raw>[2] 
   return all[0]!;
 }
 
-function selfSigned(dir: string, domain: string): string {
-  execFileSync(
-    'openssl',
-    [
-      'req',
-      '-x509',
-      '-newkey',
-      'ec',
-      '-pkeyopt',
-      'ec_paramgen_curve:P-256',
-      '-nodes',
-      '-keyout',
-      join(dir, `${domain}.key`),
-      '-out',
-      join(dir, `${domain}.crt`),
-      '-days',
-      '90',
-      '-subj',
-      `/CN=${domain}`,
-      '-addext',
-      `subjectAltName=DNS:${domain}`,
-    ],
-    { stdio: 'ignore' },
-  );
-  return `${readFileSync(join(dir, `${domain}.crt`), 'utf8').trim()}\n${readFileSync(join(dir, `${domain}.key`), 'utf8').trim()}\n`;
-}
-
 describe('HTTPS under attack (real control plane, agent and HAProxy)', () => {
   let serve: Awaited<ReturnType<typeof startServe>>;
   let api: ApiClient;
@@ -205,10 +178,10 @@ describe('HTTPS under attack (real control plane, agent and HAProxy)', () => {
     // The agent's certificates, where it keeps its own.
     const dataDir = join(work, 'agent');
     for (const name of [ONE, TWO]) {
-      const pem = selfSigned(work, name);
-      ca[name] = readFileSync(join(work, `${name}.crt`), 'utf8');
+      const made = selfSignedCertificate(name);
+      ca[name] = made.chainPem;
       mkdirSync(join(dataDir, 'certs', name), { recursive: true, mode: 0o700 });
-      writeFileSync(join(dataDir, 'certs', name, '00000000000000aa.pem'), pem, { mode: 0o600 });
+      writeFileSync(join(dataDir, 'certs', name, '00000000000000aa.pem'), `${made.chainPem.trim()}\n${made.keyPem.trim()}\n`, { mode: 0o600 });
     }
     const dead = await freePort();
     agent = await startAgent({

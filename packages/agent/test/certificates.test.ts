@@ -1,6 +1,5 @@
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
-import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
+import { mkdtemp, rm, stat } from 'node:fs/promises';
 import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -12,6 +11,7 @@ import { ChallengeResponder } from '../src/certificates/responder.js';
 import { CertificateStore } from '../src/certificates/store.js';
 import type { ChallengeHooks, IssuedCertificate } from '../src/certificates/issuer.js';
 import { FakeClock } from './fake-clock.js';
+import { selfSignedCertificate } from '../../../test/support/certificates.js';
 
 const DAY = 86_400_000;
 const HERE = '198.51.100.4';
@@ -25,33 +25,7 @@ async function tmp(): Promise<string> {
 }
 
 /** A self-signed certificate for domain, valid `days` from now (what the authority would hand back). */
-async function selfSigned(domain: string, days: number): Promise<IssuedCertificate> {
-  const dir = await tmp();
-  execFileSync(
-    'openssl',
-    [
-      'req',
-      '-x509',
-      '-newkey',
-      'ec',
-      '-pkeyopt',
-      'ec_paramgen_curve:P-256',
-      '-nodes',
-      '-keyout',
-      join(dir, 'k.pem'),
-      '-out',
-      join(dir, 'c.pem'),
-      '-days',
-      String(days),
-      '-subj',
-      `/CN=${domain}`,
-      '-addext',
-      `subjectAltName=DNS:${domain}`,
-    ],
-    { stdio: 'ignore' },
-  );
-  return { chainPem: await readFile(join(dir, 'c.pem'), 'utf8'), keyPem: await readFile(join(dir, 'k.pem'), 'utf8') };
-}
+const selfSigned = async (domain: string, days: number): Promise<IssuedCertificate> => selfSignedCertificate(domain, days);
 
 function snapshot(domains: { name: string; ssl?: boolean; addresses?: string[] }[]): ServerSnapshot {
   return {

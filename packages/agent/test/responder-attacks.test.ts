@@ -1,6 +1,5 @@
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -9,6 +8,7 @@ import type { ServerSnapshot } from '@rampart/protocol';
 import { CertificateManager, type CertStatusReport } from '../src/certificates/manager.js';
 import { ChallengeResponder, MAX_CHALLENGES } from '../src/certificates/responder.js';
 import { CertificateStore } from '../src/certificates/store.js';
+import { selfSignedCertificate } from '../../../test/support/certificates.js';
 import { waitFor } from '../../../test/support/processes.js';
 import { FakeClock } from './fake-clock.js';
 
@@ -163,30 +163,7 @@ describe('CertificateManager with a responder a hostile peer has filled', () => 
           const seen = await get(port, '/.well-known/acme-challenge/own-order', domain);
           await hooks.withdraw('own-order', KA('own-order'));
           if (seen.status !== 200 || seen.body !== KA('own-order')) throw new Error(`validation failed: the responder answered ${seen.status}`);
-          execFileSync(
-            'openssl',
-            [
-              'req',
-              '-x509',
-              '-newkey',
-              'ec',
-              '-pkeyopt',
-              'ec_paramgen_curve:P-256',
-              '-nodes',
-              '-keyout',
-              join(dir, 'k.pem'),
-              '-out',
-              join(dir, 'c.pem'),
-              '-days',
-              '90',
-              '-subj',
-              `/CN=${domain}`,
-              '-addext',
-              `subjectAltName=DNS:${domain}`,
-            ],
-            { stdio: 'ignore' },
-          );
-          return { chainPem: await readFile(join(dir, 'c.pem'), 'utf8'), keyPem: await readFile(join(dir, 'k.pem'), 'utf8') };
+          return selfSignedCertificate(domain);
         },
       },
     });
