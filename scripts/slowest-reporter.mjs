@@ -1,8 +1,8 @@
 // A test reporter that prints, once every file has run, the slowest files (the sum of their
 // top-level tests and suites) and the slowest single tests: where the suite's time goes. With
-// RAMPART_RECORD_TEST_TIMES=1 it also writes every file's time to scripts/test-times.json, which
+// RAMPART_RECORD_TEST_TIMES=1 it also records each file's time in scripts/test-times.json, which
 // run-tests.mjs reads to start the longest files first.
-import { writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { relative } from 'node:path';
 
 const FILES = 15;
@@ -32,12 +32,11 @@ export default async function* slowest(source) {
     .map((t) => `${s(t.ms)}  ${t.where}: ${t.name}`)
     .join('\n')}\n`;
   if (process.env.RAMPART_RECORD_TEST_TIMES === '1') {
-    const times = Object.fromEntries(
-      [...files]
-        .filter(([f]) => f !== '?')
-        .sort((a, b) => a[0].localeCompare(b[0]))
-        .map(([f, ms]) => [f, Math.round(ms / 100) / 10]),
-    );
-    writeFileSync(new URL('./test-times.json', import.meta.url), `${JSON.stringify(times, null, 2)}\n`);
+    // A run of some files updates theirs and keeps the others'.
+    const path = new URL('./test-times.json', import.meta.url);
+    const times = existsSync(path) ? JSON.parse(readFileSync(path, 'utf8')) : {};
+    for (const [f, ms] of files) if (f !== '?') times[f] = Math.round(ms / 100) / 10;
+    const sorted = Object.fromEntries(Object.entries(times).sort((x, y) => x[0].localeCompare(y[0])));
+    writeFileSync(path, `${JSON.stringify(sorted, null, 2)}\n`);
   }
 }
