@@ -5,7 +5,7 @@ import { waitFor } from '../../../test/support/processes.js';
 import { buildApp } from '../src/app.js';
 import { openDatabase } from '../src/db/database.js';
 import { DEFAULT_PLANS } from '../src/plans.js';
-import { call, makeTestApp, newAccount } from './helpers.js';
+import { call, makeTestApp, migratedPglite, newAccount } from './helpers.js';
 
 // docs/api.md "Conventions": every error answer is exactly {"error": "<message>"}, including the
 // ones Fastify and Node's HTTP parser produce before any route runs, and a validation message
@@ -122,7 +122,7 @@ describe('every error answer is { error }', () => {
   });
 
   test('a request that reaches a closing app: 503 { error } with Retry-After, the connection closed', async () => {
-    const database = await openDatabase({});
+    const database = await openDatabase({ initialData: await migratedPglite() });
     const app = await buildApp({ ctx: { db: database.db, plans: DEFAULT_PLANS, now: () => new Date(), serversChanged: () => {} } });
     let release!: () => void;
     const gate = new Promise<void>((r) => (release = r));
@@ -196,7 +196,7 @@ describe('every error answer is { error }', () => {
 });
 
 test('GET /healthz: 200 while the database answers; 503 naming the database when it does not', async () => {
-  const database = await openDatabase({});
+  const database = await openDatabase({ initialData: await migratedPglite() });
   const app = await buildApp({ ctx: { db: database.db, plans: DEFAULT_PLANS, now: () => new Date(), serversChanged: () => {} }, logger: false });
   await app.ready();
   try {

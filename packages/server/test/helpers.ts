@@ -1,4 +1,8 @@
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
+import { mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { PGlite } from '@electric-sql/pglite';
 import { after } from 'node:test';
 import pg from 'pg';
 import assert from 'node:assert/strict';
@@ -6,7 +10,9 @@ import { Kysely, Migrator } from 'kysely';
 import { OwnSchemaPostgresDialect } from '../src/db/own-schema-dialect.js';
 import { buildApp, type AppOptions } from '../src/app.js';
 import type { ServiceContext } from '../src/context.js';
-import { dropSchema, openDatabase, type OpenDatabase } from '../src/db/database.js';
+import { dropSchema, migrate, openDatabase, type OpenDatabase } from '../src/db/database.js';
+import type { DB } from '../src/db/schema.js';
+import { PGliteDialect } from 'kysely-pglite-dialect';
 import { DEFAULT_PLANS } from '../src/plans.js';
 import type { App } from '../src/routes/types.js';
 
@@ -48,6 +54,48 @@ export async function backends(): Promise<Backend[]> {
   return (await postgresUrl()) ? ['pglite', 'postgres'] : ['pglite'];
 }
 
+let template: Promise<Blob> | undefined;
+
+/**
+ * An in-memory embedded database with every migration run, as PGlite's data-directory tarball:
+ * made once per version of the migrations and of PGlite (the file name carries their hash) and
+ * shared by the test processes through the temporary directory, so a test database starts from it
+ * instead of running initdb and the migrations (about 3 s of CPU each). Processes running at once
+ * may both make it; the last rename wins, and both files are whole. Files of other versions older
+ * than an hour go.
+ */
+export function migratedPglite(): Promise<Blob> {
+  template ??= (async () => {
+    const hash = createHash('sha256')
+      .update(readFileSync(new URL('../src/db/migrations.ts', import.meta.url)))
+      .update(readFileSync(new URL('../../../node_modules/@electric-sql/pglite/package.json', import.meta.url)))
+      .digest('hex')
+      .slice(0, 16);
+    const prefix = 'rampart-test-pgdump-';
+    const file = join(tmpdir(), `${prefix}${hash}.tar`);
+    try {
+      return new Blob([readFileSync(file)]);
+    } catch {
+      /* not made yet */
+    }
+    const lite = new PGlite();
+    const db = new Kysely<DB>({ dialect: new PGliteDialect(lite) });
+    await migrate(db);
+    const dump = await lite.dumpDataDir('none');
+    await db.destroy();
+    const building = join(mkdtempSync(join(tmpdir(), `${prefix}building-`)), 'dump.tar');
+    writeFileSync(building, Buffer.from(await dump.arrayBuffer()));
+    renameSync(building, file);
+    rmSync(join(building, '..'), { recursive: true, force: true });
+    for (const name of readdirSync(tmpdir())) {
+      const other = join(tmpdir(), name);
+      if (name.startsWith(prefix) && other !== file && Date.now() - statSync(other).mtimeMs > 3_600_000) rmSync(other, { recursive: true, force: true });
+    }
+    return dump;
+  })();
+  return template;
+}
+
 export interface TestClock {
   now(): Date;
   set(d: Date): void;
@@ -73,24 +121,29 @@ export interface TestApp {
  * open unless `appOptions` says otherwise (the tests register accounts freely).
  */
 export async function makeTestApp(backend: Backend = 'pglite', appOptions: Partial<Omit<AppOptions, 'ctx'>> = {}): Promise<TestApp> {
+  // The hook is registered before the first await: node:test attaches it to the test or suite
+  // running at that moment, and after an await it would land on the file's root, which may have
+  // run its hooks already (a file's top-level await). An app left open keeps its embedded
+  // database's timers, and with them the test process, alive.
+  let close: () => Promise<void> = async () => {};
+  after(() => close());
   const url = backend === 'postgres' ? await postgresUrl() : undefined;
   if (backend === 'postgres' && !url) throw new Error('PostgreSQL is not reachable');
   const schema = url ? `t_${randomBytes(6).toString('hex')}` : undefined;
-  const database = await openDatabase({ url, schema, poolSize: 4 });
+  const database = await openDatabase({ url, schema, poolSize: 4, initialData: url ? undefined : await migratedPglite() });
   const clock = testClock();
   const changed: string[][] = [];
   const ctx: ServiceContext = { db: database.db, plans: DEFAULT_PLANS, now: clock.now, serversChanged: (ids) => changed.push([...ids]) };
   const app = await buildApp({ ctx, adminToken: ADMIN_TOKEN, signup: 'open', ...appOptions });
   await app.ready();
   let closed = false;
-  const close = async () => {
+  close = async () => {
     if (closed) return;
     closed = true;
     await app.close();
     await database.close();
     if (url && schema) await dropSchema(url, schema);
   };
-  after(close);
   return { app, ctx, database, clock, changed, close };
 }
 

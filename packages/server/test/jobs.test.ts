@@ -3,7 +3,7 @@ import { describe, test } from 'node:test';
 import pg from 'pg';
 import { openDatabase } from '../src/db/database.js';
 import { runExclusive } from '../src/jobs.js';
-import { postgresUrl } from './helpers.js';
+import { migratedPglite, postgresUrl } from './helpers.js';
 
 // docs/architecture.md, "Storage": a periodic job runs on one process at a time, whatever the
 // number of control-plane processes sharing one PostgreSQL; one that dies mid-job leaves the lock.
@@ -63,7 +63,7 @@ describe('runExclusive', { skip: url ? false : 'no PostgreSQL answers (set RAMPA
 });
 
 test('on the embedded database (one process by construction) the job simply runs', async () => {
-  const db = await openDatabase({});
+  const db = await openDatabase({ initialData: await migratedPglite() });
   try {
     assert.deepEqual(await runExclusive(db.db, 'pglite', 'job', async () => 42), { ran: true, result: 42 });
   } finally {

@@ -22,9 +22,9 @@ const ORIGINS = [{ ip: '192.0.2.10', port: 80 }];
 const BLOCK_ALL = { name: 'block everything', expression: 'starts_with(http.request.uri.path, "/")', action: 'block' };
 const LOG_LOGIN = { name: 'log login', expression: 'http.request.uri.path eq "/login"', action: 'log' };
 
-function batch(domain: string, requests: number, blocked: number, errors = 0, latency?: number[]): AnalyticsBatchPayload {
+function batch(domain: string, requests: number, blocked: number, errors = 0, latency?: number[], at = new Date()): AnalyticsBatchPayload {
   return {
-    minute: new Date(Math.floor(Date.now() / 60_000) * 60_000).toISOString(),
+    minute: new Date(Math.floor(at.getTime() / 60_000) * 60_000).toISOString(),
     domains: [
       {
         domain,
@@ -276,7 +276,9 @@ for (const backend of await backends()) {
 
     test('p99 latency: the before from the stored analytics, the bake summed over reports; a slow change halts with both values', async () => {
       const { key, accountId, canary, fleet, domain } = await setup();
-      // The canary's traffic before the change, as the analytics store it.
+      // The canary's traffic before the change, as the analytics store it, in the minute the
+      // test clock is in (storing refuses a minute after the clock's).
+      t.clock.set(new Date());
       const stored = await storeAnalytics(
         ctx,
         accountId,
@@ -290,6 +292,7 @@ for (const backend of await backends()) {
             [25, 200],
             [50, 2],
           ]),
+          t.clock.now(),
         ),
       );
       assert.equal(stored.stored, 1, JSON.stringify(stored));

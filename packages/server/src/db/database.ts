@@ -26,6 +26,11 @@ export interface DatabaseOptions {
   migrations?: MigrationProvider | undefined;
   /** Told where the embedded database was copied before an upgrade migrated it. */
   onSnapshot?: ((path: string) => void) | undefined;
+  /**
+   * In-memory PGlite only: starts from this data directory (a tarball from PGlite's `dumpDataDir`)
+   * instead of an empty one; tests pass an already migrated one, skipping initdb.
+   */
+  initialData?: Blob | undefined;
 }
 
 export interface OpenDatabase {
@@ -64,7 +69,7 @@ export async function openDatabase(options: DatabaseOptions): Promise<OpenDataba
   } else {
     kind = 'pglite';
     if (options.dataDir) mkdirSync(options.dataDir, { recursive: true });
-    db = await openPglite(options.dataDir);
+    db = await openPglite(options.dataDir, options.dataDir ? undefined : options.initialData);
   }
   const provider = options.migrations ?? migrationProvider;
   let snapshot: string | undefined;
@@ -93,8 +98,8 @@ export async function openDatabase(options: DatabaseOptions): Promise<OpenDataba
   return { db, kind, schema: options.url ? options.schema : undefined, close: () => db.destroy() };
 }
 
-async function openPglite(dataDir: string | undefined): Promise<Database> {
-  const lite = dataDir ? new PGlite(dataDir) : new PGlite();
+async function openPglite(dataDir: string | undefined, initialData?: Blob): Promise<Database> {
+  const lite = dataDir ? new PGlite(dataDir) : new PGlite(initialData ? { loadDataDir: initialData } : {});
   await lite.waitReady;
   return new Kysely<DB>({ dialect: new PGliteDialect(lite) });
 }
