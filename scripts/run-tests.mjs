@@ -44,12 +44,8 @@ if (files.length === 0) {
 }
 // Node's --test sorts the files it is given by name, so the runner is run() in a process that
 // loads tsx (which every test file's process then loads too), with the files in this order.
-// --liftoff-only: V8 compiles WebAssembly with its baseline compiler only. The embedded database
-// (PGlite, about 9 MB of it) is compiled anew in every test process, and the optimising tier's
-// compile costs more CPU than the few seconds of queries a test file runs gain from it.
 if (!process.env.RAMPART_TEST_RUNNER) {
-  const args = ['--import', 'tsx', '--liftoff-only', fileURLToPath(import.meta.url), ...files];
-  const res = spawnSync(process.execPath, args, { stdio: 'inherit', env: { ...process.env, RAMPART_TEST_RUNNER: '1' } });
+  const res = spawnSync(process.execPath, ['--import', 'tsx', fileURLToPath(import.meta.url), ...files], { stdio: 'inherit', env: { ...process.env, RAMPART_TEST_RUNNER: '1' } });
   process.exit(res.status ?? 1);
 }
 // Three files at once on two cores: many end-to-end tests wait on processes and the network.

@@ -109,8 +109,7 @@ export async function startServe(opts: { port: number; dataDir?: string; databas
   if (!opts.databaseUrl) args.push('--data-dir', opts.dataDir ?? ownDir!);
   if (opts.databaseUrl) args.push('--database-url', opts.databaseUrl);
   // No crawler lists from the Internet unless the test names its own (RAMPART_CRAWLER_RANGES).
-  // --liftoff-only: see scripts/run-tests.mjs (the embedded database's compile, at every start).
-  const proc = startProcess(process.execPath, ['--liftoff-only', CLI, ...args], { RAMPART_ADMIN_TOKEN: opts.adminToken, RAMPART_LOG_LEVEL: 'warn', RAMPART_CRAWLER_RANGES: 'off', ...opts.env });
+  const proc = startProcess(process.execPath, [CLI, ...args], { RAMPART_ADMIN_TOKEN: opts.adminToken, RAMPART_LOG_LEVEL: 'warn', RAMPART_CRAWLER_RANGES: 'off', ...opts.env });
   const url = `http://127.0.0.1:${opts.port}`;
   await waitFor(
     async () => {
