@@ -596,7 +596,11 @@ const WORDS: Pattern[] = [
     why: 'cmdi: a command after ; | or & (not &name=), bare, quoted or after a path (; id, |/usr/bin/whoami, & cmd.exe, ;"cat", ;*/pwsh)',
   },
   { re: String.raw`${SEP}${SKIP}*${WORD_RUN}?(?<!%|%[0-9a-f])[a-z0-9]${QUOTE}+[a-z0-9]`, why: 'cmdi: a word split by quotes after a separator (; c\'a\'t, | who""ami): the shell drops them' },
-  { re: String.raw`${SEP}${SKIP}*${SL}[a-z0-9/%\\]*?(?:${QM}|${STAR})`, why: 'cmdi: a globbed path after a separator (; /???/c?t, | /bin/ca*)' },
+  {
+    // command_at drops the word's quotes before it looks for the glob: ;/bin"/"ca*
+    re: String.raw`${SEP}${SKIP}*${SL}[a-z0-9/%\\'"]*?(?:${QM}|${STAR})`,
+    why: 'cmdi: a globbed path after a separator, quotes inside it dropped (; /???/c?t, | /bin/ca*, ;/bin"/"ca*)',
+  },
   { re: 'localgroup', why: 'cmdi: net localgroup (command_at accepts any word before localgroup)' },
   { re: String.raw`${SL}dev${SL}(?:tcp|udp)`, why: 'cmdi: /dev/tcp/ and /dev/udp/ reverse shells' },
   { re: String.raw`${LP}${WS}*${RP}${WS}*${LC}`, why: 'cmdi: Shellshock () {' },

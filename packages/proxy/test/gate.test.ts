@@ -195,6 +195,10 @@ function longCases(): Case[] {
     { name: 'long: a separator and a long path, then a command', bytes: text(`x;${big(12000, 'a/')}whoami`) },
     { name: 'long: a quote and a long identifier, then a call', bytes: text(`x'-${big(12000, 'a')}(1)`) },
     { name: 'long: blanks after a number, then or', bytes: text(`1${big(12000, ' ')}or 1=1`) },
+    // found by the fuzzer (seed 394940546): a globbed path with quotes inside, which the engine drops
+    { name: 'fuzzer: a quoted glob after an encoded separator', bytes: header('%3b%252fsubstring"*rlikebase64%3aschtasks') },
+    { name: 'fuzzer: a glob split by quotes', bytes: header(`x;/bin"/"ca* /etc/passwd`) },
+    { name: 'fuzzer: a glob after a quote', bytes: header(`x|'/'???/c?t /etc/passwd`) },
     // binary bodies (a control character in the first 512 bytes): the detectors skip them unless the first Content-Type names a form
     { name: 'binary: a control character at byte 512, after an attack', bytes: text(`q=1 or 1=1 ${big(512 - 11, 'a')}\x01`) },
     { name: 'binary: a control character at byte 511, after an attack', bytes: text(`q=1 or 1=1 ${big(511 - 11, 'a')}\x01`) },
