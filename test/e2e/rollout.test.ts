@@ -93,7 +93,9 @@ describe('staged rollout through real agents', () => {
     const baking = await newest();
     assert.equal(baking.state, 'baking');
     const base = baking.servers.find((s) => s.name === 'canary')!.baseP99Ms;
-    assert.ok(base !== null && base <= 250, `the canary's p99 before the change is known and fast: ${base} ms`);
+    // The slow origin's p99 falls in the (1000, 2500] ms bucket: a halt needs it 3 times the
+    // before, so any before up to 500 ms is fast enough (a loaded machine reaches that bucket).
+    assert.ok(base !== null && base <= 500, `the canary's p99 before the change is known and fast: ${base} ms`);
 
     // The canary gets the slow origin; 1,600 requests (about 100 samples) take 1.2 s each.
     await waitFor(async () => (await viaProxy(agents[0]!.httpPort, HOST)).text.includes('slow'), 'the canary to serve the change', 30_000);

@@ -176,7 +176,7 @@ export function steadyLoad(port: number, host: string, opts: { workers?: number;
 }
 
 /** Waits until every shield server of the account runs the newest configuration. */
-export async function settle(api: ApiClient, timeoutMs = 20_000): Promise<void> {
+export async function settle(api: ApiClient, timeoutMs = 60_000): Promise<void> {
   await waitFor(
     async () => {
       const servers = (await api.call('GET', '/api/servers')).body as { status: string; desiredRevision: number; appliedRevision: number }[];
