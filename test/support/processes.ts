@@ -2,10 +2,10 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:net';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
-import { createHash } from 'node:crypto';
-import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync } from 'node:fs';
+import { cpSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { cachedInTmp } from './tmp-cache.js';
 
 export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 export const CLI = `${ROOT}packages/cli/dist/main.js`;
@@ -71,36 +71,20 @@ export function startProcess(cmd: string, args: string[], env: Record<string, st
   };
 }
 
-/** `rampart serve` as a real process; resolves once /healthz answers. */
 /**
- * An embedded database with every migration run, made once per build of the migrations and of
- * PGlite (its name carries their hash) and copied for each `rampart serve` a test starts without a
- * data directory of its own: a start then skips migrating an empty database, most of its start
- * time. Test processes running at once may both make it; the first to rename its copy into place
- * wins. Copies of other builds older than an hour go.
+ * An embedded database with every migration run (cachedInTmp: once per build of the migrations
+ * and of PGlite), copied for each `rampart serve` a test starts without a data directory of its
+ * own: a start then skips migrating an empty database, most of its start time.
  */
-async function migratedTemplate(): Promise<string> {
-  const migrations = `${ROOT}packages/server/dist/db/migrations.js`;
-  const pglite = `${ROOT}node_modules/@electric-sql/pglite/package.json`;
-  const hash = createHash('sha256').update(readFileSync(migrations)).update(readFileSync(pglite)).digest('hex').slice(0, 16);
-  const prefix = 'rampart-test-pglite-';
-  const dir = join(tmpdir(), `${prefix}${hash}`);
-  if (existsSync(join(dir, 'PG_VERSION'))) return dir;
-  const building = mkdtempSync(`${dir}.building-`);
-  const { openDatabase } = (await import(`${ROOT}packages/server/dist/db/database.js`)) as typeof import('../../packages/server/src/db/database.js');
-  await (await openDatabase({ dataDir: building })).close();
-  try {
-    renameSync(building, dir);
-  } catch {
-    rmSync(building, { recursive: true, force: true }); // another test process made it first
-  }
-  for (const name of readdirSync(tmpdir())) {
-    const other = join(tmpdir(), name);
-    if (name.startsWith(prefix) && other !== dir && Date.now() - statSync(other).mtimeMs > 3_600_000) rmSync(other, { recursive: true, force: true });
-  }
-  return dir;
+function migratedTemplate(): Promise<string> {
+  const sources = [`${ROOT}packages/server/dist/db/migrations.js`, `${ROOT}node_modules/@electric-sql/pglite/package.json`];
+  return cachedInTmp('rampart-test-pglite-', '', sources, async (dir) => {
+    const { openDatabase } = (await import(`${ROOT}packages/server/dist/db/database.js`)) as typeof import('../../packages/server/src/db/database.js');
+    await (await openDatabase({ dataDir: dir })).close();
+  });
 }
 
+/** `rampart serve` as a real process; resolves once /healthz answers. */
 export async function startServe(opts: { port: number; dataDir?: string; databaseUrl?: string; adminToken: string; env?: Record<string, string> }): Promise<Proc & { url: string }> {
   const args = ['serve', '--port', String(opts.port)];
   // Every server gets a data directory of its own: two PGlite instances must never share one.

@@ -9,7 +9,7 @@ import { CertificateManager, type CertStatusReport } from '../src/certificates/m
 import { checkPointsHere } from '../src/certificates/resolve.js';
 import { ChallengeResponder } from '../src/certificates/responder.js';
 import { CertificateStore } from '../src/certificates/store.js';
-import type { ChallengeHooks, IssuedCertificate } from '../src/certificates/issuer.js';
+import type { ChallengeHooks } from '../src/certificates/issuer.js';
 import { FakeClock } from './fake-clock.js';
 import { selfSignedCertificate } from '../../../test/support/certificates.js';
 
@@ -23,9 +23,6 @@ async function tmp(): Promise<string> {
   tmpDirs.push(d);
   return d;
 }
-
-/** A self-signed certificate for domain, valid `days` from now (what the authority would hand back). */
-const selfSigned = async (domain: string, days: number): Promise<IssuedCertificate> => selfSignedCertificate(domain, days);
 
 function snapshot(domains: { name: string; ssl?: boolean; addresses?: string[] }[]): ServerSnapshot {
   return {
@@ -83,7 +80,7 @@ function harness(opts: { dns?: Record<string, string[]>; slot?: (d: string) => {
           await hooks.withdraw(`tok-${issued.length}`, `tok-${issued.length}.${'a'.repeat(43)}`);
           const err = opts.fail?.(domain);
           if (err) throw new Error(err);
-          return selfSigned(domain, opts.days ?? 90);
+          return selfSignedCertificate(domain, opts.days ?? 90);
         },
       },
       link: {
@@ -290,8 +287,8 @@ describe('CertificateStore', () => {
     const dir = join(await tmp(), 'certs');
     const a = new CertificateStore(dir);
     await a.load();
-    const issued = await selfSigned('www.example.com', 90);
-    await assert.rejects(a.save('www.example.com', (await selfSigned('other.example.com', 90)).chainPem, issued.keyPem), /could not be read/);
+    const issued = selfSignedCertificate('www.example.com');
+    await assert.rejects(a.save('www.example.com', selfSignedCertificate('other.example.com').chainPem, issued.keyPem), /could not be read/);
     const saved = await a.save('www.example.com', issued.chainPem, issued.keyPem);
     const b = new CertificateStore(dir);
     await b.load();

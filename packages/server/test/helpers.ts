@@ -1,7 +1,5 @@
-import { createHash, randomBytes } from 'node:crypto';
-import { mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { PGlite } from '@electric-sql/pglite';
 import { after } from 'node:test';
 import pg from 'pg';
@@ -14,6 +12,7 @@ import { dropSchema, migrate, openDatabase, type OpenDatabase } from '../src/db/
 import type { DB } from '../src/db/schema.js';
 import { PGliteDialect } from 'kysely-pglite-dialect';
 import { DEFAULT_PLANS } from '../src/plans.js';
+import { cachedInTmp } from '../../../test/support/tmp-cache.js';
 import type { App } from '../src/routes/types.js';
 
 export const ADMIN_TOKEN = 'test-admin-token';
@@ -57,41 +56,22 @@ export async function backends(): Promise<Backend[]> {
 let template: Promise<Blob> | undefined;
 
 /**
- * An in-memory embedded database with every migration run, as PGlite's data-directory tarball:
- * made once per version of the migrations and of PGlite (the file name carries their hash) and
- * shared by the test processes through the temporary directory, so a test database starts from it
- * instead of running initdb and the migrations (about 3 s of CPU each). Processes running at once
- * may both make it; the last rename wins, and both files are whole. Files of other versions older
- * than an hour go.
+ * An in-memory embedded database with every migration run, as PGlite's data-directory tarball
+ * (cachedInTmp: once per version of the migrations and of PGlite, shared by the test processes), so
+ * a test database starts from it instead of running initdb and the migrations (about 3 s of CPU).
  */
 export function migratedPglite(): Promise<Blob> {
   template ??= (async () => {
-    const hash = createHash('sha256')
-      .update(readFileSync(new URL('../src/db/migrations.ts', import.meta.url)))
-      .update(readFileSync(new URL('../../../node_modules/@electric-sql/pglite/package.json', import.meta.url)))
-      .digest('hex')
-      .slice(0, 16);
-    const prefix = 'rampart-test-pgdump-';
-    const file = join(tmpdir(), `${prefix}${hash}.tar`);
-    try {
-      return new Blob([readFileSync(file)]);
-    } catch {
-      /* not made yet */
-    }
-    const lite = new PGlite();
-    const db = new Kysely<DB>({ dialect: new PGliteDialect(lite) });
-    await migrate(db);
-    const dump = await lite.dumpDataDir('none');
-    await db.destroy();
-    const building = join(mkdtempSync(join(tmpdir(), `${prefix}building-`)), 'dump.tar');
-    writeFileSync(building, Buffer.from(await dump.arrayBuffer()));
-    renameSync(building, file);
-    rmSync(join(building, '..'), { recursive: true, force: true });
-    for (const name of readdirSync(tmpdir())) {
-      const other = join(tmpdir(), name);
-      if (name.startsWith(prefix) && other !== file && Date.now() - statSync(other).mtimeMs > 3_600_000) rmSync(other, { recursive: true, force: true });
-    }
-    return dump;
+    const sources = [new URL('../src/db/migrations.ts', import.meta.url), new URL('../../../node_modules/@electric-sql/pglite/package.json', import.meta.url)];
+    const file = await cachedInTmp('rampart-test-pgdump-', '.tar', sources, async (path) => {
+      const lite = new PGlite();
+      const db = new Kysely<DB>({ dialect: new PGliteDialect(lite) });
+      await migrate(db);
+      const dump = await lite.dumpDataDir('none');
+      await db.destroy();
+      writeFileSync(path, Buffer.from(await dump.arrayBuffer()));
+    });
+    return new Blob([readFileSync(file)]);
   })();
   return template;
 }

@@ -69,7 +69,7 @@ export async function openDatabase(options: DatabaseOptions): Promise<OpenDataba
   } else {
     kind = 'pglite';
     if (options.dataDir) mkdirSync(options.dataDir, { recursive: true });
-    db = await openPglite(options.dataDir, options.dataDir ? undefined : options.initialData);
+    db = await openPglite(options.dataDir, options.initialData);
   }
   const provider = options.migrations ?? migrationProvider;
   let snapshot: string | undefined;
@@ -98,6 +98,7 @@ export async function openDatabase(options: DatabaseOptions): Promise<OpenDataba
   return { db, kind, schema: options.url ? options.schema : undefined, close: () => db.destroy() };
 }
 
+/** An embedded database in `dataDir`, or in memory (started from `initialData` when given). */
 async function openPglite(dataDir: string | undefined, initialData?: Blob): Promise<Database> {
   const lite = dataDir ? new PGlite(dataDir) : new PGlite(initialData ? { loadDataDir: initialData } : {});
   await lite.waitReady;
