@@ -155,49 +155,116 @@ export interface GuardPlan {
 }
 
 /**
- * One lookup for many rules. Rules that each need a match of the same kind (the same fetch and
- * method: a path prefix, a User-Agent substring, an address range) in every part of their
- * condition share one lookup in the union of their patterns, made once a request: a request
- * that matches none of them skips all those rules with one variable check each, instead of one
- * lookup each. The lookup is a necessary condition only (its patterns are a superset of what
- * each part needs), so a rule still decides with its own ACLs. Only kinds that two rules or more
- * share get a lookup; `tag` names the files (one set per domain).
+ * One lookup for many rules. Rules that each need a positive match of the same family (one fetch
+ * and a tree: a path prefix or exact path, an address range, a method, ...; or one value searched
+ * with regular expressions: substrings, suffixes and expressions) in every part of their condition
+ * share one lookup in the union of their patterns, made once a request: a request that matches
+ * none of them skips all those rules with one variable check each, instead of one lookup each. The
+ * lookup is a necessary condition only (its patterns match whatever each part's own do, and more),
+ * so a rule still decides with its own ACLs. Only families that two rules or more share get a
+ * lookup; `tag` names the files (one set per domain).
  */
 export function planGuards(rules: readonly CompiledCustomRule[], dir: string, tag: string): GuardPlan {
-  // The kinds of match every part (term) of a rule's condition needs a positive match of.
+  // The families every part (term) of a rule's condition needs a positive match of.
   const needs = new Map<CompiledCustomRule, string[]>();
   const shared = new Map<string, number>();
   for (const r of rules) {
     if (r.when.length === 0) continue;
-    const kinds = r.when.map((t) => new Set(t.flatMap((l) => (r.lookups[l] ? [guardKind(r.lookups[l].test)] : []))));
-    const common = [...kinds[0]!].filter((k) => kinds.every((s) => s.has(k)));
+    const families = r.when.map((t) => new Set(t.flatMap((l) => (r.lookups[l] ? [guardFamily(r.lookups[l]).key] : []))));
+    const common = [...families[0]!].filter((k) => families.every((s) => s.has(k)));
     if (common.length === 0) continue;
     needs.set(r, common);
     for (const k of common) shared.set(k, (shared.get(k) ?? 0) + 1);
   }
-  // Each rule joins the kind most rules share (the first of them, for a stable plan).
+  // Each rule joins the family most rules share (the first of them, for a stable plan).
   const groups = new Map<string, CompiledCustomRule[]>();
-  for (const [r, kinds] of needs) {
-    const best = kinds.reduce((a, b) => (shared.get(b)! > shared.get(a)! ? b : a));
+  for (const [r, families] of needs) {
+    const best = families.reduce((a, b) => (shared.get(b)! > shared.get(a)! ? b : a));
     groups.set(best, [...(groups.get(best) ?? []), r]);
   }
   const plan: GuardPlan = { files: {}, lines: [], guardOf: new Map() };
   let n = -1;
-  for (const [test, members] of groups) {
+  for (const [key, members] of groups) {
     if (members.length < 2) continue;
     n++;
     const name = `guard_${tag}_${n}.pat`;
-    const patterns = [...new Set(members.flatMap((r) => Object.values(r.lookups).flatMap((l) => (guardKind(l.test) === test ? l.lines : []))))];
-    const lookup = guardLookup(test, patterns);
-    plan.files[name] = lookup.lines.map((l) => `${l}\n`).join('');
-    plan.lines.push(`    http-request set-var(txn.rp_g${n}) bool(1) if { ${lookup.test} -f ${dir}/${name} }`, `    acl rp_g${n} var(txn.rp_g${n}) -m found`);
+    const lookups = members.flatMap((r) => Object.values(r.lookups).filter((l) => guardFamily(l).key === key));
+    const lines = guardLines(lookups);
+    plan.files[name] = lines.map((l) => `${l}\n`).join('');
+    plan.lines.push(`    http-request set-var(txn.rp_g${n}) bool(1) if { ${key} -f ${dir}/${name} }`, `    acl rp_g${n} var(txn.rp_g${n}) -m found`);
     for (const r of members) plan.guardOf.set(r.id, `rp_g${n}`);
   }
   return plan;
 }
 
-/** The kind of shared lookup a test joins: an exact string also starts with itself, so `-m str` joins `-m beg` of the same fetch. */
-const guardKind = (test: string): string => test.replace(/ -m str$/, ' -m beg');
+type Lookup = CompiledCustomRule['lookups'][string];
+
+/** A search with regular expressions: the fetch, whether it is lowered first, and the method. */
+const SEARCH = /^(\S+?)(,lower)? -m (sub|end|reg)$/;
+
+/**
+ * Whether an expression that matches a lowered value also matches the value itself when searched
+ * without case: not when it holds a negated class ([^A-Z] refuses what a lowered value never has)
+ * or a negative lookaround, nor when it cannot be one branch of a larger expression.
+ */
+const caselessHolds = (re: string) => BRANCHABLE(re) && !/\[\^|\(\?<?!/.test(re);
+
+/**
+ * The shared lookup a rule's lookup can join (its test, the key of its family). A tree lookup
+ * joins its own test; an exact value also starts with itself, so `-m str` joins `-m beg` of the same
+ * fetch. Searches join one regular expression on their fetch: a lowered value's substrings and
+ * suffixes, and its expressions that keep their meaning without case, as caseless branches; the
+ * path's and the query's substrings and suffixes as substrings of the path with its query (pathq).
+ */
+function guardFamily(l: Lookup): { key: string } {
+  const m = SEARCH.exec(l.test);
+  if (!m) return { key: l.test.replace(/ -m str$/, ' -m beg') };
+  const [, fetch, lower, method] = m;
+  if (method === 'reg') return { key: lower && !l.lines.every(caselessHolds) ? l.test : `${fetch} -m reg` };
+  return { key: `${fetch === 'path' || fetch === 'query' ? 'pathq' : fetch} -m reg` };
+}
+
+/** The longest line of a combined pattern (HAProxy reads a pattern file line by line). */
+const GUARD_LINE_MAX = 4000;
+
+/**
+ * The pattern file of a shared lookup. A tree lookup's is the union of the patterns. A search's
+ * is one regular expression of alternatives (in as few lines as fit): PCRE2 skips to where one
+ * could start, where HAProxy's substring match scans the value once per pattern, and a list of
+ * expressions runs each in turn; an expression that cannot be a branch keeps a line of its own.
+ */
+export function guardLines(lookups: Lookup[]): string[] {
+  const branches: string[] = [];
+  const alone: string[] = [];
+  const tree: string[] = [];
+  for (const l of lookups) {
+    const m = SEARCH.exec(l.test);
+    if (!m) {
+      tree.push(...l.lines);
+      continue;
+    }
+    const [, fetch, lower, method] = m;
+    const moved = method !== 'reg' && (fetch === 'path' || fetch === 'query');
+    for (const p of l.lines) {
+      const re = method === 'reg' ? p : `${escapeRegex(p)}${method === 'end' && !moved ? '$' : ''}`;
+      if (method === 'reg' && !BRANCHABLE(p)) alone.push(p);
+      else branches.push(lower && guardFamily(l).key !== l.test ? `(?i:${re})` : `(?:${re})`);
+    }
+  }
+  if (tree.length) return [...new Set(tree)];
+  const lines: string[] = [];
+  let current: string[] = [];
+  const flush = () => {
+    if (current.length) lines.push(current.join('|'));
+    current = [];
+  };
+  for (const b of new Set(branches)) {
+    if (current.length && current.reduce((n, c) => n + c.length + 1, b.length + 1) > GUARD_LINE_MAX) flush();
+    current.push(b);
+  }
+  flush();
+  return [...lines, ...new Set(alone)];
+}
 
 /** Every character of a literal that a regular expression gives a meaning to, escaped. */
 const escapeRegex = (literal: string) => literal.replace(/[^A-Za-z0-9_ ]/g, '\\$&');
@@ -208,35 +275,6 @@ const escapeRegex = (literal: string) => literal.replace(/[^A-Za-z0-9_ ]/g, '\\$
  * belong to a whole pattern), no inline option (extended mode would read the rest as a comment).
  */
 const BRANCHABLE = (re: string) => !/\\[1-9gkQ]|\(\*|\(\?(?![:=!]|<[=!])|\(\?P/.test(re);
-
-/** The longest line of a combined pattern (HAProxy reads a pattern file line by line). */
-const GUARD_LINE_MAX = 4000;
-
-/**
- * How a shared lookup is made. Substrings and regular expressions are searched as one regular
- * expression of alternatives (in as few lines as fit): PCRE2 skips to where one could start,
- * where HAProxy's substring match scans the value once per pattern, and a list of expressions
- * runs each in turn. Other kinds keep HAProxy's trees (exact, prefix, address) or its suffix
- * comparison, both cheap.
- */
-export function guardLookup(test: string, patterns: string[]): { test: string; lines: string[] } {
-  const m = / -m (sub|reg)$/.exec(test);
-  if (!m) return { test, lines: patterns };
-  const branches = m[1] === 'sub' ? patterns.map(escapeRegex) : patterns.filter(BRANCHABLE);
-  const alone = m[1] === 'sub' ? [] : patterns.filter((p) => !BRANCHABLE(p));
-  const lines: string[] = [];
-  let current: string[] = [];
-  const flush = () => {
-    if (current.length) lines.push(current.map((b) => `(?:${b})`).join('|'));
-    current = [];
-  };
-  for (const b of branches) {
-    if (current.length && current.reduce((n, c) => n + c.length + 5, b.length + 5) > GUARD_LINE_MAX) flush();
-    current.push(b);
-  }
-  flush();
-  return { test: test.replace(/ -m (sub|reg)$/, ' -m reg'), lines: [...lines, ...alone] };
-}
 
 /** The sample fetch of an operand, or undefined when this shield server cannot read it (no country map). */
 function fetchOf(o: RuleOperand, countryMap: string | undefined): string | undefined {
@@ -434,26 +472,24 @@ function rateKey(c: readonly string[]): string {
 /**
  * A rate-limiting rule: the first one whose expression matches a request counts it (in sticky
  * counter 1; the SPEC rate limiter has 0); a client past `requests` in `period` starts the
- * mitigation for `duration` seconds: 429 with Retry-After (rate_limited, the rule's id), or the
- * bot challenge for a client without a valid pass cookie. Every line after the one that selects
- * starts with the rule's own variable check, so a request another rule counts (or none) passes
- * each of them with one test.
+ * mitigation for `duration` seconds (the end of it kept in gpt0, compared with txn.rp_now, the
+ * request's time): 429 with Retry-After (rate_limited, the rule's id), or the bot challenge for a
+ * client without a valid pass cookie. Every line after the one that selects starts with the rule's
+ * own variable check, so a request another rule counts (or none) passes each of them with one test.
  */
 function rateLimitLines(r: CompiledCustomRule, challengeOn: boolean, open: (when: Dnf, extra?: string) => string): string[] {
   const { settings, table, index } = r.rate!;
   const mine = `rp_rl${index}`;
   const lines = [`    acl ${mine} var(txn.rp_rl) -m str ${index}`, `    http-request set-var(txn.rp_rl) str(${index}) if ${open(r.when, '!rp_limited')}`];
   if (settings.characteristics[1] === 'path') lines.push(`    http-request set-var(txn.rp_rlp) path,bytes(0,256) if ${mine}`);
+  const left = 'sc_get_gpt0(1),sub(txn.rp_now)';
   lines.push(
     `    http-request track-sc1 ${rateKey(settings.characteristics)} table ${table} if ${mine}`,
-    `    http-request set-var(txn.rp_rlu) sc_get_gpt0(1) if ${mine} { sc_tracked(1) }`,
-    `    http-request sc-set-gpt0(1) date,add(${settings.duration}) if ${mine} { sc_http_req_rate(1) gt ${settings.requests} } { date,sub(txn.rp_rlu) -m int ge 0 }`,
-    `    http-request set-var(txn.rp_rlu) sc_get_gpt0(1) if ${mine} { sc_tracked(1) }`,
-    `    http-request set-var(txn.rp_rlw) date,neg,add(txn.rp_rlu) if ${mine} { sc_tracked(1) }`,
+    `    http-request sc-set-gpt0(1) var(txn.rp_now),add(${settings.duration}) if ${mine} { sc_http_req_rate(1) gt ${settings.requests} } { ${left} le 0 }`,
   );
-  const mitigated = `${mine} { var(txn.rp_rlw) -m int gt 0 }`;
+  const mitigated = `${mine} { ${left} gt 0 }`;
   if (settings.mitigation === 'challenge' && challengeOn) return [...lines, `    http-request set-var(txn.rp_ch) str(${r.id}) if ${mitigated} !rp_pass`];
-  return [...lines, `    http-request set-var(txn.rp_retry) var(txn.rp_rlw) if ${mitigated}`, `    http-request set-var(txn.rp_hit) str(rate_limited:${r.id}) if ${mitigated}`];
+  return [...lines, `    http-request set-var(txn.rp_retry) ${left} if ${mitigated}`, `    http-request set-var(txn.rp_hit) str(rate_limited:${r.id}) if ${mine} { var(txn.rp_retry) -m found }`];
 }
 
 /** The bot challenge's argument that makes it take the rule from txn.rp_ch (rampart_waf.lua). */
@@ -497,7 +533,7 @@ export function customRuleLines(rules: readonly CompiledCustomRule[], challenge:
     ...(challenges ? ['    acl rp_done var(txn.rp_ch) -m found'] : []),
     '    acl rp_pass var(txn.rp_cookie_ok) -m found',
     '    acl rp_logged var(txn.rp_lg) -m found',
-    ...(rules.some((r) => r.rate) ? ['    acl rp_limited var(txn.rp_rl) -m found'] : []),
+    ...(rules.some((r) => r.rate) ? ['    acl rp_limited var(txn.rp_rl) -m found', '    http-request set-var(txn.rp_now) date'] : []),
     ...(guards?.lines ?? []),
   ];
   const logs = rules.some((r) => r.action === 'log');

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
 import type { SnapshotCustomRule } from '@rampart/protocol';
-import { compileCustomRules, guardLookup, planGuards } from '../src/custom-rules.js';
+import { compileCustomRules, guardLines, planGuards } from '../src/custom-rules.js';
 
 // The shared lookups of custom rules (planGuards): substrings and regular expressions become one
 // expression of alternatives. The differential test (custom-rules.test.ts) runs them through
@@ -58,7 +58,38 @@ test('regular expressions join one alternation; one whose meaning would change t
   assert.equal(p.guardOf.size, 2);
   // The rule language refuses these; the plan keeps them apart whatever reaches it.
   const alone = ['(x)\\1', '(?<n>x)', '(?i)d', '(?x)e # f', '(*UTF)g', '\\Qh'];
-  assert.deepEqual(guardLookup('path -m reg', ['^/a+$', ...alone, 'b|c']), { test: 'path -m reg', lines: ['(?:^/a+$)|(?:b|c)', ...alone] });
+  assert.deepEqual(guardLines([{ test: 'path -m reg', lines: ['^/a+$', ...alone, 'b|c'] }]), ['(?:^/a+$)|(?:b|c)', ...alone]);
+});
+
+test('one search a field: lowered values search the value without case, the path and the query their path with its query', () => {
+  const p = plan([
+    'lower(http.user_agent) contains "sqlmap"',
+    'http.user_agent matches r"^curl/"',
+    'lower(http.user_agent) matches r"nikto|zgrab"',
+    'ends_with(lower(http.request.uri.path), ".bak")',
+    'http.request.uri.query contains "XDEBUG"',
+    'lower(http.request.uri) contains "../"',
+    'ends_with(http.user_agent, "/1.0")',
+  ]);
+  assert.equal(p.lines.filter((l) => l.startsWith('    http-request')).length, 2, p.lines.join('\n'));
+  const lookup = (fetch: string) => {
+    const line = p.lines.find((l) => l.includes(`{ ${fetch} -m reg -f`));
+    assert.ok(line, `a lookup on ${fetch}: ${p.lines.join('\n')}`);
+    return p.files[/guard_d0_\d+\.pat/.exec(line)![0]]!.trimEnd();
+  };
+  assert.equal(lookup('req.fhdr(user-agent)'), '(?i:sqlmap)|(?:^curl/)|(?i:nikto|zgrab)|(?:\\/1\\.0$)');
+  // A suffix of the path is somewhere in the path with its query: no $ there.
+  assert.equal(lookup('pathq'), '(?i:\\.bak)|(?:XDEBUG)|(?i:\\.\\.\\/)');
+  assert.equal(p.guardOf.size, 7);
+});
+
+test('a lowered expression that could match less without case (a negated class, a negative lookaround) keeps a lookup on the lowered value', () => {
+  const p = plan(['lower(http.user_agent) matches r"^[^a-z]+$"', 'lower(http.user_agent) matches r"x[^y]"', 'http.user_agent matches r"^curl/"', 'http.user_agent contains "bot"']);
+  const lowered = p.lines.find((l) => l.includes('{ req.fhdr(user-agent),lower -m reg -f'));
+  const plain = p.lines.find((l) => l.includes('{ req.fhdr(user-agent) -m reg -f'));
+  assert.ok(lowered && plain, p.lines.join('\n'));
+  assert.equal(p.files[/guard_d0_\d+\.pat/.exec(lowered)![0]]!.trimEnd(), '(?:^[^a-z]+$)|(?:x[^y])');
+  assert.equal(p.files[/guard_d0_\d+\.pat/.exec(plain)![0]]!.trimEnd(), '(?:^curl/)|(?:bot)');
 });
 
 test('an exact value joins the prefixes of the same field: one tree lookup for both', () => {
