@@ -170,7 +170,7 @@ export function planGuards(rules: readonly CompiledCustomRule[], dir: string, ta
   const shared = new Map<string, number>();
   for (const r of rules) {
     if (r.when.length === 0) continue;
-    const families = r.when.map((t) => new Set(t.flatMap((l) => (r.lookups[l] ? [guardFamily(r.lookups[l]).key] : []))));
+    const families = r.when.map((t) => new Set(t.flatMap((l) => (r.lookups[l] ? [guardFamily(r.lookups[l])] : []))));
     const common = [...families[0]!].filter((k) => families.every((s) => s.has(k)));
     if (common.length === 0) continue;
     needs.set(r, common);
@@ -188,7 +188,7 @@ export function planGuards(rules: readonly CompiledCustomRule[], dir: string, ta
     if (members.length < 2) continue;
     n++;
     const name = `guard_${tag}_${n}.pat`;
-    const lookups = members.flatMap((r) => Object.values(r.lookups).filter((l) => guardFamily(l).key === key));
+    const lookups = members.flatMap((r) => Object.values(r.lookups).filter((l) => guardFamily(l) === key));
     const lines = guardLines(lookups);
     plan.files[name] = lines.map((l) => `${l}\n`).join('');
     plan.lines.push(`    http-request set-var(txn.rp_g${n}) bool(1) if { ${key} -f ${dir}/${name} }`, `    acl rp_g${n} var(txn.rp_g${n}) -m found`);
@@ -204,24 +204,25 @@ const SEARCH = /^(\S+?)(,lower)? -m (sub|end|reg)$/;
 
 /**
  * Whether an expression that matches a lowered value also matches the value itself when searched
- * without case: not when it holds a negated class ([^A-Z] refuses what a lowered value never has)
- * or a negative lookaround, nor when it cannot be one branch of a larger expression.
+ * without case: not when it holds a negated class ([^A-Z] refuses what a lowered value never has),
+ * a negative lookaround, or a character property (\p{Ll}: PCRE2 does not fold case for those),
+ * nor when it cannot be one branch of a larger expression.
  */
-const caselessHolds = (re: string) => BRANCHABLE(re) && !/\[\^|\(\?<?!/.test(re);
+const caselessHolds = (re: string) => BRANCHABLE(re) && !/\[\^|\(\?<?!|\\[pP]/.test(re);
 
 /**
- * The shared lookup a rule's lookup can join (its test, the key of its family). A tree lookup
+ * The shared lookup a rule's lookup can join: the test (fetch and method) of its family. A tree lookup
  * joins its own test; an exact value also starts with itself, so `-m str` joins `-m beg` of the same
  * fetch. Searches join one regular expression on their fetch: a lowered value's substrings and
  * suffixes, and its expressions that keep their meaning without case, as caseless branches; the
  * path's and the query's substrings and suffixes as substrings of the path with its query (pathq).
  */
-function guardFamily(l: Lookup): { key: string } {
+function guardFamily(l: Lookup): string {
   const m = SEARCH.exec(l.test);
-  if (!m) return { key: l.test.replace(/ -m str$/, ' -m beg') };
+  if (!m) return l.test.replace(/ -m str$/, ' -m beg');
   const [, fetch, lower, method] = m;
-  if (method === 'reg') return { key: lower && !l.lines.every(caselessHolds) ? l.test : `${fetch} -m reg` };
-  return { key: `${fetch === 'path' || fetch === 'query' ? 'pathq' : fetch} -m reg` };
+  if (method === 'reg') return lower && !l.lines.every(caselessHolds) ? l.test : `${fetch} -m reg`;
+  return `${fetch === 'path' || fetch === 'query' ? 'pathq' : fetch} -m reg`;
 }
 
 /** The longest line of a combined pattern (HAProxy reads a pattern file line by line). */
@@ -248,7 +249,7 @@ export function guardLines(lookups: Lookup[]): string[] {
     for (const p of l.lines) {
       const re = method === 'reg' ? p : `${escapeRegex(p)}${method === 'end' && !moved ? '$' : ''}`;
       if (method === 'reg' && !BRANCHABLE(p)) alone.push(p);
-      else branches.push(lower && guardFamily(l).key !== l.test ? `(?i:${re})` : `(?:${re})`);
+      else branches.push(lower && guardFamily(l) !== l.test ? `(?i:${re})` : `(?:${re})`);
     }
   }
   if (tree.length) return [...new Set(tree)];

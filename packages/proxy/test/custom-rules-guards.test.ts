@@ -90,6 +90,9 @@ test('a lowered expression that could match less without case (a negated class, 
   assert.ok(lowered && plain, p.lines.join('\n'));
   assert.equal(p.files[/guard_d0_\d+\.pat/.exec(lowered)![0]]!.trimEnd(), '(?:^[^a-z]+$)|(?:x[^y])');
   assert.equal(p.files[/guard_d0_\d+\.pat/.exec(plain)![0]]!.trimEnd(), '(?:^curl/)|(?:bot)');
+  // The rule language refuses character properties (PCRE2 folds no case for them); the plan keeps them on the lowered value whatever reaches it.
+  assert.deepEqual(guardLines([{ test: 'req.fhdr(user-agent),lower -m reg', lines: ['\\p{Ll}x'] }]), ['(?:\\p{Ll}x)']);
+  assert.deepEqual(guardLines([{ test: 'req.fhdr(user-agent),lower -m reg', lines: ['ab(?=c)'] }]), ['(?i:ab(?=c))']);
 });
 
 test('an exact value joins the prefixes of the same field: one tree lookup for both', () => {
