@@ -83,15 +83,18 @@ test('one search a field: lowered values search the value without case, the path
   assert.equal(p.guardOf.size, 7);
 });
 
-test('a lowered expression that could match less without case (a negated class, a negative lookaround) keeps a lookup on the lowered value', () => {
+test('a lowered expression that could match less without case (a negated class, a negative lookaround, a character property) keeps a lookup on the lowered value', () => {
   const p = plan(['lower(http.user_agent) matches r"^[^a-z]+$"', 'lower(http.user_agent) matches r"x[^y]"', 'http.user_agent matches r"^curl/"', 'http.user_agent contains "bot"']);
   const lowered = p.lines.find((l) => l.includes('{ req.fhdr(user-agent),lower -m reg -f'));
   const plain = p.lines.find((l) => l.includes('{ req.fhdr(user-agent) -m reg -f'));
   assert.ok(lowered && plain, p.lines.join('\n'));
   assert.equal(p.files[/guard_d0_\d+\.pat/.exec(lowered)![0]]!.trimEnd(), '(?:^[^a-z]+$)|(?:x[^y])');
   assert.equal(p.files[/guard_d0_\d+\.pat/.exec(plain)![0]]!.trimEnd(), '(?:^curl/)|(?:bot)');
-  // The rule language refuses character properties (PCRE2 folds no case for them); the plan keeps them on the lowered value whatever reaches it.
+  // The rule language refuses lookarounds and character properties (PCRE2 folds no case for
+  // these); the plan keeps them on the lowered value whatever reaches it.
   assert.deepEqual(guardLines([{ test: 'req.fhdr(user-agent),lower -m reg', lines: ['\\p{Ll}x'] }]), ['(?:\\p{Ll}x)']);
+  assert.deepEqual(guardLines([{ test: 'req.fhdr(user-agent),lower -m reg', lines: ['x(?!y)'] }]), ['(?:x(?!y))']);
+  assert.deepEqual(guardLines([{ test: 'req.fhdr(user-agent),lower -m reg', lines: ['(?<!y)x'] }]), ['(?:(?<!y)x)']);
   assert.deepEqual(guardLines([{ test: 'req.fhdr(user-agent),lower -m reg', lines: ['ab(?=c)'] }]), ['(?i:ab(?=c))']);
 });
 
