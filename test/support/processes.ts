@@ -77,7 +77,7 @@ export function startProcess(cmd: string, args: string[], env: Record<string, st
  * own: a start then skips migrating an empty database, most of its start time.
  */
 function migratedTemplate(): Promise<string> {
-  const sources = [`${ROOT}packages/server/dist/db/migrations.js`, `${ROOT}node_modules/@electric-sql/pglite/package.json`];
+  const sources = [`${ROOT}packages/server/dist/db/migrations.js`, `${ROOT}packages/server/dist/db/database.js`, `${ROOT}node_modules/@electric-sql/pglite/package.json`];
   return cachedInTmp('rampart-test-pglite-', '', sources, async (dir) => {
     const { openDatabase } = (await import(`${ROOT}packages/server/dist/db/database.js`)) as typeof import('../../packages/server/src/db/database.js');
     await (await openDatabase({ dataDir: dir })).close();

@@ -246,10 +246,12 @@ export function guardLines(lookups: Lookup[]): string[] {
     }
     const [, fetch, lower, method] = m;
     const moved = method !== 'reg' && (fetch === 'path' || fetch === 'query');
+    // A lowered value's branches search without case, unless its family is the lowered value itself.
+    const open = lower && guardFamily(l) !== l.test ? '(?i:' : '(?:';
     for (const p of l.lines) {
       const re = method === 'reg' ? p : `${escapeRegex(p)}${method === 'end' && !moved ? '$' : ''}`;
       if (method === 'reg' && !BRANCHABLE(p)) alone.push(p);
-      else branches.push(lower && guardFamily(l) !== l.test ? `(?i:${re})` : `(?:${re})`);
+      else branches.push(`${open}${re})`);
     }
   }
   if (tree.length) return [...new Set(tree)];

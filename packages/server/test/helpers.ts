@@ -62,7 +62,7 @@ let template: Promise<Blob> | undefined;
  */
 export function migratedPglite(): Promise<Blob> {
   template ??= (async () => {
-    const sources = [new URL('../src/db/migrations.ts', import.meta.url), new URL('../../../node_modules/@electric-sql/pglite/package.json', import.meta.url)];
+    const sources = ['migrations.ts', 'database.ts'].map((f) => new URL(`../src/db/${f}`, import.meta.url)).concat(new URL('../../../node_modules/@electric-sql/pglite/package.json', import.meta.url));
     const file = await cachedInTmp('rampart-test-pgdump-', '.tar', sources, async (path) => {
       const lite = new PGlite();
       const db = new Kysely<DB>({ dialect: new PGliteDialect(lite) });
