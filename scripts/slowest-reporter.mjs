@@ -4,6 +4,7 @@
 // run-tests.mjs reads to start the longest files first.
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { relative } from 'node:path';
+import { source as sourceOf } from './build-tests.mjs';
 
 const FILES = 15;
 const TESTS = 10;
@@ -15,7 +16,7 @@ export default async function* slowest(source) {
     if (event.type !== 'test:pass' && event.type !== 'test:fail') continue;
     const { file, name, nesting, details } = event.data;
     const ms = details?.duration_ms ?? 0;
-    const where = file ? relative(process.cwd(), file) : '?';
+    const where = file ? relative(process.cwd(), sourceOf(file)) : '?';
     if (nesting === 0) files.set(where, (files.get(where) ?? 0) + ms);
     if (details?.type !== 'suite') tests.push({ where, name, ms });
   }

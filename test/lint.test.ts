@@ -5,10 +5,9 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
 import { test } from 'node:test';
+import { ROOT } from './support/root.js';
 
-const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const ESLINT = `${ROOT}node_modules/.bin/eslint`;
 const PRETTIER = `${ROOT}node_modules/.bin/prettier`;
 const TIMEOUT_MS = 5 * 60_000;

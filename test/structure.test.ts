@@ -2,14 +2,14 @@ import assert from 'node:assert/strict';
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve, sep } from 'node:path';
 import { test } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import madge from 'madge';
+import { ROOT } from './support/root.js';
 
 // docs/architecture.md "Packages": imports point one way. Inside each package's src no module
 // imports itself through others: a cycle, type-only imports included, fails here with its path.
 // Imports between packages are not followed (the TypeScript project references order those).
 
-const PACKAGES = fileURLToPath(new URL('../packages', import.meta.url));
+const PACKAGES = join(ROOT, 'packages');
 /** A relative module specifier: import ... from, export ... from, import '...', import('...'). */
 const SPECIFIER = /(?:\bfrom\s*|\bimport\s*\(?\s*)['"](\.{1,2}\/[^'"]+)['"]/g;
 

@@ -1,13 +1,13 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:net';
 import { once } from 'node:events';
-import { fileURLToPath } from 'node:url';
 import { cpSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { ROOT } from './root.js';
 import { cachedInTmp } from './tmp-cache.js';
 
-export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+export { ROOT };
 export const CLI = `${ROOT}packages/cli/dist/main.js`;
 
 /**
