@@ -1,4 +1,4 @@
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, extname, join } from 'node:path';
 import { brotliCompressSync, constants as zlib, gzipSync } from 'node:zlib';
@@ -40,16 +40,30 @@ interface Asset {
 
 const COMPRESSIBLE = new Set(['.html', '.js', '.css', '.svg', '.json']);
 
+/**
+ * Files already read, by path, size and modification time: compressing the build at the highest
+ * levels takes about a second of CPU, and a process that builds the app more than once (the
+ * tests build hundreds) does it once per file.
+ */
+const readAssets = new Map<string, Asset>();
+
 function readAsset(file: string): Asset {
+  const { size, mtimeMs } = statSync(file);
+  const key = `${file}\0${size}\0${mtimeMs}`;
+  const known = readAssets.get(key);
+  if (known) return known;
   const body = readFileSync(file);
   const ext = extname(file);
-  if (!COMPRESSIBLE.has(ext)) return { body, type: TYPES[ext]! };
-  return {
-    body,
-    type: TYPES[ext]!,
-    br: brotliCompressSync(body, { params: { [zlib.BROTLI_PARAM_QUALITY]: 11, [zlib.BROTLI_PARAM_SIZE_HINT]: body.length } }),
-    gzip: gzipSync(body, { level: 9 }),
-  };
+  const asset: Asset = COMPRESSIBLE.has(ext)
+    ? {
+        body,
+        type: TYPES[ext]!,
+        br: brotliCompressSync(body, { params: { [zlib.BROTLI_PARAM_QUALITY]: 11, [zlib.BROTLI_PARAM_SIZE_HINT]: body.length } }),
+        gzip: gzipSync(body, { level: 9 }),
+      }
+    : { body, type: TYPES[ext]! };
+  readAssets.set(key, asset);
+  return asset;
 }
 
 /** The smallest encoding the client accepts (brotli, gzip, none), with Vary set either way. */
