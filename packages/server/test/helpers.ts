@@ -59,14 +59,21 @@ let template: Promise<Blob> | undefined;
  * An in-memory embedded database with every migration run, as PGlite's data-directory tarball
  * (cachedInTmp: once per version of the migrations and of PGlite, shared by the test processes), so
  * a test database starts from it instead of running initdb and the migrations (about 3 s of CPU).
+ * The databases template0 and template1 are dropped from it: nothing here connects to them or
+ * creates a database, and a PGlite instance unpacks the whole tarball into memory, so without
+ * their 16 MB each test database starts in about two thirds of the CPU (0.43 s instead of 0.6 s).
  */
 export function migratedPglite(): Promise<Blob> {
   template ??= (async () => {
-    const sources = ['migrations.ts', 'database.ts'].map((f) => new URL(`../src/db/${f}`, import.meta.url)).concat(new URL('../../../node_modules/@electric-sql/pglite/package.json', import.meta.url));
+    const sources = ['../src/db/migrations.ts', '../src/db/database.ts', './helpers.ts', '../../../node_modules/@electric-sql/pglite/package.json'].map((f) => new URL(f, import.meta.url));
     const file = await cachedInTmp('rampart-test-pgdump-', '.tar', sources, async (path) => {
       const lite = new PGlite();
       const db = new Kysely<DB>({ dialect: new PGliteDialect(lite) });
       await migrate(db);
+      await lite.exec("UPDATE pg_database SET datistemplate = false WHERE datname IN ('template0', 'template1')");
+      await lite.exec('DROP DATABASE template0');
+      await lite.exec('DROP DATABASE template1');
+      await lite.exec('CHECKPOINT');
       const dump = await lite.dumpDataDir('none');
       await db.destroy();
       writeFileSync(path, Buffer.from(await dump.arrayBuffer()));
