@@ -1,6 +1,6 @@
-import { checkPorts } from './up.js';
 import { plansFromEnv, startServer, trustProxyFrom } from '@rampart/server';
 import { parseFlags, portFrom } from './args.js';
+import { checkPorts } from './ports.js';
 
 export const SERVE_HELP = `Usage: rampart serve [--port 8080] [--host 127.0.0.1] [--data-dir ./data] [--database-url URL]
                      [--trust-proxy ADDR[,CIDR...]] [--public-url URL]

@@ -1,13 +1,13 @@
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
-import { createServer as createTcpServer } from 'node:net';
 import { once } from 'node:events';
 import { join, resolve } from 'node:path';
 import { Agent } from '@rampart/agent';
 import { createDemoAccount, plansFromEnv, signupModeFrom, startServer, type RunningServer } from '@rampart/server';
 import { isIP } from 'node:net';
 import { parseFlags, portFrom, UsageError } from './args.js';
+import { checkPorts } from './ports.js';
 
 export const UP_HELP = `Usage: rampart up [--port 8080] [--http-port 8081] [--origin-port 8088] [--data-dir ./.rampart] [--haproxy PATH]
                   [--host 127.0.0.1]
@@ -84,47 +84,6 @@ async function loadOrCreateDemo(server: RunningServer, stateFile: string, origin
   const demo = { email, password, apiKey, serverToken: shield.connectionToken };
   writeFileSync(stateFile, JSON.stringify(demo, null, 2), { mode: 0o600 });
   return demo;
-}
-
-/** Whether host:port can be listened on right now; other errors (EACCES, ...) are thrown. */
-async function portIsFree(port: number, host: string): Promise<boolean> {
-  const probe = createTcpServer();
-  try {
-    await new Promise<void>((resolve, reject) => {
-      probe.once('error', reject);
-      probe.listen({ port, host, exclusive: true }, resolve);
-    });
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'EADDRINUSE') return false;
-    throw new Error(`port ${port} cannot be used (${(err as Error).message}); choose another`);
-  }
-  await new Promise((resolve) => probe.close(resolve));
-  return true;
-}
-
-/**
- * Every port `up` listens on, checked before anything starts: a taken one would otherwise leave a
- * half-started stack waiting (an origin that cannot listen, an HAProxy that keeps failing to bind).
- * Port 0 means "any free port" and needs no check.
- */
-export async function checkPorts(ports: readonly { flag: string; port: number }[], host: string): Promise<void> {
-  const problems: string[] = [];
-  const seen = new Map<number, string>();
-  for (const { flag, port } of ports) {
-    if (port === 0) continue;
-    const other = seen.get(port);
-    if (other) {
-      problems.push(`${other} and ${flag} are both ${port}; choose another with ${flag}`);
-      continue;
-    }
-    seen.set(port, flag);
-    try {
-      if (!(await portIsFree(port, host))) problems.push(`port ${port} is in use; choose another with ${flag}`);
-    } catch (err) {
-      problems.push(`${(err as Error).message} with ${flag}`);
-    }
-  }
-  if (problems.length) throw new Error(problems.join('\nrampart: '));
 }
 
 export async function upCommand(args: string[]): Promise<void> {
