@@ -3,18 +3,21 @@
 // node: on Node 20 a loader such as tsx runs its hooks on a separate thread, and starting it and
 // sending every import through it costs more than a second of CPU per test file.
 //
-// The output is a mirror of the repository under node_modules/.cache/rampart-tests: every .ts and
-// .tsx file of the packages, test/ and scripts/ compiled by esbuild to a .js beside a link to the
-// source, and every other file and folder a symbolic link to the original. Paths a module finds
-// through import.meta.url (Lua, goldens, migrations, docs) therefore resolve as they do from the
-// source tree, and a golden written through the mirror lands in the original file.
+// The output is a mirror of the repository under node_modules/.cache/rampart-tests/<pid>: every
+// .ts and .tsx file of the packages, test/ and scripts/ compiled by esbuild to a .js beside a link
+// to the source, and every other file and folder a symbolic link to the original. Paths a module
+// finds through import.meta.url (Lua, goldens, migrations, docs) therefore resolve as they do from
+// the source tree, and a golden written through the mirror lands in the original file. Each run
+// has a mirror of its own (two runs at once do not pull one from under the other), removed when
+// the run ends; one a killed run left behind goes at the next run.
 import { build } from 'esbuild';
 import { mkdirSync, readdirSync, rmSync, symlinkSync } from 'node:fs';
 import { join, relative, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 export const ROOT = fileURLToPath(new URL('..', import.meta.url));
-export const MIRROR = join(ROOT, 'node_modules', '.cache', 'rampart-tests');
+const MIRRORS = join(ROOT, 'node_modules', '.cache', 'rampart-tests');
+export const MIRROR = join(MIRRORS, String(process.pid));
 
 /** Folders whose TypeScript is compiled; everything else in the repository is linked. */
 const COMPILED = ['packages', 'test', 'scripts'];
@@ -42,9 +45,24 @@ function mirror(rel, folders) {
   }
 }
 
-/** Builds the mirror afresh; returns its root. */
+/** Whether a process with this id runs. */
+function alive(pid) {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return err.code === 'EPERM';
+  }
+}
+
+/** Builds this process's mirror afresh (and removes those of runs that are gone); returns its root. */
 export async function buildTests() {
+  mkdirSync(MIRRORS, { recursive: true });
+  for (const name of readdirSync(MIRRORS)) {
+    if (!/^\d+$/.test(name) || !alive(Number(name))) rmSync(join(MIRRORS, name), { recursive: true, force: true });
+  }
   rmSync(MIRROR, { recursive: true, force: true });
+  process.on('exit', () => rmSync(MIRROR, { recursive: true, force: true }));
   const sources = COMPILED.flatMap(sourcesIn);
   const folders = new Set(
     sources.flatMap((s) =>
@@ -71,9 +89,3 @@ export const compiled = (file) => join(MIRROR, relative(ROOT, file)).replace(/\.
 
 /** The source of a compiled test file (any other path is returned as it is). */
 export const source = (file) => (file.startsWith(`${MIRROR}/`) ? join(ROOT, relative(MIRROR, file)).replace(/\.js$/, '.ts') : file);
-
-if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  const started = Date.now();
-  const out = await buildTests();
-  console.log(`tests compiled to ${relative(ROOT, out)} in ${Date.now() - started} ms`);
-}
