@@ -1,5 +1,5 @@
 // Checking the ports a command will listen on before anything starts (serve and up). Kept apart
-// from up.ts so that \`rampart serve\` does not load the agent that \`up\` starts beside it.
+// from up.ts so that `rampart serve` does not load the agent that `up` starts beside it.
 import { createServer as createTcpServer } from 'node:net';
 
 /** Whether host:port can be listened on right now; other errors (EACCES, ...) are thrown. */
@@ -19,8 +19,8 @@ async function portIsFree(port: number, host: string): Promise<boolean> {
 }
 
 /**
- * Every port `up` listens on, checked before anything starts: a taken one would otherwise leave a
- * half-started stack waiting (an origin that cannot listen, an HAProxy that keeps failing to bind).
+ * Every port a command listens on, checked before anything starts: a taken one would otherwise
+ * leave a half-started stack waiting (an origin that cannot listen, an HAProxy that keeps failing to bind).
  * Port 0 means "any free port" and needs no check.
  */
 export async function checkPorts(ports: readonly { flag: string; port: number }[], host: string): Promise<void> {
