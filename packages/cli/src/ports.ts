@@ -20,8 +20,8 @@ async function portIsFree(port: number, host: string): Promise<boolean> {
 
 /**
  * Every port a command listens on, checked before anything starts: a taken one would otherwise
- * leave a half-started stack waiting (an origin that cannot listen, an HAProxy that keeps failing to bind).
- * Port 0 means "any free port" and needs no check.
+ * leave a half-started stack waiting (an origin that cannot listen, an HAProxy that keeps failing
+ * to bind). Port 0 means "any free port" and needs no check.
  */
 export async function checkPorts(ports: readonly { flag: string; port: number }[], host: string): Promise<void> {
   const problems: string[] = [];
