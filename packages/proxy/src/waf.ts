@@ -407,7 +407,8 @@ export function renderWaf(
         );
         decide(`str(rate_limited:${rate.id})`, ` { sc0_tracked } { sc_get_gpc0(0) gt ${rateLimitOf(rate.value)} }`);
         // Retry-After: the seconds left in the window (the age is below 60 in a window that counts).
-        lines.push(`    http-request set-var(txn.rp_retry) int(${RATE_WINDOW}),sub(txn.rp_age) if { var(txn.rp_hit) -m beg rate_limited: }`);
+        // Only for this step's own decision: a custom rate-limiting rule's 429 has set its own.
+        lines.push(`    http-request set-var(txn.rp_retry) int(${RATE_WINDOW}),sub(txn.rp_age) if { var(txn.rp_hit) -m str rate_limited:${rate.id} }`);
       }
       if (detects) {
         lines.push(
