@@ -32,6 +32,7 @@ import { customRuleRoutes } from './routes/rules.js';
 import { auditRoutes } from './routes/audit.js';
 import { analyticsRoutes } from './routes/analytics.js';
 import { ErrorBody } from './schemas.js';
+import { lazySchemaController } from './schema-compilers.js';
 import { SERVICE_VERSION } from './services/export.js';
 import type { SignupMode } from './services/signup.js';
 import { validationMessage } from './validation-message.js';
@@ -137,6 +138,8 @@ export async function buildApp(options: AppOptions): Promise<App> {
     // Requests Node's HTTP parser refuses never reach Fastify: answered here, on the socket.
     clientErrorHandler: clientError,
     ajv: { customOptions: { removeAdditional: false, coerceTypes: false, useDefaults: false, allErrors: true } },
+    // Fastify's compilers, each route's schemas compiled on the route's first request (schema-compilers.ts).
+    schemaController: lazySchemaController,
   }).withTypeProvider<TypeBoxTypeProvider>();
   app.server.maxConnections = listener.maxConnections;
   const { ctx } = options;

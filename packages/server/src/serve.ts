@@ -91,7 +91,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const deliveryConfig = options.delivery ?? deliveryConfigFromEnv(process.env);
   const billingIntervalSeconds = options.billingIntervalSeconds ?? billingIntervalFromEnv(process.env.RAMPART_BILLING_INTERVAL);
   if (!(billingIntervalSeconds > 0)) throw new Error('billingIntervalSeconds must be above 0');
-  const chain = options.chain === undefined ? chainConfigFromEnv(process.env) : (options.chain ?? undefined);
+  const chain = options.chain === undefined ? await chainConfigFromEnv(process.env) : (options.chain ?? undefined);
   const crawlerRanges = options.crawlerRanges === undefined ? crawlerRangesConfigFromEnv(process.env) : options.crawlerRanges;
   const paymentWebhookSecret = options.paymentWebhookSecret ?? (process.env.RAMPART_PAYMENT_WEBHOOK_SECRET || undefined);
   const trustProxy = options.trustProxy ?? trustProxyFrom(process.env.RAMPART_TRUST_PROXY, 'RAMPART_TRUST_PROXY');

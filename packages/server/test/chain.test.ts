@@ -59,17 +59,17 @@ describe('deposit addresses', () => {
   });
 });
 
-describe('chain settings', () => {
+describe('chain settings', async () => {
   const TOKEN = '0xA0b86991c6218b36c1d19D4a2e9Eb0cE3606eB48';
   const base = { RAMPART_CHAIN_RPC_URL: 'https://rpc.example.com/v1', RAMPART_CHAIN_XPUB: XPUB, RAMPART_CHAIN_TOKEN_ADDRESS: TOKEN };
 
-  test('off when none of RPC URL, xpub and token is set', () => {
-    assert.equal(chainConfigFromEnv({}), undefined);
-    assert.equal(chainConfigFromEnv({ RAMPART_CHAIN_RPC_URL: ' ', RAMPART_CHAIN_CONFIRMATIONS: '3' }), undefined);
+  test('off when none of RPC URL, xpub and token is set', async () => {
+    assert.equal(await chainConfigFromEnv({}), undefined);
+    assert.equal(await chainConfigFromEnv({ RAMPART_CHAIN_RPC_URL: ' ', RAMPART_CHAIN_CONFIRMATIONS: '3' }), undefined);
   });
 
-  test('defaults', () => {
-    assert.deepEqual(chainConfigFromEnv(base), {
+  test('defaults', async () => {
+    assert.deepEqual(await chainConfigFromEnv(base), {
       rpcUrl: 'https://rpc.example.com/v1',
       xpub: XPUB,
       token: TOKEN,
@@ -81,8 +81,8 @@ describe('chain settings', () => {
     });
   });
 
-  test('every setting given', () => {
-    const config = chainConfigFromEnv({
+  test('every setting given', async () => {
+    const config = await chainConfigFromEnv({
       ...base,
       RAMPART_CHAIN_TOKEN_ADDRESS: TOKEN.toLowerCase(),
       RAMPART_CHAIN_TOKEN_SYMBOL: 'USDT',
@@ -103,14 +103,14 @@ describe('chain settings', () => {
     });
   });
 
-  test('only some of the three required settings: the error lists the missing ones', () => {
-    assert.throws(() => chainConfigFromEnv({ RAMPART_CHAIN_RPC_URL: base.RAMPART_CHAIN_RPC_URL }), {
+  test('only some of the three required settings: the error lists the missing ones', async () => {
+    await assert.rejects(() => chainConfigFromEnv({ RAMPART_CHAIN_RPC_URL: base.RAMPART_CHAIN_RPC_URL }), {
       message: 'On-chain deposits need RAMPART_CHAIN_RPC_URL, RAMPART_CHAIN_XPUB, RAMPART_CHAIN_TOKEN_ADDRESS together; missing: RAMPART_CHAIN_XPUB, RAMPART_CHAIN_TOKEN_ADDRESS',
     });
-    assert.throws(() => chainConfigFromEnv({ ...base, RAMPART_CHAIN_XPUB: '' }), /missing: RAMPART_CHAIN_XPUB$/);
+    await assert.rejects(() => chainConfigFromEnv({ ...base, RAMPART_CHAIN_XPUB: '' }), /missing: RAMPART_CHAIN_XPUB$/);
   });
 
-  test('invalid values are refused, naming the variable', () => {
+  test('invalid values are refused, naming the variable', async () => {
     const cases: [Record<string, string>, RegExp][] = [
       [{ RAMPART_CHAIN_RPC_URL: 'not a url' }, /RAMPART_CHAIN_RPC_URL must be an http\(s\) URL/],
       [{ RAMPART_CHAIN_RPC_URL: 'wss://rpc.example.com' }, /RAMPART_CHAIN_RPC_URL must be an http\(s\) URL/],
@@ -128,7 +128,7 @@ describe('chain settings', () => {
       [{ RAMPART_CHAIN_POLL_MS: 'fast' }, /RAMPART_CHAIN_POLL_MS must be/],
     ];
     for (const [env, message] of cases) {
-      assert.throws(() => chainConfigFromEnv({ ...base, ...env }), message, JSON.stringify(env));
+      await assert.rejects(() => chainConfigFromEnv({ ...base, ...env }), message, JSON.stringify(env));
     }
   });
 

@@ -1,7 +1,7 @@
 // On-chain deposit settings from the environment (docs/billing.md, "On-chain deposits"), and the
-// conversion between token base units and the cents every balance is kept in.
-import { getAddress, isAddress } from 'viem';
-import { parseAccountXpub } from './addresses.js';
+// conversion between token base units and the cents every balance is kept in. viem (half a second
+// of CPU to load) is loaded only when the chain is configured: every control plane reads this
+// module, few of them take deposits on a chain.
 
 export interface ChainConfig {
   /** EVM JSON-RPC endpoint (http or https) the watcher polls. */
@@ -35,7 +35,7 @@ const MAX_DECIMALS = 255;
  * are set or any value is invalid, so a half-configured deployment fails at startup rather than
  * handing out addresses nobody watches.
  */
-export function chainConfigFromEnv(env: Readonly<Record<string, string | undefined>>): ChainConfig | undefined {
+export async function chainConfigFromEnv(env: Readonly<Record<string, string | undefined>>): Promise<ChainConfig | undefined> {
   const value = (name: string): string | undefined => {
     const v = env[name]?.trim();
     return v ? v : undefined;
@@ -46,11 +46,11 @@ export function chainConfigFromEnv(env: Readonly<Record<string, string | undefin
     throw new Error(`On-chain deposits need ${REQUIRED.join(', ')} together; missing: ${missing.join(', ')}`);
   }
   const xpub = value('RAMPART_CHAIN_XPUB')!;
-  parseAccountXpub(xpub);
+  (await import('./addresses.js')).parseAccountXpub(xpub);
   return {
     rpcUrl: rpcUrl(value('RAMPART_CHAIN_RPC_URL')!),
     xpub,
-    token: tokenAddress(value('RAMPART_CHAIN_TOKEN_ADDRESS')!),
+    token: await tokenAddress(value('RAMPART_CHAIN_TOKEN_ADDRESS')!),
     symbol: symbol(value('RAMPART_CHAIN_TOKEN_SYMBOL') ?? DEFAULT_SYMBOL),
     decimals: wholeNumber('RAMPART_CHAIN_TOKEN_DECIMALS', value('RAMPART_CHAIN_TOKEN_DECIMALS'), DEFAULT_DECIMALS, 0, MAX_DECIMALS),
     network: network(value('RAMPART_CHAIN_NETWORK')),
@@ -73,7 +73,8 @@ function rpcUrl(raw: string): string {
 }
 
 /** Mixed-case input must carry a correct EIP-55 checksum: that catches a mistyped character. */
-function tokenAddress(raw: string): `0x${string}` {
+async function tokenAddress(raw: string): Promise<`0x${string}`> {
+  const { getAddress, isAddress } = await import('viem');
   if (!isAddress(raw)) {
     throw new Error(`RAMPART_CHAIN_TOKEN_ADDRESS must be a 0x-prefixed 20-byte contract address (with a valid checksum if mixed-case), not ${JSON.stringify(raw)}`);
   }

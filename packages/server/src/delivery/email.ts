@@ -1,7 +1,12 @@
-import nodemailer, { type NodemailerError, type Transporter } from 'nodemailer';
+import { createRequire } from 'node:module';
+import type { NodemailerError, Transporter } from 'nodemailer';
 import { shortError, stopwatch, type DeliverableNotification, type DeliveryResult } from './types.js';
 
-// E-mail delivery: one plain-text message per notification (docs/notifications.md).
+// E-mail delivery: one plain-text message per notification (docs/notifications.md). nodemailer
+// (650 KB of code, a tenth of a second or more to load) is loaded when a transport is made, that
+// is only by a control plane with SMTP configured.
+
+const load = createRequire(import.meta.url);
 
 /**
  * A transport for the operator's SMTP server URL, e.g. `smtp://user:pass@mail.example.com:587`
@@ -9,6 +14,7 @@ import { shortError, stopwatch, type DeliverableNotification, type DeliveryResul
  * delivery far longer than a retry is worth; the URL's query can still set them.
  */
 export function emailTransport(smtpUrl: string): Transporter {
+  const nodemailer = load('nodemailer') as typeof import('nodemailer');
   return nodemailer.createTransport({ url: smtpUrl, connectionTimeout: 10_000, greetingTimeout: 10_000, socketTimeout: 30_000 });
 }
 

@@ -4,7 +4,7 @@
 // transfers of a named transaction to a deposit's address (transfersToDeposit, creditTransfer:
 // billing-deposits.ts confirms with them) and the network's name (chainNetwork).
 import { toCents, type ChainConfig } from '../chain/config.js';
-import { ChainWatcher, type ConfirmedTransfer } from '../chain/watcher.js';
+import type { ChainWatcher, ConfirmedTransfer } from '../chain/watcher.js';
 import type { ServiceContext } from '../context.js';
 import { readJobState, writeJobState } from '../data/job-state.js';
 import { findCredit, findDepositByAddress, lockDeposit, watchedDepositAddresses, type PaymentKey, type TransactionRow } from '../data/transactions.js';
@@ -74,8 +74,12 @@ export async function creditChainPayment(ctx: ServiceContext, c: ChainCredit): P
   }
 }
 
-/** A watcher of the configured chain, reading from `fromBlock` (the stored cursor) when given. */
-function chainWatcher(chain: ChainConfig, fromBlock?: bigint): ChainWatcher {
+/**
+ * A watcher of the configured chain, reading from `fromBlock` (the stored cursor) when given. Its
+ * module, and viem with it, is loaded with the first watcher (chain/config.ts says why).
+ */
+async function chainWatcher(chain: ChainConfig, fromBlock?: bigint): Promise<ChainWatcher> {
+  const { ChainWatcher } = await import('../chain/watcher.js');
   return new ChainWatcher({ rpcUrl: chain.rpcUrl, token: chain.token, confirmations: chain.confirmations, network: chain.network, fromBlock });
 }
 
@@ -85,7 +89,7 @@ function chainKey(chain: ChainConfig): Promise<string> {
   let key = chainKeys.get(chain.rpcUrl);
   if (!key) {
     key = chainWatcher(chain)
-      .chainId()
+      .then((watcher) => watcher.chainId())
       .then((id) => `eip155:${id}`);
     chainKeys.set(chain.rpcUrl, key);
     key.catch(() => chainKeys.delete(chain.rpcUrl)); // asked again next time
@@ -112,7 +116,7 @@ export async function pollChainDeposits(ctx: ServiceContext, chain: ChainConfig 
   if (!chain) return [];
   const key = await chainKey(chain);
   const stored = await readJobState(ctx.db, CHAIN_CURSOR);
-  const watcher = chainWatcher(chain, stored !== undefined && /^\d+$/.test(stored) ? BigInt(stored) : undefined);
+  const watcher = await chainWatcher(chain, stored !== undefined && /^\d+$/.test(stored) ? BigInt(stored) : undefined);
   // Read just before the poll (see ChainWatcher.poll).
   const now = ctx.now().getTime();
   const addresses = await watchedDepositAddresses(ctx.db, { expiresAfter: new Date(now - EXPIRED_WATCH_MS), confirmedSince: new Date(now - REPAYMENT_WATCH_MS) });
@@ -132,7 +136,7 @@ export async function pollChainDeposits(ctx: ServiceContext, chain: ChainConfig 
  * needs (a reorganisation could still drop it), or when it pays the address nothing.
  */
 export async function transfersToDeposit(chain: ChainConfig, dep: TransactionRow, hash: `0x${string}`, logIndex: number | undefined): Promise<ChainCredit[]> {
-  const seen = await askChain(() => chainWatcher(chain).transaction(hash));
+  const seen = await askChain(async () => (await chainWatcher(chain)).transaction(hash));
   if (seen.state === 'unknown') throw invalidField('txHash', `no such transaction on ${dep.network ?? 'the chain'} (or not mined yet)`);
   if (seen.state === 'shallow') {
     throw new AppError('transfer_not_final', `txHash: the transaction is ${seen.depth} block(s) deep and counts at ${chain.confirmations}: confirm it then`);
@@ -162,7 +166,7 @@ export async function chainNetwork(chain: ChainConfig): Promise<string> {
   if (!name) {
     let timer: NodeJS.Timeout | undefined;
     const late = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error('no answer')), NETWORK_NAME_TIMEOUT_MS)));
-    name = Promise.race([chainWatcher(chain).network(), late]).finally(() => clearTimeout(timer));
+    name = Promise.race([chainWatcher(chain).then((watcher) => watcher.network()), late]).finally(() => clearTimeout(timer));
     networkNames.set(chain.rpcUrl, name);
     name.catch(() => networkNames.delete(chain.rpcUrl)); // asked again next time
   }

@@ -4,7 +4,6 @@
 // transaction's transfers, read from the chain and credited as the chain watcher does); and the
 // payment processor's webhook: its signature and its events.
 import { createHmac, timingSafeEqual } from 'node:crypto';
-import { depositAddress } from '../chain/addresses.js';
 import type { ServiceContext } from '../context.js';
 import { isUuid } from '../values.js';
 import { newId } from '../crypto.js';
@@ -37,6 +36,8 @@ export const DEPOSIT_TTL_MS = 24 * 3_600_000;
 export async function createDeposit(ctx: ServiceContext, accountId: string, amountCents: number, actor: Actor = SYSTEM_ACTOR) {
   const chain = ctx.billing?.chain;
   const network = chain ? await chainNetwork(chain) : undefined;
+  // Loaded here rather than with this module: it brings viem (chain/config.ts says why).
+  const { depositAddress } = await import('../chain/addresses.js');
   const row = await ctx.db.transaction().execute(async (tx) => {
     if (!(await lockAccount(tx, accountId))) throw new AppError('account_not_found');
     const now = ctx.now();

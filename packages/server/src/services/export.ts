@@ -1,5 +1,6 @@
 import { formatHostPort, originTarget } from '@rampart/protocol';
-import { renderExportTemplate } from '@rampart/proxy';
+// Only the template's module: the package's index also builds the WAF's gate, which the control plane never needs.
+import { renderExportTemplate } from '@rampart/proxy/export-template';
 import type { ServiceContext } from '../context.js';
 import { portableRules } from '../data/waf-rules.js';
 import { listDomains } from './domains.js';
