@@ -9,7 +9,8 @@ import { CertificateManager, type CertStatusReport } from '../src/certificates/m
 import { checkPointsHere } from '../src/certificates/resolve.js';
 import { ChallengeResponder } from '../src/certificates/responder.js';
 import { CertificateStore } from '../src/certificates/store.js';
-import type { ChallengeHooks } from '../src/certificates/issuer.js';
+import acme from 'acme-client';
+import { directoryUrl, LETS_ENCRYPT, type ChallengeHooks } from '../src/certificates/issuer.js';
 import { FakeClock } from './fake-clock.js';
 import { selfSignedCertificate } from '../../../test/support/certificates.js';
 
@@ -322,4 +323,12 @@ describe('ChallengeResponder', () => {
       await r.close();
     }
   });
+});
+
+test("--acme-directory: Let's Encrypt's directories are acme-client's, a URL is taken as given", () => {
+  assert.deepEqual(LETS_ENCRYPT, { production: acme.directory.letsencrypt.production, staging: acme.directory.letsencrypt.staging });
+  assert.equal(directoryUrl(undefined), acme.directory.letsencrypt.production);
+  assert.equal(directoryUrl('production'), acme.directory.letsencrypt.production);
+  assert.equal(directoryUrl('staging'), acme.directory.letsencrypt.staging);
+  assert.equal(directoryUrl('https://127.0.0.1:14000/dir'), 'https://127.0.0.1:14000/dir');
 });

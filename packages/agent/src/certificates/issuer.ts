@@ -1,8 +1,19 @@
 import { chmod, mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
-import acme from 'acme-client';
+import type acme from 'acme-client';
 
-export const LETS_ENCRYPT = { production: acme.directory.letsencrypt.production, staging: acme.directory.letsencrypt.staging } as const;
+/**
+ * acme-client, with node-forge, axios and its ASN.1 libraries (about 1.5 MB of code, a third of
+ * the agent's start), is loaded with the first certificate order: an agent without a TLS domain
+ * never loads it.
+ */
+const acmeClient = async () => (await import('acme-client')).default;
+
+/** Let's Encrypt's directories (acme-client's `directory.letsencrypt`; test/certificates.test.ts compares). */
+export const LETS_ENCRYPT = {
+  production: 'https://acme-v02.api.letsencrypt.org/directory',
+  staging: 'https://acme-staging-v02.api.letsencrypt.org/directory',
+} as const;
 
 /** `--acme-directory`: a URL, or `production`/`staging` for Let's Encrypt's. */
 export function directoryUrl(flag: string | undefined): string {
@@ -45,6 +56,7 @@ export class AcmeIssuer implements CertificateIssuer {
 
   private async account(): Promise<acme.Client> {
     if (this.client) return this.client;
+    const acme = await acmeClient();
     let saved: AccountFile | undefined;
     try {
       saved = JSON.parse(await readFile(this.options.accountFile, 'utf8')) as AccountFile;
@@ -77,6 +89,7 @@ export class AcmeIssuer implements CertificateIssuer {
 
   async issue(domain: string, hooks: ChallengeHooks): Promise<IssuedCertificate> {
     const client = await this.account();
+    const acme = await acmeClient();
     const key = await acme.crypto.createPrivateEcdsaKey('P-256');
     const [, csr] = await acme.crypto.createCsr({ commonName: domain, altNames: [domain] }, key);
     const chainPem = await client.auto({
