@@ -8,12 +8,16 @@ import { CLI, freePort, startProcess, startServe, waitFor, type Proc } from './p
 
 export const ADMIN = 'e2e-admin-token';
 
-/** A tiny origin that answers every request with its name (and echoes the headers it got). */
+/**
+ * A tiny origin that answers every request with its name (and echoes the headers it got). `hits`
+ * counts the requests HAProxy forwarded for a client (they carry X-Forwarded-For), not its health
+ * checks, which may arrive at any moment.
+ */
 export async function startOrigin(name: string): Promise<{ port: number; server: Server; hits: number; close(): Promise<void> }> {
   const port = await freePort();
   const state = { hits: 0 };
   const server = createServer((req, res) => {
-    state.hits++;
+    if (req.headers['x-forwarded-for'] !== undefined) state.hits++;
     res.setHeader('content-type', 'application/json');
     res.end(JSON.stringify({ origin: name, url: req.url, headers: req.headers }));
   });
