@@ -54,6 +54,8 @@ if (TSX && !process.env.RAMPART_TEST_RUNNER) {
   process.exit(res.status ?? 1);
 }
 if (!TSX) await buildTests();
+// Every Node process of the run, test files and the processes they start: scripts/test-preload.mjs.
+process.env.NODE_OPTIONS = [process.env.NODE_OPTIONS, `--import=${new URL('./test-preload.mjs', import.meta.url).href}`].filter(Boolean).join(' ');
 // Three files at once on two cores: many end-to-end tests wait on processes and the network.
 const concurrency = Number(process.env.RAMPART_TEST_CONCURRENCY ?? 3);
 const stream = run({ files: files.map((f) => (TSX ? resolve(f) : compiled(resolve(f)))), concurrency });
