@@ -36,15 +36,15 @@ export const DEPOSIT_TTL_MS = 24 * 3_600_000;
 export async function createDeposit(ctx: ServiceContext, accountId: string, amountCents: number, actor: Actor = SYSTEM_ACTOR) {
   const chain = ctx.billing?.chain;
   const network = chain ? await chainNetwork(chain) : undefined;
-  // Loaded here rather than with this module: it brings viem (chain/config.ts says why).
-  const { depositAddress } = await import('../chain/addresses.js');
+  // Loaded with a chain only, not with this module: it brings viem (chain/config.ts says why).
+  const depositAddress = chain ? (await import('../chain/addresses.js')).depositAddress : undefined;
   const row = await ctx.db.transaction().execute(async (tx) => {
     if (!(await lockAccount(tx, accountId))) throw new AppError('account_not_found');
     const now = ctx.now();
     if ((await openDepositCount(tx, accountId, now)) >= MAX_OPEN_DEPOSITS) throw new AppError('deposit_limit');
     const base = { id: newId(), account_id: accountId, kind: 'deposit', amount_cents: amountCents, status: 'pending', created_at: now, expires_at: new Date(now.getTime() + DEPOSIT_TTL_MS) };
     await recordAudit(tx, ctx, accountId, actor, { objectType: 'deposit', objectId: base.id, action: 'create', after: { amount: dollars(amountCents), status: 'pending' } });
-    if (!chain || network === undefined) return insertTransaction(tx, base);
+    if (!chain || network === undefined || !depositAddress) return insertTransaction(tx, base);
     const index = await nextDepositAddressIndex(tx);
     const address = depositAddress(chain.xpub, index);
     return insertTransaction(tx, {
