@@ -15,7 +15,12 @@ import type { FastifyServerOptions } from 'fastify';
 type Compilers = NonNullable<NonNullable<FastifyServerOptions['schemaController']>['compilersFactory']>;
 /** What Fastify hands a compiler: the schema and where it is used. */
 type RouteSchema = { schema: unknown; method: string; url: string };
-/** A compiled validator: true or false, and on false its `errors`, which Fastify reads from the function. */
+/**
+ * A compiled validator: true or false, and on false its `errors`, which Fastify reads from the
+ * function. Fastify hands Ajv's own functions the request as the parent of the value, so that
+ * coercion or defaults can replace a whole request part; the wrapper has no such parent, which
+ * is right only while app.ts keeps coerceTypes, useDefaults and removeAdditional off.
+ */
 type Validate = ((data: unknown) => unknown) & { errors?: unknown };
 type Compile<F> = (route: RouteSchema) => F;
 // @fastify/ajv-compiler types its compiler as Ajv's compile(schema); Fastify calls it with the route's
