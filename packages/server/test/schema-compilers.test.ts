@@ -37,11 +37,11 @@ test('every schema of every route compiles with Fastify’s own compilers', asyn
   await app.close();
 });
 
-test('compiled on first use: a bad body is refused naming the field, a good one answered through the serializer', async () => {
+test('through the lazy compilers: a bad body is refused naming the field, every time; a good one is answered by its serializer', async () => {
   const { app } = await makeTestApp();
   const { key } = await newAccount(app);
-  // A request to another route compiles nothing of this one; its first request does, and the
-  // validator's errors reach the answer (Fastify reads them from the function it called).
+  // The first request compiles the route's validator, the second uses it: both answers carry the
+  // validator's errors, which Fastify reads from the function it called (the wrapper copies them).
   const bad = await call(app, 'POST', '/api/servers', { key, body: { name: 7 } });
   assert.equal(bad.status, 400);
   assert.match(bad.body.error, /name/);
