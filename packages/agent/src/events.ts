@@ -208,6 +208,12 @@ export class EventCollector {
   private readonly rows: EventRowShares;
   /** The latest time a line carried: events whose window it has passed take no more repeats. */
   private latest = 0;
+  /**
+   * Whether the last shipment was taken. While the service is away, a full queue waits for the
+   * timer's next try instead of being offered again with every line (which made each line of a
+   * flood cost a batch's worth of work).
+   */
+  private reachable = true;
 
   constructor(
     private readonly ship: (events: WafEventItem[]) => boolean,
@@ -273,11 +279,13 @@ export class EventCollector {
     } else {
       takeEventRow(e.reason, this.taken);
       const opened: OpenEvent = { first: e, pending: 0, lastTs: e.ts, ids: [], idsLeft: IDS_PER_EVENT };
+      // deleted first, so that the map stays in the order events opened (forgetClosed relies on it)
+      this.open.delete(key);
       this.open.set(key, opened);
       this.fold(opened, e);
     }
     if (this.queue.length > MAX_BUFFERED) clearPending(this.queue.shift()!); // the oldest is given up
-    if (this.queue.length >= BATCH) this.flush();
+    if (this.queue.length >= BATCH && this.reachable) this.flush();
   }
 
   /** Counts one occurrence into the event, queued to ship if it had nothing pending. */
@@ -297,7 +305,8 @@ export class EventCollector {
   flush(): void {
     while (this.queue.length > 0) {
       const events = this.queue.slice(0, BATCH);
-      if (!this.ship(events.map(shipped))) break;
+      this.reachable = this.ship(events.map(shipped));
+      if (!this.reachable) break;
       for (const o of this.queue.splice(0, events.length)) clearPending(o);
     }
     this.forgetClosed();
@@ -305,10 +314,17 @@ export class EventCollector {
 
   /**
    * Events whose window the latest line has passed take no more repeats (by the lines' clock, the
-   * one folding compares): the map holds about a window's events, never more than a day's.
+   * one folding compares): the map holds about a window's events, never more than a day's. The map
+   * is in the order events opened, which is the lines' order, so the sweep stops at the first
+   * event still open: a flush costs the events it forgets, not every open one. A line that arrives
+   * out of order can hold back an older event until its own window closes; folding checks the
+   * window itself, so such an event only waits longer to be forgotten.
    */
   private forgetClosed(): void {
-    for (const [key, o] of this.open) if (this.latest - o.first.ts > FOLD_WINDOW_SECONDS) this.open.delete(key);
+    for (const [key, o] of this.open) {
+      if (this.latest - o.first.ts <= FOLD_WINDOW_SECONDS) break;
+      this.open.delete(key);
+    }
   }
 
   close(): void {

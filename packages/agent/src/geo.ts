@@ -1,9 +1,8 @@
 import { createHash } from 'node:crypto';
-import { createReadStream, existsSync } from 'node:fs';
-import { mkdir, rename, writeFile } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
-import { createInterface } from 'node:readline';
 import { canonicalIPv6, parseRuleExpression, ruleCountries, type ServerSnapshot } from '@rampart/protocol';
 
 // The CIDR -> country map HAProxy looks up natively (map_ip), generated from the CC0 data set
@@ -16,20 +15,24 @@ export function rangeToCidrs(start: bigint, end: bigint, bits: number): { base: 
   const out: { base: bigint; prefix: number }[] = [];
   let cur = start;
   while (cur <= end) {
-    let size = 0;
-    // grow the block while it stays aligned and inside the range
-    while (size < bits && (cur & ((1n << BigInt(size + 1)) - 1n)) === 0n && cur + (1n << BigInt(size + 1)) - 1n <= end) size++;
+    // The largest block at cur: aligned (no more bits than cur's trailing zeros, all of them for
+    // 0) and inside the range (no more than the bits of what is left). Two BigInt operations a
+    // block instead of one per bit: the IPv6 half of the country map is 200,000 ranges.
+    const aligned = cur === 0n ? bits : bitLength(cur & -cur) - 1;
+    const size = Math.min(aligned, bitLength(end - cur + 1n) - 1);
     out.push({ base: cur, prefix: bits - size });
     cur += 1n << BigInt(size);
   }
   return out;
 }
 
+/** The number of bits of a positive integer. */
+const bitLength = (n: bigint) => n.toString(2).length;
+
 /** An address of 128 bits in the one spelling of canonicalIPv6 (RFC 5952). */
 export function ipv6ToText(n: bigint): string {
-  const groups: string[] = [];
-  for (let i = 7; i >= 0; i--) groups.push(((n >> BigInt(i * 16)) & 0xffffn).toString(16));
-  return canonicalIPv6(groups.join(':'));
+  const hex = n.toString(16).padStart(32, '0');
+  return canonicalIPv6(hex.replace(/(.{4})(?!$)/g, '$1:'));
 }
 
 /** rangeToCidrs for IPv4 in plain numbers (exact below 2^53), several times faster than BigInt. */
@@ -48,8 +51,8 @@ export function rangeToCidrs4(start: number, end: number): { base: number; prefi
 const ipv4Number = (n: number) => `${Math.floor(n / 16777216) % 256}.${Math.floor(n / 65536) % 256}.${Math.floor(n / 256) % 256}.${n % 256}`;
 
 async function convert(csv: string, family: 4 | 6, lines: string[]): Promise<void> {
-  const rl = createInterface({ input: createReadStream(csv), crlfDelay: Infinity });
-  for await (const line of rl) {
+  // read whole (8 and 17 MB), which is several times faster than line by line through readline
+  for (const line of (await readFile(csv, 'latin1')).split(/\r?\n/)) {
     const [a, b, cc] = line.split(',');
     if (!a || !b || !cc || !/^[A-Z]{2}$/.test(cc)) continue;
     if (family === 4) for (const c of rangeToCidrs4(Number(a), Number(b))) lines.push(`${ipv4Number(c.base)}/${c.prefix} ${cc}`);
@@ -94,9 +97,7 @@ export async function ensureCountrySubset(dir: string, countries: readonly strin
   const out = full.replace(/\.map$/, `-${tag}.map`);
   if (existsSync(out)) return out;
   const keep = new Set(wanted);
-  const lines: string[] = [];
-  const rl = createInterface({ input: createReadStream(full), crlfDelay: Infinity });
-  for await (const line of rl) if (keep.has(line.slice(-2))) lines.push(line);
+  const lines = (await readFile(full, 'latin1')).split('\n').filter((line) => keep.has(line.slice(-2)));
   await writeFile(`${out}.tmp`, lines.length ? `${lines.join('\n')}\n` : '');
   await rename(`${out}.tmp`, out);
   return out;

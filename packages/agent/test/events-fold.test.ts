@@ -224,13 +224,17 @@ describe('folding at the agent', () => {
 
   test('while the service is away at most 5,000 events wait to be shipped; the oldest is given up', () => {
     let online = false;
+    let offers = 0;
     const shipped: WafEventItem[] = [];
     const c = new EventCollector(
-      (b) => (online ? (shipped.push(...b), true) : false),
+      (b) => (offers++, online ? (shipped.push(...b), true) : false),
       () => new Date('2026-11-22T10:00:00Z'),
       2 * AGENT_LIMITS.bufferedEvents,
     );
     for (let i = 0; i <= AGENT_LIMITS.bufferedEvents; i++) c.accept(line({ ip: ipOf(i), reason: 'sqli_detected', rule: '-', id: `q${i}` }));
+    // A refused batch waits for the next flush (the timer's, once a second): a flood while the
+    // service is away is not offered again with every line.
+    assert.equal(offers, 1, 'the full queue was offered once, when it first filled a batch');
     c.flush();
     online = true;
     c.flush();
