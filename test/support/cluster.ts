@@ -88,8 +88,18 @@ export interface AgentStartOptions {
   env?: Record<string, string>;
 }
 
+/**
+ * Data directories startAgent made, removed when the test process exits (not when the agent
+ * stops: a test may start another agent on the same directory, as a restart).
+ */
+const agentDirs: string[] = [];
+process.once('exit', () => {
+  for (const dir of agentDirs) rmSync(dir, { recursive: true, force: true });
+});
+
 export async function startAgent(opts: AgentStartOptions): Promise<AgentProc> {
   const dataDir = opts.dataDir ?? mkdtempSync(join(tmpdir(), 'rampart-agent-'));
+  if (!opts.dataDir) agentDirs.push(dataDir);
   const httpPort = opts.httpPort ?? (await freePort());
   const proc = startProcess(
     process.execPath,
