@@ -53,54 +53,48 @@ export async function backends(): Promise<Backend[]> {
   return (await postgresUrl()) ? ['pglite', 'postgres'] : ['pglite'];
 }
 
+/**
+ * An embedded database that `prepare` leaves in memory, as PGlite's data-directory tarball, made
+ * once per version of `sources` (relative to this file) and shared by the test processes through
+ * cachedInTmp: a test database starts from it instead of running initdb (about 2 s of CPU).
+ */
+async function cachedPglite(prefix: string, sources: string[], prepare: (lite: PGlite) => Promise<void>): Promise<Blob> {
+  const urls = [...sources, '../../../node_modules/@electric-sql/pglite/package.json'].map((f) => new URL(f, import.meta.url));
+  const file = await cachedInTmp(prefix, '.tar', urls, async (path) => {
+    const lite = new PGlite();
+    await prepare(lite);
+    await lite.exec('CHECKPOINT');
+    const dump = await lite.dumpDataDir('none');
+    await lite.close();
+    writeFileSync(path, Buffer.from(await dump.arrayBuffer()));
+  });
+  return new Blob([readFileSync(file)]);
+}
+
 let template: Promise<Blob> | undefined;
 
 /**
- * An in-memory embedded database with every migration run, as PGlite's data-directory tarball
- * (cachedInTmp: once per version of the migrations and of PGlite, shared by the test processes), so
- * a test database starts from it instead of running initdb and the migrations (about 3 s of CPU).
- * The databases template0 and template1 are dropped from it: nothing here connects to them or
- * creates a database, and a PGlite instance unpacks the whole tarball into memory, so without
- * their 16 MB each test database starts in about two thirds of the CPU (0.43 s instead of 0.6 s).
+ * An embedded database with every migration run (cachedPglite), so a test database starts from it
+ * instead of running initdb and the migrations (about 3 s of CPU). The databases template0 and
+ * template1 are dropped from it: nothing here connects to them or creates a database, and a PGlite
+ * instance unpacks the whole tarball into memory, so without their 16 MB each test database starts
+ * in about two thirds of the CPU (0.43 s instead of 0.6 s).
  */
 export function migratedPglite(): Promise<Blob> {
-  template ??= (async () => {
-    const sources = ['../src/db/migrations.ts', '../src/db/database.ts', './helpers.ts', '../../../node_modules/@electric-sql/pglite/package.json'].map((f) => new URL(f, import.meta.url));
-    const file = await cachedInTmp('rampart-test-pgdump-', '.tar', sources, async (path) => {
-      const lite = new PGlite();
-      const db = new Kysely<DB>({ dialect: new PGliteDialect(lite) });
-      await migrate(db);
-      await lite.exec("UPDATE pg_database SET datistemplate = false WHERE datname IN ('template0', 'template1')");
-      await lite.exec('DROP DATABASE template0');
-      await lite.exec('DROP DATABASE template1');
-      await lite.exec('CHECKPOINT');
-      const dump = await lite.dumpDataDir('none');
-      await db.destroy();
-      writeFileSync(path, Buffer.from(await dump.arrayBuffer()));
-    });
-    return new Blob([readFileSync(file)]);
-  })();
+  template ??= cachedPglite('rampart-test-pgdump-', ['../src/db/migrations.ts', '../src/db/database.ts', './helpers.ts'], async (lite) => {
+    await migrate(new Kysely<DB>({ dialect: new PGliteDialect(lite) }));
+    await lite.exec("UPDATE pg_database SET datistemplate = false WHERE datname IN ('template0', 'template1')");
+    await lite.exec('DROP DATABASE template0');
+    await lite.exec('DROP DATABASE template1');
+  });
   return template;
 }
 
 let empty: Promise<Blob> | undefined;
 
-/**
- * A new embedded database before any migration, as PGlite's data-directory tarball (cachedInTmp,
- * like migratedPglite): migrateOver starts from it instead of running initdb (about 2 s of CPU).
- */
+/** A new embedded database before any migration (cachedPglite): where migrateOver starts. */
 function emptyPglite(): Promise<Blob> {
-  empty ??= (async () => {
-    const sources = ['./helpers.ts', '../../../node_modules/@electric-sql/pglite/package.json'].map((f) => new URL(f, import.meta.url));
-    const file = await cachedInTmp('rampart-test-pgempty-', '.tar', sources, async (path) => {
-      const lite = new PGlite();
-      await lite.exec('CHECKPOINT');
-      const dump = await lite.dumpDataDir('none');
-      await lite.close();
-      writeFileSync(path, Buffer.from(await dump.arrayBuffer()));
-    });
-    return new Blob([readFileSync(file)]);
-  })();
+  empty ??= cachedPglite('rampart-test-pgempty-', ['./helpers.ts'], async () => {});
   return empty;
 }
 
