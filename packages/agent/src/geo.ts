@@ -16,8 +16,8 @@ export function rangeToCidrs(start: bigint, end: bigint, bits: number): { base: 
   let cur = start;
   while (cur <= end) {
     // The largest block at cur: aligned (no more bits than cur's trailing zeros, all of them for
-    // 0) and inside the range (no more than the bits of what is left). Two BigInt operations a
-    // block instead of one per bit: the IPv6 half of the country map is 200,000 ranges.
+    // 0) and inside the range (no more than the bits of what is left). A few BigInt operations a
+    // block instead of a few per bit: the IPv6 half of the country map is 216,000 ranges.
     const aligned = cur === 0n ? bits : bitLength(cur & -cur) - 1;
     const size = Math.min(aligned, bitLength(end - cur + 1n) - 1);
     out.push({ base: cur, prefix: bits - size });
