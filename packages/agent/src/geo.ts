@@ -50,15 +50,27 @@ export function rangeToCidrs4(start: number, end: number): { base: number; prefi
 
 const ipv4Number = (n: number) => `${Math.floor(n / 16777216) % 256}.${Math.floor(n / 65536) % 256}.${Math.floor(n / 256) % 256}.${n % 256}`;
 
-async function convert(csv: string, family: 4 | 6, lines: string[]): Promise<void> {
+/** A range of addresses of one family, both ends included, and the country the data set gives it. */
+export interface CountryRange {
+  start: bigint;
+  end: bigint;
+  country: string;
+}
+
+/** The rows of one of the data set's CSV files ("<first>,<last>,<CC>", addresses as integers), in its order. */
+async function readRanges(csv: string): Promise<CountryRange[]> {
+  const out: CountryRange[] = [];
   // read whole (8 and 17 MB), which is several times faster than line by line through readline
   for (const line of (await readFile(csv, 'latin1')).split(/\r?\n/)) {
     const [a, b, cc] = line.split(',');
     if (!a || !b || !cc || !/^[A-Z]{2}$/.test(cc)) continue;
-    if (family === 4) for (const c of rangeToCidrs4(Number(a), Number(b))) lines.push(`${ipv4Number(c.base)}/${c.prefix} ${cc}`);
-    else for (const c of rangeToCidrs(BigInt(a), BigInt(b), 128)) lines.push(`${ipv6ToText(c.base)}/${c.prefix} ${cc}`);
+    out.push({ start: BigInt(a), end: BigInt(b), country: cc });
   }
+  return out;
 }
+
+const DATA_FILES = { 4: 'geo-whois-asn-country-ipv4-num.csv', 6: 'geo-whois-asn-country-ipv6-num.csv' } as const;
+const prefixText = (family: 4 | 6, base: bigint, prefix: number) => `${family === 4 ? ipv4Number(Number(base)) : ipv6ToText(base)}/${prefix}`;
 
 export function countryDataDir(): string {
   return dirname(require.resolve('@ip-location-db/geo-whois-asn-country/package.json'));
@@ -78,28 +90,154 @@ export async function ensureCountryMap(dir: string): Promise<string> {
   const out = countryMapPath(dir);
   if (existsSync(out)) return out;
   const lines: string[] = [];
-  await convert(join(dataDir, 'geo-whois-asn-country-ipv4-num.csv'), 4, lines);
-  await convert(join(dataDir, 'geo-whois-asn-country-ipv6-num.csv'), 6, lines);
+  for (const family of [4, 6] as const) {
+    for (const r of await readRanges(join(dataDir, DATA_FILES[family]))) {
+      if (family === 4) for (const c of rangeToCidrs4(Number(r.start), Number(r.end))) lines.push(`${ipv4Number(c.base)}/${c.prefix} ${r.country}`);
+      else for (const c of rangeToCidrs(r.start, r.end, 128)) lines.push(`${ipv6ToText(c.base)}/${c.prefix} ${r.country}`);
+    }
+  }
   await mkdir(dir, { recursive: true });
   await writeFile(`${out}.tmp`, `${lines.join('\n')}\n`);
   await rename(`${out}.tmp`, out);
   return out;
 }
 
+/** The value of a subset map's lines for addresses of no country a rule names (never a country code). */
+export const OTHER_COUNTRY = '-';
+
 /**
- * The map HAProxy actually loads: only the blocks of the countries that rules name (a few MB
- * instead of about a million lines for the whole world). Cached per set of countries.
+ * The map HAProxy actually loads when rules name countries: only what tells those countries apart,
+ * as few lines as longest-prefix match allows (minimalPrefixes). An address of a country no rule
+ * names, or of none, finds no line or a line whose value is OTHER_COUNTRY, which no country list
+ * holds. HAProxy keeps about 300 bytes for each line of a map_ip map: the whole world's million
+ * lines would cost some 280 MB in every worker, and the blocks of the 60 largest countries
+ * almost as much. Cached per data set version and set of countries.
  */
 export async function ensureCountrySubset(dir: string, countries: readonly string[]): Promise<string> {
   const wanted = [...new Set(countries)].filter((c) => /^[A-Z]{2}$/.test(c)).sort();
-  const full = await ensureCountryMap(dir);
-  const tag = createHash('sha256').update(wanted.join(',')).digest('hex').slice(0, 16);
-  const out = full.replace(/\.map$/, `-${tag}.map`);
+  const tag = createHash('sha256')
+    .update(`minimal:${wanted.join(',')}`)
+    .digest('hex')
+    .slice(0, 16);
+  const out = countryMapPath(dir).replace(/\.map$/, `-${tag}.map`);
   if (existsSync(out)) return out;
   const keep = new Set(wanted);
-  const lines = (await readFile(full, 'latin1')).split('\n').filter((line) => keep.has(line.slice(-2)));
+  const lines: string[] = [];
+  for (const family of [4, 6] as const) {
+    const ranges = prefixSegments(await readRanges(join(countryDataDir(), DATA_FILES[family])), family === 4 ? 32 : 128).map((r) => (keep.has(r.country) ? r : { ...r, country: OTHER_COUNTRY }));
+    for (const p of minimalPrefixes(ranges, family === 4 ? 32 : 128, OTHER_COUNTRY)) lines.push(`${prefixText(family, p.base, p.prefix)} ${p.value}`);
+  }
+  await mkdir(dir, { recursive: true });
   await writeFile(`${out}.tmp`, lines.length ? `${lines.join('\n')}\n` : '');
   await rename(`${out}.tmp`, out);
+  return out;
+}
+
+/**
+ * The address space as the whole map gives it (the data set's ranges as CIDR blocks, read by
+ * longest-prefix match), as disjoint sorted ranges. The data set lists exceptions inside larger
+ * ranges (a /23 of one country in a /21 of another) and a few ranges that overlap the next: the
+ * more specific block wins, and of two equal blocks the first listed (HAProxy keeps the first of
+ * two equal keys). Ranges of one country that touch are joined.
+ */
+export function prefixSegments(ranges: readonly CountryRange[], bits: number): CountryRange[] {
+  const blocks: CountryRange[] = [];
+  for (const r of ranges) for (const c of rangeToCidrs(r.start, r.end, bits)) blocks.push({ start: c.base, end: c.base + (1n << BigInt(bits - c.prefix)) - 1n, country: r.country });
+  // outer blocks before the blocks inside them; equal blocks in the order listed (a stable sort)
+  blocks.sort((a, b) => (a.start < b.start ? -1 : a.start > b.start ? 1 : a.end > b.end ? -1 : a.end < b.end ? 1 : 0));
+  const out: CountryRange[] = [];
+  const push = (start: bigint, end: bigint, country: string) => {
+    if (start > end) return;
+    const last = out[out.length - 1];
+    if (last && last.country === country && last.end + 1n === start) last.end = end;
+    else out.push({ start, end, country });
+  };
+  // The blocks around the current address, outermost first (blocks nest or are disjoint), and
+  // the first address not yet written out.
+  const open: CountryRange[] = [];
+  let at = 0n;
+  const closeBefore = (limit: bigint) => {
+    while (open.length && open[open.length - 1]!.end < limit) {
+      const top = open.pop()!;
+      push(at, top.end, top.country);
+      at = top.end + 1n;
+    }
+  };
+  for (const [i, b] of blocks.entries()) {
+    const prev = blocks[i - 1];
+    if (prev && prev.start === b.start && prev.end === b.end) continue; // an equal block: the first stays
+    closeBefore(b.start);
+    const top = open[open.length - 1];
+    if (top) push(at, b.start - 1n, top.country);
+    at = b.start;
+    open.push(b);
+  }
+  closeBefore(1n << BigInt(bits + 1));
+  return out;
+}
+
+/** One line of a prefix map: the block of `prefix` leading bits at `base`, and its value. */
+export interface PrefixLine {
+  base: bigint;
+  prefix: number;
+  value: string;
+}
+
+/**
+ * The fewest prefix lines that give every address of a `bits`-bit space the value of the range
+ * holding it (`none` outside every range) under longest-prefix match, as HAProxy's map_ip reads
+ * them: the Optimal Routing Table Constructor (Draves, King, Venkatachary and Zill, "Constructing
+ * Optimal IP Routing Tables", INFOCOM 1999). A block one range covers is a leaf; a block's set of
+ * values is its halves' intersection when they share one, else their union (bottom up); then, top
+ * down, a block writes a line only when the value it inherits is not in its set. `ranges` are
+ * disjoint and sorted; a line whose value is `none` is written only inside a block of another value.
+ */
+export function minimalPrefixes(ranges: readonly CountryRange[], bits: number, none: string): PrefixLine[] {
+  // A set of values is a bit mask over `names` (bit i: names[i]); a block is a Node (mask and
+  // halves), or, when one value covers it, that value's shared leaf: 1.3 million blocks for the
+  // 60 largest countries, so a block holds nothing else.
+  const names = [none, ...new Set(ranges.map((r) => r.country).filter((c) => c !== none))];
+  const index = new Map(names.map((n, i) => [n, i]));
+  interface Node {
+    mask: bigint;
+    left?: Node;
+    right?: Node;
+  }
+  const leaves = names.map((_, i): Node => ({ mask: 1n << BigInt(i) }));
+  const leafOf = ranges.map((r) => leaves[index.get(r.country)!]!);
+  // ranges[lo, hi) are those meeting the block of 2^size addresses at base
+  const build = (base: bigint, size: number, lo: number, hi: number): Node => {
+    if (lo >= hi) return leaves[0]!;
+    const last = base + (1n << BigInt(size)) - 1n;
+    if (hi - lo === 1 && ranges[lo]!.start <= base && ranges[lo]!.end >= last) return leafOf[lo]!;
+    const mid = base + (1n << BigInt(size - 1));
+    // the first range ending at mid or later (binary search: ends are sorted, as the ranges are disjoint)
+    let split = lo;
+    for (let top = hi; split < top;) {
+      const m = (split + top) >> 1;
+      if (ranges[m]!.end < mid) split = m + 1;
+      else top = m;
+    }
+    const left = build(base, size - 1, lo, split < hi && ranges[split]!.start < mid ? split + 1 : split);
+    const right = build(mid, size - 1, split, hi);
+    if (left === right) return left; // one leaf: the whole block has one value
+    const shared = left.mask & right.mask;
+    return { mask: shared !== 0n ? shared : left.mask | right.mask, left, right };
+  };
+  const lowestBit = (mask: bigint) => (mask & -mask).toString(2).length - 1;
+  const out: PrefixLine[] = [];
+  const emit = (n: Node, base: bigint, prefix: number, inherited: number) => {
+    let value = inherited;
+    if ((n.mask & (1n << BigInt(inherited))) === 0n) {
+      value = lowestBit(n.mask);
+      out.push({ base, prefix, value: names[value]! });
+    }
+    if (n.left && n.right) {
+      emit(n.left, base, prefix + 1, value);
+      emit(n.right, base + (1n << BigInt(bits - prefix - 1)), prefix + 1, value);
+    }
+  };
+  emit(build(0n, bits, 0, ranges.length), 0n, 0, 0);
   return out;
 }
 

@@ -1,0 +1,253 @@
+import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { request, Agent } from 'node:http';
+import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { after, describe, test } from 'node:test';
+import fc from 'fast-check';
+import { prefixSegments, ensureCountrySubset, minimalPrefixes, OTHER_COUNTRY, rangeToCidrs, rangeToCidrs4, type CountryRange, type PrefixLine } from '../src/index.js';
+import { freePort, startProcess, waitFor } from '../../../test/support/processes.js';
+
+const HAPROXY = '/usr/sbin/haproxy';
+
+/** The value longest-prefix match gives `addr` over `lines` (undefined: no line holds it), as HAProxy's map_ip reads a map. */
+function lookup(lines: readonly PrefixLine[], bits: number): (addr: bigint, shorterThan?: number) => string | undefined {
+  const byPrefix = new Map<number, Map<bigint, string>>();
+  for (const l of lines) {
+    if (!byPrefix.has(l.prefix)) byPrefix.set(l.prefix, new Map());
+    const same = byPrefix.get(l.prefix)!;
+    // keyed by the prefix's own bits: V8 hashes a BigInt by its lowest 64 bits, all zero in most IPv6 bases
+    const key = l.base >> BigInt(bits - l.prefix);
+    if (!same.has(key)) same.set(key, l.value); // HAProxy keeps the first of equal keys
+  }
+  const lengths = [...byPrefix.keys()].sort((a, b) => b - a);
+  // shorterThan: only lines of fewer bits (what a line is nested in)
+  return (addr, shorterThan = bits + 1) => {
+    for (const p of lengths) {
+      if (p >= shorterThan) continue;
+      const v = byPrefix.get(p)!.get(addr >> BigInt(bits - p));
+      if (v !== undefined) return v;
+    }
+    return undefined;
+  };
+}
+
+/** The value the whole map gives addr: longest-prefix match over the ranges' CIDR blocks, the first of equal blocks. */
+function asWholeMap(ranges: readonly CountryRange[], bits: number): (addr: bigint) => string | undefined {
+  const blocks: PrefixLine[] = [];
+  for (const r of ranges) {
+    if (bits === 32) for (const c of rangeToCidrs4(Number(r.start), Number(r.end))) blocks.push({ base: BigInt(c.base), prefix: c.prefix, value: r.country });
+    else for (const c of rangeToCidrs(r.start, r.end, bits)) blocks.push({ ...c, value: r.country });
+  }
+  return lookup(blocks, bits);
+}
+
+/** The value of the segment holding addr. */
+const segmentOf = (segments: readonly CountryRange[], addr: bigint) => segments.find((r) => r.start <= addr && addr <= r.end)?.country;
+
+const COUNTRIES = ['AA', 'BB', 'CC'];
+/** Ranges over an 8-bit space, nested, adjacent and crossing as they come. */
+const rangesArb = fc.array(
+  fc
+    .tuple(fc.integer({ min: 0, max: 255 }), fc.integer({ min: 0, max: 80 }), fc.constantFrom(...COUNTRIES))
+    .map(([start, len, country]) => ({ start: BigInt(start), end: BigInt(Math.min(255, start + len)), country })),
+  { maxLength: 12 },
+);
+
+describe('the country map of the countries rules name', () => {
+  test('the ranges become disjoint segments that answer as the whole map: the more specific block wins', () => {
+    assert.deepEqual(
+      prefixSegments(
+        [
+          { start: 0n, end: 127n, country: 'FR' }, // one /25
+          { start: 16n, end: 31n, country: 'SK' }, // a /28 inside it
+          { start: 16n, end: 19n, country: 'FR' }, // a /30 inside that
+          { start: 120n, end: 135n, country: 'US' }, // crosses the end of the first: /29 and /29
+          { start: 128n, end: 143n, country: 'DE' }, // the second of them again: the US one came first
+        ],
+        8,
+      ),
+      [
+        { start: 0n, end: 19n, country: 'FR' },
+        { start: 20n, end: 31n, country: 'SK' },
+        { start: 32n, end: 119n, country: 'FR' },
+        { start: 120n, end: 135n, country: 'US' },
+        { start: 136n, end: 143n, country: 'DE' },
+      ],
+    );
+    fc.assert(
+      fc.property(rangesArb, (ranges) => {
+        const out = prefixSegments(ranges, 8);
+        for (let i = 1; i < out.length; i++) assert.ok(out[i]!.start > out[i - 1]!.end, 'sorted and disjoint');
+        const whole = asWholeMap(ranges, 8);
+        for (let a = 0n; a < 256n; a++) assert.equal(segmentOf(out, a), whole(a), `address ${a}`);
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  test('longest-prefix match over the fewest lines gives every address its range', () => {
+    // All of an 8-bit space one country but one /4 of another: two lines, where one block a range
+    // would take 5 (0-127, 128-191, 192-223, 224-239 and 240-255 around the /4).
+    const lines = minimalPrefixes(
+      [
+        { start: 0n, end: 207n, country: 'AA' },
+        { start: 208n, end: 223n, country: 'BB' },
+        { start: 224n, end: 255n, country: 'AA' },
+      ],
+      8,
+      OTHER_COUNTRY,
+    );
+    assert.deepEqual(lines, [
+      { base: 0n, prefix: 0, value: 'AA' },
+      { base: 208n, prefix: 4, value: 'BB' },
+    ]);
+    fc.assert(
+      fc.property(rangesArb, (raw) => {
+        const ranges = prefixSegments(raw, 8);
+        const lines = minimalPrefixes(ranges, 8, OTHER_COUNTRY);
+        const find = lookup(lines, 8);
+        for (let a = 0n; a < 256n; a++) assert.equal(find(a) ?? OTHER_COUNTRY, segmentOf(ranges, a) ?? OTHER_COUNTRY, `address ${a}`);
+        const blocks = ranges.reduce((n, r) => n + rangeToCidrs(r.start, r.end, 8).length, 0);
+        assert.ok(lines.length <= blocks, `${lines.length} lines, ${blocks} blocks`);
+      }),
+      { numRuns: 500 },
+    );
+  });
+
+  describe('from the bundled data set', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'rampart-country-map-'));
+    after(() => rmSync(dir, { recursive: true, force: true }));
+    // the six countries with the most lines in the data set
+    const wanted = new Set(['US', 'CN', 'DE', 'GB', 'FR', 'JP']);
+    const parse = (text: string) =>
+      text
+        .trim()
+        .split('\n')
+        .map((l) => {
+          const [cidr, value] = l.split(' ') as [string, string];
+          const [ip, prefix] = cidr.split('/') as [string, string];
+          const family = ip.includes(':') ? 6 : 4;
+          return { family, line: { base: family === 4 ? BigInt(ip.split('.').reduce((n, o) => n * 256 + Number(o), 0)) : v6Number(ip), prefix: Number(prefix), value } };
+        });
+    const dataDir = dirname(createRequire(import.meta.url).resolve('@ip-location-db/geo-whois-asn-country/package.json'));
+    const ranges = (family: 4 | 6): CountryRange[] =>
+      readFileSync(join(dataDir, `geo-whois-asn-country-ipv${family}-num.csv`), 'latin1')
+        .split(/\r?\n/)
+        .filter(Boolean)
+        .map((l) => l.split(','))
+        .map(([a, b, c]) => ({ start: BigInt(a!), end: BigInt(b!), country: c! }));
+
+    test('the subset answers as the whole map for the countries named, and nothing for the others, in far fewer lines', async () => {
+      const subsetText = readFileSync(await ensureCountrySubset(dir, ['JP', 'CN', 'DE', 'GB', 'FR', 'US', 'JP']), 'utf8');
+      assert.ok(
+        subsetText.split('\n').every((l) => l === '' || /^[0-9a-f.:]+\/\d{1,3} (US|CN|DE|GB|FR|JP|-)$/.test(l)),
+        'every line is "<cidr> <CC or ->" for the countries named',
+      );
+      assert.equal(await ensureCountrySubset(dir, [...wanted]), await ensureCountrySubset(dir, [...wanted].reverse()), 'one file per set of countries');
+      const subset = parse(subsetText);
+      let wholeNamed = 0; // the lines of these countries in the whole map (ensureCountryMap): their blocks
+      for (const [family, bits] of [
+        [4, 32],
+        [6, 128],
+      ] as const) {
+        const inSubset = lookup(
+          subset.filter((l) => l.family === family).map((l) => l.line),
+          bits,
+        );
+        const data = ranges(family);
+        const inWhole = asWholeMap(data, bits);
+        for (const r of data) if (wanted.has(r.country)) wholeNamed += family === 4 ? rangeToCidrs4(Number(r.start), Number(r.end)).length : rangeToCidrs(r.start, r.end, bits).length;
+        // Both ends of every 29th range and the addresses either side, plus random ones
+        const addresses = data.filter((_, i) => i % 29 === 0).flatMap((r) => [r.start - 1n, r.start, r.end, r.end + 1n]);
+        for (let i = 0; i < 2000; i++) addresses.push(BigInt(`0x${Buffer.from(Array.from({ length: bits / 8 }, () => Math.floor(Math.random() * 256))).toString('hex')}`));
+        let named = 0;
+        for (const a of addresses) {
+          if (a < 0n || a >= 1n << BigInt(bits)) continue;
+          const country = inWhole(a);
+          const expected = country && wanted.has(country) ? country : OTHER_COUNTRY;
+          if (expected !== OTHER_COUNTRY) named++;
+          assert.equal(inSubset(a) ?? OTHER_COUNTRY, expected, `IPv${family} address ${a.toString(16)}`);
+        }
+        assert.ok(named > 100, `IPv${family}: ${named} of the addresses checked are in the countries named`);
+      }
+      assert.ok(subset.length < wholeNamed * 0.6, `${subset.length} lines, where the whole map has ${wholeNamed} lines of these countries`);
+    });
+
+    test('HAProxy reads the lines as longest-prefix match: map_ip answers as the data set', async () => {
+      const file = await ensureCountrySubset(dir, [...wanted]);
+      const lines = parse(readFileSync(file, 'utf8'));
+      // addresses inside lines that sit inside other lines of another value: where the order of
+      // reading could matter and only longest-prefix match gives the right answer
+      const samples: string[] = [];
+      for (const [family, bits] of [
+        [4, 32],
+        [6, 128],
+      ] as const) {
+        const own = lines.filter((l) => l.family === family).map((l) => l.line);
+        const find = lookup(own, bits);
+        const nested = own.filter((l) => (find(l.base, l.prefix) ?? l.value) !== l.value);
+        for (const l of [...nested.filter((_, i) => i % Math.ceil(nested.length / 150) === 0), ...own.filter((_, i) => i % Math.ceil(own.length / 50) === 0)]) {
+          for (const a of [l.base, l.base + (1n << BigInt(bits - l.prefix)) - 1n, l.base + (1n << BigInt(bits - l.prefix))]) {
+            if (a >= 1n << BigInt(bits)) continue;
+            samples.push(`${family === 4 ? v4Text(a) : v6Text(a)} ${find(a) ?? 'none'}`);
+          }
+        }
+      }
+      const port = await freePort();
+      const cfg = join(dir, 'lookup.cfg');
+      writeFileSync(
+        cfg,
+        [
+          'global',
+          '    nbthread 1',
+          'defaults',
+          '    mode http',
+          '    timeout client 10s',
+          '    timeout server 10s',
+          '    timeout connect 10s',
+          'frontend lookup',
+          `    bind 127.0.0.1:${port}`,
+          '    http-request set-src hdr(x-address)',
+          `    http-request return status 200 content-type text/plain lf-string "%[src,map_ip(${file},none)]"`,
+          '',
+        ].join('\n'),
+      );
+      const proc = startProcess(HAPROXY, ['-db', '-f', cfg]);
+      after(() => proc.stop());
+      const agent = new Agent({ keepAlive: true, maxSockets: 4 });
+      after(() => agent.destroy());
+      const ask = (address: string) =>
+        new Promise<string>((resolve, reject) => {
+          const req = request({ host: '127.0.0.1', port, agent, headers: { 'x-address': address } }, (res) => {
+            let body = '';
+            res.setEncoding('utf8');
+            res.on('data', (c: string) => (body += c));
+            res.on('end', () => resolve(body));
+          });
+          req.on('error', reject);
+          req.end();
+        });
+      await waitFor(() => ask('127.0.0.1').catch(() => undefined), 'HAProxy to answer', 15_000);
+      assert.ok(samples.length > 500, `${samples.length} addresses`);
+      for (const s of samples) {
+        const [address, expected] = s.split(' ') as [string, string];
+        assert.equal(await ask(address), expected, address);
+      }
+    });
+  });
+});
+
+function v6Number(text: string): bigint {
+  const [head = '', tail] = text.split('::') as [string, string | undefined]; // as ipv6ToText writes it
+  const groups = (s: string) => (s ? s.split(':') : []);
+  const parts = tail === undefined ? groups(head) : [...groups(head), ...Array<string>(8 - groups(head).length - groups(tail).length).fill('0'), ...groups(tail)];
+  return parts.reduce((n, g) => (n << 16n) | BigInt(parseInt(g, 16)), 0n);
+}
+const v4Text = (n: bigint) => [24n, 16n, 8n, 0n].map((s) => String((n >> s) & 255n)).join('.');
+const v6Text = (n: bigint) =>
+  n
+    .toString(16)
+    .padStart(32, '0')
+    .replace(/(.{4})(?!$)/g, '$1:');
