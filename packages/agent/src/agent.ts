@@ -17,7 +17,7 @@ import { CrawlerVerifier, crawlerDns, RuntimeCrawlerMap, type CrawlerDns } from 
 import { AnalyticsCollector } from './analytics.js';
 import { OriginWatch, parseOriginStates } from './origins.js';
 import { EventCollector } from './events.js';
-import { countriesOf, ensureCountryMap, ensureCountrySubset } from './geo.js';
+import { countriesOf, ensureCountryMap, ensureCountrySubset, pruneCountryMaps } from './geo.js';
 import { HaproxyProcess, type ConfigError } from './haproxy.js';
 import { bindFailures, explainBindFailure } from './port-holder.js';
 import { AgentMetrics, fetchHaproxyMetrics } from './metrics.js';
@@ -425,12 +425,16 @@ export class Agent {
       let result: ApplyResult;
       try {
         const countries = countriesOf(snapshot);
+        const geo = join(resolve(this.options.dataDir), 'geo');
         if ((countries === 'all' || countries.length) && !this.options.countryMap) {
-          const geo = join(resolve(this.options.dataDir), 'geo');
           this.renderOptions.countryMap = countries === 'all' ? await ensureCountryMap(geo) : await ensureCountrySubset(geo, countries);
         }
         this.renderOptions.certificates = this.certificates.served(snapshot);
         result = await this.applier.apply(snapshot);
+        // the maps of countries no kept configuration reads any more go (a rollback's stays)
+        if (result.ok && !result.skipped && !this.options.countryMap) {
+          await pruneCountryMaps(geo, join(resolve(this.options.dataDir), 'haproxy')).catch((err) => this.log('warn', `old country maps not removed: ${String(err)}`));
+        }
         if (!result.ok) {
           // A failure whose cause is the host says so, whatever stage it showed at.
           const errors = !this.proxy.running && this.hostProblem ? [{ line: null, message: this.hostProblem }] : await this.explainErrors(result.errors);

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { canonicalIPv6, parseRuleExpression, ruleCountries, type ServerSnapshot } from '@rampart/protocol';
@@ -131,6 +131,28 @@ export async function ensureCountrySubset(dir: string, countries: readonly strin
   await writeFile(`${out}.tmp`, lines.length ? `${lines.join('\n')}\n` : '');
   await rename(`${out}.tmp`, out);
   return out;
+}
+
+/**
+ * Removes the country maps in `dir` (ensureCountryMap's and ensureCountrySubset's files, and any a
+ * generation left half-written) that no configuration under `configRoot` reads: every set of
+ * countries rules have named left a file of up to 20 MB. The applier keeps the running and the
+ * previous configuration (a rollback's), and the maps either names stay. Returns what it removed.
+ */
+export async function pruneCountryMaps(dir: string, configRoot: string): Promise<string[]> {
+  const configs: string[] = [];
+  for (const name of await readdir(configRoot).catch(() => [] as string[])) {
+    if (name.startsWith('cfg-')) configs.push(await readFile(join(configRoot, name, 'haproxy.cfg'), 'utf8').catch(() => ''));
+  }
+  const removed: string[] = [];
+  for (const name of await readdir(dir).catch(() => [] as string[])) {
+    if (!/^country-.*\.map(?:\.tmp)?$/.test(name)) continue;
+    const path = join(dir, name);
+    if (configs.some((c) => c.includes(`(${path},`) || c.includes(`(${path})`))) continue;
+    await rm(path, { force: true });
+    removed.push(path);
+  }
+  return removed;
 }
 
 /**

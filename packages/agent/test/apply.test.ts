@@ -10,6 +10,7 @@ import type { ServerSnapshot, SnapshotDomain } from '@rampart/protocol';
 import { DETECT_LUA_FILES, inputHash, renderHaproxyConfig, type RenderOptions } from '@rampart/proxy';
 import { Agent } from '../src/agent.js';
 import { Applier, type ApplyResult } from '../src/apply.js';
+import { pruneCountryMaps } from '../src/geo.js';
 import { checkConfig, HaproxyProcess, parseAlerts } from '../src/haproxy.js';
 import { freePort, waitFor } from '../../../test/support/processes.js';
 
@@ -247,6 +248,35 @@ describe('Applier with a real HAProxy', () => {
     const check = await checkConfig(HAPROXY, join(partial, 'haproxy.cfg'));
     assert.equal(check.ok, false);
     assert.match(check.errors.map((e) => e.message).join('\n'), /module 'rampart_detect_sqli' not found/);
+  });
+
+  test('after an apply, the country maps that neither the running nor the previous configuration reads are removed', async () => {
+    // As the agent does: a map per set of countries in <data-dir>/geo, written just before the
+    // apply that reads it, and pruned after each apply
+    const geo = join(tmp, 'geo');
+    await mkdir(geo);
+    await writeFile(join(geo, 'country-1.0-D.map.tmp'), 'half written');
+    await writeFile(join(geo, 'notes.txt'), 'not a map');
+    const withCountry = (revision: number) => ({
+      ...snapshot(revision, [{ ...good.domains[0]!, wafEnabled: true, wafLevel: 'low' as const, wafMode: 'block' as const }]),
+      rules: [{ id: '00000000-0000-4000-8000-0000000000c1', type: 'block_country' as const, value: 'DE', domainId: null, priority: 0 }],
+    });
+    const maps = ['A', 'B', 'C'].map((tag) => join(geo, `country-1.0-${tag}.map`));
+    const removed: string[][] = [];
+    try {
+      for (const [i, m] of maps.entries()) {
+        await writeFile(m, `192.0.2.${i}/32 DE\n`);
+        renderOptions.countryMap = m;
+        const result = await applier.apply(withCountry(20 + i));
+        assert.equal(result.ok, true, JSON.stringify(result));
+        removed.push(await pruneCountryMaps(geo, configRoot));
+      }
+    } finally {
+      delete renderOptions.countryMap;
+    }
+    assert.deepEqual(removed, [[join(geo, 'country-1.0-D.map.tmp')], [], [maps[0]]], 'A goes once neither kept configuration (C running, B before it) reads it');
+    assert.deepEqual((await readdir(geo)).sort(), ['country-1.0-B.map', 'country-1.0-C.map', 'notes.txt']);
+    assert.deepEqual(await get(httpPort, 'a.example.com'), { status: 200, body: 'origin-ok' }, 'C serves');
   });
 });
 
