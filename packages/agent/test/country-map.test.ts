@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import fc from 'fast-check';
-import { prefixSegments, ensureCountrySubset, minimalPrefixes, OTHER_COUNTRY, rangeToCidrs, rangeToCidrs4, type CountryRange, type PrefixLine } from '../src/index.js';
+import { ensureCountryMap, ensureCountrySubset, ipv6ToText, minimalPrefixes, OTHER_COUNTRY, prefixSegments, rangeToCidrs, type CountryRange, type PrefixLine } from '../src/index.js';
 import { freePort, startProcess, waitFor } from '../../../test/support/processes.js';
 
 const HAPROXY = '/usr/sbin/haproxy';
@@ -36,10 +36,7 @@ function lookup(lines: readonly PrefixLine[], bits: number): (addr: bigint, shor
 /** The value the whole map gives addr: longest-prefix match over the ranges' CIDR blocks, the first of equal blocks. */
 function asWholeMap(ranges: readonly CountryRange[], bits: number): (addr: bigint) => string | undefined {
   const blocks: PrefixLine[] = [];
-  for (const r of ranges) {
-    if (bits === 32) for (const c of rangeToCidrs4(Number(r.start), Number(r.end))) blocks.push({ base: BigInt(c.base), prefix: c.prefix, value: r.country });
-    else for (const c of rangeToCidrs(r.start, r.end, bits)) blocks.push({ ...c, value: r.country });
-  }
+  for (const r of ranges) for (const c of rangeToCidrs(r.start, r.end, bits)) blocks.push({ ...c, value: r.country });
   return lookup(blocks, bits);
 }
 
@@ -54,6 +51,42 @@ const rangesArb = fc.array(
     .map(([start, len, country]) => ({ start: BigInt(start), end: BigInt(Math.min(255, start + len)), country })),
   { maxLength: 12 },
 );
+
+describe('CIDR blocks', () => {
+  test('a range becomes the fewest aligned CIDR blocks that cover exactly the range', () => {
+    assert.deepEqual(rangeToCidrs(16777472n, 16778239n, 32), [
+      { base: 16777472n, prefix: 24 },
+      { base: 16777728n, prefix: 23 },
+    ]);
+    fc.assert(
+      fc.property(fc.bigInt({ min: 0n, max: 2n ** 128n - 1n }), fc.bigInt({ min: 0n, max: 2n ** 70n }), fc.constantFrom(32, 128), (s, len, bits) => {
+        const start = s % 2n ** BigInt(bits);
+        const end = start + len < 2n ** BigInt(bits) ? start + len : 2n ** BigInt(bits) - 1n;
+        let cur = start;
+        const blocks = rangeToCidrs(start, end, bits);
+        for (const b of blocks) {
+          assert.equal(b.base, cur, 'contiguous');
+          assert.equal(b.base % 2n ** BigInt(bits - b.prefix), 0n, 'aligned');
+          cur += 2n ** BigInt(bits - b.prefix);
+        }
+        assert.equal(cur - 1n, end, 'ends exactly at the range end');
+        // the fewest: no two neighbours of one size could be one block of the next size
+        for (let i = 1; i < blocks.length; i++) {
+          const [a, b] = [blocks[i - 1]!, blocks[i]!];
+          if (a.prefix === b.prefix) assert.notEqual(a.base % 2n ** BigInt(bits - a.prefix + 1), 0n, `${a.base}/${a.prefix} and the next could be one block`);
+        }
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  test('IPv6 text is the canonical compressed form', () => {
+    assert.equal(ipv6ToText(0x20010002000000000000000000000000n), '2001:2::');
+    assert.equal(ipv6ToText(1n), '::1');
+    assert.equal(ipv6ToText(0n), '::');
+    assert.equal(ipv6ToText(0x20010db8000100000000000000000001n), '2001:db8:1::1');
+  });
+});
 
 describe('the country map of the countries rules name', () => {
   test('the ranges become disjoint segments that answer as the whole map: the more specific block wins', () => {
@@ -111,6 +144,12 @@ describe('the country map of the countries rules name', () => {
         for (let a = 0n; a < 256n; a++) assert.equal(find(a) ?? OTHER_COUNTRY, segmentOf(ranges, a) ?? OTHER_COUNTRY, `address ${a}`);
         const blocks = ranges.reduce((n, r) => n + rangeToCidrs(r.start, r.end, 8).length, 0);
         assert.ok(lines.length <= blocks, `${lines.length} lines, ${blocks} blocks`);
+        // holes 'keep' (the map of every country): no line says none, and an address outside every range finds no line
+        const kept = minimalPrefixes(ranges, 8, OTHER_COUNTRY, 'keep');
+        assert.ok(kept.every((l) => l.value !== OTHER_COUNTRY));
+        const findKept = lookup(kept, 8);
+        for (let a = 0n; a < 256n; a++) assert.equal(findKept(a), segmentOf(ranges, a), `address ${a}, holes kept`);
+        assert.ok(kept.length <= blocks, `${kept.length} lines, ${blocks} blocks`);
       }),
       { numRuns: 500 },
     );
@@ -139,7 +178,16 @@ describe('the country map of the countries rules name', () => {
         .map((l) => l.split(','))
         .map(([a, b, c]) => ({ start: BigInt(a!), end: BigInt(b!), country: c! }));
 
-    test('the subset answers as the whole map for the countries named, and nothing for the others, in far fewer lines', async () => {
+    test('the map of every country and the subset answer as one line per block did, in far fewer lines', async () => {
+      const allPath = await ensureCountryMap(dir);
+      const allText = readFileSync(allPath, 'utf8');
+      assert.ok(
+        allText.split('\n').every((l) => l === '' || /^[0-9a-f.:]+\/\d{1,3} [A-Z]{2}$/.test(l)),
+        'every line of the map of every country is "<cidr> <CC>"',
+      );
+      assert.equal(await ensureCountryMap(dir), allPath, 'generated once per data set version');
+      const all = parse(allText);
+      let blocks = 0;
       const subsetText = readFileSync(await ensureCountrySubset(dir, ['JP', 'CN', 'DE', 'GB', 'FR', 'US', 'JP']), 'utf8');
       assert.ok(
         subsetText.split('\n').every((l) => l === '' || /^[0-9a-f.:]+\/\d{1,3} (US|CN|DE|GB|FR|JP|-)$/.test(l)),
@@ -147,7 +195,7 @@ describe('the country map of the countries rules name', () => {
       );
       assert.equal(await ensureCountrySubset(dir, [...wanted]), await ensureCountrySubset(dir, [...wanted].reverse()), 'one file per set of countries');
       const subset = parse(subsetText);
-      let wholeNamed = 0; // the lines of these countries in the whole map (ensureCountryMap): their blocks
+      let wholeNamed = 0; // the blocks of these countries
       for (const [family, bits] of [
         [4, 32],
         [6, 128],
@@ -156,9 +204,17 @@ describe('the country map of the countries rules name', () => {
           subset.filter((l) => l.family === family).map((l) => l.line),
           bits,
         );
+        const inAll = lookup(
+          all.filter((l) => l.family === family).map((l) => l.line),
+          bits,
+        );
         const data = ranges(family);
         const inWhole = asWholeMap(data, bits);
-        for (const r of data) if (wanted.has(r.country)) wholeNamed += family === 4 ? rangeToCidrs4(Number(r.start), Number(r.end)).length : rangeToCidrs(r.start, r.end, bits).length;
+        for (const r of data) {
+          const n = rangeToCidrs(r.start, r.end, bits).length;
+          blocks += n;
+          if (wanted.has(r.country)) wholeNamed += n;
+        }
         // Both ends of every 29th range and the addresses either side, plus random ones
         const addresses = data.filter((_, i) => i % 29 === 0).flatMap((r) => [r.start - 1n, r.start, r.end, r.end + 1n]);
         for (let i = 0; i < 2000; i++) addresses.push(BigInt(`0x${Buffer.from(Array.from({ length: bits / 8 }, () => Math.floor(Math.random() * 256))).toString('hex')}`));
@@ -169,10 +225,12 @@ describe('the country map of the countries rules name', () => {
           const expected = country && wanted.has(country) ? country : OTHER_COUNTRY;
           if (expected !== OTHER_COUNTRY) named++;
           assert.equal(inSubset(a) ?? OTHER_COUNTRY, expected, `IPv${family} address ${a.toString(16)}`);
+          assert.equal(inAll(a), country, `IPv${family} address ${a.toString(16)} in the map of every country`);
         }
         assert.ok(named > 100, `IPv${family}: ${named} of the addresses checked are in the countries named`);
       }
-      assert.ok(subset.length < wholeNamed * 0.6, `${subset.length} lines, where the whole map has ${wholeNamed} lines of these countries`);
+      assert.ok(subset.length < wholeNamed * 0.6, `${subset.length} lines, where one line per block took ${wholeNamed} for these countries`);
+      assert.ok(all.length < blocks * 0.5, `${all.length} lines for every country, where one line per block took ${blocks}`);
     });
 
     test('HAProxy reads the lines as longest-prefix match: map_ip answers as the data set', async () => {

@@ -4,60 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import fc from 'fast-check';
-import { capLength, countriesOf, decodeField, EventCollector, ensureCountryMap, ipv6ToText, parseEventLine, rangeToCidrs, rangeToCidrs4 } from '../src/index.js';
-
-describe('country map', () => {
-  test('a range becomes the fewest aligned CIDR blocks that cover exactly the range', () => {
-    assert.deepEqual(rangeToCidrs4(16777472, 16778239), [
-      { base: 16777472, prefix: 24 },
-      { base: 16777728, prefix: 23 },
-    ]);
-    fc.assert(
-      fc.property(fc.integer({ min: 0, max: 2 ** 32 - 1 }), fc.integer({ min: 0, max: 100_000 }), (start, len) => {
-        const end = Math.min(2 ** 32 - 1, start + len);
-        const blocks = rangeToCidrs4(start, end);
-        let cur = start;
-        for (const b of blocks) {
-          assert.equal(b.base, cur, 'contiguous');
-          assert.equal(b.base % 2 ** (32 - b.prefix), 0, 'aligned');
-          cur += 2 ** (32 - b.prefix);
-        }
-        assert.equal(cur - 1, end, 'ends exactly at the range end');
-        const big = rangeToCidrs(BigInt(start), BigInt(end), 32);
-        assert.deepEqual(
-          big.map((x) => [Number(x.base), x.prefix]),
-          blocks.map((x) => [x.base, x.prefix]),
-        );
-      }),
-      { numRuns: 300 },
-    );
-  });
-
-  test('IPv6 text is the canonical compressed form', () => {
-    assert.equal(ipv6ToText(0x20010002000000000000000000000000n), '2001:2::');
-    assert.equal(ipv6ToText(1n), '::1');
-    assert.equal(ipv6ToText(0n), '::');
-    assert.equal(ipv6ToText(0x20010db8000100000000000000000001n), '2001:db8:1::1');
-  });
-
-  test('the generated map places addresses from the bundled data set in their countries', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'rampart-geo-test-'));
-    after(() => rmSync(dir, { recursive: true, force: true }));
-    const path = await ensureCountryMap(dir);
-    const text = readFileSync(path, 'utf8');
-    // From geo-whois-asn-country: 1.0.1.0-1.0.3.255 CN, 1.0.0.0-1.0.0.255 AU, 2001:2::/48 JP
-    assert.match(text, /^1\.0\.0\.0\/24 AU$/m);
-    assert.match(text, /^1\.0\.1\.0\/24 CN$/m);
-    assert.match(text, /^1\.0\.2\.0\/23 CN$/m);
-    assert.match(text, /^2001:2::\/48 JP$/m);
-    assert.ok(
-      text.split('\n').every((l) => l === '' || /^[0-9a-f.:]+\/\d{1,3} [A-Z]{2}$/.test(l)),
-      'every line is "<cidr> <CC>"',
-    );
-    assert.equal(await ensureCountryMap(dir), path, 'generated once per data-set version');
-    // the map loaded when rules name countries: country-map.test.ts
-  });
-});
+import { capLength, countriesOf, decodeField, EventCollector, parseEventLine } from '../src/index.js';
 
 describe('WAF event collection', () => {
   const line = (ip: string, reason = 'ip_blocked') => `<134>Nov 22 07:20:00 haproxy[12]: rampart-waf 1795329600 ${ip} shop.example.com ${reason} 3f1c2e1a-9b0d-4c55-8f3e-0123456789ab`;
