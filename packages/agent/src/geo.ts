@@ -153,10 +153,44 @@ export async function pruneCountryMaps(dir: string, configRoot: string): Promise
  * two equal keys). Ranges of one country that touch are joined.
  */
 export function prefixSegments(ranges: readonly CountryRange[], bits: number): CountryRange[] {
+  const out: CountryRange[] = [];
+  const push = (start: bigint, end: bigint, country: string) => {
+    if (start > end) return;
+    const last = out[out.length - 1];
+    if (last && last.country === country && last.end + 1n === start) last.end = end;
+    else out.push({ start, end, country });
+  };
+  // A range that meets no other is its own segment; only a cluster of ranges that overlap (a few
+  // hundred of the data set's 550,000) is resolved block by block, its ranges in the order listed.
+  const order = ranges.map((_, i) => i).sort((a, b) => byStartThenOuter(ranges[a]!, ranges[b]!) || a - b);
+  for (let i = 0; i < order.length;) {
+    const first = ranges[order[i]!]!;
+    let end = first.end;
+    let j = i + 1;
+    for (; j < order.length && ranges[order[j]!]!.start <= end; j++) if (ranges[order[j]!]!.end > end) end = ranges[order[j]!]!.end;
+    const cluster = order.slice(i, j).sort((a, b) => a - b);
+    const segments =
+      cluster.length === 1
+        ? [first]
+        : blockSegments(
+            cluster.map((k) => ranges[k]!),
+            bits,
+          );
+    for (const seg of segments) push(seg.start, seg.end, seg.country);
+    i = j;
+  }
+  return out;
+}
+
+/** Start first; of two with one start, the longer (outer) one first. */
+const byStartThenOuter = (a: CountryRange, b: CountryRange) => (a.start < b.start ? -1 : a.start > b.start ? 1 : a.end > b.end ? -1 : a.end < b.end ? 1 : 0);
+
+/** prefixSegments for ranges that overlap: every range as its CIDR blocks, the most specific block winning. */
+function blockSegments(ranges: readonly CountryRange[], bits: number): CountryRange[] {
   const blocks: CountryRange[] = [];
   for (const r of ranges) for (const c of rangeToCidrs(r.start, r.end, bits)) blocks.push({ start: c.base, end: c.base + (1n << BigInt(bits - c.prefix)) - 1n, country: r.country });
   // outer blocks before the blocks inside them; equal blocks in the order listed (a stable sort)
-  blocks.sort((a, b) => (a.start < b.start ? -1 : a.start > b.start ? 1 : a.end > b.end ? -1 : a.end < b.end ? 1 : 0));
+  blocks.sort(byStartThenOuter);
   const out: CountryRange[] = [];
   const push = (start: bigint, end: bigint, country: string) => {
     if (start > end) return;
