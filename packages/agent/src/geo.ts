@@ -86,10 +86,7 @@ export async function ensureCountryMap(dir: string): Promise<string> {
     const segments = prefixSegments(await readRanges(join(dataDir, DATA_FILES[family])), bits);
     for (const p of minimalPrefixes(segments, bits, '', 'keep')) lines.push(`${prefixText(family, p.base, p.prefix)} ${p.value}`);
   }
-  await mkdir(dir, { recursive: true });
-  await writeFile(`${out}.tmp`, `${lines.join('\n')}\n`);
-  await rename(`${out}.tmp`, out);
-  return out;
+  return writeMap(dir, out, lines);
 }
 
 /** The value of a subset map's lines for addresses of no country a rule names (never a country code). */
@@ -117,6 +114,11 @@ export async function ensureCountrySubset(dir: string, countries: readonly strin
     const ranges = prefixSegments(await readRanges(join(countryDataDir(), DATA_FILES[family])), family === 4 ? 32 : 128).map((r) => (keep.has(r.country) ? r : { ...r, country: OTHER_COUNTRY }));
     for (const p of minimalPrefixes(ranges, family === 4 ? 32 : 128, OTHER_COUNTRY)) lines.push(`${prefixText(family, p.base, p.prefix)} ${p.value}`);
   }
+  return writeMap(dir, out, lines);
+}
+
+/** Writes a map's lines to out whole (a file beside it, renamed over it) and returns out. */
+async function writeMap(dir: string, out: string, lines: readonly string[]): Promise<string> {
   await mkdir(dir, { recursive: true });
   await writeFile(`${out}.tmp`, lines.length ? `${lines.join('\n')}\n` : '');
   await rename(`${out}.tmp`, out);
@@ -130,13 +132,14 @@ export async function ensureCountrySubset(dir: string, countries: readonly strin
  * previous configuration (a rollback's), and the maps either names stay. Returns what it removed.
  */
 export async function pruneCountryMaps(dir: string, configRoot: string): Promise<string[]> {
+  const maps = (await readdir(dir).catch(() => [] as string[])).filter((name) => /^country-.*\.map(?:\.tmp)?$/.test(name));
+  if (maps.length === 0) return [];
   const configs: string[] = [];
   for (const name of await readdir(configRoot).catch(() => [] as string[])) {
     if (name.startsWith('cfg-')) configs.push(await readFile(join(configRoot, name, 'haproxy.cfg'), 'utf8').catch(() => ''));
   }
   const removed: string[] = [];
-  for (const name of await readdir(dir).catch(() => [] as string[])) {
-    if (!/^country-.*\.map(?:\.tmp)?$/.test(name)) continue;
+  for (const name of maps) {
     const path = join(dir, name);
     if (configs.some((c) => c.includes(`(${path},`) || c.includes(`(${path})`))) continue;
     await rm(path, { force: true });
@@ -154,12 +157,6 @@ export async function pruneCountryMaps(dir: string, configRoot: string): Promise
  */
 export function prefixSegments(ranges: readonly CountryRange[], bits: number): CountryRange[] {
   const out: CountryRange[] = [];
-  const push = (start: bigint, end: bigint, country: string) => {
-    if (start > end) return;
-    const last = out[out.length - 1];
-    if (last && last.country === country && last.end + 1n === start) last.end = end;
-    else out.push({ start, end, country });
-  };
   // A range that meets no other is its own segment; only a cluster of ranges that overlap (a few
   // hundred of the data set's 550,000) is resolved block by block, its ranges in the order listed.
   const order = ranges.map((_, i) => i).sort((a, b) => byStartThenOuter(ranges[a]!, ranges[b]!) || a - b);
@@ -168,15 +165,16 @@ export function prefixSegments(ranges: readonly CountryRange[], bits: number): C
     let end = first.end;
     let j = i + 1;
     for (; j < order.length && ranges[order[j]!]!.start <= end; j++) if (ranges[order[j]!]!.end > end) end = ranges[order[j]!]!.end;
-    const cluster = order.slice(i, j).sort((a, b) => a - b);
-    const segments =
-      cluster.length === 1
-        ? [first]
-        : blockSegments(
-            cluster.map((k) => ranges[k]!),
-            bits,
-          );
-    for (const seg of segments) push(seg.start, seg.end, seg.country);
+    if (j === i + 1) append(out, first.start, first.end, first.country);
+    else
+      appendBlockSegments(
+        out,
+        order
+          .slice(i, j)
+          .sort((a, b) => a - b)
+          .map((k) => ranges[k]!),
+        bits,
+      );
     i = j;
   }
   return out;
@@ -185,27 +183,28 @@ export function prefixSegments(ranges: readonly CountryRange[], bits: number): C
 /** Start first; of two with one start, the longer (outer) one first. */
 const byStartThenOuter = (a: CountryRange, b: CountryRange) => (a.start < b.start ? -1 : a.start > b.start ? 1 : a.end > b.end ? -1 : a.end < b.end ? 1 : 0);
 
+/** Adds a segment to sorted disjoint ones, joined to the last when it continues it with the same country; an empty one adds nothing. */
+function append(out: CountryRange[], start: bigint, end: bigint, country: string): void {
+  if (start > end) return;
+  const last = out[out.length - 1];
+  if (last && last.country === country && last.end + 1n === start) last.end = end;
+  else out.push({ start, end, country });
+}
+
 /** prefixSegments for ranges that overlap: every range as its CIDR blocks, the most specific block winning. */
-function blockSegments(ranges: readonly CountryRange[], bits: number): CountryRange[] {
+function appendBlockSegments(out: CountryRange[], ranges: readonly CountryRange[], bits: number): void {
   const blocks: CountryRange[] = [];
   for (const r of ranges) for (const c of rangeToCidrs(r.start, r.end, bits)) blocks.push({ start: c.base, end: c.base + (1n << BigInt(bits - c.prefix)) - 1n, country: r.country });
   // outer blocks before the blocks inside them; equal blocks in the order listed (a stable sort)
   blocks.sort(byStartThenOuter);
-  const out: CountryRange[] = [];
-  const push = (start: bigint, end: bigint, country: string) => {
-    if (start > end) return;
-    const last = out[out.length - 1];
-    if (last && last.country === country && last.end + 1n === start) last.end = end;
-    else out.push({ start, end, country });
-  };
   // The blocks around the current address, outermost first (blocks nest or are disjoint), and
   // the first address not yet written out.
   const open: CountryRange[] = [];
-  let at = 0n;
+  let at = blocks[0]!.start;
   const closeBefore = (limit: bigint) => {
     while (open.length && open[open.length - 1]!.end < limit) {
       const top = open.pop()!;
-      push(at, top.end, top.country);
+      append(out, at, top.end, top.country);
       at = top.end + 1n;
     }
   };
@@ -214,12 +213,11 @@ function blockSegments(ranges: readonly CountryRange[], bits: number): CountryRa
     if (prev && prev.start === b.start && prev.end === b.end) continue; // an equal block: the first stays
     closeBefore(b.start);
     const top = open[open.length - 1];
-    if (top) push(at, b.start - 1n, top.country);
+    if (top) append(out, at, b.start - 1n, top.country);
     at = b.start;
     open.push(b);
   }
   closeBefore(1n << BigInt(bits + 1));
-  return out;
 }
 
 /** One line of a prefix map: the block of `prefix` leading bits at `base`, and its value. */
