@@ -15,8 +15,10 @@
 //      escapes of letters, digits or other ASCII, overlong and fullwidth forms of ASCII. That is
 //      where markup, shell substitution, template lookups, string escapes and encodings begin.
 //      Narrower per part: the path has no blank ( ) ; & ? # ! ^ | { } [ ] " '; a JSON body has no
-//      raw ' (its " are structure; a value's " arrives as \", which fires) and only the escapes \/
-//      and \u of non-ASCII characters; no part but a JSON body's ends has a line break or a tab.
+//      raw ' (its " are structure; a value's " arrives as \") and only the escapes \/, \" and \u
+//      of non-ASCII characters; no part but a JSON body's ends has a line break or a tab. A value's
+//      " is a quote to the detectors, so every rule that reads a quote also reads \" (QUOTE, DQ,
+//      SKIP): JSON inside a JSON string (analytics beacons) need not fire for its escaped quotes.
 //   2. Words. Over W each detector can still recognise a few things, all spelled with letters or
 //      anchored on a separator: SQL keywords, functions and what follows a quote or a number,
 //      JavaScript sinks, a command after ; | &, file names and schemes, internal hosts after http:,
@@ -169,7 +171,9 @@ const PIPE = String.raw`(?:\||${pe('7[cC]')})`;
 const AT = String.raw`(?:@|${pe('40')})`;
 const STAR = String.raw`(?:\*|${pe('2[aA]')})`;
 const CARET = String.raw`(?:\^|${pe('5[eE]')})`;
-const QUOTE = String.raw`(?:["']|${pe('2[27]')})`;
+const QUOTE = String.raw`(?:["']|\\"|${pe('2[27]')})`;
+/** A double quote: raw, as a JSON string's \" (json_walk decodes it to "), or percent-encoded. */
+const DQ = String.raw`(?:\\?"|${pe('22')})`;
 /** Blanks between SQL and JavaScript words as they arrive: blank, tab, + (a blank in query strings and forms), %20, NBSP (a blank to MySQL's tokenizer). */
 const WS = String.raw`(?:[ \t+]|${pe('(?:20|[aA]0)')}|\xa0)`;
 /**
@@ -263,8 +267,8 @@ const BODY: Pattern[] = [
     why: 'a form or text body (not starting with { or [) with a character outside W (no line breaks: the whole body is also one text value)',
   },
   {
-    re: String.raw`${JSON_START}${ANY}*?(?:[^${W_NOQ}"\\%\t\n\r]|${BAD_ESC}|\\(?!/|u(?!00[0-7]|[fF][fF]0[eEfF]|[fF][fF]3[cC]|2215)[0-9a-fA-F]{4}))`,
-    why: 'a JSON body with a character outside W, a \' (JSON strings hold no raw quote), or an escape other than \\/ and \\u of a non-ASCII character (json_walk decodes \\" to " and \\x to x)',
+    re: String.raw`${JSON_START}${ANY}*?(?:[^${W_NOQ}"\\%\t\n\r]|${BAD_ESC}|\\(?![/"]|u(?!00[0-7]|[fF][fF]0[eEfF]|[fF][fF]3[cC]|2215)[0-9a-fA-F]{4}))`,
+    why: 'a JSON body with a character outside W, a \' (JSON strings hold no raw quote), or an escape other than \\/, \\" and \\u of a non-ASCII character (json_walk decodes \\x to x; a value\'s \\" is its " to the detectors, and every rule that reads a quote reads \\" too)',
   },
   {
     re: String.raw`${JSON_START}[^\t\n\r]*[\t\n\r][ \t\n\r]*[^ \t\n\r]`,
@@ -293,7 +297,7 @@ const FORM_JSON: Pattern[] = [
 /** A shell separator in W: ; | or & (not &name=, a parameter or an entity), raw or encoded. */
 const SEP = String.raw`(?:[;|]|&(?![a-z0-9_-]*${EQ})|${pe('(?:3[bB]|7[cC])')}|${pe('26')}(?![a-z0-9_-]*${EQ}))`;
 /** What D.cmdi's command_at skips before a command: blanks, quotes, { ( !. */
-const SKIP = String.raw`(?:[ \t+\xa0({!'"]|${pe('(?:20|[aA]0|2[1278]|7[bB])')})`;
+const SKIP = String.raw`(?:[ \t+\xa0({!'"]|\\"|${pe('(?:20|[aA]0|2[1278]|7[bB])')})`;
 /** A run of the word command_at reads ([%w_.-/\\:'"?*]; quotes are dropped from it), escapes included as their characters. */
 const WORD_RUN = String.raw`[a-z0-9_.?*:/'"%\\-]*`;
 /** Commands (CMD_STRONG, CMD_WEAK, INTERPRETERS). */
@@ -425,7 +429,7 @@ const FRAGMENT: Record<string, string> = {
   '*': STAR,
   '^': CARET,
   ' ': WS,
-  '"': `(?:"|${pe('22')})`,
+  '"': DQ,
   "'": `(?:'|${pe('27')})`,
   '\n': String.raw`(?:\n|\\n|${pe('0[aA]')})`,
 };
@@ -631,7 +635,7 @@ const WORDS: Pattern[] = [
   { re: alternation(CODE_MARKERS, marker), why: 'injection: the code markers (CODE_MARKERS: Java, OGNL, Python, PHP, Node, gadget classes)' },
   { re: String.raw`(?:${alternation(CODE_CALLS)})${WS}*${LP}`, why: 'injection: calls of functions that run code (CODE_CALLS)' },
   { re: String.raw`${LP}${WS}*java\.|${LP}${HASH}|${HASH}${LC}`, why: 'injection: SpEL T(java.lang...), OGNL (#x=...), EL #{...}' },
-  { re: String.raw`${AT}type(?:"|${pe('22')})`, why: 'injection: fastjson\'s "@type"' },
+  { re: String.raw`${AT}type${DQ}`, why: 'injection: fastjson\'s "@type"' },
   { re: String.raw`ac${WS}?ed${WS}?00${WS}?05`, why: 'injection: a serialized Java object in hex' },
   { re: String.raw`${LC}${LC}|(?:${LC}|${HASH})${WS}*[0-9]+${WS}*(?:[-*]|${STAR}|${SL}|${PL})`, why: 'injection: {{ templates, {7*7} #{7*7}' },
 ];
@@ -649,7 +653,10 @@ const QUOTE_TAIL = quoteTail(QUOTE);
 const COMMENT = String.raw`${SL}${STAR}`;
 const VALUES: Pattern[] = [
   { re: String.raw`${NOT_JSON}${ANY}*?${QUOTE_TAIL}`, why: "sqli: what follows a quote that ends a string (' or 1=1, \"--, '=', ')) union...)" },
-  { re: String.raw`${JSON_START}${ANY}*?${quoteTail(pe('2[27]'))}`, why: 'sqli: the same after a percent-encoded quote in a JSON body (its raw quotes are structure, its values hold no raw quote)' },
+  {
+    re: String.raw`${JSON_START}${ANY}*?${quoteTail(String.raw`(?:\\"|${pe('2[27]')})`)}`,
+    why: 'sqli: the same after an escaped or percent-encoded quote in a JSON body (its raw quotes are structure; a value\'s quote is \\")',
+  },
   { re: COMMENT, why: 'sqli: a block comment (UNION/**/SELECT, /*!50000 ...*/): it separates words like a blank' },
 ];
 

@@ -105,6 +105,10 @@ const ORDINARY: Case[] = [
     name: 'a JSON analytics beacon',
     bytes: raw('POST /collect', ['Content-Type: application/json'], '[{"event":"page_view","ts":1716200000000,"path":"/products/blue-shirt","ref":"https://www.google.com/"}]'),
   },
+  {
+    name: 'a beacon carrying JSON inside a JSON string (its quotes escaped)',
+    bytes: raw('POST /collect', ['Content-Type: application/json'], String.raw`{"t":"timing","data":"{\"page\":\"/checkout\",\"ms\":120,\"ok\":true}"}`),
+  },
   { name: 'a HEAD request', bytes: raw('HEAD /robots.txt') },
 ];
 
