@@ -8,7 +8,7 @@ D.BODY_LIMIT = 65536      -- bytes of a request body that are inspected
 D.VALUE_LIMIT = 65536     -- bytes of one value given to the detectors (a whole inspected body)
 D.MATCH_LEN = 48          -- bytes of the excerpt an event shows
 D.DEPTH_LIMIT = 64        -- levels of JSON nesting (and parameter-name segments) followed for key paths
-D.VALUES_LIMIT = 2000     -- values of one request inspected one by one; the rest together, as one text
+D.VALUES_LIMIT = 6000     -- values of one request inspected one by one; the rest together, as one text
 D.DECODE_ROUNDS = 3       -- rounds of decoding one value (percent, entities, escapes, ...)
 D.JOIN_LIMIT = 8192       -- bytes of the values of a repeated name joined (as ASP.NET joins them)
 

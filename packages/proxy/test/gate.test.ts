@@ -109,6 +109,14 @@ const ORDINARY: Case[] = [
     name: 'a beacon carrying JSON inside a JSON string (its quotes escaped)',
     bytes: raw('POST /collect', ['Content-Type: application/json'], String.raw`{"t":"timing","data":"{\"page\":\"/checkout\",\"ms\":120,\"ok\":true}"}`),
   },
+  {
+    name: "a JSON document of 1,120 strings (2,240 quotes: within the detectors' budget, so its size alone does not fire)",
+    bytes: raw(
+      'POST /api/v1/catalog',
+      ['Content-Type: application/json'],
+      `{"items":[${Array.from({ length: 80 }, (_, i) => JSON.stringify({ id: i, sku: `SKU-${100000 + i}`, name: `Garden chair ${i}`, tags: ['outdoor', 'wood'], stock: { warehouse: 'north', count: i % 13 }, description: 'Solid acacia wood, folds flat.' })).join(',')}]}`,
+    ),
+  },
   { name: 'a HEAD request', bytes: raw('HEAD /robots.txt') },
 ];
 
