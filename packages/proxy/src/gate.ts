@@ -561,7 +561,10 @@ const SAFE_HOST =
  * sample, so the word lines only ever read samples without such a run.
  */
 const RUNS: Pattern[] = [
-  { re: String.raw`(?:[ \t+\xa0()'"{!]|${pe('(?:20|[aA]0|2[12789]|7[bB])')}){64}`, why: 'a run of 64 blanks, parentheses, quotes, { or ! (raw or encoded)' },
+  {
+    re: String.raw`(?:[ \t+\xa0()'"{!$]|\\"|${pe('(?:20|[aA]0|2[12789]|7[bB])')}){64}`,
+    why: 'a run of 64 blanks, parentheses, quotes (also a JSON string\'s \\"), { ! or $ (raw or encoded)',
+  },
   { re: String.raw`${SL}(?:\.?${SL}){7}`, why: 'a run of 8 slashes or /. (traversal_common collapses them)' },
 ];
 

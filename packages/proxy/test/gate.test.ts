@@ -480,6 +480,8 @@ describe('the gate in front of the attack detectors, through a real HAProxy', ()
       '{"$type":"System.Windows.Data.ObjectDataProvider, PresentationFramework"}',
       '{"c":"1;$\\"id\\""}',
       '{"c":"x|$\'id\'"}',
+      // a long run of what the command rule skips, escaped quotes included: the runs rule fires first
+      `{"c":"x;${'\\"'.repeat(3000)}ls -la"}`,
     ];
     const ordinary = [
       '{"price":"$19.99","note":"save $5 today"}',
