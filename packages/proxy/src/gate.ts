@@ -580,8 +580,8 @@ const WORDS: Pattern[] = [
   { re: String.raw`${AT}${AT}(?:version|hostname|datadir|basedir|servername|tmpdir|global\.|session\.)`, why: 'sqli: @@version and the other system variables sql_structure knows' },
   { re: String.raw`information_schema|master\.\.|mysql\.user|pg_catalog|all_tables|${word('sys')}\.`, why: 'sqli: system schemas and tables' },
   {
-    re: String.raw`(?<![a-z0-9_$.\x80-\x9f\xa1-\xff])0x[0-9a-f]+[g-z_$\x80-\x9f\xa1-\xff]`,
-    why: 'sqli: a hex number glued to a word (0x1Fsys.x, 0x1Funion): the SQL tokenizer reads a number and a word where the word rules see one word, not started (a 0x inside a word or a number is no number)',
+    re: String.raw`(?:(?<![a-z0-9_$.\x80-\x9f\xa1-\xff])|(?<=%[0-9a-f]{2}))0x[0-9a-f]+[g-z_$\x80-\x9f\xa1-\xff]`,
+    why: 'sqli: a hex number glued to a word (0x1Fsys.x, 0x1Funion): the SQL tokenizer reads a number and a word where the word rules see one word, not started (a 0x inside a word or a number is no number; after a percent escape it may be: %200x1F)',
   },
   // (sql_structure's INSERT INTO, DELETE FROM, DROP TABLE and UPDATE t SET: the second word is the
   // very next token; between them blanks, or comments, which fire by themselves)
