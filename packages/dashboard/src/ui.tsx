@@ -350,6 +350,7 @@ const REASON_WORDS: Record<string, string> = {
   injection_detected: 'Template/expression injection',
   upload_blocked: 'Upload blocked',
   compressed_body: 'Compressed body refused',
+  body_too_complex: 'Body too complex',
   custom_rule_blocked: 'Custom rule: blocked',
   custom_rule_logged: 'Custom rule: logged',
 };

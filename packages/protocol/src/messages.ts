@@ -258,6 +258,7 @@ export const WAF_REASONS = [
   'injection_detected',
   'upload_blocked',
   'compressed_body',
+  'body_too_complex',
   'custom_rule_blocked',
   'custom_rule_logged',
 ] as const;

@@ -26,7 +26,7 @@ local before_cut = D.before_cut
 D.DETECTORS = { "sqli", "xss", "cmdi", "traversal", "injection", "ssrf", "xxe" }
 D.REASONS = { sqli = "sqli_detected", xss = "xss_detected", cmdi = "cmdi_detected",
   traversal = "traversal_detected", ssrf = "ssrf_detected", xxe = "xxe_detected",
-  injection = "injection_detected", upload = "upload_blocked" }
+  injection = "injection_detected", upload = "upload_blocked", budget = "body_too_complex" }
 
 -- Values made of letters, digits, blanks (not line breaks) and harmless punctuation: only
 -- keyword SQL ("1 union select 2") and serialized objects (base64 or hex) can hide in them.
@@ -248,6 +248,26 @@ end
 
 local inspect_request
 
+-- A body past the budget's structure limits (NESTING_LIMIT, FIELDS_LIMIT) is refused as
+-- body_too_complex at p (an excerpt from there), unless an exception covers every detector in
+-- every part of the body: then the body is not inspected at all (false, which callers answer
+-- with nil), as the exception says.
+local function too_complex(ctx, body, p)
+  local skip = exception_filter(ctx.exceptions, ctx.path, "body:*")
+  if skip and skip("*all*") == true then return false end
+  return { detector = "budget", reason = D.REASONS.budget, location = "body", matched = excerpt(body, p) }
+end
+
+-- A form body of more than FIELDS_LIMIT fields (counted as its '&' plus one): its refusal (or
+-- false, excepted), or nil when it is within the budget.
+local function too_many_fields(ctx, body)
+  local _, amps = gsub(body, "&", "")
+  if amps < D.FIELDS_LIMIT then return nil end
+  local p = 0
+  for _ = 1, D.FIELDS_LIMIT do p = find(body, "&", p + 1, true) end
+  return too_complex(ctx, body, p)
+end
+
 -- req: { method, path (raw, without query), query (raw or nil), headers = { lname = value or
 -- {[0]=v1, v2...} }, body (or nil) }; exceptions: the domain's waf_exception rules, { {path=,
 -- loc=, det=}, ... } or nil. Returns a finding or nil: { detector, reason, location, matched }.
@@ -408,11 +428,12 @@ inspect_request = function(req, ctx)
       return nil
     end
     if find(ct, "json", 1, true) or ((first == "{" or first == "[") and not find(ct, "x-www-form-urlencoded", 1, true)) then
-      local strings, sf = D.json_walk(body, nil, nil, cut)
+      local strings, sf, deep = D.json_walk(body, nil, nil, cut)
       if sf then
         f = structure_finding(ctx, "body:" .. sf[2], body, sf[1])
         if f then return f end
       end
+      if deep then return too_complex(ctx, body, deep) end
       f = inspect_pairs(ctx, "body:", strings, true)
       if f then return f end
       -- JSON5 and lenient parsers take single-quoted strings: without double quotes, read it as
@@ -426,7 +447,10 @@ inspect_request = function(req, ctx)
       if f then return f end
       return inspect_pairs(ctx, "body:", D.xml_values(body), true)
     elseif find(ct, "x-www-form-urlencoded", 1, true) then
-      return inspect_pairs(ctx, "body:", D.form_pairs(cut and before_cut(body) or body))
+      if cut then body = before_cut(body) end
+      local many = too_many_fields(ctx, body)
+      if many ~= nil then return many or nil end
+      return inspect_pairs(ctx, "body:", D.form_pairs(body))
     else
       -- text/plain or no type: the whole body, and as form data when it looks like it (cut
       -- short, up to its last blank, line break or '&')
@@ -434,6 +458,8 @@ inspect_request = function(req, ctx)
       -- form data starts with a name (no blank, quote or brace before its '='); event lines such
       -- as c{"type":...}\np{...} with URLs inside are not read a second time as pairs
       if find(body, "^[^=&%s{}\"'<]*=") then
+        local many = too_many_fields(ctx, body)
+        if many ~= nil then return many or nil end
         f = inspect_pairs(ctx, "body:", D.form_pairs(body))
         if f then return f end
       end

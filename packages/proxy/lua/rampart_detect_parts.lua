@@ -71,8 +71,22 @@ D.before_cut = before_cut
 -- ancestors). A scanner, not a parser: it never builds the document, malformed JSON is still
 -- scanned, and it walks the text once. Nesting is followed to DEPTH_LIMIT levels; deeper keys
 -- are still read and checked on their own ("__proto__", an operator after a field) but no longer
--- against their ancestors. Returns the list of {name, string[, true for a key]} and the first
--- structure finding as {position, name}.
+-- against their ancestors; past NESTING_LIMIT levels the walk stops. Returns the list of {name,
+-- string[, true for a key]}, the first structure finding as {position, name}, and the position of
+-- the bracket past NESTING_LIMIT when there is one.
+-- JSON's escapes as tables gsub reads in C, without a call a character: \n \t \r \b \f decoded,
+-- \u kept for the second round, any other character as itself (\" \\ \/ and what JSON does not
+-- define); then \uXXXX as UTF-8, the ASCII ones (the most an attacker repeats) from the table,
+-- others computed.
+local JSON_ESCAPES = {}
+for b = 0, 255 do JSON_ESCAPES[char(b)] = char(b) end
+JSON_ESCAPES.n, JSON_ESCAPES.t, JSON_ESCAPES.r, JSON_ESCAPES.b, JSON_ESCAPES.f, JSON_ESCAPES.u = "\n", "\t", "\r", "\b", "\f", "\\u"
+local JSON_UNICODE = setmetatable({}, { __index = function(_, h) return D.utf8(tonumber(h, 16)) end })
+for cp = 0, 127 do
+  local a, b = format("%04x", cp), format("%04X", cp)
+  JSON_UNICODE[a], JSON_UNICODE[b] = char(cp), char(cp)
+end
+
 function D.json_walk(s, out, owner0, cut)
   out = out or {}
   local n = #out
@@ -90,25 +104,22 @@ function D.json_walk(s, out, owner0, cut)
     if not p then break end
     local c = byte(s, p)
     if c == 34 then
-      local j = p + 1
-      local escaped = false
+      -- the closing quote: the first not escaped, i.e. after an even run of backslashes (a run
+      -- ends at the opening quote at the latest, so each byte is looked at once or twice)
+      local j = p
       while true do
-        local k = find(s, '["\\]', j)
+        local k = find(s, '"', j + 1, true)
         if not k then j = len + 1 break end
-        if byte(s, k) == 34 then j = k break end
-        j = k + 2
-        escaped = true
+        local b = k - 1
+        while byte(s, b) == 92 do b = b - 1 end
+        j = k
+        if (k - 1 - b) % 2 == 0 then break end
       end
       -- a body cut short (cut) ends in the middle of its last string: it is read up to the token
       -- the cut went through
       local raw = sub(s, p + 1, j - 1)
-      if escaped then
-        raw = gsub(raw, "\\(.)", function(e)
-          if e == "n" then return "\n" elseif e == "t" then return "\t" elseif e == "r" then return "\r"
-          elseif e == "b" then return "\b" elseif e == "f" then return "\f" elseif e == "u" then return "\\u" end
-          return e
-        end)
-        raw = gsub(raw, "\\u(%x%x%x%x)", function(h) return D.utf8(tonumber(h, 16)) end)
+      if find(raw, "\\", 1, true) then
+        raw = gsub(gsub(raw, "\\(.)", JSON_ESCAPES), "\\u(%x%x%x%x)", JSON_UNICODE)
       end
       if cut and j > len then raw = before_cut(raw) end
       -- a key is followed by ':'
@@ -149,6 +160,9 @@ function D.json_walk(s, out, owner0, cut)
       end
     elseif c == 123 or c == 91 then -- { [
       depth = depth + 1
+      -- deeper than any parser reads (PHP refuses past 512, .NET and Newtonsoft past 64): the
+      -- walk stops, and the caller refuses the body (body_too_complex)
+      if depth > D.NESTING_LIMIT then return out, finding, p end
       if depth <= limit then
         local up = depth - 1
         local owner = isobj[up] and curs[up] or owners[up]

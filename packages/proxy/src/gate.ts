@@ -839,6 +839,9 @@ export function gateAcls(dir: string, cond = ''): string[] {
     // exceed VALUES_LIMIT (6,000) and join the rest; the quotes are counted by deleting everything
     // else (a pattern repeating a group thousands of times gives up on PCRE2's JIT, and would not fire)
     `    acl rp_gate ${body},regsub('"[^\\x22]+"',,g),length -m int ge 4000`,
+    // JSON nested past NESTING_LIMIT (512) levels, which the detectors refuse, has more brackets
+    // than that (counted in the same way); form fields past FIELDS_LIMIT fire BODY's 150-field rule
+    `    acl rp_gate ${body},regsub('"[^[{]+"',,g),length -m int gt 512`,
     // a NUL: HAProxy's text matchers stop at it (req.body,length counts up to it), the detectors do not
     '    acl rp_gate req.body,length,set-var(txn.rp_gate_len) -m int lt 0',
     '    acl rp_gate req.body_len,sub(txn.rp_gate_len) -m int gt 0',

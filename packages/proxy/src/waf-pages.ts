@@ -25,6 +25,7 @@ export const REASON_WORDS: Readonly<Record<WafReason, string>> = {
   injection_detected: 'code injection',
   upload_blocked: 'a dangerous file upload',
   compressed_body: 'a compressed request body, which cannot be inspected',
+  body_too_complex: 'a request body nested too deep or with too many fields to inspect',
   custom_rule_blocked: 'a rule of this site',
   custom_rule_logged: 'a rule of this site',
 };

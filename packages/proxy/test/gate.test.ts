@@ -207,6 +207,11 @@ function longCases(): Case[] {
     { name: 'long: a separator and a long path, then a command', bytes: text(`x;${big(12000, 'a/')}whoami`) },
     { name: 'long: a quote and a long identifier, then a call', bytes: text(`x'-${big(12000, 'a')}(1)`) },
     { name: 'long: blanks after a number, then or', bytes: text(`1${big(12000, ' ')}or 1=1`) },
+    // past the budget's structure limits the detectors refuse the body (body_too_complex)
+    { name: 'long: JSON nested one level past NESTING_LIMIT', bytes: json(`${'['.repeat(513)}1${']'.repeat(513)}`) },
+    { name: 'long: JSON objects nested past NESTING_LIMIT', bytes: json(`${'{"a":'.repeat(600)}1${'}'.repeat(600)}`) },
+    { name: 'long: one form field past FIELDS_LIMIT', bytes: form(`${'a&'.repeat(1000)}b`) },
+    { name: 'long: text read as form, one field past FIELDS_LIMIT', bytes: text(`a=1${'&'.repeat(1000)}`) },
     // found by the fuzzer (seed 394940546): a globbed path with quotes inside, which the engine drops
     { name: 'fuzzer: a quoted glob after an encoded separator', bytes: header('%3b%252fsubstring"*rlikebase64%3aschtasks') },
     { name: 'fuzzer: a glob split by quotes', bytes: header(`x;/bin"/"ca* /etc/passwd`) },

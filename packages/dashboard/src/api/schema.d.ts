@@ -3506,6 +3506,7 @@ export interface paths {
                                     injection_detected?: number;
                                     upload_blocked?: number;
                                     compressed_body?: number;
+                                    body_too_complex?: number;
                                     custom_rule_blocked?: number;
                                     custom_rule_logged?: number;
                                 };

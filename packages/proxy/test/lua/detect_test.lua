@@ -360,6 +360,10 @@ local ADVERSARIAL_BODIES = {
   { "JSON objects nested 10,000 deep", function(k) return post("application/json", rep('{"a":', 2500 * k) .. "1" .. rep("}", 2500 * k)) end },
   { "a JSON string of 10,000 \\u escapes", function(k) return post("application/json", '{"a":"' .. rep("\\u003c", 2500 * k) .. '"}') end },
   { "5,000 form fields", function(k) return post("application/x-www-form-urlencoded", fields(1250 * k, function(i) return "f" .. i .. "=%3C" .. i end)) end },
+  -- within NESTING_LIMIT and FIELDS_LIMIT, walked to the end
+  { "JSON arrays nested 512 deep", function(k) return post("application/json", rep("[", 128 * k) .. rep("]", 128 * k)) end },
+  { "JSON objects nested 512 deep", function(k) return post("application/json", rep('{"a":', 128 * k) .. "1" .. rep("}", 128 * k)) end },
+  { "1,000 form fields", function(k) return post("application/x-www-form-urlencoded", fields(250 * k, function(i) return "f" .. i .. "=%3C" .. i end)) end },
   { "5,000 repeated form fields", function(k) return post("application/x-www-form-urlencoded", fields(1250 * k, function(i) return "a=%3C" .. i end)) end },
   { "a 64 KB multipart upload", function(k)
     local t = {}
@@ -384,22 +388,23 @@ test("budget: adversarial bodies cost linear time (nesting, escapes, fields, upl
   if #superlinear > 0 then fail("cost grows faster than the input:\n         " .. table.concat(superlinear, "\n         ")) end
 end)
 
-test("budget: past VALUES_LIMIT values, the rest is inspected together (a payload behind 3,500 dummy fields is found)", function()
-  -- a field is two values (its name and its value); the body stays under BODY_LIMIT
+test("budget: past VALUES_LIMIT values, the rest is inspected together (a payload behind 3,500 dummy members is found)", function()
+  -- a member is two values (its key and its value); the body stays under BODY_LIMIT
   local n = D.VALUES_LIMIT // 2 + 500
-  local body = fields(n, function(i) return "f" .. i .. "=v" .. i end) .. "&q=%3Cscript%3Ealert(1)%3C/script%3E"
+  local function members(k, last) local t = {} for i = 1, k do t[i] = '"f' .. i .. '":"v' .. i .. '"' end return "{" .. table.concat(t, ",") .. "," .. last .. "}" end
+  local body = members(n, '"q":"<script>alert(1)</script>"')
   D.cache_reset()
-  local f = D.inspect(post("application/x-www-form-urlencoded", body))
+  local f = D.inspect(post("application/json", body))
   truthy(f, "finding")
   eq(f.reason, "xss_detected", "reason")
   eq(f.location, "body:*", "location: the rest of the body")
-  -- within the budget the same field is named
+  -- within the budget the same member is named
   D.cache_reset()
-  f = D.inspect(post("application/x-www-form-urlencoded", fields(10, function(i) return "f" .. i .. "=v" .. i end) .. "&q=%3Cscript%3Ealert(1)%3C/script%3E"))
+  f = D.inspect(post("application/json", members(10, '"q":"<script>alert(1)</script>"')))
   eq(f and f.location, "body:q", "within the budget")
   -- an exception for every body field covers the rest too
   D.cache_reset()
-  falsy(D.inspect(post("application/x-www-form-urlencoded", body), { { path = "/", loc = "body:*", det = "xss" } }), "body:* exception")
+  falsy(D.inspect(post("application/json", body), { { path = "/", loc = "body:*", det = "xss" } }), "body:* exception")
   -- a query past the budget and a body: each part's rest under its own location
   D.cache_reset()
   local r = post("application/x-www-form-urlencoded", "q=%3Cscript%3Ealert(1)%3C/script%3E")
@@ -408,7 +413,45 @@ test("budget: past VALUES_LIMIT values, the rest is inspected together (a payloa
   eq(f and f.location, "body:*", "the body's rest, after the query's")
   -- ordinary values past the budget pass
   D.cache_reset()
-  falsy(D.inspect(post("application/x-www-form-urlencoded", fields(n, function(i) return "f" .. i .. "=O%27Brien+" .. i end))), "ordinary rest")
+  falsy(D.inspect(post("application/json", members(n, '"last":"O\'Brien"'))), "ordinary rest")
+end)
+
+test("budget: JSON nested past NESTING_LIMIT and forms past FIELDS_LIMIT are refused (body_too_complex); within them they are inspected", function()
+  local limit = D.NESTING_LIMIT
+  truthy(limit >= 256 and limit <= 1000, "a documented limit, above what parsers accept (.NET 64, serde 128, PHP 512)")
+  local function arrays(depth, inner) return post("application/json", rep("[", depth) .. inner .. rep("]", depth)) end
+  local function objects(depth, inner) return post("application/json", rep('{"a":', depth) .. inner .. rep("}", depth)) end
+  eq(reason(arrays(limit + 1, "1")), "body_too_complex", "arrays one level past")
+  eq(reason(objects(limit + 1, "1")), "body_too_complex", "objects one level past")
+  eq(reason(arrays(10000, "1")), "body_too_complex", "10,000 levels")
+  falsy(reason(arrays(limit, "1")), "arrays at the limit")
+  falsy(reason(objects(limit, '"O\'Brien"')), "objects at the limit")
+  eq(reason(objects(limit, '"<script>alert(1)</script>"')), "xss_detected", "an attack at the limit")
+  -- brackets inside strings are not nesting
+  falsy(reason(post("application/json", '{"a":"' .. rep("[", 2000) .. '"}')), "brackets in a string")
+  -- the event: where the walk stopped
+  D.cache_reset()
+  local f = D.inspect(arrays(limit + 1, "1"))
+  eq(f.location, "body", "location")
+  eq(f.detector, "budget", "detector")
+  -- forms: more than FIELDS_LIMIT pieces between '&', as a form or as a text body read as one
+  local n = D.FIELDS_LIMIT
+  local form = function(k) return fields(k, function(i) return "f" .. i .. "=v" .. i end) end
+  eq(reason(post("application/x-www-form-urlencoded", form(n + 1))), "body_too_complex", "a form")
+  eq(reason(post("text/plain", form(n + 1))), "body_too_complex", "text read as a form")
+  falsy(reason(post("application/x-www-form-urlencoded", form(n))), "a form at the limit")
+  eq(reason(post("application/x-www-form-urlencoded", form(n - 1) .. "&q=%3Cscript%3Ealert(1)%3C/script%3E")), "xss_detected", "an attack at the limit")
+  -- the query string is not a body: a long one is inspected to VALUES_LIMIT
+  falsy(reason(req({ query = form(n + 1) })), "a query of as many")
+  -- a JSON body is not a form: its '&' are characters of its strings
+  falsy(reason(post("application/json", '{"a":"' .. rep("&", 2000) .. '"}')), "& in a JSON string")
+  -- an exception for every detector in the body lets such a body through uninspected; one for a detector does not
+  D.cache_reset()
+  falsy(D.inspect(arrays(limit + 1, "1"), { { path = "/" } }), "an exception for the path")
+  D.cache_reset()
+  falsy(D.inspect(post("application/x-www-form-urlencoded", form(n + 1)), { { path = "/", loc = "body:*" } }), "an exception for body:*")
+  D.cache_reset()
+  eq((D.inspect(post("application/x-www-form-urlencoded", form(n + 1)), { { path = "/", loc = "body:*", det = "xss" } }) or {}).reason, "body_too_complex", "an exception for one detector")
 end)
 
 test("budget: JSON nested deeper than DEPTH_LIMIT is still scanned (strings inspected, __proto__ and operators after a field refused)", function()
