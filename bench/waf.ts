@@ -878,6 +878,11 @@ if (openPlain && openHigh) {
     '<= 1.3x',
     openHigh.kb / openPlain.kb <= 1.3 && !openHigh.failed && !openPlain.failed,
   );
+  // What the connections themselves add, without the data each loads at start (Rampart: the
+  // country map of the rules' countries, the Lua states, the lists): the part of the total that
+  // grows with the number of connections.
+  const perConnection = (openHigh.kb - openHigh.idleKb) / (openPlain.kb - openPlain.idleKb);
+  console.log(`${"WAF high, RSS the connections add / plain proxy's".padEnd(58)}${`${perConnection.toFixed(2)}x`.padStart(12)}   (for reference)`);
 }
 if (memory) {
   const deltaMb = (memory.afterKb - memory.beforeKb) / 1024;
