@@ -37,6 +37,9 @@ function D.webshell(filename, content)
   local ext = match(lower(filename), "%.(%w+)$")
   if ext == "txt" or ext == "md" or ext == "log" or ext == "csv" then return nil end
   local head = sub(content, 1, 65536)
+  -- most files hold no opener's first two characters ('<' then '?', '%' or 's'): one search
+  -- answers for them, where each opener's own search tries every position of the file
+  if not find(head, "<[%?%%sS]") then return nil end
   return find(head, "<%?[pP][hH][pP]") or find(head, "<%?=") or find(head, "<%%[@=!]") or
     find(head, "<[sS][cC][rR][iI][pP][tT]%s+[lL][aA][nN][gG][uU][aA][gG][eE]%s*=%s*[\"']?[pP][hH][pP]")
 end
