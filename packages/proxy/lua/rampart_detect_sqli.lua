@@ -426,6 +426,53 @@ local function sql_danger_call(name)
   return SQL_DANGER_ALONE[name] or name == "receive_message" or name == "get_host_address" or name == "sn"
 end
 
+-- The tokens sql_structure acts on: keywords (union, select, the statements, into outfile, waitfor),
+-- dangerous calls, and names of system tables and variables. A structure word inside a longer word
+-- ("settings", "charset", "created_at", "copyright") is no token of them: sql_structure cannot find
+-- anything there, and the value need not be tokenised for it.
+local STRUCTURE_TOKENS = { "select", "union", "insert", "delete", "update", "drop", "exec", "execute", "declare",
+  "create", "alter", "truncate", "shutdown", "waitfor", "replace", "copy", "set", "outfile", "dumpfile" }
+for name in pairs(SQL_DANGER_ALONE) do
+  if not find(name, ".", 1, true) then STRUCTURE_TOKENS[#STRUCTURE_TOKENS + 1] = name end
+end
+-- parts of names the tokenizer reads as one word with what surrounds them: searched as they are
+local STRUCTURE_MARKS = { "@@", "information_schema", "master.", "sys.", "mysql.", "pg_", "all_tables",
+  "dbms_", "utl_", "ctxsys." }
+
+-- A byte the tokenizer reads as part of a word (A0, a blank to MySQL in latin1, is not).
+local function word_byte(b)
+  return b and ((b >= 97 and b <= 122) or (b >= 65 and b <= 90) or (b >= 48 and b <= 57) or b == 95 or b == 36 or
+    (b >= 128 and b ~= 160))
+end
+
+-- Whether the tokenizer can start a word at p: after anything but a word byte, or after a number
+-- (1union, 1e0union, 0x1Funion: a run of word bytes that starts with a digit); a run longer than
+-- 64 bytes is taken as one that could.
+local function token_start(lv, p)
+  local j = p - 1
+  while j >= 1 and j > p - 65 and word_byte(byte(lv, j)) do j = j - 1 end
+  if j == p - 1 or j == p - 65 then return true end
+  local first = byte(lv, j + 1)
+  return first >= 48 and first <= 57
+end
+
+-- Whether lv (lowercased) can hold a token sql_structure acts on: a mark, or a word of
+-- STRUCTURE_TOKENS standing as a word of its own (where the tokenizer would read it whole).
+local function structure_tokens(lv)
+  for _, m in ipairs(STRUCTURE_MARKS) do
+    if find(lv, m, 1, true) then return true end
+  end
+  for _, w in ipairs(STRUCTURE_TOKENS) do
+    local p = find(lv, w, 1, true)
+    while p do
+      local e = p + #w
+      if not word_byte(byte(lv, e)) and token_start(lv, p) then return true end
+      p = find(lv, w, e, true)
+    end
+  end
+  return false
+end
+
 function D.sqli(v)
   local lv = lower(v)
   -- Gates, each a necessary condition of one way in: structure words or a dangerous call (as
@@ -444,8 +491,10 @@ function D.sqli(v)
   local numeric = find(sub(lv, w0 + 1, w0 + 64), "^[%-%(]?%s*%.?%d") and not find(lv, "^%-?[%d%.]*%s*$", w0 + 1)
   local quoted = find(v, "['\"]")
   if not (structure or numeric or quoted) then return nil end
-  local toks = (structure or numeric) and sql_tokens(v, nil, 4096) or {}
-  local p = structure and sql_structure(toks, false)
+  -- (a structure word only inside longer words: nothing for sql_structure to find)
+  local tokens = structure and structure_tokens(lv)
+  local toks = (tokens or numeric) and sql_tokens(v, nil, 4096) or {}
+  local p = tokens and sql_structure(toks, false)
   if p then return p end
   -- numeric context: a number (or a closing parenthesis) then the injected tail
   local first = toks[1]
@@ -465,7 +514,7 @@ function D.sqli(v)
       local qt, inside = sql_tokens(v, q, structure and 4096 or 16)
       if not inside then
         if qt.comment_first then return qt.breakout + 1 end -- admin'/*
-        p = sql_tail(qt, 2, true) or (structure and sql_structure(qt, true))
+        p = sql_tail(qt, 2, true) or (tokens and sql_structure(qt, true))
         if p then return p end
       end
     end
