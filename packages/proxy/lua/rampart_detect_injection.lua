@@ -68,6 +68,9 @@ D.CODE_MARKERS = CODE_MARKERS
 
 local code_marker = marker_finder(CODE_MARKERS)
 
+-- Whether s holds text (a plain search).
+local function has(s, text) return find(s, text, 1, true) ~= nil end
+
 function D.injection(v)
   -- ('<' only as in <?php, <%=, <#assign)
   if not find(v, "[%${}%(%.#@:%[!\n]") and not find(v, "<[?%%#]") and not find(v, "rO0AB", 1, true) and not find(v, "^gA[SJNR][VjW]") and
@@ -100,11 +103,14 @@ function D.injection(v)
   p = code_marker(lv)
   if p then return p end
   -- OGNL and SpEL expressions: %{...#...}, ${#...}, T(java...), #{...}
-  p = find(lv, "%%{%s*[%(#@']") or find(lv, "%${%s*#") or find(lv, "t%s*%(%s*java%.") or find(lv, "#{%s*t%s*%(") or
-    find(lv, "%(#[%a_]+%s*=")
+  -- (each pattern searched only when the text it needs is there: a pattern search tries every
+  -- position of the value, a plain one skips to the text)
+  p = has(lv, "%{") and find(lv, "%%{%s*[%(#@']") or has(lv, "${") and find(lv, "%${%s*#") or
+    has(lv, "java.") and find(lv, "t%s*%(%s*java%.") or has(lv, "#{") and find(lv, "#{%s*t%s*%(") or
+    has(lv, "(#") and find(lv, "%(#[%a_]+%s*=")
   if p then return p end
   -- template expressions that compute: {{7*7}}, ${7*7}, #{7*7}, {233*233}, <%= 7*7 %>
-  p = find(lv, "[{$#]%s*%d+%s*[%*%+/%-]%s*['\"]?%d+['\"]?%s*}") or find(lv, "{{#with%s+[\"']")
+  p = has(lv, "}") and find(lv, "[{$#]%s*%d+%s*[%*%+/%-]%s*['\"]?%d+['\"]?%s*}") or has(lv, "{{#with") and find(lv, "{{#with%s+[\"']")
   if p then return p end
   p = find(lv, "{{", 1, true)
   while p do
@@ -116,7 +122,7 @@ function D.injection(v)
     p = find(lv, "{{", p + 2, true)
   end
   -- fastjson's "@type" and Json.NET's "$type", whatever the blanks around ':'
-  p = find(lv, '"[@$]type"%s*:%s*"')
+  p = has(lv, 'type"') and find(lv, '"[@$]type"%s*:%s*"')
   if p then return p end
   -- calls of functions that run code or commands; comments between name and '(' removed first
   if find(lv, "/*", 1, true) then lv = strip_block_comments(lv) end

@@ -62,11 +62,11 @@ local function traversal_common(lv, text)
   -- traversal; four levels up are, and so is a sensitive file after any number (below)
   if p and text and not find(s, "%.%.;?/%.%.;?/%.%.;?/%.%.;?/") then p = nil end
   if p then return p end
-  p = find(s, "%z[%.%w]*%.%w+$") -- ../../etc/passwd%00.png
+  p = find(s, "\0", 1, true) and find(s, "%z[%.%w]*%.%w+$") -- ../../etc/passwd%00.png
   if p then return p end
   p = sensitive_path(s, text)
   if p then return p end
-  p = find(s, "/proc/%d+/")
+  p = find(s, "/proc/", 1, true) and find(s, "/proc/%d+/")
   if p then return p end
   return nil
 end
