@@ -85,6 +85,9 @@ local SINK_VALUES = { "alert", "eval", "prompt", "confirm" }
 local JS_GLOBALS = { window = true, self = true, top = true, parent = true, frames = true, globalthis = true,
   this = true, document = true, content = true, opener = true }
 
+-- Whether s holds text (a plain search).
+local function has(s, text) return find(s, text, 1, true) ~= nil end
+
 function D.js(lv)
   -- every construct below needs one of these characters (calls, members, assignments, JSFuck,
   -- __proto__): a value without any is not JavaScript reaching a sink
@@ -124,15 +127,19 @@ function D.js(lv)
       q = find(lv, sink, q + #sink, true)
     end
   end
-  p = find(lv, "document%s*%.%s*[cdwl]") -- document.cookie/domain/write/location
+  -- (each pattern searched only when the text it needs is there: a pattern search tries every
+  -- position of the value, a plain one skips to the text)
+  p = has(lv, "document") and find(lv, "document%s*%.%s*[cdwl]") -- document.cookie/domain/write/location
   if p then
     local w = match(lv, "^document%s*%.%s*([%a]+)", p)
     if w == "cookie" or w == "domain" or w == "write" or w == "writeln" or w == "location" then return p end
   end
-  p = find(lv, "constructor%s*[%.%(%[]") or find(lv, "fromcharcode%s*%(") or find(lv, "%.innerhtml%s*=") or
-    find(lv, "%.outerhtml%s*=") or find(lv, "location%s*%.%s*href%s*=") or find(lv, "location%s*=%s*['\"`]") or
-    find(lv, "__proto__") or find(lv, "%.source%s*%+") or
-    find(lv, "%.srcdoc%s*=") or find(lv, "insertadjacenthtml") or find(lv, "importscripts")
+  local located = has(lv, "location")
+  p = has(lv, "constructor") and find(lv, "constructor%s*[%.%(%[]") or has(lv, "fromcharcode") and find(lv, "fromcharcode%s*%(") or
+    has(lv, ".innerhtml") and find(lv, "%.innerhtml%s*=") or has(lv, ".outerhtml") and find(lv, "%.outerhtml%s*=") or
+    located and find(lv, "location%s*%.%s*href%s*=") or located and find(lv, "location%s*=%s*['\"`]") or
+    find(lv, "__proto__", 1, true) or has(lv, ".source") and find(lv, "%.source%s*%+") or
+    has(lv, ".srcdoc") and find(lv, "%.srcdoc%s*=") or find(lv, "insertadjacenthtml", 1, true) or find(lv, "importscripts", 1, true)
   if p then return p end
   -- JSFuck: code written with []()!+ alone; a run of a dozen of them with "[]" and "!" or "+"
   -- (one "+[]" is what compressed or random bytes hold by chance)
