@@ -32,10 +32,11 @@ local function word_of_text(s, p)
   return false
 end
 
--- The first sensitive file of s; in text, the first that is not a word of the text.
-local function sensitive_path(s, text)
+-- The first sensitive file of s; in text (is_txt(), asked only when there is one), the first that
+-- is not a word of the text.
+local function sensitive_path(s, is_txt)
   local p = sensitive_file(s)
-  if not p or not text then return p end
+  if not p or not is_txt() then return p end
   if not word_of_text(s, p) then return p end
   for _, m in ipairs(SENSITIVE) do
     local q, tries = find(s, m, 1, true), 0
@@ -49,9 +50,15 @@ local function sensitive_path(s, text)
   return nil
 end
 
--- text: the value is text (D.is_text); never for the request path.
-local function traversal_common(lv, text)
-  local s = gsub(lv, "\\", "/")
+-- textual: a function answering whether the value is text (D.is_text), asked only when a
+-- finding depends on it (it reads the whole value); nil for the request path, never text.
+local function traversal_common(lv, textual)
+  local text = nil
+  local function is_txt()
+    if text == nil then text = textual ~= nil and textual() or false end
+    return text
+  end
+  local s = find(lv, "\\", 1, true) and gsub(lv, "\\", "/") or lv
   if find(s, "//", 1, true) or find(s, "/./", 1, true) then s = gsub(gsub(s, "/%./", "/"), "//+", "/") end
   if find(s, "[\226\239]") then
     -- fullwidth and other look-alike dots and slashes that some decoders fold to ASCII
@@ -60,11 +67,11 @@ local function traversal_common(lv, text)
   local p = find(s, "../", 1, true) or find(s, "..;/", 1, true)
   -- in text (and code), a relative reference ("see ../README.md", from '../../utils') is not a
   -- traversal; four levels up are, and so is a sensitive file after any number (below)
-  if p and text and not find(s, "%.%.;?/%.%.;?/%.%.;?/%.%.;?/") then p = nil end
+  if p and is_txt() and not find(s, "%.%.;?/%.%.;?/%.%.;?/%.%.;?/") then p = nil end
   if p then return p end
   p = find(s, "\0", 1, true) and find(s, "%z[%.%w]*%.%w+$") -- ../../etc/passwd%00.png
   if p then return p end
-  p = sensitive_path(s, text)
+  p = sensitive_path(s, is_txt)
   if p then return p end
   p = find(s, "/proc/", 1, true) and find(s, "/proc/%d+/")
   if p then return p end
@@ -74,7 +81,7 @@ end
 function D.traversal(v)
   if not find(v, "[/\\:%.%z\226\239]") then return nil end
   local lv = lower(v)
-  local p = traversal_common(lv, is_text(lv))
+  local p = traversal_common(lv, function() return is_text(lv) end)
   if p then return p end
   p = include_scheme(lv)
   if p then return p end
