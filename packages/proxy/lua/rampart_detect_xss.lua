@@ -44,6 +44,7 @@ local URL_ATTRS = { href = true, src = true, action = true, formaction = true, d
 
 -- Removes what a browser ignores inside a URL scheme: tabs, newlines, NULs and other controls.
 local function squash(s)
+  if not find(s, "%c") then return s end
   return (gsub(s, "[%c]", ""))
 end
 
@@ -143,6 +144,7 @@ function D.js(lv)
   if p then return p end
   -- JSFuck: code written with []()!+ alone; a run of a dozen of them with "[]" and "!" or "+"
   -- (one "+[]" is what compressed or random bytes hold by chance)
+  if not has(lv, "[]") then return nil end
   local i = 1
   while true do
     local a, b = find(lv, "[%[%]%(%)!%+]+", i)
