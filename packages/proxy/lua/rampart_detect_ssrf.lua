@@ -56,9 +56,16 @@ function D.ssrf(v)
     -- scheme before "://"; the scheme is read back from the ':' (at most 32 bytes)
     local colon = find(lv, ":", i, true)
     if not colon then break end
-    local scheme = match(sub(lv, colon > 32 and colon - 32 or 1, colon - 1), "([%a][%w+%-.]*)$")
     local _, e = find(lv, "^:[/\\]*", colon)
     local slashes = e - colon
+    -- (without "//" only http, https, ws and wss count: a scheme ending in p or s; the others,
+    -- "12:30" and "key:value", are passed without reading a scheme back)
+    local last = byte(lv, colon - 1)
+    if slashes < 2 and last ~= 112 and last ~= 115 then
+      i = colon + 1
+      goto continue
+    end
+    local scheme = match(sub(lv, colon > 32 and colon - 32 or 1, colon - 1), "([%a][%w+%-.]*)$")
     if not scheme or (slashes < 2 and scheme ~= "http" and scheme ~= "https" and scheme ~= "ws" and scheme ~= "wss") then
       i = colon + 1
       goto continue
