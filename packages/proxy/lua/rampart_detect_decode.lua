@@ -70,7 +70,7 @@ end
 -- Overlong UTF-8 forms of ASCII characters, which some decoders accept: C0/C1 xx is
 -- (first & 1) << 6 | (xx & 0x3F) (%c0%ae is '.'), E0 80 xx is xx & 0x3F.
 local function overlong(s)
-  if not find(s, "[\192\193\224]") then return s end
+  if not (find(s, "\192", 1, true) or find(s, "\193", 1, true) or find(s, "\224", 1, true)) then return s end
   s = gsub(s, "([\192\193])([\128-\191])", function(a, b) return char(((byte(a) & 1) << 6) | (byte(b) & 0x3F)) end)
   return (gsub(s, "\224\128([\128-\191])", function(b) return char(byte(b) & 0x3F) end))
 end
@@ -80,7 +80,7 @@ end
 function D.canonical(s)
   for _ = 1, D.DECODE_ROUNDS do
     local t = s
-    if find(t, "%%%x%x") or find(t, "%%[uU]%x%x%x%x") then t = D.url_decode(t, false) end
+    if find(t, "%", 1, true) and (find(t, "%%%x%x") or find(t, "%%[uU]%x%x%x%x")) then t = D.url_decode(t, false) end
     t = D.html_decode(t)
     t = D.unescape(t)
     t = utf7(t)

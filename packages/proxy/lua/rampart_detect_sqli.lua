@@ -484,12 +484,12 @@ function D.sqli(v)
     end
   end
   if not structure and find(lv, "(", 1, true) then
-    structure = each_call(lv, "%(", sql_danger_call) ~= nil or find(lv, "%*/%s*%(") ~= nil
+    structure = each_call(lv, "%(", sql_danger_call) ~= nil or (find(lv, "*/", 1, true) and find(lv, "%*/%s*%(")) ~= nil
   end
   -- (leading blanks skipped once: "^%s*[%-%(]?%s*" backtracks quadratically over a long run)
   local _, w0 = find(lv, "^%s*")
   local numeric = find(sub(lv, w0 + 1, w0 + 64), "^[%-%(]?%s*%.?%d") and not find(lv, "^%-?[%d%.]*%s*$", w0 + 1)
-  local quoted = find(v, "['\"]")
+  local quoted = find(v, "'", 1, true) or find(v, '"', 1, true)
   if not (structure or numeric or quoted) then return nil end
   -- (a structure word only inside longer words: nothing for sql_structure to find)
   local tokens = structure and structure_tokens(lv)

@@ -169,8 +169,9 @@ function D.xss(v)
   local lv = lower(v)
   local sq = squash(lv)
   -- tags
-  local i = 1
-  while true do
+  -- (a value without '<' has no tag: the pattern search is not made over all of it)
+  local i = has(sq, "<") and 1 or #sq + 1
+  while i <= #sq do
     -- the next '<' that can open a tag (a letter after blanks and slashes), found in one search
     local lt = find(sq, "<[%s/]*%a", i)
     if not lt then break end
@@ -203,7 +204,7 @@ function D.xss(v)
     end
   end
   -- attribute breakouts without a tag: " onfocus=alert(1) autofocus x="
-  for q, h in gmatch(sq, "([\"'`/%s])on([%a]+)%s*=") do
+  for q, h in gmatch(has(sq, "on") and has(sq, "=") and sq or "", "([\"'`/%s])on([%a]+)%s*=") do
     if EVENT_HANDLERS[h] then
       local p = find(sq, "on" .. h, 1, true)
       local after = match(sq, "on" .. h .. "%s*=%s*(.?.?.?.?.?.?.?.?.?.?.?.?.?.?.?.?.?.?.?.?)", p)
