@@ -432,7 +432,7 @@ inspect_request = function(req, ctx)
       return nil
     end
     if find(ct, "json", 1, true) or ((first == "{" or first == "[") and not find(ct, "x-www-form-urlencoded", 1, true)) then
-      local strings, sf, deep = D.json_walk(body, nil, nil, cut)
+      local strings, sf, deep = D.json_walk(body, nil, nil, cut, D.NESTING_LIMIT)
       if sf then
         f = structure_finding(ctx, "body:" .. sf[2], body, sf[1])
         if f then return f end

@@ -71,9 +71,10 @@ D.before_cut = before_cut
 -- ancestors). A scanner, not a parser: it never builds the document, malformed JSON is still
 -- scanned, and it walks the text once. Nesting is followed to DEPTH_LIMIT levels; deeper keys
 -- are still read and checked on their own ("__proto__", an operator after a field) but no longer
--- against their ancestors; past NESTING_LIMIT levels the walk stops. Returns the list of {name,
--- string[, true for a key]}, the first structure finding as {position, name}, and the position of
--- the bracket past NESTING_LIMIT when there is one.
+-- against their ancestors; past `nesting` levels (when given: a body's NESTING_LIMIT) the walk
+-- stops. Returns the list of {name, string[, true for a key]}, the first structure finding as
+-- {position, name}, and the position of the bracket past `nesting` when there is one. A JSON
+-- value inside a parameter is walked to its end (VALUE_LIMIT bytes at most).
 -- JSON's escapes as tables gsub reads in C, without a call a character: \n \t \r \b \f decoded,
 -- \u kept for the second round, any other character as itself (\" \\ \/ and what JSON does not
 -- define); then \uXXXX as UTF-8, the ASCII ones (the most an attacker repeats) from the table,
@@ -87,7 +88,7 @@ for cp = 0, 127 do
   JSON_UNICODE[a], JSON_UNICODE[b] = char(cp), char(cp)
 end
 
-function D.json_walk(s, out, owner0, cut)
+function D.json_walk(s, out, owner0, cut, nesting)
   out = out or {}
   local n = #out
   local i, len = 1, #s
@@ -160,9 +161,10 @@ function D.json_walk(s, out, owner0, cut)
       end
     elseif c == 123 or c == 91 then -- { [
       depth = depth + 1
-      -- deeper than any parser reads (PHP refuses past 512, .NET and Newtonsoft past 64): the
-      -- walk stops, and the caller refuses the body (body_too_complex)
-      if depth > D.NESTING_LIMIT then return out, finding, p end
+      -- deeper than the caller's nesting (a body's NESTING_LIMIT: deeper than any parser reads,
+      -- PHP refuses past 512, .NET and Newtonsoft past 64): the walk stops, and the caller
+      -- refuses the body (body_too_complex)
+      if nesting and depth > nesting then return out, finding, p end
       if depth <= limit then
         local up = depth - 1
         local owner = isobj[up] and curs[up] or owners[up]

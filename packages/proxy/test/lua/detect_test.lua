@@ -429,6 +429,8 @@ test("budget: JSON nested past NESTING_LIMIT and forms past FIELDS_LIMIT are ref
   eq(reason(objects(limit, '"<script>alert(1)</script>"')), "xss_detected", "an attack at the limit")
   -- brackets inside strings are not nesting
   falsy(reason(post("application/json", '{"a":"' .. rep("[", 2000) .. '"}')), "brackets in a string")
+  -- a JSON value inside a parameter is not a body: walked to its end, an operator 600 levels deep found
+  eq(reason(req({ query = "filter=" .. rep('{"a":', 600) .. '{"$where":"sleep(5000)"}' .. rep("}", 600) })), "injection_detected", "an operator deep in a query value")
   -- the event: where the walk stopped
   D.cache_reset()
   local f = D.inspect(arrays(limit + 1, "1"))
