@@ -6,7 +6,7 @@ local T = require("rampart_detect_text")
 local find, sub, byte, char, lower, gsub, match, gmatch, format =
   string.find, string.sub, string.byte, string.char, string.lower, string.gsub, string.match, string.gmatch, string.format
 local concat = table.concat
-local each_call, marker_finder = T.each_call, T.marker_finder
+local each_call, marker_finder, has = T.each_call, T.marker_finder, T.has
 
 ---------------------------------------------------------------------------------------------------
 -- Code, template and expression injection, and serialized objects.
@@ -67,9 +67,6 @@ local CODE_MARKERS = { "java.lang.runtime", "java.lang.processbuilder", "java.la
 D.CODE_MARKERS = CODE_MARKERS
 
 local code_marker = marker_finder(CODE_MARKERS)
-
--- Whether s holds text (a plain search).
-local function has(s, text) return find(s, text, 1, true) ~= nil end
 
 function D.injection(v)
   -- ('<' only as in <?php, <%=, <#assign)

@@ -151,5 +151,8 @@ end
 D.is_text = is_text
 
 -- The helpers the detectors take as locals (their own upvalues: no lookup in D on a hot path).
+-- Whether s holds text (a plain search: C skips to it, where a pattern is tried at every position).
+local function has(s, text) return find(s, text, 1, true) ~= nil end
+
 return { word_before = word_before, each_call = each_call, marker_finder = marker_finder,
-  text_words = text_words, is_text = is_text }
+  text_words = text_words, is_text = is_text, has = has }

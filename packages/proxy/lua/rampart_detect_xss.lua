@@ -6,7 +6,7 @@ local T = require("rampart_detect_text")
 local find, sub, byte, char, lower, gsub, match, gmatch, format =
   string.find, string.sub, string.byte, string.char, string.lower, string.gsub, string.match, string.gmatch, string.format
 local concat = table.concat
-local each_call = T.each_call
+local each_call, has = T.each_call, T.has
 
 ---------------------------------------------------------------------------------------------------
 -- Cross-site scripting: what a browser would execute.
@@ -85,9 +85,6 @@ local JS_STRING_SINKS = { settimeout = true, setinterval = true }
 local SINK_VALUES = { "alert", "eval", "prompt", "confirm" }
 local JS_GLOBALS = { window = true, self = true, top = true, parent = true, frames = true, globalthis = true,
   this = true, document = true, content = true, opener = true }
-
--- Whether s holds text (a plain search).
-local function has(s, text) return find(s, text, 1, true) ~= nil end
 
 function D.js(lv)
   -- every construct below needs one of these characters (calls, members, assignments, JSFuck,
@@ -204,11 +201,13 @@ function D.xss(v)
     end
   end
   -- attribute breakouts without a tag: " onfocus=alert(1) autofocus x="
-  for q, h in gmatch(has(sq, "on") and has(sq, "=") and sq or "", "([\"'`/%s])on([%a]+)%s*=") do
-    if EVENT_HANDLERS[h] then
-      local p = find(sq, "on" .. h, 1, true)
-      local after = match(sq, "on" .. h .. "%s*=%s*(.?.?.?.?.?.?.?.?.?.?.?.?.?.?.?.?.?.?.?.?)", p)
-      if after and find(after, "^[\"'`]?[%w_$%.]*%s*[%(`%[=%.]") then return p end
+  if has(sq, "on") and has(sq, "=") then
+    for q, h in gmatch(sq, "([\"'`/%s])on([%a]+)%s*=") do
+      if EVENT_HANDLERS[h] then
+        local p = find(sq, "on" .. h, 1, true)
+        local after = match(sq, "on" .. h .. "%s*=%s*(.?.?.?.?.?.?.?.?.?.?.?.?.?.?.?.?.?.?.?.?)", p)
+        if after and find(after, "^[\"'`]?[%w_$%.]*%s*[%(`%[=%.]") then return p end
+      end
     end
   end
   local p = script_url(sq, 1)
