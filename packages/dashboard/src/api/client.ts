@@ -71,14 +71,22 @@ function setOnline(next: boolean) {
   for (const fn of connection) fn(next);
 }
 
-/** Awaits a request: a network failure becomes ConnectionLost (never the browser's "Failed to fetch"). */
+let sent = 0;
+let lastFailed = 0;
+/**
+ * Awaits a request: a network failure becomes ConnectionLost (never the browser's "Failed to
+ * fetch"). Only a request sent after the last failure says the server is back: a slow answer to
+ * one sent before it proves nothing about the connection now.
+ */
 async function reach<R>(call: Promise<R>): Promise<R> {
+  const n = ++sent;
   try {
     const r = await call;
-    setOnline(true);
+    if (n > lastFailed) setOnline(true);
     return r;
   } catch (err) {
     if (err instanceof TypeError || (err instanceof DOMException && err.name !== 'AbortError')) {
+      lastFailed = Math.max(lastFailed, n);
       setOnline(false);
       throw new ConnectionLost();
     }
