@@ -144,6 +144,9 @@ local function over_budget(ctx, loc, v)
   end
 end
 
+-- ctx.seen's key for a value given to every detector
+local ALL = {}
+
 local function inspect_value(ctx, loc, v, only)
   if v == nil or v == "" then return nil end
   local count = ctx.count + 1
@@ -159,12 +162,26 @@ local function inspect_value(ctx, loc, v, only)
     key = (only and concat(only, ",") or "") .. "\0" .. v
     if cached_clean(key) then return nil end
   end
+  -- a value this request already had found clean (a body repeats keys and values): D.check is a
+  -- function of the value and the detectors asked, so it is clean again (without exceptions, whose
+  -- answer depends on the location)
+  local seen
+  if not ctx.exceptions then
+    seen = ctx.seen[only or ALL]
+    if seen == nil then
+      seen = {}
+      ctx.seen[only or ALL] = seen
+    elseif seen[v] then
+      return nil
+    end
+  end
   local skip = exception_filter(ctx.exceptions, ctx.path, loc)
   if skip and skip("*all*") == true and skip("sqli") and skip("xss") and skip("cmdi") and skip("traversal") and
     skip("ssrf") and skip("xxe") and skip("injection") then return nil end
   local det, p, c = D.check(v, skip, only)
   if det then return { detector = det, reason = D.REASONS[det], location = loc, matched = excerpt(c, p) } end
   if key then remember_clean(key) end
+  if seen then seen[v] = true end
   return nil
 end
 
@@ -282,7 +299,7 @@ end
 -- value; every step walks its input once, so the work is linear in the request's size.
 function D.inspect(req, exceptions)
   if exceptions and #exceptions == 0 then exceptions = nil end
-  local ctx = { exceptions = exceptions, path = req.path or "/", count = 0 }
+  local ctx = { exceptions = exceptions, path = req.path or "/", count = 0, seen = {} }
   local f = inspect_request(req, ctx)
   if f then return f end
   if ctx.rest then

