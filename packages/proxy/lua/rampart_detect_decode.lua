@@ -11,15 +11,28 @@ local concat = table.concat
 -- Decoders
 ---------------------------------------------------------------------------------------------------
 
-local function hexbyte(h) return char(tonumber(h, 16)) end
+-- Two hex digits (either case) -> the byte they name: gsub looks a match up instead of calling a
+-- function for it.
+local HEX_BYTE = {}
+do
+  local digits = "0123456789abcdefABCDEF"
+  for i = 1, #digits do
+    for j = 1, #digits do
+      local h = sub(digits, i, i) .. sub(digits, j, j)
+      HEX_BYTE[h] = char(tonumber(h, 16))
+    end
+  end
+end
 
 -- Percent-decoding as frameworks do it: a malformed escape stays as it is; '+' is a space in
 -- form data (plus = true).
 function D.url_decode(s, plus)
   if plus and find(s, "+", 1, true) then s = gsub(s, "+", " ") end
   if not find(s, "%", 1, true) then return s end
-  s = gsub(s, "%%[uU](%x%x%x%x)", function(h) return D.utf8(tonumber(h, 16)) end)
-  return (gsub(s, "%%(%x%x)", hexbyte))
+  if find(s, "%u", 1, true) or find(s, "%U", 1, true) then
+    s = gsub(s, "%%[uU](%x%x%x%x)", function(h) return D.utf8(tonumber(h, 16)) end)
+  end
+  return (gsub(s, "%%(%x%x)", HEX_BYTE))
 end
 
 function D.utf8(cp)
@@ -41,17 +54,24 @@ local ENTITIES = {
 -- HTML character references as a browser reads them: the ';' is optional, leading zeros allowed.
 function D.html_decode(s)
   if not find(s, "&", 1, true) then return s end
-  s = gsub(s, "&#[xX]0*(%x%x?%x?%x?%x?%x?);?", function(h) return D.utf8(tonumber(h, 16)) end)
-  s = gsub(s, "&#0*(%d%d?%d?%d?%d?%d?%d?);?", function(d) return D.utf8(tonumber(d)) end)
+  if find(s, "&#", 1, true) then
+    s = gsub(s, "&#[xX]0*(%x%x?%x?%x?%x?%x?);?", function(h) return D.utf8(tonumber(h, 16)) end)
+    s = gsub(s, "&#0*(%d%d?%d?%d?%d?%d?%d?);?", function(d) return D.utf8(tonumber(d)) end)
+  end
   return (gsub(s, "&(%a%a+);?", function(name) return ENTITIES[name] or ENTITIES[lower(name)] end))
 end
 
 -- Escapes of JavaScript, JSON, C and PHP strings.
 function D.unescape(s)
   if not find(s, "\\", 1, true) then return s end
-  s = gsub(s, "\\[uU]{0*(%x%x?%x?%x?%x?%x?)}", function(h) return D.utf8(tonumber(h, 16)) end)
-  s = gsub(s, "\\[uU](%x%x%x%x)", function(h) return D.utf8(tonumber(h, 16)) end)
-  s = gsub(s, "\\[xX](%x%x)", hexbyte)
+  -- each step only where what it reads is there (a plain search), in order: a step's output can
+  -- make the next one's input (\u005cx41 is \x41, then A)
+  if find(s, "\\u", 1, true) or find(s, "\\U", 1, true) then
+    s = gsub(s, "\\[uU]{0*(%x%x?%x?%x?%x?%x?)}", function(h) return D.utf8(tonumber(h, 16)) end)
+    s = gsub(s, "\\[uU](%x%x%x%x)", function(h) return D.utf8(tonumber(h, 16)) end)
+  end
+  if find(s, "\\x", 1, true) or find(s, "\\X", 1, true) then s = gsub(s, "\\[xX](%x%x)", HEX_BYTE) end
+  if not find(s, "\\[0-7]") then return s end
   s = gsub(s, "\\([0-3][0-7][0-7])", function(o) return char(tonumber(o, 8)) end)
   -- two-digit octal only where it makes markup (\74 is '<'): "\16" in a Windows path stays
   s = gsub(s, "\\([0-7][0-7])", function(o)

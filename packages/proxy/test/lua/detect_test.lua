@@ -184,6 +184,13 @@ test("decoders: percent, plus, %u, entities, string escapes, UTF-7, overlong UTF
   eq(D.canonical("+ADw-script+AD4-"), "<script>", "UTF-7")
   eq(D.canonical("%c0%ae%c0%ae%c0%af"), "../", "overlong UTF-8")
   eq(D.normalize_path("/a//b/./c;jsessionid=1/%2e%2e\\d"), "/a/b/c/../d", "path")
+  -- one step's output is the next one's input, in every decoder
+  eq(D.url_decode("%u002541", false), "A", "%u makes a percent escape")
+  eq(D.unescape("\\u005cx41"), "A", "\\u makes \\x")
+  eq(D.unescape("\\x5c74"), "<", "\\x makes an octal escape")
+  eq(D.unescape("\\u{5c}u0041"), "A", "\\u{...} makes \\u")
+  eq(D.html_decode("&#38;lt;"), "<", "a numeric reference makes a named one")
+  eq(D.url_decode("%3c%3C%Aa%zz%4", false), "<<\170%zz%4", "hex digits in either case; malformed escapes stay")
 end)
 
 ---------------------------------------------------------------------------------------------------
