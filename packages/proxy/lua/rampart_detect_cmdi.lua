@@ -5,7 +5,7 @@ local T = require("rampart_detect_text")
 local find, sub, byte, char, lower, gsub, match, gmatch, format =
   string.find, string.sub, string.byte, string.char, string.lower, string.gsub, string.match, string.gmatch, string.format
 local concat = table.concat
-local text_words, is_text = T.text_words, T.is_text
+local text_words, is_text, has_any = T.text_words, T.is_text, T.has_any
 
 ---------------------------------------------------------------------------------------------------
 -- Shell command injection: a separator followed by a command.
@@ -89,9 +89,9 @@ end
 -- sentence ("I ran ls -la and it showed nothing; then ..."): its separators are punctuation.
 -- Command substitution ($(...), <(...), `...`) runs inside words and double quotes, so it counts
 -- anywhere, except Markdown code spans (`ls -la`) in text.
-function D.cmdi(v)
-  if not find(v, "[;|&`$\n\r%(%)]") then return nil end
-  local lv = lower(v)
+function D.cmdi(v, lv)
+  if not has_any(v, ";|&`$\n\r()") then return nil end
+  lv = lv or lower(v)
   local p = find(lv, "${ifs", 1, true) or find(lv, "$ifs$", 1, true) or find(lv, "/dev/tcp/", 1, true) or
     find(lv, "$'\\", 1, true) or
     find(lv, "/dev/udp/", 1, true) or find(lv, "^%s*%(%)%s*{%s*[:%w_]*%s*;%s*}") -- Shellshock

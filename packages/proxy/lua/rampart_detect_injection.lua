@@ -6,7 +6,7 @@ local T = require("rampart_detect_text")
 local find, sub, byte, char, lower, gsub, match, gmatch, format =
   string.find, string.sub, string.byte, string.char, string.lower, string.gsub, string.match, string.gmatch, string.format
 local concat = table.concat
-local each_call, marker_finder, has = T.each_call, T.marker_finder, T.has
+local each_call, marker_finder, has, has_any = T.each_call, T.marker_finder, T.has, T.has_any
 
 ---------------------------------------------------------------------------------------------------
 -- Code, template and expression injection, and serialized objects.
@@ -68,12 +68,12 @@ D.CODE_MARKERS = CODE_MARKERS
 
 local code_marker = marker_finder(CODE_MARKERS)
 
-function D.injection(v)
+function D.injection(v, lv)
   -- ('<' only as in <?php, <%=, <#assign)
-  if not find(v, "[%${}%(%.#@:%[!\n]") and not find(v, "<[?%%#]") and not find(v, "rO0AB", 1, true) and not find(v, "^gA[SJNR][VjW]") and
+  if not has_any(v, "${}(.#@:[!\n") and not find(v, "<[?%%#]") and not find(v, "rO0AB", 1, true) and not find(v, "^gA[SJNR][VjW]") and
     not find(v, "AAEAAAD", 1, true) and not find(v, "BAhvOk", 1, true) and
     not find(v, "[aA][cC]%s?[eE][dD]%s?00%s?05") then return nil end
-  local lv = lower(v)
+  lv = lv or lower(v)
   local p
   if find(lv, "${", 1, true) then
     if jndi(lv) then return find(lv, "${", 1, true) end
@@ -123,7 +123,7 @@ function D.injection(v)
   if p then return p end
   -- calls of functions that run code or commands; comments between name and '(' removed first
   if find(lv, "/*", 1, true) then lv = strip_block_comments(lv) end
-  p = each_call(lv, "%(", function(name, at, q)
+  p = each_call(lv, "(", function(name, at, q)
     -- a method (console.assert(...), regex.exec(...)) is not PHP's function of that name
     if CODE_CALLS[name] and not (at > 1 and find(sub(lv, at > 2 and at - 2 or 1, at - 1), "[%.>:]$")) then
       local arg = sub(lv, q + 1, q + 1)

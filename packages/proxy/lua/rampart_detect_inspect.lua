@@ -51,11 +51,13 @@ end
 
 local PLAIN_DETECTORS = { "sqli", "injection" }
 
--- The first detector of names, not excepted (skip(detector) true), that recognises v.
+-- The first detector of names, not excepted (skip(detector) true), that recognises v (each
+-- given v lowered, once for all of them).
 local function first_detection(names, v, skip)
+  local lv = lower(v)
   for _, name in ipairs(names) do
     if not (skip and skip(name)) then
-      local p = D[name](v)
+      local p = D[name](v, lv)
       if p then return name, p, v end
     end
   end
@@ -282,10 +284,11 @@ end
 -- A form body of more than FIELDS_LIMIT fields (counted as its '&' plus one): its refusal (or
 -- false, excepted), or nil when it is within the budget.
 local function too_many_fields(ctx, body)
-  local _, amps = gsub(body, "&", "")
-  if amps < D.FIELDS_LIMIT then return nil end
   local p = 0
-  for _ = 1, D.FIELDS_LIMIT do p = find(body, "&", p + 1, true) end
+  for _ = 1, D.FIELDS_LIMIT do
+    p = find(body, "&", p + 1, true)
+    if not p then return nil end
+  end
   return too_complex(ctx, body, p)
 end
 

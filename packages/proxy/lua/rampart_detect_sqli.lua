@@ -473,8 +473,8 @@ local function structure_tokens(lv)
   return false
 end
 
-function D.sqli(v)
-  local lv = lower(v)
+function D.sqli(v, lv)
+  lv = lv or lower(v)
   -- Gates, each a necessary condition of one way in: structure words or a dangerous call (as
   -- it stands), a leading number (numeric context), a quote (string context).
   local structure = false
@@ -484,7 +484,7 @@ function D.sqli(v)
     end
   end
   if not structure and find(lv, "(", 1, true) then
-    structure = each_call(lv, "%(", sql_danger_call) ~= nil or (find(lv, "*/", 1, true) and find(lv, "%*/%s*%(")) ~= nil
+    structure = each_call(lv, "(", sql_danger_call) ~= nil or (find(lv, "*/", 1, true) and find(lv, "%*/%s*%(")) ~= nil
   end
   -- (leading blanks skipped once: "^%s*[%-%(]?%s*" backtracks quadratically over a long run)
   local _, w0 = find(lv, "^%s*")

@@ -42,9 +42,9 @@ local function internal_host(h)
   return false
 end
 
-function D.ssrf(v)
-  if not find(v, "[:\\]") then return nil end
-  local lv = lower(v)
+function D.ssrf(v, lv)
+  if not (find(v, ":", 1, true) or find(v, "\\", 1, true)) then return nil end
+  lv = lv or lower(v)
   -- Apache's proxy to a unix socket (unix:AAAA...|http://...)
   if find(lv, "^unix:[^|]*|%a+://") then return 1 end
   local p0 = ssrf_scheme(lv)

@@ -29,11 +29,22 @@ local function word_before(s, p)
 end
 
 -- Calls fn(name, name_pos, punct_pos) for every identifier followed by one of the characters
--- of class (a Lua pattern class such as "[%(`]"); stops at the first truthy result.
-local function each_call(s, class, fn)
+-- of chars (a string such as "(`"); stops at the first truthy result. Each character's next
+-- place is a plain search (memchr), remembered until the walk passes it: a Lua pattern class
+-- would test every byte, and this walk is over the whole value.
+local function each_call(s, chars, fn)
   local i = 1
+  local next_at = {}
   while true do
-    local p = find(s, class, i)
+    local p
+    for k = 1, #chars do
+      local q = next_at[k]
+      if q == nil or (q and q < i) then
+        q = find(s, sub(chars, k, k), i, true) or false
+        next_at[k] = q
+      end
+      if q and (p == nil or q < p) then p = q end
+    end
     if not p then return nil end
     local name, at = word_before(s, p)
     if name then
@@ -154,5 +165,14 @@ D.is_text = is_text
 -- Whether s holds text (a plain search: C skips to it, where a pattern is tried at every position).
 local function has(s, text) return find(s, text, 1, true) ~= nil end
 
-return { word_before = word_before, each_call = each_call, marker_finder = marker_finder,
+-- Whether s holds any of the characters of chars: a plain search (memchr) for each, which is
+-- what a guard such as find(s, "[;|&]") answers, without a pattern's test of every byte.
+local function has_any(s, chars)
+  for k = 1, #chars do
+    if find(s, sub(chars, k, k), 1, true) then return true end
+  end
+  return false
+end
+
+return { word_before = word_before, each_call = each_call, has_any = has_any, marker_finder = marker_finder,
   text_words = text_words, is_text = is_text, has = has }

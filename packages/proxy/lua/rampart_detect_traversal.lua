@@ -6,7 +6,7 @@ local T = require("rampart_detect_text")
 local find, sub, byte, char, lower, gsub, match, gmatch, format =
   string.find, string.sub, string.byte, string.char, string.lower, string.gsub, string.match, string.gmatch, string.format
 local concat = table.concat
-local marker_finder, is_text = T.marker_finder, T.is_text
+local marker_finder, is_text, has_any = T.marker_finder, T.is_text, T.has_any
 
 ---------------------------------------------------------------------------------------------------
 -- Path traversal and file inclusion.
@@ -78,9 +78,9 @@ local function traversal_common(lv, textual)
   return nil
 end
 
-function D.traversal(v)
-  if not find(v, "[/\\:%.%z\226\239]") then return nil end
-  local lv = lower(v)
+function D.traversal(v, lv)
+  if not has_any(v, "/\\:.\0\226\239") then return nil end
+  lv = lv or lower(v)
   local p = traversal_common(lv, function() return is_text(lv) end)
   if p then return p end
   p = include_scheme(lv)

@@ -6,7 +6,7 @@ local T = require("rampart_detect_text")
 local find, sub, byte, char, lower, gsub, match, gmatch, format =
   string.find, string.sub, string.byte, string.char, string.lower, string.gsub, string.match, string.gmatch, string.format
 local concat = table.concat
-local each_call, has = T.each_call, T.has
+local each_call, has, has_any = T.each_call, T.has, T.has_any
 
 ---------------------------------------------------------------------------------------------------
 -- Cross-site scripting: what a browser would execute.
@@ -89,9 +89,9 @@ local JS_GLOBALS = { window = true, self = true, top = true, parent = true, fram
 function D.js(lv)
   -- every construct below needs one of these characters (calls, members, assignments, JSFuck,
   -- __proto__): a value without any is not JavaScript reaching a sink
-  if not find(lv, "[%(%[`%.=!+_]") then return nil end
+  if not has_any(lv, "([`.=!+_") then return nil end
   -- sink calls: alert(1), alert`1`, (alert)(1), eval.call
-  local p = each_call(lv, "[%(`]", function(name, at, p)
+  local p = each_call(lv, "(`", function(name, at, p)
     if JS_SINKS[name] then
       -- "alert(" anywhere; the words that are also prose ("please confirm (yes)") only when
       -- written as code, without a blank before the parenthesis
@@ -106,7 +106,7 @@ function D.js(lv)
       find(match(sub(lv, p, p + 200), "^%([^;]*") or "", "cookie", 1, true) or find(match(sub(lv, p, p + 200), "^%([^;]*") or "", "localstorage", 1, true)) then
       return at
     end
-  end) or each_call(lv, "%[", function(name, at, p)
+  end) or each_call(lv, "[", function(name, at, p)
     if JS_GLOBALS[name] then
       local inner = sub(lv, p + 1, p + 1)
       if find(inner, "^['\"`/%(%[%a%d!+]") then return at end
@@ -161,9 +161,9 @@ local function tag_attrs(lv, p)
   return attrs, close
 end
 
-function D.xss(v)
-  if not find(v, "[<>:%(`%[=&\\]") and not find(v, "document", 1, true) then return nil end
-  local lv = lower(v)
+function D.xss(v, lv)
+  if not has_any(v, "<>:(`[=&\\") and not find(v, "document", 1, true) then return nil end
+  lv = lv or lower(v)
   local sq = squash(lv)
   -- tags
   -- (a value without '<' has no tag: the pattern search is not made over all of it)

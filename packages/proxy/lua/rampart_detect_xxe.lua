@@ -9,9 +9,9 @@ local concat = table.concat
 -- XML external entities.
 ---------------------------------------------------------------------------------------------------
 
-function D.xxe(v)
+function D.xxe(v, lv)
   if not find(v, "<!", 1, true) and not find(v, "include", 1, true) then return nil end
-  local lv = lower(v)
+  lv = lv or lower(v)
   local p = find(lv, "<!entity", 1, true)
   if p and (find(lv, "system", p, true) or find(lv, "public", p, true) or find(lv, "%", p, true)) then return p end
   p = find(lv, "<!doctype", 1, true)
