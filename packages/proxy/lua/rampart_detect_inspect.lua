@@ -31,8 +31,11 @@ D.REASONS = { sqli = "sqli_detected", xss = "xss_detected", cmdi = "cmdi_detecte
 -- Values made of letters, digits, blanks (not line breaks) and harmless punctuation: only
 -- keyword SQL ("1 union select 2") and serialized objects (base64 or hex) can hide in them.
 local function plain(v)
+  -- (letters, digits and blanks first: a class of two items tests a byte faster than the whole one)
+  local p = find(v, "[^%w ]")
+  if not p then return true end
   -- not \192, \193, \224 (overlong forms of ASCII) nor \239 (fullwidth forms): they fold to ASCII
-  return not find(v, "[^%w \t,_@:%-\128-\191\194-\223\225-\238\240-\255]")
+  return not find(v, "[^%w \t,_@:%-\128-\191\194-\223\225-\238\240-\255]", p)
 end
 
 -- Of the plain values, those an attack could still be: keyword SQL after a number or with
@@ -65,14 +68,20 @@ local function first_detection(names, v, skip)
 end
 
 -- Runs every detector not excepted over v; returns detector, position, the value it read.
-function D.check(v, skip, only)
-  if #v > D.VALUE_LIMIT then v = sub(v, 1, D.VALUE_LIMIT) end
-  if plain(v) then
-    if not plain_suspect(v) then return nil end
-    return first_detection(PLAIN_DETECTORS, v, skip)
+-- kind: what the caller already found of v (at most VALUE_LIMIT bytes): "suspect" (plain but
+-- suspect) or "rich" (not plain); nil to find it here.
+local function check(v, skip, only, kind)
+  if kind == nil then
+    if #v > D.VALUE_LIMIT then v = sub(v, 1, D.VALUE_LIMIT) end
+    if plain(v) then
+      if not plain_suspect(v) then return nil end
+      kind = "suspect"
+    end
   end
+  if kind == "suspect" then return first_detection(PLAIN_DETECTORS, v, skip) end
   return first_detection(only or D.DETECTORS, D.canonical(v), skip)
 end
+function D.check(v, skip, only) return check(v, skip, only) end
 
 ---------------------------------------------------------------------------------------------------
 -- The whole request
@@ -154,7 +163,13 @@ local function inspect_value(ctx, loc, v, only)
   local count = ctx.count + 1
   ctx.count = count
   if count > D.VALUES_LIMIT then over_budget(ctx, loc, v) return nil end
-  if plain(v) and not plain_suspect(v) then return nil end -- cheaper than the cache
+  local kind = "rich"
+  if plain(v) then
+    if not plain_suspect(v) then return nil end -- cheaper than the cache
+    kind = "suspect"
+  end
+  -- (D.check finds it again in its first VALUE_LIMIT bytes)
+  if #v > D.VALUE_LIMIT then kind = nil end
   -- short values found clean are remembered (per thread): a browser sends the same cookies and
   -- headers with every request; with exceptions the answer also depends on path and location
   -- (not a body's values: they seldom come again, and thousands of them would push the
@@ -180,7 +195,7 @@ local function inspect_value(ctx, loc, v, only)
   local skip = exception_filter(ctx.exceptions, ctx.path, loc)
   if skip and skip("*all*") == true and skip("sqli") and skip("xss") and skip("cmdi") and skip("traversal") and
     skip("ssrf") and skip("xxe") and skip("injection") then return nil end
-  local det, p, c = D.check(v, skip, only)
+  local det, p, c = check(v, skip, only, kind)
   if det then return { detector = det, reason = D.REASONS[det], location = loc, matched = excerpt(c, p) } end
   if key then remember_clean(key) end
   if seen then seen[v] = true end
