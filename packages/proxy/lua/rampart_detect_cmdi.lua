@@ -5,7 +5,7 @@ local T = require("rampart_detect_text")
 local find, sub, byte, char, lower, gsub, match, gmatch, format =
   string.find, string.sub, string.byte, string.char, string.lower, string.gsub, string.match, string.gmatch, string.format
 local concat = table.concat
-local text_words, is_text, has_any = T.text_words, T.is_text, T.has_any
+local text_words, is_text, has_any, places = T.text_words, T.is_text, T.has_any, T.places
 
 ---------------------------------------------------------------------------------------------------
 -- Shell command injection: a separator followed by a command.
@@ -118,10 +118,11 @@ function D.cmdi(v, lv)
     if q == "'" and squotes % 2 == 1 or q == '"' and dquotes % 2 == 1 then return false end
     return true
   end
-  -- separators: ; | || & && newline, command substitution `...` and $(...)
+  -- separators: ; | || & && newline, command substitution `...` and $(...) (i only grows)
+  local next_separator = places(lv, ";|&`\n\r$<>")
   local i = 1
   while true do
-    local s = find(lv, "[;|&`\n\r$<>]", i)
+    local s = next_separator(i)
     if not s then break end
     local c = sub(lv, s, s)
     local from = s + 1

@@ -6,7 +6,7 @@ local T = require("rampart_detect_text")
 local find, sub, byte, char, lower, gsub, match, gmatch, format =
   string.find, string.sub, string.byte, string.char, string.lower, string.gsub, string.match, string.gmatch, string.format
 local concat = table.concat
-local each_call, marker_finder, has, has_any = T.each_call, T.marker_finder, T.has, T.has_any
+local each_call, marker_finder, has, has_any, places, find_at = T.each_call, T.marker_finder, T.has, T.has_any, T.places, T.find_at
 
 ---------------------------------------------------------------------------------------------------
 -- Code, template and expression injection, and serialized objects.
@@ -107,7 +107,16 @@ function D.injection(v, lv)
     has(lv, "(#") and find(lv, "%(#[%a_]+%s*=")
   if p then return p end
   -- template expressions that compute: {{7*7}}, ${7*7}, #{7*7}, {233*233}, <%= 7*7 %>
-  p = has(lv, "}") and find(lv, "[{$#]%s*%d+%s*[%*%+/%-]%s*['\"]?%d+['\"]?%s*}") or has(lv, "{{#with") and find(lv, "{{#with%s+[\"']")
+  -- (tried where one of its first characters is, found by plain searches)
+  if has(lv, "}") then
+    local next_lead = places(lv, "{$#")
+    local q = next_lead(1)
+    while q do
+      if find(lv, "^[{$#]%s*%d+%s*[%*%+/%-]%s*['\"]?%d+['\"]?%s*}", q) then return q end
+      q = next_lead(q + 1)
+    end
+  end
+  p = has(lv, "{{#with") and find(lv, "{{#with%s+[\"']")
   if p then return p end
   p = find(lv, "{{", 1, true)
   while p do
@@ -134,9 +143,15 @@ function D.injection(v, lv)
   -- serialized Java objects (base64 or hex) and PHP objects
   -- and pickles (protocol 2 to 5, base64)
   -- (Java, .NET BinaryFormatter, Ruby Marshal, in base64 or hex)
-  p = find(v, "rO0AB", 1, true) or find(lv, "ac%s?ed%s?00%s?05") or find(v, "AAEAAAD/////", 1, true) or find(v, "BAhvOk", 1, true) or find(v, "^[Oa]:%d+:[\"{]") or find(v, "[;{]O:%d+:\"") or
-    find(v, "^gA[SJNR][VjW]")
-  return p
+  p = find(v, "rO0AB", 1, true) or find_at(lv, "ac", "^ac%s?ed%s?00%s?05") or find(v, "AAEAAAD/////", 1, true) or find(v, "BAhvOk", 1, true) or find(v, "^[Oa]:%d+:[\"{]")
+  if p then return p end
+  -- a PHP object after ';' or '{' (its "O:" found by plain searches)
+  local q = find(v, "O:", 2, true)
+  while q do
+    if find(v, '^[;{]O:%d+:"', q - 1) then return q - 1 end
+    q = find(v, "O:", q + 1, true)
+  end
+  return find(v, "^gA[SJNR][VjW]")
 end
 
 return D

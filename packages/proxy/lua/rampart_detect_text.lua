@@ -165,6 +165,38 @@ D.is_text = is_text
 -- Whether s holds text (a plain search: C skips to it, where a pattern is tried at every position).
 local function has(s, text) return find(s, text, 1, true) ~= nil end
 
+-- A walker over the places of some characters in s: next(i) is the first position from i holding
+-- one of chars (or nil), as find(s, "[" .. chars .. "]", i) answers, each character's next place a
+-- plain search remembered until the walk passes it (i only grows from call to call).
+local function places(s, chars)
+  local next_at = {}
+  return function(i)
+    local p
+    for k = 1, #chars do
+      local q = next_at[k]
+      if q == nil or (q and q < i) then
+        q = find(s, sub(chars, k, k), i, true) or false
+        next_at[k] = q
+      end
+      if q and (p == nil or q < p) then p = q end
+    end
+    return p
+  end
+end
+
+-- The first position from i where the anchored pattern (starting with "^") matches and s holds
+-- lead there (a plain string the pattern starts with): find(s, unanchored, i), with the places of
+-- lead found by plain searches. Returns what find returns.
+local function find_at(s, lead, anchored, i)
+  local q = find(s, lead, i or 1, true)
+  while q do
+    local a, b, c1, c2 = find(s, anchored, q)
+    if a then return a, b, c1, c2 end
+    q = find(s, lead, q + 1, true)
+  end
+  return nil
+end
+
 -- Whether s holds any of the characters of chars: a plain search (memchr) for each, which is
 -- what a guard such as find(s, "[;|&]") answers, without a pattern's test of every byte.
 local function has_any(s, chars)
@@ -174,5 +206,5 @@ local function has_any(s, chars)
   return false
 end
 
-return { word_before = word_before, each_call = each_call, has_any = has_any, marker_finder = marker_finder,
+return { word_before = word_before, each_call = each_call, has_any = has_any, places = places, find_at = find_at, marker_finder = marker_finder,
   text_words = text_words, is_text = is_text, has = has }

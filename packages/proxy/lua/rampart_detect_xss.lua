@@ -6,7 +6,7 @@ local T = require("rampart_detect_text")
 local find, sub, byte, char, lower, gsub, match, gmatch, format =
   string.find, string.sub, string.byte, string.char, string.lower, string.gsub, string.match, string.gmatch, string.format
 local concat = table.concat
-local each_call, has, has_any = T.each_call, T.has, T.has_any
+local each_call, has, has_any, find_at = T.each_call, T.has, T.has_any, T.find_at
 
 ---------------------------------------------------------------------------------------------------
 -- Cross-site scripting: what a browser would execute.
@@ -43,8 +43,17 @@ local URL_ATTRS = { href = true, src = true, action = true, formaction = true, d
 
 
 -- Removes what a browser ignores inside a URL scheme: tabs, newlines, NULs and other controls.
+local CONTROLS = {}
+for c = 0, 31 do CONTROLS[#CONTROLS + 1] = string.char(c) end
+CONTROLS = table.concat(CONTROLS) .. "\127"
 local function squash(s)
-  if not find(s, "%c") then return s end
+  -- (in a long value, a plain search for each control character costs less than a class's test
+  -- of every byte)
+  if #s > 512 then
+    if not has_any(s, CONTROLS) then return s end
+  elseif not find(s, "%c") then
+    return s
+  end
   return (gsub(s, "[%c]", ""))
 end
 
@@ -156,7 +165,8 @@ end
 
 -- Attributes of a tag starting at position p (after "<name"), up to the closing '>' or the end.
 local function tag_attrs(lv, p)
-  local close = find(lv, "[<>]", p) or #lv + 1
+  local lt, gt = find(lv, "<", p, true), find(lv, ">", p, true)
+  local close = lt and gt and (lt < gt and lt or gt) or lt or gt or #lv + 1
   local attrs = sub(lv, p, close - 1)
   return attrs, close
 end
@@ -170,7 +180,7 @@ function D.xss(v, lv)
   local i = has(sq, "<") and 1 or #sq + 1
   while i <= #sq do
     -- the next '<' that can open a tag (a letter after blanks and slashes), found in one search
-    local lt = find(sq, "<[%s/]*%a", i)
+    local lt = find_at(sq, "<", "^<[%s/]*%a", i)
     if not lt then break end
     -- "<", blanks, an optional '/', blanks, the name (each run of blanks read once: the pattern
     -- "^<%s*/?%s*" backtracks over a long run of them, quadratically)
@@ -201,13 +211,24 @@ function D.xss(v, lv)
     end
   end
   -- attribute breakouts without a tag: " onfocus=alert(1) autofocus x="
+  -- (each "on" found by a plain search, then the match that would start just before it: what
+  -- gmatch over the pattern finds, one match after another)
   if has(sq, "on") and has(sq, "=") then
-    for q, h in gmatch(sq, "([\"'`/%s])on([%a]+)%s*=") do
-      if EVENT_HANDLERS[h] then
-        local p = find(sq, "on" .. h, 1, true)
-        local after = match(sq, "on" .. h .. "%s*=%s*(.?.?.?.?.?.?.?.?.?.?.?.?.?.?.?.?.?.?.?.?)", p)
-        if after and find(after, "^[\"'`]?[%w_$%.]*%s*[%(`%[=%.]") then return p end
+    local from = 1
+    local o = find(sq, "on", 2, true)
+    while o do
+      if o - 1 >= from then
+        local _, e, h = find(sq, "^[\"'`/%s]on([%a]+)%s*=", o - 1)
+        if e then
+          if EVENT_HANDLERS[h] then
+            local p = find(sq, "on" .. h, 1, true)
+            local after = match(sq, "on" .. h .. "%s*=%s*(.?.?.?.?.?.?.?.?.?.?.?.?.?.?.?.?.?.?.?.?)", p)
+            if after and find(after, "^[\"'`]?[%w_$%.]*%s*[%(`%[=%.]") then return p end
+          end
+          from = e + 1
+        end
       end
+      o = find(sq, "on", o + 1, true)
     end
   end
   local p = script_url(sq, 1)
