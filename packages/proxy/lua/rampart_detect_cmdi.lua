@@ -83,6 +83,31 @@ local function command_at(lv, i, newline, single, sep)
   return nil
 end
 
+local function letter(b) return b and ((b >= 97 and b <= 122) or (b >= 65 and b <= 90)) end
+
+-- The quotes of lv[from..to], single and double, by plain searches: the single ones less the
+-- apostrophes inside a word ("it's": the matches of "%a'%a", left to right, not overlapping,
+-- within the range).
+local function quote_counts(lv, from, to)
+  local sq, last = 0, from - 1
+  local q = find(lv, "'", from, true)
+  while q and q <= to do
+    if q - 1 > last and q + 1 <= to and letter(byte(lv, q - 1)) and letter(byte(lv, q + 1)) then
+      last = q + 1
+    else
+      sq = sq + 1
+    end
+    q = find(lv, "'", q + 1, true)
+  end
+  local dq = 0
+  q = find(lv, '"', from, true)
+  while q and q <= to do
+    dq = dq + 1
+    q = find(lv, '"', q + 1, true)
+  end
+  return sq, dq
+end
+
 -- A separator breaks out into a shell when the value before it could be the argument the
 -- application put there (nothing, one token, a host, a file name: "127.0.0.1; id"), or when it
 -- closes a quote the application opened ("x'; id"). After three words of text the value is a
@@ -102,13 +127,8 @@ function D.cmdi(v, lv)
   local text = nil -- is_text(lv), computed at the first backtick
   local function prefix_is_text(s)
     if counted < s then
-      local chunk = sub(lv, counted, s - 1)
-      if words < 3 then words = words + text_words(chunk, 3 - words) end
-      -- (an apostrophe inside a word, "it's", is not a quote)
-      local _, sq = gsub(chunk, "'", "")
-      local _, ap = gsub(chunk, "%a'%a", "")
-      sq = sq - ap
-      local _, dq = gsub(chunk, '"', "")
+      if words < 3 then words = words + text_words(sub(lv, counted, s - 1), 3 - words) end
+      local sq, dq = quote_counts(lv, counted, s - 1)
       squotes, dquotes = squotes + sq, dquotes + dq
       counted = s
     end

@@ -43,7 +43,7 @@ end
 -- serialized objects (rO0AB..., aced0005..., pickles).
 -- (A truth value; the words without case as plain searches over the value lowered once.)
 local function plain_suspect(v)
-  if (find(v, "^%s*%-?%.?%d") and find(v, "%a")) or find(v, "[:@]") or find(v, "rO0AB", 1, true) or
+  if (find(v, "^%s*%-?%.?%d") and find(v, "%a")) or find(v, ":", 1, true) or find(v, "@", 1, true) or find(v, "rO0AB", 1, true) or
     find(v, "^gA[SJNR][VjW]") or find(v, "AAEAAAD", 1, true) or find(v, "BAhvOk", 1, true) then
     return true
   end

@@ -5,6 +5,7 @@
 local D = require("rampart_detect_base")
 require("rampart_detect_decode")
 require("rampart_detect_structure")
+local T = require("rampart_detect_text")
 local find, sub, byte, char, lower, gsub, match, gmatch, format =
   string.find, string.sub, string.byte, string.char, string.lower, string.gsub, string.match, string.gmatch, string.format
 local concat = table.concat
@@ -32,16 +33,26 @@ for w in gmatch([[host accept accept-encoding accept-language accept-charset con
 end
 
 -- Splits a query string or form body into (name, value) pairs, percent- and plus-decoded.
+-- (the pairs between '&'s found by plain searches, empty ones skipped: what gmatch(s, "[^&]+")
+-- yields, without a pattern's test of every byte)
 function D.form_pairs(s, out, limit)
   out = out or {}
   local n = #out
-  for pair in gmatch(s, "[^&]+") do
-    local eq = find(pair, "=", 1, true)
-    local name, value
-    if eq then name, value = sub(pair, 1, eq - 1), sub(pair, eq + 1) else name, value = pair, "" end
-    n = n + 1
-    out[n] = { D.url_decode(name, true), D.url_decode(value, true) }
-    if limit and n >= limit then break end
+  local i, len = 1, #s
+  while i <= len do
+    local amp = find(s, "&", i, true)
+    local e = amp and amp - 1 or len
+    if e >= i then
+      local pair = sub(s, i, e)
+      local eq = find(pair, "=", 1, true)
+      local name, value
+      if eq then name, value = sub(pair, 1, eq - 1), sub(pair, eq + 1) else name, value = pair, "" end
+      n = n + 1
+      out[n] = { D.url_decode(name, true), D.url_decode(value, true) }
+      if limit and n >= limit then break end
+    end
+    if not amp then break end
+    i = amp + 1
   end
   return out
 end
@@ -100,8 +111,10 @@ function D.json_walk(s, out, owner0, cut, nesting)
   local last_key = owner0 or ""
   local finding
   owners[0], curs[0], contained[0], isobj[0] = owner0 or "", owner0 or "", owner0 ~= nil and QUERY_CONTAINERS[lower(owner0)] or false, true
+  -- (the next quote or bracket: a plain search for each, remembered until the walk passes it)
+  local next_mark = T.places(s, '"{}[]')
   while i <= len do
-    local p = find(s, '["{}%[%]]', i)
+    local p = next_mark(i)
     if not p then break end
     local c = byte(s, p)
     if c == 34 then
@@ -120,7 +133,8 @@ function D.json_walk(s, out, owner0, cut, nesting)
       -- the cut went through
       local raw = sub(s, p + 1, j - 1)
       if find(raw, "\\", 1, true) then
-        raw = gsub(gsub(raw, "\\(.)", JSON_ESCAPES), "\\u(%x%x%x%x)", JSON_UNICODE)
+        raw = gsub(raw, "\\(.)", JSON_ESCAPES)
+        if find(raw, "\\u", 1, true) then raw = gsub(raw, "\\u(%x%x%x%x)", JSON_UNICODE) end
       end
       if cut and j > len then raw = before_cut(raw) end
       -- a key is followed by ':'

@@ -59,7 +59,9 @@ local function traversal_common(lv, textual)
     return text
   end
   local s = find(lv, "\\", 1, true) and gsub(lv, "\\", "/") or lv
-  if find(s, "//", 1, true) or find(s, "/./", 1, true) then s = gsub(gsub(s, "/%./", "/"), "//+", "/") end
+  -- (each only where a plain search finds what it replaces: removing "/./" never makes a "//")
+  if find(s, "/./", 1, true) then s = gsub(s, "/%./", "/") end
+  if find(s, "//", 1, true) then s = gsub(s, "//+", "/") end
   if find(s, "\226", 1, true) or find(s, "\239", 1, true) then
     -- fullwidth and other look-alike dots and slashes that some decoders fold to ASCII
     s = gsub(gsub(gsub(gsub(s, "\239\188\142", "."), "\239\188\143", "/"), "\226\136\149", "/"), "\239\188\188", "/")

@@ -190,6 +190,7 @@ test("decoders: percent, plus, %u, entities, string escapes, UTF-7, overlong UTF
   eq(D.unescape("\\x5c74"), "<", "\\x makes an octal escape")
   eq(D.unescape("\\u{5c}u0041"), "A", "\\u{...} makes \\u")
   eq(D.html_decode("&#38;lt;"), "<", "a numeric reference makes a named one")
+  eq(D.html_decode(string.rep("&lt;&x;&ampy &", 100)), string.rep("<&x;&ampy &", 100), "hundreds of references, known and not")
   eq(D.url_decode("%3c%3C%Aa%zz%4", false), "<<\170%zz%4", "hex digits in either case; malformed escapes stay")
 end)
 
