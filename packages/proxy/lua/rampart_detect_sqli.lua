@@ -44,6 +44,14 @@ local SQL_DANGER_ALONE = {
   pg_read_file = true, pg_ls_dir = true, ["ctxsys.drithsx.sn"] = true, gtid_subset = true, name_const = true,
 }
 
+-- The bytes the tokenizer skips as blanks: Lua's %s, \v, \f, the other controls below 32, and
+-- A0 (a blank to MySQL in latin1); looked up a byte at a time.
+local BLANK = {}
+for b = 0, 255 do
+  local c = string.char(b)
+  BLANK[b] = find(c, "^[%s\v\f]") ~= nil or b < 32 or b == 160
+end
+
 -- Tokenizes s from position i (a string already open with quote q when q is given).
 -- Returns an array of {kind, text, pos}; at most max tokens.
 local function sql_tokens(s, q, max)
@@ -66,10 +74,12 @@ local function sql_tokens(s, q, max)
     toks.breakout = i - 1
   end
   while i <= len and n < max do
+    local b = byte(s, i)
     local c = sub(s, i, i)
-    local b = byte(c)
-    if find(c, "^[%s\v\f]") or b < 32 or b == 160 then
+    if BLANK[b] then
       i = i + 1
+      -- (the rest of a run of blanks)
+      while BLANK[byte(s, i)] do i = i + 1 end
     elseif c == "/" and sub(s, i + 1, i + 1) == "*" then
       if n == 1 and q then toks.comment_first = true end
       if sub(s, i + 2, i + 2) == "!" then

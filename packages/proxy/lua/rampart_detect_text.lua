@@ -28,23 +28,47 @@ local function word_before(s, p)
   return sub(s, st + 1, e), st + 1
 end
 
--- Calls fn(name, name_pos, punct_pos) for every identifier followed by one of the characters
--- of chars (a string such as "(`"); stops at the first truthy result. Each character's next
--- place is a plain search (memchr), remembered until the walk passes it: a Lua pattern class
--- would test every byte, and this walk is over the whole value.
-local function each_call(s, chars, fn)
-  local i = 1
+-- The characters of a set (a string such as ";|&"), each a one-byte string, made once per set.
+local char_lists = {}
+local function chars_of(set)
+  local list = char_lists[set]
+  if list == nil then
+    list = {}
+    for k = 1, #set do list[k] = sub(set, k, k) end
+    char_lists[set] = list
+  end
+  return list
+end
+
+-- A walker over the places of some characters in s: next(i) is the first position from i holding
+-- one of chars (or nil), as find(s, "[" .. chars .. "]", i) answers, each character's next place a
+-- plain search remembered until the walk passes it (i only grows from call to call).
+local function places(s, chars)
   local next_at = {}
-  while true do
+  local list = chars_of(chars)
+  local count = #list
+  return function(i)
     local p
-    for k = 1, #chars do
+    for k = 1, count do
       local q = next_at[k]
       if q == nil or (q and q < i) then
-        q = find(s, sub(chars, k, k), i, true) or false
+        q = find(s, list[k], i, true) or false
         next_at[k] = q
       end
       if q and (p == nil or q < p) then p = q end
     end
+    return p
+  end
+end
+
+-- Calls fn(name, name_pos, punct_pos) for every identifier followed by one of the characters
+-- of chars (a string such as "(`"); stops at the first truthy result. The walk is over the whole
+-- value: the next such character is found by plain searches (places), not a pattern class.
+local function each_call(s, chars, fn)
+  local next_place = places(s, chars)
+  local i = 1
+  while true do
+    local p = next_place(i)
     if not p then return nil end
     local name, at = word_before(s, p)
     if name then
@@ -165,25 +189,6 @@ D.is_text = is_text
 -- Whether s holds text (a plain search: C skips to it, where a pattern is tried at every position).
 local function has(s, text) return find(s, text, 1, true) ~= nil end
 
--- A walker over the places of some characters in s: next(i) is the first position from i holding
--- one of chars (or nil), as find(s, "[" .. chars .. "]", i) answers, each character's next place a
--- plain search remembered until the walk passes it (i only grows from call to call).
-local function places(s, chars)
-  local next_at = {}
-  return function(i)
-    local p
-    for k = 1, #chars do
-      local q = next_at[k]
-      if q == nil or (q and q < i) then
-        q = find(s, sub(chars, k, k), i, true) or false
-        next_at[k] = q
-      end
-      if q and (p == nil or q < p) then p = q end
-    end
-    return p
-  end
-end
-
 -- The first position from i where the anchored pattern (starting with "^") matches and s holds
 -- lead there (a plain string the pattern starts with): find(s, unanchored, i), with the places of
 -- lead found by plain searches. Returns what find returns.
@@ -200,8 +205,9 @@ end
 -- Whether s holds any of the characters of chars: a plain search (memchr) for each, which is
 -- what a guard such as find(s, "[;|&]") answers, without a pattern's test of every byte.
 local function has_any(s, chars)
-  for k = 1, #chars do
-    if find(s, sub(chars, k, k), 1, true) then return true end
+  local list = chars_of(chars)
+  for k = 1, #list do
+    if find(s, list[k], 1, true) then return true end
   end
   return false
 end
