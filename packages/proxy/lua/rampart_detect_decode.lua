@@ -3,6 +3,7 @@
 -- origin sees it).
 
 local D = require("rampart_detect_base")
+local T = require("rampart_detect_text")
 local find, sub, byte, char, lower, gsub, match, gmatch, format =
   string.find, string.sub, string.byte, string.char, string.lower, string.gsub, string.match, string.gmatch, string.format
 local concat = table.concat
@@ -51,6 +52,8 @@ local ENTITIES = {
   verbar = "|", lowbar = "_", hyphen = "-", dash = "-", bne = "=",
 }
 
+local function entity(name) return ENTITIES[name] or ENTITIES[lower(name)] end
+
 -- HTML character references as a browser reads them: the ';' is optional, leading zeros allowed.
 function D.html_decode(s)
   if not find(s, "&", 1, true) then return s end
@@ -58,39 +61,8 @@ function D.html_decode(s)
     s = gsub(s, "&#[xX]0*(%x%x?%x?%x?%x?%x?);?", function(h) return D.utf8(tonumber(h, 16)) end)
     s = gsub(s, "&#0*(%d%d?%d?%d?%d?%d?%d?);?", function(d) return D.utf8(tonumber(d)) end)
   end
-  -- named references: gsub's matches, one after another, tried only at the '&'s a plain search
-  -- finds; past 256 of them, gsub does the rest (a run of '&'s costs it less than this loop)
-  local out, n, i, tries = {}, 0, 1, 0
-  local amp = find(s, "&", 1, true)
-  while amp do
-    tries = tries + 1
-    if tries > 256 then break end
-    local _, e, name = find(s, "^&(%a%a+);?", amp)
-    if e then
-      local r = ENTITIES[name] or ENTITIES[lower(name)]
-      if r then
-        n = n + 1
-        out[n] = sub(s, i, amp - 1)
-        n = n + 1
-        out[n] = r
-        i = e + 1
-      end
-      amp = find(s, "&", e + 1, true)
-    else
-      amp = find(s, "&", amp + 1, true)
-    end
-  end
-  if amp then
-    n = n + 1
-    out[n] = sub(s, i, amp - 1)
-    n = n + 1
-    out[n] = (gsub(sub(s, amp), "&(%a%a+);?", function(name) return ENTITIES[name] or ENTITIES[lower(name)] end))
-    return concat(out, "", 1, n)
-  end
-  if n == 0 then return s end
-  n = n + 1
-  out[n] = sub(s, i)
-  return concat(out, "", 1, n)
+  -- named references, tried only at the '&'s (T.gsub_at; gsub past 256 of them)
+  return (T.gsub_at(s, "&", "&(%a%a+);?", entity, 256))
 end
 
 -- Escapes of JavaScript, JSON, C and PHP strings.

@@ -202,6 +202,47 @@ local function find_at(s, lead, anchored, i)
   return nil
 end
 
+-- gsub(s, pattern, repl) where every match starts with the plain text lead: the matches are
+-- tried only where a plain search finds lead (a few "&" or "//" in a long value), one after
+-- another as gsub makes them; past `limit` of them gsub does the rest (where they are dense it
+-- costs less). repl: a string without '%', or a table or function of the first capture (or of
+-- the match), whose nil or false keeps the match as it is.
+local function gsub_at(s, lead, pattern, repl, limit)
+  local anchored = "^" .. pattern
+  local out, n, i, tries = {}, 0, 1, 0
+  local q = find(s, lead, 1, true)
+  while q do
+    tries = tries + 1
+    if tries > limit then
+      n = n + 1
+      out[n] = sub(s, i, q - 1)
+      n = n + 1
+      out[n] = (gsub(sub(s, q), pattern, repl))
+      return concat(out, "", 1, n)
+    end
+    local a, e, cap = find(s, anchored, q)
+    if a then
+      local r = repl
+      if type(repl) == "function" then r = repl(cap or sub(s, a, e))
+      elseif type(repl) == "table" then r = repl[cap or sub(s, a, e)] end
+      if r then
+        n = n + 1
+        out[n] = sub(s, i, q - 1)
+        n = n + 1
+        out[n] = r
+        i = e + 1
+      end
+      q = find(s, lead, e + 1, true)
+    else
+      q = find(s, lead, q + 1, true)
+    end
+  end
+  if n == 0 then return s end
+  n = n + 1
+  out[n] = sub(s, i)
+  return concat(out, "", 1, n)
+end
+
 -- Whether s holds any of the characters of chars: a plain search (memchr) for each, which is
 -- what a guard such as find(s, "[;|&]") answers, without a pattern's test of every byte.
 local function has_any(s, chars)
@@ -212,5 +253,5 @@ local function has_any(s, chars)
   return false
 end
 
-return { word_before = word_before, each_call = each_call, has_any = has_any, places = places, find_at = find_at, marker_finder = marker_finder,
+return { word_before = word_before, each_call = each_call, has_any = has_any, places = places, find_at = find_at, gsub_at = gsub_at, marker_finder = marker_finder,
   text_words = text_words, is_text = is_text, has = has }

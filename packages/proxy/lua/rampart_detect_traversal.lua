@@ -6,7 +6,7 @@ local T = require("rampart_detect_text")
 local find, sub, byte, char, lower, gsub, match, gmatch, format =
   string.find, string.sub, string.byte, string.char, string.lower, string.gsub, string.match, string.gmatch, string.format
 local concat = table.concat
-local marker_finder, is_text, has_any = T.marker_finder, T.is_text, T.has_any
+local marker_finder, is_text, has_any, gsub_at = T.marker_finder, T.is_text, T.has_any, T.gsub_at
 
 ---------------------------------------------------------------------------------------------------
 -- Path traversal and file inclusion.
@@ -52,46 +52,17 @@ end
 
 -- textual: a function answering whether the value is text (D.is_text), asked only when a
 -- finding depends on it (it reads the whole value); nil for the request path, never text.
--- gsub(s, lead .. rest, to) where every match starts with the plain string lead: matches tried
--- only where a plain search finds lead (a URL's "//" in a long value), gsub itself past 64 of
--- them (where they are dense it costs less). rest: what follows lead in the pattern ("" or "/*").
-local function replace_at(s, lead, rest, to)
-  local pattern = "^" .. gsub(lead, "%p", "%%%0") .. rest
-  local out, n, i, tries = {}, 0, 1, 0
-  local q = find(s, lead, 1, true)
-  while q do
-    tries = tries + 1
-    if tries > 64 then
-      n = n + 1
-      out[n] = sub(s, i, q - 1)
-      n = n + 1
-      out[n] = (gsub(sub(s, q), gsub(lead, "%p", "%%%0") .. rest, to))
-      return concat(out, "", 1, n)
-    end
-    local _, e = find(s, pattern, q)
-    n = n + 1
-    out[n] = sub(s, i, q - 1)
-    n = n + 1
-    out[n] = to
-    i = e + 1
-    q = find(s, lead, i, true)
-  end
-  if n == 0 then return s end
-  n = n + 1
-  out[n] = sub(s, i)
-  return concat(out, "", 1, n)
-end
-
 local function traversal_common(lv, textual)
   local text = nil
   local function is_txt()
     if text == nil then text = textual ~= nil and textual() or false end
     return text
   end
-  local s = find(lv, "\\", 1, true) and replace_at(lv, "\\", "", "/") or lv
+  -- (by plain searches, as gsub would: T.gsub_at)
+  local s = find(lv, "\\", 1, true) and gsub_at(lv, "\\", "%\\", "/", 64) or lv
   -- (each only where a plain search finds what it replaces: removing "/./" never makes a "//")
   if find(s, "/./", 1, true) then s = gsub(s, "/%./", "/") end
-  if find(s, "//", 1, true) then s = replace_at(s, "//", "/*", "/") end
+  if find(s, "//", 1, true) then s = gsub_at(s, "//", "//+", "/", 64) end
   if find(s, "\226", 1, true) or find(s, "\239", 1, true) then
     -- fullwidth and other look-alike dots and slashes that some decoders fold to ASCII
     s = gsub(gsub(gsub(gsub(s, "\239\188\142", "."), "\239\188\143", "/"), "\226\136\149", "/"), "\239\188\188", "/")
