@@ -143,15 +143,10 @@ function D.injection(v, lv)
   -- serialized Java objects (base64 or hex) and PHP objects
   -- and pickles (protocol 2 to 5, base64)
   -- (Java, .NET BinaryFormatter, Ruby Marshal, in base64 or hex)
-  p = find(v, "rO0AB", 1, true) or find_at(lv, "ac", "^ac%s?ed%s?00%s?05") or find(v, "AAEAAAD/////", 1, true) or find(v, "BAhvOk", 1, true) or find(v, "^[Oa]:%d+:[\"{]")
-  if p then return p end
-  -- a PHP object after ';' or '{' (its "O:" found by plain searches)
-  local q = find(v, "O:", 2, true)
-  while q do
-    if find(v, '^[;{]O:%d+:"', q - 1) then return q - 1 end
-    q = find(v, "O:", q + 1, true)
-  end
-  return find(v, "^gA[SJNR][VjW]")
+  -- (a PHP object after ';' or '{': its "O:" found by plain searches)
+  p = find(v, "rO0AB", 1, true) or find_at(lv, "ac", "^ac%s?ed%s?00%s?05") or find(v, "AAEAAAD/////", 1, true) or find(v, "BAhvOk", 1, true) or
+    find(v, "^[Oa]:%d+:[\"{]") or find_at(v, "O:", '^[;{]O:%d+:"', 1, 1) or find(v, "^gA[SJNR][VjW]")
+  return p
 end
 
 return D

@@ -190,12 +190,14 @@ D.is_text = is_text
 local function has(s, text) return find(s, text, 1, true) ~= nil end
 
 -- The first position from i where the anchored pattern (starting with "^") matches and s holds
--- lead there (a plain string the pattern starts with): find(s, unanchored, i), with the places of
--- lead found by plain searches. Returns what find returns.
-local function find_at(s, lead, anchored, i)
-  local q = find(s, lead, i or 1, true)
+-- lead there, or `back` bytes after it (a plain string the pattern starts with, or holds that far
+-- in, such as "O:" in "[;{]O:"): find(s, unanchored, i), with the places of lead found by plain
+-- searches. Returns what find returns.
+local function find_at(s, lead, anchored, i, back)
+  back = back or 0
+  local q = find(s, lead, (i or 1) + back, true)
   while q do
-    local a, b, c1, c2 = find(s, anchored, q)
+    local a, b, c1, c2 = find(s, anchored, q - back)
     if a then return a, b, c1, c2 end
     q = find(s, lead, q + 1, true)
   end
