@@ -652,7 +652,11 @@ const WORDS: Pattern[] = [
   { re: String.raw`ac${WS}?ed${WS}?00${WS}?05`, why: 'injection: a serialized Java object in hex' },
   { re: String.raw`${LC}${LC}|(?:${LC}|${HASH}|\$)${WS}*[0-9]+${WS}*(?:[-*]|${STAR}|${SL}|${PL})`, why: 'injection: {{ templates, {7*7} #{7*7} $7*7}' },
   // what a $ starts (a raw $ reaches the detectors only inside a JSON body's strings; anywhere else it fires by itself)
-  { re: String.raw`\$(?:\{|\(|'|ifs)`, why: "cmdi and injection: ${ (Log4j lookups, EL expressions, ${IFS}), $( substitution, $'...' strings, $IFS" },
+  {
+    // (what follows the $ raw or percent-encoded: the detectors decode %7B, %28 and %69fs before they read it)
+    re: String.raw`\$(?:${LC}|${LP}|'|${pe('27')}|(?:i|${pe('[46]9')})(?:f|${pe('[46]6')})(?:s|${pe('[57]3')}))`,
+    why: "cmdi and injection: ${ (Log4j lookups, EL expressions, ${IFS}), $( substitution, $'...' strings, $IFS, each also percent-encoded",
+  },
   {
     re: String.raw`\$(?:${alternation([...NOSQL_OPS.map((o) => o.replace(/^\$/, '')), 'type'])})(?![a-z0-9_])`,
     why: 'structure and injection: a document database operator (NOSQL_OPS: $ne, $where, ...; as a JSON key, or a segment of a dotted key), Json.NET\'s "$type"',

@@ -505,7 +505,17 @@ describe('the gate in front of the attack detectors, through a real HAProxy', ()
   test('what the fuzzer found once stays found', async () => {
     // seed 101: the SQL tokenizer reads 0X1F and sys.getent as two tokens (a hex number, then a system table)
     // and the same number after a percent escape, which decodes to a blank before it
-    const found = [raw('GET /', ['Cookie: q=.5bAGGage1E0/PRogReSS||animAtionsTARt*0X1Fsys.GEtenT']), raw('GET /s?q=1%200x1Fsys.getent')];
+    // seed 475259105: an EL expression whose { is percent-encoded inside a JSON string ($%7B...), and
+    // the same for a command substitution ($%28id%29) and $IFS
+    const json = (v: string) => raw('POST /api', ['Content-Type: application/json'], `{"id":1,"q":"${v}"}`);
+    const found = [
+      raw('GET /', ['Cookie: q=.5bAGGage1E0/PRogReSS||animAtionsTARt*0X1Fsys.GEtenT']),
+      raw('GET /s?q=1%200x1Fsys.getent'),
+      json('$%7BpageContext.request.getSession().setAttribute(%22admin%22%2Ctruencharassert'),
+      json('$%28id%29'),
+      json('$%2528id%2529'),
+      json('x;$%69fs%3Bcat /etc/passwd'),
+    ];
     const outcomes = await run(
       proxy,
       found.map((bytes, i) => ({ name: `found ${i}`, bytes })),
