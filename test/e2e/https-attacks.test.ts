@@ -486,6 +486,8 @@ describe('HTTPS under attack (real control plane, agent and HAProxy)', () => {
     };
     for (const n of names) {
       expectOnly(`plain HTTP, ${n}`, await one(httpPort, get('/h1', [`Host: ${PLAIN}`, ...lines(n)]), { from: CLEAN }), 'http');
+      // first and alone (the guard reads the list of names, where the first has no comma before it)
+      expectOnly(`plain HTTP, ${n} first`, await one(httpPort, get('/h1', [`${n.toLowerCase()}: 6.6.0.6`, `Host: ${PLAIN}`]), { from: CLEAN }), 'http');
       expectOnly(`HTTPS, ${n}`, await one(httpsPort, get('/h1', [`Host: ${ONE}`, ...lines(n)]), { from: CLEAN, tls: { servername: ONE, ca: ca[ONE]! } }), 'https');
     }
     const h2headers: Record<string, string[]> = {};

@@ -60,10 +60,13 @@ export const RATE_WINDOW = 60;
  */
 export const RATE_KEY = 'src,ipmask(32,64)';
 /**
- * The request id every WAF answer carries (X-Rampart-Request-Id, the body, the event): 16 hex
- * digits from HAProxy's random UUID. HAProxy makes it only when something reads it.
+ * The request id every WAF answer carries (X-Rampart-Request-Id, the body, the event): 16 lowercase
+ * hex digits, two 32-bit random numbers (HAProxy's 64-bit generator, as its uuid uses). HAProxy makes
+ * it for every request once a frontend has a unique-id-format, so it is made cheaply: the UUID it
+ * was cut from before (%[uuid,regsub(-,,g),bytes(0,16)]) cost about 7,300 instructions a request
+ * (callgrind), a regex pass included; this costs about 1,700.
  */
-export const REQUEST_ID_FORMAT = '%[uuid,regsub(-,,g),bytes(0,16)]';
+export const REQUEST_ID_FORMAT = '%[rand,hex,bytes(8,8),lower]%[rand,hex,bytes(8,8),lower]';
 
 /**
  * Bytes of a request body level high waits for before the gate and the detectors look at it.

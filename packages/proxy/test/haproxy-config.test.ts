@@ -362,7 +362,7 @@ describe('the renderer re-checks every rule and WAF setting itself', () => {
 
   test('every WAF answer has a request id: the unique-id format, and its field of the event line, then the claim and the query', () => {
     const cfg = renderHaproxyConfig(base(), { httpBind: { address: '*', port: 80 }, runDir: '/run/rampart', eventsPort: 5514 }, { configDir: '/etc/rampart/cfg' }).files['haproxy.cfg']!;
-    assert.match(cfg, /\n    unique-id-format %\[uuid,regsub\(-,,g\),bytes\(0,16\)\]\n/);
+    assert.match(cfg, /\n    unique-id-format %\[rand,hex,bytes\(8,8\),lower\]%\[rand,hex,bytes\(8,8\),lower\]\n/);
     assert.match(cfg, /log-format "rampart-waf .* %\[var\(txn\.rp_match\)\] %\[unique-id\] %\[var\(txn\.rp_claim\)\] %\[var\(txn\.rp_query\)\] %b %Ta"\n/);
     // Latency samples: one request in LATENCY_SAMPLE_EVERY is logged, after the default silence.
     assert.match(cfg, new RegExp(`http-request set-log-level silent\\n    http-request set-log-level info if \\{ rand\\(${LATENCY_SAMPLE_EVERY}\\) -m int 0 \\}\\n`));
