@@ -59,7 +59,7 @@ function htmlPage(status: number, title: string, sentence: string): string {
  * The answers HAProxy makes itself when the origin fails (502 bad answer, 503 no origin up, 504 no
  * answer in time), in words a visitor understands. HAProxy's `http-error` has one body and one
  * content type for every client, so its body (ERROR_FILES) is log-format that looks its pieces up in
- * pages.map by the client's kind (`h` browser, `t` anything else, txn.rp_fmt set for every request);
+ * pages.map by the client's kind (`h` browser, txn.rp_fmt set for those; `t` anything else, the variable's default);
  * the frontend then sets the content type of a plain-text one (ERROR_LINES).
  */
 export const ORIGIN_ERRORS: Readonly<Record<502 | 503 | 504, { title: string; sentence: string; text: string }>> = {
@@ -87,7 +87,6 @@ const ERROR_MARK = 'x-rampart-answer';
 export function errorLines(dir: string): string[] {
   return [
     '    http-request set-var(txn.rp_fmt) str(h) if { req.hdr(accept) -m sub -i text/html }',
-    '    http-request set-var(txn.rp_fmt) str(t) if !{ var(txn.rp_fmt) -m found }',
     ...Object.keys(ORIGIN_ERRORS).map((code) => `    http-error status ${code} content-type "text/html; charset=utf-8" lf-file ${dir}/error${code}.lf ${REQUEST_ID_HEADER} hdr ${ERROR_MARK} 1`),
     // Only HAProxy's own answers carry the mark: an origin's is dropped before the check.
     `    http-response del-header ${ERROR_MARK}`,
@@ -98,7 +97,7 @@ export function errorLines(dir: string): string[] {
 
 /** pages.map keys: "<kind>:<code>" the page before the id line, "<kind>:id" and "<kind>:end" around the id. */
 function errorFiles(dir: string): Record<string, string> {
-  const lookup = (key: string) => `%[var(txn.rp_fmt),concat(${key}),map(${dir}/pages.map)]`;
+  const lookup = (key: string) => `%[var(txn.rp_fmt,t),concat(${key}),map(${dir}/pages.map)]`;
   const map: string[] = [];
   const files: Record<string, string> = {};
   for (const [code, e] of Object.entries(ORIGIN_ERRORS)) {

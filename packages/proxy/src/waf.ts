@@ -262,7 +262,12 @@ export function renderWaf(
     // One lookup a request for each of these: the domain's own rules first, then the server-wide
     // ones it does not name (its own rule wins for the same key, as priority order has it).
     const ai = union(c.ai, global.ai);
-    if (ai.size) files[`ai_d${index}.map`] = mapFile(ai, 'ai_bot_blocked');
+    if (ai.size) {
+      files[`ai_d${index}.map`] = mapFile(ai, 'ai_bot_blocked');
+      // Its names as one regex (case-insensitive): a pass over the User-Agent that tells whether the
+      // map has anything to find, where map_sub searches for each name in turn.
+      files[`ai_guard_d${index}.lst`] = `(?:${[...ai.keys()].map((k) => k.replace(/[^A-Za-z0-9_-]/g, '\\$&')).join('|')})\n`;
+    }
     const countries = union(c.countries, global.countries);
     if (countriesOn && countries.size) files[`countries_d${index}.map`] = mapFile(countries, 'country_blocked');
     const guards = planGuards(customOf(d), dir, `d${index}`);
@@ -375,16 +380,17 @@ export function renderWaf(
         // Every User-Agent header counts: a bad bot in any of them is refused (the ACL checks each
         // occurrence). A valid cookie was earned with this very header (it is bound to it), so with
         // one header and a valid cookie the list is not searched again.
-        decide(
-          `str(bot_blocked:${bot!.id})`,
-          ` !${found('rp_cookie_ok')} { req.fhdr(user-agent) -m sub -i -f ${dir}/badbots.lst } or${open} { req.fhdr_cnt(user-agent) gt 1 } { req.fhdr(user-agent) -m sub -i -f ${dir}/badbots.lst }`,
+        // (The test that is false for an ordinary request comes first in every condition: HAProxy
+        // stops at the first false one, and each test costs a few hundred instructions.)
+        lines.push(
+          `    http-request set-var(txn.rp_hit) str(bot_blocked:${bot!.id}) if !${found('rp_cookie_ok')}${open} { req.fhdr(user-agent) -m sub -i -f ${dir}/badbots.lst } or { req.fhdr_cnt(user-agent) gt 1 }${open} { req.fhdr(user-agent) -m sub -i -f ${dir}/badbots.lst }`,
         );
       }
-      if (ai) decide(`req.fhdr(user-agent),lower,map_sub(${dir}/ai_d${i}.map)`);
+      if (ai) lines.push(`    http-request set-var(txn.rp_hit) req.fhdr(user-agent),lower,map_sub(${dir}/ai_d${i}.map) if { req.fhdr(user-agent) -m reg -i -f ${dir}/ai_guard_d${i}.lst }${open}`);
       if (botOn) {
         // A search crawler's claim (only with exactly one User-Agent header) passes when the agent
         // verified the address for that very crawler (FCrDNS; docs/bots.md).
-        const unproven = `${open} !${found('rp_cookie_ok')}`;
+        const unproven = ` !${found('rp_cookie_ok')}${open}`;
         lines.push(
           `    http-request set-var(txn.rp_claim) req.fhdr(user-agent),lower,map_sub(${dir}/crawlers.map) if${unproven} { req.fhdr_cnt(user-agent) eq 1 }`,
           `    http-request set-var(txn.rp_crawler) bool(1) if ${found('rp_claim')} { src,map_ip(${dir}/${VERIFIED_CRAWLERS_MAP}),strcmp(txn.rp_claim) eq 0 }`,
@@ -399,7 +405,7 @@ export function renderWaf(
         // Step 4, for requests steps 1 to 3 let through: a fixed 60 s window from the client's first
         // request, counted natively in the stick table (an IPv6 client by its /64, RATE_KEY).
         const tracked = `${open} { sc0_tracked }`;
-        const expired = `${tracked} { var(txn.rp_age) -m int ge ${RATE_WINDOW} }`;
+        const expired = ` { var(txn.rp_age) -m int ge ${RATE_WINDOW} }${tracked}`;
         lines.push(
           `    http-request track-sc0 ${RATE_KEY} table ${RATE_TABLE} if${open}`,
           `    http-request set-var(txn.rp_wstart) sc_get_gpt0(0) if${tracked}`,
@@ -408,7 +414,7 @@ export function renderWaf(
           `    http-request sc-set-gpt0(0) date if${expired}`,
           `    http-request sc-inc-gpc0(0) if${tracked}`,
         );
-        decide(`str(rate_limited:${rate.id})`, ` { sc0_tracked } { sc_get_gpc0(0) gt ${rateLimitOf(rate.value)} }`);
+        lines.push(`    http-request set-var(txn.rp_hit) str(rate_limited:${rate.id}) if { sc_get_gpc0(0) gt ${rateLimitOf(rate.value)} }${open} { sc0_tracked }`);
         // Retry-After: the seconds left in the window (the age is below 60 in a window that counts).
         // Only for this step's own decision: a custom rate-limiting rule's 429 has set its own.
         lines.push(`    http-request set-var(txn.rp_retry) int(${RATE_WINDOW}),sub(txn.rp_age) if { var(txn.rp_hit) -m str rate_limited:${rate.id} }`);
@@ -471,7 +477,7 @@ const BINARY_TYPES = ['application/x-protobuf', 'application/protobuf', 'applica
  * pass on a few comparisons, without hashing; a cookie past its expiry never passes.
  */
 function cookieCheck(dir: string, open: string): string[] {
-  const fresh = `${open} !${found('rp_cookie_ok')}`;
+  const fresh = ` !${found('rp_cookie_ok')}${open}`;
   const shaped = `{ var(txn.rp_ck) -m reg ^[0-9a-z]{1,16}[.][0-9]{1,12}[.][0-9a-fA-F]{64}$ }`;
   return [
     `    http-request set-var(txn.rp_cookie_ok) bool(1) if { req.cook(rampart_bot),strcmp(sess.rp_okck) eq 0 } { req.fhdr(user-agent),strcmp(sess.rp_okua) eq 0 } { var(txn.rp_domain),strcmp(sess.rp_okdom) eq 0 } { date,sub(sess.rp_okexp) -m int lt 0 }`,

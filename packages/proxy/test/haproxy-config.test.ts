@@ -352,7 +352,7 @@ describe('the renderer re-checks every rule and WAF setting itself', () => {
     const s = base();
     s.rules = [{ id: id(3), type: 'rate_limit', value: '{ "requests_per_minute": 120 }', domainId: null, priority: 1 }];
     const cfg = render(s).files['haproxy.cfg']!;
-    assert.match(cfg, /http-request set-var\(txn\.rp_hit\) str\(rate_limited:00000000-0000-4000-8000-000000000003\) if .* \{ sc_get_gpc0\(0\) gt 120 \}/);
+    assert.match(cfg, /http-request set-var\(txn\.rp_hit\) str\(rate_limited:00000000-0000-4000-8000-000000000003\) if \{ sc_get_gpc0\(0\) gt 120 \} .*\{ sc0_tracked \}/);
     assert.doesNotMatch(cfg, /lua\.rampart_(rate|waf)/, 'the limit is native: no Lua action');
     assert.match(cfg, /stick-table type ipv6 size 50000 expire 6m store gpt0,gpc0/);
     // an IPv6 client is counted by its /64, an IPv4 client by its address
@@ -460,7 +460,7 @@ describe('the renderer re-checks every rule and WAF setting itself', () => {
     assert.match(out.files['crawlers.map']!, /^googlebot google$/m);
     assert.match(
       out.files['haproxy.cfg']!,
-      /set-var\(txn\.rp_claim\) req\.fhdr\(user-agent\),lower,map_sub\(\/etc\/rampart\/cfg\/crawlers\.map\) if .*!\{ var\(txn\.rp_cookie_ok\) -m found \} \{ req\.fhdr_cnt\(user-agent\) eq 1 \}/,
+      /set-var\(txn\.rp_claim\) req\.fhdr\(user-agent\),lower,map_sub\(\/etc\/rampart\/cfg\/crawlers\.map\) if !\{ var\(txn\.rp_cookie_ok\) -m found \} .*\{ req\.fhdr_cnt\(user-agent\) eq 1 \}/,
     );
     assert.equal(out.hash, renderHaproxyConfig(s, OPTIONS, { configDir: '/etc/rampart/cfg' }).hash, 'verifications do not change the hash');
     for (const bad of [
