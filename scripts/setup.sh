@@ -2,7 +2,7 @@
 # Installs what Rampart's tests and `rampart up` need: node packages, and from Debian's packages
 # haproxy (with Lua and PCRE2), pebble and pebble-challtestsrv (the ACME tests), pdns-server with
 # its SQLite backend and sqlite3 (DNS failover), wrk,
-# lua5.3 (unit tests of the WAF engine), chromium (the bot-challenge test), openssl (test
+# lua5.3 (unit tests of the WAF engine), lua-zlib (compressed request bodies at level high), chromium (the bot-challenge test), openssl (test
 # certificates), fakeroot, lintian and systemd-analyze (the Debian package), and nginx with ModSecurity v3 and the OWASP CRS (bench:waf's comparison) when
 # they are missing. Idempotent.
 set -euo pipefail
@@ -17,6 +17,9 @@ command -v pdns_server >/dev/null 2>&1 || [ -x /usr/sbin/pdns_server ] || need+=
 [ -e /usr/share/doc/pdns-backend-sqlite3 ] || need+=(pdns-backend-sqlite3)
 command -v sqlite3 >/dev/null 2>&1 || need+=(sqlite3)
 command -v lua5.3 >/dev/null 2>&1 || need+=(lua5.3)
+# lua-zlib: level high inflates gzip and deflate request bodies before the detectors read them
+# (HAProxy's Lua loads it with require, as the engine's unit tests do).
+[ -e /usr/share/doc/lua-zlib ] || need+=(lua-zlib)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v openssl >/dev/null 2>&1 || need+=(openssl)
 # The Debian package (npm run package, npm run package:lint) and its test: fakeroot, lintian,

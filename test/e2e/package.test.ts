@@ -159,7 +159,7 @@ describe('the Debian package', { skip }, () => {
     assert.equal(field('Package'), 'rampart');
     assert.equal(field('Architecture'), 'all');
     const depends = field('Depends').split(/,\s*/);
-    for (const d of ['nodejs (>= 20)', 'haproxy (>= 2.6)', 'adduser']) assert.ok(depends.includes(d), `Depends has ${d}: ${depends}`);
+    for (const d of ['nodejs (>= 20)', 'haproxy (>= 2.6)', 'lua-zlib', 'adduser']) assert.ok(depends.includes(d), `Depends has ${d}: ${depends}`);
   });
 
   test('its files: the built product with production dependencies only, /usr/bin/rampart, the units, no sources', () => {

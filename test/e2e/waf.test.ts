@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { request as httpRequest } from 'node:http';
 import { connect } from 'node:net';
 import { once } from 'node:events';
-import { gzipSync } from 'node:zlib';
+import { brotliCompressSync, gzipSync } from 'node:zlib';
 import { after, before, describe, test } from 'node:test';
 import { answerUrl, leadingZeroBits, parseChallengePage, solveChallenge } from '@rampart/proxy';
 import { apiClient, ADMIN, settle, startAgent, startOrigin, viaProxy, type AgentProc, type ApiClient } from '../support/cluster.js';
@@ -127,30 +127,40 @@ describe('WAF through real HAProxy', () => {
     assert.equal(await status('high.waf.test', '127.0.14.6', '/s?q=%3Cscript%3Ealert(1)%3C/script%3E&x=%zz'), 403, 'a malformed escape cannot hide a payload');
   });
 
-  test('step 5: a compressed request body at level high is refused as compressed_body (an event) until the domain allows it', async () => {
-    const body = gzipSync(Buffer.from('{"cmd":"; cat /etc/passwd"}'));
-    const headers = { 'content-type': 'application/json', 'content-encoding': 'gzip' };
-    const refused = await full('high.waf.test', '127.0.14.7', '/api/run', headers, body);
+  test('step 5: at level high a gzip body is read inflated; one no detector can read is refused as compressed_body (an event) until the domain allows it', async () => {
+    const attack = Buffer.from('{"cmd":"; cat /etc/passwd"}');
+    const json = { 'content-type': 'application/json' };
+    const gzip = { ...json, 'content-encoding': 'gzip' };
+    const br = { ...json, 'content-encoding': 'br' };
+    const eventOf = (reason: string, id: string | undefined, ip: string) =>
+      waitFor(
+        async () => {
+          const events = (await api.call('GET', `/api/waf/events?reason=${reason}`)).body as any[];
+          return events.some((e) => e.request_id === id && e.domain === 'high.waf.test' && e.source_ip === ip);
+        },
+        `the ${reason} event`,
+        15_000,
+        200,
+      );
+    // The attack inside a gzip body is what the detectors find
+    const found = await full('high.waf.test', '127.0.14.7', '/api/run', gzip, gzipSync(attack));
+    assert.equal(found.status, 403);
+    assert.match(found.text, /blocked/i);
+    await eventOf('cmdi_detected', found.headers['x-rampart-request-id'], '127.0.14.7');
+    assert.equal((await full('high.waf.test', '127.0.14.11', '/api/run', gzip, gzipSync(Buffer.from('{"cmd":"hello"}')))).status, 200, 'an ordinary gzip body passes');
+    // br: no detector reads it
+    const refused = await full('high.waf.test', '127.0.14.12', '/api/run', br, brotliCompressSync(attack));
     assert.equal(refused.status, 403);
-    assert.match(refused.text, /blocked/i);
-    const id = refused.headers['x-rampart-request-id'];
-    await waitFor(
-      async () => {
-        const events = (await api.call('GET', '/api/waf/events?reason=compressed_body')).body as any[];
-        return events.some((e) => e.request_id === id && e.domain === 'high.waf.test' && e.source_ip === '127.0.14.7');
-      },
-      'the compressed_body event',
-      15_000,
-      200,
-    );
-    assert.equal((await full('medium.waf.test', '127.0.14.8', '/api/run', headers, body)).status, 200, 'below high, bodies are not read');
+    await eventOf('compressed_body', refused.headers['x-rampart-request-id'], '127.0.14.12');
+    assert.equal((await full('medium.waf.test', '127.0.14.8', '/api/run', br, brotliCompressSync(attack))).status, 200, 'below high, bodies are not read');
     const allowed = await api.call('PUT', `/api/domains/${dom.high}`, { wafCompressedBodies: 'allow' });
     assert.equal(allowed.body.wafCompressedBodies, 'allow');
     await settle(api);
-    assert.equal((await full('high.waf.test', '127.0.14.9', '/api/run', headers, body)).status, 200, 'allowed: it passes uninspected');
+    assert.equal((await full('high.waf.test', '127.0.14.9', '/api/run', br, brotliCompressSync(attack))).status, 200, 'allowed: it passes uninspected');
+    assert.equal((await full('high.waf.test', '127.0.14.13', '/api/run', gzip, gzipSync(attack))).status, 403, 'allowed: gzip is still read');
     await api.call('PUT', `/api/domains/${dom.high}`, { wafCompressedBodies: 'refuse' });
     await settle(api);
-    assert.equal((await full('high.waf.test', '127.0.14.10', '/api/run', headers, body)).status, 403, 'refused again');
+    assert.equal((await full('high.waf.test', '127.0.14.10', '/api/run', br, brotliCompressSync(attack))).status, 403, 'refused again');
   });
 
   test('block_country: global and per-domain country rules, looked up natively by source address', async () => {

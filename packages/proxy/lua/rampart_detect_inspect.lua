@@ -418,8 +418,10 @@ inspect_request = function(req, ctx)
     -- says more than arrived) ends in the middle of its last value, and half a token is not what
     -- the application will read ("https://w" is a one-label host): the last value is read up to
     -- the token the cut went through (before_cut).
-    local length = tonumber(header_value(h, "content-length") or "")
-    local cut = #body > D.BODY_LIMIT or (length ~= nil and length > #body)
+    -- (An inflated body, req.inflated: its Content-Length counts the compressed bytes, and
+    -- req.cut says whether the stream stopped short.)
+    local length = not req.inflated and tonumber(header_value(h, "content-length") or "") or nil
+    local cut = req.cut or #body > D.BODY_LIMIT or (length ~= nil and length > #body)
     if #body > D.BODY_LIMIT then body = sub(body, 1, D.BODY_LIMIT) end
     local ct = lower(header_value(h, "content-type") or "")
     local fields = {}

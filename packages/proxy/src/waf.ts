@@ -294,7 +294,10 @@ export function renderWaf(
     'rampart_detect_configure({',
     ...[...perDomain.values()]
       .filter((w) => w.domain.wafEnabled && w.domain.wafLevel === 'high')
-      .map((w) => `  [${luaString(w.domain.id)}] = { mode = ${luaString(w.domain.wafMode ?? 'block')}, exceptions = { ${w.exceptions.join(', ')} } },`),
+      .map(
+        (w) =>
+          `  [${luaString(w.domain.id)}] = { mode = ${luaString(w.domain.wafMode ?? 'block')}, compressed = ${luaString(w.domain.wafCompressedBodies ?? 'refuse')}, exceptions = { ${w.exceptions.join(', ')} } },`,
+      ),
     '})',
     '',
   ].join('\n');
@@ -426,9 +429,10 @@ export function renderWaf(
           `    http-request wait-for-body time 5s at-least ${BODY_INSPECT_LIMIT} if${open} { req.hdr(content-length) -m found } or${open} { req.hdr(transfer-encoding) -m found }`,
           ...compressedBodies(domain, open),
           ...gateAcls(dir, open),
-          // Only requests the gate picks can hold what a detector recognises (gate.ts); in block
-          // mode a finding becomes a hit (rampart_waf.lua's rampart_waf_answer).
-          `    http-request lua.rampart_detect ${domain.id} if${open} rp_gate`,
+          // Only requests the gate picks can hold what a detector recognises (gate.ts), and bodies
+          // the detectors inflate (the gate reads the compressed bytes); in block mode a finding
+          // becomes a hit (rampart_waf.lua's rampart_waf_answer).
+          `    http-request lua.rampart_detect ${domain.id} if ${found('rp_inflate')}${open} or${open} rp_gate`,
         );
       }
       lines.push(...answers(dir));
@@ -439,21 +443,30 @@ export function renderWaf(
 
 /**
  * Level high and a compressed request body (a Content-Encoding other than identity, in any of its
- * values, on a request that carries a body): no detector can read it, so unless the domain allows
- * such bodies (wafCompressedBodies "allow": they pass uninspected) it is refused as compressed_body,
- * or in detect mode logged as such and let through (docs/detection.md "Compressed request bodies").
- * A body whose one Content-Type is a binary format (BINARY_TYPES: protobuf, octet streams, media)
- * is no text an application reads as a form or a document: those pass, as telemetry SDKs send them.
+ * values, on a request that carries a body). One Content-Encoding header naming one coding the
+ * detectors inflate (INFLATED_CODINGS: gzip and deflate) sets txn.rp_inflate, and the detectors
+ * read the body inflated, within the body budget (rampart_detect.lua, D.inflate). Any other coding
+ * (br, several codings, a coding in several headers) no detector can read, so unless the domain
+ * allows such bodies (wafCompressedBodies "allow": they pass uninspected) it is refused as
+ * compressed_body, or in detect mode logged as such and let through (docs/detection.md
+ * "Compressed request bodies"); so is a gzip or deflate body that does not inflate. A body whose
+ * one Content-Type is a binary format (BINARY_TYPES: protobuf, octet streams, media) is no text an
+ * application reads as a form or a document: those pass, as telemetry SDKs send them.
  */
 function compressedBodies(domain: SnapshotDomain, open: string): string[] {
-  if (domain.wafCompressedBodies === 'allow') return [];
   const binary = `    http-request set-var(txn.rp_binct) bool(1) if${open} { req.hdr(content-encoding) -m found } { req.fhdr_cnt(content-type) eq 1 } { req.fhdr(content-type),lower -m beg ${BINARY_TYPES.join(' ')} }`;
-  const encoded = `{ req.hdr(content-encoding) -m reg -i ^(?!identity$). } !${found('rp_binct')}`;
+  const inflated = `    http-request set-var(txn.rp_inflate) req.fhdr(content-encoding),lower if { req.fhdr_cnt(content-encoding) eq 1 }${open} !${found('rp_binct')} { req.fhdr(content-encoding),lower -m str ${INFLATED_CODINGS.join(' ')} }`;
+  if (domain.wafCompressedBodies === 'allow') return [binary, inflated];
+  // (a named ACL: the refusal's condition names it twice, and HAProxy reads at most 64 words a line)
+  const coded = '    acl rp_coded req.hdr(content-encoding) -m reg -i ^(?!identity$).';
+  const encoded = `rp_coded !${found('rp_binct')} !${found('rp_inflate')}`;
   const carried = `${open} ${encoded} { req.hdr(content-length) -m int gt 0 } or${open} ${encoded} { req.hdr(transfer-encoding) -m found }`;
-  if (domain.wafMode !== 'detect') return [binary, `    http-request set-var(txn.rp_hit) str(compressed_body:-) if${carried}`];
+  if (domain.wafMode !== 'detect') return [binary, inflated, coded, `    http-request set-var(txn.rp_hit) str(compressed_body:-) if${carried}`];
   const seen = found('rp_cz');
   return [
     binary,
+    inflated,
+    coded,
     `    http-request set-var(txn.rp_cz) bool(1) if${carried}`,
     `    http-request set-var(txn.rp_reason) str(compressed_body) if ${seen}`,
     `    http-request set-var(txn.rp_rule) str(-) if ${seen}`,
@@ -464,6 +477,9 @@ function compressedBodies(domain: SnapshotDomain, open: string): string[] {
     `    http-request set-log-level info if ${seen}`,
   ];
 }
+
+/** The codings the detectors inflate (x-gzip is gzip's old name); "deflate" is a zlib stream, or raw deflate. */
+const INFLATED_CODINGS = ['gzip', 'x-gzip', 'deflate'];
 
 /** Content-Types of binary formats: a compressed body of one of these is no evasion (compressedBodies). */
 const BINARY_TYPES = ['application/x-protobuf', 'application/protobuf', 'application/vnd.google.protobuf', 'application/grpc', 'application/octet-stream', 'image/', 'audio/', 'video/'];

@@ -118,7 +118,7 @@ const domainSettable = {
     COMPRESSED_BODY_POLICIES.map((m) => Type.Literal(m)),
     {
       description:
-        'Default refuse. Level high: refuse answers 403 (reason compressed_body) to a request whose body is compressed (Content-Encoding other than identity), which no detector can read; allow lets it through uninspected',
+        'Default refuse. Level high reads a gzip or deflate body (one coding) inflated, within the body budget. A body no detector can read (br, several codings, or one that does not inflate): refuse answers 403 (reason compressed_body); allow lets it through uninspected',
     },
   ),
   dnsFailover: Type.Boolean({
