@@ -316,7 +316,11 @@ describe('the processing order, natively in HAProxy', () => {
       ['deflate', deflateRawSync],
     ] as const) {
       for (const level of ['high', 'zip'])
-        assert.deepEqual(await get('nobots', level, from(), { ...json, 'content-encoding': encoding }, '/api', pack(attack)), { status: 403, reason: 'sqli_detected', rule: '-' }, `${level} ${encoding}`);
+        assert.deepEqual(
+          await get('nobots', level, from(), { ...json, 'content-encoding': encoding }, '/api', pack(attack)),
+          { status: 403, reason: 'sqli_detected', rule: '-' },
+          `${level} ${encoding}`,
+        );
       assert.equal((await get('nobots', 'high', from(), { ...json, 'content-encoding': encoding }, '/api', pack(clean))).status, 200, `an ordinary ${encoding} body`);
       // Below level high nothing reads bodies.
       assert.equal((await get('nobots', 'medium', from(), { ...json, 'content-encoding': encoding }, '/api', pack(attack))).status, 200, `medium ${encoding}`);
