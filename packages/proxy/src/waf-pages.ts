@@ -86,7 +86,8 @@ const ERROR_MARK = 'x-rampart-answer';
 /** The frontend lines of the origin error pages (dir: the configuration directory, a checked path). */
 export function errorLines(dir: string): string[] {
   return [
-    '    http-request set-var(txn.rp_fmt) str(h) if { req.hdr(accept) -m sub -i text/html }',
+    // (req.fhdr: each Accept line whole, every one of them in an ACL; req.hdr would also split each at its commas)
+    '    http-request set-var(txn.rp_fmt) str(h) if { req.fhdr(accept) -m sub -i text/html }',
     ...Object.keys(ORIGIN_ERRORS).map((code) => `    http-error status ${code} content-type "text/html; charset=utf-8" lf-file ${dir}/error${code}.lf ${REQUEST_ID_HEADER} hdr ${ERROR_MARK} 1`),
     // Only HAProxy's own answers carry the mark: an origin's is dropped before the check.
     `    http-response del-header ${ERROR_MARK}`,
