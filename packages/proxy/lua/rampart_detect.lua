@@ -68,22 +68,23 @@ if core ~= nil and core.register_action ~= nil then
       headers = txn.http:req_get_headers(),
       body = txn.f:req_body(),
     }
-    local ok, finding = true, nil
     -- A body of one gzip or deflate coding (the configuration names it in txn.rp_inflate) is read
-    -- inflated; one that cannot be is refused as compressed_body, unless the domain allows
-    -- compressed bodies (then it passes uninspected, as it did before it could be read).
+    -- as sent (an application that ignores Content-Encoding parses those bytes: a gzip header's
+    -- name and comment fields are text in them), then each way it inflates. One that does not
+    -- inflate is refused as compressed_body, unless the domain allows compressed bodies.
+    local ok, finding = pcall(D.inspect, req, d.exceptions)
     local coding = txn:get_var("txn.rp_inflate")
-    if coding ~= nil and req.body ~= nil and req.body ~= "" then
-      local text, short = D.inflate(req.body, coding)
-      if text ~= nil then
-        req.body, req.cut, req.inflated = text, short, true
-      elseif d.compressed == "allow" then
-        req.body = nil
-      else
+    if ok and finding == nil and coding ~= nil and req.body ~= nil and req.body ~= "" then
+      local readings = D.inflations(req.body, coding)
+      if readings[1] == nil and d.compressed ~= "allow" then
         finding = { reason = "compressed_body", location = "body", matched = coding }
       end
+      for _, r in ipairs(readings) do
+        req.body, req.cut, req.inflated = r[1], r[2], true
+        ok, finding = pcall(D.inspect, req, d.exceptions)
+        if not ok or finding ~= nil then break end
+      end
     end
-    if finding == nil then ok, finding = pcall(D.inspect, req, d.exceptions) end
     if not ok then
       core.Warning("rampart detect: " .. tostring(finding))
       return

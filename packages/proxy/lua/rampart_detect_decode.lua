@@ -38,14 +38,29 @@ end
 
 -- The body a request's single gzip or deflate coding carries, inflated within the body budget
 -- (BODY_LIMIT bytes of output, however small the input: a 20 KB "bomb" of zeros stops there), and
--- whether it was cut short. "deflate" is a zlib stream, or raw deflate as some clients send it.
--- nil when it cannot be read (corrupt, trailing bytes, or lua-zlib missing): the caller refuses it
--- as compressed_body, or lets it pass uninspected where the domain allows compressed bodies.
+-- whether it was cut short. nil when it cannot be read (corrupt, trailing bytes, or lua-zlib
+-- missing): the caller refuses it as compressed_body, or reads only its bytes as sent where the
+-- domain allows compressed bodies.
 function D.inflate(body, coding)
-  if not zlib_ok then return nil end
+  local all = D.inflations(body, coding)
+  if all[1] == nil then return nil end
+  return all[1][1], all[1][2]
+end
+
+-- Every reading of the body: { {text, short}, ... }, empty when none. "deflate" is a zlib stream
+-- or raw deflate (as some clients send it, and some servers read it): the same bytes can be both
+-- (a zlib stream cut short whose bytes are also a raw stream), so both readings are returned, and
+-- the caller inspects each, never one chosen for the application.
+function D.inflations(body, coding)
+  local out = {}
+  if not zlib_ok then return out end
   local text, short = inflate_pass(body, nil)
-  if text == nil and coding == "deflate" then text, short = inflate_pass(body, -15) end
-  return text, short
+  if text ~= nil then out[#out + 1] = { text, short } end
+  if coding == "deflate" then
+    text, short = inflate_pass(body, -15)
+    if text ~= nil then out[#out + 1] = { text, short } end
+  end
+  return out
 end
 
 ---------------------------------------------------------------------------------------------------

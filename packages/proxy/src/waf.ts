@@ -445,17 +445,20 @@ export function renderWaf(
  * Level high and a compressed request body (a Content-Encoding other than identity, in any of its
  * values, on a request that carries a body). One Content-Encoding header naming one coding the
  * detectors inflate (INFLATED_CODINGS: gzip and deflate) sets txn.rp_inflate, and the detectors
- * read the body inflated, within the body budget (rampart_detect.lua, D.inflate). Any other coding
+ * read the body as sent and inflated, within the body budget (rampart_detect.lua, D.inflations),
+ * whatever its Content-Type. Any other coding
  * (br, several codings, a coding in several headers) no detector can read, so unless the domain
  * allows such bodies (wafCompressedBodies "allow": they pass uninspected) it is refused as
  * compressed_body, or in detect mode logged as such and let through (docs/detection.md
- * "Compressed request bodies"); so is a gzip or deflate body that does not inflate. A body whose
- * one Content-Type is a binary format (BINARY_TYPES: protobuf, octet streams, media) is no text an
- * application reads as a form or a document: those pass, as telemetry SDKs send them.
+ * "Compressed request bodies"); so is a gzip or deflate body that does not inflate. A body in a
+ * coding no detector reads whose one Content-Type is a binary format (BINARY_TYPES: protobuf, octet
+ * streams, media) passes, as telemetry SDKs send them.
  */
 function compressedBodies(domain: SnapshotDomain, open: string): string[] {
   const binary = `    http-request set-var(txn.rp_binct) bool(1) if${open} { req.hdr(content-encoding) -m found } { req.fhdr_cnt(content-type) eq 1 } { req.fhdr(content-type),lower -m beg ${BINARY_TYPES.join(' ')} }`;
-  const inflated = `    http-request set-var(txn.rp_inflate) req.fhdr(content-encoding),lower if { req.fhdr_cnt(content-encoding) eq 1 }${open} !${found('rp_binct')} { req.fhdr(content-encoding),lower -m str ${INFLATED_CODINGS.join(' ')} }`;
+  // (whatever the Content-Type: an image/svg+xml or application/octet-stream body is text an
+  // application may read, and the detectors read it as they read it uncompressed)
+  const inflated = `    http-request set-var(txn.rp_inflate) req.fhdr(content-encoding),lower if { req.fhdr_cnt(content-encoding) eq 1 }${open} { req.fhdr(content-encoding),lower -m str ${INFLATED_CODINGS.join(' ')} }`;
   if (domain.wafCompressedBodies === 'allow') return [binary, inflated];
   // (a named ACL: the refusal's condition names it twice, and HAProxy reads at most 64 words a line)
   const coded = '    acl rp_coded req.hdr(content-encoding) -m reg -i ^(?!identity$).';

@@ -325,6 +325,31 @@ describe('the processing order, natively in HAProxy', () => {
       // Below level high nothing reads bodies.
       assert.equal((await get('nobots', 'medium', from(), { ...json, 'content-encoding': encoding }, '/api', pack(attack))).status, 200, `medium ${encoding}`);
     }
+    // What an attacker does with the format (each kept from an attack run against this very code):
+    // - text in the gzip header's comment (FCOMMENT) or name (FNAME) field, which zlib skips and an
+    //   application that ignores Content-Encoding parses as part of the body: the bytes as sent are read too;
+    const form = { 'content-type': 'application/x-www-form-urlencoded' };
+    const xss = '&q=%3Cscript%3Ealert(document.cookie)%3C%2Fscript%3E&z=';
+    const withField = (flag: number, text: string) => {
+      const gz = gzipSync(Buffer.from('a=1'));
+      return Buffer.concat([gz.subarray(0, 3), Buffer.from([gz[3]! | flag]), gz.subarray(4, 10), Buffer.from(`${text}\0`, 'latin1'), gz.subarray(10)]);
+    };
+    for (const [what, body] of [
+      ['FCOMMENT', withField(0x10, xss)],
+      ['FNAME', withField(0x08, xss)],
+    ] as const) {
+      for (const level of ['high', 'zip']) assert.equal((await get('nobots', level, from(), { ...form, 'content-encoding': 'gzip' }, '/api', body)).reason, 'xss_detected', `${level} ${what}`);
+    }
+    // - a body that is not compressed at all, on a domain that lets unreadable compressed bodies through;
+    assert.equal((await get('nobots', 'zip', from(), { ...json, 'content-encoding': 'gzip' }, '/api', attack)).reason, 'sqli_detected', 'a plain body called gzip');
+    // - bytes that are a zlib stream cut short and, read as raw deflate, an attack (some servers read deflate raw);
+    const polyglot = Buffer.from('eAEA/v8BAAAA//9TS7Q1VCu0VTV2Lk4uyiwoUTV2TcxJLSrRMNQEiqkaucGFAQ==', 'base64');
+    assert.equal((await get('nobots', 'high', from(), { ...form, 'content-encoding': 'deflate' }, '/api', polyglot)).reason, 'xss_detected', 'zlib and raw deflate at once');
+    // - a type the binary exemption named (it passes only in a coding no detector reads).
+    for (const type of ['image/svg+xml', 'application/octet-stream', 'application/grpc+json']) {
+      const svg = Buffer.from('<svg xmlns="http://www.w3.org/2000/svg" onload="alert(document.domain)"><script>alert(1)</script></svg>');
+      assert.equal((await get('nobots', 'high', from(), { 'content-type': type, 'content-encoding': 'gzip' }, '/api', gzipSync(type.startsWith('image') ? svg : attack))).status, 403, type);
+    }
     // Chunked (no Content-Length) is read the same way.
     assert.equal((await get('nobots', 'high', from(), { ...json, 'content-encoding': 'gzip', 'transfer-encoding': 'chunked' }, '/api', gzipSync(attack))).reason, 'sqli_detected');
     // What cannot be read is refused, or passes uninspected where the domain allows it: a coding

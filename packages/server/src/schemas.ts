@@ -118,7 +118,7 @@ const domainSettable = {
     COMPRESSED_BODY_POLICIES.map((m) => Type.Literal(m)),
     {
       description:
-        'Default refuse. Level high reads a gzip or deflate body (one coding) inflated, within the body budget. A body no detector can read (br, several codings, or one that does not inflate): refuse answers 403 (reason compressed_body); allow lets it through uninspected',
+        'Default refuse. Level high reads a gzip or deflate body (one coding) inflated, within the body budget. A body no detector can read (br, several codings, or one that does not inflate): refuse answers 403 (reason compressed_body); allow lets it through with only its bytes as sent inspected',
     },
   ),
   dnsFailover: Type.Boolean({

@@ -1148,7 +1148,7 @@ export interface paths {
                         wafLevel?: "low" | "medium" | "high";
                         /** @description Default block. detect: the attack-detection step (level high) logs events marked not blocked and lets the request through; IP lists, bots and rate limits still act */
                         wafMode?: "block" | "detect";
-                        /** @description Default refuse. Level high reads a gzip or deflate body (one coding) inflated, within the body budget. A body no detector can read (br, several codings, or one that does not inflate): refuse answers 403 (reason compressed_body); allow lets it through uninspected */
+                        /** @description Default refuse. Level high reads a gzip or deflate body (one coding) inflated, within the body budget. A body no detector can read (br, several codings, or one that does not inflate): refuse answers 403 (reason compressed_body); allow lets it through with only its bytes as sent inspected */
                         wafCompressedBodies?: "refuse" | "allow";
                     };
                 };
@@ -1290,7 +1290,7 @@ export interface paths {
                         wafLevel?: "low" | "medium" | "high";
                         /** @description Default block. detect: the attack-detection step (level high) logs events marked not blocked and lets the request through; IP lists, bots and rate limits still act */
                         wafMode?: "block" | "detect";
-                        /** @description Default refuse. Level high reads a gzip or deflate body (one coding) inflated, within the body budget. A body no detector can read (br, several codings, or one that does not inflate): refuse answers 403 (reason compressed_body); allow lets it through uninspected */
+                        /** @description Default refuse. Level high reads a gzip or deflate body (one coding) inflated, within the body budget. A body no detector can read (br, several codings, or one that does not inflate): refuse answers 403 (reason compressed_body); allow lets it through with only its bytes as sent inspected */
                         wafCompressedBodies?: "refuse" | "allow";
                         /** @description Default false; only with PUT. DNS failover: the domain's A/AAAA records hold its healthy shield servers' addresses. Pro and Enterprise, at least 2 servers, a DNS provider connected (PUT /api/settings/dns) */
                         dnsFailover?: boolean;

@@ -148,7 +148,7 @@ function DomainForm(props: { domain?: Domain; servers: Server[]; onSaved: (d: Do
             label="Allow compressed request bodies"
             checked={compressed}
             onChange={setCompressed}
-            hint="Attack detection reads gzip and deflate bodies; one it cannot read (br, several codings, corrupt): off, refused; on, passes uninspected"
+            hint="Attack detection reads gzip and deflate bodies; one it cannot read (br, several codings, corrupt): off, refused; on, passes with its raw bytes inspected"
           />
         ) : null}
         <Switch label="HTTPS with a Let's Encrypt certificate" checked={sslEnabled} onChange={setSsl} />

@@ -440,6 +440,12 @@ test("inflate: gzip, zlib and raw deflate bodies, read within the body budget", 
   -- unreadable: not a stream, or more after its end (a second member the application would read)
   eq(D.inflate("not compressed at all", "gzip"), nil)
   eq(D.inflate(zstream("{}", 31) .. zstream(body, 31), "gzip"), nil)
+  -- deflate: a zlib stream cut short whose bytes are also a raw stream gives both readings
+  local polyglot = "\120\1\0\254\255\1\0\0\0\255\255" .. zstream("&q=<script>alert(1)</script>", -15)
+  local readings = D.inflations(polyglot, "deflate")
+  eq(#readings, 2)
+  truthy(readings[2][1]:find("<script>", 1, true), "the raw reading")
+  eq(#D.inflations(polyglot, "gzip"), 1, "gzip reads it one way")
 end)
 
 test("budget: adversarial bodies cost linear time (nesting, escapes, fields, uploads)", function()
