@@ -446,11 +446,11 @@ export function renderWaf(
  * values, on a request that carries a body). One Content-Encoding header naming one coding the
  * detectors inflate (INFLATED_CODINGS: gzip and deflate) sets txn.rp_inflate, and the detectors
  * read the body as sent and inflated, within the body budget (rampart_detect.lua, D.inflations),
- * whatever its Content-Type. Any other coding
- * (br, several codings, a coding in several headers) no detector can read, so unless the domain
- * allows such bodies (wafCompressedBodies "allow": they pass uninspected) it is refused as
- * compressed_body, or in detect mode logged as such and let through (docs/detection.md
- * "Compressed request bodies"); so is a gzip or deflate body that does not inflate. A body in a
+ * whatever its Content-Type. Any other coding (br, several codings, a coding in several headers)
+ * no detector can read, so unless the domain allows such bodies (wafCompressedBodies "allow": they
+ * pass with only their bytes as sent inspected) it is refused as compressed_body, or in detect mode
+ * logged as such and let through (docs/detection.md "Compressed request bodies"); so is a gzip or
+ * deflate body that does not inflate. A body in a
  * coding no detector reads whose one Content-Type is a binary format (BINARY_TYPES: protobuf, octet
  * streams, media) passes, as telemetry SDKs send them.
  */
