@@ -14,11 +14,15 @@ local concat = table.concat
 
 local zlib_ok, zlib = pcall(require, "zlib")
 D.INFLATE_STEP = 64 -- bytes of compressed input inflated at a time (a step yields at most ~66 KB)
+-- Bytes of inflated text read: what HAProxy's buffer (16 KiB) holds of a plain body, so a
+-- compressed body buys no more detector time than a plain one (64 KiB of JSON would cost 4 times
+-- as much).
+D.INFLATE_LIMIT = 16384
 
 -- One pass of zlib over body (bits: nil reads gzip and zlib streams, -15 raw deflate): the text,
--- at most BODY_LIMIT + 1 bytes (D.inspect cuts it to the limit and reads it as cut), and whether
--- the stream stopped short of its end (the buffer or the limit cut it). nil when the bytes are no
--- such stream, or more follows its end (a second gzip member the application would read too).
+-- at most INFLATE_LIMIT bytes, and whether the stream stopped short of its end (the buffer or the
+-- limit cut it: D.inspect reads it as a body cut short). nil when the bytes are no such stream, or
+-- more follows its end (a second gzip member the application would read too).
 local function inflate_pass(body, bits)
   local stream = bits and zlib.inflate(bits) or zlib.inflate()
   local parts, size = {}, 0
@@ -27,17 +31,17 @@ local function inflate_pass(body, bits)
     if not ok then return nil end
     parts[#parts + 1] = out
     size = size + #out
+    if size > D.INFLATE_LIMIT then return sub(concat(parts), 1, D.INFLATE_LIMIT), true end
     if eof then
       if read < #body then return nil end
-      return sub(concat(parts), 1, D.BODY_LIMIT + 1), false
+      return concat(parts), false
     end
-    if size > D.BODY_LIMIT then return sub(concat(parts), 1, D.BODY_LIMIT + 1), true end
   end
   return concat(parts), true
 end
 
 -- The body a request's single gzip or deflate coding carries, inflated within the body budget
--- (BODY_LIMIT bytes of output, however small the input: a 20 KB "bomb" of zeros stops there), and
+-- (INFLATE_LIMIT bytes of output, however small the input: a 20 KB "bomb" of zeros stops there), and
 -- whether it was cut short. nil when it cannot be read (corrupt, trailing bytes, or lua-zlib
 -- missing): the caller refuses it as compressed_body, or reads only its bytes as sent where the
 -- domain allows compressed bodies.
