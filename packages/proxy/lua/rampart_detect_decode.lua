@@ -40,21 +40,14 @@ local function inflate_pass(body, bits)
   return concat(parts), true
 end
 
--- The body a request's single gzip or deflate coding carries, inflated within the body budget
--- (INFLATE_LIMIT bytes of output, however small the input: a 20 KB "bomb" of zeros stops there), and
--- whether it was cut short. nil when it cannot be read (corrupt, trailing bytes, or lua-zlib
--- missing): the caller refuses it as compressed_body, or reads only its bytes as sent where the
--- domain allows compressed bodies.
-function D.inflate(body, coding)
-  local all = D.inflations(body, coding)
-  if all[1] == nil then return nil end
-  return all[1][1], all[1][2]
-end
-
--- Every reading of the body: { {text, short}, ... }, empty when none. "deflate" is a zlib stream
--- or raw deflate (as some clients send it, and some servers read it): the same bytes can be both
--- (a zlib stream cut short whose bytes are also a raw stream), so both readings are returned, and
--- the caller inspects each, never one chosen for the application.
+-- Every reading of the body a request's single gzip or deflate coding carries: { {text, short},
+-- ... }, each inflated within INFLATE_LIMIT bytes of output however small the input (a 20 KB
+-- "bomb" of zeros stops there) and whether it was cut short. Empty when none can be read (corrupt,
+-- trailing bytes, or lua-zlib missing): the caller refuses it as compressed_body, or reads only its
+-- bytes as sent where the domain allows compressed bodies. "deflate" is a zlib stream or raw
+-- deflate (as some clients send it, and some servers read it): the same bytes can be both (a zlib
+-- stream cut short whose bytes are also a raw stream), so both readings are returned, and the
+-- caller inspects each, never one chosen for the application.
 function D.inflations(body, coding)
   local out = {}
   if not zlib_ok then return out end

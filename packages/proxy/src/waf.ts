@@ -455,11 +455,12 @@ export function renderWaf(
  * streams, media) passes, as telemetry SDKs send them.
  */
 function compressedBodies(domain: SnapshotDomain, open: string): string[] {
-  const binary = `    http-request set-var(txn.rp_binct) bool(1) if${open} { req.hdr(content-encoding) -m found } { req.fhdr_cnt(content-type) eq 1 } { req.fhdr(content-type),lower -m beg ${BINARY_TYPES.join(' ')} }`;
+  // (a binary type matters only where an unreadable body is refused)
+  const binary = `    http-request set-var(txn.rp_binct) bool(1) if { req.hdr(content-encoding) -m found }${open} { req.fhdr_cnt(content-type) eq 1 } { req.fhdr(content-type),lower -m beg ${BINARY_TYPES.join(' ')} }`;
   // (whatever the Content-Type: an image/svg+xml or application/octet-stream body is text an
   // application may read, and the detectors read it as they read it uncompressed)
   const inflated = `    http-request set-var(txn.rp_inflate) req.fhdr(content-encoding),lower if { req.fhdr_cnt(content-encoding) eq 1 }${open} { req.fhdr(content-encoding),lower -m str ${INFLATED_CODINGS.join(' ')} }`;
-  if (domain.wafCompressedBodies === 'allow') return [binary, inflated];
+  if (domain.wafCompressedBodies === 'allow') return [inflated];
   // (a named ACL: the refusal's condition names it twice, and HAProxy reads at most 64 words a line)
   const coded = '    acl rp_coded req.hdr(content-encoding) -m reg -i ^(?!identity$).';
   const encoded = `rp_coded !${found('rp_binct')} !${found('rp_inflate')}`;
