@@ -1,6 +1,8 @@
 import {
   CUSTOM_RULE_ACTIONS,
   EVENT_FIELD_MAX,
+  isIPv4,
+  isIPv6,
   isUuid,
   parseRuleExpression,
   rateLimitProblem,
@@ -187,14 +189,103 @@ export function planGuards(rules: readonly CompiledCustomRule[], dir: string, ta
   for (const [key, members] of groups) {
     if (members.length < 2) continue;
     n++;
+    const patterns = members.map((r) => Object.values(r.lookups).filter((l) => guardFamily(l) === key));
+    const map = candidateMap(
+      key,
+      patterns.map((ls) => ls.flatMap((l) => l.lines)),
+    );
+    if (map) {
+      // A tree's lookup answers which of its rules could hold: ",<k>,..." for each member k.
+      const name = `guard_${tag}_${n}.map`;
+      plan.files[name] = map.lines.map((l) => `${l}\n`).join('');
+      plan.lines.push(`    http-request set-var(txn.rp_g${n}) ${map.fetch},${map.converter}(${dir}/${name})`);
+      members.forEach((r, k) => {
+        plan.lines.push(`    acl rp_g${n}_${k} var(txn.rp_g${n}) -m sub ,${k},`);
+        plan.guardOf.set(r.id, `rp_g${n}_${k}`);
+      });
+      continue;
+    }
     const name = `guard_${tag}_${n}.pat`;
-    const lookups = members.flatMap((r) => Object.values(r.lookups).filter((l) => guardFamily(l) === key));
-    const lines = guardLines(lookups);
+    const lines = guardLines(patterns.flat());
     plan.files[name] = lines.map((l) => `${l}\n`).join('');
     plan.lines.push(`    http-request set-var(txn.rp_g${n}) bool(1) if { ${key} -f ${dir}/${name} }`, `    acl rp_g${n} var(txn.rp_g${n}) -m found`);
     for (const r of members) plan.guardOf.set(r.id, `rp_g${n}`);
   }
   return plan;
+}
+
+/**
+ * The map of a tree family's shared lookup (prefixes, exact values joined as prefixes, or address
+ * ranges), when its patterns can be map keys: each pattern to the members (`,<k>,` for the k-th
+ * of `members`, each member's patterns) that a request finding that pattern could satisfy. HAProxy
+ * answers a prefix or an address with the longest pattern that holds it, and every other pattern
+ * that holds the request then holds that one too (prefixes of one string are prefixes of each
+ * other; address ranges nest), so a pattern's members are those of every pattern holding it,
+ * itself included. A request that matches a member's pattern then finds that member in the answer;
+ * the member's own tests still decide. Undefined for a search, for a pattern with a blank (a map
+ * key ends at the first one), and for IPv4 and IPv6 ranges together (HAProxy looks an address up in
+ * the tree of its own family first).
+ */
+export function candidateMap(key: string, members: readonly (readonly string[])[]): { fetch: string; converter: string; lines: string[] } | undefined {
+  const beg = / -m beg$/.exec(key);
+  const ip = key === 'src';
+  if (!beg && !ip) return undefined;
+  const owners = new Map<string, Set<number>>();
+  members.forEach((patterns, k) => patterns.forEach((p) => owners.set(p, (owners.get(p) ?? new Set()).add(k))));
+  const keys = [...owners.keys()];
+  if (keys.some((p) => /\s/.test(p))) return undefined;
+  let holders: (p: string) => string[];
+  if (beg) {
+    // the pattern's prefixes that are patterns too
+    holders = (p) => Array.from({ length: p.length }, (_, i) => p.slice(0, i + 1)).filter((q) => owners.has(q));
+  } else {
+    const ranges = new Map(keys.map((p) => [p, rangeOf(p)] as const));
+    if ([...ranges.values()].some((r) => r === undefined)) return undefined;
+    const v6 = new Set([...ranges.values()].map((r) => r!.bits === 128));
+    if (v6.size > 1) return undefined;
+    const byRange = new Map<string, string[]>();
+    for (const [p, r] of ranges) byRange.set(`${r!.prefix}/${r!.base}`, [...(byRange.get(`${r!.prefix}/${r!.base}`) ?? []), p]);
+    holders = (p) => {
+      const r = ranges.get(p)!;
+      return Array.from({ length: r.prefix + 1 }, (_, len) => byRange.get(`${len}/${(r.base >> BigInt(r.bits - len)) << BigInt(r.bits - len)}`) ?? []).flat();
+    };
+  }
+  const lines = keys.map((p) => {
+    const ks = [...new Set(holders(p).flatMap((q) => [...owners.get(q)!]))].sort((a, b) => a - b);
+    return `${p} ,${ks.join(',')},`;
+  });
+  return { fetch: beg ? key.slice(0, beg.index) : key, converter: beg ? 'map_beg' : 'map_ip', lines };
+}
+
+/** An address or range as HAProxy reads it: its family's size in bits, the prefix length, and its first address. */
+function rangeOf(text: string): { bits: 32 | 128; prefix: number; base: bigint } | undefined {
+  const [addr = '', len] = text.split('/');
+  let bits: 32 | 128;
+  let value: bigint;
+  if (isIPv4(addr)) {
+    bits = 32;
+    value = addr.split('.').reduce((v, o) => (v << 8n) | BigInt(o), 0n);
+  } else if (isIPv6(addr)) {
+    bits = 128;
+    let head = addr;
+    let tail: bigint[] = [];
+    const dotted = /(\d+\.\d+\.\d+\.\d+)$/.exec(addr);
+    if (dotted) {
+      const v4 = dotted[1]!.split('.').reduce((v, o) => (v << 8n) | BigInt(o), 0n);
+      tail = [v4 >> 16n, v4 & 0xffffn];
+      head = addr.slice(0, dotted.index);
+      if (!head.endsWith('::')) head = head.slice(0, -1);
+    }
+    const [left = '', right] = head.split('::');
+    const groups = (s: string) => (s ? s.split(':').map((g) => BigInt(`0x${g}`)) : []);
+    const l = groups(left);
+    const r = right === undefined ? [] : groups(right);
+    const zeros = Array<bigint>(8 - l.length - r.length - tail.length).fill(0n);
+    value = [...l, ...(right === undefined ? [] : zeros), ...r, ...tail].reduce((v, g) => (v << 16n) | g, 0n);
+  } else return undefined;
+  const prefix = len === undefined ? bits : Number(len);
+  if (!Number.isInteger(prefix) || prefix < 0 || prefix > bits) return undefined;
+  return { bits, prefix, base: (value >> BigInt(bits - prefix)) << BigInt(bits - prefix) };
 }
 
 type Lookup = CompiledCustomRule['lookups'][string];
