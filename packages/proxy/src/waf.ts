@@ -389,7 +389,17 @@ export function renderWaf(
           `    http-request set-var(txn.rp_hit) str(bot_blocked:${bot!.id}) if !${found('rp_cookie_ok')}${open} { req.fhdr(user-agent) -m sub -i -f ${dir}/badbots.lst } or { req.fhdr_cnt(user-agent) gt 1 }${open} { req.fhdr(user-agent) -m sub -i -f ${dir}/badbots.lst }`,
         );
       }
-      if (ai) lines.push(`    http-request set-var(txn.rp_hit) req.fhdr(user-agent),lower,map_sub(${dir}/ai_d${i}.map) if { req.fhdr(user-agent) -m reg -i -f ${dir}/ai_guard_d${i}.lst }${open}`);
+      if (ai) {
+        // The guard reads every User-Agent header, the map the last one: when the guard fires
+        // (txn.rp_ai, the number of them), a crawler named in another of several (which a client
+        // sends to hide it) is looked up in the header block.
+        const named = found('rp_ai');
+        lines.push(
+          `    http-request set-var(txn.rp_ai) req.fhdr_cnt(user-agent) if { req.fhdr(user-agent) -m reg -i -f ${dir}/ai_guard_d${i}.lst }${open}`,
+          `    http-request set-var(txn.rp_hit) req.fhdr(user-agent),lower,map_sub(${dir}/ai_d${i}.map) if ${named}`,
+          `    http-request set-var(txn.rp_hit) req.hdrs,lower,map_sub(${dir}/ai_d${i}.map) if { var(txn.rp_ai) -m int gt 1 } !${found('rp_hit')}`,
+        );
+      }
       if (botOn) {
         // A search crawler's claim (only with exactly one User-Agent header) passes when the agent
         // verified the address for that very crawler (FCrDNS; docs/bots.md).

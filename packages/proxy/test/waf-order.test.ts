@@ -213,6 +213,27 @@ describe('the processing order, natively in HAProxy', () => {
       assert.deepEqual(await get(server, 'medium', '127.0.22.1', { 'user-agent': 'Mozilla/5.0 (compatible; GPTBot/1.0)' }), { status: 403, reason: 'ai_bot_blocked', rule: RULE.gpt }, server);
       assert.deepEqual(await get(server, 'high', '127.0.22.2', { 'user-agent': 'ClaudeBot/1.0' }), { status: 403, reason: 'ai_bot_blocked', rule: RULE.claudeHigh }, server);
       assert.equal((await get(server, 'medium', '127.0.22.3', { 'user-agent': 'ClaudeBot/1.0' })).status, 200, `${server}: the high domain's rule only`);
+      // A crawler named in any of several User-Agent headers, not only the last (which the others would hide it behind).
+      for (const uas of [
+        ['Mozilla/5.0 (compatible; GPTBot/1.0)', UA],
+        [UA, 'Mozilla/5.0 (compatible; GPTBot/1.0)', UA],
+      ]) {
+        const hidden = await send(ports[server]!, 'medium.order.test', '127.0.22.4', {
+          'user-agent': uas as unknown as string,
+          ...(server === 'bots' ? { cookie: cookie('127.0.22.4', UA, undefined, KEY, 'medium.order.test') } : {}),
+        });
+        assert.deepEqual(hidden, { status: 403, reason: 'ai_bot_blocked', rule: RULE.gpt }, `${server}: ${uas.join(' / ')}`);
+      }
+      assert.equal(
+        (
+          await send(ports[server]!, 'medium.order.test', '127.0.22.5', {
+            'user-agent': [UA, UA] as unknown as string,
+            ...(server === 'bots' ? { cookie: cookie('127.0.22.5', UA, undefined, KEY, 'medium.order.test') } : {}),
+          })
+        ).status,
+        200,
+        `${server}: two ordinary User-Agent headers`,
+      );
     }
   });
 
