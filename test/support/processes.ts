@@ -1,7 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:net';
 import { once } from 'node:events';
-import { cpSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync, utimesSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ROOT } from './root.js';
@@ -22,15 +22,70 @@ export function skipUnless(present: unknown, reason: string): string | false {
 /** Debian's Chromium, for the browser tests (npm run setup installs it). */
 export const CHROMIUM = ['/usr/bin/chromium', '/usr/bin/chromium-browser'].find((p) => existsSync(p));
 
-/** A port nothing listens on right now (the OS picks it). */
+/** Where test processes claim the ports freePort hands out (one directory a port). */
+const PORT_CLAIMS = join(tmpdir(), 'rampart-test-ports');
+/** How long a claim holds: longer than any test file runs. */
+const CLAIM_MS = 30 * 60_000;
+
+/**
+ * A port nothing listens on right now (the OS picks it), and that no other test process was given
+ * in the last half hour. Test files run side by side in their own processes, and the OS can pick
+ * the same free port for two of them before either listens: one test then talks to the other's
+ * server (a `rampart serve` with another admin token, whose answers read as a broken API key).
+ */
 export async function freePort(host = '127.0.0.1'): Promise<number> {
-  const srv = createServer();
-  srv.listen(0, host);
-  await once(srv, 'listening');
-  const port = (srv.address() as { port: number }).port;
-  srv.close();
-  await once(srv, 'close');
-  return port;
+  mkdirSync(PORT_CLAIMS, { recursive: true });
+  for (;;) {
+    const srv = createServer();
+    srv.listen(0, host);
+    await once(srv, 'listening');
+    const port = (srv.address() as { port: number }).port;
+    srv.close();
+    await once(srv, 'close');
+    const claim = join(PORT_CLAIMS, String(port));
+    try {
+      mkdirSync(claim);
+      return port;
+    } catch {
+      // claimed by another process: stale claims are taken over, fresh ones left alone
+      if (Date.now() - statSync(claim).mtimeMs > CLAIM_MS) {
+        utimesSync(claim, new Date(), new Date());
+        return port;
+      }
+    }
+  }
+}
+
+/**
+ * Whether process `pid` holds the listening TCP socket of `port` (Linux: /proc/net/tcp and the
+ * process's descriptors). Elsewhere, true: the check is not made.
+ */
+export function listensOn(pid: number, port: number): boolean {
+  if (!existsSync('/proc/net/tcp')) return true;
+  const hex = port.toString(16).toUpperCase().padStart(4, '0');
+  const inodes = new Set<string>();
+  for (const table of ['/proc/net/tcp', '/proc/net/tcp6']) {
+    if (!existsSync(table)) continue;
+    for (const line of readFileSync(table, 'utf8').split('\n').slice(1)) {
+      const cols = line.trim().split(/\s+/);
+      // local address "0100007F:1F90", state 0A is LISTEN, column 9 the socket's inode
+      if (cols.length > 9 && cols[1]!.endsWith(`:${hex}`) && cols[3] === '0A') inodes.add(cols[9]!);
+    }
+  }
+  if (inodes.size === 0) return false;
+  let fds: string[] = [];
+  try {
+    fds = readdirSync(`/proc/${pid}/fd`);
+  } catch {
+    return false;
+  }
+  return fds.some((fd) => {
+    try {
+      return inodes.has(/^socket:\[(\d+)\]$/.exec(readlinkSync(`/proc/${pid}/fd/${fd}`))?.[1] ?? '');
+    } catch {
+      return false;
+    }
+  });
 }
 
 /** Polls fn until it returns a truthy value or the deadline passes; never a fixed sleep. */
@@ -98,7 +153,8 @@ export async function startServe(opts: { port: number; dataDir?: string; databas
   await waitFor(
     async () => {
       if (proc.child.exitCode !== null) throw new Error(`rampart serve exited: ${proc.output()}`);
-      return (await fetch(`${url}/healthz`)).ok;
+      // the answer must come from this process, not from another test's server on the same port
+      return (await fetch(`${url}/healthz`)).ok && listensOn(proc.child.pid!, opts.port);
     },
     'rampart serve to answer',
     180_000,
