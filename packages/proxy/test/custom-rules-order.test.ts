@@ -26,7 +26,21 @@ const KEY = { id: 'k1', secret: 'cd'.repeat(32) };
 const UA = 'Mozilla/5.0 rules-test';
 const BAD_UA = 'sqlmap/1.7';
 const RATE = 3;
-const R = { block: id(10), country: id(11), rate: id(12), bot: id(13), office: id(20), watch: id(21), admin: id(22), checkout: id(23), afterAdmin: id(24), login: id(25), api: id(26) };
+const R = {
+  block: id(10),
+  country: id(11),
+  rate: id(12),
+  bot: id(13),
+  office: id(20),
+  watch: id(21),
+  admin: id(22),
+  checkout: id(23),
+  afterAdmin: id(24),
+  login: id(25),
+  api: id(26),
+  shopHeader: id(27),
+  shopPrivate: id(28),
+};
 
 function snapshot(botOn: boolean, originPort: number): ServerSnapshot {
   const r = (rid: string, type: SnapshotRule['type'], value: string): SnapshotRule => ({ id: rid, type, value, domainId: null, priority: 100 });
@@ -59,6 +73,9 @@ function snapshot(botOn: boolean, originPort: number): ServerSnapshot {
         ...c(R.api, 7, 'rate_limit', 'starts_with(http.request.uri.path, "/api")'),
         rateLimit: { requests: 1, period: 60, characteristics: ['header:x-api-key'], mitigation: 'challenge', duration: 30 },
       },
+      // nested prefixes in the shared path lookup, the shorter one's rule needing more than its prefix
+      c(R.shopHeader, 8, 'block', 'starts_with(http.request.uri.path, "/shop") and http.request.headers["x-t"] eq "1"'),
+      c(R.shopPrivate, 9, 'block', 'starts_with(http.request.uri.path, "/shop/private") and http.request.headers["x-p"] eq "1"'),
     ],
   };
 }
@@ -169,6 +186,14 @@ describe('custom rules in the processing order, natively in HAProxy', () => {
     assert.deepEqual(brief(await send('nobots', '127.0.30.9', '/admin')), { status: 403, reason: 'custom_rule_blocked', rule: R.afterAdmin, action: 'block' });
     // A log rule decides nothing: the block after it is the request's answer and event.
     assert.deepEqual(brief(await send('nobots', '127.0.21.2', '/watch/admin')), { status: 403, reason: 'custom_rule_blocked', rule: R.admin, action: 'block' });
+  });
+
+  test('rules sharing a path lookup: a request under two of their prefixes reaches the rules of both', async () => {
+    // The lookup answers with the longest prefix; its rules include those of every shorter one.
+    const blocked = (rule: string) => ({ status: 403, reason: 'custom_rule_blocked', rule, action: 'block' });
+    assert.deepEqual(brief(await send('nobots', '127.0.21.5', '/shop/private/x', { 'x-t': '1' })), blocked(R.shopHeader));
+    assert.deepEqual(brief(await send('nobots', '127.0.21.6', '/shop/private/x', { 'x-p': '1' })), blocked(R.shopPrivate));
+    assert.equal((await send('nobots', '127.0.21.7', '/shop/private/x', {}, false)).status, 200);
   });
 
   test('allow skips bot protection and the rate limit, and later rules', async () => {
