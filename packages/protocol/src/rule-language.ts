@@ -1,4 +1,4 @@
-import { canonicalCidr, isCidr } from './validate.js';
+import { canonicalCidr, ipBits, isCidr } from './validate.js';
 
 // The expression language of custom rules: a subset of Cloudflare's Rules language (same field
 // names, operators and functions, so a rule written for Cloudflare pastes in). As in Cloudflare's
@@ -474,20 +474,6 @@ function ipInCidr(ip: string, cidr: string): boolean {
   if (a === undefined || b === undefined || a.length !== b.length) return false;
   const bits = bitsText === undefined ? a.length : Number(bitsText);
   return a.slice(0, bits) === b.slice(0, bits);
-}
-
-function ipBits(ip: string): string | undefined {
-  if (ip.includes('.') && !ip.includes(':'))
-    return ip
-      .split('.')
-      .map((o) => Number(o).toString(2).padStart(8, '0'))
-      .join('');
-  const [head, tail] = canonicalCidr(ip)!.split('::') as [string, string | undefined];
-  const groups = (s: string | undefined) => (s ? s.split(':') : []);
-  const h = groups(head);
-  const t = groups(tail);
-  const all = tail === undefined ? h : [...h, ...Array<string>(8 - h.length - t.length).fill('0'), ...t];
-  return all.map((g) => parseInt(g, 16).toString(2).padStart(16, '0')).join('');
 }
 
 /** A string's UTF-8 bytes, one character each. */

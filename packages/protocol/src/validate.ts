@@ -79,6 +79,28 @@ export function canonicalCidr(value: string): string | undefined {
   return bits === undefined || bits === '128' ? a : `${a}/${bits}`;
 }
 
+/**
+ * An address (isIP) as its bits, most significant first: 32 for IPv4, 128 for IPv6 (an IPv4 tail,
+ * ::ffff:192.0.2.1, read as its two groups). A network's first `n` bits are the first `n` of its
+ * address. Undefined when the value is no address.
+ */
+export function ipBits(ip: string): string | undefined {
+  const octets = (v4: string) => v4.split('.').map((o) => Number(o).toString(2).padStart(8, '0'));
+  if (isIPv4(ip)) return octets(ip).join('');
+  if (!isIPv6(ip)) return undefined;
+  // the IPv4 tail as two hex groups, then every group written out
+  const hex = ip.replace(/(\d+\.\d+\.\d+\.\d+)$/, (v4) => {
+    const b = octets(v4).join('');
+    return `${parseInt(b.slice(0, 16), 2).toString(16)}:${parseInt(b.slice(16), 2).toString(16)}`;
+  });
+  const [head, tail] = hex.split('::') as [string, string | undefined];
+  const groups = (s: string | undefined) => (s ? s.split(':') : []);
+  const h = groups(head);
+  const t = groups(tail);
+  const all = tail === undefined ? h : [...h, ...Array<string>(8 - h.length - t.length).fill('0'), ...t];
+  return all.map((g) => parseInt(g, 16).toString(2).padStart(16, '0')).join('');
+}
+
 const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 /**

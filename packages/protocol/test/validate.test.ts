@@ -1,7 +1,23 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
-import { AI_BOTS, checkRuleValue, isCidr, isHostname, isIP, isIPv4, isIPv6, RATE_LIMIT_DEFAULT, RULE_TYPES, WAF_DETECTORS, wafExceptionOf, type RuleType } from '../src/index.js';
+import {
+  AI_BOTS,
+  checkRuleValue,
+  evaluateRule,
+  ipBits,
+  isCidr,
+  isHostname,
+  isIP,
+  isIPv4,
+  isIPv6,
+  parseRuleExpression,
+  RATE_LIMIT_DEFAULT,
+  RULE_TYPES,
+  WAF_DETECTORS,
+  wafExceptionOf,
+  type RuleType,
+} from '../src/index.js';
 
 function accepts(fn: (v: string) => boolean, values: string[]) {
   for (const v of values) assert.equal(fn(v), true, `${fn.name} should accept ${JSON.stringify(v)}`);
@@ -487,4 +503,21 @@ describe('property: accepted hostnames and CIDRs are plain tokens', () => {
       { numRuns: 500 },
     );
   });
+});
+
+test('ipBits: an address as its bits, IPv6 written out (an IPv4 tail read as its two groups)', () => {
+  assert.equal(ipBits('10.1.2.3'), '00001010000000010000001000000011');
+  const bits = (groups: number[]) => groups.map((g) => g.toString(2).padStart(16, '0')).join('');
+  assert.equal(ipBits('2001:db8::1'), bits([0x2001, 0xdb8, 0, 0, 0, 0, 0, 1]));
+  assert.equal(ipBits('::'), bits([0, 0, 0, 0, 0, 0, 0, 0]));
+  assert.equal(ipBits('::ffff:192.0.2.1'), bits([0, 0, 0, 0, 0, 0xffff, 0xc000, 0x0201]));
+  assert.equal(ipBits('::ffff:c000:201'), ipBits('::ffff:192.0.2.1'));
+  assert.equal(ipBits('1:2:3:4:5:6:1.2.3.4'), bits([1, 2, 3, 4, 5, 6, 0x102, 0x304]));
+  for (const bad of ['', '10.1.2', 'x', '10.0.0.0/8']) assert.equal(ipBits(bad), undefined, bad);
+  // the rules' reference evaluator reads a range written with an IPv4 tail by its bits too
+  const parsed = parseRuleExpression('ip.src in {::ffff:192.0.2.0/120}');
+  assert.ok(parsed.ok);
+  const seen = (src: string) => evaluateRule(parsed.expr, { method: 'GET', path: '/', query: undefined, headers: [], src, ssl: false });
+  assert.equal(seen('::ffff:c000:2ff'), true);
+  assert.equal(seen('::ffff:c000:301'), false);
 });

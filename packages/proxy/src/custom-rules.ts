@@ -1,8 +1,8 @@
 import {
   CUSTOM_RULE_ACTIONS,
   EVENT_FIELD_MAX,
+  ipBits,
   isIPv4,
-  isIPv6,
   isUuid,
   parseRuleExpression,
   rateLimitProblem,
@@ -234,58 +234,31 @@ export function candidateMap(key: string, members: readonly (readonly string[])[
   members.forEach((patterns, k) => patterns.forEach((p) => owners.set(p, (owners.get(p) ?? new Set()).add(k))));
   const keys = [...owners.keys()];
   if (keys.some((p) => /\s/.test(p))) return undefined;
-  let holders: (p: string) => string[];
-  if (beg) {
-    // the pattern's prefixes that are patterns too
-    holders = (p) => Array.from({ length: p.length }, (_, i) => p.slice(0, i + 1)).filter((q) => owners.has(q));
-  } else {
-    const ranges = new Map(keys.map((p) => [p, rangeOf(p)] as const));
-    if ([...ranges.values()].some((r) => r === undefined)) return undefined;
-    const v6 = new Set([...ranges.values()].map((r) => r!.bits === 128));
-    if (v6.size > 1) return undefined;
-    const byRange = new Map<string, string[]>();
-    for (const [p, r] of ranges) byRange.set(`${r!.prefix}/${r!.base}`, [...(byRange.get(`${r!.prefix}/${r!.base}`) ?? []), p]);
-    holders = (p) => {
-      const r = ranges.get(p)!;
-      return Array.from({ length: r.prefix + 1 }, (_, len) => byRange.get(`${len}/${(r.base >> BigInt(r.bits - len)) << BigInt(r.bits - len)}`) ?? []).flat();
-    };
+  // What the tree matches by prefix: the text, or an address range's first bits.
+  const prefixes = new Map(keys.map((p) => [p, beg ? p : rangeBits(p)] as const));
+  if (ip) {
+    const families = new Set(keys.map((p) => (isIPv4(p.split('/')[0]!) ? 4 : 6)));
+    if ([...prefixes.values()].some((b) => b === undefined) || families.size > 1) return undefined;
   }
+  const byPrefix = new Map<string, string[]>();
+  for (const [p, b] of prefixes) byPrefix.set(b!, [...(byPrefix.get(b!) ?? []), p]);
   const lines = keys.map((p) => {
-    const ks = [...new Set(holders(p).flatMap((q) => [...owners.get(q)!]))].sort((a, b) => a - b);
+    // the patterns whose prefix starts this one's (the /0 range's is empty), itself included
+    const b = prefixes.get(p)!;
+    const holders = Array.from({ length: b.length + 1 }, (_, i) => byPrefix.get(b.slice(0, i)) ?? []).flat();
+    const ks = [...new Set(holders.flatMap((q) => [...owners.get(q)!]))].sort((x, y) => x - y);
     return `${p} ,${ks.join(',')},`;
   });
   return { fetch: beg ? key.slice(0, beg.index) : key, converter: beg ? 'map_beg' : 'map_ip', lines };
 }
 
-/** An address or range as HAProxy reads it: its family's size in bits, the prefix length, and its first address. */
-function rangeOf(text: string): { bits: 32 | 128; prefix: number; base: bigint } | undefined {
+/** The first bits of an address or range as HAProxy reads it ("10.0.0.0/8": 8 bits); undefined for anything else. */
+function rangeBits(text: string): string | undefined {
   const [addr = '', len] = text.split('/');
-  let bits: 32 | 128;
-  let value: bigint;
-  if (isIPv4(addr)) {
-    bits = 32;
-    value = addr.split('.').reduce((v, o) => (v << 8n) | BigInt(o), 0n);
-  } else if (isIPv6(addr)) {
-    bits = 128;
-    let head = addr;
-    let tail: bigint[] = [];
-    const dotted = /(\d+\.\d+\.\d+\.\d+)$/.exec(addr);
-    if (dotted) {
-      const v4 = dotted[1]!.split('.').reduce((v, o) => (v << 8n) | BigInt(o), 0n);
-      tail = [v4 >> 16n, v4 & 0xffffn];
-      head = addr.slice(0, dotted.index);
-      if (!head.endsWith('::')) head = head.slice(0, -1);
-    }
-    const [left = '', right] = head.split('::');
-    const groups = (s: string) => (s ? s.split(':').map((g) => BigInt(`0x${g}`)) : []);
-    const l = groups(left);
-    const r = right === undefined ? [] : groups(right);
-    const zeros = Array<bigint>(8 - l.length - r.length - tail.length).fill(0n);
-    value = [...l, ...(right === undefined ? [] : zeros), ...r, ...tail].reduce((v, g) => (v << 16n) | g, 0n);
-  } else return undefined;
-  const prefix = len === undefined ? bits : Number(len);
-  if (!Number.isInteger(prefix) || prefix < 0 || prefix > bits) return undefined;
-  return { bits, prefix, base: (value >> BigInt(bits - prefix)) << BigInt(bits - prefix) };
+  const bits = ipBits(addr);
+  if (bits === undefined) return undefined;
+  const n = len === undefined ? bits.length : Number(len);
+  return Number.isInteger(n) && n >= 0 && n <= bits.length && len !== '' ? bits.slice(0, n) : undefined;
 }
 
 type Lookup = CompiledCustomRule['lookups'][string];
