@@ -98,7 +98,7 @@ const ARGS: [string, string][] = [
   ['_profiler', '1'],
   ['test', 'sqli'],
 ];
-/** The countries the rules name (the agent's country map must hold them for the rules to hold). */
+/** The sets of countries the rules name. */
 const COUNTRY_SETS = [
   ['KP', 'IR'],
   ['RU', 'BY'],
@@ -107,7 +107,6 @@ const COUNTRY_SETS = [
   ['BR', 'AR'],
   ['NG', 'GH', 'PK'],
 ];
-export const BENCH_RULE_COUNTRIES = [...new Set(COUNTRY_SETS.flat())];
 const hex = (rnd: () => number, n: number) => Array.from({ length: n }, () => Math.floor(rnd() * 16).toString(16)).join('');
 
 /**

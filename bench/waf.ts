@@ -48,12 +48,12 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { gunzipSync } from 'node:zlib';
-import { ensureCountrySubset, parseEventLine } from '@rampart/agent';
+import { countryOptions, parseEventLine } from '@rampart/agent';
 import { AI_BOTS, evaluateRule, parseRuleExpression, RATE_LIMIT_MAX, rateLimitOf, type ServerSnapshot, type SnapshotDomain, type SnapshotRule } from '@rampart/protocol';
 import { parseChallengePage, renderHaproxyConfig } from '@rampart/proxy';
 import { viaProxy } from '../test/support/cluster.js';
 import { freePort, startProcess, waitFor, type Proc } from '../test/support/processes.js';
-import { BENCH_RULE_COUNTRIES, benchCustomRules, ruleRequestOf } from './waf-custom-rules.js';
+import { benchCustomRules, ruleRequestOf } from './waf-custom-rules.js';
 import { bareOriginConfig, passCookie, benchProcesses, modsecNginxInstalled, plainHaproxyConfig, runWrk as runWrkOn, startModsecNginx, writeReplayFile, type WrkResult } from './support.js';
 
 const DURATION = Number(process.env.BENCH_SECONDS ?? 4);
@@ -159,13 +159,15 @@ async function startNginx(originPort: number): Promise<{ port: number; proc: Pro
 }
 
 /** Rampart's rendered configuration, written into its own directory and run as `haproxy -f`. */
-async function startRampart(name: string, snapshot: ServerSnapshot, eventsPort: number, countryMap: string): Promise<{ port: number; proc: Proc; pid: number }> {
+async function startRampart(name: string, snapshot: ServerSnapshot, eventsPort: number): Promise<{ port: number; proc: Proc; pid: number }> {
   const port = await freePort();
   const configDir = join(tmp, name);
   const runDir = join(tmp, `${name}-run`);
   mkdirSync(configDir);
   mkdirSync(runDir);
-  const { files } = renderHaproxyConfig(withApiLimit(snapshot), { httpBind: { address: '127.0.0.1', port }, runDir, eventsPort, countryMap }, { configDir });
+  // The country files as the agent makes them for this snapshot (in one directory for every case).
+  const { countryMap, countrySets } = await countryOptions(snapshot, join(tmp, 'geo'));
+  const { files } = renderHaproxyConfig(withApiLimit(snapshot), { httpBind: { address: '127.0.0.1', port }, runDir, eventsPort, countryMap, countrySets }, { configDir });
   // The renderer refuses a limit the API would refuse: the unreached one goes into its data file.
   const rpm = rateLimitOf(snapshot.rules.find((r) => r.type === 'rate_limit')?.value ?? '{}');
   files['haproxy.cfg'] = files['haproxy.cfg']!.replace(`{ sc_get_gpc0(0) gt ${Math.min(rpm, RATE_LIMIT_MAX)} }`, `{ sc_get_gpc0(0) gt ${rpm} }`);
@@ -517,9 +519,6 @@ try {
 
 /** Cases 1 to 6. */
 async function otherCases(barePort: number, origin: () => SnapshotDomain['origins']): Promise<void> {
-  // The agent's CIDR -> country map for the countries the rules name, built as the agent builds it
-  // (BENCH_COUNTRY_MAP reuses one).
-  const countryMap = process.env.BENCH_COUNTRY_MAP ?? (await ensureCountrySubset(join(tmp, 'geo'), COUNTRIES));
   rows.push({ name: ORIGIN_ROW, workload: 'short', r: await measure(barePort) });
 
   const plain = await startPlain(barePort);
@@ -566,7 +565,7 @@ async function otherCases(barePort: number, origin: () => SnapshotDomain['origin
   ];
   for (const [i, c] of cases.entries()) {
     const snapshot = wafSnapshot({ origins: origin(), wafEnabled: c.enabled, wafLevel: c.level, wafMode: 'block' }, UNREACHED_RPM);
-    const rp = await startRampart(`case${i}`, snapshot, eventsPort, countryMap);
+    const rp = await startRampart(`case${i}`, snapshot, eventsPort);
     try {
       // The WAF is live (a blacklisted source is refused), the bot cookie is accepted (without it the
       // run would measure the challenge page), and the 2 KB query passes level high's patterns.
@@ -608,7 +607,7 @@ async function otherCases(barePort: number, origin: () => SnapshotDomain['origin
   // table's size.
   const ips = Array.from({ length: TRACKED_IPS }, (_, i) => `127.${10 + (Math.floor(i / 254) >> 8)}.${Math.floor(i / 254) & 255}.${1 + (i % 254)}`);
   const snapshot = wafSnapshot({ origins: origin(), wafEnabled: true, wafLevel: 'medium', wafMode: 'block' }, 10_000);
-  const rp = await startRampart('memory', snapshot, eventsPort, countryMap);
+  const rp = await startRampart('memory', snapshot, eventsPort);
   try {
     const pid = rp.proc.child.pid!;
     await fromEach(
@@ -632,11 +631,9 @@ async function otherCases(barePort: number, origin: () => SnapshotDomain['origin
  * workload measured ROUNDS times on each, alternated, the one measured first changing every round.
  */
 async function customCase(origin: () => SnapshotDomain['origins']): Promise<void> {
-  // The country map holds the rules' countries too (as the rules need, for them to ever hold).
-  const countryMap = process.env.BENCH_COUNTRY_MAP ?? (await ensureCountrySubset(join(tmp, 'geo'), [...COUNTRIES, ...BENCH_RULE_COUNTRIES]));
   const base = wafSnapshot({ origins: origin(), wafEnabled: true, wafLevel: CUSTOM_LEVEL, wafMode: 'block' }, UNREACHED_RPM);
-  const without = await startRampart('custom-without', base, eventsPort, countryMap);
-  const withRules = await startRampart('custom-with', { ...base, customRules: CUSTOM_RULES }, eventsPort, countryMap);
+  const without = await startRampart('custom-without', base, eventsPort);
+  const withRules = await startRampart('custom-with', { ...base, customRules: CUSTOM_RULES }, eventsPort);
   try {
     // Both have the WAF live (a blacklisted source is refused); a request one custom rule blocks
     // (a curl User-Agent, with a valid pass cookie for it) is refused with the rules only.

@@ -477,7 +477,10 @@ describe('WAF through real HAProxy', () => {
     assert.equal(blocked.rule_id, rules.block);
     assert.equal(blocked.domain, 'medium.waf.test');
     assert.equal(events.find((e) => e.reason === 'rate_limited').rule_id, rules.rate);
+    // HAProxy only knows the address is in the domain's set; the agent names the rule from the
+    // address's country (the operator's map) and the domain's rules
     assert.equal(events.find((e) => e.reason === 'country_blocked' && e.source_ip === '127.0.40.9').rule_id, rules.kp);
+    assert.equal(events.find((e) => e.reason === 'country_blocked' && e.source_ip === '127.0.41.9').rule_id, rules.irHigh, "the domain's own rule");
     const times = events.map((e) => Date.parse(e.timestamp));
     assert.deepEqual(
       times,

@@ -1,7 +1,7 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdir } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
-import { AGENT_LIMITS, CLOSE, HOST_PROBLEM, parseServiceMessage, PROTOCOL_VERSION, type AgentMessage, type ServerSnapshot, type ServiceMessage } from '@rampart/protocol';
+import { AGENT_LIMITS, CLOSE, HOST_PROBLEM, parseServiceMessage, PROTOCOL_VERSION, type AgentMessage, type ServerSnapshot, type ServiceMessage, type WafEventItem } from '@rampart/protocol';
 import { RAMPART_VERSION } from '@rampart/protocol/version';
 import { HEALTH_SOCKET, VERIFIED_CRAWLERS_MAP, type RenderOptions } from '@rampart/proxy';
 import type { Server } from 'node:http';
@@ -17,7 +17,7 @@ import { CrawlerVerifier, crawlerDns, RuntimeCrawlerMap, type CrawlerDns } from 
 import { AnalyticsCollector } from './analytics.js';
 import { OriginWatch, parseOriginStates } from './origins.js';
 import { EventCollector } from './events.js';
-import { countriesOf, ensureCountryMap, ensureCountrySubset, pruneCountryMaps } from './geo.js';
+import { countryOptions, needsCountries, pruneCountryMaps, type CountryOptions } from './geo.js';
 import { HaproxyProcess, type ConfigError } from './haproxy.js';
 import { bindFailures, explainBindFailure } from './port-holder.js';
 import { AgentMetrics, fetchHaproxyMetrics } from './metrics.js';
@@ -116,6 +116,8 @@ export class Agent {
   readonly crawlers: CrawlerVerifier;
   readonly crawlerMap: RuntimeCrawlerMap;
   private eventsSecret: string;
+  /** The running configuration's refused countries by domain, and the lookup of an address's country: what names a country_blocked event's rule. */
+  private countryNames: CountryOptions['names'] | undefined;
   readonly certificates: CertificateManager;
   /** Prometheus metrics: applies, rollbacks, certificate expiry, events dropped by the cap; HAProxy's exporter after them. */
   readonly metrics: AgentMetrics;
@@ -155,7 +157,6 @@ export class Agent {
       httpBind: { address: options.bindAddress ?? '*', port: options.httpPort },
       httpsPort: options.httpsPort,
       runDir,
-      ...(options.countryMap ? { countryMap: resolve(options.countryMap) } : {}),
       ...(options.nbthread ? { nbthread: options.nbthread } : {}),
     };
     this.crawlerMap = new RuntimeCrawlerMap({
@@ -181,6 +182,7 @@ export class Agent {
       (ip, crawlerId) => this.crawlers.claim(ip, crawlerId),
       (event) => this.analytics.countEvent(event),
       (sample) => this.analytics.countLatency(sample),
+      (event) => this.countryRule(event),
     );
     this.analytics = new AnalyticsCollector({
       command: (cmd) => this.proxy.masterCommand(cmd),
@@ -303,6 +305,17 @@ export class Agent {
   }
 
   /** Apply errors with HAProxy's bind failures explained as the host problems they are. */
+  /**
+   * The block_country rule behind a country_blocked event (HAProxy's map only says the address is
+   * in the domain's set): the rule of the address's country for that domain, as the running
+   * configuration has them; null when it cannot be told (an address the data no longer places).
+   */
+  private countryRule(event: WafEventItem): string | null {
+    const names = this.countryNames;
+    const country = names?.lookup?.countryOf(event.ip);
+    return (country !== undefined && names?.blocks.get(event.domain)?.get(country)) || null;
+  }
+
   private async explainErrors(errors: ConfigError[]): Promise<ConfigError[]> {
     return Promise.all(
       errors.map(async (e) => {
@@ -424,16 +437,19 @@ export class Agent {
       this.state.queued = undefined;
       let result: ApplyResult;
       try {
-        const countries = countriesOf(snapshot);
         const geo = join(resolve(this.options.dataDir), 'geo');
-        if ((countries === 'all' || countries.length) && !this.options.countryMap) {
-          this.renderOptions.countryMap = countries === 'all' ? await ensureCountryMap(geo) : await ensureCountrySubset(geo, countries);
-        }
+        const own = this.options.countryMap ? resolve(this.options.countryMap) : undefined;
+        // (no await without country rules: an apply starts at once)
+        const countries = needsCountries(snapshot) ? await countryOptions(snapshot, geo, own) : undefined;
+        this.renderOptions.countryMap = countries?.countryMap;
+        this.renderOptions.countrySets = countries?.countrySets;
         this.renderOptions.certificates = this.certificates.served(snapshot);
         result = await this.applier.apply(snapshot);
+        // (skipped: the running configuration is this one) the rule of a country_blocked event
+        if (result.ok) this.countryNames = countries?.names;
         // the maps of countries no kept configuration reads any more go (a rollback's stays)
-        if (result.ok && !result.skipped && !this.options.countryMap) {
-          await pruneCountryMaps(geo, join(resolve(this.options.dataDir), 'haproxy')).catch((err) => this.log('warn', `old country maps not removed: ${String(err)}`));
+        if (result.ok && !result.skipped) {
+          await pruneCountryMaps(geo, join(resolve(this.options.dataDir), 'haproxy'), own).catch((err) => this.log('warn', `old country maps not removed: ${String(err)}`));
         }
         if (!result.ok) {
           // A failure whose cause is the host says so, whatever stage it showed at.

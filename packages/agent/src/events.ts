@@ -234,6 +234,11 @@ export class EventCollector {
     private readonly onEvent?: (event: WafEventItem) => void,
     /** Called with every authenticated latency sample (analytics.ts counts them by domain). */
     private readonly onLatency?: (sample: LatencySample) => void,
+    /**
+     * Names the rule of a country_blocked event, whose line carries none (HAProxy only knows the
+     * address is in the domain's set of countries): the agent's lookup of the address's country.
+     */
+    private readonly countryRule?: (event: WafEventItem) => string | null,
   ) {
     this.rows = eventRowsFor(cap);
   }
@@ -262,6 +267,7 @@ export class EventCollector {
     if (!parsed) return;
     if ('sample' in parsed) return this.onLatency?.(parsed.sample);
     const e = parsed.event;
+    if (e.reason === 'country_blocked' && e.ruleId === null && this.countryRule) e.ruleId = this.countryRule(e);
     if (parsed.claim !== null) this.onClaim?.(e.ip, parsed.claim);
     this.onEvent?.(e);
     this.latest = Math.max(this.latest, e.ts);

@@ -3,7 +3,8 @@ import { existsSync } from 'node:fs';
 import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
-import { canonicalIPv6, parseRuleExpression, ruleCountries, type ServerSnapshot } from '@rampart/protocol';
+import { canonicalIPv6, ipBits, isIPv4, parseRuleExpression, ruleCountries, type ServerSnapshot } from '@rampart/protocol';
+import { countryBlocks, countrySetKey } from '@rampart/proxy';
 
 // The CIDR -> country map HAProxy looks up natively (map_ip), generated from the CC0 data set
 // @ip-location-db/geo-whois-asn-country shipped as an npm package. Never fetched at run time.
@@ -126,12 +127,12 @@ async function writeMap(dir: string, out: string, lines: readonly string[]): Pro
 }
 
 /**
- * Removes the country maps in `dir` (ensureCountryMap's and ensureCountrySubset's files, and any a
- * generation left half-written) that no configuration under `configRoot` reads: every set of
+ * Removes the country maps in `dir` (ensureCountryMap's, ensureCountrySubset's and ensureCountrySets'
+ * files, and any a generation left half-written) that no configuration under `configRoot` reads: every set of
  * countries rules have named left a file of up to 20 MB. The applier keeps the running and the
  * previous configuration (a rollback's), and the maps either names stay. Returns what it removed.
  */
-export async function pruneCountryMaps(dir: string, configRoot: string): Promise<string[]> {
+export async function pruneCountryMaps(dir: string, configRoot: string, own?: string): Promise<string[]> {
   const maps = (await readdir(dir).catch(() => [] as string[])).filter((name) => /^country-.*\.map(?:\.tmp)?$/.test(name));
   if (maps.length === 0) return [];
   const configs: string[] = [];
@@ -141,6 +142,7 @@ export async function pruneCountryMaps(dir: string, configRoot: string): Promise
   const removed: string[] = [];
   for (const name of maps) {
     const path = join(dir, name);
+    if (path === own) continue; // the operator's own map (--country-map), wherever it is kept
     if (configs.some((c) => c.includes(`(${path},`) || c.includes(`(${path})`))) continue;
     await rm(path, { force: true });
     removed.push(path);
@@ -292,12 +294,12 @@ export function minimalPrefixes(ranges: readonly CountryRange[], bits: number, n
 }
 
 /**
- * The countries a snapshot's rules look up: those of block_country rules and those its custom
- * rules compare ip.src.country with; 'all' when a custom rule reads the country in a way a list
- * cannot answer (then the whole map is loaded).
+ * The countries a snapshot's custom rules compare ip.src.country with; 'all' when one reads the
+ * country in a way a list cannot answer (then the whole map is loaded). block_country rules need
+ * no country map: each domain's set of countries has its own address map (ensureCountrySets).
  */
-export function countriesOf(snapshot: Pick<ServerSnapshot, 'rules' | 'customRules'>): string[] | 'all' {
-  const out = snapshot.rules.filter((r) => r.type === 'block_country').map((r) => r.value);
+export function countriesOf(snapshot: Pick<ServerSnapshot, 'customRules'>): string[] | 'all' {
+  const out: string[] = [];
   for (const rule of snapshot.customRules ?? []) {
     const parsed = parseRuleExpression(rule.expression);
     if (!parsed.ok) continue; // the proxy refuses it too
@@ -306,4 +308,200 @@ export function countriesOf(snapshot: Pick<ServerSnapshot, 'rules' | 'customRule
     out.push(...named);
   }
   return out;
+}
+
+/** The value of a set map's lines for addresses in one of the set's countries (the others': OTHER_COUNTRY). */
+export const IN_SET = '1';
+
+/** Where the country of an address comes from: the bundled data set, or an operator's `<cidr> <CC>` map (--country-map). */
+interface CountryData {
+  /** What the files made from it start with: `country-<data set version>`, or `country-own-<hash of the map>`. */
+  tag: string;
+  /** Disjoint sorted segments of each family, as longest-prefix match reads the source. */
+  load: () => Promise<Record<4 | 6, CountryRange[]>>;
+}
+
+async function countryData(own: string | undefined): Promise<CountryData> {
+  if (own === undefined) {
+    const dataDir = countryDataDir();
+    return {
+      tag: countryMapPath('').replace(/\.map$/, ''),
+      load: async () => ({
+        4: prefixSegments(await readRanges(join(dataDir, DATA_FILES[4])), 32),
+        6: prefixSegments(await readRanges(join(dataDir, DATA_FILES[6])), 128),
+      }),
+    };
+  }
+  const text = await readFile(own, 'latin1');
+  const tag = `country-own-${createHash('sha256').update(text).digest('hex').slice(0, 16)}`;
+  return { tag, load: async () => ownMapSegments(text) };
+}
+
+/**
+ * An operator's map as HAProxy's map_ip reads it: `<address or CIDR> <value>` lines (blank lines
+ * and lines starting with # skipped), the most specific block holding an address giving its value,
+ * and of two equal blocks the first listed (prefixSegments). A line HAProxy would not take is skipped.
+ */
+export function ownMapSegments(text: string): Record<4 | 6, CountryRange[]> {
+  const ranges: Record<4 | 6, CountryRange[]> = { 4: [], 6: [] };
+  for (const raw of text.split(/\r?\n/)) {
+    const line = raw.trim();
+    if (!line || line.startsWith('#')) continue;
+    const [key = '', value] = line.split(/\s+/);
+    const [addr = '', len] = key.split('/');
+    const bits = ipBits(addr);
+    if (bits === undefined || value === undefined) continue;
+    const prefix = len === undefined ? bits.length : Number(len);
+    if (!Number.isInteger(prefix) || prefix < 0 || prefix > bits.length || len === '') continue;
+    const size = BigInt(bits.length - prefix);
+    const start = (BigInt(`0b${bits}`) >> size) << size;
+    ranges[isIPv4(addr) ? 4 : 6].push({ start, end: start + (1n << size) - 1n, country: value });
+  }
+  return { 4: prefixSegments(ranges[4], 32), 6: prefixSegments(ranges[6], 128) };
+}
+
+/**
+ * Finds the country of an address in the segments of some countries (the others are left out):
+ * how the agent names the block_country rule behind a refused address, which HAProxy's set maps
+ * (ensureCountrySets) only say is in the set. About 34 bytes a segment.
+ */
+export class CountryLookup {
+  private readonly families: Record<4 | 6, { hi: BigUint64Array; lo: BigUint64Array; endHi: BigUint64Array; endLo: BigUint64Array; country: Uint16Array }>;
+  private readonly names: string[];
+
+  constructor(segments: Record<4 | 6, readonly CountryRange[]>, keep: ReadonlySet<string>) {
+    this.names = [...keep].sort();
+    const index = new Map(this.names.map((n, i) => [n, i]));
+    const mask = (1n << 64n) - 1n;
+    const pack = (list: readonly CountryRange[]) => {
+      const kept = list.filter((r) => index.has(r.country));
+      const f = {
+        hi: new BigUint64Array(kept.length),
+        lo: new BigUint64Array(kept.length),
+        endHi: new BigUint64Array(kept.length),
+        endLo: new BigUint64Array(kept.length),
+        country: new Uint16Array(kept.length),
+      };
+      kept.forEach((r, i) => {
+        f.hi[i] = r.start >> 64n;
+        f.lo[i] = r.start & mask;
+        f.endHi[i] = r.end >> 64n;
+        f.endLo[i] = r.end & mask;
+        f.country[i] = index.get(r.country)!;
+      });
+      return f;
+    };
+    this.families = { 4: pack(segments[4]), 6: pack(segments[6]) };
+  }
+
+  /** The country of an address (an IPv4-mapped IPv6 address as its IPv4 one), undefined outside the kept countries. */
+  countryOf(ip: string): string | undefined {
+    const bits = ipBits(ip);
+    if (bits === undefined) return undefined;
+    let n = BigInt(`0b${bits}`);
+    let family: 4 | 6 = bits.length === 32 ? 4 : 6;
+    if (family === 6 && n >> 32n === 0xffffn) {
+      n &= 0xffffffffn;
+      family = 4;
+    }
+    const f = this.families[family];
+    const hi = n >> 64n;
+    const lo = n & ((1n << 64n) - 1n);
+    // the last segment starting at or before the address
+    let a = 0;
+    let b = f.hi.length;
+    while (a < b) {
+      const m = (a + b) >> 1;
+      if (f.hi[m]! < hi || (f.hi[m] === hi && f.lo[m]! <= lo)) a = m + 1;
+      else b = m;
+    }
+    const i = a - 1;
+    if (i < 0 || f.endHi[i]! < hi || (f.endHi[i] === hi && f.endLo[i]! < lo)) return undefined;
+    return this.names[f.country[i]!];
+  }
+}
+
+/** The set maps and lookup of the last ensureCountrySets call, by data and countries (built again only when they change). */
+let lastLookup: { key: string; lookup: CountryLookup } | undefined;
+
+/**
+ * For each set of countries (a domain's block_country rules, its own with the server-wide ones),
+ * the map HAProxy looks a client up in: `<cidr> 1` for addresses in one of the set's countries and
+ * `<cidr> -` for exceptions inside those blocks, as few lines as longest-prefix match allows
+ * (minimalPrefixes over two values). For the 60 largest countries that is 97,000 lines (28 MB in a
+ * worker) where one map telling the countries apart took 399,000 (115 MB). Written once per data
+ * and set, in `dir` (`<tag>-set-<hash>.map`); the map by countrySetKey. Also the lookup that names a
+ * refused address's country, for the event's rule (CountryLookup, of every set's countries).
+ * `own`: the operator's map file instead of the bundled data set.
+ */
+export async function ensureCountrySets(dir: string, sets: readonly (readonly string[])[], own?: string): Promise<{ maps: Map<string, string>; lookup: CountryLookup }> {
+  const data = await countryData(own);
+  const maps = new Map<string, string>();
+  const missing: [string, string[]][] = [];
+  for (const set of sets) {
+    const key = countrySetKey(set);
+    if (maps.has(key)) continue;
+    const hash = createHash('sha256').update(`set:${key}`).digest('hex').slice(0, 16);
+    const out = join(dir, `${data.tag}-set-${hash}.map`);
+    maps.set(key, out);
+    if (!existsSync(out)) missing.push([out, key.split(',')]);
+  }
+  const union = [...new Set([...maps.keys()].flatMap((k) => k.split(',')))].sort();
+  const lookupKey = `${data.tag}:${union.join(',')}`;
+  if (missing.length === 0 && lastLookup?.key === lookupKey) return { maps, lookup: lastLookup.lookup };
+  const segments = await data.load();
+  for (const [out, countries] of missing) {
+    const keep = new Set(countries);
+    const lines: string[] = [];
+    for (const family of [4, 6] as const) {
+      const bits = family === 4 ? 32 : 128;
+      const marked = segments[family].map((r) => ({ ...r, country: keep.has(r.country) ? IN_SET : OTHER_COUNTRY }));
+      for (const p of minimalPrefixes(joinTouching(marked), bits, OTHER_COUNTRY)) lines.push(`${prefixText(family, p.base, p.prefix)} ${p.value}`);
+    }
+    await writeMap(dir, out, lines);
+  }
+  lastLookup = { key: lookupKey, lookup: new CountryLookup(segments, new Set(union)) };
+  return { maps, lookup: lastLookup.lookup };
+}
+
+/** Segments with the same value that touch, joined (minimalPrefixes takes disjoint sorted ranges; fewer is faster). */
+function joinTouching(ranges: readonly CountryRange[]): CountryRange[] {
+  const out: CountryRange[] = [];
+  for (const r of ranges) append(out, r.start, r.end, r.country);
+  return out;
+}
+
+/** What the renderer and the event collector need about countries for a snapshot (countryOptions). */
+export interface CountryOptions {
+  /** The map custom rules that read ip.src.country look the client up in (RenderOptions.countryMap). */
+  countryMap: string | undefined;
+  /** Each domain set's address map (RenderOptions.countrySets). */
+  countrySets: Map<string, string> | undefined;
+  /** The refused countries and their rules by domain name (countryBlocks), and the lookup of an address's country. */
+  names: { blocks: Map<string, Map<string, string>>; lookup: CountryLookup | undefined };
+}
+
+/** Whether a snapshot needs any country file (countryOptions): a rule refuses a country, or a custom rule reads one. */
+export function needsCountries(snapshot: Pick<ServerSnapshot, 'rules' | 'customRules' | 'domains'>): boolean {
+  const countries = countriesOf(snapshot);
+  return countries === 'all' || countries.length > 0 || countryBlocks(snapshot).size > 0;
+}
+
+/**
+ * The country files a snapshot needs, written into `dir` where missing: the country map of the
+ * countries custom rules compare with (or of every country, or the operator's `own` map as it is),
+ * and the address map of each domain's set of refused countries.
+ */
+export async function countryOptions(snapshot: Pick<ServerSnapshot, 'rules' | 'customRules' | 'domains'>, dir: string, own?: string): Promise<CountryOptions> {
+  const countries = countriesOf(snapshot);
+  const countryMap = countries !== 'all' && countries.length === 0 ? undefined : (own ?? (countries === 'all' ? await ensureCountryMap(dir) : await ensureCountrySubset(dir, countries)));
+  const blocks = countryBlocks(snapshot);
+  const sets = blocks.size
+    ? await ensureCountrySets(
+        dir,
+        [...blocks.values()].map((m) => [...m.keys()]),
+        own,
+      )
+    : undefined;
+  return { countryMap, countrySets: sets?.maps, names: { blocks, lookup: sets?.lookup } };
 }

@@ -252,7 +252,7 @@ describe('Applier with a real HAProxy', () => {
 
   test('after an apply, the country maps that neither the running nor the previous configuration reads are removed', async () => {
     // As the agent does: a map per set of countries in <data-dir>/geo, written just before the
-    // apply that reads it, and pruned after each apply
+    // apply that reads it, and pruned after each apply (an operator's own map is never removed)
     const geo = join(tmp, 'geo');
     await mkdir(geo);
     await writeFile(join(geo, 'country-1.0-D.map.tmp'), 'half written');
@@ -265,17 +265,20 @@ describe('Applier with a real HAProxy', () => {
     const removed: string[][] = [];
     try {
       for (const [i, m] of maps.entries()) {
-        await writeFile(m, `192.0.2.${i}/32 DE\n`);
-        renderOptions.countryMap = m;
+        await writeFile(m, `192.0.2.${i}/32 1\n`);
+        renderOptions.countrySets = new Map([['DE', m]]);
         const result = await applier.apply(withCountry(20 + i));
         assert.equal(result.ok, true, JSON.stringify(result));
         removed.push(await pruneCountryMaps(geo, configRoot));
       }
     } finally {
-      delete renderOptions.countryMap;
+      delete renderOptions.countrySets;
     }
     assert.deepEqual(removed, [[join(geo, 'country-1.0-D.map.tmp')], [], [maps[0]]], 'A goes once neither kept configuration (C running, B before it) reads it');
     assert.deepEqual((await readdir(geo)).sort(), ['country-1.0-B.map', 'country-1.0-C.map', 'notes.txt']);
+    await writeFile(join(geo, 'country-own.map'), '192.0.2.0/24 DE\n');
+    assert.deepEqual(await pruneCountryMaps(geo, configRoot, join(geo, 'country-own.map')), [], "the operator's map stays, wherever it is");
+    assert.deepEqual(await pruneCountryMaps(geo, configRoot), [join(geo, 'country-own.map')]);
     assert.deepEqual(await get(httpPort, 'a.example.com'), { status: 200, body: 'origin-ok' }, 'C serves');
   });
 });

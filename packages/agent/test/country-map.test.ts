@@ -6,7 +6,20 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import fc from 'fast-check';
-import { ensureCountryMap, ensureCountrySubset, ipv6ToText, minimalPrefixes, OTHER_COUNTRY, prefixSegments, rangeToCidrs, type CountryRange, type PrefixLine } from '../src/index.js';
+import {
+  ensureCountryMap,
+  ensureCountrySets,
+  ensureCountrySubset,
+  IN_SET,
+  ipv6ToText,
+  ownMapSegments,
+  minimalPrefixes,
+  OTHER_COUNTRY,
+  prefixSegments,
+  rangeToCidrs,
+  type CountryRange,
+  type PrefixLine,
+} from '../src/index.js';
 import { freePort, startProcess, waitFor } from '../../../test/support/processes.js';
 
 const HAPROXY = '/usr/sbin/haproxy';
@@ -155,6 +168,44 @@ describe('the country map of the countries rules name', () => {
     );
   });
 
+  test("an operator's map reads as HAProxy's map_ip does: the more specific block wins, the first of two equal ones", async () => {
+    const segments = ownMapSegments(
+      [
+        '# our offices',
+        '10.0.0.0/8 AA',
+        '10.1.0.0/16 BB',
+        '',
+        '10.1.0.0/16 CC',
+        '10.1.2.3 CC',
+        '  192.0.2.0/24   DD  ',
+        '2001:db8::/32 EE',
+        '2001:db8:1::/48 AA',
+        'not-an-address XX',
+        '10.0.0.0/33 XX',
+        '10.2.0.0/ XX',
+        '10.3.0.0/16',
+      ].join('\n'),
+    );
+    const v4 = (t: string) => BigInt(t.split('.').reduce((n, o) => n * 256 + Number(o), 0));
+    assert.deepEqual(
+      segments[4].map((r) => [v4Text(r.start), v4Text(r.end), r.country]),
+      [
+        ['10.0.0.0', '10.0.255.255', 'AA'],
+        ['10.1.0.0', '10.1.2.2', 'BB'],
+        ['10.1.2.3', '10.1.2.3', 'CC'],
+        ['10.1.2.4', '10.1.255.255', 'BB'],
+        ['10.2.0.0', '10.255.255.255', 'AA'],
+        ['192.0.2.0', '192.0.2.255', 'DD'],
+      ],
+    );
+    assert.equal(segmentOf(segments[4], v4('10.3.0.1')), 'AA', 'a line without a value is skipped');
+    assert.deepEqual(
+      segments[6].map((r) => r.country),
+      ['EE', 'AA', 'EE'],
+    );
+    assert.equal(segmentOf(segments[6], v6Number('2001:db8:1:0:0:0:0:5')), 'AA');
+  });
+
   describe('from the bundled data set', () => {
     const dir = mkdtempSync(join(tmpdir(), 'rampart-country-map-'));
     after(() => rmSync(dir, { recursive: true, force: true }));
@@ -244,9 +295,52 @@ describe('the country map of the countries rules name', () => {
       assert.ok(all.length < blocks * 0.5, `${all.length} lines for every country, where one line per block took ${blocks}`);
     });
 
-    test('HAProxy reads the lines as longest-prefix match: map_ip answers as the data set', async () => {
+    test("a set's map says whether an address is in one of its countries, in fewer lines; the lookup names the country", async () => {
+      const { maps, lookup: countries } = await ensureCountrySets(dir, [[...wanted], ['KP']]);
+      const file = maps.get('CN,DE,FR,GB,JP,US')!;
+      const text = readFileSync(file, 'utf8');
+      assert.ok(
+        text.split('\n').every((l) => l === '' || /^[0-9a-f.:]+\/\d{1,3} (1|-)$/.test(l)),
+        'every line is "<cidr> 1" or "<cidr> -"',
+      );
+      const again = await ensureCountrySets(dir, [['US', 'JP', 'GB', 'FR', 'DE', 'CN', 'US']]);
+      assert.equal(again.maps.get('CN,DE,FR,GB,JP,US'), file, 'one file per set of countries, in any order');
+      const set = parse(text);
+      const subsetLines = parse(readFileSync(await ensureCountrySubset(dir, [...wanted]), 'utf8')).length;
+      assert.ok(set.length < subsetLines * 0.9, `${set.length} lines, where the map telling the countries apart takes ${subsetLines}`);
+      for (const [family, bits] of [
+        [4, 32],
+        [6, 128],
+      ] as const) {
+        const inSet = lookup(
+          set.filter((l) => l.family === family).map((l) => l.line),
+          bits,
+        );
+        const data = ranges(family);
+        const segments = prefixSegments(data, bits);
+        const addresses = data.filter((_, i) => i % 61 === 0).flatMap((r) => [r.start - 1n, r.start, r.end, r.end + 1n]);
+        for (let i = 0; i < 2000; i++) addresses.push(BigInt(`0x${Buffer.from(Array.from({ length: bits / 8 }, () => Math.floor(Math.random() * 256))).toString('hex')}`));
+        let named = 0;
+        for (const a of addresses) {
+          if (a < 0n || a >= 1n << BigInt(bits)) continue;
+          const country = segmentOf(segments, a);
+          const inside = country !== undefined && wanted.has(country);
+          if (inside) named++;
+          const text = family === 4 ? v4Text(a) : v6Text(a);
+          assert.equal((inSet(a) ?? OTHER_COUNTRY) === IN_SET, inside, `IPv${family} address ${text} (${country})`);
+          assert.equal(countries.countryOf(text), inside || country === 'KP' ? country : undefined, `the country of ${text}`);
+        }
+        assert.ok(named > 100, `IPv${family}: ${named} of the addresses checked are in the set`);
+      }
+      assert.equal(countries.countryOf(`::ffff:${v4Text(prefixSegments(ranges(4), 32).find((r) => r.country === 'KP')!.start)}`), 'KP', 'an IPv4-mapped address as its IPv4 one');
+      assert.equal(countries.countryOf('not an address'), undefined);
+    });
+
+    test("HAProxy reads the lines as longest-prefix match: map_ip answers as the data set, in the subset's map and in a set's", async () => {
       const file = await ensureCountrySubset(dir, [...wanted]);
       const lines = parse(readFileSync(file, 'utf8'));
+      const setFile = (await ensureCountrySets(dir, [[...wanted]])).maps.get('CN,DE,FR,GB,JP,US')!;
+      const setLines = parse(readFileSync(setFile, 'utf8'));
       // addresses inside lines that sit inside other lines of another value: where the order of
       // reading could matter and only longest-prefix match gives the right answer
       const samples: string[] = [];
@@ -254,13 +348,20 @@ describe('the country map of the countries rules name', () => {
         [4, 32],
         [6, 128],
       ] as const) {
-        const own = lines.filter((l) => l.family === family).map((l) => l.line);
-        const find = lookup(own, bits);
-        const nested = own.filter((l) => (find(l.base, l.prefix) ?? l.value) !== l.value);
-        for (const l of [...nested.filter((_, i) => i % Math.ceil(nested.length / 150) === 0), ...own.filter((_, i) => i % Math.ceil(own.length / 50) === 0)]) {
-          for (const a of [l.base, l.base + (1n << BigInt(bits - l.prefix)) - 1n, l.base + (1n << BigInt(bits - l.prefix))]) {
-            if (a >= 1n << BigInt(bits)) continue;
-            samples.push(`${family === 4 ? v4Text(a) : v6Text(a)} ${find(a) ?? 'none'}`);
+        for (const map of [lines, setLines]) {
+          const own = map.filter((l) => l.family === family).map((l) => l.line);
+          const find = lookup(own, bits);
+          const findOther = lookup(
+            (map === lines ? setLines : lines).filter((l) => l.family === family).map((l) => l.line),
+            bits,
+          );
+          const nested = own.filter((l) => (find(l.base, l.prefix) ?? l.value) !== l.value);
+          for (const l of [...nested.filter((_, i) => i % Math.ceil(nested.length / 150) === 0), ...own.filter((_, i) => i % Math.ceil(own.length / 50) === 0)]) {
+            for (const a of [l.base, l.base + (1n << BigInt(bits - l.prefix)) - 1n, l.base + (1n << BigInt(bits - l.prefix))]) {
+              if (a >= 1n << BigInt(bits)) continue;
+              const [inLines, inSet] = map === lines ? [find(a), findOther(a)] : [findOther(a), find(a)];
+              samples.push(`${family === 4 ? v4Text(a) : v6Text(a)} ${inLines ?? 'none'}|${inSet ?? 'none'}`);
+            }
           }
         }
       }
@@ -279,7 +380,7 @@ describe('the country map of the countries rules name', () => {
           'frontend lookup',
           `    bind 127.0.0.1:${port}`,
           '    http-request set-src hdr(x-address)',
-          `    http-request return status 200 content-type text/plain lf-string "%[src,map_ip(${file},none)]"`,
+          `    http-request return status 200 content-type text/plain lf-string "%[src,map_ip(${file},none)]|%[src,map_ip(${setFile},none)]"`,
           '',
         ].join('\n'),
       );
@@ -299,7 +400,7 @@ describe('the country map of the countries rules name', () => {
           req.end();
         });
       await waitFor(() => ask('127.0.0.1').catch(() => undefined), 'HAProxy to answer', 15_000);
-      assert.ok(samples.length > 500, `${samples.length} addresses`);
+      assert.ok(samples.length > 1000, `${samples.length} addresses`);
       for (const s of samples) {
         const [address, expected] = s.split(' ') as [string, string];
         assert.equal(await ask(address), expected, address);

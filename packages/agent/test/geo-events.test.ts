@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import fc from 'fast-check';
+import type { WafEventItem } from '@rampart/protocol';
 import { capLength, countriesOf, decodeField, EventCollector, parseEventLine } from '../src/index.js';
 
 describe('WAF event collection', () => {
@@ -260,19 +261,46 @@ describe('WAF event collection', () => {
   });
 });
 
-test('the countries a snapshot looks up: block_country rules and the countries custom rules compare with; any other reading of the country needs the whole map', () => {
+test('the countries the country map holds: those custom rules compare with; any other reading of the country needs the whole map (block_country rules have their own maps)', () => {
   const rule = (expression: string) => ({ id: '00000000-0000-4000-8000-000000000001', expression, action: 'block' as const, domainId: null, priority: 1 });
-  const blockKp = { id: 'r', type: 'block_country' as const, value: 'KP', domainId: null, priority: 1 };
-  assert.deepEqual(countriesOf({ rules: [blockKp] }), ['KP']);
-  assert.deepEqual(countriesOf({ rules: [blockKp], customRules: [rule('ip.src.country in {"CN" "RU"} and http.request.uri.path eq "/x"'), rule('not lower(ip.geoip.country) eq "ir"')] }), [
-    'KP',
-    'CN',
-    'RU',
-    'IR',
-  ]);
-  assert.deepEqual(countriesOf({ rules: [], customRules: [rule('ip.src.country ne "US"')] }), ['US'], 'ne: an address of any other country is rightly not US');
-  assert.deepEqual(countriesOf({ rules: [], customRules: [rule('http.request.uri.path eq "/x"')] }), []);
+  assert.deepEqual(countriesOf({ customRules: [] }), []);
+  assert.deepEqual(countriesOf({ customRules: [rule('ip.src.country in {"CN" "RU"} and http.request.uri.path eq "/x"'), rule('not lower(ip.geoip.country) eq "ir"')] }), ['CN', 'RU', 'IR']);
+  assert.deepEqual(countriesOf({ customRules: [rule('ip.src.country ne "US"')] }), ['US'], 'ne: an address of any other country is rightly not US');
+  assert.deepEqual(countriesOf({ customRules: [rule('http.request.uri.path eq "/x"')] }), []);
   for (const e of ['ip.src.country matches "^C"', 'starts_with(ip.src.country, "C")', 'len(ip.src.country) eq 2', 'ip.src.country contains "N"']) {
-    assert.equal(countriesOf({ rules: [blockKp], customRules: [rule(e)] }), 'all', e);
+    assert.equal(countriesOf({ customRules: [rule(e)] }), 'all', e);
   }
+});
+
+test("a country_blocked line carries no rule ('-'): the collector asks the agent's lookup, before folding and shipping", () => {
+  const kp = '00000000-0000-4000-8000-0000000000aa';
+  const other = '3f1c2e1a-9b0d-4c55-8f3e-0123456789ab';
+  const shipped: WafEventItem[] = [];
+  const asked: string[] = [];
+  const c = new EventCollector(
+    (batch) => (shipped.push(...batch), true),
+    undefined,
+    undefined,
+    undefined,
+    undefined,
+    undefined,
+    undefined,
+    (e) => (asked.push(`${e.domain} ${e.ip}`), e.ip === '127.0.40.9' ? kp : null),
+  );
+  const at = (ip: string, reason: string, rule: string) => `<134>Nov 22 07:20:00 haproxy[12]: rampart-waf 1795329600 ${ip} shop.example.com ${reason} ${rule} block GET - /x -`;
+  c.accept(at('127.0.40.9', 'country_blocked', '-'));
+  c.accept(at('127.0.41.9', 'country_blocked', '-'));
+  c.accept(at('127.0.11.5', 'ip_blocked', other));
+  c.accept(at('127.0.12.5', 'country_blocked', other));
+  c.flush();
+  assert.deepEqual(
+    shipped.map((e) => [e.ip, e.reason, e.ruleId]),
+    [
+      ['127.0.40.9', 'country_blocked', kp],
+      ['127.0.41.9', 'country_blocked', null],
+      ['127.0.11.5', 'ip_blocked', other],
+      ['127.0.12.5', 'country_blocked', other],
+    ],
+  );
+  assert.deepEqual(asked, ['shop.example.com 127.0.40.9', 'shop.example.com 127.0.41.9'], 'asked only for country lines without a rule');
 });

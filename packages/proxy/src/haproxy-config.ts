@@ -23,8 +23,14 @@ export interface RenderOptions {
   eventsSecret?: string | undefined;
   /** Worker threads (HAProxy's default: one per CPU). */
   nbthread?: number | undefined;
-  /** Absolute path of the CIDR -> country map, looked up only when a block_country rule exists. */
+  /** Absolute path of the CIDR -> country map custom rules that read ip.src.country look the client up in. */
   countryMap?: string | undefined;
+  /**
+   * For each set of countries that domains refuse (by countrySetKey), the absolute path of the map
+   * of their addresses (`<cidr> 1`, exceptions `<cidr> -`); a domain whose set has none here
+   * refuses no country.
+   */
+  countrySets?: ReadonlyMap<string, string> | undefined;
 }
 
 export interface ServedCertificate {
@@ -92,6 +98,7 @@ function checkOptions(o: RenderOptions, t: RenderTarget): void {
   if (!/^(?:\*|[0-9.]+|\[[0-9a-fA-F:]+\])$/.test(o.httpBind.address)) throw new UnsafeValueError('bind address', o.httpBind.address);
   if (!isPort(o.httpBind.port)) throw new UnsafeValueError('bind port', o.httpBind.port);
   if (o.countryMap !== undefined && (!isAbsolute(o.countryMap) || !SAFE_PATH.test(o.countryMap))) throw new UnsafeValueError('countryMap', o.countryMap);
+  for (const path of o.countrySets?.values() ?? []) if (!isAbsolute(path) || !SAFE_PATH.test(path)) throw new UnsafeValueError('countrySets', path);
   if (o.eventsPort !== undefined && !isPort(o.eventsPort)) throw new UnsafeValueError('events port', o.eventsPort);
   if (o.eventsSecret !== undefined && !/^[0-9a-f]{32,64}$/.test(o.eventsSecret)) throw new UnsafeValueError('events secret', '<redacted>');
   if (o.httpsPort !== undefined && !isPort(o.httpsPort)) throw new UnsafeValueError('https port', o.httpsPort);
@@ -106,15 +113,18 @@ function checkOptions(o: RenderOptions, t: RenderTarget): void {
 /**
  * The renderer's own version: raised whenever the same input renders differently, so an upgraded
  * agent does not skip its running (older) configuration as identical. 2: the health path. 3: request ids
- * on WAF answers, IPv6 clients rate limited by their /64. 5: HAProxy's Prometheus exporter on the health socket. 6: native WAF decisions and answers, the detectors behind a gate, the default buffer size. 7: noreuseport; our pages for 404 (unknown host) and 502/503/504, origins by name.
+ * on WAF answers, IPv6 clients rate limited by their /64. 5: HAProxy's Prometheus exporter on the health socket. 6: native WAF decisions and answers, the detectors behind a gate, the default buffer size. 7: noreuseport; our pages for 404 (unknown host) and 502/503/504, origins by name. 8: a map of addresses per set of refused countries.
  */
-const RENDER_VERSION = 7;
+const RENDER_VERSION = 8;
 
 export function inputHash(snapshot: ServerSnapshot, options: RenderOptions): string {
   const { revision: _revision, ...state } = snapshot;
-  return createHash('sha256')
-    .update(JSON.stringify({ state, options, v: RENDER_VERSION }))
-    .digest('hex');
+  return (
+    createHash('sha256')
+      // (a Map as its entries: JSON.stringify writes any Map as {})
+      .update(JSON.stringify({ state, options, v: RENDER_VERSION }, (_key, value: unknown) => (value instanceof Map ? [...value] : value)))
+      .digest('hex')
+  );
 }
 
 /**
@@ -129,7 +139,13 @@ export function renderHaproxyConfig(snapshot: ServerSnapshot, options: RenderOpt
   const domains = [...snapshot.domains].sort(byDomain);
   domains.forEach(assertRenderable);
   const hash = inputHash(snapshot, options);
-  const waf = renderWaf(snapshot, target.configDir, { eventsPort: options.eventsPort, eventsSecret: options.eventsSecret, countryMap: options.countryMap, verifiedCrawlers: target.verifiedCrawlers });
+  const waf = renderWaf(snapshot, target.configDir, {
+    eventsPort: options.eventsPort,
+    eventsSecret: options.eventsSecret,
+    countryMap: options.countryMap,
+    countrySets: options.countrySets,
+    verifiedCrawlers: target.verifiedCrawlers,
+  });
   const bindAddress = options.httpBind.address;
   // Only the certificates of domains this snapshot serves with sslEnabled; each domain once.
   const sslDomains = new Set(domains.filter((d) => d.sslEnabled).map((d) => d.domain));

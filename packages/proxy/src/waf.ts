@@ -160,6 +160,29 @@ function collect(rules: readonly SnapshotRule[], domainId: string | null) {
   return { allow, block, ai, countries, exceptions };
 }
 
+/** A set of countries as one text (the key of RenderOptions.countrySets): the codes, sorted, comma-separated. */
+export function countrySetKey(countries: Iterable<string>): string {
+  return [...new Set(countries)].sort().join(',');
+}
+
+/**
+ * The countries each domain with the WAF on refuses (its own block_country rules first, then the
+ * server-wide ones it does not name), each with the rule that refuses it, by domain name. HAProxy
+ * only learns that an address is in the set (a map per set, RenderOptions.countrySets); the agent
+ * names the rule of an event from this and the address's country.
+ */
+export function countryBlocks(snapshot: Pick<ServerSnapshot, 'rules' | 'domains'>): Map<string, Map<string, string>> {
+  const rules = checkedRules(snapshot.rules.filter((r) => r.type === 'block_country'));
+  const global = collect(rules, null).countries;
+  const out = new Map<string, Map<string, string>>();
+  for (const d of snapshot.domains) {
+    if (!d.wafEnabled) continue;
+    const countries = union(collect(rules, d.id).countries, global);
+    if (countries.size) out.set(d.domain, countries);
+  }
+  return out;
+}
+
 /** The verified crawler map: only addresses and crawler ids the protocol knows reach the file. */
 export function verifiedCrawlersFile(entries: ReadonlyMap<string, string> | undefined): string {
   const known = new Set(SEARCH_CRAWLERS.map((c) => c.id));
@@ -209,7 +232,13 @@ const found = (name: string) => `{ var(txn.${name}) -m found }`;
 export function renderWaf(
   snapshot: ServerSnapshot,
   dir: string,
-  opts: { eventsPort?: number | undefined; eventsSecret?: string | undefined; countryMap?: string | undefined; verifiedCrawlers?: ReadonlyMap<string, string> | undefined },
+  opts: {
+    eventsPort?: number | undefined;
+    eventsSecret?: string | undefined;
+    countryMap?: string | undefined;
+    countrySets?: ReadonlyMap<string, string> | undefined;
+    verifiedCrawlers?: ReadonlyMap<string, string> | undefined;
+  },
 ): WafRender {
   const rules = checkedRules(snapshot.rules);
   const global = collect(rules, null);
@@ -225,7 +254,6 @@ export function renderWaf(
   }
   // Bot protection needs a key to sign with; the settings of the enabled rule, when on.
   const botOn = bot && botSettings && keys.length > 0 ? botSettings : undefined;
-  const countriesOn = !!opts.countryMap && rules.some((r) => r.type === 'block_country');
   // Custom rules (custom-rules.ts): each domain's, with the server-wide ones, by priority.
   const custom = compileCustomRules(snapshot.customRules ?? [], dir, opts.countryMap);
   const customOf = (d: SnapshotDomain) => custom.rules.filter((r) => r.domainId === null || r.domainId === d.id);
@@ -268,8 +296,6 @@ export function renderWaf(
       // map has anything to find, where map_sub searches for each name in turn.
       files[`ai_guard_d${index}.lst`] = `(?:${[...ai.keys()].map((k) => k.replace(/[^A-Za-z0-9_-]/g, '\\$&')).join('|')})\n`;
     }
-    const countries = union(c.countries, global.countries);
-    if (countriesOn && countries.size) files[`countries_d${index}.map`] = mapFile(countries, 'country_blocked');
     const guards = planGuards(customOf(d), dir, `d${index}`);
     Object.assign(files, guards.files);
     guardPlans.set(d.id, guards);
@@ -353,7 +379,9 @@ export function renderWaf(
       const i = w.index;
       const allow = global.allow.size + w.allow.size > 0;
       const block = global.block.size + w.block.size > 0;
-      const countries = countriesOn && !!files[`countries_d${i}.map`];
+      // The domain's countries: the map of their addresses the agent made for this set, if any.
+      const countrySet = union(w.countries, global.countries);
+      const countries = countrySet.size ? opts.countrySets?.get(countrySetKey(countrySet.keys())) : undefined;
       const ai = !!files[`ai_d${i}.map`];
       const limits = !!rate && domain.wafLevel !== 'low';
       const detects = domain.wafLevel === 'high';
@@ -373,7 +401,8 @@ export function renderWaf(
       // Step 2: the blacklist (the server-wide list first), then countries.
       if (global.block.size) decide(`src,map_ip(${dir}/block_global.map)`);
       if (w.block.size) decide(`src,map_ip(${dir}/block_d${i}.map)`);
-      if (countries) decide(`src,map_ip(${opts.countryMap}),map(${dir}/countries_d${i}.map)`);
+      // (The rule is named by the agent when it reads the event: the map only says "in the set".)
+      if (countries) decide('str(country_blocked:-)', ` { src,map_ip(${countries}) -m str 1 }`);
       const challenges = challengeOn && customs.some(challenging);
       if (botOn || challenges) lines.push(...cookieCheck(dir, open));
       // Then the custom rules, by priority (first decisive match wins).

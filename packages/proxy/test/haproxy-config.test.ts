@@ -28,8 +28,10 @@ const STATIC_ASSETS = new Map([...Object.entries(WAF_ASSETS), ...Object.entries(
  * the render copies as it is appears by its size and SHA-256 (its own tests cover its content):
  * the goldens show what the renderer writes.
  */
-function renderAll(input: { snapshot: ServerSnapshot; options: RenderOptions; target: RenderTarget }): string {
-  const { files, hash } = renderHaproxyConfig(input.snapshot, input.options, input.target);
+function renderAll(input: { snapshot: ServerSnapshot; options: RenderOptions & { countrySets?: Record<string, string> }; target: RenderTarget }): string {
+  // countrySets is a Map; JSON holds it as an object
+  const options = { ...input.options, countrySets: input.options.countrySets && new Map(Object.entries(input.options.countrySets)) };
+  const { files, hash } = renderHaproxyConfig(input.snapshot, options, input.target);
   const names = Object.keys(files).sort();
   const shown = (n: string) =>
     STATIC_ASSETS.get(n) === files[n] ? `(static asset: ${Buffer.byteLength(files[n]!)} bytes, sha256 ${createHash('sha256').update(files[n]!).digest('hex')})\n` : files[n];
@@ -197,6 +199,23 @@ describe('properties of random valid snapshots', () => {
       }),
       { numRuns: 200 },
     );
+  });
+
+  test("the hash changes with a country set's map (a Map in the options), which the agent renames when its data changes", () => {
+    const snap: ServerSnapshot = {
+      serverId: 's',
+      revision: 1,
+      domains: [{ id: '00000000-0000-4000-8000-000000000001', domain: 'a.example.com', origins: [{ ip: '10.0.0.1', port: 80 }], sslEnabled: false, wafEnabled: true, wafLevel: 'low' }],
+      rules: [{ id: '00000000-0000-4000-8000-000000000002', type: 'block_country', value: 'KP', domainId: null, priority: 1 }],
+    };
+    const render = (path?: string) => renderHaproxyConfig(snap, { ...OPTIONS, ...(path ? { countrySets: new Map([['KP', path]]) } : {}) }, TARGET);
+    const a = render('/var/lib/rampart/geo/country-1.0-set-a.map');
+    const b = render('/var/lib/rampart/geo/country-1.0-set-b.map');
+    assert.notEqual(a.hash, b.hash);
+    assert.match(a.files['haproxy.cfg']!, /str\(country_blocked:-\) if .* \{ src,map_ip\(\/var\/lib\/rampart\/geo\/country-1\.0-set-a\.map\) -m str 1 \}/);
+    assert.doesNotMatch(render().files['haproxy.cfg']!, /country_blocked/, 'no map for the set: no country line');
+    assert.throws(() => render('relative/set.map'), /countrySets/);
+    assert.throws(() => render('/var/lib/x y.map'), /countrySets/);
   });
 
   test('the hash ignores the revision and changes when an origin changes', () => {

@@ -9,16 +9,18 @@ import { brotliCompressSync, deflateRawSync, deflateSync, gzipSync } from 'node:
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import type { ServerSnapshot, SnapshotRule } from '@rampart/protocol';
-import { passCookieMac, renderHaproxyConfig } from '../src/index.js';
+import { countryBlocks, countrySetKey, passCookieMac, renderHaproxyConfig } from '../src/index.js';
 import { freePort, startProcess, waitFor, type Proc } from '../../../test/support/processes.js';
 
 // docs/architecture.md "The WAF": the processing order (first decisive step wins), the levels and
 // the per-domain switch, decided natively by the rendered configuration and checked here through a
 // real HAProxy: each request's status, and the reason and rule of its event line (the syslog line
-// the agent receives). Loopback sources stand for clients; an operator country map places two of
-// their ranges. The control plane and agent are not involved (test/e2e/waf.test.ts runs them).
+// the agent receives). Loopback sources stand for clients; the address maps of the domains' sets of
+// countries (which the agent makes from its data) place two of their ranges. The control plane and agent are not involved (test/e2e/waf.test.ts runs them).
 
 const HAPROXY = process.env.HAPROXY ?? 'haproxy';
+/** Where two countries are, for these tests. */
+const COUNTRY_RANGES: Record<string, string> = { KP: '127.0.40.0/24', IR: '127.0.41.0/24' };
 const id = (n: number) => `00000000-0000-4000-8000-${String(n).padStart(12, '0')}`;
 const DOMAINS = { low: id(1), medium: id(2), high: id(3), off: id(4), zip: id(5), watch: id(6) } as const;
 /** Level high with a setting other than the defaults: zip allows compressed bodies, watch only detects. */
@@ -94,8 +96,15 @@ describe('the processing order, natively in HAProxy', () => {
     mkdirSync(runDir);
     const snap = snapshot(botOn);
     for (const d of snap.domains) d.origins = [{ ip: '127.0.0.1', port: (origin.address() as AddressInfo).port }];
-    const countryMap = join(tmp, 'country.map');
-    const { files } = renderHaproxyConfig(snap, { httpBind: { address: '127.0.0.1', port }, runDir, eventsPort: (events.address() as AddressInfo).port, countryMap, nbthread: 2 }, { configDir });
+    // Each set's map as the agent writes it: "<cidr> 1" for the addresses of the set's countries.
+    const countrySets = new Map(
+      [...countryBlocks(snap).values()].map((m) => {
+        const file = join(configDir, `countries-${[...m.keys()].join('-')}.map`);
+        writeFileSync(file, [...m.keys()].map((c) => `${COUNTRY_RANGES[c]} 1\n`).join(''));
+        return [countrySetKey(m.keys()), file] as const;
+      }),
+    );
+    const { files } = renderHaproxyConfig(snap, { httpBind: { address: '127.0.0.1', port }, runDir, eventsPort: (events.address() as AddressInfo).port, countrySets, nbthread: 2 }, { configDir });
     for (const [file, content] of Object.entries(files)) writeFileSync(join(configDir, file), content);
     const proc = startProcess(HAPROXY, ['-f', join(configDir, 'haproxy.cfg')]);
     procs.push(proc);
@@ -140,7 +149,6 @@ describe('the processing order, natively in HAProxy', () => {
   }
 
   before(async () => {
-    writeFileSync(join(tmp, 'country.map'), '127.0.40.0/24 KP\n127.0.41.0/24 IR\n');
     events.on('message', (m) => lines.push(m.toString()));
     events.bind(0, '127.0.0.1');
     await once(events, 'listening');
@@ -192,9 +200,23 @@ describe('the processing order, natively in HAProxy', () => {
     assert.equal((await get('bots', 'off', '127.0.10.7', { 'user-agent': BAD_UA })).status, 200, 'the WAF off: nothing is checked');
   });
 
-  test('step 2: countries, the domain rule first, then the server-wide one; unlisted countries pass', async () => {
-    assert.deepEqual(await get('nobots', 'low', '127.0.40.9'), { status: 403, reason: 'country_blocked', rule: RULE.kp });
-    assert.deepEqual(await get('nobots', 'medium', '127.0.41.9'), { status: 403, reason: 'country_blocked', rule: RULE.irMedium });
+  test("step 2: countries, the server-wide rules and the domain's own; unlisted countries pass (the agent names the rule)", async () => {
+    // HAProxy only knows the address is in the domain's set: the event's rule is "-", and the agent
+    // names it from the address's country and countryBlocks (packages/agent/test/geo-events.test.ts).
+    assert.deepEqual(await get('nobots', 'low', '127.0.40.9'), { status: 403, reason: 'country_blocked', rule: '-' });
+    assert.deepEqual(await get('nobots', 'medium', '127.0.41.9'), { status: 403, reason: 'country_blocked', rule: '-' });
+    assert.deepEqual(await get('nobots', 'medium', '127.0.40.9'), { status: 403, reason: 'country_blocked', rule: '-' }, 'the server-wide KP on a domain with its own IR');
+    const blocks = countryBlocks(snapshot(false));
+    assert.deepEqual(
+      blocks.get('medium.order.test'),
+      new Map([
+        ['IR', RULE.irMedium],
+        ['KP', RULE.kp],
+      ]),
+      "the domain's own rule first",
+    );
+    assert.deepEqual(blocks.get('low.order.test'), new Map([['KP', RULE.kp]]));
+    assert.equal(blocks.has('off.order.test'), false, 'no country is refused where the WAF is off');
     assert.equal((await get('nobots', 'high', '127.0.41.9')).status, 200, "IR is the medium domain's rule only");
     assert.equal((await get('nobots', 'high', '127.0.42.9')).status, 200, 'an address in no listed country');
   });
