@@ -33,7 +33,7 @@
 // @RUN@, @TMP@); BENCH_FILTER=<command> pipes the custom rules case's configuration with the rules
 // through a command (stdin to stdout) before it starts, to measure a variant of it.
 // HAProxy is configured by renderHaproxyConfig directly (no control plane, no agent process; the
-// agent's country map is built for block_country rules as the agent does it). nginx runs with its
+// country files are built for the rules as the agent builds them). nginx runs with its
 // own configuration, prefix, temp paths and logs in the temporary directory, as a non-daemon master
 // on a free loopback port. Every process started here is stopped, and the temporary directory
 // removed, before the bench exits.
@@ -212,7 +212,7 @@ const clientHeaders = (ip: string) => ({ 'user-agent': UA, cookie: botCookie(ip)
  * 10,000 block_ip entries (/32s in 10.0.0.0/8 plus 127.0.0.2; 8,000 server-wide and 2,000 on the
  * domain, so both map lookups run) and 100 other rules: the rate limit, bot protection, every AI
  * crawler (half server-wide, half on the domain), allow_ip entries for documentation addresses and
- * block_country rules for the rest (so the agent's country map of those countries is looked up).
+ * block_country rules for the rest (so the map of those countries' addresses is looked up).
  */
 function wafSnapshot(domain: Omit<SnapshotDomain, 'id' | 'domain' | 'sslEnabled' | 'serverAddresses'>, rpm: number): ServerSnapshot {
   const rules: SnapshotRule[] = [];
@@ -876,7 +876,7 @@ if (openPlain && openHigh) {
     openHigh.kb / openPlain.kb <= 1.3 && !openHigh.failed && !openPlain.failed,
   );
   // What the connections themselves add, without the data each loads at start (Rampart: the
-  // country map of the rules' countries, the Lua states, the lists): the part of the total that
+  // map of the rules' countries' addresses, the Lua states, the lists): the part of the total that
   // grows with the number of connections.
   const perConnection = (openHigh.kb - openHigh.idleKb) / (openPlain.kb - openPlain.idleKb);
   console.log(`${"WAF high, RSS the connections add / plain proxy's".padEnd(58)}${`${perConnection.toFixed(2)}x`.padStart(12)}   (for reference)`);

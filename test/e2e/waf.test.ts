@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { request as httpRequest } from 'node:http';
@@ -167,6 +167,31 @@ describe('WAF through real HAProxy', () => {
     assert.equal(await status('low.waf.test', '127.0.40.9'), 403);
     assert.equal(await status('high.waf.test', '127.0.41.9'), 403);
     assert.equal(await status('medium.waf.test', '127.0.41.9'), 200);
+  });
+
+  test("a custom rule comparing the country with a list reads the agent's map of classes of countries, made from the same data", async () => {
+    const r = await api.call('POST', '/api/rules', {
+      name: 'ir-cn',
+      expression: 'ip.src.country in {"IR" "CN"} and http.request.uri.path eq "/country-rule"',
+      action: 'block',
+      domainId: dom.low,
+    });
+    assert.equal(r.status, 201, JSON.stringify(r.body));
+    await settle(api);
+    try {
+      assert.equal(await status('low.waf.test', '127.0.41.9', '/country-rule'), 403, 'IR');
+      assert.equal(await status('low.waf.test', '127.0.41.9', '/other'), 200);
+      assert.equal(await status('low.waf.test', '127.0.42.9', '/country-rule'), 200, 'an address in no country');
+      const cfg = readFileSync(join(agent.dataDir, 'haproxy', 'current', 'haproxy.cfg'), 'utf8');
+      const map = /src,map_ip\((\S+-classes-[0-9a-f]{16}\.map)\) -m str -f/.exec(cfg)?.[1];
+      assert.ok(map, 'the rule reads a class map');
+      const [header, ...lines] = readFileSync(map, 'utf8').trim().split('\n');
+      assert.equal(header, '# classes: c000=CN,IR', 'IR and CN are one class: the rule treats them alike');
+      assert.deepEqual(lines.sort(), ['1.0.1.0/24 c000', '127.0.41.0/24 c000'], "the operator's other country (KP) is in no class");
+    } finally {
+      await api.call('DELETE', `/api/rules/${r.body.id}`);
+      await settle(api);
+    }
   });
 
   test('block_ai_bot: a listed crawler is refused by user-agent; others pass', async () => {

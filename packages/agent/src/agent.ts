@@ -442,6 +442,7 @@ export class Agent {
         // (no await without country rules: an apply starts at once)
         const countries = needsCountries(snapshot) ? await countryOptions(snapshot, geo, own) : undefined;
         this.renderOptions.countryMap = countries?.countryMap;
+        this.renderOptions.countryClasses = countries?.countryClasses;
         this.renderOptions.countrySets = countries?.countrySets;
         this.renderOptions.certificates = this.certificates.served(snapshot);
         result = await this.applier.apply(snapshot);

@@ -3,8 +3,8 @@ import { existsSync } from 'node:fs';
 import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
-import { canonicalIPv6, ipBits, isIPv4, parseRuleExpression, ruleCountries, type ServerSnapshot } from '@rampart/protocol';
-import { countryBlocks, countrySetKey } from '@rampart/proxy';
+import { canonicalIPv6, ipBits, isIPv4, type ServerSnapshot } from '@rampart/protocol';
+import { countryBlocks, countryClasses, countryComparisons, countrySetKey, type CountryComparison } from '@rampart/proxy';
 
 // The CIDR -> country map HAProxy looks up natively (map_ip), generated from the CC0 data set
 // @ip-location-db/geo-whois-asn-country shipped as an npm package. Never fetched at run time.
@@ -90,30 +90,60 @@ export async function ensureCountryMap(dir: string): Promise<string> {
   return writeMap(dir, out, lines);
 }
 
-/** The value of a subset map's lines for addresses of no country a rule names (never a country code). */
+/** The value of a map's lines for addresses of no country it names (never a country code or class). */
 export const OTHER_COUNTRY = '-';
 
 /**
- * The map HAProxy actually loads when rules name countries: only what tells those countries apart,
- * as few lines as longest-prefix match allows (minimalPrefixes). An address of a country no rule
- * names, or of none, finds no line or a line whose value is OTHER_COUNTRY, which no country list
- * holds. HAProxy keeps about 300 bytes for each line of a map_ip map: one line per block of the
- * data set, as this map had before, took 278 MB in every worker for the 60 largest countries
- * (954,000 lines); this way they take 399,000. Cached per data set version and set of countries.
+ * The map custom rules read the country from when they compare it with lists (`eq`, `in`,
+ * countryComparisons): each address's class of countries (countryClasses: countries every
+ * comparison treats alike share one), as few lines as longest-prefix match allows
+ * (minimalPrefixes). An address of no class, or of no country, finds no line or a line whose value
+ * is OTHER_COUNTRY, which no comparison holds for. HAProxy keeps about 290 bytes for each line:
+ * where a map of the countries themselves took 399,000 lines for the 60 largest countries (and one
+ * line per block of the data set 954,000, 278 MB), a class map of the same countries in one list
+ * takes 97,000. The classes are written in the file's first line (a comment to HAProxy), so a
+ * restarted agent reads them back without loading the data. Written once per data and comparisons.
  */
-export async function ensureCountrySubset(dir: string, countries: readonly string[]): Promise<string> {
-  const wanted = [...new Set(countries)].filter((c) => /^[A-Z]{2}$/.test(c)).sort();
-  const tag = createHash('sha256')
-    .update(`minimal:${wanted.join(',')}`)
-    .digest('hex')
-    .slice(0, 16);
-  const out = countryMapPath(dir).replace(/\.map$/, `-${tag}.map`);
-  if (existsSync(out)) return out;
-  const keep = new Set(wanted);
-  const lines: string[] = [];
+export async function ensureCountryClasses(dir: string, comparisons: readonly CountryComparison[], own?: string): Promise<{ map: string; classes: Map<string, string> }> {
+  const data = await countryData(own);
+  const key = JSON.stringify(comparisons.map((c) => [c.lower, [...new Set(c.values)].sort()]).sort((a, b) => (JSON.stringify(a) < JSON.stringify(b) ? -1 : 1)));
+  const out = join(dir, `${data.tag}-classes-${createHash('sha256').update(key).digest('hex').slice(0, 16)}.map`);
+  if (existsSync(out)) {
+    const header = CLASSES_LINE.exec((await readFile(out, 'latin1')).split('\n', 1)[0]!);
+    if (header) return { map: out, classes: readClasses(header[1]!) };
+  }
+  const segments = await data.load();
+  const classes = countryClasses(
+    comparisons,
+    [...segments[4], ...segments[6]].map((r) => r.country),
+  );
+  const byClass = new Map<string, string[]>();
+  for (const [c, id] of classes) byClass.set(id, [...(byClass.get(id) ?? []), c]);
+  const header = `# classes: ${[...byClass].map(([id, cs]) => `${id}=${cs.join(',')}`).join(' ')}`;
+  await writeMarked(dir, out, segments, (c) => classes.get(c) ?? OTHER_COUNTRY, header);
+  return { map: out, classes };
+}
+
+/** The first line of a class map: `# classes: c000=AR,BR c001=CN ...` (a country value holds no blank, comma or equals sign). */
+const CLASSES_LINE = /^# classes: ?(.*)$/;
+
+/** The classes of a class map's first line, by country. */
+function readClasses(text: string): Map<string, string> {
+  const out = new Map<string, string>();
+  for (const group of text.split(' ').filter(Boolean)) {
+    const [id = '', members = ''] = group.split('=');
+    for (const c of members.split(',')) if (c) out.set(c, id);
+  }
+  return out;
+}
+
+/** Writes the map of `segments` under `value` (a country's; OTHER_COUNTRY for the rest) in as few lines as longest-prefix match allows. */
+async function writeMarked(dir: string, out: string, segments: Record<4 | 6, readonly CountryRange[]>, value: (country: string) => string, header?: string): Promise<string> {
+  const lines: string[] = header === undefined ? [] : [header];
   for (const family of [4, 6] as const) {
-    const ranges = prefixSegments(await readRanges(join(countryDataDir(), DATA_FILES[family])), family === 4 ? 32 : 128).map((r) => (keep.has(r.country) ? r : { ...r, country: OTHER_COUNTRY }));
-    for (const p of minimalPrefixes(ranges, family === 4 ? 32 : 128, OTHER_COUNTRY)) lines.push(`${prefixText(family, p.base, p.prefix)} ${p.value}`);
+    const bits = family === 4 ? 32 : 128;
+    const marked = joinTouching(segments[family].map((r) => ({ ...r, country: value(r.country) })));
+    for (const p of minimalPrefixes(marked, bits, OTHER_COUNTRY)) lines.push(`${prefixText(family, p.base, p.prefix)} ${p.value}`);
   }
   return writeMap(dir, out, lines);
 }
@@ -127,7 +157,7 @@ async function writeMap(dir: string, out: string, lines: readonly string[]): Pro
 }
 
 /**
- * Removes the country maps in `dir` (ensureCountryMap's, ensureCountrySubset's and ensureCountrySets'
+ * Removes the country maps in `dir` (ensureCountryMap's, ensureCountryClasses' and ensureCountrySets'
  * files, and any a generation left half-written) that no configuration under `configRoot` reads: every set of
  * countries rules have named left a file of up to 20 MB. The applier keeps the running and the
  * previous configuration (a rollback's), and the maps either names stay. Returns what it removed.
@@ -293,23 +323,6 @@ export function minimalPrefixes(ranges: readonly CountryRange[], bits: number, n
   return out;
 }
 
-/**
- * The countries a snapshot's custom rules compare ip.src.country with; 'all' when one reads the
- * country in a way a list cannot answer (then the whole map is loaded). block_country rules need
- * no country map: each domain's set of countries has its own address map (ensureCountrySets).
- */
-export function countriesOf(snapshot: Pick<ServerSnapshot, 'customRules'>): string[] | 'all' {
-  const out: string[] = [];
-  for (const rule of snapshot.customRules ?? []) {
-    const parsed = parseRuleExpression(rule.expression);
-    if (!parsed.ok) continue; // the proxy refuses it too
-    const named = ruleCountries(parsed.expr);
-    if (named === 'all') return 'all';
-    out.push(...named);
-  }
-  return out;
-}
-
 /** The value of a set map's lines for addresses in one of the set's countries (the others': OTHER_COUNTRY). */
 export const IN_SET = '1';
 
@@ -452,13 +465,7 @@ export async function ensureCountrySets(dir: string, sets: readonly (readonly st
   const segments = await data.load();
   for (const [out, countries] of missing) {
     const keep = new Set(countries);
-    const lines: string[] = [];
-    for (const family of [4, 6] as const) {
-      const bits = family === 4 ? 32 : 128;
-      const marked = segments[family].map((r) => ({ ...r, country: keep.has(r.country) ? IN_SET : OTHER_COUNTRY }));
-      for (const p of minimalPrefixes(joinTouching(marked), bits, OTHER_COUNTRY)) lines.push(`${prefixText(family, p.base, p.prefix)} ${p.value}`);
-    }
-    await writeMap(dir, out, lines);
+    await writeMarked(dir, out, segments, (c) => (keep.has(c) ? IN_SET : OTHER_COUNTRY));
   }
   lastLookup = { key: lookupKey, lookup: new CountryLookup(segments, new Set(union)) };
   return { maps, lookup: lastLookup.lookup };
@@ -475,6 +482,8 @@ function joinTouching(ranges: readonly CountryRange[]): CountryRange[] {
 export interface CountryOptions {
   /** The map custom rules that read ip.src.country look the client up in (RenderOptions.countryMap). */
   countryMap: string | undefined;
+  /** Its classes, when its values are classes of countries (RenderOptions.countryClasses). */
+  countryClasses: Map<string, string> | undefined;
   /** Each domain set's address map (RenderOptions.countrySets). */
   countrySets: Map<string, string> | undefined;
   /** The refused countries and their rules by domain name (countryBlocks), and the lookup of an address's country. */
@@ -483,18 +492,19 @@ export interface CountryOptions {
 
 /** Whether a snapshot needs any country file (countryOptions): a rule refuses a country, or a custom rule reads one. */
 export function needsCountries(snapshot: Pick<ServerSnapshot, 'rules' | 'customRules' | 'domains'>): boolean {
-  const countries = countriesOf(snapshot);
-  return countries === 'all' || countries.length > 0 || countryBlocks(snapshot).size > 0;
+  const compared = countryComparisons(snapshot.customRules ?? []);
+  return compared === 'all' || compared.length > 0 || countryBlocks(snapshot).size > 0;
 }
 
 /**
- * The country files a snapshot needs, written into `dir` where missing: the country map of the
- * countries custom rules compare with (or of every country, or the operator's `own` map as it is),
- * and the address map of each domain's set of refused countries.
+ * The country files a snapshot needs, written into `dir` where missing: the class map of the
+ * countries custom rules compare with (or the map of every country, or the operator's `own` map as
+ * it is, when one reads the country otherwise), and the address map of each domain's set of
+ * refused countries.
  */
 export async function countryOptions(snapshot: Pick<ServerSnapshot, 'rules' | 'customRules' | 'domains'>, dir: string, own?: string): Promise<CountryOptions> {
-  const countries = countriesOf(snapshot);
-  const countryMap = countries !== 'all' && countries.length === 0 ? undefined : (own ?? (countries === 'all' ? await ensureCountryMap(dir) : await ensureCountrySubset(dir, countries)));
+  const compared = countryComparisons(snapshot.customRules ?? []);
+  const read = compared === 'all' ? { map: own ?? (await ensureCountryMap(dir)) } : compared.length ? await ensureCountryClasses(dir, compared, own) : undefined;
   const blocks = countryBlocks(snapshot);
   const sets = blocks.size
     ? await ensureCountrySets(
@@ -503,5 +513,5 @@ export async function countryOptions(snapshot: Pick<ServerSnapshot, 'rules' | 'c
         own,
       )
     : undefined;
-  return { countryMap, countrySets: sets?.maps, names: { blocks, lookup: sets?.lookup } };
+  return { countryMap: read?.map, countryClasses: read && 'classes' in read ? read.classes : undefined, countrySets: sets?.maps, names: { blocks, lookup: sets?.lookup } };
 }

@@ -9,7 +9,7 @@ import fc from 'fast-check';
 import {
   ensureCountryMap,
   ensureCountrySets,
-  ensureCountrySubset,
+  ensureCountryClasses,
   IN_SET,
   ipv6ToText,
   ownMapSegments,
@@ -211,10 +211,20 @@ describe('the country map of the countries rules name', () => {
     after(() => rmSync(dir, { recursive: true, force: true }));
     // the six countries with the most lines in the data set
     const wanted = new Set(['US', 'CN', 'DE', 'GB', 'FR', 'JP']);
+    /** The class map of one comparison per country (each its own class), and the country of a class. */
+    const subsetMap = async (countries: string[]) => {
+      const { map, classes } = await ensureCountryClasses(
+        dir,
+        countries.map((c) => ({ values: [c], lower: false })),
+      );
+      const byId = new Map([...classes].map(([c, k]) => [k, c]));
+      return { file: map, country: (value: string) => byId.get(value) ?? value };
+    };
     const parse = (text: string) =>
       text
         .trim()
         .split('\n')
+        .filter((l) => !l.startsWith('#'))
         .map((l) => {
           const [cidr, value] = l.split(' ') as [string, string];
           const [ip, prefix] = cidr.split('/') as [string, string];
@@ -229,7 +239,7 @@ describe('the country map of the countries rules name', () => {
         .map((l) => l.split(','))
         .map(([a, b, c]) => ({ start: BigInt(a!), end: BigInt(b!), country: c! }));
 
-    test('the map of every country and the subset answer as one line per block did, in far fewer lines', async () => {
+    test('the map of every country and a class map (of one class per country here) answer as one line per block did, in far fewer lines', async () => {
       const allPath = await ensureCountryMap(dir);
       const allText = readFileSync(allPath, 'utf8');
       assert.ok(
@@ -239,13 +249,18 @@ describe('the country map of the countries rules name', () => {
       assert.equal(await ensureCountryMap(dir), allPath, 'generated once per data set version');
       const all = parse(allText);
       let blocks = 0;
-      const subsetText = readFileSync(await ensureCountrySubset(dir, ['JP', 'CN', 'DE', 'GB', 'FR', 'US', 'JP']), 'utf8');
+      const { file: subsetFile, country } = await subsetMap(['JP', 'CN', 'DE', 'GB', 'FR', 'US', 'JP']);
+      const subsetText = readFileSync(subsetFile, 'utf8');
+      assert.match(subsetText.split('\n')[0]!, /^# classes: c000=CN c001=DE c002=FR c003=GB c004=JP c005=US$/, 'the classes in the first line');
       assert.ok(
-        subsetText.split('\n').every((l) => l === '' || /^[0-9a-f.:]+\/\d{1,3} (US|CN|DE|GB|FR|JP|-)$/.test(l)),
-        'every line is "<cidr> <CC or ->" for the countries named',
+        subsetText
+          .split('\n')
+          .slice(1)
+          .every((l) => l === '' || /^[0-9a-f.:]+\/\d{1,3} (c00[0-5]|-)$/.test(l)),
+        'every other line is "<cidr> <class or ->"',
       );
-      assert.equal(await ensureCountrySubset(dir, [...wanted]), await ensureCountrySubset(dir, [...wanted].reverse()), 'one file per set of countries');
-      const subset = parse(subsetText);
+      assert.equal((await subsetMap([...wanted])).file, (await subsetMap([...wanted].reverse())).file, 'one file per set of comparisons');
+      const subset = parse(subsetText).map((l) => ({ ...l, line: { ...l.line, value: country(l.line.value) } }));
       let wholeNamed = 0; // the blocks of these countries
       for (const [family, bits] of [
         [4, 32],
@@ -306,7 +321,7 @@ describe('the country map of the countries rules name', () => {
       const again = await ensureCountrySets(dir, [['US', 'JP', 'GB', 'FR', 'DE', 'CN', 'US']]);
       assert.equal(again.maps.get('CN,DE,FR,GB,JP,US'), file, 'one file per set of countries, in any order');
       const set = parse(text);
-      const subsetLines = parse(readFileSync(await ensureCountrySubset(dir, [...wanted]), 'utf8')).length;
+      const subsetLines = parse(readFileSync((await subsetMap([...wanted])).file, 'utf8')).length;
       assert.ok(set.length < subsetLines * 0.9, `${set.length} lines, where the map telling the countries apart takes ${subsetLines}`);
       for (const [family, bits] of [
         [4, 32],
@@ -336,8 +351,8 @@ describe('the country map of the countries rules name', () => {
       assert.equal(countries.countryOf('not an address'), undefined);
     });
 
-    test("HAProxy reads the lines as longest-prefix match: map_ip answers as the data set, in the subset's map and in a set's", async () => {
-      const file = await ensureCountrySubset(dir, [...wanted]);
+    test("HAProxy reads the lines as longest-prefix match: map_ip answers as the data set, in a class map and in a set's", async () => {
+      const { file } = await subsetMap([...wanted]);
       const lines = parse(readFileSync(file, 'utf8'));
       const setFile = (await ensureCountrySets(dir, [[...wanted]])).maps.get('CN,DE,FR,GB,JP,US')!;
       const setLines = parse(readFileSync(setFile, 'utf8'));

@@ -5,7 +5,8 @@ import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import fc from 'fast-check';
 import type { WafEventItem } from '@rampart/protocol';
-import { capLength, countriesOf, decodeField, EventCollector, parseEventLine } from '../src/index.js';
+import { countryClasses, countryComparisons } from '@rampart/proxy';
+import { capLength, decodeField, EventCollector, parseEventLine } from '../src/index.js';
 
 describe('WAF event collection', () => {
   const line = (ip: string, reason = 'ip_blocked') => `<134>Nov 22 07:20:00 haproxy[12]: rampart-waf 1795329600 ${ip} shop.example.com ${reason} 3f1c2e1a-9b0d-4c55-8f3e-0123456789ab`;
@@ -261,15 +262,38 @@ describe('WAF event collection', () => {
   });
 });
 
-test('the countries the country map holds: those custom rules compare with; any other reading of the country needs the whole map (block_country rules have their own maps)', () => {
-  const rule = (expression: string) => ({ id: '00000000-0000-4000-8000-000000000001', expression, action: 'block' as const, domainId: null, priority: 1 });
-  assert.deepEqual(countriesOf({ customRules: [] }), []);
-  assert.deepEqual(countriesOf({ customRules: [rule('ip.src.country in {"CN" "RU"} and http.request.uri.path eq "/x"'), rule('not lower(ip.geoip.country) eq "ir"')] }), ['CN', 'RU', 'IR']);
-  assert.deepEqual(countriesOf({ customRules: [rule('ip.src.country ne "US"')] }), ['US'], 'ne: an address of any other country is rightly not US');
-  assert.deepEqual(countriesOf({ customRules: [rule('http.request.uri.path eq "/x"')] }), []);
+test('the country comparisons of custom rules, each of its own; any other reading of the country needs the whole map (block_country rules have their own maps)', () => {
+  const rule = (expression: string) => ({ expression });
+  assert.deepEqual(countryComparisons([]), []);
+  assert.deepEqual(countryComparisons([rule('ip.src.country in {"CN" "RU"} and http.request.uri.path eq "/x"'), rule('not lower(ip.geoip.country) eq "ir" or ip.src.country eq "CN"')]), [
+    { values: ['CN', 'RU'], lower: false },
+    { values: ['ir'], lower: true },
+    { values: ['CN'], lower: false },
+  ]);
+  assert.deepEqual(countryComparisons([rule('ip.src.country ne "US"')]), [{ values: ['US'], lower: false }], 'ne: an address of any other country is rightly not US');
+  assert.deepEqual(countryComparisons([rule('http.request.uri.path eq "/x"')]), []);
   for (const e of ['ip.src.country matches "^C"', 'starts_with(ip.src.country, "C")', 'len(ip.src.country) eq 2', 'ip.src.country contains "N"']) {
-    assert.equal(countriesOf({ customRules: [rule(e)] }), 'all', e);
+    assert.equal(countryComparisons([rule('ip.src.country eq "KP"'), rule(e)]), 'all', e);
   }
+});
+
+test('countries in one class are those every comparison treats alike; a country no comparison holds for has none', () => {
+  const classes = countryClasses(
+    [
+      { values: ['CN', 'RU'], lower: false },
+      { values: ['ru', 'IR'], lower: true },
+      { values: ['ir'], lower: true },
+    ],
+    ['US', 'CN', 'RU', 'IR', 'KP', 'CN', 'ir'],
+  );
+  // CN: the first only; RU: the first two; IR and ir: the third only (both lowered are "ir"; the
+  // second's "IR" is no lowered value); US, KP: none
+  assert.deepEqual([...classes].sort(), [
+    ['CN', 'c000'],
+    ['IR', 'c001'],
+    ['RU', 'c002'],
+    ['ir', 'c001'],
+  ]);
 });
 
 test("a country_blocked line carries no rule ('-'): the collector asks the agent's lookup, before folding and shipping", () => {

@@ -76,7 +76,7 @@ const negate = (l: Literal): Literal => (l.startsWith('!') ? l.slice(1) : `!${l}
  * Compiles one rule; `files` receives its pattern files (`rule<index>_<n>.pat` in `dir`). The
  * expression is parsed again here, whatever the API let through.
  */
-function compileRule(rule: SnapshotCustomRule, index: number, dir: string, countryMap: string | undefined, files: Record<string, string>): CompiledCustomRule {
+function compileRule(rule: SnapshotCustomRule, index: number, dir: string, country: CountryRead | undefined, files: Record<string, string>): CompiledCustomRule {
   if (!isUuid(rule.id)) throw new UnsafeValueError('custom rule id', rule.id);
   if (!(CUSTOM_RULE_ACTIONS as readonly string[]).includes(rule.action)) throw new UnsafeValueError('custom rule action', rule.action);
   if (rule.domainId !== null && !isUuid(rule.domainId)) throw new UnsafeValueError('custom rule domain', rule.domainId);
@@ -132,7 +132,7 @@ function compileRule(rule: SnapshotCustomRule, index: number, dir: string, count
       case 'not':
         return compile(e.expr, !negated);
       default: {
-        const named = leaf(e, countryMap, patterns).map(acl);
+        const named = leaf(e, country, patterns).map(acl);
         if (!negated) return named.map((l) => [l]);
         return named.length === 0 ? [[]] : [named.map(negate)];
       }
@@ -343,10 +343,87 @@ const escapeRegex = (literal: string) => literal.replace(/[^A-Za-z0-9_ ]/g, '\\$
  */
 const BRANCHABLE = (re: string) => !/\\[1-9gkQ]|\(\*|\(\?(?![:=!]|<[=!])|\(\?P/.test(re);
 
+/**
+ * How custom rules read the client's country: `map`, a CIDR map HAProxy looks the address up in;
+ * its values are country codes, or, with `classes`, the class of each country (countryClasses).
+ */
+export interface CountryRead {
+  map: string;
+  classes?: ReadonlyMap<string, string> | undefined;
+}
+
+/** A comparison of the country with a list (`eq`, `in`), directly or through lower(): what a map of classes can answer. */
+export interface CountryComparison {
+  values: readonly string[];
+  lower: boolean;
+}
+
+/** The country comparison of a leaf (`ip.src.country eq/in ...`, also through lower()), or undefined for any other leaf. */
+function countryComparison(e: Extract<RuleExpr, { kind: 'string' }>): CountryComparison | undefined {
+  if (e.op !== 'eq') return undefined;
+  let o = e.operand;
+  let lower = false;
+  while (o.kind === 'lower') {
+    lower = true;
+    o = o.arg;
+  }
+  return o.kind === 'field' && o.field === 'ip.src.country' ? { values: e.values, lower } : undefined;
+}
+
+const compares = (c: CountryComparison, country: string) => c.values.includes(c.lower ? country.toLowerCase() : country);
+
+/**
+ * The country comparisons of custom rules, every leaf's own (a rule may compare twice); 'all'
+ * when one reads the country another way (matches, contains, len(), ...: only a map of countries
+ * answers those).
+ */
+export function countryComparisons(rules: readonly Pick<SnapshotCustomRule, 'expression'>[]): CountryComparison[] | 'all' {
+  const out: CountryComparison[] = [];
+  const walk = (e: RuleExpr): boolean => {
+    switch (e.kind) {
+      case 'and':
+      case 'or':
+        return walk(e.left) && walk(e.right);
+      case 'not':
+        return walk(e.expr);
+    }
+    let o = e.operand;
+    while (o.kind !== 'field') o = o.arg;
+    if (o.field !== 'ip.src.country') return true;
+    const c = e.kind === 'string' ? countryComparison(e) : undefined;
+    if (c) out.push(c);
+    return c !== undefined;
+  };
+  for (const r of rules) {
+    const parsed = parseRuleExpression(r.expression);
+    if (parsed.ok && !walk(parsed.expr)) return 'all';
+  }
+  return out;
+}
+
+/**
+ * The classes of countries for a map that answers every comparison (countryComparisons): two
+ * countries are in one class when every comparison holds for both or for neither, so a map of
+ * classes has fewer lines than a map of the countries themselves (neighbours of one class need no
+ * line between them). Countries no comparison holds for get no class (the map gives them none).
+ * Class ids are `c` and three digits: none is a prefix of another, lower() leaves them as they are.
+ */
+export function countryClasses(comparisons: readonly CountryComparison[], countries: Iterable<string>): Map<string, string> {
+  const bySignature = new Map<string, string[]>();
+  for (const country of [...new Set(countries)].sort()) {
+    const signature = comparisons.map((c) => (compares(c, country) ? '1' : '0')).join('');
+    if (!signature.includes('1')) continue;
+    bySignature.set(signature, [...(bySignature.get(signature) ?? []), country]);
+  }
+  const out = new Map<string, string>();
+  [...bySignature.values()].forEach((members, i) => members.forEach((c) => out.set(c, `c${String(i).padStart(3, '0')}`)));
+  return out;
+}
+
 /** The sample fetch of an operand, or undefined when this shield server cannot read it (no country map). */
-function fetchOf(o: RuleOperand, countryMap: string | undefined): string | undefined {
+function fetchOf(o: RuleOperand, country: CountryRead | undefined): string | undefined {
   if (o.kind !== 'field') {
-    const inner = fetchOf(o.arg, countryMap);
+    const inner = fetchOf(o.arg, country);
     return inner === undefined ? undefined : `${inner},${o.kind === 'lower' ? 'lower' : 'length'}`;
   }
   switch (o.field) {
@@ -373,7 +450,7 @@ function fetchOf(o: RuleOperand, countryMap: string | undefined): string | undef
     case 'ip.src':
       return 'src';
     case 'ip.src.country':
-      return countryMap === undefined ? undefined : `src,map_ip(${countryMap})`;
+      return country === undefined ? undefined : `src,map_ip(${country.map})`;
     case 'ssl':
       return 'ssl_fc';
   }
@@ -401,9 +478,15 @@ function literalRegex(value: string): string {
  * that never holds. A comparison on a field the request lacks holds for none of them (HAProxy: no
  * sample).
  */
-function leaf(e: Extract<RuleExpr, { kind: 'bool' | 'string' | 'ip' | 'int' }>, countryMap: string | undefined, patterns: (lines: string[]) => string): string[] {
-  const fetch = fetchOf(e.operand, countryMap);
+function leaf(e: Extract<RuleExpr, { kind: 'bool' | 'string' | 'ip' | 'int' }>, country: CountryRead | undefined, patterns: (lines: string[]) => string): string[] {
+  const fetch = fetchOf(e.operand, country);
   if (fetch === undefined) return [];
+  const compared = e.kind === 'string' && e.op === 'eq' ? countryComparison(e) : undefined;
+  if (compared && country?.classes) {
+    // The map gives the address's class: the classes of the countries this comparison holds for.
+    const ids = [...new Set([...country.classes].filter(([c]) => compares(compared, c)).map(([, k]) => k))].sort();
+    return ids.length ? [`src,map_ip(${country.map}) -m str -f ${patterns(ids)}`] : [];
+  }
   switch (e.kind) {
     case 'bool':
       return [fetch];
@@ -446,10 +529,10 @@ function leaf(e: Extract<RuleExpr, { kind: 'bool' | 'string' | 'ip' | 'int' }>, 
 export function compileCustomRules(
   rules: readonly SnapshotCustomRule[],
   dir: string,
-  countryMap: string | undefined,
+  country: CountryRead | undefined,
 ): { rules: CompiledCustomRule[]; files: Record<string, string>; sections: string[] } {
   const files: Record<string, string> = {};
-  const compiled = rules.map((r, i) => compileRule(r, i, dir, countryMap, files));
+  const compiled = rules.map((r, i) => compileRule(r, i, dir, country, files));
   const sections = compiled.flatMap((r) => {
     if (!r.rate) return [];
     const { period, duration, characteristics } = r.rate.settings;

@@ -236,6 +236,7 @@ export function renderWaf(
     eventsPort?: number | undefined;
     eventsSecret?: string | undefined;
     countryMap?: string | undefined;
+    countryClasses?: ReadonlyMap<string, string> | undefined;
     countrySets?: ReadonlyMap<string, string> | undefined;
     verifiedCrawlers?: ReadonlyMap<string, string> | undefined;
   },
@@ -255,7 +256,7 @@ export function renderWaf(
   // Bot protection needs a key to sign with; the settings of the enabled rule, when on.
   const botOn = bot && botSettings && keys.length > 0 ? botSettings : undefined;
   // Custom rules (custom-rules.ts): each domain's, with the server-wide ones, by priority.
-  const custom = compileCustomRules(snapshot.customRules ?? [], dir, opts.countryMap);
+  const custom = compileCustomRules(snapshot.customRules ?? [], dir, opts.countryMap === undefined ? undefined : { map: opts.countryMap, classes: opts.countryClasses });
   const customOf = (d: SnapshotDomain) => custom.rules.filter((r) => r.domainId === null || r.domainId === d.id);
   // A challenge rule runs the bot challenge, which needs a key to sign with.
   const challenging = (r: (typeof custom.rules)[number]) => r.action === 'challenge' || r.rate?.settings.mitigation === 'challenge';

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { connect, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -10,7 +10,7 @@ import { after, before, describe, test } from 'node:test';
 import { promisify } from 'node:util';
 import fc from 'fast-check';
 import { evaluateRule, parseRuleExpression, RULE_FIELDS, type RuleRequest, type ServerSnapshot, type SnapshotCustomRule } from '@rampart/protocol';
-import { renderHaproxyConfig } from '../src/index.js';
+import { countryClasses, countryComparisons, renderHaproxyConfig } from '../src/index.js';
 import { freePort, startProcess, waitFor, type Proc } from '../../../test/support/processes.js';
 
 // The compiler of custom rules (src/custom-rules.ts) against the language's reference evaluator
@@ -166,7 +166,19 @@ describe('custom rules compiled to HAProxy', () => {
         ...expressions.map((expression, i) => ({ id: id(2000 + i), expression, action, domainId: id(expressions.length + 1), priority: 2 + i })),
       ],
     };
-    const { files } = renderHaproxyConfig(snapshot, { httpBind: { address: '127.0.0.1', port }, runDir: configDir, countryMap: join(tmp, 'country.map'), nbthread: 1 }, { configDir });
+    // As the agent does: a map of classes of countries when the rules only compare the country with
+    // lists, else the map of the countries themselves.
+    const compared = countryComparisons(snapshot.customRules!);
+    const classes = compared === 'all' ? undefined : countryClasses(compared, Object.values(COUNTRIES));
+    const countryMap = classes ? join(configDir, 'classes.map') : join(tmp, 'country.map');
+    if (classes)
+      writeFileSync(
+        countryMap,
+        Object.entries(COUNTRIES)
+          .map(([ip, c]) => `${ip} ${classes.get(c) ?? '-'}\n`)
+          .join(''),
+      );
+    const { files } = renderHaproxyConfig(snapshot, { httpBind: { address: '127.0.0.1', port }, runDir: configDir, countryMap, countryClasses: classes, nbthread: 1 }, { configDir });
     for (const [file, content] of Object.entries(files)) writeFileSync(join(configDir, file), content);
     const proc: Proc = startProcess(HAPROXY, ['-f', join(configDir, 'haproxy.cfg')]);
     try {
@@ -210,6 +222,31 @@ describe('custom rules compiled to HAProxy', () => {
       }),
       { numRuns: Number(process.env.RULES_RUNS ?? 8), includeErrorInReport: true, ...(process.env.RULES_SEED ? { seed: Number(process.env.RULES_SEED), endOnFailure: true } : {}) },
     );
+  });
+
+  test('country comparisons with lists read a map of classes of countries: HAProxy decides as the reference evaluator', async () => {
+    const expressions = [
+      'ip.src.country eq "KP"',
+      'ip.src.country in {"KP" "IR"}',
+      'not ip.geoip.country eq "IR"',
+      'lower(ip.src.country) eq "kp"',
+      'lower(ip.src.country) in {"IR" "ir"}',
+      'lower(ip.src.country) eq "KP"',
+      'ip.src.country eq "US"',
+      'ip.src.country ne "KP" and http.request.method eq "GET"',
+      'ip.src.country in {"IR"} or ip.src.country in {"KP"}',
+    ];
+    assert.notEqual(countryComparisons(expressions.map((expression) => ({ expression }))), 'all');
+    await withProxy(expressions, async (port, configDir) => {
+      assert.match(readFileSync(join(configDir, 'haproxy.cfg'), 'utf8'), /classes\.map/);
+      for (const src of SOURCES) {
+        const r: Sent = { method: 'GET', path: '/', query: undefined, headers: [], src };
+        for (let i = 0; i < expressions.length; i++) {
+          const expected = evaluateRule((parseRuleExpression(expressions[i]!) as { expr: never }).expr, asSeen(r, `d${i}.rules.test`)) ? 403 : 200;
+          assert.equal(await send(port, `d${i}.rules.test`, r), expected, `${expressions[i]} from ${src} (${COUNTRIES[src] ?? 'no country'})`);
+        }
+      }
+    });
   });
 
   test('injection attempts in every field stay data: HAProxy accepts the configuration and matches only those bytes', async () => {

@@ -28,9 +28,10 @@ const STATIC_ASSETS = new Map([...Object.entries(WAF_ASSETS), ...Object.entries(
  * the render copies as it is appears by its size and SHA-256 (its own tests cover its content):
  * the goldens show what the renderer writes.
  */
-function renderAll(input: { snapshot: ServerSnapshot; options: RenderOptions & { countrySets?: Record<string, string> }; target: RenderTarget }): string {
-  // countrySets is a Map; JSON holds it as an object
-  const options = { ...input.options, countrySets: input.options.countrySets && new Map(Object.entries(input.options.countrySets)) };
+function renderAll(input: { snapshot: ServerSnapshot; options: RenderOptions & { countrySets?: Record<string, string>; countryClasses?: Record<string, string> }; target: RenderTarget }): string {
+  // Maps in the options; JSON holds them as objects
+  const asMap = (o: Record<string, string> | undefined) => o && new Map(Object.entries(o));
+  const options = { ...input.options, countrySets: asMap(input.options.countrySets), countryClasses: asMap(input.options.countryClasses) };
   const { files, hash } = renderHaproxyConfig(input.snapshot, options, input.target);
   const names = Object.keys(files).sort();
   const shown = (n: string) =>
