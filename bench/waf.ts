@@ -166,8 +166,8 @@ async function startRampart(name: string, snapshot: ServerSnapshot, eventsPort: 
   mkdirSync(configDir);
   mkdirSync(runDir);
   // The country files as the agent makes them for this snapshot (in one directory for every case).
-  const { countryMap, countrySets } = await countryOptions(snapshot, join(tmp, 'geo'));
-  const { files } = renderHaproxyConfig(withApiLimit(snapshot), { httpBind: { address: '127.0.0.1', port }, runDir, eventsPort, countryMap, countrySets }, { configDir });
+  const { countryMap, countryClasses } = await countryOptions(snapshot, join(tmp, 'geo'));
+  const { files } = renderHaproxyConfig(withApiLimit(snapshot), { httpBind: { address: '127.0.0.1', port }, runDir, eventsPort, countryMap, countryClasses }, { configDir });
   // The renderer refuses a limit the API would refuse: the unreached one goes into its data file.
   const rpm = rateLimitOf(snapshot.rules.find((r) => r.type === 'rate_limit')?.value ?? '{}');
   files['haproxy.cfg'] = files['haproxy.cfg']!.replace(`{ sc_get_gpc0(0) gt ${Math.min(rpm, RATE_LIMIT_MAX)} }`, `{ sc_get_gpc0(0) gt ${rpm} }`);
@@ -212,7 +212,7 @@ const clientHeaders = (ip: string) => ({ 'user-agent': UA, cookie: botCookie(ip)
  * 10,000 block_ip entries (/32s in 10.0.0.0/8 plus 127.0.0.2; 8,000 server-wide and 2,000 on the
  * domain, so both map lookups run) and 100 other rules: the rate limit, bot protection, every AI
  * crawler (half server-wide, half on the domain), allow_ip entries for documentation addresses and
- * block_country rules for the rest (so the map of those countries' addresses is looked up).
+ * block_country rules for the rest (so the agent's country map of those countries is looked up).
  */
 function wafSnapshot(domain: Omit<SnapshotDomain, 'id' | 'domain' | 'sslEnabled' | 'serverAddresses'>, rpm: number): ServerSnapshot {
   const rules: SnapshotRule[] = [];
@@ -876,7 +876,7 @@ if (openPlain && openHigh) {
     openHigh.kb / openPlain.kb <= 1.3 && !openHigh.failed && !openPlain.failed,
   );
   // What the connections themselves add, without the data each loads at start (Rampart: the
-  // map of the rules' countries' addresses, the Lua states, the lists): the part of the total that
+  // country map of the rules' countries, the Lua states, the lists): the part of the total that
   // grows with the number of connections.
   const perConnection = (openHigh.kb - openHigh.idleKb) / (openPlain.kb - openPlain.idleKb);
   console.log(`${"WAF high, RSS the connections add / plain proxy's".padEnd(58)}${`${perConnection.toFixed(2)}x`.padStart(12)}   (for reference)`);

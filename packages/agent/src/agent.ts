@@ -443,7 +443,6 @@ export class Agent {
         const countries = needsCountries(snapshot) ? await countryOptions(snapshot, geo, own) : undefined;
         this.renderOptions.countryMap = countries?.countryMap;
         this.renderOptions.countryClasses = countries?.countryClasses;
-        this.renderOptions.countrySets = countries?.countrySets;
         this.renderOptions.certificates = this.certificates.served(snapshot);
         result = await this.applier.apply(snapshot);
         // (skipped: the running configuration is this one) the rule of a country_blocked event

@@ -4,7 +4,7 @@ import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promise
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { canonicalIPv6, ipBits, isIPv4, type ServerSnapshot } from '@rampart/protocol';
-import { countryBlocks, countryClasses, countryComparisons, countrySetKey, type CountryComparison } from '@rampart/proxy';
+import { countryBlocks, countryClasses, countryComparisons, type CountryComparison } from '@rampart/proxy';
 
 // The CIDR -> country map HAProxy looks up natively (map_ip), generated from the CC0 data set
 // @ip-location-db/geo-whois-asn-country shipped as an npm package. Never fetched at run time.
@@ -157,7 +157,7 @@ async function writeMap(dir: string, out: string, lines: readonly string[]): Pro
 }
 
 /**
- * Removes the country maps in `dir` (ensureCountryMap's, ensureCountryClasses' and ensureCountrySets'
+ * Removes the country maps in `dir` (ensureCountryMap's and ensureCountryClasses'
  * files, and any a generation left half-written) that no configuration under `configRoot` reads: every set of
  * countries rules have named left a file of up to 20 MB. The applier keeps the running and the
  * previous configuration (a rollback's), and the maps either names stay. Returns what it removed.
@@ -323,9 +323,6 @@ export function minimalPrefixes(ranges: readonly CountryRange[], bits: number, n
   return out;
 }
 
-/** The value of a set map's lines for addresses in one of the set's countries (the others': OTHER_COUNTRY). */
-export const IN_SET = '1';
-
 /** Where the country of an address comes from: the bundled data set, or an operator's `<cidr> <CC>` map (--country-map). */
 interface CountryData {
   /** What the files made from it start with: `country-<data set version>`, or `country-own-<hash of the map>`. */
@@ -375,8 +372,8 @@ export function ownMapSegments(text: string): Record<4 | 6, CountryRange[]> {
 
 /**
  * Finds the country of an address in the segments of some countries (the others are left out):
- * how the agent names the block_country rule behind a refused address, which HAProxy's set maps
- * (ensureCountrySets) only say is in the set. About 34 bytes a segment.
+ * how the agent names the block_country rule behind a refused address, which HAProxy's class map
+ * (ensureCountryClasses) only says is in one of the refused countries. About 34 bytes a segment.
  */
 export class CountryLookup {
   private readonly families: Record<4 | 6, { hi: BigUint64Array; lo: BigUint64Array; endHi: BigUint64Array; endLo: BigUint64Array; country: Uint16Array }>;
@@ -434,41 +431,21 @@ export class CountryLookup {
   }
 }
 
-/** The set maps and lookup of the last ensureCountrySets call, by data and countries (built again only when they change). */
+/** The lookup of the last countryLookup call, by data and countries (built again only when they change). */
 let lastLookup: { key: string; lookup: CountryLookup } | undefined;
 
 /**
- * For each set of countries (a domain's block_country rules, its own with the server-wide ones),
- * the map HAProxy looks a client up in: `<cidr> 1` for addresses in one of the set's countries and
- * `<cidr> -` for exceptions inside those blocks, as few lines as longest-prefix match allows
- * (minimalPrefixes over two values). For the 60 largest countries that is 97,000 lines (28 MB in a
- * worker) where one map telling the countries apart took 399,000 (115 MB). Written once per data
- * and set, in `dir` (`<tag>-set-<hash>.map`); the map by countrySetKey. Also the lookup that names a
- * refused address's country, for the event's rule (CountryLookup, of every set's countries).
- * `own`: the operator's map file instead of the bundled data set.
+ * The lookup of an address's country among `countries` (those block_country rules refuse), from
+ * the bundled data set or the operator's map: what names the rule of a country_blocked event,
+ * which HAProxy cannot (a class of the country map may hold several countries). Loads the data
+ * only when the data or the countries change.
  */
-export async function ensureCountrySets(dir: string, sets: readonly (readonly string[])[], own?: string): Promise<{ maps: Map<string, string>; lookup: CountryLookup }> {
+export async function countryLookup(countries: Iterable<string>, own?: string): Promise<CountryLookup> {
   const data = await countryData(own);
-  const maps = new Map<string, string>();
-  const missing: [string, string[]][] = [];
-  for (const set of sets) {
-    const key = countrySetKey(set);
-    if (maps.has(key)) continue;
-    const hash = createHash('sha256').update(`set:${key}`).digest('hex').slice(0, 16);
-    const out = join(dir, `${data.tag}-set-${hash}.map`);
-    maps.set(key, out);
-    if (!existsSync(out)) missing.push([out, key.split(',')]);
-  }
-  const union = [...new Set([...maps.keys()].flatMap((k) => k.split(',')))].sort();
-  const lookupKey = `${data.tag}:${union.join(',')}`;
-  if (missing.length === 0 && lastLookup?.key === lookupKey) return { maps, lookup: lastLookup.lookup };
-  const segments = await data.load();
-  for (const [out, countries] of missing) {
-    const keep = new Set(countries);
-    await writeMarked(dir, out, segments, (c) => (keep.has(c) ? IN_SET : OTHER_COUNTRY));
-  }
-  lastLookup = { key: lookupKey, lookup: new CountryLookup(segments, new Set(union)) };
-  return { maps, lookup: lastLookup.lookup };
+  const keep = [...new Set(countries)].sort();
+  const key = `${data.tag}:${keep.join(',')}`;
+  if (lastLookup?.key !== key) lastLookup = { key, lookup: new CountryLookup(await data.load(), new Set(keep)) };
+  return lastLookup.lookup;
 }
 
 /** Segments with the same value that touch, joined (minimalPrefixes takes disjoint sorted ranges; fewer is faster). */
@@ -480,38 +457,42 @@ function joinTouching(ranges: readonly CountryRange[]): CountryRange[] {
 
 /** What the renderer and the event collector need about countries for a snapshot (countryOptions). */
 export interface CountryOptions {
-  /** The map custom rules that read ip.src.country look the client up in (RenderOptions.countryMap). */
+  /** The map HAProxy looks a client's country up in (RenderOptions.countryMap). */
   countryMap: string | undefined;
   /** Its classes, when its values are classes of countries (RenderOptions.countryClasses). */
   countryClasses: Map<string, string> | undefined;
-  /** Each domain set's address map (RenderOptions.countrySets). */
-  countrySets: Map<string, string> | undefined;
   /** The refused countries and their rules by domain name (countryBlocks), and the lookup of an address's country. */
   names: { blocks: Map<string, Map<string, string>>; lookup: CountryLookup | undefined };
 }
 
-/** Whether a snapshot needs any country file (countryOptions): a rule refuses a country, or a custom rule reads one. */
+/** Whether a snapshot needs the country map: a rule refuses a country, or a custom rule reads one. */
 export function needsCountries(snapshot: Pick<ServerSnapshot, 'rules' | 'customRules' | 'domains'>): boolean {
   const compared = countryComparisons(snapshot.customRules ?? []);
   return compared === 'all' || compared.length > 0 || countryBlocks(snapshot).size > 0;
 }
 
 /**
- * The country files a snapshot needs, written into `dir` where missing: the class map of the
- * countries custom rules compare with (or the map of every country, or the operator's `own` map as
- * it is, when one reads the country otherwise), and the address map of each domain's set of
- * refused countries.
+ * The country map a snapshot needs, written into `dir` where missing: one map for the whole
+ * server, of classes of countries (ensureCountryClasses) that answer every domain's set of refused
+ * countries and every comparison of custom rules; the map of every country (or the operator's
+ * own, as it is) when a custom rule reads the country other than by comparing it with a list.
+ * Also what names the rule of a country_blocked event.
  */
 export async function countryOptions(snapshot: Pick<ServerSnapshot, 'rules' | 'customRules' | 'domains'>, dir: string, own?: string): Promise<CountryOptions> {
-  const compared = countryComparisons(snapshot.customRules ?? []);
-  const read = compared === 'all' ? { map: own ?? (await ensureCountryMap(dir)) } : compared.length ? await ensureCountryClasses(dir, compared, own) : undefined;
   const blocks = countryBlocks(snapshot);
-  const sets = blocks.size
-    ? await ensureCountrySets(
-        dir,
-        [...blocks.values()].map((m) => [...m.keys()]),
+  const refused = [...blocks.values()].map((m) => ({ values: [...m.keys()], lower: false }));
+  const compared = countryComparisons(snapshot.customRules ?? []);
+  const read =
+    compared === 'all'
+      ? { map: own ?? (await ensureCountryMap(dir)), classes: undefined }
+      : compared.length + refused.length
+        ? await ensureCountryClasses(dir, [...refused, ...compared], own)
+        : undefined;
+  const lookup = blocks.size
+    ? await countryLookup(
+        [...blocks.values()].flatMap((m) => [...m.keys()]),
         own,
       )
     : undefined;
-  return { countryMap: read?.map, countryClasses: read && 'classes' in read ? read.classes : undefined, countrySets: sets?.maps, names: { blocks, lookup: sets?.lookup } };
+  return { countryMap: read?.map, countryClasses: read?.classes, names: { blocks, lookup } };
 }

@@ -265,14 +265,14 @@ describe('Applier with a real HAProxy', () => {
     const removed: string[][] = [];
     try {
       for (const [i, m] of maps.entries()) {
-        await writeFile(m, `192.0.2.${i}/32 1\n`);
-        renderOptions.countrySets = new Map([['DE', m]]);
+        await writeFile(m, `192.0.2.${i}/32 DE\n`);
+        renderOptions.countryMap = m;
         const result = await applier.apply(withCountry(20 + i));
         assert.equal(result.ok, true, JSON.stringify(result));
         removed.push(await pruneCountryMaps(geo, configRoot));
       }
     } finally {
-      delete renderOptions.countrySets;
+      delete renderOptions.countryMap;
     }
     assert.deepEqual(removed, [[join(geo, 'country-1.0-D.map.tmp')], [], [maps[0]]], 'A goes once neither kept configuration (C running, B before it) reads it');
     assert.deepEqual((await readdir(geo)).sort(), ['country-1.0-B.map', 'country-1.0-C.map', 'notes.txt']);

@@ -8,9 +8,8 @@ import { after, describe, test } from 'node:test';
 import fc from 'fast-check';
 import {
   ensureCountryMap,
-  ensureCountrySets,
   ensureCountryClasses,
-  IN_SET,
+  countryLookup,
   ipv6ToText,
   ownMapSegments,
   minimalPrefixes,
@@ -51,6 +50,18 @@ function asWholeMap(ranges: readonly CountryRange[], bits: number): (addr: bigin
   const blocks: PrefixLine[] = [];
   for (const r of ranges) for (const c of rangeToCidrs(r.start, r.end, bits)) blocks.push({ ...c, value: r.country });
   return lookup(blocks, bits);
+}
+
+/** The value of the segment holding addr, by binary search (the segments are sorted and disjoint). */
+function segmentAt(segments: readonly CountryRange[], addr: bigint): string | undefined {
+  let lo = 0;
+  for (let hi = segments.length; lo < hi;) {
+    const m = (lo + hi) >> 1;
+    if (segments[m]!.end < addr) lo = m + 1;
+    else hi = m;
+  }
+  const s = segments[lo];
+  return s && s.start <= addr ? s.country : undefined;
 }
 
 /** The value of the segment holding addr. */
@@ -310,16 +321,23 @@ describe('the country map of the countries rules name', () => {
       assert.ok(all.length < blocks * 0.5, `${all.length} lines for every country, where one line per block took ${blocks}`);
     });
 
-    test("a set's map says whether an address is in one of its countries, in fewer lines; the lookup names the country", async () => {
-      const { maps, lookup: countries } = await ensureCountrySets(dir, [[...wanted], ['KP']]);
-      const file = maps.get('CN,DE,FR,GB,JP,US')!;
+    test('a class map of countries treated alike has one class for them, in fewer lines; the lookup names the country', async () => {
+      // one comparison of the six countries (a domain refusing them): one class
+      const { map: file, classes } = await ensureCountryClasses(dir, [{ values: [...wanted], lower: false }]);
       const text = readFileSync(file, 'utf8');
+      assert.equal(text.split('\n')[0], '# classes: c000=CN,DE,FR,GB,JP,US');
+      assert.deepEqual([...new Set(classes.values())], ['c000']);
       assert.ok(
-        text.split('\n').every((l) => l === '' || /^[0-9a-f.:]+\/\d{1,3} (1|-)$/.test(l)),
-        'every line is "<cidr> 1" or "<cidr> -"',
+        text
+          .split('\n')
+          .slice(1)
+          .every((l) => l === '' || /^[0-9a-f.:]+\/\d{1,3} (c000|-)$/.test(l)),
+        'every other line is "<cidr> c000" or "<cidr> -"',
       );
-      const again = await ensureCountrySets(dir, [['US', 'JP', 'GB', 'FR', 'DE', 'CN', 'US']]);
-      assert.equal(again.maps.get('CN,DE,FR,GB,JP,US'), file, 'one file per set of countries, in any order');
+      const again = await ensureCountryClasses(dir, [{ values: ['US', 'JP', 'GB', 'FR', 'DE', 'CN', 'US'], lower: false }]);
+      assert.equal(again.map, file, 'one file per set of comparisons, in any order');
+      assert.deepEqual(again.classes, classes, 'the classes read back from the first line');
+      const countries = await countryLookup([...wanted, 'KP']);
       const set = parse(text);
       const subsetLines = parse(readFileSync((await subsetMap([...wanted])).file, 'utf8')).length;
       assert.ok(set.length < subsetLines * 0.9, `${set.length} lines, where the map telling the countries apart takes ${subsetLines}`);
@@ -338,11 +356,11 @@ describe('the country map of the countries rules name', () => {
         let named = 0;
         for (const a of addresses) {
           if (a < 0n || a >= 1n << BigInt(bits)) continue;
-          const country = segmentOf(segments, a);
+          const country = segmentAt(segments, a);
           const inside = country !== undefined && wanted.has(country);
           if (inside) named++;
           const text = family === 4 ? v4Text(a) : v6Text(a);
-          assert.equal((inSet(a) ?? OTHER_COUNTRY) === IN_SET, inside, `IPv${family} address ${text} (${country})`);
+          assert.equal((inSet(a) ?? OTHER_COUNTRY) === 'c000', inside, `IPv${family} address ${text} (${country})`);
           assert.equal(countries.countryOf(text), inside || country === 'KP' ? country : undefined, `the country of ${text}`);
         }
         assert.ok(named > 100, `IPv${family}: ${named} of the addresses checked are in the set`);
@@ -351,10 +369,10 @@ describe('the country map of the countries rules name', () => {
       assert.equal(countries.countryOf('not an address'), undefined);
     });
 
-    test("HAProxy reads the lines as longest-prefix match: map_ip answers as the data set, in a class map and in a set's", async () => {
+    test('HAProxy reads the lines as longest-prefix match: map_ip answers as the data set, in a class map of one class per country and of one for all', async () => {
       const { file } = await subsetMap([...wanted]);
       const lines = parse(readFileSync(file, 'utf8'));
-      const setFile = (await ensureCountrySets(dir, [[...wanted]])).maps.get('CN,DE,FR,GB,JP,US')!;
+      const setFile = (await ensureCountryClasses(dir, [{ values: [...wanted], lower: false }])).map;
       const setLines = parse(readFileSync(setFile, 'utf8'));
       // addresses inside lines that sit inside other lines of another value: where the order of
       // reading could matter and only longest-prefix match gives the right answer

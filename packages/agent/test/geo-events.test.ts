@@ -6,7 +6,7 @@ import { after, describe, test } from 'node:test';
 import fc from 'fast-check';
 import type { WafEventItem } from '@rampart/protocol';
 import { countryClasses, countryComparisons } from '@rampart/proxy';
-import { capLength, decodeField, EventCollector, parseEventLine } from '../src/index.js';
+import { capLength, countryOptions, decodeField, EventCollector, needsCountries, parseEventLine } from '../src/index.js';
 
 describe('WAF event collection', () => {
   const line = (ip: string, reason = 'ip_blocked') => `<134>Nov 22 07:20:00 haproxy[12]: rampart-waf 1795329600 ${ip} shop.example.com ${reason} 3f1c2e1a-9b0d-4c55-8f3e-0123456789ab`;
@@ -262,7 +262,7 @@ describe('WAF event collection', () => {
   });
 });
 
-test('the country comparisons of custom rules, each of its own; any other reading of the country needs the whole map (block_country rules have their own maps)', () => {
+test('the country comparisons of custom rules, each of its own; any other reading of the country needs the whole map', () => {
   const rule = (expression: string) => ({ expression });
   assert.deepEqual(countryComparisons([]), []);
   assert.deepEqual(countryComparisons([rule('ip.src.country in {"CN" "RU"} and http.request.uri.path eq "/x"'), rule('not lower(ip.geoip.country) eq "ir" or ip.src.country eq "CN"')]), [
@@ -327,4 +327,62 @@ test("a country_blocked line carries no rule ('-'): the collector asks the agent
     ],
   );
   assert.deepEqual(asked, ['shop.example.com 127.0.40.9', 'shop.example.com 127.0.41.9'], 'asked only for country lines without a rule');
+});
+
+test('one country map for the whole server, whatever the domains refuse and custom rules compare with; the refused countries for naming the rule', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'rampart-country-options-'));
+  after(() => rmSync(dir, { recursive: true, force: true }));
+  const domain = (n: number) => ({ id: `00000000-0000-4000-8000-00000000000${n}`, domain: `d${n}.example.com`, origins: [], sslEnabled: false, wafEnabled: n !== 4, wafLevel: 'low' as const });
+  const refuse = (n: number, value: string, domainId: string | null) => ({
+    id: `00000000-0000-4000-8000-0000000001${String(n).padStart(2, '0')}`,
+    type: 'block_country' as const,
+    value,
+    domainId,
+    priority: n,
+  });
+  const snapshot = {
+    domains: [1, 2, 3, 4].map(domain),
+    rules: [refuse(1, 'KP', null), refuse(2, 'IR', domain(2).id), refuse(3, 'RU', domain(3).id), refuse(4, 'CN', domain(3).id), refuse(5, 'US', domain(4).id)],
+    customRules: [{ id: '00000000-0000-4000-8000-000000000201', expression: 'ip.src.country in {"CN" "BR"}', action: 'block' as const, domainId: null, priority: 1 }],
+  };
+  assert.equal(needsCountries(snapshot), true);
+  assert.equal(needsCountries({ domains: snapshot.domains, rules: [], customRules: [] }), false);
+  const o = await countryOptions(snapshot, dir);
+  assert.match(o.countryMap!, /-classes-[0-9a-f]{16}\.map$/);
+  // KP: every domain; IR: d2; RU: d3; CN: d3 and the rule; BR: the rule (US: a domain with the WAF off)
+  assert.deepEqual([...o.countryClasses!].sort(), [
+    ['BR', 'c000'],
+    ['CN', 'c001'],
+    ['IR', 'c002'],
+    ['KP', 'c003'],
+    ['RU', 'c004'],
+  ]);
+  assert.deepEqual(
+    [...o.names.blocks].map(([d, m]) => [d, [...m]]),
+    [
+      ['d1.example.com', [['KP', refuse(1, 'KP', null).id]]],
+      [
+        'd2.example.com',
+        [
+          ['IR', refuse(2, 'IR', null).id],
+          ['KP', refuse(1, 'KP', null).id],
+        ],
+      ],
+      [
+        'd3.example.com',
+        [
+          ['RU', refuse(3, 'RU', null).id],
+          ['CN', refuse(4, 'CN', null).id],
+          ['KP', refuse(1, 'KP', null).id],
+        ],
+      ],
+    ],
+  );
+  const kp = readFileSync(o.countryMap!, 'utf8')
+    .split('\n')
+    .find((l) => l.endsWith(' c003'))!
+    .split(/[ /]/)[0]!;
+  assert.equal(o.names.lookup!.countryOf(kp), 'KP', 'the lookup places an address of a KP line');
+  const again = await countryOptions({ ...snapshot, rules: [...snapshot.rules].reverse() }, dir);
+  assert.equal(again.countryMap, o.countryMap, 'the same map for the same sets, in any order');
 });

@@ -23,20 +23,17 @@ export interface RenderOptions {
   eventsSecret?: string | undefined;
   /** Worker threads (HAProxy's default: one per CPU). */
   nbthread?: number | undefined;
-  /** Absolute path of the CIDR -> country map custom rules that read ip.src.country look the client up in. */
+  /**
+   * Absolute path of the CIDR -> country map: block_country rules and custom rules that read
+   * ip.src.country look the client up in it (no country is refused or read without it).
+   */
   countryMap?: string | undefined;
   /**
    * When countryMap's values are classes of countries (countryClasses) rather than the countries:
-   * each country's class. Custom rules then compare the address's class with those of the
-   * countries their comparison holds for.
+   * each country's class. A domain's refused countries and a custom rule's comparison then become
+   * the classes they hold for.
    */
   countryClasses?: ReadonlyMap<string, string> | undefined;
-  /**
-   * For each set of countries that domains refuse (by countrySetKey), the absolute path of the map
-   * of their addresses (`<cidr> 1`, exceptions `<cidr> -`); a domain whose set has none here
-   * refuses no country.
-   */
-  countrySets?: ReadonlyMap<string, string> | undefined;
 }
 
 export interface ServedCertificate {
@@ -104,7 +101,6 @@ function checkOptions(o: RenderOptions, t: RenderTarget): void {
   if (!/^(?:\*|[0-9.]+|\[[0-9a-fA-F:]+\])$/.test(o.httpBind.address)) throw new UnsafeValueError('bind address', o.httpBind.address);
   if (!isPort(o.httpBind.port)) throw new UnsafeValueError('bind port', o.httpBind.port);
   if (o.countryMap !== undefined && (!isAbsolute(o.countryMap) || !SAFE_PATH.test(o.countryMap))) throw new UnsafeValueError('countryMap', o.countryMap);
-  for (const path of o.countrySets?.values() ?? []) if (!isAbsolute(path) || !SAFE_PATH.test(path)) throw new UnsafeValueError('countrySets', path);
   for (const id of o.countryClasses?.values() ?? []) if (!/^c[0-9]{3,5}$/.test(id)) throw new UnsafeValueError('countryClasses', id);
   if (o.eventsPort !== undefined && !isPort(o.eventsPort)) throw new UnsafeValueError('events port', o.eventsPort);
   if (o.eventsSecret !== undefined && !/^[0-9a-f]{32,64}$/.test(o.eventsSecret)) throw new UnsafeValueError('events secret', '<redacted>');
@@ -151,7 +147,6 @@ export function renderHaproxyConfig(snapshot: ServerSnapshot, options: RenderOpt
     eventsSecret: options.eventsSecret,
     countryMap: options.countryMap,
     countryClasses: options.countryClasses,
-    countrySets: options.countrySets,
     verifiedCrawlers: target.verifiedCrawlers,
   });
   const bindAddress = options.httpBind.address;

@@ -160,16 +160,12 @@ function collect(rules: readonly SnapshotRule[], domainId: string | null) {
   return { allow, block, ai, countries, exceptions };
 }
 
-/** A set of countries as one text (the key of RenderOptions.countrySets): the codes, sorted, comma-separated. */
-export function countrySetKey(countries: Iterable<string>): string {
-  return [...new Set(countries)].sort().join(',');
-}
-
 /**
  * The countries each domain with the WAF on refuses (its own block_country rules first, then the
  * server-wide ones it does not name), each with the rule that refuses it, by domain name. HAProxy
- * only learns that an address is in the set (a map per set, RenderOptions.countrySets); the agent
- * names the rule of an event from this and the address's country.
+ * only learns that an address is in one of them (its class of countries, RenderOptions.
+ * countryClasses, may hold others of the set); the agent names the rule of an event from this and
+ * the address's country.
  */
 export function countryBlocks(snapshot: Pick<ServerSnapshot, 'rules' | 'domains'>): Map<string, Map<string, string>> {
   const rules = checkedRules(snapshot.rules.filter((r) => r.type === 'block_country'));
@@ -237,7 +233,6 @@ export function renderWaf(
     eventsSecret?: string | undefined;
     countryMap?: string | undefined;
     countryClasses?: ReadonlyMap<string, string> | undefined;
-    countrySets?: ReadonlyMap<string, string> | undefined;
     verifiedCrawlers?: ReadonlyMap<string, string> | undefined;
   },
 ): WafRender {
@@ -297,6 +292,10 @@ export function renderWaf(
       // map has anything to find, where map_sub searches for each name in turn.
       files[`ai_guard_d${index}.lst`] = `(?:${[...ai.keys()].map((k) => k.replace(/[^A-Za-z0-9_-]/g, '\\$&')).join('|')})\n`;
     }
+    // The countries it refuses, as the values of the country map: their classes, or themselves.
+    const countries = [...union(c.countries, global.countries).keys()];
+    const refused = new Set(opts.countryClasses ? countries.flatMap((k) => opts.countryClasses!.get(k) ?? []) : countries);
+    if (opts.countryMap && refused.size) files[`countries_d${index}.pat`] = [...refused].sort().join('\n') + '\n';
     const guards = planGuards(customOf(d), dir, `d${index}`);
     Object.assign(files, guards.files);
     guardPlans.set(d.id, guards);
@@ -380,9 +379,7 @@ export function renderWaf(
       const i = w.index;
       const allow = global.allow.size + w.allow.size > 0;
       const block = global.block.size + w.block.size > 0;
-      // The domain's countries: the map of their addresses the agent made for this set, if any.
-      const countrySet = union(w.countries, global.countries);
-      const countries = countrySet.size ? opts.countrySets?.get(countrySetKey(countrySet.keys())) : undefined;
+      const countries = !!files[`countries_d${i}.pat`];
       const ai = !!files[`ai_d${i}.map`];
       const limits = !!rate && domain.wafLevel !== 'low';
       const detects = domain.wafLevel === 'high';
@@ -402,8 +399,8 @@ export function renderWaf(
       // Step 2: the blacklist (the server-wide list first), then countries.
       if (global.block.size) decide(`src,map_ip(${dir}/block_global.map)`);
       if (w.block.size) decide(`src,map_ip(${dir}/block_d${i}.map)`);
-      // (The rule is named by the agent when it reads the event: the map only says "in the set".)
-      if (countries) decide('str(country_blocked:-)', ` { src,map_ip(${countries}) -m str 1 }`);
+      // (The rule is named by the agent when it reads the event: a class may hold several countries.)
+      if (countries) decide('str(country_blocked:-)', ` { src,map_ip(${opts.countryMap}) -m str -f ${dir}/countries_d${i}.pat }`);
       const challenges = challengeOn && customs.some(challenging);
       if (botOn || challenges) lines.push(...cookieCheck(dir, open));
       // Then the custom rules, by priority (first decisive match wins).

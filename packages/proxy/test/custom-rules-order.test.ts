@@ -105,7 +105,7 @@ describe('custom rules in the processing order, natively in HAProxy', () => {
     const snap = snapshot(name === 'bots', (origin.address() as AddressInfo).port);
     const { files } = renderHaproxyConfig(
       snap,
-      { httpBind: { address: '127.0.0.1', port }, runDir: configDir, eventsPort: (events.address() as AddressInfo).port, countrySets: new Map([['KP', join(tmp, 'country-kp.map')]]), nbthread: 1 },
+      { httpBind: { address: '127.0.0.1', port }, runDir: configDir, eventsPort: (events.address() as AddressInfo).port, countryMap: join(tmp, 'country.map'), nbthread: 1 },
       { configDir },
     );
     for (const [file, content] of Object.entries(files)) writeFileSync(join(configDir, file), content);
@@ -159,8 +159,8 @@ describe('custom rules in the processing order, natively in HAProxy', () => {
   const brief = (s: Seen) => ({ status: s.status, reason: s.reason, rule: s.rule, action: s.action });
 
   before(async () => {
-    // the agent's map of the set's addresses (it names the rule of the event, not HAProxy: '-')
-    writeFileSync(join(tmp, 'country-kp.map'), '127.0.40.0/24 1\n');
+    // (the agent names the rule of a country_blocked event, not HAProxy: '-')
+    writeFileSync(join(tmp, 'country.map'), '127.0.40.0/24 KP\n');
     events.on('message', (m) => lines.push(m.toString()));
     events.bind(0, '127.0.0.1');
     await once(events, 'listening');

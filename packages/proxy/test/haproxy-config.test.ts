@@ -28,10 +28,9 @@ const STATIC_ASSETS = new Map([...Object.entries(WAF_ASSETS), ...Object.entries(
  * the render copies as it is appears by its size and SHA-256 (its own tests cover its content):
  * the goldens show what the renderer writes.
  */
-function renderAll(input: { snapshot: ServerSnapshot; options: RenderOptions & { countrySets?: Record<string, string>; countryClasses?: Record<string, string> }; target: RenderTarget }): string {
-  // Maps in the options; JSON holds them as objects
-  const asMap = (o: Record<string, string> | undefined) => o && new Map(Object.entries(o));
-  const options = { ...input.options, countrySets: asMap(input.options.countrySets), countryClasses: asMap(input.options.countryClasses) };
+function renderAll(input: { snapshot: ServerSnapshot; options: RenderOptions & { countryClasses?: Record<string, string> }; target: RenderTarget }): string {
+  // countryClasses is a Map; JSON holds it as an object
+  const options = { ...input.options, countryClasses: input.options.countryClasses && new Map(Object.entries(input.options.countryClasses)) };
   const { files, hash } = renderHaproxyConfig(input.snapshot, options, input.target);
   const names = Object.keys(files).sort();
   const shown = (n: string) =>
@@ -202,21 +201,34 @@ describe('properties of random valid snapshots', () => {
     );
   });
 
-  test("the hash changes with a country set's map (a Map in the options), which the agent renames when its data changes", () => {
+  test('countries: a domain refuses the classes of its countries (a Map in the options, part of the hash); bad classes are refused', () => {
     const snap: ServerSnapshot = {
       serverId: 's',
       revision: 1,
       domains: [{ id: '00000000-0000-4000-8000-000000000001', domain: 'a.example.com', origins: [{ ip: '10.0.0.1', port: 80 }], sslEnabled: false, wafEnabled: true, wafLevel: 'low' }],
-      rules: [{ id: '00000000-0000-4000-8000-000000000002', type: 'block_country', value: 'KP', domainId: null, priority: 1 }],
+      rules: [
+        { id: '00000000-0000-4000-8000-000000000002', type: 'block_country', value: 'KP', domainId: null, priority: 1 },
+        { id: '00000000-0000-4000-8000-000000000003', type: 'block_country', value: 'IR', domainId: null, priority: 2 },
+      ],
     };
-    const render = (path?: string) => renderHaproxyConfig(snap, { ...OPTIONS, ...(path ? { countrySets: new Map([['KP', path]]) } : {}) }, TARGET);
-    const a = render('/var/lib/rampart/geo/country-1.0-set-a.map');
-    const b = render('/var/lib/rampart/geo/country-1.0-set-b.map');
-    assert.notEqual(a.hash, b.hash);
-    assert.match(a.files['haproxy.cfg']!, /str\(country_blocked:-\) if .* \{ src,map_ip\(\/var\/lib\/rampart\/geo\/country-1\.0-set-a\.map\) -m str 1 \}/);
-    assert.doesNotMatch(render().files['haproxy.cfg']!, /country_blocked/, 'no map for the set: no country line');
-    assert.throws(() => render('relative/set.map'), /countrySets/);
-    assert.throws(() => render('/var/lib/x y.map'), /countrySets/);
+    const countryMap = '/var/lib/rampart/geo/country-1.0-classes-0123456789abcdef.map';
+    const render = (classes?: [string, string][]) => renderHaproxyConfig(snap, { ...OPTIONS, countryMap, ...(classes ? { countryClasses: new Map(classes) } : {}) }, TARGET);
+    const a = render([
+      ['KP', 'c000'],
+      ['IR', 'c000'],
+    ]);
+    const b = render([
+      ['KP', 'c000'],
+      ['IR', 'c001'],
+    ]);
+    assert.notEqual(a.hash, b.hash, 'JSON.stringify writes a Map as {}: the hash reads its entries');
+    assert.match(a.files['haproxy.cfg']!, /str\(country_blocked:-\) if .* \{ src,map_ip\(\/var\/lib\/rampart\/geo\/country-1\.0-classes-0123456789abcdef\.map\) -m str -f \S+\/countries_d0\.pat \}/);
+    assert.equal(a.files['countries_d0.pat'], 'c000\n');
+    assert.equal(b.files['countries_d0.pat'], 'c000\nc001\n');
+    assert.equal(render().files['countries_d0.pat'], 'IR\nKP\n', 'a map of the countries themselves: the countries');
+    assert.doesNotMatch(renderHaproxyConfig(snap, OPTIONS, TARGET).files['haproxy.cfg']!, /country_blocked/, 'no country map: no country line');
+    assert.throws(() => render([['KP', 'c0 x']]), /countryClasses/);
+    assert.throws(() => render([['KP', '%[src]']]), /countryClasses/);
   });
 
   test('the hash ignores the revision and changes when an origin changes', () => {

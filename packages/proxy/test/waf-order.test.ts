@@ -9,14 +9,14 @@ import { brotliCompressSync, deflateRawSync, deflateSync, gzipSync } from 'node:
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import type { ServerSnapshot, SnapshotRule } from '@rampart/protocol';
-import { countryBlocks, countrySetKey, passCookieMac, renderHaproxyConfig } from '../src/index.js';
+import { countryBlocks, passCookieMac, renderHaproxyConfig } from '../src/index.js';
 import { freePort, startProcess, waitFor, type Proc } from '../../../test/support/processes.js';
 
 // docs/architecture.md "The WAF": the processing order (first decisive step wins), the levels and
 // the per-domain switch, decided natively by the rendered configuration and checked here through a
 // real HAProxy: each request's status, and the reason and rule of its event line (the syslog line
-// the agent receives). Loopback sources stand for clients; the address maps of the domains' sets of
-// countries (which the agent makes from its data) place two of their ranges. The control plane and agent are not involved (test/e2e/waf.test.ts runs them).
+// the agent receives). Loopback sources stand for clients; a map of classes of countries (as the
+// agent makes it from its data) places two of their ranges. The control plane and agent are not involved (test/e2e/waf.test.ts runs them).
 
 const HAPROXY = process.env.HAPROXY ?? 'haproxy';
 /** Where two countries are, for these tests. */
@@ -96,15 +96,19 @@ describe('the processing order, natively in HAProxy', () => {
     mkdirSync(runDir);
     const snap = snapshot(botOn);
     for (const d of snap.domains) d.origins = [{ ip: '127.0.0.1', port: (origin.address() as AddressInfo).port }];
-    // Each set's map as the agent writes it: "<cidr> 1" for the addresses of the set's countries.
-    const countrySets = new Map(
-      [...countryBlocks(snap).values()].map((m) => {
-        const file = join(configDir, `countries-${[...m.keys()].join('-')}.map`);
-        writeFileSync(file, [...m.keys()].map((c) => `${COUNTRY_RANGES[c]} 1\n`).join(''));
-        return [countrySetKey(m.keys()), file] as const;
-      }),
+    // The country map as the agent writes it when rules only refuse countries: one class for the
+    // countries every domain's set treats alike (KP is refused everywhere, IR on one domain only).
+    const countryMap = join(configDir, 'classes.map');
+    writeFileSync(countryMap, `${COUNTRY_RANGES.KP} c000\n${COUNTRY_RANGES.IR} c001\n`);
+    const countryClasses = new Map([
+      ['KP', 'c000'],
+      ['IR', 'c001'],
+    ]);
+    const { files } = renderHaproxyConfig(
+      snap,
+      { httpBind: { address: '127.0.0.1', port }, runDir, eventsPort: (events.address() as AddressInfo).port, countryMap, countryClasses, nbthread: 2 },
+      { configDir },
     );
-    const { files } = renderHaproxyConfig(snap, { httpBind: { address: '127.0.0.1', port }, runDir, eventsPort: (events.address() as AddressInfo).port, countrySets, nbthread: 2 }, { configDir });
     for (const [file, content] of Object.entries(files)) writeFileSync(join(configDir, file), content);
     const proc = startProcess(HAPROXY, ['-f', join(configDir, 'haproxy.cfg')]);
     procs.push(proc);
