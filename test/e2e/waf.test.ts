@@ -185,7 +185,8 @@ describe('WAF through real HAProxy', () => {
       const cfg = readFileSync(join(agent.dataDir, 'haproxy', 'current', 'haproxy.cfg'), 'utf8');
       const map = /src,map_ip\((\S+-classes-[0-9a-f]{16}\.map)\) -m str -f/.exec(cfg)?.[1];
       assert.ok(map, 'the rule reads a class map');
-      const [header, ...lines] = readFileSync(map, 'utf8').trim().split('\n');
+      const [header, end, ...lines] = readFileSync(map, 'utf8').trim().split('\n');
+      assert.equal(end, '# end of classes');
       // one map for the server: the domains' refused sets (KP everywhere, IR also on high) and the
       // rule's list each get what tells them apart, no more
       assert.equal(header, '# classes: c000=CN c001=IR c002=KP');

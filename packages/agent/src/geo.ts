@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { mkdir, open, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { canonicalIPv6, ipBits, isIPv4, type ServerSnapshot } from '@rampart/protocol';
@@ -101,7 +101,7 @@ export const OTHER_COUNTRY = '-';
  * is OTHER_COUNTRY, which no comparison holds for. HAProxy keeps about 290 bytes for each line:
  * where a map of the countries themselves took 399,000 lines for the 60 largest countries (and one
  * line per block of the data set 954,000, 278 MB), a class map of the same countries in one list
- * takes 97,000. The classes are written in the file's first line (a comment to HAProxy), so a
+ * takes 97,000. The classes are written in the file's first lines (comments to HAProxy), so a
  * restarted agent reads them back without loading the data. Written once per data and comparisons.
  */
 export async function ensureCountryClasses(dir: string, comparisons: readonly CountryComparison[], own?: string): Promise<{ map: string; classes: Map<string, string> }> {
@@ -109,8 +109,8 @@ export async function ensureCountryClasses(dir: string, comparisons: readonly Co
   const key = JSON.stringify(comparisons.map((c) => [c.lower, [...new Set(c.values)].sort()]).sort((a, b) => (JSON.stringify(a) < JSON.stringify(b) ? -1 : 1)));
   const out = join(dir, `${data.tag}-classes-${createHash('sha256').update(key).digest('hex').slice(0, 16)}.map`);
   if (existsSync(out)) {
-    const header = CLASSES_LINE.exec((await readFile(out, 'latin1')).split('\n', 1)[0]!);
-    if (header) return { map: out, classes: readClasses(header[1]!) };
+    const classes = await readClasses(out);
+    if (classes) return { map: out, classes };
   }
   const segments = await data.load();
   const classes = countryClasses(
@@ -119,27 +119,50 @@ export async function ensureCountryClasses(dir: string, comparisons: readonly Co
   );
   const byClass = new Map<string, string[]>();
   for (const [c, id] of classes) byClass.set(id, [...(byClass.get(id) ?? []), c]);
-  const header = `# classes: ${[...byClass].map(([id, cs]) => `${id}=${cs.join(',')}`).join(' ')}`;
-  await writeMarked(dir, out, segments, (c) => classes.get(c) ?? OTHER_COUNTRY, header);
+  // `# classes: c000=AR,BR c001=CN ...` (a value of an operator's map percent-encoded), in lines
+  // of at most about 1,000 bytes (HAProxy reads a map's lines into a buffer of its buffer size),
+  // then `# end of classes`
+  const groups = [...byClass].map(([id, cs]) => `${id}=${cs.map(encodeURIComponent).join(',')}`);
+  const header: string[] = [];
+  for (const g of groups) {
+    if (header.length && header[header.length - 1]!.length + g.length < 1000) header[header.length - 1] += ` ${g}`;
+    else header.push(`# classes: ${g}`);
+  }
+  await writeMarked(dir, out, segments, (c) => classes.get(c) ?? OTHER_COUNTRY, [...header, CLASSES_END]);
   return { map: out, classes };
 }
 
-/** The first line of a class map: `# classes: c000=AR,BR c001=CN ...` (a country value holds no blank, comma or equals sign). */
-const CLASSES_LINE = /^# classes: ?(.*)$/;
+const CLASSES_END = '# end of classes';
 
-/** The classes of a class map's first line, by country. */
-function readClasses(text: string): Map<string, string> {
+/** The classes a class map's first lines list, by country; undefined when they are not whole within its first 256 KB. */
+async function readClasses(path: string): Promise<Map<string, string> | undefined> {
+  const file = await open(path, 'r');
+  let head: string;
+  try {
+    const buffer = Buffer.alloc(256 * 1024);
+    const { bytesRead } = await file.read(buffer, 0, buffer.length, 0);
+    head = buffer.subarray(0, bytesRead).toString('latin1');
+  } finally {
+    await file.close();
+  }
+  const lines = head.split('\n');
+  const end = lines.indexOf(CLASSES_END);
+  if (end < 0) return undefined;
   const out = new Map<string, string>();
-  for (const group of text.split(' ').filter(Boolean)) {
-    const [id = '', members = ''] = group.split('=');
-    for (const c of members.split(',')) if (c) out.set(c, id);
+  for (const line of lines.slice(0, end)) {
+    const m = /^# classes:((?: \S+)*)$/.exec(line);
+    if (!m) return undefined;
+    for (const group of m[1]!.split(' ').filter(Boolean)) {
+      const [id = '', members = ''] = group.split('=');
+      for (const c of members.split(',')) if (c) out.set(decodeURIComponent(c), id);
+    }
   }
   return out;
 }
 
 /** Writes the map of `segments` under `value` (a country's; OTHER_COUNTRY for the rest) in as few lines as longest-prefix match allows. */
-async function writeMarked(dir: string, out: string, segments: Record<4 | 6, readonly CountryRange[]>, value: (country: string) => string, header?: string): Promise<string> {
-  const lines: string[] = header === undefined ? [] : [header];
+async function writeMarked(dir: string, out: string, segments: Record<4 | 6, readonly CountryRange[]>, value: (country: string) => string, header: readonly string[] = []): Promise<string> {
+  const lines: string[] = [...header];
   for (const family of [4, 6] as const) {
     const bits = family === 4 ? 32 : 128;
     const marked = joinTouching(segments[family].map((r) => ({ ...r, country: value(r.country) })));

@@ -217,6 +217,29 @@ describe('the country map of the countries rules name', () => {
     assert.equal(segmentOf(segments[6], v6Number('2001:db8:1:0:0:0:0:5')), 'AA');
   });
 
+  test("a class map from an operator's map: any value, classes over several comment lines, read back as written", async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'rampart-own-classes-'));
+    after(() => rmSync(dir, { recursive: true, force: true }));
+    // 300 values, two of them with what the classes' lines use as separators
+    const values = [...Array.from({ length: 298 }, (_, i) => `Country-${i}-of-a-rather-long-name`), 'A,B', 'C=D%'];
+    const own = join(dir, 'own.map');
+    writeFileSync(own, values.map((v, i) => `10.${i >> 8}.${i & 255}.0/24 ${v}\n`).join(''));
+    const comparisons = values.map((v) => ({ values: [v], lower: false }));
+    const first = await ensureCountryClasses(dir, comparisons, own);
+    assert.equal(first.classes.size, 300);
+    const text = readFileSync(first.map, 'utf8');
+    const head = text.split('\n').slice(0, text.split('\n').indexOf('# end of classes'));
+    assert.ok(head.length > 5 && head.every((l) => l.startsWith('# classes: ') && l.length <= 1100), `${head.length} comment lines`);
+    const again = await ensureCountryClasses(dir, [...comparisons].reverse(), own);
+    assert.equal(again.map, first.map);
+    assert.deepEqual(again.classes, first.classes, 'read back from the file');
+    const classOf = first.classes.get('A,B')!;
+    assert.ok(
+      text.split('\n').some((l) => /^10\.1\.4[0-3]\.0\/2[2-4] /.test(l) && l.endsWith(` ${classOf}`)),
+      'its range has its class',
+    );
+  });
+
   describe('from the bundled data set', () => {
     const dir = mkdtempSync(join(tmpdir(), 'rampart-country-map-'));
     after(() => rmSync(dir, { recursive: true, force: true }));
@@ -262,11 +285,11 @@ describe('the country map of the countries rules name', () => {
       let blocks = 0;
       const { file: subsetFile, country } = await subsetMap(['JP', 'CN', 'DE', 'GB', 'FR', 'US', 'JP']);
       const subsetText = readFileSync(subsetFile, 'utf8');
-      assert.match(subsetText.split('\n')[0]!, /^# classes: c000=CN c001=DE c002=FR c003=GB c004=JP c005=US$/, 'the classes in the first line');
+      assert.deepEqual(subsetText.split('\n').slice(0, 2), ['# classes: c000=CN c001=DE c002=FR c003=GB c004=JP c005=US', '# end of classes'], 'the classes in the first lines');
       assert.ok(
         subsetText
           .split('\n')
-          .slice(1)
+          .slice(2)
           .every((l) => l === '' || /^[0-9a-f.:]+\/\d{1,3} (c00[0-5]|-)$/.test(l)),
         'every other line is "<cidr> <class or ->"',
       );
@@ -325,12 +348,12 @@ describe('the country map of the countries rules name', () => {
       // one comparison of the six countries (a domain refusing them): one class
       const { map: file, classes } = await ensureCountryClasses(dir, [{ values: [...wanted], lower: false }]);
       const text = readFileSync(file, 'utf8');
-      assert.equal(text.split('\n')[0], '# classes: c000=CN,DE,FR,GB,JP,US');
+      assert.deepEqual(text.split('\n').slice(0, 2), ['# classes: c000=CN,DE,FR,GB,JP,US', '# end of classes']);
       assert.deepEqual([...new Set(classes.values())], ['c000']);
       assert.ok(
         text
           .split('\n')
-          .slice(1)
+          .slice(2)
           .every((l) => l === '' || /^[0-9a-f.:]+\/\d{1,3} (c000|-)$/.test(l)),
         'every other line is "<cidr> c000" or "<cidr> -"',
       );
