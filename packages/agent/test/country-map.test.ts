@@ -311,16 +311,7 @@ describe('the country map of the countries rules name', () => {
         const data = ranges(family);
         // what one line per block gives (prefixSegments, proven against asWholeMap above), by binary search
         const segments = prefixSegments(data, bits);
-        const inWhole = (a: bigint) => {
-          let lo = 0;
-          for (let hi = segments.length; lo < hi;) {
-            const m = (lo + hi) >> 1;
-            if (segments[m]!.end < a) lo = m + 1;
-            else hi = m;
-          }
-          const s = segments[lo];
-          return s && s.start <= a ? s.country : undefined;
-        };
+        const inWhole = (a: bigint) => segmentAt(segments, a);
         for (const r of data) {
           const n = rangeToCidrs(r.start, r.end, bits).length;
           blocks += n;
