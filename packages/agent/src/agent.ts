@@ -304,11 +304,11 @@ export class Agent {
     return `${HOST_PROBLEM}${[...new Set(texts)].join('; ')}`;
   }
 
-  /** Apply errors with HAProxy's bind failures explained as the host problems they are. */
   /**
    * The block_country rule behind a country_blocked event (HAProxy's map only says the address is
-   * in the domain's set): the rule of the address's country for that domain, as the running
-   * configuration has them; null when it cannot be told (an address the data no longer places).
+   * in one of the domain's refused countries): the rule of the address's country for that domain,
+   * as the running configuration has them; null when it cannot be told (an address the data no
+   * longer places).
    */
   private countryRule(event: WafEventItem): string | null {
     const names = this.countryNames;
@@ -316,6 +316,7 @@ export class Agent {
     return (country !== undefined && names?.blocks.get(event.domain)?.get(country)) || null;
   }
 
+  /** Apply errors with HAProxy's bind failures explained as the host problems they are. */
   private async explainErrors(errors: ConfigError[]): Promise<ConfigError[]> {
     return Promise.all(
       errors.map(async (e) => {

@@ -94,9 +94,10 @@ export async function ensureCountryMap(dir: string): Promise<string> {
 export const OTHER_COUNTRY = '-';
 
 /**
- * The map custom rules read the country from when they compare it with lists (`eq`, `in`,
- * countryComparisons): each address's class of countries (countryClasses: countries every
- * comparison treats alike share one), as few lines as longest-prefix match allows
+ * The country map of a shield server whose rules only compare the country with lists (each
+ * domain's refused countries, custom rules' `eq`/`in`, countryComparisons): each address's class
+ * of countries (countryClasses: countries every comparison treats alike share one), as few lines
+ * as longest-prefix match allows
  * (minimalPrefixes). An address of no class, or of no country, finds no line or a line whose value
  * is OTHER_COUNTRY, which no comparison holds for. HAProxy keeps about 290 bytes for each line:
  * where a map of the countries themselves took 399,000 lines for the 60 largest countries (and one
@@ -180,9 +181,9 @@ async function writeMap(dir: string, out: string, lines: readonly string[]): Pro
 }
 
 /**
- * Removes the country maps in `dir` (ensureCountryMap's and ensureCountryClasses'
- * files, and any a generation left half-written) that no configuration under `configRoot` reads: every set of
- * countries rules have named left a file of up to 20 MB. The applier keeps the running and the
+ * Removes the country maps in `dir` (ensureCountryMap's and ensureCountryClasses' files, and any
+ * a generation left half-written) that no configuration under `configRoot` reads, never `own` (the
+ * operator's map): every set of countries rules have named left a file of up to 20 MB. The applier keeps the running and the
  * previous configuration (a rollback's), and the maps either names stay. Returns what it removed.
  */
 export async function pruneCountryMaps(dir: string, configRoot: string, own?: string): Promise<string[]> {
