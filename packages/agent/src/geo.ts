@@ -368,7 +368,7 @@ async function countryData(own: string | undefined): Promise<CountryData> {
   }
   const text = await readFile(own, 'latin1');
   const tag = `country-own-${createHash('sha256').update(text).digest('hex').slice(0, 16)}`;
-  return { tag, load: async () => ownMapSegments(text) };
+  return { tag, load: () => Promise.resolve(ownMapSegments(text)) };
 }
 
 /**
