@@ -4,7 +4,7 @@ import { mkdir, open, readdir, readFile, rename, rm, writeFile } from 'node:fs/p
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { canonicalIPv6, ipBits, isIPv4, type ServerSnapshot } from '@rampart/protocol';
-import { countryBlocks, countryClasses, countryComparisons, type CountryComparison } from '@rampart/proxy';
+import { countryBlocks, countryClasses, countryTests, refusedCountries, type CountryTest } from '@rampart/proxy';
 
 // The CIDR -> country map HAProxy looks up natively (map_ip), generated from the CC0 data set
 // @ip-location-db/geo-whois-asn-country shipped as an npm package. Never fetched at run time.
@@ -70,26 +70,6 @@ export function countryMapPath(dir: string): string {
   return join(dir, `country-${version.replace(/[^0-9A-Za-z.]/g, '')}.map`);
 }
 
-/**
- * Writes (once per data set version) the map of every country and returns its path: what the
- * agent loads when a custom rule reads the country in a way a list of countries cannot answer.
- * The fewest lines that give every address the country of the data set's most specific block
- * holding it (prefixSegments, minimalPrefixes), and no line over an address the data set has no
- * country for: 428,000 lines where one line per block took 1,010,000.
- */
-export async function ensureCountryMap(dir: string): Promise<string> {
-  const dataDir = countryDataDir();
-  const out = countryMapPath(dir).replace(/\.map$/, '-all.map');
-  if (existsSync(out)) return out;
-  const lines: string[] = [];
-  for (const family of [4, 6] as const) {
-    const bits = family === 4 ? 32 : 128;
-    const segments = prefixSegments(await readRanges(join(dataDir, DATA_FILES[family])), bits);
-    for (const p of minimalPrefixes(segments, bits, '', 'keep')) lines.push(`${prefixText(family, p.base, p.prefix)} ${p.value}`);
-  }
-  return writeMap(dir, out, lines);
-}
-
 /** The value of a map's lines for addresses of no country it names (never a country code or class). */
 export const OTHER_COUNTRY = '-';
 
@@ -105,9 +85,10 @@ export const OTHER_COUNTRY = '-';
  * takes 97,000. The classes are written in the file's first lines (comments to HAProxy), so a
  * restarted agent reads them back without loading the data. Written once per data and comparisons.
  */
-export async function ensureCountryClasses(dir: string, comparisons: readonly CountryComparison[], own?: string): Promise<{ map: string; classes: Map<string, string> }> {
+export async function ensureCountryClasses(dir: string, tests: readonly CountryTest[], own?: string): Promise<{ map: string; classes: Map<string, string> }> {
   const data = await countryData(own);
-  const key = JSON.stringify(comparisons.map((c) => [c.lower, [...new Set(c.values)].sort()]).sort((a, b) => (JSON.stringify(a) < JSON.stringify(b) ? -1 : 1)));
+  // the tests in one order, a list's values too (the classes do not depend on either)
+  const key = JSON.stringify(tests.map((t) => JSON.stringify(t.kind === 'string' && t.op === 'eq' ? { ...t, values: [...new Set(t.values)].sort() } : t)).sort());
   const out = join(dir, `${data.tag}-classes-${createHash('sha256').update(key).digest('hex').slice(0, 16)}.map`);
   if (existsSync(out)) {
     const classes = await readClasses(out);
@@ -115,7 +96,7 @@ export async function ensureCountryClasses(dir: string, comparisons: readonly Co
   }
   const segments = await data.load();
   const classes = countryClasses(
-    comparisons,
+    tests,
     [...segments[4], ...segments[6]].map((r) => r.country),
   );
   const byClass = new Map<string, string[]>();
@@ -181,7 +162,7 @@ async function writeMap(dir: string, out: string, lines: readonly string[]): Pro
 }
 
 /**
- * Removes the country maps in `dir` (ensureCountryMap's and ensureCountryClasses' files, and any
+ * Removes the country maps in `dir` (ensureCountryClasses' files, older versions' maps, and any
  * a generation left half-written) that no configuration under `configRoot` reads, never `own` (the
  * operator's map): every set of countries rules have named left a file of up to 20 MB. The applier keeps the running and the
  * previous configuration (a rollback's), and the maps either names stay. Returns what it removed.
@@ -290,11 +271,10 @@ export interface PrefixLine {
  * Optimal IP Routing Tables", INFOCOM 1999). A block one range covers is a leaf; a block's set of
  * values is its halves' intersection when they share one, else their union (bottom up); then, top
  * down, a block writes a line only when the value it inherits is not in its set. `ranges` are
- * disjoint and sorted. With holes 'fill', a line whose value is `none` is written inside a block of
- * another value where that saves lines; with holes 'keep', none is never written: no line covers
- * an address outside every range (a block holding one takes none, and only its parts get lines).
+ * disjoint and sorted. A line whose value is `none` is written inside a block of another value
+ * where that saves lines.
  */
-export function minimalPrefixes(ranges: readonly CountryRange[], bits: number, none: string, holes: 'fill' | 'keep' = 'fill'): PrefixLine[] {
+export function minimalPrefixes(ranges: readonly CountryRange[], bits: number, none: string): PrefixLine[] {
   // A set of values is a bit mask over `names` (bit i: names[i]); a block is a Node (mask and
   // halves), or, when one value covers it, that value's shared leaf: 1.3 million blocks for the
   // 60 largest countries, so a block holds nothing else.
@@ -302,12 +282,10 @@ export function minimalPrefixes(ranges: readonly CountryRange[], bits: number, n
   const index = new Map(names.map((n, i) => [n, i]));
   interface Node {
     mask: bigint;
-    /** holes 'keep': some address of the block has no range (then the block's value is none) */
-    hole: boolean;
     left?: Node;
     right?: Node;
   }
-  const leaves = names.map((_, i): Node => ({ mask: 1n << BigInt(i), hole: i === 0 && holes === 'keep' }));
+  const leaves = names.map((_, i): Node => ({ mask: 1n << BigInt(i) }));
   const leafOf = ranges.map((r) => leaves[index.get(r.country)!]!);
   // ranges[lo, hi) are those meeting the block of 2^size addresses at base
   const build = (base: bigint, size: number, lo: number, hi: number): Node => {
@@ -326,9 +304,7 @@ export function minimalPrefixes(ranges: readonly CountryRange[], bits: number, n
     const right = build(mid, size - 1, split, hi);
     if (left === right) return left; // one leaf: the whole block has one value
     const shared = left.mask & right.mask;
-    // A block with a hole keeps none: its lines never cover the hole, so no line need say none
-    if (left.hole || right.hole) return { mask: 1n, hole: true, left, right };
-    return { mask: shared !== 0n ? shared : left.mask | right.mask, hole: false, left, right };
+    return { mask: shared !== 0n ? shared : left.mask | right.mask, left, right };
   };
   const lowestBit = (mask: bigint) => (mask & -mask).toString(2).length - 1;
   const out: PrefixLine[] = [];
@@ -491,27 +467,19 @@ export interface CountryOptions {
 
 /** Whether a snapshot needs the country map: a rule refuses a country, or a custom rule reads one. */
 export function needsCountries(snapshot: Pick<ServerSnapshot, 'rules' | 'customRules' | 'domains'>): boolean {
-  const compared = countryComparisons(snapshot.customRules ?? []);
-  return compared === 'all' || compared.length > 0 || countryBlocks(snapshot).size > 0;
+  return countryBlocks(snapshot).size > 0 || countryTests(snapshot.customRules ?? []).length > 0;
 }
 
 /**
  * The country map a snapshot needs, written into `dir` where missing: one map for the whole
  * server, of classes of countries (ensureCountryClasses) that answer every domain's set of refused
- * countries and every comparison of custom rules; the map of every country (or the operator's
- * own, as it is) when a custom rule reads the country other than by comparing it with a list.
- * Also what names the rule of a country_blocked event.
+ * countries and every test of the country in custom rules, from the bundled data set or the
+ * operator's `own` map. Also what names the rule of a country_blocked event.
  */
 export async function countryOptions(snapshot: Pick<ServerSnapshot, 'rules' | 'customRules' | 'domains'>, dir: string, own?: string): Promise<CountryOptions> {
   const blocks = countryBlocks(snapshot);
-  const refused = [...blocks.values()].map((m) => ({ values: [...m.keys()], lower: false }));
-  const compared = countryComparisons(snapshot.customRules ?? []);
-  const read =
-    compared === 'all'
-      ? { map: own ?? (await ensureCountryMap(dir)), classes: undefined }
-      : compared.length + refused.length
-        ? await ensureCountryClasses(dir, [...refused, ...compared], own)
-        : undefined;
+  const tests = [...[...blocks.values()].map((m) => refusedCountries([...m.keys()])), ...countryTests(snapshot.customRules ?? [])];
+  const read = tests.length ? await ensureCountryClasses(dir, tests, own) : undefined;
   const lookup = blocks.size
     ? await countryLookup(
         [...blocks.values()].flatMap((m) => [...m.keys()]),

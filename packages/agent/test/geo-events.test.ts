@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import fc from 'fast-check';
 import type { WafEventItem } from '@rampart/protocol';
-import { countryClasses, countryComparisons } from '@rampart/proxy';
+import { countryClasses, countryHolds, countryTests, refusedCountries } from '@rampart/proxy';
 import { capLength, countryOptions, decodeField, EventCollector, needsCountries, parseEventLine } from '../src/index.js';
 
 describe('WAF event collection', () => {
@@ -262,28 +262,26 @@ describe('WAF event collection', () => {
   });
 });
 
-test('the country comparisons of custom rules, each of its own; any other reading of the country needs the whole map', () => {
+test('the tests of the country in custom rules, each of its own, whatever the operator; which countries each holds for', () => {
   const rule = (expression: string) => ({ expression });
-  assert.deepEqual(countryComparisons([]), []);
-  assert.deepEqual(countryComparisons([rule('ip.src.country in {"CN" "RU"} and http.request.uri.path eq "/x"'), rule('not lower(ip.geoip.country) eq "ir" or ip.src.country eq "CN"')]), [
-    { values: ['CN', 'RU'], lower: false },
-    { values: ['ir'], lower: true },
-    { values: ['CN'], lower: false },
+  assert.deepEqual(countryTests([]), []);
+  const tests = countryTests([
+    rule('ip.src.country in {"CN" "RU"} and http.request.uri.path eq "/x"'),
+    rule('not lower(ip.geoip.country) eq "ir" or ip.src.country matches "^K"'),
+    rule('len(ip.src.country) gt 2 or starts_with(ip.src.country, "U") or http.request.method eq "POST"'),
   ]);
-  assert.deepEqual(countryComparisons([rule('ip.src.country ne "US"')]), [{ values: ['US'], lower: false }], 'ne: an address of any other country is rightly not US');
-  assert.deepEqual(countryComparisons([rule('http.request.uri.path eq "/x"')]), []);
-  for (const e of ['ip.src.country matches "^C"', 'starts_with(ip.src.country, "C")', 'len(ip.src.country) eq 2', 'ip.src.country contains "N"']) {
-    assert.equal(countryComparisons([rule('ip.src.country eq "KP"'), rule(e)]), 'all', e);
-  }
+  assert.equal(tests.length, 5);
+  const holds = (country: string) => tests.map((t) => (countryHolds(t, country) ? 1 : 0)).join('');
+  assert.equal(holds('CN'), '10000');
+  assert.equal(holds('IR'), '01000');
+  assert.equal(holds('KP'), '00100');
+  assert.equal(holds('USA'), '00011', "an operator's map may hold longer values");
+  assert.equal(holds('DE'), '00000');
 });
 
-test('countries in one class are those every comparison treats alike; a country no comparison holds for has none', () => {
+test('countries in one class are those every test treats alike; a country no test holds for has none', () => {
   const classes = countryClasses(
-    [
-      { values: ['CN', 'RU'], lower: false },
-      { values: ['ru', 'IR'], lower: true },
-      { values: ['ir'], lower: true },
-    ],
+    countryTests([{ expression: 'ip.src.country in {"CN" "RU"}' }, { expression: 'lower(ip.src.country) in {"ru" "IR"}' }, { expression: 'lower(ip.src.country) eq "ir"' }]),
     ['US', 'CN', 'RU', 'IR', 'KP', 'CN', 'ir'],
   );
   // CN: the first only; RU: the first two; IR and ir: the third only (both lowered are "ir"; the
@@ -294,6 +292,13 @@ test('countries in one class are those every comparison treats alike; a country 
     ['RU', 'c002'],
     ['ir', 'c001'],
   ]);
+  assert.deepEqual(
+    [...countryClasses([refusedCountries(['KP', 'IR'])], ['IR', 'KP', 'US'])],
+    [
+      ['IR', 'c000'],
+      ['KP', 'c000'],
+    ],
+  );
 });
 
 test("a country_blocked line carries no rule ('-'): the collector asks the agent's lookup, before folding and shipping", () => {

@@ -375,32 +375,6 @@ export function parseRuleExpression(src: string): RuleParse {
  * strings (one character per byte, as Node's latin1 decoding gives them); rule values are compared
  * as their UTF-8 bytes, as the proxy matches them.
  */
-/**
- * The countries an expression compares `ip.src.country` with (upper case), for a shield server
- * that loads only the countries its rules name; 'all' when it reads the field in a way such a list
- * cannot answer (contains, matches, starts_with, ends_with, len()).
- */
-export function ruleCountries(e: RuleExpr): string[] | 'all' {
-  switch (e.kind) {
-    case 'and':
-    case 'or': {
-      const l = ruleCountries(e.left);
-      const r = ruleCountries(e.right);
-      return l === 'all' || r === 'all' ? 'all' : [...l, ...r];
-    }
-    case 'not':
-      return ruleCountries(e.expr);
-  }
-  let o: RuleOperand = e.operand;
-  let listed = true; // lower() keeps a country's comparison to a list, len() does not
-  while (o.kind !== 'field') {
-    if (o.kind === 'len') listed = false;
-    o = o.arg;
-  }
-  if (o.field !== 'ip.src.country') return [];
-  return e.kind === 'string' && e.op === 'eq' && listed ? e.values.map((v) => v.toUpperCase()) : 'all';
-}
-
 export interface RuleRequest {
   method: string;
   /** The path as sent (not decoded). */

@@ -1,5 +1,6 @@
 import {
   CUSTOM_RULE_ACTIONS,
+  evaluateRule,
   EVENT_FIELD_MAX,
   ipBits,
   isIPv4,
@@ -352,66 +353,56 @@ export interface CountryRead {
   classes?: ReadonlyMap<string, string> | undefined;
 }
 
-/** A comparison of the country with a list (`eq`, `in`), directly or through lower(): what a map of classes can answer. */
-export interface CountryComparison {
-  values: readonly string[];
-  lower: boolean;
-}
-
-/** The country comparison of a leaf (`ip.src.country eq/in ...`, also through lower()), or undefined for any other leaf. */
-function countryComparison(e: Extract<RuleExpr, { kind: 'string' }>): CountryComparison | undefined {
-  if (e.op !== 'eq') return undefined;
-  let o = e.operand;
-  let lower = false;
-  while (o.kind === 'lower') {
-    lower = true;
-    o = o.arg;
-  }
-  return o.kind === 'field' && o.field === 'ip.src.country' ? { values: e.values, lower } : undefined;
-}
-
-const compares = (c: CountryComparison, country: string) => c.values.includes(c.lower ? country.toLowerCase() : country);
-
 /**
- * The country comparisons of custom rules, every leaf's own (a rule may compare twice); 'all'
- * when one reads the country another way (matches, contains, len(), ...: only a map of countries
- * answers those).
+ * A test of the client's country that a map of classes answers: a comparison of a custom rule
+ * whose operand is ip.src.country (any operator, through lower() and len() too), or a domain's
+ * refused countries (refusedCountries). Countries are finitely many, so which of them a test holds
+ * for is known before any request.
  */
-export function countryComparisons(rules: readonly Pick<SnapshotCustomRule, 'expression'>[]): CountryComparison[] | 'all' {
-  const out: CountryComparison[] = [];
-  const walk = (e: RuleExpr): boolean => {
-    switch (e.kind) {
-      case 'and':
-      case 'or':
-        return walk(e.left) && walk(e.right);
-      case 'not':
-        return walk(e.expr);
-    }
-    let o = e.operand;
-    while (o.kind !== 'field') o = o.arg;
-    if (o.field !== 'ip.src.country') return true;
-    const c = e.kind === 'string' ? countryComparison(e) : undefined;
-    if (c) out.push(c);
-    return c !== undefined;
+export type CountryTest = Extract<RuleExpr, { kind: 'string' | 'int' }>;
+
+/** The test of a domain's refused countries: `ip.src.country in {...}`. */
+export const refusedCountries = (countries: readonly string[]): CountryTest => ({ kind: 'string', op: 'eq', operand: { kind: 'field', field: 'ip.src.country' }, values: [...countries] });
+
+/** The field an operand reads, through lower() and len(). */
+function operandField(o: RuleOperand): string {
+  while (o.kind !== 'field') o = o.arg;
+  return o.field;
+}
+
+/** Whether a country satisfies a test: as the reference evaluator decides (which the differential test holds HAProxy to). */
+export function countryHolds(test: CountryTest, country: string): boolean {
+  return evaluateRule(test, { method: 'GET', path: '/', headers: [], src: '0.0.0.0', country, ssl: false });
+}
+
+/** The tests of the country in custom rules: every comparison whose operand is ip.src.country, each of its own (a rule may read the country twice). */
+export function countryTests(rules: readonly Pick<SnapshotCustomRule, 'expression'>[]): CountryTest[] {
+  const out: CountryTest[] = [];
+  const walk = (e: RuleExpr): void => {
+    if (e.kind === 'and' || e.kind === 'or') {
+      walk(e.left);
+      walk(e.right);
+    } else if (e.kind === 'not') walk(e.expr);
+    else if ((e.kind === 'string' || e.kind === 'int') && operandField(e.operand) === 'ip.src.country') out.push(e);
   };
   for (const r of rules) {
     const parsed = parseRuleExpression(r.expression);
-    if (parsed.ok && !walk(parsed.expr)) return 'all';
+    if (parsed.ok) walk(parsed.expr);
   }
   return out;
 }
 
 /**
- * The classes of countries for a map that answers every comparison (countryComparisons): two
- * countries are in one class when every comparison holds for both or for neither, so a map of
+ * The classes of countries for a map that answers every test (countryTests, refusedCountries):
+ * two countries are in one class when every test holds for both or for neither, so a map of
  * classes has fewer lines than a map of the countries themselves (neighbours of one class need no
- * line between them). Countries no comparison holds for get no class (the map gives them none).
- * Class ids are `c` and three digits: none is a prefix of another, lower() leaves them as they are.
+ * line between them). Countries no test holds for get no class (the map gives them none). Class
+ * ids are `c` and three digits: none is a prefix of another, lower() leaves them as they are.
  */
-export function countryClasses(comparisons: readonly CountryComparison[], countries: Iterable<string>): Map<string, string> {
+export function countryClasses(tests: readonly CountryTest[], countries: Iterable<string>): Map<string, string> {
   const bySignature = new Map<string, string[]>();
   for (const country of [...new Set(countries)].sort()) {
-    const signature = comparisons.map((c) => (compares(c, country) ? '1' : '0')).join('');
+    const signature = tests.map((t) => (countryHolds(t, country) ? '1' : '0')).join('');
     if (!signature.includes('1')) continue;
     bySignature.set(signature, [...(bySignature.get(signature) ?? []), country]);
   }
@@ -481,10 +472,9 @@ function literalRegex(value: string): string {
 function leaf(e: Extract<RuleExpr, { kind: 'bool' | 'string' | 'ip' | 'int' }>, country: CountryRead | undefined, patterns: (lines: string[]) => string): string[] {
   const fetch = fetchOf(e.operand, country);
   if (fetch === undefined) return [];
-  const compared = e.kind === 'string' && e.op === 'eq' ? countryComparison(e) : undefined;
-  if (compared && country?.classes) {
-    // The map gives the address's class: the classes of the countries this comparison holds for.
-    const ids = [...new Set([...country.classes].filter(([c]) => compares(compared, c)).map(([, k]) => k))].sort();
+  if (country?.classes && (e.kind === 'string' || e.kind === 'int') && operandField(e.operand) === 'ip.src.country') {
+    // The map gives the address's class: the classes of the countries this test holds for.
+    const ids = [...new Set([...country.classes].filter(([c]) => countryHolds(e, c)).map(([, k]) => k))].sort();
     return ids.length ? [`src,map_ip(${country.map}) -m str -f ${patterns(ids)}`] : [];
   }
   switch (e.kind) {

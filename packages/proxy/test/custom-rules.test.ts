@@ -10,7 +10,7 @@ import { after, before, describe, test } from 'node:test';
 import { promisify } from 'node:util';
 import fc from 'fast-check';
 import { evaluateRule, parseRuleExpression, RULE_FIELDS, type RuleRequest, type ServerSnapshot, type SnapshotCustomRule } from '@rampart/protocol';
-import { countryClasses, countryComparisons, renderHaproxyConfig } from '../src/index.js';
+import { countryClasses, countryTests, renderHaproxyConfig } from '../src/index.js';
 import { freePort, startProcess, waitFor, type Proc } from '../../../test/support/processes.js';
 
 // The compiler of custom rules (src/custom-rules.ts) against the language's reference evaluator
@@ -142,7 +142,7 @@ describe('custom rules compiled to HAProxy', () => {
    * HAProxy running one domain per expression (d<i>.rules.test), each with one rule of this
    * action, and all.rules.test with every one of them (rules that share lookups, planGuards).
    */
-  async function withProxy<T>(expressions: string[], use: (port: number, configDir: string) => Promise<T>, action: SnapshotCustomRule['action'] = 'block'): Promise<T> {
+  async function withProxy<T>(expressions: string[], use: (port: number, configDir: string) => Promise<T>, action: SnapshotCustomRule['action'] = 'block', codes = false): Promise<T> {
     const configDir = join(tmp, `run${runs++}`);
     mkdirSync(configDir);
     const port = await freePort();
@@ -166,10 +166,9 @@ describe('custom rules compiled to HAProxy', () => {
         ...expressions.map((expression, i) => ({ id: id(2000 + i), expression, action, domainId: id(expressions.length + 1), priority: 2 + i })),
       ],
     };
-    // As the agent does: a map of classes of countries when the rules only compare the country with
-    // lists, else the map of the countries themselves.
-    const compared = countryComparisons(snapshot.customRules!);
-    const classes = compared === 'all' ? undefined : countryClasses(compared, Object.values(COUNTRIES));
+    // As the agent does: a map of classes of countries for the rules' tests of the country; with
+    // `codes`, a map of the countries themselves (which the renderer reads too).
+    const classes = codes ? undefined : countryClasses(countryTests(snapshot.customRules!), Object.values(COUNTRIES));
     const countryMap = classes ? join(configDir, 'classes.map') : join(tmp, 'country.map');
     if (classes)
       writeFileSync(
@@ -198,33 +197,38 @@ describe('custom rules compiled to HAProxy', () => {
 
   test('random expressions and requests: HAProxy decides as the reference evaluator', async () => {
     await fc.assert(
-      fc.asyncProperty(fc.array(expressionArb, { minLength: 8, maxLength: 8 }), fc.array(requestArb, { minLength: 12, maxLength: 12 }), async (expressions, requests) => {
+      fc.asyncProperty(fc.array(expressionArb, { minLength: 8, maxLength: 8 }), fc.array(requestArb, { minLength: 12, maxLength: 12 }), fc.boolean(), async (expressions, requests, codes) => {
         const parsed = expressions.map((e) => {
           const p = parseRuleExpression(e);
           assert.ok(p.ok, `${e}: ${!p.ok && p.message}`);
           return p.expr;
         });
-        await withProxy(expressions, async (port) => {
-          for (const r of requests) {
-            for (let i = 0; i < expressions.length; i++) {
-              const host = `d${i}.rules.test`;
-              const expected = evaluateRule(parsed[i]!, asSeen(r, host)) ? 403 : 200;
-              const status = await send(port, host, r);
-              // fast-check reports the counterexample; the mismatch itself is said here.
-              if (status !== expected) throw new Error(`HAProxy answered ${status}, the evaluator decides ${expected}: rule ${expressions[i]} on ${JSON.stringify(r)}`);
+        await withProxy(
+          expressions,
+          async (port) => {
+            for (const r of requests) {
+              for (let i = 0; i < expressions.length; i++) {
+                const host = `d${i}.rules.test`;
+                const expected = evaluateRule(parsed[i]!, asSeen(r, host)) ? 403 : 200;
+                const status = await send(port, host, r);
+                // fast-check reports the counterexample; the mismatch itself is said here.
+                if (status !== expected) throw new Error(`HAProxy answered ${status}, the evaluator decides ${expected}: rule ${expressions[i]} on ${JSON.stringify(r)}`);
+              }
+              // Every rule on one domain: refused when any of them matches.
+              const expected = parsed.some((e) => evaluateRule(e, asSeen(r, ALL))) ? 403 : 200;
+              const status = await send(port, ALL, r);
+              if (status !== expected) throw new Error(`HAProxy answered ${status}, the evaluator decides ${expected}: the rules ${JSON.stringify(expressions)} together on ${JSON.stringify(r)}`);
             }
-            // Every rule on one domain: refused when any of them matches.
-            const expected = parsed.some((e) => evaluateRule(e, asSeen(r, ALL))) ? 403 : 200;
-            const status = await send(port, ALL, r);
-            if (status !== expected) throw new Error(`HAProxy answered ${status}, the evaluator decides ${expected}: the rules ${JSON.stringify(expressions)} together on ${JSON.stringify(r)}`);
-          }
-        });
+          },
+          'block',
+          codes,
+        );
       }),
       { numRuns: Number(process.env.RULES_RUNS ?? 8), includeErrorInReport: true, ...(process.env.RULES_SEED ? { seed: Number(process.env.RULES_SEED), endOnFailure: true } : {}) },
     );
   });
 
-  test('country comparisons with lists read a map of classes of countries: HAProxy decides as the reference evaluator', async () => {
+  test('tests of the country read a map of classes of countries: HAProxy decides as the reference evaluator', async () => {
     const expressions = [
       'ip.src.country eq "KP"',
       'ip.src.country in {"KP" "IR"}',
@@ -235,8 +239,11 @@ describe('custom rules compiled to HAProxy', () => {
       'ip.src.country eq "US"',
       'ip.src.country ne "KP" and http.request.method eq "GET"',
       'ip.src.country in {"IR"} or ip.src.country in {"KP"}',
+      'ip.src.country matches "^K"',
+      'not ip.src.country contains "R"',
+      'len(ip.src.country) eq 2',
+      'ends_with(lower(ip.src.country), "p")',
     ];
-    assert.notEqual(countryComparisons(expressions.map((expression) => ({ expression }))), 'all');
     await withProxy(expressions, async (port, configDir) => {
       assert.match(readFileSync(join(configDir, 'haproxy.cfg'), 'utf8'), /classes\.map/);
       for (const src of SOURCES) {
