@@ -1,9 +1,9 @@
 import { randomBytes, randomUUID } from 'node:crypto';
-import { mkdir } from 'node:fs/promises';
+import { mkdir, readFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { AGENT_LIMITS, CLOSE, HOST_PROBLEM, parseServiceMessage, PROTOCOL_VERSION, type AgentMessage, type ServerSnapshot, type ServiceMessage, type WafEventItem } from '@rampart/protocol';
 import { RAMPART_VERSION } from '@rampart/protocol/version';
-import { HEALTH_SOCKET, VERIFIED_CRAWLERS_MAP, type RenderOptions } from '@rampart/proxy';
+import { COUNTRY_RULES_FILE, HEALTH_SOCKET, parseCountryRules, VERIFIED_CRAWLERS_MAP, type RenderOptions } from '@rampart/proxy';
 import type { Server } from 'node:http';
 import WebSocket from 'ws';
 import { Applier, type ApplyResult } from './apply.js';
@@ -17,7 +17,7 @@ import { CrawlerVerifier, crawlerDns, RuntimeCrawlerMap, type CrawlerDns } from 
 import { AnalyticsCollector } from './analytics.js';
 import { OriginWatch, parseOriginStates } from './origins.js';
 import { EventCollector } from './events.js';
-import { countryOptions, needsCountries, pruneCountryMaps, type CountryOptions } from './geo.js';
+import { countryLookup, countryOptions, needsCountries, pruneCountryMaps, type CountryLookup } from './geo.js';
 import { HaproxyProcess, type ConfigError } from './haproxy.js';
 import { bindFailures, explainBindFailure } from './port-holder.js';
 import { AgentMetrics, fetchHaproxyMetrics } from './metrics.js';
@@ -117,7 +117,7 @@ export class Agent {
   readonly crawlerMap: RuntimeCrawlerMap;
   private eventsSecret: string;
   /** The running configuration's refused countries by domain, and the lookup of an address's country: what names a country_blocked event's rule. */
-  private countryNames: CountryOptions['names'] | undefined;
+  private countryNames: { blocks: Map<string, Map<string, string>>; lookup: CountryLookup | undefined } | undefined;
   readonly certificates: CertificateManager;
   /** Prometheus metrics: applies, rollbacks, certificate expiry, events dropped by the cap; HAProxy's exporter after them. */
   readonly metrics: AgentMetrics;
@@ -243,6 +243,8 @@ export class Agent {
       throw new HostProblemError(problem);
     }
     this.proxy.on('exit', ({ code, signal }) => void this.onProxyDied(`HAProxy exited (${signal ?? `code ${code}`})`));
+    // the last-known-good configuration's country rules: its events are named before any snapshot comes
+    void this.loadCountryNames();
     this.healthTimer = setInterval(() => void this.checkProxy(), this.options.healthIntervalMs ?? 10_000);
     this.analytics.start();
     this.certificates.start(this.controller.signal);
@@ -314,6 +316,23 @@ export class Agent {
     const names = this.countryNames;
     const country = names?.lookup?.countryOf(event.ip);
     return (country !== undefined && names?.blocks.get(event.domain)?.get(country)) || null;
+  }
+
+  /**
+   * Reads which rule refuses each country in the running configuration (COUNTRY_RULES_FILE) and
+   * makes the lookup of those countries' addresses (loading the data only when they change).
+   * Never throws: without it, events keep no rule.
+   */
+  private async loadCountryNames(): Promise<void> {
+    try {
+      const dir = await this.applier.runningDir();
+      const blocks = parseCountryRules(dir ? await readFile(join(dir, COUNTRY_RULES_FILE), 'utf8').catch(() => '') : '');
+      const countries = [...blocks.values()].flatMap((m) => [...m.keys()]);
+      const own = this.options.countryMap ? resolve(this.options.countryMap) : undefined;
+      this.countryNames = { blocks, lookup: countries.length ? await countryLookup(countries, own) : undefined };
+    } catch (err) {
+      this.log('warn', `the rules of country events cannot be named: ${String(err)}`);
+    }
   }
 
   /** Apply errors with HAProxy's bind failures explained as the host problems they are. */
@@ -446,8 +465,8 @@ export class Agent {
         this.renderOptions.countryClasses = countries?.countryClasses;
         this.renderOptions.certificates = this.certificates.served(snapshot);
         result = await this.applier.apply(snapshot);
-        // (skipped: the running configuration is this one) the rule of a country_blocked event
-        if (result.ok) this.countryNames = countries?.names;
+        // the rules of country_blocked events: the running configuration's (a rollback's too)
+        await this.loadCountryNames();
         // the maps of countries no kept configuration reads any more go (a rollback's stays)
         if (result.ok && !result.skipped) {
           await pruneCountryMaps(geo, join(resolve(this.options.dataDir), 'haproxy'), own).catch((err) => this.log('warn', `old country maps not removed: ${String(err)}`));

@@ -4,7 +4,7 @@ import { mkdir, open, readdir, readFile, rename, rm, writeFile } from 'node:fs/p
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { canonicalIPv6, ipBits, isIPv4, type ServerSnapshot } from '@rampart/protocol';
-import { countryBlocks, countryClasses, countryTests, refusedCountries, type CountryTest } from '@rampart/proxy';
+import { countryBlocks, countryClasses, countryTests, distinctCountryTests, refusedCountries, type CountryTest } from '@rampart/proxy';
 
 // The CIDR -> country map HAProxy looks up natively (map_ip), generated from the CC0 data set
 // @ip-location-db/geo-whois-asn-country shipped as an npm package. Never fetched at run time.
@@ -74,22 +74,26 @@ export function countryMapPath(dir: string): string {
 export const OTHER_COUNTRY = '-';
 
 /**
- * The country map of a shield server whose rules only compare the country with lists (each
- * domain's refused countries, custom rules' `eq`/`in`, countryComparisons): each address's class
- * of countries (countryClasses: countries every comparison treats alike share one), as few lines
- * as longest-prefix match allows
+ * The country map of a shield server: each address's class of countries (countryClasses:
+ * countries that every test treats alike share one; the tests are each domain's refused countries
+ * and every custom rule's test of ip.src.country), as few lines as longest-prefix match allows
  * (minimalPrefixes). An address of no class, or of no country, finds no line or a line whose value
- * is OTHER_COUNTRY, which no comparison holds for. HAProxy keeps about 290 bytes for each line:
- * where a map of the countries themselves took 399,000 lines for the 60 largest countries (and one
- * line per block of the data set 954,000, 278 MB), a class map of the same countries in one list
- * takes 97,000. The classes are written in the file's first lines (comments to HAProxy), so a
- * restarted agent reads them back without loading the data. Written once per data and comparisons.
+ * is OTHER_COUNTRY, which no test holds for. HAProxy keeps about 290 bytes for each line: where a
+ * map of the countries themselves took 399,000 lines for the 60 largest countries (and one line per
+ * block of the data set 954,000, 278 MB), a class map of the same countries refused together takes
+ * 97,000. The classes are written in the file's first lines (comments to HAProxy), so a restarted
+ * agent reads them back without loading the data. Written once per data, format and tests.
  */
 export async function ensureCountryClasses(dir: string, tests: readonly CountryTest[], own?: string): Promise<{ map: string; classes: Map<string, string> }> {
   const data = await countryData(own);
-  // the tests in one order, a list's values too (the classes do not depend on either)
-  const key = JSON.stringify(tests.map((t) => JSON.stringify(t.kind === 'string' && t.op === 'eq' ? { ...t, values: [...new Set(t.values)].sort() } : t)).sort());
-  const out = join(dir, `${data.tag}-classes-${createHash('sha256').update(key).digest('hex').slice(0, 16)}.map`);
+  // the distinct tests in one order, a list's values too (the classes depend on neither)
+  const key = JSON.stringify(
+    distinctCountryTests(tests)
+      .map((t) => JSON.stringify(t.kind === 'string' && t.op === 'eq' ? { ...t, values: [...new Set(t.values)].sort() } : t))
+      .sort(),
+  );
+  // CLASSES_FORMAT: a later agent that makes or reads the file otherwise makes its own
+  const out = join(dir, `${data.tag}-classes-${CLASSES_FORMAT}-${createHash('sha256').update(key).digest('hex').slice(0, 16)}.map`);
   if (existsSync(out)) {
     const classes = await readClasses(out);
     if (classes) return { map: out, classes };
@@ -101,10 +105,21 @@ export async function ensureCountryClasses(dir: string, tests: readonly CountryT
   );
   const byClass = new Map<string, string[]>();
   for (const [c, id] of classes) byClass.set(id, [...(byClass.get(id) ?? []), c]);
-  // `# classes: c000=AR,BR c001=CN ...` (a value of an operator's map percent-encoded), in lines
-  // of at most about 1,000 bytes (HAProxy reads a map's lines into a buffer of its buffer size),
-  // then `# end of classes`
-  const groups = [...byClass].map(([id, cs]) => `${id}=${cs.map(encodeURIComponent).join(',')}`);
+  // `# classes: c000=AR,BR c001=CN ...` (a value of an operator's map percent-encoded; a class's
+  // members over several groups when they are many), in lines of at most about 1,000 bytes
+  // (HAProxy reads a map's lines into a buffer of its buffer size), then `# end of classes`
+  const groups: string[] = [];
+  for (const [id, cs] of byClass) {
+    let group = '';
+    for (const c of cs.map(encodeURIComponent)) {
+      if (group && group.length + c.length > 900) {
+        groups.push(group);
+        group = '';
+      }
+      group = group ? `${group},${c}` : `${id}=${c}`;
+    }
+    groups.push(group);
+  }
   const header: string[] = [];
   for (const g of groups) {
     if (header.length && header[header.length - 1]!.length + g.length < 1000) header[header.length - 1] += ` ${g}`;
@@ -115,6 +130,8 @@ export async function ensureCountryClasses(dir: string, tests: readonly CountryT
 }
 
 const CLASSES_END = '# end of classes';
+/** The version of a class map's making and header, in its name. */
+const CLASSES_FORMAT = 'v1';
 
 /** The classes a class map's first lines list, by country; undefined when they are not whole within its first 256 KB. */
 async function readClasses(path: string): Promise<Map<string, string> | undefined> {
@@ -136,7 +153,14 @@ async function readClasses(path: string): Promise<Map<string, string> | undefine
     if (!m) return undefined;
     for (const group of m[1]!.split(' ').filter(Boolean)) {
       const [id = '', members = ''] = group.split('=');
-      for (const c of members.split(',')) if (c) out.set(decodeURIComponent(c), id);
+      for (const c of members.split(',')) {
+        if (!c) continue;
+        try {
+          out.set(decodeURIComponent(c), id);
+        } catch {
+          return undefined; // a damaged header: the map is made again
+        }
+      }
     }
   }
   return out;
@@ -348,20 +372,25 @@ async function countryData(own: string | undefined): Promise<CountryData> {
 }
 
 /**
- * An operator's map as HAProxy's map_ip reads it: `<address or CIDR> <value>` lines (blank lines
- * and lines starting with # skipped), the most specific block holding an address giving its value,
- * and of two equal blocks the first listed (prefixSegments). A line HAProxy would not take is skipped.
+ * An operator's map as HAProxy's map_ip reads it: `<address>[/<bits or netmask>] <value>` lines,
+ * the value the rest of the line (blank lines and lines starting with # skipped), the most specific
+ * block holding an address giving its value, and of two equal blocks the first listed
+ * (prefixSegments). A line HAProxy would not take is skipped.
  */
 export function ownMapSegments(text: string): Record<4 | 6, CountryRange[]> {
   const ranges: Record<4 | 6, CountryRange[]> = { 4: [], 6: [] };
   for (const raw of text.split(/\r?\n/)) {
     const line = raw.trim();
     if (!line || line.startsWith('#')) continue;
-    const [key = '', value] = line.split(/\s+/);
+    const m = /^(\S+)\s+(.+)$/.exec(line);
+    if (!m) continue;
+    const [, key = '', value = ''] = m;
     const [addr = '', len] = key.split('/');
     const bits = ipBits(addr);
-    if (bits === undefined || value === undefined) continue;
-    const prefix = len === undefined ? bits.length : Number(len);
+    if (bits === undefined) continue;
+    // a netmask (255.255.255.0) as its number of bits, when it is one
+    const mask = len !== undefined && isIPv4(len) && isIPv4(addr) ? ipBits(len)! : undefined;
+    const prefix = mask !== undefined ? (/^1*0*$/.test(mask) ? (mask.indexOf('0') === -1 ? 32 : mask.indexOf('0')) : NaN) : len === undefined ? bits.length : Number(len);
     if (!Number.isInteger(prefix) || prefix < 0 || prefix > bits.length || len === '') continue;
     const size = BigInt(bits.length - prefix);
     const start = (BigInt(`0b${bits}`) >> size) << size;
@@ -404,16 +433,24 @@ export class CountryLookup {
     this.families = { 4: pack(segments[4]), 6: pack(segments[6]) };
   }
 
-  /** The country of an address (an IPv4-mapped IPv6 address as its IPv4 one), undefined outside the kept countries. */
+  /**
+   * The country of an address, undefined outside the kept countries. As HAProxy's map_ip: an IPv6
+   * address found in no IPv6 range is looked up as the IPv4 address it carries, if it is
+   * IPv4-mapped (::ffff:a.b.c.d), IPv4-compatible (::a.b.c.d) or 6to4 (2002:aabb:ccdd::).
+   */
   countryOf(ip: string): string | undefined {
     const bits = ipBits(ip);
     if (bits === undefined) return undefined;
-    let n = BigInt(`0b${bits}`);
-    let family: 4 | 6 = bits.length === 32 ? 4 : 6;
-    if (family === 6 && n >> 32n === 0xffffn) {
-      n &= 0xffffffffn;
-      family = 4;
-    }
+    const n = BigInt(`0b${bits}`);
+    if (bits.length === 32) return this.find(4, n);
+    const found = this.find(6, n);
+    if (found !== undefined) return found;
+    if (n >> 32n === 0xffffn || n >> 32n === 0n) return this.find(4, n & 0xffffffffn);
+    if (n >> 112n === 0x2002n) return this.find(4, (n >> 80n) & 0xffffffffn);
+    return undefined;
+  }
+
+  private find(family: 4 | 6, n: bigint): string | undefined {
     const f = this.families[family];
     const hi = n >> 64n;
     const lo = n & ((1n << 64n) - 1n);
@@ -455,14 +492,12 @@ function joinTouching(ranges: readonly CountryRange[]): CountryRange[] {
   return out;
 }
 
-/** What the renderer and the event collector need about countries for a snapshot (countryOptions). */
+/** What the renderer needs about countries for a snapshot (countryOptions). */
 export interface CountryOptions {
   /** The map HAProxy looks a client's country up in (RenderOptions.countryMap). */
   countryMap: string | undefined;
-  /** Its classes, when its values are classes of countries (RenderOptions.countryClasses). */
+  /** Its classes (RenderOptions.countryClasses). */
   countryClasses: Map<string, string> | undefined;
-  /** The refused countries and their rules by domain name (countryBlocks), and the lookup of an address's country. */
-  names: { blocks: Map<string, Map<string, string>>; lookup: CountryLookup | undefined };
 }
 
 /** Whether a snapshot needs the country map: a rule refuses a country, or a custom rule reads one. */
@@ -474,17 +509,11 @@ export function needsCountries(snapshot: Pick<ServerSnapshot, 'rules' | 'customR
  * The country map a snapshot needs, written into `dir` where missing: one map for the whole
  * server, of classes of countries (ensureCountryClasses) that answer every domain's set of refused
  * countries and every test of the country in custom rules, from the bundled data set or the
- * operator's `own` map. Also what names the rule of a country_blocked event.
+ * operator's `own` map.
  */
 export async function countryOptions(snapshot: Pick<ServerSnapshot, 'rules' | 'customRules' | 'domains'>, dir: string, own?: string): Promise<CountryOptions> {
-  const blocks = countryBlocks(snapshot);
-  const tests = [...[...blocks.values()].map((m) => refusedCountries([...m.keys()])), ...countryTests(snapshot.customRules ?? [])];
+  const refused = [...countryBlocks(snapshot).values()].map((m) => refusedCountries([...m.keys()]));
+  const tests = [...refused, ...countryTests(snapshot.customRules ?? [])];
   const read = tests.length ? await ensureCountryClasses(dir, tests, own) : undefined;
-  const lookup = blocks.size
-    ? await countryLookup(
-        [...blocks.values()].flatMap((m) => [...m.keys()]),
-        own,
-      )
-    : undefined;
-  return { countryMap: read?.map, countryClasses: read?.classes, names: { blocks, lookup } };
+  return { countryMap: read?.map, countryClasses: read?.classes };
 }

@@ -6,7 +6,19 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import fc from 'fast-check';
-import { ensureCountryClasses, countryLookup, ipv6ToText, ownMapSegments, minimalPrefixes, OTHER_COUNTRY, prefixSegments, rangeToCidrs, type CountryRange, type PrefixLine } from '../src/index.js';
+import {
+  ensureCountryClasses,
+  countryLookup,
+  CountryLookup,
+  ipv6ToText,
+  ownMapSegments,
+  minimalPrefixes,
+  OTHER_COUNTRY,
+  prefixSegments,
+  rangeToCidrs,
+  type CountryRange,
+  type PrefixLine,
+} from '../src/index.js';
 import { refusedCountries } from '@rampart/proxy';
 import { freePort, startProcess, waitFor } from '../../../test/support/processes.js';
 
@@ -198,6 +210,26 @@ describe('the country map of the countries rules name', () => {
       ['EE', 'AA', 'EE'],
     );
     assert.equal(segmentOf(segments[6], v6Number('2001:db8:1:0:0:0:0:5')), 'AA');
+    // the value is the rest of the line, as HAProxy reads a map; a netmask is a number of bits
+    const more = ownMapSegments('198.51.100.0/255.255.255.0 United States\n203.0.113.0/255.0.255.0 XX\n');
+    assert.deepEqual(
+      more[4].map((r) => [v4Text(r.start), v4Text(r.end), r.country]),
+      [['198.51.100.0', '198.51.100.255', 'United States']],
+      'a mask that is no prefix is skipped',
+    );
+  });
+
+  test("the lookup of an address's country reads IPv6 as HAProxy's map_ip does: an IPv6 range first, then the IPv4 address an IPv6 one carries", () => {
+    const segments = ownMapSegments('192.0.2.0/24 KP\n2001:db8::/32 IR\n::ffff:198.51.100.0/120 CN\n');
+    const lookup = new CountryLookup(segments, new Set(['KP', 'IR', 'CN']));
+    assert.equal(lookup.countryOf('192.0.2.7'), 'KP');
+    assert.equal(lookup.countryOf('2001:db8::1'), 'IR');
+    assert.equal(lookup.countryOf('::ffff:192.0.2.7'), 'KP', 'IPv4-mapped');
+    assert.equal(lookup.countryOf('::192.0.2.7'), 'KP', 'IPv4-compatible');
+    assert.equal(lookup.countryOf('2002:c000:0207::1'), 'KP', '6to4');
+    assert.equal(lookup.countryOf('::ffff:198.51.100.1'), 'CN', 'an IPv6 range wins over the IPv4 address it carries');
+    assert.equal(lookup.countryOf('2002:c633:6401::1'), undefined, '6to4 of an address in no range');
+    assert.equal(new CountryLookup(segments, new Set(['IR'])).countryOf('192.0.2.7'), undefined, 'a country left out');
   });
 
   test("a class map from an operator's map: any value, classes over several comment lines, read back as written", async () => {
@@ -216,6 +248,11 @@ describe('the country map of the countries rules name', () => {
     const again = await ensureCountryClasses(dir, [...comparisons].reverse(), own);
     assert.equal(again.map, first.map);
     assert.deepEqual(again.classes, first.classes, 'read back from the file');
+    // one class of all 300 (a domain refusing them all): its members over several lines too
+    const one = await ensureCountryClasses(dir, [refusedCountries(values)], own);
+    const oneHead = readFileSync(one.map, 'utf8').split('\n');
+    assert.ok(oneHead.indexOf('# end of classes') > 5 && oneHead.slice(0, oneHead.indexOf('# end of classes')).every((l) => l.length <= 1100));
+    assert.deepEqual((await ensureCountryClasses(dir, [refusedCountries([...values].reverse())], own)).classes, new Map(values.map((v) => [v, 'c000'])));
     const classOf = first.classes.get('A,B')!;
     assert.ok(
       text.split('\n').some((l) => /^10\.1\.4[0-3]\.0\/2[2-4] /.test(l) && l.endsWith(` ${classOf}`)),

@@ -4,9 +4,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import fc from 'fast-check';
-import type { WafEventItem } from '@rampart/protocol';
-import { countryClasses, countryHolds, countryTests, refusedCountries } from '@rampart/proxy';
-import { capLength, countryOptions, decodeField, EventCollector, needsCountries, parseEventLine } from '../src/index.js';
+import type { ServerSnapshot, WafEventItem } from '@rampart/protocol';
+import { COUNTRY_RULES_FILE, countryClasses, countryHolds, countryTests, parseCountryRules, refusedCountries, renderHaproxyConfig } from '@rampart/proxy';
+import { capLength, countryLookup, countryOptions, decodeField, EventCollector, needsCountries, parseEventLine } from '../src/index.js';
 
 describe('WAF event collection', () => {
   const line = (ip: string, reason = 'ip_blocked') => `<134>Nov 22 07:20:00 haproxy[12]: rampart-waf 1795329600 ${ip} shop.example.com ${reason} 3f1c2e1a-9b0d-4c55-8f3e-0123456789ab`;
@@ -334,7 +334,7 @@ test("a country_blocked line carries no rule ('-'): the collector asks the agent
   assert.deepEqual(asked, ['shop.example.com 127.0.40.9', 'shop.example.com 127.0.41.9'], 'asked only for country lines without a rule');
 });
 
-test('one country map for the whole server, whatever the domains refuse and custom rules compare with; the refused countries for naming the rule', async () => {
+test("one country map for the whole server, whatever the domains refuse and custom rules test; the configuration names each refused country's rule", async () => {
   const dir = mkdtempSync(join(tmpdir(), 'rampart-country-options-'));
   after(() => rmSync(dir, { recursive: true, force: true }));
   const domain = (n: number) => ({ id: `00000000-0000-4000-8000-00000000000${n}`, domain: `d${n}.example.com`, origins: [], sslEnabled: false, wafEnabled: n !== 4, wafLevel: 'low' as const });
@@ -353,7 +353,7 @@ test('one country map for the whole server, whatever the domains refuse and cust
   assert.equal(needsCountries(snapshot), true);
   assert.equal(needsCountries({ domains: snapshot.domains, rules: [], customRules: [] }), false);
   const o = await countryOptions(snapshot, dir);
-  assert.match(o.countryMap!, /-classes-[0-9a-f]{16}\.map$/);
+  assert.match(o.countryMap!, /-classes-v1-[0-9a-f]{16}\.map$/);
   // KP: every domain; IR: d2; RU: d3; CN: d3 and the rule; BR: the rule (US: a domain with the WAF off)
   assert.deepEqual([...o.countryClasses!].sort(), [
     ['BR', 'c000'],
@@ -362,8 +362,14 @@ test('one country map for the whole server, whatever the domains refuse and cust
     ['KP', 'c003'],
     ['RU', 'c004'],
   ]);
+  // what names the rule of an event: the configuration's own file (the domain's own rule first)
+  const { files } = renderHaproxyConfig(
+    snapshot as ServerSnapshot,
+    { httpBind: { address: '127.0.0.1', port: 8080 }, runDir: dir, countryMap: o.countryMap, countryClasses: o.countryClasses },
+    { configDir: dir },
+  );
   assert.deepEqual(
-    [...o.names.blocks].map(([d, m]) => [d, [...m]]),
+    [...parseCountryRules(files[COUNTRY_RULES_FILE]!)].map(([d, m]) => [d, [...m]]),
     [
       ['d1.example.com', [['KP', refuse(1, 'KP', null).id]]],
       [
@@ -387,7 +393,7 @@ test('one country map for the whole server, whatever the domains refuse and cust
     .split('\n')
     .find((l) => l.endsWith(' c003'))!
     .split(/[ /]/)[0]!;
-  assert.equal(o.names.lookup!.countryOf(kp), 'KP', 'the lookup places an address of a KP line');
+  assert.equal((await countryLookup(['KP', 'IR'])).countryOf(kp), 'KP', 'the lookup places an address of a KP line');
   const again = await countryOptions({ ...snapshot, rules: [...snapshot.rules].reverse() }, dir);
   assert.equal(again.countryMap, o.countryMap, 'the same map for the same sets, in any order');
 });

@@ -375,6 +375,34 @@ export function countryHolds(test: CountryTest, country: string): boolean {
   return evaluateRule(test, { method: 'GET', path: '/', headers: [], src: '0.0.0.0', country, ssl: false });
 }
 
+/**
+ * countryHolds for many countries: a list (`eq`, `in`: a domain's refused countries, a rule's list
+ * of hundreds) is looked up in a set made once, as the evaluator compares (the value as its UTF-8
+ * bytes, lower() ASCII only); any other test, of one value, through the evaluator.
+ */
+function countryHolder(test: CountryTest): (country: string) => boolean {
+  if (test.kind !== 'string' || test.op !== 'eq' || test.operand.kind === 'len') return (c) => countryHolds(test, c);
+  let o: RuleOperand = test.operand;
+  let lower = false;
+  while (o.kind === 'lower') {
+    lower = true;
+    o = o.arg;
+  }
+  if (o.kind !== 'field') return (c) => countryHolds(test, c);
+  const values = new Set(test.values.map((v) => String.fromCharCode(...new TextEncoder().encode(v))));
+  return (c) => values.has(lower ? c.replace(/[A-Z]/g, (x) => x.toLowerCase()) : c);
+}
+
+/** Tests that are the same test once (a server-wide set of countries is every domain's test). */
+export function distinctCountryTests(tests: readonly CountryTest[]): CountryTest[] {
+  const seen = new Map<string, CountryTest>();
+  for (const t of tests) {
+    const key = JSON.stringify(t.kind === 'string' && t.op === 'eq' ? { ...t, values: [...new Set(t.values)].sort() } : t);
+    if (!seen.has(key)) seen.set(key, t);
+  }
+  return [...seen.values()];
+}
+
 /** The tests of the country in custom rules: every comparison whose operand is ip.src.country, each of its own (a rule may read the country twice). */
 export function countryTests(rules: readonly Pick<SnapshotCustomRule, 'expression'>[]): CountryTest[] {
   const out: CountryTest[] = [];
@@ -397,12 +425,13 @@ export function countryTests(rules: readonly Pick<SnapshotCustomRule, 'expressio
  * two countries are in one class when every test holds for both or for neither, so a map of
  * classes has fewer lines than a map of the countries themselves (neighbours of one class need no
  * line between them). Countries no test holds for get no class (the map gives them none). Class
- * ids are `c` and three digits: none is a prefix of another, lower() leaves them as they are.
+ * ids are `c` and three digits (four past 1,000 classes): lower() leaves them as they are.
  */
 export function countryClasses(tests: readonly CountryTest[], countries: Iterable<string>): Map<string, string> {
+  const holders = distinctCountryTests(tests).map(countryHolder);
   const bySignature = new Map<string, string[]>();
   for (const country of [...new Set(countries)].sort()) {
-    const signature = tests.map((t) => (countryHolds(t, country) ? '1' : '0')).join('');
+    const signature = holders.map((holds) => (holds(country) ? '1' : '0')).join('');
     if (!signature.includes('1')) continue;
     bySignature.set(signature, [...(bySignature.get(signature) ?? []), country]);
   }
@@ -474,7 +503,8 @@ function leaf(e: Extract<RuleExpr, { kind: 'bool' | 'string' | 'ip' | 'int' }>, 
   if (fetch === undefined) return [];
   if (country?.classes && (e.kind === 'string' || e.kind === 'int') && operandField(e.operand) === 'ip.src.country') {
     // The map gives the address's class: the classes of the countries this test holds for.
-    const ids = [...new Set([...country.classes].filter(([c]) => countryHolds(e, c)).map(([, k]) => k))].sort();
+    const holds = countryHolder(e);
+    const ids = [...new Set([...country.classes].filter(([c]) => holds(c)).map(([, k]) => k))].sort();
     return ids.length ? [`src,map_ip(${country.map}) -m str -f ${patterns(ids)}`] : [];
   }
   switch (e.kind) {

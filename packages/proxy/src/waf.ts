@@ -161,6 +161,26 @@ function collect(rules: readonly SnapshotRule[], domainId: string | null) {
 }
 
 /**
+ * The file of a configuration that names, for the agent, the rule behind each country a domain
+ * refuses: `<domain> <CC> <rule id>` lines (HAProxy does not read it). The agent names the rule of
+ * a country_blocked event from it and the address's country, so an event is named as the
+ * configuration that refused the request has it, from the agent's start on (parseCountryRules).
+ */
+export const COUNTRY_RULES_FILE = 'country_rules.txt';
+
+/** A configuration's COUNTRY_RULES_FILE: domain -> country -> rule id; lines of any other shape are skipped. */
+export function parseCountryRules(text: string): Map<string, Map<string, string>> {
+  const out = new Map<string, Map<string, string>>();
+  for (const line of text.split('\n')) {
+    const [domain, cc, id, extra] = line.split(' ');
+    if (!domain || !cc || !id || extra !== undefined || !isUuid(id)) continue;
+    if (!out.has(domain)) out.set(domain, new Map());
+    if (!out.get(domain)!.has(cc)) out.get(domain)!.set(cc, id);
+  }
+  return out;
+}
+
+/**
  * The countries each domain with the WAF on refuses (its own block_country rules first, then the
  * server-wide ones it does not name), each with the rule that refuses it, by domain name. HAProxy
  * only learns that an address is in one of them (its class of countries, RenderOptions.
@@ -275,6 +295,7 @@ export function renderWaf(
   if (anyHigh) Object.assign(files, GATE_FILES);
 
   const perDomain = new Map<string, DomainWaf>();
+  const countryRules: string[] = [];
   const guardPlans = new Map<string, GuardPlan>();
   snapshot.domains.forEach((d, index) => {
     checkDomainSettings(d);
@@ -293,13 +314,19 @@ export function renderWaf(
       files[`ai_guard_d${index}.lst`] = `(?:${[...ai.keys()].map((k) => k.replace(/[^A-Za-z0-9_-]/g, '\\$&')).join('|')})\n`;
     }
     // The countries it refuses, as the values of the country map: their classes, or themselves.
-    const countries = [...union(c.countries, global.countries).keys()];
+    const refusing = union(c.countries, global.countries);
+    const countries = [...refusing.keys()];
     const refused = new Set(opts.countryClasses ? countries.flatMap((k) => opts.countryClasses!.get(k) ?? []) : countries);
-    if (opts.countryMap && refused.size) files[`countries_d${index}.pat`] = [...refused].sort().join('\n') + '\n';
+    if (opts.countryMap && refused.size) {
+      files[`countries_d${index}.pat`] = [...refused].sort().join('\n') + '\n';
+      // for the agent, not HAProxy: the rule of each refused country, for the events of this configuration
+      countryRules.push(...[...refusing].map(([cc, id]) => `${d.domain} ${cc} ${id}\n`));
+    }
     const guards = planGuards(customOf(d), dir, `d${index}`);
     Object.assign(files, guards.files);
     guardPlans.set(d.id, guards);
   });
+  if (countryRules.length) files[COUNTRY_RULES_FILE] = countryRules.join('');
 
   // The bot challenge's settings for the Lua engine (only the challenge page and its answer).
   files['waf_data.lua'] = [
