@@ -4,7 +4,7 @@ import { mkdir, open, readdir, readFile, rename, rm, writeFile } from 'node:fs/p
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { canonicalIPv6, ipBits, isIPv4, type ServerSnapshot } from '@rampart/protocol';
-import { countryBlocks, countryClasses, countryTests, distinctCountryTests, refusedCountries, type CountryTest } from '@rampart/proxy';
+import { countryBlocks, countryClasses, countryTestKey, countryTests, distinctCountryTests, refusedCountries, type CountryTest } from '@rampart/proxy';
 
 // The CIDR -> country map HAProxy looks up natively (map_ip), generated from the CC0 data set
 // @ip-location-db/geo-whois-asn-country shipped as an npm package. Never fetched at run time.
@@ -64,10 +64,10 @@ export function countryDataDir(): string {
   return dirname(require.resolve('@ip-location-db/geo-whois-asn-country/package.json'));
 }
 
-/** The name the country maps of this data set version start from (`country-<version>`), in dir. */
-export function countryMapPath(dir: string): string {
+/** What the names of the maps made from this version of the bundled data set start with: `country-<version>`. */
+function bundledTag(): string {
   const version = (require('@ip-location-db/geo-whois-asn-country/package.json') as { version: string }).version;
-  return join(dir, `country-${version.replace(/[^0-9A-Za-z.]/g, '')}.map`);
+  return `country-${version.replace(/[^0-9A-Za-z.]/g, '')}`;
 }
 
 /** The value of a map's lines for addresses of no country it names (never a country code or class). */
@@ -87,11 +87,7 @@ export const OTHER_COUNTRY = '-';
 export async function ensureCountryClasses(dir: string, tests: readonly CountryTest[], own?: string): Promise<{ map: string; classes: Map<string, string> }> {
   const data = await countryData(own);
   // the distinct tests in one order, a list's values too (the classes depend on neither)
-  const key = JSON.stringify(
-    distinctCountryTests(tests)
-      .map((t) => JSON.stringify(t.kind === 'string' && t.op === 'eq' ? { ...t, values: [...new Set(t.values)].sort() } : t))
-      .sort(),
-  );
+  const key = JSON.stringify(distinctCountryTests(tests).map(countryTestKey).sort());
   // CLASSES_FORMAT: a later agent that makes or reads the file otherwise makes its own
   const out = join(dir, `${data.tag}-classes-${CLASSES_FORMAT}-${createHash('sha256').update(key).digest('hex').slice(0, 16)}.map`);
   if (existsSync(out)) {
@@ -359,7 +355,7 @@ async function countryData(own: string | undefined): Promise<CountryData> {
   if (own === undefined) {
     const dataDir = countryDataDir();
     return {
-      tag: countryMapPath('').replace(/\.map$/, ''),
+      tag: bundledTag(),
       load: async () => ({
         4: prefixSegments(await readRanges(join(dataDir, DATA_FILES[4])), 32),
         6: prefixSegments(await readRanges(join(dataDir, DATA_FILES[6])), 128),

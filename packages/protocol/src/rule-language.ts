@@ -453,6 +453,21 @@ function ipInCidr(ip: string, cidr: string): boolean {
 /** A string's UTF-8 bytes, one character each. */
 const utf8Bytes = (s: string) => String.fromCharCode(...new TextEncoder().encode(s));
 
+/**
+ * A comparison's values as UTF-8 bytes, made once per comparison (an `in` list of hundreds is then
+ * a set lookup, however many requests or countries it is asked about).
+ */
+const encodedValues = new WeakMap<object, { list: string[]; set: Set<string> }>();
+function valuesOf(e: Extract<RuleExpr, { kind: 'string' }>): { list: string[]; set: Set<string> } {
+  let v = encodedValues.get(e);
+  if (!v) {
+    const list = e.values.map(utf8Bytes);
+    v = { list, set: new Set(list) };
+    encodedValues.set(e, v);
+  }
+  return v;
+}
+
 function holds(e: Extract<RuleExpr, { kind: 'string' | 'ip' | 'int' }>, v: string | number | boolean): boolean {
   if (e.kind === 'ip') return e.values.some((c) => ipInCidr(v as string, c));
   if (e.kind === 'int') {
@@ -461,10 +476,10 @@ function holds(e: Extract<RuleExpr, { kind: 'string' | 'ip' | 'int' }>, v: strin
     return e.values.some(cmp);
   }
   const s = v as string;
-  const values = e.values.map(utf8Bytes);
+  const { list: values, set } = valuesOf(e);
   switch (e.op) {
     case 'eq':
-      return values.includes(s);
+      return set.has(s);
     case 'contains':
       return s.includes(values[0]!);
     case 'starts_with':

@@ -375,32 +375,12 @@ export function countryHolds(test: CountryTest, country: string): boolean {
   return evaluateRule(test, { method: 'GET', path: '/', headers: [], src: '0.0.0.0', country, ssl: false });
 }
 
-/**
- * countryHolds for many countries: a list (`eq`, `in`: a domain's refused countries, a rule's list
- * of hundreds) is looked up in a set made once, as the evaluator compares (the value as its UTF-8
- * bytes, lower() ASCII only); any other test, of one value, through the evaluator.
- */
-function countryHolder(test: CountryTest): (country: string) => boolean {
-  if (test.kind !== 'string' || test.op !== 'eq' || test.operand.kind === 'len') return (c) => countryHolds(test, c);
-  let o: RuleOperand = test.operand;
-  let lower = false;
-  while (o.kind === 'lower') {
-    lower = true;
-    o = o.arg;
-  }
-  if (o.kind !== 'field') return (c) => countryHolds(test, c);
-  const values = new Set(test.values.map((v) => String.fromCharCode(...new TextEncoder().encode(v))));
-  return (c) => values.has(lower ? c.replace(/[A-Z]/g, (x) => x.toLowerCase()) : c);
-}
+/** A test as text, the same for the same test (a list's values in any order, repeated or not). */
+export const countryTestKey = (t: CountryTest): string => JSON.stringify(t.kind === 'string' && t.op === 'eq' ? { ...t, values: [...new Set(t.values)].sort() } : t);
 
 /** Tests that are the same test once (a server-wide set of countries is every domain's test). */
 export function distinctCountryTests(tests: readonly CountryTest[]): CountryTest[] {
-  const seen = new Map<string, CountryTest>();
-  for (const t of tests) {
-    const key = JSON.stringify(t.kind === 'string' && t.op === 'eq' ? { ...t, values: [...new Set(t.values)].sort() } : t);
-    if (!seen.has(key)) seen.set(key, t);
-  }
-  return [...seen.values()];
+  return [...new Map(tests.map((t) => [countryTestKey(t), t] as const)).values()];
 }
 
 /** The tests of the country in custom rules: every comparison whose operand is ip.src.country, each of its own (a rule may read the country twice). */
@@ -428,10 +408,10 @@ export function countryTests(rules: readonly Pick<SnapshotCustomRule, 'expressio
  * ids are `c` and three digits (four past 1,000 classes): lower() leaves them as they are.
  */
 export function countryClasses(tests: readonly CountryTest[], countries: Iterable<string>): Map<string, string> {
-  const holders = distinctCountryTests(tests).map(countryHolder);
+  const distinct = distinctCountryTests(tests);
   const bySignature = new Map<string, string[]>();
   for (const country of [...new Set(countries)].sort()) {
-    const signature = holders.map((holds) => (holds(country) ? '1' : '0')).join('');
+    const signature = distinct.map((t) => (countryHolds(t, country) ? '1' : '0')).join('');
     if (!signature.includes('1')) continue;
     bySignature.set(signature, [...(bySignature.get(signature) ?? []), country]);
   }
@@ -503,8 +483,7 @@ function leaf(e: Extract<RuleExpr, { kind: 'bool' | 'string' | 'ip' | 'int' }>, 
   if (fetch === undefined) return [];
   if (country?.classes && (e.kind === 'string' || e.kind === 'int') && operandField(e.operand) === 'ip.src.country') {
     // The map gives the address's class: the classes of the countries this test holds for.
-    const holds = countryHolder(e);
-    const ids = [...new Set([...country.classes].filter(([c]) => holds(c)).map(([, k]) => k))].sort();
+    const ids = [...new Set([...country.classes].filter(([c]) => countryHolds(e, c)).map(([, k]) => k))].sort();
     return ids.length ? [`src,map_ip(${country.map}) -m str -f ${patterns(ids)}`] : [];
   }
   switch (e.kind) {
