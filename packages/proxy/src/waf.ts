@@ -471,13 +471,16 @@ export function renderWaf(
       if (limits) {
         // Step 4, for requests steps 1 to 3 let through: a fixed 60 s window from the client's first
         // request, counted natively in the stick table (an IPv6 client by its /64, RATE_KEY).
+        // A new client's entry holds no window start (gpt0 0) and a count of 0: only a window that
+        // ran out is cleared. (Clearing a new entry too let two first requests on two threads race:
+        // the second one's clear wiped what the first had counted.)
         const tracked = `${open} { sc0_tracked }`;
         const expired = ` { var(txn.rp_age) -m int ge ${RATE_WINDOW} }${tracked}`;
         lines.push(
           `    http-request track-sc0 ${RATE_KEY} table ${RATE_TABLE} if${open}`,
           `    http-request set-var(txn.rp_wstart) sc_get_gpt0(0) if${tracked}`,
           `    http-request set-var(txn.rp_age) date,sub(txn.rp_wstart) if${tracked}`,
-          `    http-request set-var(txn.rp_cleared) sc_clr_gpc0(0) if${expired}`,
+          `    http-request set-var(txn.rp_cleared) sc_clr_gpc0(0) if { var(txn.rp_age) -m int ge ${RATE_WINDOW} } { var(txn.rp_wstart) -m int gt 0 }${tracked}`,
           `    http-request sc-set-gpt0(0) date if${expired}`,
           `    http-request sc-inc-gpc0(0) if${tracked}`,
         );
