@@ -6,8 +6,10 @@ import { join } from 'node:path';
 import { request as httpRequest } from 'node:http';
 import { connect } from 'node:net';
 import { once } from 'node:events';
+import type { AddressInfo } from 'node:net';
 import { brotliCompressSync, gzipSync } from 'node:zlib';
 import { after, before, describe, test } from 'node:test';
+import { WebSocketServer } from 'ws';
 import { answerUrl, leadingZeroBits, parseChallengePage, solveChallenge } from '@rampart/proxy';
 import { apiClient, ADMIN, settle, startAgent, startOrigin, viaProxy, type AgentProc, type ApiClient } from '../support/cluster.js';
 import { freePort, startServe, waitFor } from '../support/processes.js';
@@ -40,6 +42,8 @@ describe('WAF through real HAProxy', () => {
       req.end(body);
     });
   const requestIds: string[] = [];
+  let geo = '';
+  let silent: WebSocketServer | undefined;
 
   before(async () => {
     serve = await startServe({ port: await freePort(), adminToken: ADMIN });
@@ -48,7 +52,7 @@ describe('WAF through real HAProxy', () => {
     const srv = await api.call('POST', '/api/servers', { name: 'edge-waf' });
     // Loopback sources are in no country of the data set; an operator-supplied map places two
     // test ranges (the agent's --country-map, which also serves operators with their own geo data).
-    const geo = join(mkdtempSync(join(tmpdir(), 'rampart-geo-')), 'country.map');
+    geo = join(mkdtempSync(join(tmpdir(), 'rampart-geo-')), 'country.map');
     writeFileSync(geo, '127.0.40.0/24 KP\n127.0.41.0/24 IR\n1.0.1.0/24 CN\n');
     agent = await startAgent({ serverUrl: serve.url, token: srv.body.connectionToken, nbthread: 2, countryMap: geo });
     for (const level of ['low', 'medium', 'high']) {
@@ -77,6 +81,7 @@ describe('WAF through real HAProxy', () => {
     await waitFor(async () => (await status('medium.waf.test', '127.0.20.1')) === 200, 'the origin to be up');
   });
   after(async () => {
+    silent?.close();
     await agent?.stop();
     await serve?.stop();
     await origin?.close();
@@ -531,5 +536,30 @@ describe('WAF through real HAProxy', () => {
       15_000,
       200,
     );
+  });
+  test('restarted, before any snapshot, the agent names country events from the configuration it runs', async () => {
+    // A control plane that takes the agent's connection and its events but never sends a snapshot:
+    // what names the rules can only be the last-known-good configuration's own country_rules.txt.
+    silent = new WebSocketServer({ host: '127.0.0.1', port: 0 });
+    await once(silent, 'listening');
+    const heard: { reason: string; ip: string; ruleId: string | null }[] = [];
+    const messages: string[] = [];
+    silent.on('connection', (ws) =>
+      ws.on('message', (data) => {
+        const m = JSON.parse(String(data)) as { type: string; payload: { events?: typeof heard } };
+        messages.push(m.type);
+        if (m.type === 'events/batch') heard.push(...m.payload.events!);
+      }),
+    );
+    const { dataDir, httpPort } = agent;
+    await agent.stop();
+    agent = await startAgent({ serverUrl: `http://127.0.0.1:${(silent.address() as AddressInfo).port}`, token: 'never-checked', nbthread: 2, countryMap: geo, dataDir, httpPort });
+    await waitFor(async () => (await status('medium.waf.test', '127.0.40.21').catch(() => 0)) === 403, 'the restarted HAProxy to refuse KP');
+    assert.equal(await status('high.waf.test', '127.0.41.21'), 403);
+    const named = (ip: string) => heard.find((e) => e.reason === 'country_blocked' && e.ip === ip);
+    await waitFor(() => named('127.0.40.21') && named('127.0.41.21'), 'both events to reach the silent control plane');
+    assert.equal(named('127.0.40.21')!.ruleId, rules.kp);
+    assert.equal(named('127.0.41.21')!.ruleId, rules.irHigh, "the domain's own rule");
+    assert.ok(!messages.includes('config/ack'), 'no snapshot was applied');
   });
 });

@@ -233,6 +233,10 @@ export class Agent {
     this.renderOptions.eventsSecret = saved.eventsSecret = this.eventsSecret;
     this.renderOptions.acmePort = saved.acmePort = acmePort;
     await this.applier.ensureBootConfig('boot');
+    // The last-known-good configuration's country rules, loaded while HAProxy starts: its events
+    // wait for them (the collector holds their lines), so they are named before any snapshot comes.
+    this.events.hold();
+    void this.loadCountryNames().finally(() => this.events.release());
     const mark = this.proxy.outputMark();
     await this.startProxy();
     // A listener HAProxy cannot open (a port another process holds) is the operator's to fix: fail now, saying which.
@@ -243,8 +247,6 @@ export class Agent {
       throw new HostProblemError(problem);
     }
     this.proxy.on('exit', ({ code, signal }) => void this.onProxyDied(`HAProxy exited (${signal ?? `code ${code}`})`));
-    // the last-known-good configuration's country rules: its events are named before any snapshot comes
-    void this.loadCountryNames();
     this.healthTimer = setInterval(() => void this.checkProxy(), this.options.healthIntervalMs ?? 10_000);
     this.analytics.start();
     this.certificates.start(this.controller.signal);
@@ -464,9 +466,15 @@ export class Agent {
         this.renderOptions.countryMap = countries?.countryMap;
         this.renderOptions.countryClasses = countries?.countryClasses;
         this.renderOptions.certificates = this.certificates.served(snapshot);
-        result = await this.applier.apply(snapshot);
-        // the rules of country_blocked events: the running configuration's (a rollback's too)
-        await this.loadCountryNames();
+        // The rules of country_blocked events: the running configuration's (a rollback's too). The
+        // lines of the new configuration wait for them.
+        this.events.hold();
+        try {
+          result = await this.applier.apply(snapshot);
+          await this.loadCountryNames();
+        } finally {
+          this.events.release();
+        }
         // the maps of countries no kept configuration reads any more go (a rollback's stays)
         if (result.ok && !result.skipped) {
           await pruneCountryMaps(geo, join(resolve(this.options.dataDir), 'haproxy'), own).catch((err) => this.log('warn', `old country maps not removed: ${String(err)}`));

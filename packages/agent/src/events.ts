@@ -162,6 +162,9 @@ function sameSecret(token: string | undefined, secret: string): boolean {
   return timingSafeEqual(Buffer.from(token), Buffer.from(secret));
 }
 
+/** Lines kept unread while the collector is held (EventCollector.hold): about 3 MB at most. */
+const HELD_LINES = 10_000;
+
 /** The events socket's receive buffer asked for: 4 MB, about 13,000 lines of 300 bytes. */
 export const EVENTS_RECEIVE_BUFFER = 4 * 1024 * 1024;
 
@@ -214,6 +217,9 @@ export class EventCollector {
    * flood cost a batch's worth of work).
    */
   private reachable = true;
+  /** Lines received while held (hold), read in order by the last release. */
+  private held: string[] = [];
+  private holds = 0;
 
   constructor(
     private readonly ship: (events: WafEventItem[]) => boolean,
@@ -249,7 +255,11 @@ export class EventCollector {
     // caps it at net.core.rmem_max: docs/architecture.md "The event log").
     const socket = createSocket({ type: 'udp4', recvBufferSize: EVENTS_RECEIVE_BUFFER });
     this.socket = socket;
-    socket.on('message', (msg) => this.accept(msg.toString('utf8')));
+    socket.on('message', (msg) => {
+      const line = msg.toString('utf8');
+      if (this.holds > 0 && this.held.length < HELD_LINES) this.held.push(line);
+      else this.accept(line);
+    });
     await new Promise<void>((resolve, reject) => {
       socket.once('error', reject);
       socket.bind(port, '127.0.0.1', () => {
@@ -260,6 +270,27 @@ export class EventCollector {
     this.timer = setInterval(() => this.flush(), 1000);
     this.timer.unref();
     return socket.address().port;
+  }
+
+  /**
+   * Keeps the lines that arrive unread until the matching release: while the agent loads what
+   * names their rules (the running configuration's country rules, at its start and with every
+   * apply). At most HELD_LINES wait; past them a line is read at once, with what is known.
+   */
+  hold(): void {
+    this.holds++;
+  }
+
+  /** Lines held unread. */
+  get waiting(): number {
+    return this.held.length;
+  }
+
+  release(): void {
+    if (this.holds === 0 || --this.holds > 0) return;
+    const lines = this.held;
+    this.held = [];
+    for (const line of lines) this.accept(line);
   }
 
   accept(line: string): void {

@@ -1,9 +1,11 @@
 import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createSocket } from 'node:dgram';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import fc from 'fast-check';
+import { waitFor } from '../../../test/support/processes.js';
 import type { ServerSnapshot, WafEventItem } from '@rampart/protocol';
 import { COUNTRY_RULES_FILE, countryClasses, countryHolds, countryTests, parseCountryRules, refusedCountries, renderHaproxyConfig } from '@rampart/proxy';
 import { capLength, countryLookup, countryOptions, decodeField, EventCollector, needsCountries, parseEventLine } from '../src/index.js';
@@ -247,6 +249,49 @@ describe('WAF event collection', () => {
     assert.equal(shipped.length, 5000);
     assert.equal(shipped.filter((e) => e.blocked === false).length, 3000);
     assert.equal(c.dropped, 1000);
+  });
+
+  test('held (while the agent loads what names rules), lines wait unread and are read in order at the last release', async () => {
+    let rule: string | null = null;
+    const shipped: WafEventItem[] = [];
+    const c = new EventCollector(
+      (batch) => (shipped.push(...batch), true),
+      undefined,
+      undefined,
+      undefined,
+      undefined,
+      undefined,
+      undefined,
+      () => rule,
+    );
+    const port = await c.listen(0);
+    const udp = createSocket('udp4');
+    const refused = (ip: string) => `<134>Nov 22 07:20:00 haproxy[12]: rampart-waf 1795329600 ${ip} shop.example.com country_blocked - block GET - /x -`;
+    try {
+      c.hold();
+      c.hold(); // a start's load and an apply's at once
+      for (const ip of ['127.0.40.1', '127.0.40.2', '127.0.40.3']) udp.send(refused(ip), port, '127.0.0.1');
+      await waitFor(() => c.waiting === 3, 'the lines to arrive');
+      c.flush();
+      assert.equal(shipped.length, 0, 'nothing read while held');
+      c.release();
+      c.flush();
+      assert.equal(shipped.length, 0, 'still held by the other');
+      rule = '3f1c2e1a-9b0d-4c55-8f3e-0123456789ab';
+      c.release();
+      c.flush();
+      assert.deepEqual(
+        shipped.map((e) => [e.ip, e.reason, e.ruleId]),
+        ['127.0.40.1', '127.0.40.2', '127.0.40.3'].map((ip) => [ip, 'country_blocked', rule]),
+      );
+      assert.equal(c.waiting, 0);
+      c.release(); // one release too many changes nothing
+      udp.send(refused('127.0.40.4'), port, '127.0.0.1');
+      await waitFor(() => (c.flush(), shipped.length === 4), 'a line read at once');
+    } finally {
+      udp.close();
+      c.close();
+    }
   });
 
   test('keeps events while the service is unreachable and ships them when it returns', () => {
