@@ -10,6 +10,10 @@ import type { ServerSnapshot, WafEventItem } from '@rampart/protocol';
 import { COUNTRY_RULES_FILE, countryClasses, countryHolds, countryTests, parseCountryRules, refusedCountries, renderHaproxyConfig } from '@rampart/proxy';
 import { capLength, countryLookup, countryOptions, decodeField, EventCollector, needsCountries, parseEventLine } from '../src/index.js';
 
+/** A collector that ships into `shipped` and names country events' rules with `countryRule`. */
+const namingCollector = (shipped: WafEventItem[], countryRule: (e: WafEventItem) => string | null) =>
+  new EventCollector((batch) => (shipped.push(...batch), true), undefined, undefined, undefined, undefined, undefined, undefined, countryRule);
+
 describe('WAF event collection', () => {
   const line = (ip: string, reason = 'ip_blocked') => `<134>Nov 22 07:20:00 haproxy[12]: rampart-waf 1795329600 ${ip} shop.example.com ${reason} 3f1c2e1a-9b0d-4c55-8f3e-0123456789ab`;
 
@@ -254,16 +258,7 @@ describe('WAF event collection', () => {
   test('held (while the agent loads what names rules), lines wait unread and are read in order at the last release', async () => {
     let rule: string | null = null;
     const shipped: WafEventItem[] = [];
-    const c = new EventCollector(
-      (batch) => (shipped.push(...batch), true),
-      undefined,
-      undefined,
-      undefined,
-      undefined,
-      undefined,
-      undefined,
-      () => rule,
-    );
+    const c = namingCollector(shipped, () => rule);
     const port = await c.listen(0);
     const udp = createSocket('udp4');
     const refused = (ip: string) => `<134>Nov 22 07:20:00 haproxy[12]: rampart-waf 1795329600 ${ip} shop.example.com country_blocked - block GET - /x -`;
@@ -351,16 +346,7 @@ test("a country_blocked line carries no rule ('-'): the collector asks the agent
   const other = '3f1c2e1a-9b0d-4c55-8f3e-0123456789ab';
   const shipped: WafEventItem[] = [];
   const asked: string[] = [];
-  const c = new EventCollector(
-    (batch) => (shipped.push(...batch), true),
-    undefined,
-    undefined,
-    undefined,
-    undefined,
-    undefined,
-    undefined,
-    (e) => (asked.push(`${e.domain} ${e.ip}`), e.ip === '127.0.40.9' ? kp : null),
-  );
+  const c = namingCollector(shipped, (e) => (asked.push(`${e.domain} ${e.ip}`), e.ip === '127.0.40.9' ? kp : null));
   const at = (ip: string, reason: string, rule: string) => `<134>Nov 22 07:20:00 haproxy[12]: rampart-waf 1795329600 ${ip} shop.example.com ${reason} ${rule} block GET - /x -`;
   c.accept(at('127.0.40.9', 'country_blocked', '-'));
   c.accept(at('127.0.41.9', 'country_blocked', '-'));
