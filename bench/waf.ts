@@ -334,6 +334,18 @@ async function measure(port: number, w: Workload = SHORT, seconds = DURATION, co
   return runWrk(port, w, seconds, connections);
 }
 
+/**
+ * A throughput run of an HAProxy target (`pid`, or none for another server) as a row: with the
+ * process's CPU time during the measured part, the cost per request that the load of other
+ * processes on the machine moves least.
+ */
+async function measured(name: string, workload: Row['workload'], port: number, w: Workload, pid?: number, pairedWith?: string): Promise<Row> {
+  await runWrk(port, w, 1); // warm-up, as measure() does
+  const cpu0 = pid === undefined ? 0 : cpuUs(pid);
+  const r = await runWrk(port, w, DURATION);
+  return { name, workload, r, ...(pairedWith === undefined ? {} : { pairedWith }), ...(pid === undefined ? {} : { cpuUs: cpuUs(pid) - cpu0 }) };
+}
+
 /** Resident memory of a process in KB (the HAProxy process is the worker: it runs in foreground, not master-worker). */
 const rssKb = (pid: number) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0);
 
@@ -400,12 +412,16 @@ async function openConnections(port: number, n: number): Promise<{ sockets: Sock
 // The run
 // ------------------------------------------------------------------------------------------------
 
-/** One wrk run; `pairedWith`: a plain-proxy run measured right before that target's (the ratio's baseline). */
+/**
+ * One wrk run; `pairedWith`: a plain-proxy run measured right before that target's (the ratio's
+ * baseline); `cpuUs`: the HAProxy process's CPU time (user and system) during it, in microseconds.
+ */
 interface Row {
   name: string;
   workload: 'short' | 'long' | 'mix';
   r: WrkResult;
   pairedWith?: string;
+  cpuUs?: number;
 }
 const ORIGIN_ROW = 'origin alone (reference)';
 const PLAIN = 'plain HAProxy proxy (baseline)';
@@ -420,11 +436,6 @@ const CUSTOM_WITH = `Rampart, WAF ${CUSTOM_LEVEL} + 110 custom rules`;
 const CUSTOM_RULES = benchCustomRules(DOMAIN_ID);
 /** WAF events during case 7's measurements, by target (the rules' log rules make some). */
 const customEvents = new Map<string, number>();
-/**
- * Case 7's HAProxy CPU time (user and system) per request answered, by target and workload: the
- * cost of the rules that the load of other processes on the machine moves least.
- */
-const customCpu = new Map<string, { us: number; requests: number }>();
 /** A process's CPU time so far, user and system, in microseconds. */
 function cpuUs(pid: number): number {
   const fields = readFileSync(`/proc/${pid}/stat`, 'utf8')
@@ -473,7 +484,8 @@ const bodyCases = bodies().map((b, i) => {
  * from minute to minute falls on both sides of every ratio.
  */
 let plainPort = 0;
-async function throughput(name: string, port: number, opts: { long?: boolean } = {}): Promise<void> {
+let plainPid = 0;
+async function throughput(name: string, port: number, opts: { long?: boolean; pid?: number } = {}): Promise<void> {
   const workloads: [Row['workload'], Workload][] = [
     ['short', SHORT],
     ...(opts.long ? [['long', LONG] as [Row['workload'], Workload]] : []),
@@ -481,8 +493,8 @@ async function throughput(name: string, port: number, opts: { long?: boolean } =
   ];
   for (const [workload, w] of workloads) {
     for (let i = 0; i < ROUNDS; i++) {
-      rows.push({ name: PLAIN, workload, r: await measure(plainPort, w), pairedWith: name });
-      rows.push({ name, workload, r: await measure(port, w) });
+      rows.push(await measured(PLAIN, workload, plainPort, w, plainPid, name));
+      rows.push(await measured(name, workload, port, w, opts.pid));
     }
   }
 }
@@ -523,6 +535,7 @@ async function otherCases(barePort: number, origin: () => SnapshotDomain['origin
 
   const plain = await startPlain(barePort);
   plainPort = plain.port;
+  plainPid = plain.proc.child.pid!;
   const other = await viaProxy(plain.port, 'other.example.com', SHORT_PATH);
   const long = await viaProxy(plain.port, HOST, LONG_PATH);
   if (other.status !== 404 || long.status !== 200) throw new Error(`plain HAProxy proxy: another host answered ${other.status}, the 2 KB query ${long.status}`);
@@ -587,7 +600,7 @@ async function otherCases(barePort: number, origin: () => SnapshotDomain['origin
       await new Promise((r) => setTimeout(r, 200)); // the checks' own events arrive first
       const before = eventCount;
       const high = c.enabled && c.level === 'high';
-      await throughput(c.name, rp.port, { long: high });
+      await throughput(c.name, rp.port, { long: high, pid: rp.proc.child.pid! });
       await new Promise((r) => setTimeout(r, 200));
       if (eventCount !== before) sanity.push(`${c.name}: ${eventCount - before} WAF events during the measurements (ordinary requests the WAF refused: false positives or the bad-bot and AI lists)`);
       if (high) {
@@ -660,12 +673,7 @@ async function customCase(origin: () => SnapshotDomain['origins']): Promise<void
         for (const [name, { port, pid }] of i % 2 === 0 ? pair : pair.reverse()) {
           await new Promise((r) => setTimeout(r, 200));
           const before = eventCount;
-          await runWrk(port, w, 1); // warm-up, as measure() does
-          const cpu0 = cpuUs(pid);
-          const r = await runWrk(port, w, DURATION);
-          const cpu = customCpu.get(`${name}|${workload}`) ?? { us: 0, requests: 0 };
-          customCpu.set(`${name}|${workload}`, { us: cpu.us + cpuUs(pid) - cpu0, requests: cpu.requests + r.requests });
-          rows.push({ name, workload, r });
+          rows.push(await measured(name, workload, port, w, pid));
           await new Promise((r) => setTimeout(r, 200));
           customEvents.set(name, (customEvents.get(name) ?? 0) + eventCount - before);
         }
@@ -720,7 +728,15 @@ for (const w of workloads) {
   const modsec = result(NGINX, w);
   console.log(`\n${WORKLOAD_WORDS[w]}`);
   console.log(
-    'case'.padEnd(34) + 'req/s'.padStart(9) + 'p50 ms'.padStart(8) + 'p99 ms'.padStart(8) + 'x plain'.padStart(9) + 'p99-plain'.padStart(11) + 'x modsec'.padStart(10) + 'non-2xx'.padStart(9),
+    'case'.padEnd(34) +
+      'req/s'.padStart(9) +
+      'p50 ms'.padStart(8) +
+      'p99 ms'.padStart(8) +
+      'x plain'.padStart(9) +
+      'p99-plain'.padStart(11) +
+      'x modsec'.padStart(10) +
+      'CPU us/req'.padStart(12) +
+      'non-2xx'.padStart(9),
   );
   for (const name of names) {
     const r = result(name, w);
@@ -734,6 +750,7 @@ for (const w of workloads) {
         (vs ? vs.ratio.toFixed(2) : '').padStart(9) +
         (vs ? signed(vs.p99) : '').padStart(11) +
         (name.startsWith('Rampart') && modsec ? `${(r.rps / modsec.rps).toFixed(1)}x` : '').padStart(10) +
+        (Number.isNaN(cpuPerRequest(name, w)) ? '' : cpuPerRequest(name, w).toFixed(1)).padStart(12) +
         String(Math.round(r.non2xx + r.socketErrors)).padStart(9),
     );
   }
@@ -801,9 +818,11 @@ if (rows.some((r) => r.name === CUSTOM_WITH)) {
   for (const [name, n] of customEvents) sanity.push(`${name}: ${n} WAF events during the measurements${name === CUSTOM_WITH ? ' (log rules the mix matches)' : ''}`);
 }
 
-function cpuPerRequest(name: string, w: Row['workload']): number {
-  const c = customCpu.get(`${name}|${w}`);
-  return c && c.requests ? c.us / c.requests : NaN;
+/** HAProxy's CPU time per request answered, over a target's runs (for the plain proxy, those paired with `pairedWith` when given). */
+function cpuPerRequest(name: string, w: Row['workload'], pairedWith?: string): number {
+  const rs = rows.filter((r) => r.name === name && r.workload === w && r.cpuUs !== undefined && (pairedWith === undefined || r.pairedWith === pairedWith));
+  const requests = rs.reduce((a, r) => a + r.r.requests, 0);
+  return requests ? rs.reduce((a, r) => a + r.cpuUs!, 0) / requests : NaN;
 }
 
 /** What the custom rules make of the mix's requests, as counts of the first decisive action (else log, rate-limited counting, none). */
@@ -848,6 +867,12 @@ for (const w of ['short', 'mix'] as const) {
   for (const [name, aim] of aims) {
     const vs = versusPlain(name, w)!;
     line(`${name.slice(9)}, ${w}: throughput / plain proxy`, vs.ratio.toFixed(2), `>= ${aim}`, vs.ratio >= aim);
+  }
+  // The same comparison in HAProxy's own CPU time per request, which the other processes on the
+  // machine (wrk, the origin) move less than throughput.
+  for (const [name] of aims) {
+    const cost = cpuPerRequest(PLAIN, w, name) / cpuPerRequest(name, w);
+    console.log(`${`${name.slice(9)}, ${w}: CPU per request, plain proxy / it`.padEnd(58)}${cost.toFixed(2).padStart(12)}   (for reference)`);
   }
   for (const [name] of aims) {
     const vs = versusPlain(name, w)!;

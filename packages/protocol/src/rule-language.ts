@@ -151,13 +151,33 @@ const describe = (t: Token) => (t.t === 'end' ? 'the end of the expression' : t.
 const COMPARISONS: Record<string, string> = { eq: 'eq', '==': 'eq', ne: 'ne', '!=': 'ne', contains: 'contains', matches: 'matches', '~': 'matches', in: 'in', lt: 'lt', le: 'le', gt: 'gt', ge: 'ge' };
 const OPERATOR_LIST = 'an operator (eq, ne, contains, matches, in, lt, le, gt, ge)';
 
+/**
+ * An escape HAProxy's PCRE2 and the rules' evaluator (JavaScript) read differently: a letter other
+ * than d D w W s S b B n r t f (PCRE2's \\z \\A \\h \\v \\Q... are anchors, classes or quoting;
+ * JavaScript reads most of them as the letter itself), and \\x not followed by two hex digits
+ * (PCRE2's \\x{41}). The evaluator decides which countries a test of ip.src.country holds for, so
+ * it must read a pattern as HAProxy does.
+ */
+function portabilityProblem(re: string): string | undefined {
+  for (const m of re.matchAll(/\\([\s\S])(?=([\s\S]{0,2}))/g)) {
+    const [, c = '', next = ''] = m;
+    if (c === 'x' && !/^[0-9A-Fa-f]{2}$/.test(next)) return '\\x takes two hex digits (\\xHH); \\x{...} is not supported';
+    if (/[A-Za-z]/.test(c) && !'dDwWsSbBnrtfx'.includes(c)) return `\\${c} is not supported (regular expression engines read it differently); use \\d \\w \\s \\b, ^, $ or a class`;
+  }
+  return undefined;
+}
+
 /** A regular expression both JavaScript (the reference) and PCRE2 (HAProxy) read the same way, or why not. */
-export function regexProblem(re: string): string | undefined {
+export function regexProblem(re: string, stored = false): string | undefined {
   // eslint-disable-next-line no-control-regex -- deliberate: finding control characters in user input is the point
   if (/[\x00-\x1f\x7f]/.test(re)) return 'a regular expression cannot hold control characters: write \\t, \\n or \\xHH';
   if (/\(\?(?:[=!]|<[=!]|<[A-Za-z])/.test(re)) return 'lookahead, lookbehind and named groups are not supported';
   if (/\\(?:[1-9]|k)/.test(re)) return 'backreferences are not supported';
   if (/\\[pPuc]|\[\^?\]/.test(re)) return '\\p, \\u, \\c and empty classes are not supported';
+  if (!stored) {
+    const escape = portabilityProblem(re);
+    if (escape) return escape;
+  }
   try {
     new RegExp(re);
   } catch (e) {
@@ -170,7 +190,10 @@ class Parser {
   private i = 0;
   private conditions = 0;
   readonly regexes: string[] = [];
-  constructor(private readonly toks: Token[]) {}
+  constructor(
+    private readonly toks: Token[],
+    private readonly stored: boolean,
+  ) {}
 
   private peek(): Token {
     return this.toks[this.i]!;
@@ -299,7 +322,7 @@ class Parser {
       const at = this.peek().at;
       const v = this.string();
       if (op === 'matches') {
-        const problem = regexProblem(v);
+        const problem = regexProblem(v, this.stored);
         if (problem) throw new RuleSyntaxError(at, 'a regular expression', `${JSON.stringify(v.slice(0, 40))}: ${problem}`);
         this.regexes.push(v);
       }
@@ -348,9 +371,11 @@ class Parser {
 
 /**
  * Parses and checks an expression. Errors are values: the 0-based offset, what was expected there
- * and a sentence for the user ("at column 12: expected ..., found ...").
+ * and a sentence for the user ("at column 12: expected ..., found ..."). `stored`: an expression
+ * the API accepted before, as the renderer reads it: a check added since (portabilityProblem)
+ * does not refuse it, so an upgrade never makes a shield server's configuration fail.
  */
-export function parseRuleExpression(src: string): RuleParse {
+export function parseRuleExpression(src: string, opts: { stored?: boolean } = {}): RuleParse {
   if (typeof src !== 'string' || src.trim() === '') return { ok: false, position: 0, expected: 'an expression', message: 'at column 1: expected an expression, found nothing' };
   if (src.length > RULE_LIMITS.expression) {
     return {
@@ -361,7 +386,7 @@ export function parseRuleExpression(src: string): RuleParse {
     };
   }
   try {
-    const p = new Parser(lex(src));
+    const p = new Parser(lex(src), opts.stored ?? false);
     const expr = p.parse();
     return { ok: true, expr, regexes: p.regexes };
   } catch (e) {

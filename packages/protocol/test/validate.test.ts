@@ -521,3 +521,25 @@ test('ipBits: an address as its bits, IPv6 written out (an IPv4 tail read as its
   assert.equal(seen('::ffff:c000:2ff'), true);
   assert.equal(seen('::ffff:c000:301'), false);
 });
+
+test('a regular expression with an escape PCRE2 (HAProxy) and JavaScript (the evaluator) read differently is refused, with its position; a stored rule keeps parsing', () => {
+  const expr = (re: string) => `ip.src.country matches ${JSON.stringify(re)}`;
+  for (const [re, why] of [
+    ['^(CN|RU)\\z', /\\z is not supported/],
+    ['\\A(CN|RU)', /\\A is not supported/],
+    ['^\\x{43}N$', /\\x takes two hex digits/],
+    ['\\xZ', /\\x takes two hex digits/],
+    ['a\\hb', /\\h is not supported/],
+    ['a\\vb', /\\v is not supported/],
+    ['\\Qa.b\\E', /\\Q is not supported/],
+    ['\\d\\z', /\\z is not supported/],
+  ] as const) {
+    const parsed = parseRuleExpression(expr(re));
+    assert.equal(parsed.ok, false, re);
+    if (parsed.ok) continue;
+    assert.match(parsed.message, why, re);
+    assert.equal(parsed.position, 'ip.src.country matches '.length, re);
+    assert.equal(parseRuleExpression(expr(re), { stored: true }).ok, true, `${re}, stored`);
+  }
+  for (const re of ['^\\d+\\.\\w\\s\\b$', '\\x41\\x4a', '\\\\z', '[\\d\\-]\\/\\.', '\\n\\r\\t\\f\\D\\W\\S\\B']) assert.equal(parseRuleExpression(expr(re)).ok, true, re);
+});

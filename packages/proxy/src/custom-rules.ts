@@ -82,7 +82,7 @@ function compileRule(rule: SnapshotCustomRule, index: number, dir: string, count
   if (!(CUSTOM_RULE_ACTIONS as readonly string[]).includes(rule.action)) throw new UnsafeValueError('custom rule action', rule.action);
   if (rule.domainId !== null && !isUuid(rule.domainId)) throw new UnsafeValueError('custom rule domain', rule.domainId);
   if ((rule.action === 'rate_limit') !== (rule.rateLimit !== undefined) || (rule.rateLimit && rateLimitProblem(rule.rateLimit))) throw new UnsafeValueError('custom rule rateLimit', rule.rateLimit);
-  const parsed = parseRuleExpression(rule.expression);
+  const parsed = parseRuleExpression(rule.expression, { stored: true });
   if (!parsed.ok) throw new UnsafeValueError('custom rule expression', rule.expression);
   const steps: CompiledCustomRule['steps'] = [];
   const acls: string[] = [];
@@ -394,7 +394,7 @@ export function countryTests(rules: readonly Pick<SnapshotCustomRule, 'expressio
     else if ((e.kind === 'string' || e.kind === 'int') && operandField(e.operand) === 'ip.src.country') out.push(e);
   };
   for (const r of rules) {
-    const parsed = parseRuleExpression(r.expression);
+    const parsed = parseRuleExpression(r.expression, { stored: true });
     if (parsed.ok) walk(parsed.expr);
   }
   return out;

@@ -76,6 +76,10 @@ describe('/api/rules', () => {
     }
     const ok = await create(key, { ...LOGIN, expression: 'http.user_agent matches "^(curl|wget)/[0-9.]+$"' });
     assert.equal(ok.status, 201, JSON.stringify(ok.body));
+    // HAProxy's PCRE2 reads \z as the end; the evaluator that classes countries would read a z
+    const pcreOnly = await create(key, { ...LOGIN, expression: 'ip.src.country matches "^(CN|RU)\\\\z"' });
+    assert.equal(pcreOnly.status, 400);
+    assert.match(pcreOnly.body.error, /^expression: at column 24: expected a regular expression, found "\^\(CN\|RU\)\\\\z": \\z is not supported/);
   });
 
   test('the schema refuses unknown fields, actions and names out of bounds, naming the field', async () => {
