@@ -17,7 +17,7 @@ import { CrawlerVerifier, crawlerDns, RuntimeCrawlerMap, type CrawlerDns } from 
 import { AnalyticsCollector } from './analytics.js';
 import { OriginWatch, parseOriginStates } from './origins.js';
 import { EventCollector } from './events.js';
-import { countryLookup, countryOptions, needsCountries, pruneCountryMaps, type CountryLookup } from './geo.js';
+import { countryLookup, countryOptions, needsCountries, OWN_VALUE_MAX, ownMapNotes, pruneCountryMaps, type CountryLookup } from './geo.js';
 import { HaproxyProcess, type ConfigError } from './haproxy.js';
 import { bindFailures, explainBindFailure } from './port-holder.js';
 import { AgentMetrics, fetchHaproxyMetrics } from './metrics.js';
@@ -118,6 +118,7 @@ export class Agent {
   private eventsSecret: string;
   /** The running configuration's refused countries by domain, and the lookup of an address's country: what names a country_blocked event's rule. */
   private countryNames: { blocks: Map<string, Map<string, string>>; lookup: CountryLookup | undefined } | undefined;
+  private countryNamesGeneration = 0;
   readonly certificates: CertificateManager;
   /** Prometheus metrics: applies, rollbacks, certificate expiry, events dropped by the cap; HAProxy's exporter after them. */
   readonly metrics: AgentMetrics;
@@ -237,6 +238,7 @@ export class Agent {
     // wait for them (the collector holds their lines), so they are named before any snapshot comes.
     this.events.hold();
     void this.loadCountryNames().finally(() => this.events.release());
+    if (this.options.countryMap) void this.describeCountryMap(resolve(this.options.countryMap));
     const mark = this.proxy.outputMark();
     await this.startProxy();
     // A listener HAProxy cannot open (a port another process holds) is the operator's to fix: fail now, saying which.
@@ -326,14 +328,35 @@ export class Agent {
    * Never throws: without it, events keep no rule.
    */
   private async loadCountryNames(): Promise<void> {
+    // of loads that overlap (the start's and the first apply's), the last one started decides
+    const generation = ++this.countryNamesGeneration;
     try {
       const dir = await this.applier.runningDir();
       const blocks = parseCountryRules(dir ? await readFile(join(dir, COUNTRY_RULES_FILE), 'utf8').catch(() => '') : '');
       const countries = [...blocks.values()].flatMap((m) => [...m.keys()]);
       const own = this.options.countryMap ? resolve(this.options.countryMap) : undefined;
-      this.countryNames = { blocks, lookup: countries.length ? await countryLookup(countries, own) : undefined };
+      const names = { blocks, lookup: countries.length ? await countryLookup(countries, own) : undefined };
+      if (generation === this.countryNamesGeneration) this.countryNames = names;
     } catch (err) {
+      // no names rather than an earlier configuration's
+      if (generation === this.countryNamesGeneration) this.countryNames = undefined;
       this.log('warn', `the rules of country events cannot be named: ${String(err)}`);
+    }
+  }
+
+  /** Tells the operator what in their --country-map no rule can use (a line skipped, a value no block_country rule names). */
+  private async describeCountryMap(path: string): Promise<void> {
+    try {
+      const notes = await ownMapNotes(path);
+      if (notes.skipped) this.log('warn', `--country-map ${path}: ${notes.skipped} lines skipped (no address HAProxy takes, no value, or a value over ${OWN_VALUE_MAX} characters)`);
+      if (notes.unlike) {
+        this.log(
+          'warn',
+          `--country-map ${path}: ${notes.unlike} lines whose value is not a two-letter country code (e.g. ${notes.examples.map((e) => JSON.stringify(e)).join(', ')}); the value is the rest of the line, as HAProxy reads a map, and block_country rules name two capital letters`,
+        );
+      }
+    } catch (err) {
+      this.log('warn', `--country-map ${path} cannot be read: ${String(err)}`);
     }
   }
 
@@ -466,15 +489,9 @@ export class Agent {
         this.renderOptions.countryMap = countries?.countryMap;
         this.renderOptions.countryClasses = countries?.countryClasses;
         this.renderOptions.certificates = this.certificates.served(snapshot);
-        // The rules of country_blocked events: the running configuration's (a rollback's too). The
-        // lines of the new configuration wait for them.
-        this.events.hold();
-        try {
-          result = await this.applier.apply(snapshot);
-          await this.loadCountryNames();
-        } finally {
-          this.events.release();
-        }
+        result = await this.applier.apply(snapshot);
+        // the rules of country_blocked events: the running configuration's (a rollback's too)
+        await this.loadCountryNames();
         // the maps of countries no kept configuration reads any more go (a rollback's stays)
         if (result.ok && !result.skipped) {
           await pruneCountryMaps(geo, join(resolve(this.options.dataDir), 'haproxy'), own).catch((err) => this.log('warn', `old country maps not removed: ${String(err)}`));

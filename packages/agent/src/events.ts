@@ -162,8 +162,11 @@ function sameSecret(token: string | undefined, secret: string): boolean {
   return timingSafeEqual(Buffer.from(token), Buffer.from(secret));
 }
 
-/** Lines kept unread while the collector is held (EventCollector.hold): about 3 MB at most. */
-const HELD_LINES = 10_000;
+/**
+ * What the collector keeps unread while held (EventCollector.hold), in characters of lines: what
+ * the socket's receive buffer holds (EVENTS_RECEIVE_BUFFER), whatever size the datagrams are.
+ */
+const HELD_BYTES = 4 * 1024 * 1024;
 
 /** The events socket's receive buffer asked for: 4 MB, about 13,000 lines of 300 bytes. */
 export const EVENTS_RECEIVE_BUFFER = 4 * 1024 * 1024;
@@ -219,6 +222,7 @@ export class EventCollector {
   private reachable = true;
   /** Lines received while held (hold), read in order by the last release. */
   private held: string[] = [];
+  private heldBytes = 0;
   private holds = 0;
 
   constructor(
@@ -257,8 +261,10 @@ export class EventCollector {
     this.socket = socket;
     socket.on('message', (msg) => {
       const line = msg.toString('utf8');
-      if (this.holds > 0 && this.held.length < HELD_LINES) this.held.push(line);
-      else this.accept(line);
+      if (this.holds > 0 && this.heldBytes + line.length <= HELD_BYTES) {
+        this.held.push(line);
+        this.heldBytes += line.length;
+      } else this.accept(line);
     });
     await new Promise<void>((resolve, reject) => {
       socket.once('error', reject);
@@ -274,8 +280,7 @@ export class EventCollector {
 
   /**
    * Keeps the lines that arrive unread until the matching release: while the agent loads what
-   * names their rules (the running configuration's country rules, at its start and with every
-   * apply). At most HELD_LINES wait; past them a line is read at once, with what is known.
+   * names their rules (the running configuration's country rules, at its start). At most HELD_BYTES wait; past them a line is read at once, with what is known.
    */
   hold(): void {
     this.holds++;
@@ -290,6 +295,7 @@ export class EventCollector {
     if (this.holds === 0 || --this.holds > 0) return;
     const lines = this.held;
     this.held = [];
+    this.heldBytes = 0;
     for (const line of lines) this.accept(line);
   }
 

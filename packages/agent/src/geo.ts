@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { mkdir, open, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { mkdir, open, readdir, readFile, rename, rm } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { canonicalIPv6, ipBits, isIPv4, type ServerSnapshot } from '@rampart/protocol';
@@ -100,7 +100,11 @@ export async function ensureCountryClasses(dir: string, tests: readonly CountryT
     [...segments[4], ...segments[6]].map((r) => r.country),
   );
   const byClass = new Map<string, string[]>();
-  for (const [c, id] of classes) byClass.set(id, [...(byClass.get(id) ?? []), c]);
+  for (const [c, id] of classes) {
+    const members = byClass.get(id);
+    if (members) members.push(c);
+    else byClass.set(id, [c]);
+  }
   // `# classes: c000=AR,BR c001=CN ...` (a value of an operator's map percent-encoded; a class's
   // members over several groups when they are many), in lines of at most about 1,000 bytes
   // (HAProxy reads a map's lines into a buffer of its buffer size), then `# end of classes`
@@ -121,22 +125,39 @@ export async function ensureCountryClasses(dir: string, tests: readonly CountryT
     if (header.length && header[header.length - 1]!.length + g.length < 1000) header[header.length - 1] += ` ${g}`;
     else header.push(`# classes: ${g}`);
   }
-  await writeMarked(dir, out, segments, (c) => classes.get(c) ?? OTHER_COUNTRY, [...header, CLASSES_END]);
+  await writeMarked(dir, out, segments, (c) => classes.get(c) ?? OTHER_COUNTRY, [...header, CLASSES_END], [MAP_END]);
   return { map: out, classes };
 }
 
 const CLASSES_END = '# end of classes';
+/** A class map's last line: a file without it was cut short, and is made again. */
+const MAP_END = '# end of map';
+/** How far into a class map its header is looked for (a header of operator values grows with them). */
+const HEADER_READ_MAX = 64 * 1024 * 1024;
 /** The version of a class map's making and header, in its name. */
 const CLASSES_FORMAT = 'v1';
 
-/** The classes a class map's first lines list, by country; undefined when they are not whole within its first 256 KB. */
+/**
+ * The classes a class map's first lines list, by country; undefined when the file is damaged (its
+ * header not whole, a class id not of its form, or its last line not MAP_END: cut short), so that
+ * it is made again.
+ */
 async function readClasses(path: string): Promise<Map<string, string> | undefined> {
   const file = await open(path, 'r');
-  let head: string;
+  let head = '';
   try {
-    const buffer = Buffer.alloc(256 * 1024);
-    const { bytesRead } = await file.read(buffer, 0, buffer.length, 0);
-    head = buffer.subarray(0, bytesRead).toString('latin1');
+    const { size } = await file.stat();
+    const tail = Buffer.alloc(Math.min(size, MAP_END.length + 1));
+    await file.read(tail, 0, tail.length, size - tail.length);
+    if (tail.toString('latin1') !== `${MAP_END}\n`) return undefined;
+    // the header, read on until its end line (as far as HEADER_READ_MAX)
+    const chunk = Buffer.alloc(256 * 1024);
+    for (let at = 0; at < Math.min(size, HEADER_READ_MAX) && !head.includes(`\n${CLASSES_END}\n`);) {
+      const { bytesRead } = await file.read(chunk, 0, chunk.length, at);
+      if (bytesRead === 0) break;
+      head += chunk.subarray(0, bytesRead).toString('latin1');
+      at += bytesRead;
+    }
   } finally {
     await file.close();
   }
@@ -149,6 +170,7 @@ async function readClasses(path: string): Promise<Map<string, string> | undefine
     if (!m) return undefined;
     for (const group of m[1]!.split(' ').filter(Boolean)) {
       const [id = '', members = ''] = group.split('=');
+      if (!/^c[0-9]{3,5}$/.test(id)) return undefined;
       for (const c of members.split(',')) {
         if (!c) continue;
         try {
@@ -163,20 +185,33 @@ async function readClasses(path: string): Promise<Map<string, string> | undefine
 }
 
 /** Writes the map of `segments` under `value` (a country's; OTHER_COUNTRY for the rest) in as few lines as longest-prefix match allows. */
-async function writeMarked(dir: string, out: string, segments: Record<4 | 6, readonly CountryRange[]>, value: (country: string) => string, header: readonly string[] = []): Promise<string> {
+async function writeMarked(
+  dir: string,
+  out: string,
+  segments: Record<4 | 6, readonly CountryRange[]>,
+  value: (country: string) => string,
+  header: readonly string[] = [],
+  trailer: readonly string[] = [],
+): Promise<string> {
   const lines: string[] = [...header];
   for (const family of [4, 6] as const) {
     const bits = family === 4 ? 32 : 128;
     const marked = joinTouching(segments[family].map((r) => ({ ...r, country: value(r.country) })));
     for (const p of minimalPrefixes(marked, bits, OTHER_COUNTRY)) lines.push(`${prefixText(family, p.base, p.prefix)} ${p.value}`);
   }
-  return writeMap(dir, out, lines);
+  return writeMap(dir, out, [...lines, ...trailer]);
 }
 
-/** Writes a map's lines to out whole (a file beside it, renamed over it) and returns out. */
+/** Writes a map's lines to out whole (a file beside it, on disk before it is renamed over it) and returns out. */
 async function writeMap(dir: string, out: string, lines: readonly string[]): Promise<string> {
   await mkdir(dir, { recursive: true });
-  await writeFile(`${out}.tmp`, lines.length ? `${lines.join('\n')}\n` : '');
+  const file = await open(`${out}.tmp`, 'w');
+  try {
+    await file.writeFile(lines.length ? `${lines.join('\n')}\n` : '');
+    await file.sync();
+  } finally {
+    await file.close();
+  }
   await rename(`${out}.tmp`, out);
   return out;
 }
@@ -367,27 +402,61 @@ async function countryData(own: string | undefined): Promise<CountryData> {
   return { tag, load: () => Promise.resolve(ownMapSegments(text)) };
 }
 
+/** The longest value an operator's map line may have (longer lines are skipped). */
+export const OWN_VALUE_MAX = 64;
+
+/** What reading an operator's map found worth telling the operator (ownMapNotes). */
+export interface OwnMapNotes {
+  /** Lines skipped: no value, a value longer than OWN_VALUE_MAX, or no address HAProxy would take. */
+  skipped: number;
+  /** Values that are not two capital letters, which no block_country rule names (custom rules may). */
+  unlike: number;
+  examples: string[];
+}
+
+/** Reads an operator's map (--country-map) for what to tell its operator: see OwnMapNotes. */
+export async function ownMapNotes(path: string): Promise<OwnMapNotes> {
+  const notes: OwnMapNotes = { skipped: 0, unlike: 0, examples: [] };
+  ownMapSegments(await readFile(path, 'latin1'), notes);
+  return notes;
+}
+
 /**
  * An operator's map as HAProxy's map_ip reads it: `<address>[/<bits or netmask>] <value>` lines,
  * the value the rest of the line (blank lines and lines starting with # skipped), the most specific
  * block holding an address giving its value, and of two equal blocks the first listed
  * (prefixSegments). A line HAProxy would not take is skipped.
  */
-export function ownMapSegments(text: string): Record<4 | 6, CountryRange[]> {
+export function ownMapSegments(text: string, notes?: OwnMapNotes): Record<4 | 6, CountryRange[]> {
   const ranges: Record<4 | 6, CountryRange[]> = { 4: [], 6: [] };
   for (const raw of text.split(/\r?\n/)) {
     const line = raw.trim();
     if (!line || line.startsWith('#')) continue;
     const m = /^(\S+)\s+(.+)$/.exec(line);
-    if (!m) continue;
-    const [, key = '', value = ''] = m;
+    const [, key = '', value = ''] = m ?? [];
+    // a value is a country code or a name: one of more than OWN_VALUE_MAX bytes is no country, and
+    // would not fit the class map's header lines
+    if (!m || value.length > OWN_VALUE_MAX) {
+      if (notes) notes.skipped++;
+      continue;
+    }
+    if (notes && !/^[A-Z]{2}$/.test(value)) {
+      notes.unlike++;
+      if (notes.examples.length < 3 && !notes.examples.includes(value)) notes.examples.push(value);
+    }
     const [addr = '', len] = key.split('/');
     const bits = ipBits(addr);
-    if (bits === undefined) continue;
+    if (bits === undefined) {
+      if (notes) notes.skipped++;
+      continue;
+    }
     // a netmask (255.255.255.0) as its number of bits, when it is one
     const mask = len !== undefined && isIPv4(len) && isIPv4(addr) ? ipBits(len)! : undefined;
     const prefix = mask !== undefined ? (/^1*0*$/.test(mask) ? (mask.indexOf('0') === -1 ? 32 : mask.indexOf('0')) : NaN) : len === undefined ? bits.length : Number(len);
-    if (!Number.isInteger(prefix) || prefix < 0 || prefix > bits.length || len === '') continue;
+    if (!Number.isInteger(prefix) || prefix < 0 || prefix > bits.length || len === '') {
+      if (notes) notes.skipped++;
+      continue;
+    }
     const size = BigInt(bits.length - prefix);
     const start = (BigInt(`0b${bits}`) >> size) << size;
     ranges[isIPv4(addr) ? 4 : 6].push({ start, end: start + (1n << size) - 1n, country: value });
@@ -438,7 +507,8 @@ export class CountryLookup {
     const bits = ipBits(ip);
     if (bits === undefined) return undefined;
     const n = BigInt(`0b${bits}`);
-    if (bits.length === 32) return this.find(4, n);
+    // (an IPv4 address in no IPv4 range: as the IPv4-mapped IPv6 address, as map_ip does)
+    if (bits.length === 32) return this.find(4, n) ?? this.find(6, (0xffffn << 32n) | n);
     const found = this.find(6, n);
     if (found !== undefined) return found;
     if (n >> 32n === 0xffffn || n >> 32n === 0n) return this.find(4, n & 0xffffffffn);

@@ -11,7 +11,9 @@ import {
   countryLookup,
   CountryLookup,
   ipv6ToText,
+  ownMapNotes,
   ownMapSegments,
+  OWN_VALUE_MAX,
   minimalPrefixes,
   OTHER_COUNTRY,
   prefixSegments,
@@ -230,6 +232,37 @@ describe('the country map of the countries rules name', () => {
     assert.equal(lookup.countryOf('::ffff:198.51.100.1'), 'CN', 'an IPv6 range wins over the IPv4 address it carries');
     assert.equal(lookup.countryOf('2002:c633:6401::1'), undefined, '6to4 of an address in no range');
     assert.equal(new CountryLookup(segments, new Set(['IR'])).countryOf('192.0.2.7'), undefined, 'a country left out');
+    assert.equal(lookup.countryOf('198.51.100.1'), 'CN', 'an IPv4 address in no IPv4 range, as the IPv4-mapped address');
+  });
+
+  test("an operator's map: a value over OWN_VALUE_MAX characters or a line HAProxy would not take is skipped, and counted with the values no block_country rule names", async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'rampart-own-notes-'));
+    after(() => rmSync(dir, { recursive: true, force: true }));
+    const own = join(dir, 'own.map');
+    writeFileSync(own, ['10.0.0.0/8 CN', '11.0.0.0/8 RU\t# russia', '12.0.0.0/8 cn', `13.0.0.0/8 ${'X'.repeat(OWN_VALUE_MAX + 1)}`, '14.0.0.0/33 DE', 'nowhere FR', '15.0.0.0/8'].join('\n'));
+    const segments = ownMapSegments(readFileSync(own, 'latin1'));
+    assert.deepEqual(
+      segments[4].map((r) => r.country),
+      ['CN', 'RU\t# russia', 'cn'],
+    );
+    assert.deepEqual(await ownMapNotes(own), { skipped: 4, unlike: 2, examples: ['RU\t# russia', 'cn'] });
+  });
+
+  test('a class map cut short, or whose header names a class out of its form, is made again', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'rampart-damaged-'));
+    after(() => rmSync(dir, { recursive: true, force: true }));
+    const own = join(dir, 'own.map');
+    writeFileSync(own, '10.0.0.0/8 CN\n11.0.0.0/8 RU\n');
+    const tests = [refusedCountries(['CN'])];
+    const first = await ensureCountryClasses(dir, tests, own);
+    const whole = readFileSync(first.map, 'utf8');
+    assert.ok(whole.endsWith('\n# end of map\n'));
+    writeFileSync(first.map, whole.slice(0, whole.indexOf('10.0.0.0/8')));
+    assert.deepEqual((await ensureCountryClasses(dir, tests, own)).classes, first.classes);
+    assert.equal(readFileSync(first.map, 'utf8'), whole, 'cut short: made again');
+    writeFileSync(first.map, whole.replace('c000=CN', 'cX=CN'));
+    assert.deepEqual((await ensureCountryClasses(dir, tests, own)).classes, first.classes);
+    assert.equal(readFileSync(first.map, 'utf8'), whole, 'a class id out of its form: made again');
   });
 
   test("a class map from an operator's map: any value, classes over several comment lines, read back as written", async () => {
@@ -305,7 +338,7 @@ describe('the country map of the countries rules name', () => {
         subsetText
           .split('\n')
           .slice(2)
-          .every((l) => l === '' || /^[0-9a-f.:]+\/\d{1,3} (c00[0-5]|-)$/.test(l)),
+          .every((l) => l === '' || l === '# end of map' || /^[0-9a-f.:]+\/\d{1,3} (c00[0-5]|-)$/.test(l)),
         'every other line is "<cidr> <class or ->"',
       );
       assert.equal((await subsetMap([...wanted])).file, (await subsetMap([...wanted].reverse())).file, 'one file per set of comparisons');
@@ -361,7 +394,7 @@ describe('the country map of the countries rules name', () => {
         text
           .split('\n')
           .slice(2)
-          .every((l) => l === '' || /^[0-9a-f.:]+\/\d{1,3} (c000|-)$/.test(l)),
+          .every((l) => l === '' || l === '# end of map' || /^[0-9a-f.:]+\/\d{1,3} (c000|-)$/.test(l)),
         'every other line is "<cidr> c000" or "<cidr> -"',
       );
       const again = await ensureCountryClasses(dir, [refusedCountries(['US', 'JP', 'GB', 'FR', 'DE', 'CN', 'US'])]);

@@ -413,7 +413,9 @@ export function countryClasses(tests: readonly CountryTest[], countries: Iterabl
   for (const country of [...new Set(countries)].sort()) {
     const signature = distinct.map((t) => (countryHolds(t, country) ? '1' : '0')).join('');
     if (!signature.includes('1')) continue;
-    bySignature.set(signature, [...(bySignature.get(signature) ?? []), country]);
+    const members = bySignature.get(signature);
+    if (members) members.push(country);
+    else bySignature.set(signature, [country]);
   }
   const out = new Map<string, string>();
   [...bySignature.values()].forEach((members, i) => members.forEach((c) => out.set(c, `c${String(i).padStart(3, '0')}`)));
