@@ -256,6 +256,7 @@ describe('attack detection through real HAProxy (level high)', () => {
     let seen: Event | undefined;
     await waitFor(async () => (seen = (await events()).find((e) => e.source_ip === from)) !== undefined, 'the detect-mode event', 15_000, 100);
     assert.deepEqual([seen!.domain, seen!.reason, seen!.location, seen!.blocked], [DETECT_HOST, 'xss_detected', 'query:q', false]);
+    assert.match(String((seen as Event & { request_id?: string }).request_id), /^[0-9a-f]{16}$/, 'the event has a request id, though no answer showed one');
   });
 
   test("another local process cannot inject events through the agent's syslog port", async () => {

@@ -197,6 +197,7 @@ describe('WAF through real HAProxy', () => {
       assert.ok(map, 'the rule reads a class map');
       const [header, end, ...lines] = readFileSync(map, 'utf8').trim().split('\n');
       assert.equal(end, '# end of classes');
+      assert.equal(lines.pop(), '# end of map', 'the last line says the file is whole');
       // one map for the server: the domains' refused sets (KP everywhere, IR also on high) and the
       // rule's list each get what tells them apart, no more
       assert.equal(header, '# classes: c000=CN c001=IR c002=KP');
@@ -247,9 +248,18 @@ describe('WAF through real HAProxy', () => {
     await settle(api);
     assert.equal(await status('low.waf.test', '127.0.16.1', '/', { 'user-agent': 'sqlmap/1.7.2#stable (https://sqlmap.org)' }), 403);
     const ua = 'Mozilla/5.0 (X11; Linux x86_64) Chrome/130.0';
-    const page = await get('low.waf.test', '127.0.16.2', '/', { 'user-agent': ua });
+    const page = await full('low.waf.test', '127.0.16.2', '/', { 'user-agent': ua });
     assert.equal(page.status, 200);
     assert.match(page.text, /Checking your browser/);
+    // the page names the request, and its event carries the same id
+    const pageId = page.headers['x-rampart-request-id'] as string;
+    assert.match(pageId, /^[0-9a-f]{16}$/);
+    await waitFor(
+      async () => ((await api.call('GET', '/api/waf/events?reason=bot_challenge&limit=200')).body as any[]).some((e) => e.request_id === pageId && e.source_ip === '127.0.16.2'),
+      'the challenge event with the page id',
+      15_000,
+      200,
+    );
     assert.match(page.text, /<noscript>.*turn on JavaScript/s, 'the page says what to do without JavaScript');
     assert.doesNotMatch(page.text, /"origin"/, 'the challenge, not the origin');
     // The scraper's one-liner finds nothing to replay.

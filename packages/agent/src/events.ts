@@ -142,8 +142,8 @@ export function parseLogLine(line: string, secret?: string): { event: WafEventIt
     location: optional(location!, EVENT_FIELD_MAX.location),
     matched: optional(matched!, EVENT_FIELD_MAX.matched),
     blocked: refused && !servedChallenge(reason, requestPath),
-    // the proxy's request id (newer proxies): kept when of the protocol's form, else left out
-    ...(requestId !== undefined && REQUEST_ID_RE.test(requestId) ? { requestId } : {}),
+    // the proxy's request id (newer proxies): kept when of the protocol's form, else left out ("-": none was made)
+    ...(requestId !== undefined && requestId !== '-' && REQUEST_ID_RE.test(requestId) ? { requestId } : {}),
   };
   return { event, claim };
 }

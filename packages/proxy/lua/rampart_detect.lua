@@ -100,7 +100,11 @@ if core ~= nil and core.register_action ~= nil then
     txn:set_var("txn.rp_query", D.log_escape(req.query, 192))
     txn:set_var("txn.rp_match", D.log_escape(finding.matched, D.MATCH_LEN))
     txn:set_loglevel(core.info)
-    if not block then return end
+    -- (a detect-mode event has its id from rampart_waf.lua, loaded beside it; a block gets it from the answer block)
+    if not block then
+      if rampart_request_id ~= nil then rampart_request_id(txn) end
+      return
+    end
     -- rampart_waf.lua (same Lua state) answers with the request id and the browser page.
     if rampart_waf_answer ~= nil then return rampart_waf_answer(txn, finding.reason) end
     txn:done(txn:reply({

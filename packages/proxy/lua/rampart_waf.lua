@@ -94,13 +94,23 @@ function M.check_answer(query, domain, ip, ua, now, hmac, sha256)
   return true
 end
 
--- Every answer of the WAF names the request (HAProxy's unique-id, waf.ts REQUEST_ID_FORMAT) so a
+-- Every answer of the WAF names the request (txn.rp_id, waf-pages.ts REQUEST_ID_FORMAT) so a
 -- visitor can quote it to the site owner, who finds the event by it.
 M.REQUEST_ID_HEADER = "x-rampart-request-id"
 
--- The request id as HAProxy made it, or nil when it is not of the expected form (never reflected).
+-- A request id of the expected form, or nil (never reflected).
 function M.request_id(id)
   if type(id) ~= "string" or #id < 1 or #id > 64 or string.find(id, "[^A-Za-z0-9_-]") then return nil end
+  return id
+end
+
+-- The request's id: the one the configuration made, else one made now (16 hex digits from two
+-- 32-bit random numbers, as REQUEST_ID_FORMAT) and kept in txn.rp_id, where the event line reads it.
+function M.make_request_id(txn)
+  local id = M.request_id(txn:get_var("txn.rp_id"))
+  if id then return id end
+  id = string.format("%08x%08x", txn.f:rand(4294967295), txn.f:rand(4294967295))
+  txn:set_var("txn.rp_id", id)
   return id
 end
 
@@ -188,8 +198,7 @@ if core ~= nil and core.register_action ~= nil then
     txn:set_var("txn.rp_query", M.log_escape(txn.f:query(), 192))
     txn:set_loglevel(core.info)
     local headers = { ["cache-control"] = { "no-store" }, ["content-type"] = { "text/html; charset=utf-8" } }
-    local id = M.request_id(txn.f:unique_id())
-    if id then headers[M.REQUEST_ID_HEADER] = { id } end
+    headers[M.REQUEST_ID_HEADER] = { M.make_request_id(txn) }
     txn:done(txn:reply({ status = 200, headers = headers, body = body }))
   end
 
@@ -226,6 +235,9 @@ if core ~= nil and core.register_action ~= nil then
   function rampart_waf_answer(txn, reason)
     txn:set_var("txn.rp_hit", reason .. ":-")
   end
+
+  -- rampart_detect.lua's detect-mode events (logged, not answered) carry an id too.
+  rampart_request_id = M.make_request_id
 
   core.register_action("rampart_bot", { "http-req" }, bot, 1)
 end

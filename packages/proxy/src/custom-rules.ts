@@ -14,6 +14,7 @@ import {
   type SnapshotCustomRule,
 } from '@rampart/protocol';
 import { UnsafeValueError } from './backend.js';
+import { requestIdLine } from './waf-pages.js';
 
 // The compiler of custom rules (the expression language of @rampart/protocol rule-language.ts) to
 // native HAProxy: an expression becomes ACLs over sample fetches, in the shape HAProxy conditions
@@ -733,6 +734,7 @@ export function customRuleLines(rules: readonly CompiledCustomRule[], challenge:
       `    http-request set-var(txn.rp_method) method,url_enc if ${logged}`,
       `    http-request set-var(txn.rp_path) path,bytes(0,256),url_enc if ${logged}`,
       `    http-request set-var(txn.rp_query) query,bytes(0,192),url_enc if ${logged}`,
+      requestIdLine(logged),
       `    http-request set-log-level info if ${logged}`,
     );
   }

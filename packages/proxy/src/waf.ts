@@ -25,7 +25,7 @@ import { compileCustomRules, customRuleLines, planGuards, type GuardPlan } from 
 import { DETECT_LUA_FILES } from './detect-lua.js';
 import { GATE_FILES, gateAcls } from './gate.js';
 import { BOT_ANSWER_PATH, cookieKeys } from './pow.js';
-import { answerFiles, REQUEST_ID_HEADER, TEXT_403, TEXT_429 } from './waf-pages.js';
+import { answerFiles, REQUEST_ID_HEADER, REQUEST_ID_VAR, requestIdLine, TEXT_403, TEXT_429 } from './waf-pages.js';
 
 // The proxy package's own assets: the Lua engines (the detectors' glue and every module it
 // requires, detect-lua.ts) and the curated lists. Read once at load.
@@ -59,14 +59,6 @@ export const RATE_WINDOW = 60;
  * past any limit). docs/architecture.md "The WAF", step 4.
  */
 export const RATE_KEY = 'src,ipmask(32,64)';
-/**
- * The request id every WAF answer carries (X-Rampart-Request-Id, the body, the event): 16 lowercase
- * hex digits, two 32-bit random numbers (HAProxy's 64-bit generator, as its uuid uses). HAProxy makes
- * it for every request once a frontend has a unique-id-format, so it is made cheaply: the UUID it
- * was cut from before (%[uuid,regsub(-,,g),bytes(0,16)]) cost about 7,300 instructions a request
- * (callgrind), a regex pass included; this costs about 1,700.
- */
-export const REQUEST_ID_FORMAT = '%[rand,hex,bytes(8,8),lower]%[rand,hex,bytes(8,8),lower]';
 
 /**
  * Bytes of a request body level high waits for before the gate and the detectors look at it.
@@ -364,11 +356,11 @@ export function renderWaf(
       // lines without it, and newer ones lines of older proxies. Then the backend and the
       // request's total active time (%Ta, ms): the latency samples below are lines without a reason.
       `    log 127.0.0.1:${opts.eventsPort} len 4096 local0 info`,
-      `    log-format "rampart-waf${opts.eventsSecret ? ` ${opts.eventsSecret}` : ''} %Ts %ci %[var(txn.rp_domain)] %[var(txn.rp_reason)] %[var(txn.rp_rule)] %[var(txn.rp_action)] %[var(txn.rp_method)] %[var(txn.rp_loc)] %[var(txn.rp_path)] %[var(txn.rp_match)] %[unique-id] %[var(txn.rp_claim)] %[var(txn.rp_query)] %b %Ta"`,
+      `    log-format "rampart-waf${opts.eventsSecret ? ` ${opts.eventsSecret}` : ''} %Ts %ci %[var(txn.rp_domain)] %[var(txn.rp_reason)] %[var(txn.rp_rule)] %[var(txn.rp_action)] %[var(txn.rp_method)] %[var(txn.rp_loc)] %[var(txn.rp_path)] %[var(txn.rp_match)] %[var(${REQUEST_ID_VAR})] %[var(txn.rp_claim)] %[var(txn.rp_query)] %b %Ta"`,
     );
   }
-  // The request id is made only when something reads it (a WAF answer, its event line).
-  frontend.push(`    unique-id-format ${REQUEST_ID_FORMAT}`, '    http-request set-log-level silent');
+  // (No unique-id-format: the request id is made where an answer or an event line reads it, requestIdLine.)
+  frontend.push('    http-request set-log-level silent');
   // One request in LATENCY_SAMPLE_EVERY, at random, is logged for its latency (staged rollout's
   // p99 signal, docs/api.md "Rollout"); a WAF decision later in the request logs it anyway.
   if (opts.eventsPort !== undefined) frontend.push(`    http-request set-log-level info if { rand(${LATENCY_SAMPLE_EVERY}) -m int 0 }`);
@@ -545,6 +537,7 @@ function compressedBodies(domain: SnapshotDomain, open: string): string[] {
     `    http-request set-var(txn.rp_method) method,url_enc if ${seen}`,
     `    http-request set-var(txn.rp_path) path,bytes(0,256),url_enc if ${seen}`,
     `    http-request set-var(txn.rp_query) query,bytes(0,192),url_enc if ${seen}`,
+    requestIdLine(seen),
     `    http-request set-log-level info if ${seen}`,
   ];
 }
@@ -601,6 +594,7 @@ function answers(dir: string): string[] {
     `    http-request set-var(txn.rp_method) method,url_enc if ${hit}`,
     `    http-request set-var(txn.rp_path) path,bytes(0,256),url_enc if ${hit}`,
     `    http-request set-var(txn.rp_query) query,bytes(0,192),url_enc if ${hit}`,
+    requestIdLine(hit),
     `    http-request set-log-level info if ${hit}`,
     `    http-request return status 429 content-type "text/html; charset=utf-8" lf-file ${dir}/limited.html ${REQUEST_ID_HEADER} hdr retry-after %[var(txn.rp_retry)] if ${limited} ${html}`,
     `    http-request return status 429 content-type "text/plain; charset=utf-8" lf-string ${TEXT_429} ${REQUEST_ID_HEADER} hdr retry-after %[var(txn.rp_retry)] if ${limited}`,

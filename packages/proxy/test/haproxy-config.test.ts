@@ -392,10 +392,32 @@ describe('the renderer re-checks every rule and WAF setting itself', () => {
     assert.doesNotMatch(cfg, /track-sc0 src table/);
   });
 
-  test('every WAF answer has a request id: the unique-id format, and its field of the event line, then the claim and the query', () => {
-    const cfg = renderHaproxyConfig(base(), { httpBind: { address: '*', port: 80 }, runDir: '/run/rampart', eventsPort: 5514 }, { configDir: '/etc/rampart/cfg' }).files['haproxy.cfg']!;
-    assert.match(cfg, /\n    unique-id-format %\[rand,hex,bytes\(8,8\),lower\]%\[rand,hex,bytes\(8,8\),lower\]\n/);
-    assert.match(cfg, /log-format "rampart-waf .* %\[var\(txn\.rp_match\)\] %\[unique-id\] %\[var\(txn\.rp_claim\)\] %\[var\(txn\.rp_query\)\] %b %Ta"\n/);
+  test('every WAF answer and event line has a request id, made only where one is read: no unique-id-format (HAProxy would make it for every request)', () => {
+    const s = base();
+    s.domains[0]!.wafLevel = 'high';
+    s.domains[0]!.wafMode = 'detect';
+    s.domains[0]!.wafCompressedBodies = 'refuse';
+    s.customRules = [{ id: id(9), expression: 'http.request.uri.path eq "/admin"', action: 'log', priority: 1, domainId: null }];
+    const { files } = renderHaproxyConfig(s, { httpBind: { address: '*', port: 80 }, runDir: '/run/rampart', eventsPort: 5514 }, { configDir: '/etc/rampart/cfg' });
+    const cfg = files['haproxy.cfg']!;
+    assert.doesNotMatch(cfg, /unique-id/);
+    assert.match(cfg, /log-format "rampart-waf .* %\[var\(txn\.rp_match\)\] %\[var\(txn\.rp_id\)\] %\[var\(txn\.rp_claim\)\] %\[var\(txn\.rp_query\)\] %b %Ta"\n/);
+    // every event a rule logs (the answer block, the compressed body in detect mode, a log rule) makes its id first, under the same condition
+    const make = (cond: string) => `    http-request set-var-fmt(txn.rp_id) "%[rand,hex,bytes(8,8),lower]%[rand,hex,bytes(8,8),lower]" if ${cond} !{ var(txn.rp_id) -m found }`;
+    const lines = cfg.split('\n');
+    const logged = lines.flatMap((l, i) => (/^    http-request set-log-level info if (?!\{ rand)/.test(l) ? [i] : []));
+    assert.ok(logged.length >= 3, `the answer block, the compressed body detection and the logged custom rule: ${logged.length}`);
+    for (const i of logged) assert.equal(lines[i - 1], make(lines[i]!.replace('    http-request set-log-level info if ', '')), lines[i]);
+    // every answer reads it; the 404 makes its own
+    const answers = lines.filter((l) => l.includes('x-rampart-request-id'));
+    assert.ok(answers.length >= 7);
+    for (const l of answers.filter((a) => !a.includes('http-error'))) assert.ok(l.includes('hdr x-rampart-request-id %[var(txn.rp_id)]') && !/Request id: (?!%\[var\(txn\.rp_id\)\])/.test(l), l);
+    assert.ok(cfg.includes(`backend default_404\n${make('TRUE')}\n`));
+    // HAProxy's own error pages make it in their body (built before the headers), whose halves the header reads
+    for (const code of [502, 503, 504]) {
+      assert.ok(cfg.includes(`http-error status ${code} content-type "text/html; charset=utf-8" lf-file /etc/rampart/cfg/error${code}.lf hdr x-rampart-request-id %[var(txn.rp_ia)]%[var(txn.rp_ib)] `));
+      assert.ok(files[`error${code}.lf`]!.includes(' %[rand,hex,bytes(8,8),lower,set-var(txn.rp_ia)]%[rand,hex,bytes(8,8),lower,set-var(txn.rp_ib)]%['));
+    }
     // Latency samples: one request in LATENCY_SAMPLE_EVERY is logged, after the default silence.
     assert.match(cfg, new RegExp(`http-request set-log-level silent\\n    http-request set-log-level info if \\{ rand\\(${LATENCY_SAMPLE_EVERY}\\) -m int 0 \\}\\n`));
     assert.match(cfg, /\n    log 127\.0\.0\.1:5514 len 4096 local0 info\n/, 'room for a path of 256 bytes and a query of 192, every byte escaped, every byte escaped');
