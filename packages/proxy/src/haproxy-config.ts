@@ -116,9 +116,9 @@ function checkOptions(o: RenderOptions, t: RenderTarget): void {
 /**
  * The renderer's own version: raised whenever the same input renders differently, so an upgraded
  * agent does not skip its running (older) configuration as identical. 2: the health path. 3: request ids
- * on WAF answers, IPv6 clients rate limited by their /64. 5: HAProxy's Prometheus exporter on the health socket. 6: native WAF decisions and answers, the detectors behind a gate, the default buffer size. 7: noreuseport; our pages for 404 (unknown host) and 502/503/504, origins by name. 8: one country map of classes of countries, the agent naming the rule of a country event. 9: the rate limiter clears only a window that ran out.
+ * on WAF answers, IPv6 clients rate limited by their /64. 5: HAProxy's Prometheus exporter on the health socket. 6: native WAF decisions and answers, the detectors behind a gate, the default buffer size. 7: noreuseport; our pages for 404 (unknown host) and 502/503/504, origins by name. 8: one country map of classes of countries, the agent naming the rule of a country event. 9: the rate limiter clears only a window that ran out. 10: the request id made only where read (no unique-id-format), the error pages' format from a captured Accept header.
  */
-const RENDER_VERSION = 9;
+const RENDER_VERSION = 10;
 
 export function inputHash(snapshot: ServerSnapshot, options: RenderOptions): string {
   const { revision: _revision, ...state } = snapshot;
