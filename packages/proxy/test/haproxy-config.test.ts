@@ -415,7 +415,9 @@ describe('the renderer re-checks every rule and WAF setting itself', () => {
     assert.ok(cfg.includes(`backend default_404\n${make('TRUE')}\n`));
     // HAProxy's own error pages make it in their body (built before the headers), whose halves the header reads
     for (const code of [502, 503, 504]) {
-      assert.ok(cfg.includes(`http-error status ${code} content-type "text/html; charset=utf-8" lf-file /etc/rampart/cfg/error${code}.lf hdr x-rampart-request-id %[var(txn.rp_ia)]%[var(txn.rp_ib)] `));
+      assert.ok(
+        cfg.includes(`http-error status ${code} content-type "text/html; charset=utf-8" lf-file /etc/rampart/cfg/error${code}.lf hdr x-rampart-request-id %[var(txn.rp_ia)]%[var(txn.rp_ib)] `),
+      );
       assert.ok(files[`error${code}.lf`]!.includes(' %[rand,hex,bytes(8,8),lower,set-var(txn.rp_ia)]%[rand,hex,bytes(8,8),lower,set-var(txn.rp_ib)]%['));
     }
     // Latency samples: one request in LATENCY_SAMPLE_EVERY is logged, after the default silence.
