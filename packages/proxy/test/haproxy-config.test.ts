@@ -392,13 +392,18 @@ describe('the renderer re-checks every rule and WAF setting itself', () => {
     assert.doesNotMatch(cfg, /track-sc0 src table/);
   });
 
-  test('every WAF answer and event line has a request id, made only where one is read: no unique-id-format (HAProxy would make it for every request)', () => {
+  /** A level-high domain in detect mode that refuses compressed bodies, with a log rule: every kind of event line a rule logs. */
+  const renderEventful = () => {
     const s = base();
     s.domains[0]!.wafLevel = 'high';
     s.domains[0]!.wafMode = 'detect';
     s.domains[0]!.wafCompressedBodies = 'refuse';
     s.customRules = [{ id: id(9), expression: 'http.request.uri.path eq "/admin"', action: 'log', priority: 1, domainId: null }];
-    const { files } = renderHaproxyConfig(s, { httpBind: { address: '*', port: 80 }, runDir: '/run/rampart', eventsPort: 5514 }, { configDir: '/etc/rampart/cfg' });
+    return renderHaproxyConfig(s, { httpBind: { address: '*', port: 80 }, runDir: '/run/rampart', eventsPort: 5514 }, { configDir: '/etc/rampart/cfg' });
+  };
+
+  test('every WAF answer and event line has a request id, made only where one is read: no unique-id-format (HAProxy would make it for every request)', () => {
+    const { files } = renderEventful();
     const cfg = files['haproxy.cfg']!;
     assert.doesNotMatch(cfg, /unique-id/);
     assert.match(cfg, /log-format "rampart-waf .* %\[var\(txn\.rp_match\)\] %\[var\(txn\.rp_id\)\] %\[var\(txn\.rp_claim\)\] %\[var\(txn\.rp_query\)\] %b %Ta"\n/);
@@ -426,12 +431,7 @@ describe('the renderer re-checks every rule and WAF setting itself', () => {
   });
 
   test('wherever an event line gets its path, it gets the query the same way (bounded, percent-encoded)', () => {
-    const s = base();
-    s.domains[0]!.wafLevel = 'high';
-    s.domains[0]!.wafMode = 'detect';
-    s.domains[0]!.wafCompressedBodies = 'refuse';
-    s.customRules = [{ id: id(9), expression: 'http.request.uri.path eq "/admin"', action: 'log', priority: 1, domainId: null }];
-    const cfg = renderHaproxyConfig(s, { httpBind: { address: '*', port: 80 }, runDir: '/run/rampart', eventsPort: 5514 }, { configDir: '/etc/rampart/cfg' }).files['haproxy.cfg']!;
+    const cfg = renderEventful().files['haproxy.cfg']!;
     const paths = [
       ...cfg.matchAll(/\n    http-request set-var\(txn\.rp_path\) path,bytes\(0,256\),url_enc (if .*)\n    http-request set-var\(txn\.rp_query\) query,bytes\(0,192\),url_enc (if .*)\n/g),
     ];
