@@ -152,11 +152,14 @@ async function readClasses(path: string): Promise<Map<string, string> | undefine
     if (tail.toString('latin1') !== `${MAP_END}\n`) return undefined;
     // the header, read on until its end line (as far as HEADER_READ_MAX)
     const chunk = Buffer.alloc(256 * 1024);
-    for (let at = 0; at < Math.min(size, HEADER_READ_MAX) && !head.includes(`\n${CLASSES_END}\n`);) {
+    const end = `\n${CLASSES_END}\n`;
+    for (let at = 0; at < Math.min(size, HEADER_READ_MAX);) {
       const { bytesRead } = await file.read(chunk, 0, chunk.length, at);
       if (bytesRead === 0) break;
+      const from = Math.max(0, head.length - end.length);
       head += chunk.subarray(0, bytesRead).toString('latin1');
       at += bytesRead;
+      if (head.indexOf(end, from) >= 0) break;
     }
   } finally {
     await file.close();
