@@ -152,15 +152,18 @@ async function readClasses(path: string): Promise<Map<string, string> | undefine
     if (tail.toString('latin1') !== `${MAP_END}\n`) return undefined;
     // the header, read on until its end line (as far as HEADER_READ_MAX)
     const chunk = Buffer.alloc(256 * 1024);
-    const end = `\n${CLASSES_END}\n`;
+    // (a line break before the text, so that a header of no class, the end line first, is found too)
+    const endLine = `\n${CLASSES_END}\n`;
+    let text = '\n';
     for (let at = 0; at < Math.min(size, HEADER_READ_MAX);) {
       const { bytesRead } = await file.read(chunk, 0, chunk.length, at);
       if (bytesRead === 0) break;
-      const from = Math.max(0, head.length - end.length);
-      head += chunk.subarray(0, bytesRead).toString('latin1');
+      const from = Math.max(0, text.length - endLine.length);
+      text += chunk.subarray(0, bytesRead).toString('latin1');
       at += bytesRead;
-      if (head.indexOf(end, from) >= 0) break;
+      if (text.indexOf(endLine, from) >= 0) break;
     }
+    head = text.slice(1);
   } finally {
     await file.close();
   }
