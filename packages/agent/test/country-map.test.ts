@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { request, Agent } from 'node:http';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
@@ -246,6 +246,19 @@ describe('the country map of the countries rules name', () => {
       ['CN', 'RU\t# russia', 'cn'],
     );
     assert.deepEqual(await ownMapNotes(own), { skipped: 4, unlike: 2, examples: ['RU\t# russia', 'cn'] });
+  });
+
+  test('a class map of no class (no country the tests hold for is in the data) is read back, not made again', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'rampart-no-class-'));
+    after(() => rmSync(dir, { recursive: true, force: true }));
+    const own = join(dir, 'own.map');
+    writeFileSync(own, '10.0.0.0/8 CN\n');
+    const first = await ensureCountryClasses(dir, [refusedCountries(['ZZ'])], own);
+    assert.equal(first.classes.size, 0);
+    assert.ok(readFileSync(first.map, 'utf8').startsWith('# end of classes\n'));
+    const written = statSync(first.map).mtimeMs;
+    assert.deepEqual((await ensureCountryClasses(dir, [refusedCountries(['ZZ'])], own)).classes, new Map());
+    assert.equal(statSync(first.map).mtimeMs, written, 'read back, not written again');
   });
 
   test('a class map cut short, or whose header names a class out of its form, is made again', async () => {
