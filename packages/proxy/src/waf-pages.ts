@@ -52,12 +52,13 @@ export function requestIdLine(cond: string): string {
 }
 
 /**
- * The request id made inside an http-error body (no rule runs before HAProxy's own answers): each
- * half kept in a variable as it is written, which ERROR_ID_HEADER then reads (HAProxy builds an
- * answer's body before its headers).
+ * The request id inside an http-error body (no rule runs before HAProxy's own answers): the one an
+ * event of this request already logs (a log rule, a detection in detect mode), else one made here,
+ * into REQUEST_ID_VAR (set-var's ifnotexists; the two halves write nothing), which the page then
+ * shows and its X-Rampart-Request-Id header reads (HAProxy builds an answer's body before its
+ * headers).
  */
-const ERROR_ID = '%[rand,hex,bytes(8,8),lower,set-var(txn.rp_ia)]%[rand,hex,bytes(8,8),lower,set-var(txn.rp_ib)]';
-const ERROR_ID_HEADER = 'hdr x-rampart-request-id %[var(txn.rp_ia)]%[var(txn.rp_ib)] hdr cache-control no-store';
+const ERROR_ID = `%[rand,hex,bytes(8,8),lower,set-var(txn.rp_ia),field(2,-)]%[rand,hex,bytes(8,8),lower,concat(,txn.rp_ia),set-var(${REQUEST_ID_VAR},ifnotexists),field(2,-)]${ID}`;
 
 /** An answer page's HTML before the request id (status, title, sentence) and after it. */
 function htmlParts(status: number, title: string, sentence: string, mistake = 'If you think this is a mistake, give'): [string, string] {
@@ -111,9 +112,10 @@ const ERROR_MARK = 'x-rampart-answer';
 export function errorLines(dir: string): string[] {
   return [
     // Kept for the error pages, which are made after the request is gone: a capture (the last
-    // Accept header, its first 256 bytes) costs a forwarded request less than a rule would.
+    // Accept header, its first 256 bytes) costs a forwarded request less than a rule would. (The
+    // frontend's only capture: errorFiles reads it as slot 0.)
     `    capture request header accept len ${ACCEPT_CAPTURE}`,
-    ...Object.keys(ORIGIN_ERRORS).map((code) => `    http-error status ${code} content-type "text/html; charset=utf-8" lf-file ${dir}/error${code}.lf ${ERROR_ID_HEADER} hdr ${ERROR_MARK} 1`),
+    ...Object.keys(ORIGIN_ERRORS).map((code) => `    http-error status ${code} content-type "text/html; charset=utf-8" lf-file ${dir}/error${code}.lf ${REQUEST_ID_HEADER} hdr ${ERROR_MARK} 1`),
     // Only HAProxy's own answers carry the mark: an origin's is dropped before the check.
     `    http-response del-header ${ERROR_MARK}`,
     `    http-after-response set-header content-type "text/plain; charset=utf-8" if { res.hdr(${ERROR_MARK}) -m found } !{ var(txn.rp_fmt) -m str h }`,

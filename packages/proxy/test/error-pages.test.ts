@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, request, type Server } from 'node:http';
+import { createSocket } from 'node:dgram';
 import { connect, createServer as createTcpServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -46,6 +47,9 @@ describe('branded answers of a real HAProxy', () => {
   let haproxy: Proc;
   let origin: Server;
   let garbage: ReturnType<typeof createTcpServer>;
+  // the event lines HAProxy sends (as to the agent)
+  const lines: string[] = [];
+  let events: ReturnType<typeof createSocket>;
 
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), 'rampart-pages-'));
@@ -61,17 +65,19 @@ describe('branded answers of a real HAProxy', () => {
     const garbagePort = (garbage.address() as { port: number }).port;
     const closedPort = await freePort();
     port = await freePort();
+    events = createSocket('udp4');
+    events.on('message', (m) => lines.push(m.toString()));
+    await new Promise<void>((r) => events.bind(0, '127.0.0.1', r));
+    const down = domain('down.example.com', [{ ip: '127.0.0.1', port: closedPort }]);
     const snapshot: ServerSnapshot = {
       serverId: 'srv-1',
       revision: 1,
       rules: [],
-      domains: [
-        domain('up.example.com', [{ host: 'localhost', port: originPort }]),
-        domain('down.example.com', [{ ip: '127.0.0.1', port: closedPort }]),
-        domain('bad.example.com', [{ ip: '127.0.0.1', port: garbagePort }]),
-      ],
+      domains: [domain('up.example.com', [{ host: 'localhost', port: originPort }]), down, domain('bad.example.com', [{ ip: '127.0.0.1', port: garbagePort }])],
+      // a request this rule logs and the origin then fails: the page shows the event's id
+      customRules: [{ id: '00000000-0000-4000-8000-0000000000f1', expression: 'http.request.uri.path eq "/logged"', action: 'log', priority: 1, domainId: down.id }],
     } as ServerSnapshot;
-    const { files } = renderHaproxyConfig(snapshot, { httpBind: { address: '127.0.0.1', port }, runDir: dir }, { configDir: dir });
+    const { files } = renderHaproxyConfig(snapshot, { httpBind: { address: '127.0.0.1', port }, runDir: dir, eventsPort: events.address().port }, { configDir: dir });
     for (const [name, content] of Object.entries(files)) writeFileSync(join(dir, name), content);
     haproxy = startProcess(HAPROXY, ['-db', '-f', join(dir, 'haproxy.cfg')]);
     await waitFor(
@@ -91,6 +97,7 @@ describe('branded answers of a real HAProxy', () => {
     await haproxy?.stop();
     origin?.close();
     garbage?.close();
+    events?.close();
     rmSync(dir, { recursive: true, force: true });
   });
 
@@ -126,6 +133,17 @@ describe('branded answers of a real HAProxy', () => {
   test('an origin that refuses connections: our 503 page for browsers, text for the rest, with the request id', async () => {
     assertPage(await get(port, 'down.example.com', 'text/html,application/xhtml+xml,*/*;q=0.8'), 503, /<h1>Site temporarily unavailable<\/h1>/);
     assertText(await get(port, 'down.example.com'), 503, /^Service Unavailable: the site's server is not answering right now\./);
+  });
+
+  test('a request an event logs (a log rule) whose origin then fails: the page shows the id of its event', async () => {
+    for (const accept of ['text/html', undefined]) {
+      const r = await get(port, 'down.example.com', accept, '/logged');
+      assert.equal(r.status, 503);
+      const id = String(r.headers['x-rampart-request-id']);
+      assert.match(id, /^[0-9a-f]{16}$/);
+      assert.ok(r.body.includes(id), r.body);
+      await waitFor(() => lines.some((l) => l.includes(' custom_rule_logged ') && l.includes(` ${id} `)), `the event line with ${id}`, 10_000);
+    }
   });
 
   test('an origin answering garbage: our 502 page and text', async () => {

@@ -416,14 +416,17 @@ describe('the renderer re-checks every rule and WAF setting itself', () => {
     // every answer reads it; the 404 makes its own
     const answers = lines.filter((l) => l.includes('x-rampart-request-id'));
     assert.ok(answers.length >= 7);
-    for (const l of answers.filter((a) => !a.includes('http-error'))) assert.ok(l.includes('hdr x-rampart-request-id %[var(txn.rp_id)]') && !/Request id: (?!%\[var\(txn\.rp_id\)\])/.test(l), l);
+    for (const l of answers) assert.ok(l.includes('hdr x-rampart-request-id %[var(txn.rp_id)]') && !/Request id: (?!%\[var\(txn\.rp_id\)\])/.test(l), l);
     assert.ok(cfg.includes(`backend default_404\n${make('TRUE')}\n`));
-    // HAProxy's own error pages make it in their body (built before the headers), whose halves the header reads
+    // HAProxy's own error pages: the id of the request's event if one was logged, else one made in
+    // their body (built before the headers), which the header then reads
     for (const code of [502, 503, 504]) {
+      assert.ok(cfg.includes(`http-error status ${code} content-type "text/html; charset=utf-8" lf-file /etc/rampart/cfg/error${code}.lf hdr x-rampart-request-id %[var(txn.rp_id)] `));
       assert.ok(
-        cfg.includes(`http-error status ${code} content-type "text/html; charset=utf-8" lf-file /etc/rampart/cfg/error${code}.lf hdr x-rampart-request-id %[var(txn.rp_ia)]%[var(txn.rp_ib)] `),
+        files[`error${code}.lf`]!.includes(
+          ' %[rand,hex,bytes(8,8),lower,set-var(txn.rp_ia),field(2,-)]%[rand,hex,bytes(8,8),lower,concat(,txn.rp_ia),set-var(txn.rp_id,ifnotexists),field(2,-)]%[var(txn.rp_id)]%[',
+        ),
       );
-      assert.ok(files[`error${code}.lf`]!.includes(' %[rand,hex,bytes(8,8),lower,set-var(txn.rp_ia)]%[rand,hex,bytes(8,8),lower,set-var(txn.rp_ib)]%['));
     }
     // Latency samples: one request in LATENCY_SAMPLE_EVERY is logged, after the default silence.
     assert.match(cfg, new RegExp(`http-request set-log-level silent\\n    http-request set-log-level info if \\{ rand\\(${LATENCY_SAMPLE_EVERY}\\) -m int 0 \\}\\n`));
