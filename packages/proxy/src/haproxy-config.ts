@@ -4,7 +4,7 @@ import { HEALTH_PATH, isHostname, isPort, type ServerSnapshot } from '@rampart/p
 import { backendName } from '@rampart/protocol';
 import { assertRenderable, byDomain, hasNamedOrigin, MISDIRECTED, renderBackend, RESOLVERS_SECTION, UnsafeValueError } from './backend.js';
 import { renderWaf } from './waf.js';
-import { errorLines, REQUEST_ID_HEADER, requestIdLine, TEXT_404 } from './waf-pages.js';
+import { errorLines, REQUEST_ID_HEADER, TEXT_404 } from './waf-pages.js';
 
 export interface RenderOptions {
   /** Address:port pairs are the agent's own settings, never user input. */
@@ -205,7 +205,6 @@ export function renderHaproxyConfig(snapshot: ServerSnapshot, options: RenderOpt
       // Over TLS, a Host this server has no domain for is not the SNI's domain either: misdirected.
       ...(https ? [`    ${MISDIRECTED} if { ssl_fc }`] : []),
       // A Host no domain here has: our page (browsers) or text, with the request id.
-      requestIdLine('TRUE'),
       `    http-request return status 404 content-type "text/html; charset=utf-8" lf-file ${target.configDir}/notfound.html ${REQUEST_ID_HEADER} if { req.fhdr(accept) -m sub -i text/html }`,
       `    http-request return status 404 content-type "text/plain; charset=utf-8" lf-string ${TEXT_404} ${REQUEST_ID_HEADER}`,
     ].join('\n'),

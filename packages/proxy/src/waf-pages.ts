@@ -35,30 +35,31 @@ export const REASONS_MAP = WAF_REASONS.map((r) => `${r} ${REASON_WORDS[r]}\n`).j
 
 /**
  * The request id every answer carries (X-Rampart-Request-Id, the body, the event): 16 lowercase hex
- * digits, two 32-bit random numbers (HAProxy's 64-bit generator, as its uuid uses). It is made only
- * where an answer or an event reads it, into REQUEST_ID_VAR (requestIdLine): HAProxy makes a
- * frontend's `unique-id-format` for every request it forwards, about 1,700 instructions each
- * (callgrind), where a plain proxy makes none.
+ * digits, two 32-bit random numbers (HAProxy's 64-bit generator, as its uuid uses), kept in
+ * REQUEST_ID_VAR. It is made only where an answer or an event reads it: HAProxy makes a frontend's
+ * `unique-id-format` for every request it forwards, about 1,700 instructions each (callgrind),
+ * where a plain proxy makes none. An answer makes it in its body (ID); an event no answer follows,
+ * with requestIdLine.
  */
 export const REQUEST_ID_FORMAT = '%[rand,hex,bytes(8,8),lower]%[rand,hex,bytes(8,8),lower]';
 /** The transaction variable that holds the request id once made. */
 export const REQUEST_ID_VAR = 'txn.rp_id';
-/** The request id, as the pages and the X-Rampart-Request-Id header show it. */
-const ID = `%[var(${REQUEST_ID_VAR})]`;
+/** The request id as the event line and the X-Rampart-Request-Id header read it (made by then). */
+const SHOWN_ID = `%[var(${REQUEST_ID_VAR})]`;
 
-/** The rule that makes the request id when `cond` holds (an answer or an event line will read it) and none is made yet. */
+/**
+ * The request id as an answer's body writes it: the one already made (an event of this request
+ * logged before, a log rule or a detection in detect mode), else one made here into REQUEST_ID_VAR
+ * (set-var's ifnotexists; the two halves write nothing), which the answer's header and the event
+ * line then read: HAProxy builds an answer's body before its headers. So a rule that answers needs
+ * no line of its own to make it, which every request would pass.
+ */
+const ID = `%[rand,hex,bytes(8,8),lower,set-var(txn.rp_ia),field(2,-)]%[rand,hex,bytes(8,8),lower,concat(,txn.rp_ia),set-var(${REQUEST_ID_VAR},ifnotexists),field(2,-)]${SHOWN_ID}`;
+
+/** The rule that makes the request id when `cond` holds (an event no answer follows will read it) and none is made yet. */
 export function requestIdLine(cond: string): string {
   return `    http-request set-var-fmt(${REQUEST_ID_VAR}) "${REQUEST_ID_FORMAT}" if ${cond} !{ var(${REQUEST_ID_VAR}) -m found }`;
 }
-
-/**
- * The request id inside an http-error body (no rule runs before HAProxy's own answers): the one an
- * event of this request already logs (a log rule, a detection in detect mode), else one made here,
- * into REQUEST_ID_VAR (set-var's ifnotexists; the two halves write nothing), which the page then
- * shows and its X-Rampart-Request-Id header reads (HAProxy builds an answer's body before its
- * headers).
- */
-const ERROR_ID = `%[rand,hex,bytes(8,8),lower,set-var(txn.rp_ia),field(2,-)]%[rand,hex,bytes(8,8),lower,concat(,txn.rp_ia),set-var(${REQUEST_ID_VAR},ifnotexists),field(2,-)]${ID}`;
 
 /** An answer page's HTML before the request id (status, title, sentence) and after it. */
 function htmlParts(status: number, title: string, sentence: string, mistake = 'If you think this is a mistake, give'): [string, string] {
@@ -143,7 +144,7 @@ function errorFiles(dir: string): Record<string, string> {
     if (code === '503') map.push(`h:id ${head.slice(cut)}`, 'h:end ' + tail);
     // A plain-text id line reads "Request id: <id>"; the space after the colon is in the file
     // (a map value loses its trailing blanks), which HTML collapses with the one before <code>.
-    files[`error${code}.lf`] = `${kind}${lookup(`:${code}`)}\n${lookup(':id')} ${ERROR_ID}${lookup(':end')}\n`;
+    files[`error${code}.lf`] = `${kind}${lookup(`:${code}`)}\n${lookup(':id')} ${ID}${lookup(':end')}\n`;
   }
   map.push('t:id Request id:', 't:end');
   files['pages.map'] = `${map.join('\n')}\n`;
@@ -166,4 +167,4 @@ export function answerFiles(dir: string): Record<string, string> {
 export const TEXT_403 = `"Forbidden: the request was blocked by the web application firewall.\\nRequest id: ${ID}\\n"`;
 export const TEXT_429 = `"Too Many Requests: the rate limit was exceeded. Try again in a minute.\\nRequest id: ${ID}\\n"`;
 export const TEXT_404 = `"Not Found: no site is set up for this name here.\\nRequest id: ${ID}\\n"`;
-export const REQUEST_ID_HEADER = `hdr x-rampart-request-id ${ID} hdr cache-control no-store`;
+export const REQUEST_ID_HEADER = `hdr x-rampart-request-id ${SHOWN_ID} hdr cache-control no-store`;

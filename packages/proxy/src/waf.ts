@@ -594,7 +594,7 @@ function answers(dir: string): string[] {
     `    http-request set-var(txn.rp_method) method,url_enc if ${hit}`,
     `    http-request set-var(txn.rp_path) path,bytes(0,256),url_enc if ${hit}`,
     `    http-request set-var(txn.rp_query) query,bytes(0,192),url_enc if ${hit}`,
-    requestIdLine(hit),
+    // (the request id: made by the answer's body, below)
     `    http-request set-log-level info if ${hit}`,
     `    http-request return status 429 content-type "text/html; charset=utf-8" lf-file ${dir}/limited.html ${REQUEST_ID_HEADER} hdr retry-after %[var(txn.rp_retry)] if ${limited} ${html}`,
     `    http-request return status 429 content-type "text/plain; charset=utf-8" lf-string ${TEXT_429} ${REQUEST_ID_HEADER} hdr retry-after %[var(txn.rp_retry)] if ${limited}`,

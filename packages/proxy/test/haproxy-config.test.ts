@@ -407,27 +407,27 @@ describe('the renderer re-checks every rule and WAF setting itself', () => {
     const cfg = files['haproxy.cfg']!;
     assert.doesNotMatch(cfg, /unique-id/);
     assert.match(cfg, /log-format "rampart-waf .* %\[var\(txn\.rp_match\)\] %\[var\(txn\.rp_id\)\] %\[var\(txn\.rp_claim\)\] %\[var\(txn\.rp_query\)\] %b %Ta"\n/);
-    // every event a rule logs (the answer block, the compressed body in detect mode, a log rule) makes its id first, under the same condition
+    // The id is made by every answer's body (before its header, which reads it) or, for an event no
+    // answer follows (the compressed body in detect mode, a log rule), by a line under the event's
+    // own condition: never by a line every request passes.
+    const made = '%[rand,hex,bytes(8,8),lower,set-var(txn.rp_ia),field(2,-)]%[rand,hex,bytes(8,8),lower,concat(,txn.rp_ia),set-var(txn.rp_id,ifnotexists),field(2,-)]%[var(txn.rp_id)]';
     const make = (cond: string) => `    http-request set-var-fmt(txn.rp_id) "%[rand,hex,bytes(8,8),lower]%[rand,hex,bytes(8,8),lower]" if ${cond} !{ var(txn.rp_id) -m found }`;
     const lines = cfg.split('\n');
     const logged = lines.flatMap((l, i) => (/^    http-request set-log-level info if (?!\{ rand)/.test(l) ? [i] : []));
     assert.ok(logged.length >= 3, `the answer block, the compressed body detection and the logged custom rule: ${logged.length}`);
-    for (const i of logged) assert.equal(lines[i - 1], make(lines[i]!.replace('    http-request set-log-level info if ', '')), lines[i]);
-    // every answer reads it; the 404 makes its own
-    const answers = lines.filter((l) => l.includes('x-rampart-request-id'));
-    assert.ok(answers.length >= 7);
-    for (const l of answers) assert.ok(l.includes('hdr x-rampart-request-id %[var(txn.rp_id)]') && !/Request id: (?!%\[var\(txn\.rp_id\)\])/.test(l), l);
-    assert.ok(cfg.includes(`backend default_404\n${make('TRUE')}\n`));
-    // HAProxy's own error pages: the id of the request's event if one was logged, else one made in
-    // their body (built before the headers), which the header then reads
-    for (const code of [502, 503, 504]) {
-      assert.ok(cfg.includes(`http-error status ${code} content-type "text/html; charset=utf-8" lf-file /etc/rampart/cfg/error${code}.lf hdr x-rampart-request-id %[var(txn.rp_id)] `));
-      assert.ok(
-        files[`error${code}.lf`]!.includes(
-          ' %[rand,hex,bytes(8,8),lower,set-var(txn.rp_ia),field(2,-)]%[rand,hex,bytes(8,8),lower,concat(,txn.rp_ia),set-var(txn.rp_id,ifnotexists),field(2,-)]%[var(txn.rp_id)]%[',
-        ),
-      );
+    for (const i of logged) {
+      const cond = lines[i]!.replace('    http-request set-log-level info if ', '');
+      if (cond === '{ var(txn.rp_hit) -m found }') assert.match(lines[i + 1]!, /^    http-request return /, 'a hit is answered at once');
+      else assert.equal(lines[i - 1], make(cond), lines[i]);
     }
+    const answers = lines.filter((l) => l.includes('x-rampart-request-id'));
+    assert.equal(answers.length, 9, 'the 429 and 403 answers (HTML, text), the 404 (HTML, text), the 502, 503 and 504 pages');
+    for (const l of answers) {
+      assert.ok(l.includes('hdr x-rampart-request-id %[var(txn.rp_id)]'), l);
+      const file = / lf-file \/etc\/rampart\/cfg\/(\S+) /.exec(l)?.[1];
+      assert.ok(file ? files[file]!.includes(made) : l.includes(`Request id: ${made}\\n`), `its body makes the id: ${l}`);
+    }
+    assert.doesNotMatch(cfg, /set-var-fmt\(txn\.rp_id\) .* if TRUE/);
     // Latency samples: one request in LATENCY_SAMPLE_EVERY is logged, after the default silence.
     assert.match(cfg, new RegExp(`http-request set-log-level silent\\n    http-request set-log-level info if \\{ rand\\(${LATENCY_SAMPLE_EVERY}\\) -m int 0 \\}\\n`));
     assert.match(cfg, /\n    log 127\.0\.0\.1:5514 len 4096 local0 info\n/, 'room for a path of 256 bytes and a query of 192, every byte escaped, every byte escaped');
