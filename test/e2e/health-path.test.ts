@@ -4,10 +4,10 @@ import { apiClient, ADMIN, rawRequest, settle, startAgent, startOrigin, viaProxy
 import { freePort, startServe, waitFor } from '../support/processes.js';
 
 // The health path (docs/dns-failover.md, "The health probe"): a real agent's HAProxy answers
-// GET /.well-known/rampart/health itself with 200 "ok", for any Host, with no domain configured.
-// It is no way around the WAF: with every client blocked, that exact path still answers its
-// constant "ok", and nothing near it (other methods, other spellings, a request for the origin)
-// reaches the origin.
+// /.well-known/rampart/health itself with 200 "ok" (HAProxy's monitor-uri), for any Host and any
+// method, with no domain configured. It is no way around the WAF: with every client blocked, that
+// exact path still answers its constant "ok", and nothing near it (a query, other spellings, a
+// body sent to it) reaches the origin.
 
 const HEALTH = '/.well-known/rampart/health';
 
@@ -34,7 +34,7 @@ describe('the health path on a real HAProxy', () => {
     await origin?.close();
   });
 
-  test('without any domain: 200 ok, text/plain, not cached, for any Host or none; HEAD too; other methods are not answered by it', async () => {
+  test('without any domain: 200 ok, text/plain, not cached, for any Host or none, for any method (HEAD without a body)', async () => {
     for (const host of ['anything.example', '203.0.113.9', 'x']) {
       const r = await viaProxy(agent.httpPort, host, HEALTH);
       assert.deepEqual([r.status, r.text], [200, 'ok'], host);
@@ -49,8 +49,10 @@ describe('the health path on a real HAProxy', () => {
     assert.match(headers, /\r\ncache-control: no-store\r\n/i);
     for (const method of ['POST', 'PUT', 'DELETE', 'OPTIONS']) {
       const r = await rawRequest(agent.httpPort, `${method} ${HEALTH} HTTP/1.1\r\nHost: a.example\r\nContent-Length: 0\r\nConnection: close\r\n\r\n`);
-      assert.equal(r.status, 404, `${method} goes through routing like any request (no domain: 404)`);
+      assert.deepEqual([r.status, r.text], [200, 'ok'], method);
     }
+    const query = await viaProxy(agent.httpPort, 'a.example', `${HEALTH}?x=1`);
+    assert.equal(query.status, 404, 'with a query it is another path: routed like any request (no domain: 404)');
   });
 
   test('with every client blocked by the WAF: the exact path still answers its constant ok, and nothing reaches the origin through it', async () => {
@@ -63,19 +65,24 @@ describe('the health path on a real HAProxy', () => {
     const hitsBefore = origin.hits;
 
     assert.deepEqual(await viaProxy(agent.httpPort, 'blocked.example.test', HEALTH).then((r) => [r.status, r.text]), [200, 'ok']);
-    assert.deepEqual(
-      await viaProxy(agent.httpPort, 'blocked.example.test', `${HEALTH}?next=/admin`).then((r) => [r.status, r.text]),
-      [200, 'ok'],
-      'a query string changes nothing: still the constant answer',
-    );
     // Anything that is not exactly the path goes to the domain's backend, and its WAF blocks it.
-    for (const path of [`${HEALTH}/`, `${HEALTH}x`, `${HEALTH}/../../admin`, '/.well-known/rampart/%68ealth', `/${HEALTH}`, '/.WELL-KNOWN/rampart/health', '/.well-known/rampart/health;x', '/admin']) {
+    for (const path of [
+      `${HEALTH}?next=/admin`,
+      `${HEALTH}/`,
+      `${HEALTH}x`,
+      `${HEALTH}/../../admin`,
+      '/.well-known/rampart/%68ealth',
+      `/${HEALTH}`,
+      '/.WELL-KNOWN/rampart/health',
+      '/.well-known/rampart/health;x',
+      '/admin',
+    ]) {
       const r = await rawRequest(agent.httpPort, `GET ${path} HTTP/1.1\r\nHost: blocked.example.test\r\nConnection: close\r\n\r\n`);
       assert.equal(r.status, 403, path);
     }
     for (const method of ['POST', 'PUT']) {
       const r = await rawRequest(agent.httpPort, `${method} ${HEALTH} HTTP/1.1\r\nHost: blocked.example.test\r\nContent-Type: text/plain\r\nContent-Length: 4\r\nConnection: close\r\n\r\nping`);
-      assert.equal(r.status, 403, `${method} of the path is blocked like anything else`);
+      assert.deepEqual([r.status, r.text], [200, 'ok'], `${method} of the path gets the constant answer; its body goes nowhere`);
     }
     // A request smuggled behind it on the same connection is a request of its own, checked by the WAF.
     const pipelined = await rawRequest(agent.httpPort, `GET ${HEALTH} HTTP/1.1\r\nHost: blocked.example.test\r\n\r\nGET /admin HTTP/1.1\r\nHost: blocked.example.test\r\nConnection: close\r\n\r\n`);

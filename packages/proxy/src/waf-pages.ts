@@ -61,101 +61,49 @@ export function requestIdLine(cond: string): string {
   return `    http-request set-var-fmt(${REQUEST_ID_VAR}) "${REQUEST_ID_FORMAT}" if ${cond} !{ var(${REQUEST_ID_VAR}) -m found }`;
 }
 
-/** An answer page's HTML before the request id (status, title, sentence) and after it. */
-function htmlParts(status: number, title: string, sentence: string, mistake = 'If you think this is a mistake, give'): [string, string] {
-  return [
+/** An answer page's HTML: status, title, sentence, and the request id to give the site owner. */
+function htmlPage(status: number, title: string, sentence: string, mistake = 'If you think this is a mistake, give'): string {
+  return (
     '<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">' +
-      `<title>${title}</title><style>body{margin:0;font:16px/1.5 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;background:#f4f5f7;color:#1d2330}` +
-      'main{max-width:34rem;margin:12vh auto;padding:2rem;background:#fff;border-radius:12px;box-shadow:0 2px 12px rgba(0,0,0,.08)}' +
-      'h1{margin:0 0 .5rem;font-size:1.4rem}.s{color:#c0392b;font-weight:600}code{background:#eef0f3;padding:.1rem .35rem;border-radius:4px}' +
-      'footer{margin-top:1.5rem;font-size:.8rem;color:#7a8190}</style></head><body><main>' +
-      `<p class="s">${status}</p><h1>${title}</h1><p>${sentence}</p>` +
-      `<p>${mistake} the site owner this request id: <code id="request-id">`,
-    '</code></p><footer>Protected by Rampart</footer></main></body></html>',
-  ];
-}
-
-function htmlPage(status: number, title: string, sentence: string): string {
-  const [head, tail] = htmlParts(status, title, sentence);
-  return `${head}${ID}${tail}\n`;
+    `<title>${title}</title><style>body{margin:0;font:16px/1.5 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;background:#f4f5f7;color:#1d2330}` +
+    'main{max-width:34rem;margin:12vh auto;padding:2rem;background:#fff;border-radius:12px;box-shadow:0 2px 12px rgba(0,0,0,.08)}' +
+    'h1{margin:0 0 .5rem;font-size:1.4rem}.s{color:#c0392b;font-weight:600}code{background:#eef0f3;padding:.1rem .35rem;border-radius:4px}' +
+    'footer{margin-top:1.5rem;font-size:.8rem;color:#7a8190}</style></head><body><main>' +
+    `<p class="s">${status}</p><h1>${title}</h1><p>${sentence}</p>` +
+    `<p>${mistake} the site owner this request id: <code id="request-id">${ID}</code></p><footer>Protected by Rampart</footer></main></body></html>\n`
+  );
 }
 
 /**
  * The answers HAProxy makes itself when the origin fails (502 bad answer, 503 no origin up, 504 no
- * answer in time), in words a visitor understands. HAProxy's `http-error` has one body and one
- * content type for every client, so its body (errorFiles) is log-format that looks its pieces up in
- * pages.map by the client's kind (`h` browser: the Accept header the frontend captured holds
- * text/html; `t` anything else), which it keeps in txn.rp_fmt; the frontend then sets the content
- * type of a plain-text one (errorLines).
+ * answer in time), in words a visitor understands: one HTML page for every client, as HAProxy's own
+ * error pages and Cloudflare's are (the request id is also in the X-Rampart-Request-Id header for
+ * tools). A page by client kind would cost every forwarded request: a 502 or 504 is made after the
+ * request is gone, so its Accept header would have to be captured on the way in (about 1,000
+ * instructions a request, callgrind) and its content type fixed on the way out.
  */
-export const ORIGIN_ERRORS: Readonly<Record<502 | 503 | 504, { title: string; sentence: string; text: string }>> = {
-  502: {
-    title: 'Bad gateway',
-    sentence: "The site's server sent an answer that could not be understood. Try again in a moment.",
-    text: "Bad Gateway: the site's server sent an answer that could not be understood. Try again in a moment.",
-  },
-  503: {
-    title: 'Site temporarily unavailable',
-    sentence: "The site's server is not answering right now. Try again in a moment.",
-    text: "Service Unavailable: the site's server is not answering right now. Try again in a moment.",
-  },
-  504: {
-    title: 'Gateway timeout',
-    sentence: "The site's server took too long to answer. Try again in a moment.",
-    text: "Gateway Timeout: the site's server took too long to answer. Try again in a moment.",
-  },
+export const ORIGIN_ERRORS: Readonly<Record<502 | 503 | 504, { title: string; sentence: string }>> = {
+  502: { title: 'Bad gateway', sentence: "The site's server sent an answer that could not be understood. Try again in a moment." },
+  503: { title: 'Site temporarily unavailable', sentence: "The site's server is not answering right now. Try again in a moment." },
+  504: { title: 'Gateway timeout', sentence: "The site's server took too long to answer. Try again in a moment." },
 };
-
-/** The marker header of HAProxy's own error answers, removed before anything leaves. */
-const ERROR_MARK = 'x-rampart-answer';
 
 /** The frontend lines of the origin error pages (dir: the configuration directory, a checked path). */
 export function errorLines(dir: string): string[] {
-  return [
-    // Kept for the error pages, which are made after the request is gone: a capture (the last
-    // Accept header, its first 256 bytes) costs a forwarded request less than a rule would. (The
-    // frontend's only capture: errorFiles reads it as slot 0.)
-    `    capture request header accept len ${ACCEPT_CAPTURE}`,
-    ...Object.keys(ORIGIN_ERRORS).map((code) => `    http-error status ${code} content-type "text/html; charset=utf-8" lf-file ${dir}/error${code}.lf ${REQUEST_ID_HEADER} hdr ${ERROR_MARK} 1`),
-    // Only HAProxy's own answers carry the mark: an origin's is dropped before the check.
-    `    http-response del-header ${ERROR_MARK}`,
-    `    http-after-response set-header content-type "text/plain; charset=utf-8" if { res.hdr(${ERROR_MARK}) -m found } !{ var(txn.rp_fmt) -m str h }`,
-    `    http-after-response del-header ${ERROR_MARK}`,
-  ];
+  return Object.keys(ORIGIN_ERRORS).map((code) => `    http-error status ${code} content-type "text/html; charset=utf-8" lf-file ${dir}/error${code}.lf ${REQUEST_ID_HEADER}`);
 }
 
-/** Bytes of the Accept header the frontend keeps for the error pages. */
-const ACCEPT_CAPTURE = 256;
-
-/**
- * pages.map keys: "<kind>:<code>" the page before the id line, "<kind>:id" and "<kind>:end" around
- * the id. Each page first sets the kind (from the captured Accept header, through kinds.map; none
- * captured is `t`) and writes nothing.
- */
-function errorFiles(dir: string): Record<string, string> {
-  const lookup = (key: string) => `%[var(txn.rp_fmt,t),concat(${key}),map(${dir}/pages.map)]`;
-  const kind = `%[capture.req.hdr(0),lower,map_sub(${dir}/kinds.map,t),set-var(txn.rp_fmt),field(2,-)]`;
-  const map: string[] = [];
+/** The origin error pages, log-format HTML (errorLines). */
+function errorFiles(): Record<string, string> {
   const files: Record<string, string> = {};
-  for (const [code, e] of Object.entries(ORIGIN_ERRORS)) {
-    const [head, tail] = htmlParts(Number(code), e.title, e.sentence, 'If this goes on, give');
-    const cut = head.lastIndexOf('<p>If this');
-    map.push(`h:${code} ${head.slice(0, cut)}`, `t:${code} ${e.text}`);
-    if (code === '503') map.push(`h:id ${head.slice(cut)}`, 'h:end ' + tail);
-    // A plain-text id line reads "Request id: <id>"; the space after the colon is in the file
-    // (a map value loses its trailing blanks), which HTML collapses with the one before <code>.
-    files[`error${code}.lf`] = `${kind}${lookup(`:${code}`)}\n${lookup(':id')} ${ID}${lookup(':end')}\n`;
-  }
-  map.push('t:id Request id:', 't:end');
-  files['pages.map'] = `${map.join('\n')}\n`;
-  files['kinds.map'] = 'text/html h\n';
+  for (const [code, e] of Object.entries(ORIGIN_ERRORS)) files[`error${code}.lf`] = htmlPage(Number(code), e.title, e.sentence, 'If this goes on, give');
   return files;
 }
 /** The files the answers read, written into the configuration directory dir (a checked path). */
 export function answerFiles(dir: string): Record<string, string> {
   const words = `%[var(txn.rp_reason),map(${dir}/reasons.map)]`;
   return {
-    ...errorFiles(dir),
+    ...errorFiles(),
     'notfound.html': htmlPage(404, 'Site not found', 'This address is not served here: no site is set up for this name.'),
     'reasons.map': REASONS_MAP,
     'blocked.html': htmlPage(403, 'Access denied', `This request was blocked by the site's firewall (${words}).`),

@@ -360,10 +360,10 @@ export function renderWaf(
     );
   }
   // (No unique-id-format: the request id is made where an answer or an event line reads it, requestIdLine.)
-  frontend.push('    http-request set-log-level silent');
-  // One request in LATENCY_SAMPLE_EVERY, at random, is logged for its latency (staged rollout's
-  // p99 signal, docs/api.md "Rollout"); a WAF decision later in the request logs it anyway.
-  if (opts.eventsPort !== undefined) frontend.push(`    http-request set-log-level info if { rand(${LATENCY_SAMPLE_EVERY}) -m int 0 }`);
+  // Only WAF events are logged (each sets the level info), and one request in LATENCY_SAMPLE_EVERY,
+  // at random, for its latency (staged rollout's p99 signal, docs/api.md "Rollout"). Without an
+  // events port there is no log to silence.
+  if (opts.eventsPort !== undefined) frontend.push(`    http-request set-log-level silent if !{ rand(${LATENCY_SAMPLE_EVERY}) -m int 0 }`);
 
   const global_: string[] = [];
   // Lua runs in each thread's own state: no request ever waits for another thread's. The one

@@ -90,7 +90,7 @@ describe('certificates in RenderOptions are re-checked', () => {
     const cfg = render([{ domain: 'www.example.com', file: GOOD_FILE }]).files['haproxy.cfg']!;
     assert.match(cfg, /\n {4}bind \*:443 ssl crt-list \/var\/lib\/rampart\/haproxy\/cfg-0123456789abcdef\/certificates\.list alpn h2,http\/1\.1 strict-sni\n/);
     // Each domain's backend, first thing: the SNI must be its own name; an unknown Host over TLS is misdirected too.
-    const backend = cfg.slice(cfg.indexOf('backend be_www_example_com'));
+    const backend = cfg.slice(cfg.indexOf('\nbackend be_www_example_com') + 1);
     assert.match(
       backend,
       /^backend be_www_example_com\n(?: {4}(?:option|http-check) .*\n)* {4}http-request return status 421 content-type text\/plain string "Misdirected Request" if \{ ssl_fc \} !\{ ssl_fc_sni -i www\.example\.com \}\n/,

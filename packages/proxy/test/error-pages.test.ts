@@ -12,7 +12,8 @@ import { freePort, startProcess, waitFor, type Proc } from '../../../test/suppor
 
 // Our own pages for the answers HAProxy makes (waf-pages.ts), through a real HAProxy running the
 // rendered configuration: an unknown host (404), an origin that refuses connections (503), one that
-// answers garbage (502); HTML for browsers, text otherwise, each with the request id of its header.
+// answers garbage (502), each with the request id of its header. The 404 is HTML for browsers and
+// text for other clients; HAProxy's own 502/503/504 are one HTML page for every client.
 // An origin by name (localhost) is resolved and reached.
 
 const HAPROXY = process.env.RAMPART_HAPROXY ?? '/usr/sbin/haproxy';
@@ -108,9 +109,8 @@ describe('branded answers of a real HAProxy', () => {
     assert.match(String(r.headers['content-type']), /^text\/html; charset=utf-8/);
     assert.match(r.body, /^<!doctype html>/);
     assert.match(r.body, title);
-    assert.ok(r.body.includes(`<code id="request-id"> ${id}</code>`), r.body);
+    assert.ok(r.body.includes(`<code id="request-id">${id}</code>`), r.body);
     assert.match(r.body, /Protected by Rampart/);
-    assert.equal(r.headers['x-rampart-answer'], undefined, 'the marker never leaves');
   }
   function assertText(r: Awaited<ReturnType<typeof get>>, status: number, first: RegExp) {
     assert.equal(r.status, status, r.body);
@@ -121,7 +121,6 @@ describe('branded answers of a real HAProxy', () => {
     assert.match(lines[0]!, first);
     assert.equal(lines[1], `Request id: ${id}`);
     assert.equal(lines.length, 3, JSON.stringify(r.body));
-    assert.equal(r.headers['x-rampart-answer'], undefined, 'the marker never leaves');
   }
 
   test('an origin by name (localhost) is resolved and answers', async () => {
@@ -130,9 +129,10 @@ describe('branded answers of a real HAProxy', () => {
     assert.equal(r.body, 'hello from the origin\n');
   });
 
-  test('an origin that refuses connections: our 503 page for browsers, text for the rest, with the request id', async () => {
-    assertPage(await get(port, 'down.example.com', 'text/html,application/xhtml+xml,*/*;q=0.8'), 503, /<h1>Site temporarily unavailable<\/h1>/);
-    assertText(await get(port, 'down.example.com'), 503, /^Service Unavailable: the site's server is not answering right now\./);
+  test('an origin that refuses connections: our 503 page, for browsers and any other client, with the request id', async () => {
+    for (const accept of ['text/html,application/xhtml+xml,*/*;q=0.8', 'application/json', undefined]) {
+      assertPage(await get(port, 'down.example.com', accept), 503, /<h1>Site temporarily unavailable<\/h1>/);
+    }
   });
 
   test('a request an event logs (a log rule) whose origin then fails: the page shows the id of its event', async () => {
@@ -146,9 +146,9 @@ describe('branded answers of a real HAProxy', () => {
     }
   });
 
-  test('an origin answering garbage: our 502 page and text', async () => {
+  test('an origin answering garbage: our 502 page, for browsers and any other client', async () => {
     assertPage(await get(port, 'bad.example.com', 'text/html', '/x'), 502, /<h1>Bad gateway<\/h1>/);
-    assertText(await get(port, 'bad.example.com', 'application/json', '/x'), 502, /^Bad Gateway: /);
+    assertPage(await get(port, 'bad.example.com', 'application/json', '/x'), 502, /<h1>Bad gateway<\/h1>/);
   });
 
   test("HAProxy's own checks, read from show stat as the agent reads them: the refused origin down (L4CON), the named one up", async () => {

@@ -196,6 +196,14 @@ describe('properties of random valid snapshots', () => {
           assert.equal(mapLines.filter((l) => l.split(' ')[0] === d.domain).length, 1, `${d.domain} keyed once`);
           assert.equal(backends.filter((l) => l === `backend ${be}`).length, 1, `backend ${be}`);
         }
+        // Routing: one domain by one ACL (as the plain proxy does), several through the map.
+        const routes = cfg.split('\n').filter((l) => l.includes('use_backend'));
+        const host = 'req.hdr(host),lower,field(1,:)';
+        if (snap.domains.length === 1) {
+          const d = snap.domains[0]!.domain;
+          assert.deepEqual(routes, [`    use_backend be_${d.replace(/\./g, '_')} if { ${host} -m str ${d} }`]);
+        } else if (snap.domains.length > 1) assert.deepEqual(routes, [`    use_backend %[${host},map(${TARGET.configDir}/domains.map,default_404)]`]);
+        else assert.deepEqual(routes, [], 'no domain: default_404');
       }),
       { numRuns: 200 },
     );
@@ -428,8 +436,9 @@ describe('the renderer re-checks every rule and WAF setting itself', () => {
       assert.ok(file ? files[file]!.includes(made) : l.includes(`Request id: ${made}\\n`), `its body makes the id: ${l}`);
     }
     assert.doesNotMatch(cfg, /set-var-fmt\(txn\.rp_id\) .* if TRUE/);
-    // Latency samples: one request in LATENCY_SAMPLE_EVERY is logged, after the default silence.
-    assert.match(cfg, new RegExp(`http-request set-log-level silent\\n    http-request set-log-level info if \\{ rand\\(${LATENCY_SAMPLE_EVERY}\\) -m int 0 \\}\\n`));
+    // Latency samples: every request is silent but one in LATENCY_SAMPLE_EVERY, at random.
+    assert.equal(cfg.split('set-log-level silent').length, 2, 'one silencing rule');
+    assert.match(cfg, new RegExp(`\\n    http-request set-log-level silent if !\\{ rand\\(${LATENCY_SAMPLE_EVERY}\\) -m int 0 \\}\\n`));
     assert.match(cfg, /\n    log 127\.0\.0\.1:5514 len 4096 local0 info\n/, 'room for a path of 256 bytes and a query of 192, every byte escaped, every byte escaped');
   });
 
@@ -535,17 +544,18 @@ describe('the renderer re-checks every rule and WAF setting itself', () => {
 describe('the health path (the service probe, docs/dns-failover.md)', () => {
   const frontendOf = (cfg: string) => cfg.slice(cfg.indexOf('frontend http_in'), cfg.indexOf('\n\n', cfg.indexOf('frontend http_in')));
 
-  test('answered in the HTTP frontend, once, for that exact path and GET/HEAD only, before any routing, with a constant body and no backend', () => {
+  test('answered in the HTTP frontend, once, for that exact path, before any rule and routing, with a constant body and no backend', () => {
     for (const s of [snapshot([]), snapshot([domain('a.example.com'), domain('b.example.com')])]) {
       const cfg = renderHaproxyConfig(s, { ...OPTIONS, acmePort: 8402, eventsPort: 5140 }, TARGET).files['haproxy.cfg']!;
       const lines = cfg.split('\n').filter((l) => l.includes('/.well-known/rampart/health'));
-      assert.deepEqual(lines, ['    http-request return status 200 content-type text/plain string ok hdr cache-control no-store if { path -m str /.well-known/rampart/health } METH_GET']);
+      // monitor-uri: HAProxy answers the path before any rule (so before routing, and the WAF in
+      // the domain backends), with its 200 reply, which no other answer uses.
+      assert.deepEqual(lines, ['    monitor-uri /.well-known/rampart/health']);
       const frontend = frontendOf(cfg);
       assert.ok(frontend.includes(lines[0]!), 'in frontend http_in');
-      // Before the first routing decision (the ACME responder, then the domain map); the WAF runs in the domain backends.
-      assert.ok(frontend.indexOf(lines[0]!) < frontend.indexOf('use_backend'), 'before use_backend');
-      assert.ok(frontend.indexOf('http-request set-log-level silent') < frontend.indexOf(lines[0]!), 'after the events log is silenced: a probe is no WAF event');
-      assert.doesNotMatch(lines[0]!, /use_backend|%\[|lf-string/, 'a constant answer, nothing taken from the request');
+      const reply = frontend.split('\n').filter((l) => l.includes('status 200'));
+      assert.deepEqual(reply, ['    http-error status 200 content-type text/plain string ok hdr cache-control no-store'], 'a constant answer, nothing taken from the request');
+      assert.equal(cfg.split('monitor-uri').length, 2, 'once');
     }
   });
 });

@@ -21,7 +21,7 @@ export function healthIntervalFromEnv(raw: string | undefined): number {
 /** Probes in flight at once, and how long each may take. */
 export const PROBE_CONCURRENCY = 50;
 export const PROBE_TIMEOUT_MS = 3_000;
-/** The probe's answer must be exactly this (HAProxy's HEALTH_RETURN); more than a few bytes is not it. */
+/** The probe's answer must be exactly this (HAProxy's HEALTH_LINES); more than a few bytes is not it. */
 const PROBE_BODY = 'ok';
 const PROBE_READ_LIMIT = 64;
 
