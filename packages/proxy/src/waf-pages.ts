@@ -56,15 +56,34 @@ const SHOWN_ID = `%[var(${REQUEST_ID_VAR})]`;
  */
 const ID = `%[rand,hex,bytes(8,8),lower,set-var(txn.rp_ia),field(2,-)]%[rand,hex,bytes(8,8),lower,concat(,txn.rp_ia),set-var(${REQUEST_ID_VAR},ifnotexists),field(2,-)]${SHOWN_ID}`;
 
+/**
+ * The event line's fields of a refusal (txn.rp_hit, "<reason>:<rule id>"), set by the answer's body
+ * as HAProxy writes it (each piece sets its variable and writes nothing: bytes(0,0)), before the
+ * words the body reads and the headers; the event line reads them when the request is logged. Six
+ * rules under the hit's condition did this, and every clean request passed them (about 1,350
+ * instructions, callgrind).
+ */
+const HIT_FIELDS = [
+  'var(txn.rp_hit),field(1,:),set-var(txn.rp_reason)',
+  'var(txn.rp_hit),field(2,:),set-var(txn.rp_rule)',
+  'str(block),set-var(txn.rp_action)',
+  'method,url_enc,set-var(txn.rp_method)',
+  'path,bytes(0,256),url_enc,set-var(txn.rp_path)',
+  'query,bytes(0,192),url_enc,set-var(txn.rp_query)',
+]
+  .map((e) => `%[${e},bytes(0,0)]`)
+  .join('');
+
 /** The rule that makes the request id when `cond` holds (an event no answer follows will read it) and none is made yet. */
 export function requestIdLine(cond: string): string {
   return `    http-request set-var-fmt(${REQUEST_ID_VAR}) "${REQUEST_ID_FORMAT}" if ${cond} !{ var(${REQUEST_ID_VAR}) -m found }`;
 }
 
 /** An answer page's HTML: status, title, sentence, and the request id to give the site owner. */
-function htmlPage(status: number, title: string, sentence: string, mistake = 'If you think this is a mistake, give'): string {
+function htmlPage(status: number, title: string, sentence: string, mistake = 'If you think this is a mistake, give', fields = ''): string {
   return (
-    '<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">' +
+    `${fields}<!doctype html>` +
+    '<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">' +
     `<title>${title}</title><style>body{margin:0;font:16px/1.5 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;background:#f4f5f7;color:#1d2330}` +
     'main{max-width:34rem;margin:12vh auto;padding:2rem;background:#fff;border-radius:12px;box-shadow:0 2px 12px rgba(0,0,0,.08)}' +
     'h1{margin:0 0 .5rem;font-size:1.4rem}.s{color:#c0392b;font-weight:600}code{background:#eef0f3;padding:.1rem .35rem;border-radius:4px}' +
@@ -106,13 +125,13 @@ export function answerFiles(dir: string): Record<string, string> {
     ...errorFiles(),
     'notfound.html': htmlPage(404, 'Site not found', 'This address is not served here: no site is set up for this name.'),
     'reasons.map': REASONS_MAP,
-    'blocked.html': htmlPage(403, 'Access denied', `This request was blocked by the site's firewall (${words}).`),
-    'limited.html': htmlPage(429, 'Too many requests', `This request was refused by the site's firewall: ${words}. Try again in %[var(txn.rp_retry)] seconds.`),
+    'blocked.html': htmlPage(403, 'Access denied', `This request was blocked by the site's firewall (${words}).`, undefined, HIT_FIELDS),
+    'limited.html': htmlPage(429, 'Too many requests', `This request was refused by the site's firewall: ${words}. Try again in %[var(txn.rp_retry)] seconds.`, undefined, HIT_FIELDS),
   };
 }
 
 /** Plain-text bodies (lf-string, one line each, escapes as HAProxy's parser reads them). */
-export const TEXT_403 = `"Forbidden: the request was blocked by the web application firewall.\\nRequest id: ${ID}\\n"`;
-export const TEXT_429 = `"Too Many Requests: the rate limit was exceeded. Try again in a minute.\\nRequest id: ${ID}\\n"`;
+export const TEXT_403 = `"${HIT_FIELDS}Forbidden: the request was blocked by the web application firewall.\\nRequest id: ${ID}\\n"`;
+export const TEXT_429 = `"${HIT_FIELDS}Too Many Requests: the rate limit was exceeded. Try again in a minute.\\nRequest id: ${ID}\\n"`;
 export const TEXT_404 = `"Not Found: no site is set up for this name here.\\nRequest id: ${ID}\\n"`;
 export const REQUEST_ID_HEADER = `hdr x-rampart-request-id ${SHOWN_ID} hdr cache-control no-store`;

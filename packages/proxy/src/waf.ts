@@ -577,8 +577,9 @@ function cookieCheck(dir: string, open: string): string[] {
 }
 
 /**
- * The answer to every refusal of a backend, natively: the event line's fields and log level, then
- * the page (browsers) or text with the request id; 429 with Retry-After. Every refusal is a hit
+ * The answer to every refusal of a backend, natively: the event's log level, then the page
+ * (browsers) or text, whose body sets the event line's fields and makes the request id (waf-pages.ts
+ * HIT_FIELDS and ID); 429 with Retry-After. Every refusal is a hit
  * ("<reason>:<rule id>"): the native steps', the challenge answer's and, in block mode, the
  * detectors' (through rampart_waf_answer). A detection in detect-only mode is logged by the
  * detector and passes.
@@ -588,13 +589,7 @@ function answers(dir: string): string[] {
   const limited = '{ var(txn.rp_hit) -m beg rate_limited: }';
   const html = '{ req.hdr(accept) -m sub -i text/html }';
   return [
-    `    http-request set-var(txn.rp_reason) var(txn.rp_hit),field(1,:) if ${hit}`,
-    `    http-request set-var(txn.rp_rule) var(txn.rp_hit),field(2,:) if ${hit}`,
-    `    http-request set-var(txn.rp_action) str(block) if ${hit}`,
-    `    http-request set-var(txn.rp_method) method,url_enc if ${hit}`,
-    `    http-request set-var(txn.rp_path) path,bytes(0,256),url_enc if ${hit}`,
-    `    http-request set-var(txn.rp_query) query,bytes(0,192),url_enc if ${hit}`,
-    // (the request id: made by the answer's body, below)
+    // (the event line's fields and the request id: set by the answer's body, below)
     `    http-request set-log-level info if ${hit}`,
     `    http-request return status 429 content-type "text/html; charset=utf-8" lf-file ${dir}/limited.html ${REQUEST_ID_HEADER} hdr retry-after %[var(txn.rp_retry)] if ${limited} ${html}`,
     `    http-request return status 429 content-type "text/plain; charset=utf-8" lf-string ${TEXT_429} ${REQUEST_ID_HEADER} hdr retry-after %[var(txn.rp_retry)] if ${limited}`,

@@ -447,9 +447,24 @@ describe('the renderer re-checks every rule and WAF setting itself', () => {
     const paths = [
       ...cfg.matchAll(/\n    http-request set-var\(txn\.rp_path\) path,bytes\(0,256\),url_enc (if .*)\n    http-request set-var\(txn\.rp_query\) query,bytes\(0,192\),url_enc (if .*)\n/g),
     ];
-    assert.equal(paths.length, cfg.split('set-var(txn.rp_path)').length - 1, 'every path line is followed by its query line');
-    assert.ok(paths.length >= 3, `the answer block, the compressed body detection and the logged custom rule: ${paths.length}`);
+    assert.equal(paths.length, cfg.split('http-request set-var(txn.rp_path)').length - 1, 'every path line is followed by its query line');
+    assert.ok(paths.length >= 2, `the compressed body detection and the logged custom rule: ${paths.length}`);
     for (const m of paths) assert.equal(m[2], m[1], 'under the same condition');
+  });
+
+  test("a refusal's answer sets its event line's fields in its body: no rule a clean request passes sets them", () => {
+    const { files } = renderEventful();
+    const cfg = files['haproxy.cfg']!;
+    const fields =
+      '%[var(txn.rp_hit),field(1,:),set-var(txn.rp_reason),bytes(0,0)]%[var(txn.rp_hit),field(2,:),set-var(txn.rp_rule),bytes(0,0)]%[str(block),set-var(txn.rp_action),bytes(0,0)]' +
+      '%[method,url_enc,set-var(txn.rp_method),bytes(0,0)]%[path,bytes(0,256),url_enc,set-var(txn.rp_path),bytes(0,0)]%[query,bytes(0,192),url_enc,set-var(txn.rp_query),bytes(0,0)]';
+    const returns = cfg.split('\n').filter((l) => /^    http-request return status (403|429) .* if \{ var\(txn\.rp_hit\) -m (found|beg rate_limited:) \}/.test(l));
+    assert.ok(returns.length >= 4, `the 403 and 429 answers, HTML and text: ${returns.length}`);
+    for (const l of returns) {
+      const file = / lf-file \/etc\/rampart\/cfg\/(\S+) /.exec(l)?.[1];
+      assert.ok(file ? files[file]!.startsWith(fields) : l.includes(`lf-string "${fields}`), `its body sets the fields first: ${l}`);
+    }
+    assert.doesNotMatch(cfg, /http-request set-var\(txn\.rp_(reason|rule|action|method)\) .* if \{ var\(txn\.rp_hit\) -m found \}\n/, 'no rule under the hit sets them');
   });
 
   const botOn = (value = '{"enabled":true}') => {
