@@ -556,6 +556,14 @@ const BINARY_TYPES = ['application/x-protobuf', 'application/protobuf', 'applica
  * User-Agent and expiry, so later requests to that domain showing that very cookie and User-Agent
  * pass on a few comparisons, without hashing; a cookie past its expiry never passes.
  */
+/** The sample that stores a verified cookie's fields in the session variables the first line of cookieCheck compares. */
+const REMEMBER = [
+  'var(txn.rp_ck),set-var(sess.rp_okck)',
+  'concat(,txn.rp_ua),set-var(sess.rp_okua)',
+  'concat(,txn.rp_domain),set-var(sess.rp_okdom)',
+  'concat(,txn.rp_ckexp),set-var(sess.rp_okexp)',
+].join(',bytes(0,0),');
+
 function cookieCheck(dir: string, open: string): string[] {
   const fresh = ` !${found('rp_cookie_ok')}${open}`;
   const shaped = `{ var(txn.rp_ck) -m reg ^[0-9a-z]{1,16}[.][0-9]{1,12}[.][0-9a-fA-F]{64}$ }`;
@@ -568,11 +576,10 @@ function cookieCheck(dir: string, open: string): string[] {
     `    http-request set-var(txn.rp_ua) req.fhdr(user-agent) if ${found('rp_ckin')}`,
     `    http-request set-var(txn.rp_ckmac) var(txn.rp_ckin),concat(|,txn.rp_domain,|),concat(,txn.rp_ip,|),concat(,txn.rp_ua,|),concat(,txn.rp_ckexp),sha2(256),hex if ${found('rp_ckin')}`,
     `    http-request set-var(txn.rp_ckmac) var(txn.rp_ck),field(1,.),map(${dir}/bot_outer.map),concat(,txn.rp_ckmac),sha2(256),hex,lower if ${found('rp_ckmac')}`,
-    `    http-request set-var(txn.rp_cookie_ok) bool(1) if ${found('rp_ckmac')} { var(txn.rp_ck),field(3,.),lower,strcmp(txn.rp_ckmac) eq 0 }`,
-    `    http-request set-var(sess.rp_okck) var(txn.rp_ck) if ${found('rp_ckmac')} ${found('rp_cookie_ok')}`,
-    `    http-request set-var(sess.rp_okua) var(txn.rp_ua) if ${found('rp_ckmac')} ${found('rp_cookie_ok')}`,
-    `    http-request set-var(sess.rp_okdom) var(txn.rp_domain) if ${found('rp_ckmac')} ${found('rp_cookie_ok')}`,
-    `    http-request set-var(sess.rp_okexp) var(txn.rp_ckexp) if ${found('rp_ckmac')} ${found('rp_cookie_ok')}`,
+    // A MAC that matches: rp_cookie_ok is set (only ever tested as found), and on the way the
+    // connection remembers the cookie, User-Agent, domain and expiry (each converter stores the
+    // sample and bytes(0,0) empties it for the next concat): one rule where four passed every request.
+    `    http-request set-var(txn.rp_cookie_ok) ${REMEMBER} if ${found('rp_ckmac')} { var(txn.rp_ck),field(3,.),lower,strcmp(txn.rp_ckmac) eq 0 }`,
   ];
 }
 
