@@ -465,18 +465,19 @@ export function renderWaf(
         // request, counted natively in the stick table (an IPv6 client by its /64, RATE_KEY).
         // A new client's entry holds no window start (gpt0 0) and a count of 0: only a window that
         // ran out is cleared. (Clearing a new entry too let two first requests on two threads race:
-        // the second one's clear wiped what the first had counted.)
-        const tracked = `${open} { sc0_tracked }`;
-        const expired = ` { var(txn.rp_age) -m int ge ${RATE_WINDOW} }${tracked}`;
+        // the second one's clear wiped what the first had counted.) Only this step tracks sc0, and
+        // only for a request the earlier steps let through, so a fetch of sc0 (which fails when it
+        // is not tracked) stands for all of that: each rule after the first tests one thing. The
+        // window start is read in the condition of the rule that takes the age; sc_inc_gpc0 counts
+        // the request and answers the new count.
+        const expired = `{ var(txn.rp_age) -m int ge ${RATE_WINDOW} }`;
         lines.push(
           `    http-request track-sc0 ${RATE_KEY} table ${RATE_TABLE} if${open}`,
-          `    http-request set-var(txn.rp_wstart) sc_get_gpt0(0) if${tracked}`,
-          `    http-request set-var(txn.rp_age) date,sub(txn.rp_wstart) if${tracked}`,
-          `    http-request set-var(txn.rp_cleared) sc_clr_gpc0(0) if { var(txn.rp_age) -m int ge ${RATE_WINDOW} } { var(txn.rp_wstart) -m int gt 0 }${tracked}`,
-          `    http-request sc-set-gpt0(0) date if${expired}`,
-          `    http-request sc-inc-gpc0(0) if${tracked}`,
+          `    http-request set-var(txn.rp_age) date,sub(txn.rp_wstart) if { sc_get_gpt0(0),set-var(txn.rp_wstart) -m found }`,
+          `    http-request set-var(txn.rp_cleared) sc_clr_gpc0(0) if ${expired} { var(txn.rp_wstart) -m int gt 0 }`,
+          `    http-request sc-set-gpt0(0) date if ${expired}`,
+          `    http-request set-var(txn.rp_hit) str(rate_limited:${rate.id}) if { sc_inc_gpc0(0) gt ${rateLimitOf(rate.value)} }`,
         );
-        lines.push(`    http-request set-var(txn.rp_hit) str(rate_limited:${rate.id}) if { sc_get_gpc0(0) gt ${rateLimitOf(rate.value)} }${open} { sc0_tracked }`);
         // Retry-After: the seconds left in the window (the age is below 60 in a window that counts).
         // Only for this step's own decision: a custom rate-limiting rule's 429 has set its own.
         lines.push(`    http-request set-var(txn.rp_retry) int(${RATE_WINDOW}),sub(txn.rp_age) if { var(txn.rp_hit) -m str rate_limited:${rate.id} }`);

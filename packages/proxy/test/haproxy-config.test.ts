@@ -392,7 +392,11 @@ describe('the renderer re-checks every rule and WAF setting itself', () => {
     const s = base();
     s.rules = [{ id: id(3), type: 'rate_limit', value: '{ "requests_per_minute": 120 }', domainId: null, priority: 1 }];
     const cfg = render(s).files['haproxy.cfg']!;
-    assert.match(cfg, /http-request set-var\(txn\.rp_hit\) str\(rate_limited:00000000-0000-4000-8000-000000000003\) if \{ sc_get_gpc0\(0\) gt 120 \} .*\{ sc0_tracked \}/);
+    // The count goes up and is compared in one rule; sc0 is tracked only by the limiter's own line,
+    // for a request the earlier steps let through, so the rules after it test sc0 alone.
+    assert.match(cfg, /\n    http-request set-var\(txn\.rp_hit\) str\(rate_limited:00000000-0000-4000-8000-000000000003\) if \{ sc_inc_gpc0\(0\) gt 120 \}\n/);
+    assert.match(cfg, /\n    http-request track-sc0 \S+ table rampart_rate if (?:!\{ var\(txn\.rp_wl\) -m found \} )?!\{ var\(txn\.rp_hit\) -m found \}\n/);
+    assert.equal(cfg.split('track-sc0').length, 2, 'one tracking of sc0');
     assert.doesNotMatch(cfg, /lua\.rampart_(rate|waf)/, 'the limit is native: no Lua action');
     assert.match(cfg, /stick-table type ipv6 size 50000 expire 6m store gpt0,gpc0/);
     // an IPv6 client is counted by its /64, an IPv4 client by its address
