@@ -410,18 +410,29 @@ export function renderWaf(
       const listed = allow || customs.some((r) => r.action === 'allow') ? ' !{ var(txn.rp_wl) -m found }' : '';
       const open = `${listed} !${found('rp_hit')}`;
       const lines = [`    http-request set-var(txn.rp_domain) str(${domain.domain})`];
-      const decide = (lookup: string, cond = '') => lines.push(`    http-request set-var(txn.rp_hit) ${lookup} if${open}${cond}`);
+      // Steps 1 and 2 look the client's address up; their lists are fixed for the life of this
+      // HAProxy process, and a connection's address never changes. So a connection whose address
+      // passed them for this domain (nothing listed, blocked or refused) is remembered
+      // (sess.rp_ipdom), and its later requests to the domain skip the lookups: they run only under
+      // txn.rp_ipn, set for an address not remembered (a test of a variable that is not set is the
+      // cheapest a rule has, about 220 instructions).
+      const addressed = allow || block || countries;
+      const unknown = addressed ? ` ${found('rp_ipn')}` : '';
+      if (addressed) lines.push(`    http-request set-var(txn.rp_ipn) bool(1) if !{ var(txn.rp_domain),strcmp(sess.rp_ipdom) eq 0 }`);
+      const decide = (lookup: string, cond = '') => lines.push(`    http-request set-var(txn.rp_hit) ${lookup} if${unknown}${open}${cond}`);
 
       // Step 1: the whitelist, server-wide and the domain's own; it bypasses every later step.
       const allowFiles = [global.allow.size ? `${dir}/allow_global.lst` : '', w.allow.size ? `${dir}/allow_d${i}.lst` : ''].filter(Boolean);
-      if (allow) lines.push(`    http-request set-var(txn.rp_wl) bool(1) if { src ${allowFiles.map((f) => `-f ${f}`).join(' ')} }`);
+      if (allow) lines.push(`    http-request set-var(txn.rp_wl) bool(1) if${unknown} { src ${allowFiles.map((f) => `-f ${f}`).join(' ')} }`);
       // Step 2: the blacklist (the server-wide list first), then countries.
       if (global.block.size) decide(`src,map_ip(${dir}/block_global.map)`);
       if (w.block.size) decide(`src,map_ip(${dir}/block_d${i}.map)`);
       // (The rule is named by the agent when it reads the event: a class may hold several countries.)
       if (countries) decide('str(country_blocked:-)', ` { src,map_ip(${opts.countryMap}) -m str -f ${dir}/countries_d${i}.pat }`);
+      if (addressed) lines.push(`    http-request set-var(sess.rp_ipdom) var(txn.rp_domain) if${unknown}${open}`);
       const challenges = challengeOn && customs.some(challenging);
-      if (botOn || challenges) lines.push(...cookieCheck(dir, open));
+      const cookie = botOn || challenges ? cookieCheck(dir, open) : undefined;
+      lines.push(...(cookie?.check ?? []));
       // Then the custom rules, by priority (first decisive match wins).
       lines.push(...customRuleLines(customs, { on: challenges, answerPath: BOT_ANSWER_PATH }, dir, guardPlans.get(domain.id)));
       // Step 3: known-bad user-agents (with bot protection on), AI crawlers, then the challenge.
@@ -440,12 +451,15 @@ export function renderWaf(
         // (txn.rp_ai, the number of them), a crawler named in another of several (which a client
         // sends to hide it) is looked up in the header block.
         const named = found('rp_ai');
+        // A request on the connection's remembered pass cookie shows the one User-Agent header that
+        // passed this guard when the cookie was remembered (SEEN): it is not searched again.
         lines.push(
-          `    http-request set-var(txn.rp_ai) req.fhdr_cnt(user-agent) if { req.fhdr(user-agent) -m reg -i -f ${dir}/ai_guard_d${i}.lst }${open}`,
+          `    http-request set-var(txn.rp_ai) req.fhdr_cnt(user-agent) if ${cookie ? `!${SEEN} ` : ''}{ req.fhdr(user-agent) -m reg -i -f ${dir}/ai_guard_d${i}.lst }${open}`,
           `    http-request set-var(txn.rp_hit) req.fhdr(user-agent),lower,map_sub(${dir}/ai_d${i}.map) if ${named}`,
           `    http-request set-var(txn.rp_hit) req.hdrs,lower,map_sub(${dir}/ai_d${i}.map) if { var(txn.rp_ai) -m int gt 1 } !${found('rp_hit')}`,
         );
       }
+      if (cookie) lines.push(cookie.remember);
       if (botOn) {
         // A search crawler's claim (only with exactly one User-Agent header) passes when the agent
         // verified the address for that very crawler (FCrDNS; docs/bots.md).
@@ -549,39 +563,42 @@ const INFLATED_CODINGS = ['gzip', 'x-gzip', 'deflate'];
 /** Content-Types of binary formats: a compressed body of one of these is no evasion (compressedBodies). */
 const BINARY_TYPES = ['application/x-protobuf', 'application/protobuf', 'application/vnd.google.protobuf', 'application/grpc', 'application/octet-stream', 'image/', 'audio/', 'video/'];
 
+/** The condition that holds when a request passed on the connection's remembered pass cookie, with that one User-Agent header (cookieCheck). */
+const SEEN = '{ var(txn.rp_cookie_ok) -m str seen }';
+
 /**
  * The pass cookie "<key id>.<expiry>.<MAC>" checked natively: the MAC the Lua engine signs (pow.ts
  * passCookieMac, two SHA-256 with the key's derived keys from bot_inner.map and bot_outer.map),
  * over the domain (its configured name), the client's address, its User-Agent and the expiry. A
  * verified cookie is remembered for the connection (whose address cannot change) with its domain,
- * User-Agent and expiry, so later requests to that domain showing that very cookie and User-Agent
- * pass on a few comparisons, without hashing; a cookie past its expiry never passes.
+ * User-Agent and expiry (`remember`, placed after the steps that read the User-Agent), so later
+ * requests to that domain showing that very cookie and that one User-Agent header pass on a few
+ * comparisons, without hashing (rp_cookie_ok "seen"); a cookie past its expiry never passes.
  */
-/** The sample that stores a verified cookie's fields in the session variables the first line of cookieCheck compares. */
-const REMEMBER = [
-  'var(txn.rp_ck),set-var(sess.rp_okck)',
-  'concat(,txn.rp_ua),set-var(sess.rp_okua)',
-  'concat(,txn.rp_domain),set-var(sess.rp_okdom)',
-  'concat(,txn.rp_ckexp),set-var(sess.rp_okexp)',
-].join(',bytes(0,0),');
-
-function cookieCheck(dir: string, open: string): string[] {
+function cookieCheck(dir: string, open: string): { check: string[]; remember: string } {
   const fresh = ` !${found('rp_cookie_ok')}${open}`;
   const shaped = `{ var(txn.rp_ck) -m reg ^[0-9a-z]{1,16}[.][0-9]{1,12}[.][0-9a-fA-F]{64}$ }`;
-  return [
-    `    http-request set-var(txn.rp_cookie_ok) bool(1) if { req.cook(rampart_bot),strcmp(sess.rp_okck) eq 0 } { req.fhdr(user-agent),strcmp(sess.rp_okua) eq 0 } { var(txn.rp_domain),strcmp(sess.rp_okdom) eq 0 } { date,sub(sess.rp_okexp) -m int lt 0 }`,
-    `    http-request set-var(txn.rp_ck) req.cook(rampart_bot) if${fresh}`,
-    `    http-request set-var(txn.rp_ckexp) var(txn.rp_ck),field(2,.) if${fresh} ${shaped}`,
-    `    http-request set-var(txn.rp_ckin) var(txn.rp_ck),field(1,.),map(${dir}/bot_inner.map) if ${found('rp_ckexp')} { date,sub(txn.rp_ckexp) -m int lt 0 }`,
-    `    http-request set-var(txn.rp_ip) src if ${found('rp_ckin')}`,
-    `    http-request set-var(txn.rp_ua) req.fhdr(user-agent) if ${found('rp_ckin')}`,
-    `    http-request set-var(txn.rp_ckmac) var(txn.rp_ckin),concat(|,txn.rp_domain,|),concat(,txn.rp_ip,|),concat(,txn.rp_ua,|),concat(,txn.rp_ckexp),sha2(256),hex if ${found('rp_ckin')}`,
-    `    http-request set-var(txn.rp_ckmac) var(txn.rp_ck),field(1,.),map(${dir}/bot_outer.map),concat(,txn.rp_ckmac),sha2(256),hex,lower if ${found('rp_ckmac')}`,
-    // A MAC that matches: rp_cookie_ok is set (only ever tested as found), and on the way the
-    // connection remembers the cookie, User-Agent, domain and expiry (each converter stores the
-    // sample and bytes(0,0) empties it for the next concat): one rule where four passed every request.
-    `    http-request set-var(txn.rp_cookie_ok) ${REMEMBER} if ${found('rp_ckmac')} { var(txn.rp_ck),field(3,.),lower,strcmp(txn.rp_ckmac) eq 0 }`,
-  ];
+  // The session's cookie, User-Agent, domain and expiry, stored by set-var converters on the way
+  // (bytes(0,0) empties the sample for the next concat): one rule for the four.
+  const remembered = ['var(txn.rp_ck),set-var(sess.rp_okck)', 'concat(,txn.rp_ua),set-var(sess.rp_okua)', 'concat(,txn.rp_domain),set-var(sess.rp_okdom)', 'concat(,txn.rp_ckexp)'].join(
+    ',bytes(0,0),',
+  );
+  return {
+    check: [
+      `    http-request set-var(txn.rp_cookie_ok) str(seen) if { req.cook(rampart_bot),strcmp(sess.rp_okck) eq 0 } { req.fhdr(user-agent),strcmp(sess.rp_okua) eq 0 } { var(txn.rp_domain),strcmp(sess.rp_okdom) eq 0 } { date,sub(sess.rp_okexp) -m int lt 0 } { req.fhdr_cnt(user-agent) eq 1 }`,
+      `    http-request set-var(txn.rp_ck) req.cook(rampart_bot) if${fresh}`,
+      `    http-request set-var(txn.rp_ckexp) var(txn.rp_ck),field(2,.) if${fresh} ${shaped}`,
+      `    http-request set-var(txn.rp_ckin) var(txn.rp_ck),field(1,.),map(${dir}/bot_inner.map) if ${found('rp_ckexp')} { date,sub(txn.rp_ckexp) -m int lt 0 }`,
+      `    http-request set-var(txn.rp_ip) src if ${found('rp_ckin')}`,
+      `    http-request set-var(txn.rp_ua) req.fhdr(user-agent) if ${found('rp_ckin')}`,
+      `    http-request set-var(txn.rp_ckmac) var(txn.rp_ckin),concat(|,txn.rp_domain,|),concat(,txn.rp_ip,|),concat(,txn.rp_ua,|),concat(,txn.rp_ckexp),sha2(256),hex if ${found('rp_ckin')}`,
+      `    http-request set-var(txn.rp_ckmac) var(txn.rp_ck),field(1,.),map(${dir}/bot_outer.map),concat(,txn.rp_ckmac),sha2(256),hex,lower if ${found('rp_ckmac')}`,
+      `    http-request set-var(txn.rp_cookie_ok) bool(1) if ${found('rp_ckmac')} { var(txn.rp_ck),field(3,.),lower,strcmp(txn.rp_ckmac) eq 0 }`,
+    ],
+    // Only a request nothing refused or let through unchecked: the User-Agent it showed passed the
+    // bad-bot and AI-crawler steps, which a request on the remembered cookie skips.
+    remember: `    http-request set-var(sess.rp_okexp) ${remembered} if ${found('rp_ckmac')} ${found('rp_cookie_ok')}${open}`,
+  };
 }
 
 /**

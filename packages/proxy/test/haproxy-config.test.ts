@@ -511,7 +511,7 @@ describe('the renderer re-checks every rule and WAF setting itself', () => {
     assert.equal(files['bot_outer.map'], `k2 ${cookieKeys('ab'.repeat(32)).outer}\nk1 ${cookieKeys('cd'.repeat(32)).outer}\n`);
     assert.ok(
       cfg.includes(
-        'http-request set-var(txn.rp_cookie_ok) bool(1) if { req.cook(rampart_bot),strcmp(sess.rp_okck) eq 0 } { req.fhdr(user-agent),strcmp(sess.rp_okua) eq 0 } { var(txn.rp_domain),strcmp(sess.rp_okdom) eq 0 } { date,sub(sess.rp_okexp) -m int lt 0 }',
+        'http-request set-var(txn.rp_cookie_ok) str(seen) if { req.cook(rampart_bot),strcmp(sess.rp_okck) eq 0 } { req.fhdr(user-agent),strcmp(sess.rp_okua) eq 0 } { var(txn.rp_domain),strcmp(sess.rp_okdom) eq 0 } { date,sub(sess.rp_okexp) -m int lt 0 } { req.fhdr_cnt(user-agent) eq 1 }',
       ),
     );
     for (const secret of ['ab'.repeat(32), 'cd'.repeat(32)]) {

@@ -125,11 +125,12 @@ describe('the processing order, natively in HAProxy', () => {
    * One request on its own connection: its status and, when the origin did not answer it, the
    * reason and rule of its event line (found by a random token in its path).
    */
-  async function send(port: number, host: string, from: string, headers: Record<string, string> = {}, path = '/', body?: Buffer): Promise<Seen> {
+  async function send(port: number, host: string, from: string, headers: Record<string, string> = {}, path = '/', body?: Buffer, on?: { agent: Agent; sockets: Set<unknown> }): Promise<Seen> {
     const token = `t${Math.random().toString(36).slice(2)}`;
     const method = body ? 'POST' : 'GET';
     const { status, text } = await new Promise<{ status: number; text: string }>((resolve, reject) => {
-      const req = httpRequest({ host: '127.0.0.1', port, method, path: `/${token}${path}`, headers: { 'user-agent': UA, ...headers, host }, agent: false, localAddress: from }, (res) => {
+      const req = httpRequest({ host: '127.0.0.1', port, method, path: `/${token}${path}`, headers: { 'user-agent': UA, ...headers, host }, agent: on?.agent ?? false, localAddress: from }, (res) => {
+        on?.sockets.add(req.socket);
         let text = '';
         res.setEncoding('utf8');
         res.on('data', (d) => (text += d));
@@ -312,6 +313,61 @@ describe('the processing order, natively in HAProxy', () => {
       assert.equal(sockets.size, 1, 'all on one connection');
     } finally {
       keep.destroy();
+    }
+  });
+
+  test('what a kept-alive connection remembers (its address passed for a domain, its pass cookie) never lets through what a new connection would refuse', async () => {
+    // One connection per source, every request on it: the address a connection passed the lists
+    // with is remembered for that domain only, never when it was refused or whitelisted; a pass
+    // cookie is remembered only once its User-Agent passed the AI guard, and skips the guard only
+    // with that one User-Agent header.
+    const keep = () => ({ agent: new Agent({ keepAlive: true, maxSockets: 1 }), sockets: new Set<unknown>() });
+    const at = (c: ReturnType<typeof keep>, server: 'bots' | 'nobots', level: string, from: string, headers: Record<string, string> = {}) =>
+      send(ports[server]!, `${level}.order.test`, from, headers, '/', undefined, c);
+    const all: ReturnType<typeof keep>[] = [];
+    try {
+      // 127.0.11.0/24 is blacklisted on the medium domain only, 127.0.41.0/24 (IR) refused there only.
+      for (const [ip, reason, rule] of [
+        ['127.0.11.6', 'ip_blocked', RULE.blockMedium],
+        ['127.0.41.10', 'country_blocked', '-'],
+      ] as const) {
+        const c = keep();
+        all.push(c);
+        for (let round = 0; round < 2; round++) {
+          assert.deepEqual(await at(c, 'nobots', 'low', ip), { status: 200 }, `${ip} on low, round ${round}`);
+          assert.deepEqual(await at(c, 'nobots', 'medium', ip), { status: 403, reason, rule }, `${ip} on medium after low, round ${round}`);
+        }
+        assert.equal(c.sockets.size, 1, `${ip}: one connection`);
+      }
+      // Refused first, then again; the whitelisted address (in the blacklisted /24) stays whitelisted.
+      const refused = keep();
+      all.push(refused);
+      for (let i = 0; i < 2; i++) assert.deepEqual(await at(refused, 'nobots', 'low', '127.0.10.8'), { status: 403, reason: 'ip_blocked', rule: RULE.block }, `refused ${i}`);
+      const listed = keep();
+      all.push(listed);
+      for (let i = 0; i < 2; i++) assert.deepEqual(await at(listed, 'bots', 'low', '127.0.10.1', { 'user-agent': BAD_UA, cookie: '' }), { status: 200 }, `whitelisted ${i}`);
+
+      // The pass cookie: remembered with an ordinary User-Agent, it does not carry a crawler through.
+      const ip = '127.0.22.8';
+      const pass = cookie(ip, UA, undefined, KEY, 'medium.order.test');
+      const gpt = 'Mozilla/5.0 (compatible; GPTBot/1.0)';
+      const refusedAi = { status: 403, reason: 'ai_bot_blocked', rule: RULE.gpt };
+      const c = keep();
+      all.push(c);
+      assert.deepEqual(await at(c, 'bots', 'medium', ip, { cookie: pass }), { status: 200 }, 'verified and remembered');
+      assert.deepEqual(await at(c, 'bots', 'medium', ip, { cookie: pass }), { status: 200 }, 'on the remembered cookie');
+      assert.deepEqual(await at(c, 'bots', 'medium', ip, { cookie: pass, 'user-agent': gpt }), refusedAi, 'the remembered cookie with a crawler User-Agent');
+      assert.deepEqual(await at(c, 'bots', 'medium', ip, { cookie: pass, 'user-agent': [gpt, UA] as unknown as string }), refusedAi, 'a crawler header before the remembered one');
+      assert.deepEqual(await at(c, 'bots', 'medium', ip, { cookie: pass }), { status: 200 }, 'and the ordinary request again');
+      assert.equal(c.sockets.size, 1, 'the cookie requests: one connection');
+      // A crawler that earned a cookie for its own User-Agent is refused on every request of its connection.
+      const crawler = keep();
+      all.push(crawler);
+      const its = cookie('127.0.22.9', gpt, undefined, KEY, 'medium.order.test');
+      for (let i = 0; i < 3; i++) assert.deepEqual(await at(crawler, 'bots', 'medium', '127.0.22.9', { cookie: its, 'user-agent': gpt }), refusedAi, `crawler request ${i}`);
+      assert.equal(crawler.sockets.size, 1, 'the crawler: one connection');
+    } finally {
+      for (const c of all) c.agent.destroy();
     }
   });
 
