@@ -547,7 +547,7 @@ describe('the renderer re-checks every rule and WAF setting itself', () => {
     assert.match(out.files['crawlers.map']!, /^googlebot google$/m);
     assert.match(
       out.files['haproxy.cfg']!,
-      /set-var\(txn\.rp_claim\) req\.fhdr\(user-agent\),lower,map_sub\(\/etc\/rampart\/cfg\/crawlers\.map\) if !\{ var\(txn\.rp_cookie_ok\) -m found \} .*\{ req\.fhdr_cnt\(user-agent\) eq 1 \}/,
+      /set-var\(txn\.rp_crawler\) bool\(1\) if !\{ var\(txn\.rp_cookie_ok\) -m found \} .*\{ req\.fhdr_cnt\(user-agent\) eq 1 \} \{ req\.fhdr\(user-agent\),lower,map_sub\(\/etc\/rampart\/cfg\/crawlers\.map\),set-var\(txn\.rp_claim\) -m found \} \{ src,map_ip\(\/etc\/rampart\/cfg\/verified_crawlers\.map\),strcmp\(txn\.rp_claim\) eq 0 \}\n/,
     );
     assert.equal(out.hash, renderHaproxyConfig(s, OPTIONS, { configDir: '/etc/rampart/cfg' }).hash, 'verifications do not change the hash');
     for (const bad of [
