@@ -171,7 +171,9 @@ async function startRampart(name: string, snapshot: ServerSnapshot, eventsPort: 
   // The renderer refuses a limit the API would refuse: the unreached one goes into its data file.
   const rpm = rateLimitOf(snapshot.rules.find((r) => r.type === 'rate_limit')?.value ?? '{}');
   const capped = `{ sc_inc_gpc0(0) gt ${Math.min(rpm, RATE_LIMIT_MAX)} }`;
-  if (rpm > RATE_LIMIT_MAX && !files['haproxy.cfg']!.includes(capped)) throw new Error(`the rate limit's rule (${capped}) is not in the rendered configuration`);
+  // (Only where the limit is enforced: level low stores the rule but renders no limiter.)
+  const enforced = files['haproxy.cfg']!.includes('table rampart_rate');
+  if (rpm > RATE_LIMIT_MAX && enforced && !files['haproxy.cfg']!.includes(capped)) throw new Error(`the rate limit's rule (${capped}) is not in the rendered configuration`);
   files['haproxy.cfg'] = files['haproxy.cfg']!.replace(capped, `{ sc_inc_gpc0(0) gt ${rpm} }`);
   if (process.env.BENCH_PATTERN_CACHE_SIZE) files['haproxy.cfg'] = files['haproxy.cfg']!.replace(/^global\n/m, `global\n    tune.pattern.cache-size ${Number(process.env.BENCH_PATTERN_CACHE_SIZE)}\n`);
   if (process.env.BENCH_FILTER && name === 'custom-with') files['haproxy.cfg'] = execSync(process.env.BENCH_FILTER, { input: files['haproxy.cfg'], encoding: 'utf8' });
