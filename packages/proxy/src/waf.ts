@@ -409,7 +409,7 @@ export function renderWaf(
       // step that decides sets txn.rp_hit to "<reason>:<rule id>" (its map's value, or a constant).
       const listed = allow || customs.some((r) => r.action === 'allow') ? ' !{ var(txn.rp_wl) -m found }' : '';
       const open = `${listed} !${found('rp_hit')}`;
-      const lines = [`    http-request set-var(txn.rp_domain) str(${domain.domain})`];
+      const lines: string[] = [];
       // Steps 1 and 2 look the client's address up; their lists are fixed for the life of this
       // HAProxy process, and a connection's address never changes. So a connection whose address
       // passed them for this domain (nothing listed, blocked or refused) is remembered
@@ -418,7 +418,10 @@ export function renderWaf(
       // cheapest a rule has, about 220 instructions).
       const addressed = allow || block || countries;
       const unknown = addressed ? ` ${found('rp_ipn')}` : '';
-      if (addressed) lines.push(`    http-request set-var(txn.rp_ipn) bool(1) if !{ var(txn.rp_domain),strcmp(sess.rp_ipdom) eq 0 }`);
+      // The domain's name (txn.rp_domain: the event line, the cookie, this memory) is set by a rule
+      // of its own, or on the way by the test of that memory.
+      if (addressed) lines.push(`    http-request set-var(txn.rp_ipn) bool(1) if !{ str(${domain.domain}),set-var(txn.rp_domain),strcmp(sess.rp_ipdom) eq 0 }`);
+      else lines.push(`    http-request set-var(txn.rp_domain) str(${domain.domain})`);
       const decide = (lookup: string, cond = '') => lines.push(`    http-request set-var(txn.rp_hit) ${lookup} if${unknown}${open}${cond}`);
 
       // Step 1: the whitelist, server-wide and the domain's own; it bypasses every later step.
