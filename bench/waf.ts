@@ -41,7 +41,7 @@ import { execSync } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { createSocket } from 'node:dgram';
 import { once } from 'node:events';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { connect, type AddressInfo, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -69,6 +69,9 @@ const BODY_SECONDS = Number(process.env.BENCH_BODY_SECONDS ?? 3);
 const CORPUS = process.env.BENCH_CORPUS ?? resolve(fileURLToPath(new URL('..', import.meta.url)), '../shared/corpora/blazehttp-dev/requests.jsonl.gz');
 const HAPROXY = process.env.HAPROXY ?? 'haproxy';
 const ONLY_CUSTOM = process.env.BENCH_ONLY === 'custom';
+const ONLY_INSTRUCTIONS = process.env.BENCH_ONLY === 'instructions';
+/** Requests of each workload counted by callgrind in the instructions case. */
+const COUNTED = Number(process.env.BENCH_COUNTED ?? 1000);
 const CUSTOM_LEVEL = (process.env.BENCH_CUSTOM_LEVEL ?? 'low') as SnapshotDomain['wafLevel'];
 if (!['low', 'medium', 'high'].includes(CUSTOM_LEVEL)) throw new Error(`BENCH_CUSTOM_LEVEL: low, medium or high, not ${CUSTOM_LEVEL}`);
 const HOST = 'bench.example.com';
@@ -123,15 +126,15 @@ function launch(cfg: string): Proc {
   return proc;
 }
 
-async function ready(proc: Proc, port: number, what: string, headers: Record<string, string> = {}): Promise<void> {
+async function ready(proc: Proc, port: number, what: string, headers: Record<string, string> = {}, timeoutMs = 15_000): Promise<void> {
   await waitFor(
     async () => {
       if (proc.child.exitCode !== null) throw new Error(`${what} exited: ${proc.output()}`);
-      const r = await viaProxy(port, HOST, SHORT_PATH, headers);
-      return r.status === 200 && r.text === 'ok';
+      const r = await viaProxy(port, HOST, SHORT_PATH, headers).catch(() => undefined);
+      return r?.status === 200 && r.text === 'ok';
     },
     `${what} to answer`,
-    15_000,
+    timeoutMs,
     50,
   );
 }
@@ -158,8 +161,8 @@ async function startNginx(originPort: number): Promise<{ port: number; proc: Pro
   return { port, proc, dir };
 }
 
-/** Rampart's rendered configuration, written into its own directory and run as `haproxy -f`. */
-async function startRampart(name: string, snapshot: ServerSnapshot, eventsPort: number): Promise<{ port: number; proc: Proc; pid: number }> {
+/** Rampart's rendered configuration for a snapshot, written into its own directory: the file and its port. */
+async function writeRampart(name: string, snapshot: ServerSnapshot, eventsPort: number, nbthread?: number): Promise<{ port: number; file: string }> {
   const port = await freePort();
   const configDir = join(tmp, name);
   const runDir = join(tmp, `${name}-run`);
@@ -167,7 +170,7 @@ async function startRampart(name: string, snapshot: ServerSnapshot, eventsPort: 
   mkdirSync(runDir);
   // The country files as the agent makes them for this snapshot (in one directory for every case).
   const { countryMap, countryClasses } = await countryOptions(snapshot, join(tmp, 'geo'));
-  const { files } = renderHaproxyConfig(withApiLimit(snapshot), { httpBind: { address: '127.0.0.1', port }, runDir, eventsPort, countryMap, countryClasses }, { configDir });
+  const { files } = renderHaproxyConfig(withApiLimit(snapshot), { httpBind: { address: '127.0.0.1', port }, runDir, eventsPort, countryMap, countryClasses, nbthread }, { configDir });
   // The renderer refuses a limit the API would refuse: the unreached one goes into its data file.
   const rpm = rateLimitOf(snapshot.rules.find((r) => r.type === 'rate_limit')?.value ?? '{}');
   const capped = `{ sc_inc_gpc0(0) gt ${Math.min(rpm, RATE_LIMIT_MAX)} }`;
@@ -183,7 +186,13 @@ async function startRampart(name: string, snapshot: ServerSnapshot, eventsPort: 
       join(process.env.BENCH_DUMP, `${name}.cfg`),
       files['haproxy.cfg']!.replaceAll(runDir, '@RUN@').replaceAll(configDir, '@DIR@').replaceAll(tmp, '@TMP@').replaceAll(`:${port}`, ':@PORT@'),
     );
-  const proc = launch(join(configDir, 'haproxy.cfg'));
+  return { port, file: join(configDir, 'haproxy.cfg') };
+}
+
+/** Rampart's rendered configuration, run as `haproxy -f`. */
+async function startRampart(name: string, snapshot: ServerSnapshot, eventsPort: number): Promise<{ port: number; proc: Proc; pid: number }> {
+  const { port, file } = await writeRampart(name, snapshot, eventsPort);
+  const proc = launch(file);
   await ready(proc, port, `Rampart HAProxy (${name})`, clientHeaders('127.0.0.1'));
   return { port, proc, pid: proc.child.pid! };
 }
@@ -433,6 +442,8 @@ const NGINX = 'nginx + ModSecurity + CRS PL1';
 const rows: Row[] = [];
 const bodyRows: { target: string; body: string; ordinary: boolean; p50: number; p99: number; non2xx: number }[] = [];
 const openMemory: { target: string; kb: number; idleKb: number; failed: number }[] = [];
+/** The instructions case's results: per target, per workload, instructions a request and what was answered. */
+const instructionRows: { target: string; workload: 'short' | 'mix'; perRequest: number; statuses: Map<number, number> }[] = [];
 let memory: { beforeKb: number; afterKb: number; statuses: Map<number, number>; seconds: number } | undefined;
 const sanity: string[] = [];
 const CUSTOM_WITHOUT = `Rampart, WAF ${CUSTOM_LEVEL}, no custom rules`;
@@ -524,8 +535,11 @@ async function holdOpen(target: string, proc: Proc, port: number): Promise<void>
 try {
   const bare = await startBare();
   const origin = (): SnapshotDomain['origins'] => [{ ip: '127.0.0.1', port: bare.port }];
-  if (!ONLY_CUSTOM) await otherCases(bare.port, origin);
-  await customCase(origin);
+  if (ONLY_INSTRUCTIONS) await instructionsCase(bare.port, origin);
+  else {
+    if (!ONLY_CUSTOM) await otherCases(bare.port, origin);
+    await customCase(origin);
+  }
 } finally {
   await procs.stopAll();
   for (const sink of sinks) sink.close();
@@ -689,6 +703,132 @@ async function customCase(origin: () => SnapshotDomain['origins']): Promise<void
   }
 }
 
+/**
+ * Case 8 (BENCH_ONLY=instructions): what a request costs HAProxy in CPU instructions, which, unlike
+ * throughput and CPU time, a busy or shared machine does not move. Each target runs under
+ * valgrind's callgrind with one thread, counting inside process_stream (the analysis of a request
+ * and its answer, without the connection's reading and writing, which is the same for every
+ * target); COUNTED short requests, then the first COUNTED requests of the mix, are sent one after
+ * the other on kept-alive connections (a new one when HAProxy closes one). The count includes the
+ * one request that checks the target answers. Targets: the plain proxy, the WAF off, levels low,
+ * medium and high, and level low with the custom rules.
+ */
+async function instructionsCase(barePort: number, origin: () => SnapshotDomain['origins']): Promise<void> {
+  const short = Buffer.from(`GET ${SHORT_PATH} HTTP/1.1\r\nHost: ${HOST}\r\nUser-Agent: ${UA}\r\nCookie: ${botCookie('127.0.0.1')}\r\nAccept: */*\r\n\r\n`, 'latin1');
+  const workloads: ['short' | 'mix', Buffer[]][] = [['short', Array.from({ length: COUNTED }, () => short)], ...(mix ? [['mix', mix.slice(0, COUNTED)] as ['mix', Buffer[]]] : [])];
+  const plainDir = join(tmp, 'plain-counted');
+  mkdirSync(plainDir);
+  const targets: { name: string; write: () => Promise<{ port: number; file: string }> }[] = [
+    {
+      name: PLAIN,
+      write: async () => {
+        const port = await freePort();
+        const file = join(plainDir, 'haproxy.cfg');
+        writeFileSync(file, plainHaproxyConfig({ host: HOST, originPort: barePort, bind: `127.0.0.1:${port}`, global: ['    nbthread 1'] }));
+        return { port, file };
+      },
+    },
+    ...[
+      { name: 'Rampart, WAF off', enabled: false, level: 'high' as const },
+      { name: 'Rampart, WAF low', enabled: true, level: 'low' as const },
+      { name: 'Rampart, WAF medium', enabled: true, level: 'medium' as const },
+      { name: 'Rampart, WAF high', enabled: true, level: 'high' as const },
+    ].map((c, i) => ({
+      name: c.name,
+      write: () => writeRampart(`counted${i}`, wafSnapshot({ origins: origin(), wafEnabled: c.enabled, wafLevel: c.level, wafMode: 'block' }, UNREACHED_RPM), eventsPort, 1),
+    })),
+    {
+      name: CUSTOM_WITH,
+      write: () =>
+        writeRampart('counted-custom', { ...wafSnapshot({ origins: origin(), wafEnabled: true, wafLevel: CUSTOM_LEVEL, wafMode: 'block' }, UNREACHED_RPM), customRules: CUSTOM_RULES }, eventsPort, 1),
+    },
+  ];
+  for (const t of targets) {
+    const { port, file } = await t.write();
+    for (const [workload, requests] of workloads) {
+      const out = join(tmp, `callgrind-${instructionRows.length}.out`);
+      const proc = startProcess('valgrind', ['--tool=callgrind', '--toggle-collect=process_stream', `--callgrind-out-file=${out}`, HAPROXY, '-f', file]);
+      procs.add(proc);
+      try {
+        // Under valgrind HAProxy starts some fifty times slower (the country map's lines, the Lua states).
+        await ready(proc, port, `${t.name} under callgrind`, clientHeaders('127.0.0.1'), 300_000);
+        const statuses = await replayInOrder(port, requests);
+        await procs.stop(proc);
+        const total = /^(?:summary|totals): (\d+)/m.exec(readFileSync(out, 'utf8'))?.[1];
+        if (total === undefined) throw new Error(`${t.name}: no total in ${out}`);
+        instructionRows.push({ target: t.name, workload, perRequest: Number(total) / (requests.length + 1), statuses });
+        // For callgrind_annotate: BENCH_CALLGRIND_DIR keeps each count's file, named by target and workload.
+        if (process.env.BENCH_CALLGRIND_DIR) copyFileSync(out, join(process.env.BENCH_CALLGRIND_DIR, `${t.name.replace(/\W+/g, '-')}-${workload}.callgrind`));
+      } finally {
+        await procs.stop(proc);
+      }
+    }
+  }
+}
+
+/** Sends the raw requests one after the other, each once the answer to the one before has arrived, on kept-alive connections; the answers' statuses (0: the connection closed first). */
+async function replayInOrder(port: number, requests: readonly Buffer[]): Promise<Map<number, number>> {
+  const statuses = new Map<number, number>();
+  let socket: Socket | undefined;
+  let pending = Buffer.alloc(0);
+  let waiter: (() => void) | undefined;
+  let closed = true;
+  const open = () =>
+    new Promise<void>((resolve, reject) => {
+      const s = connect(port, '127.0.0.1', () => {
+        closed = false;
+        resolve();
+      });
+      s.on('data', (d) => {
+        pending = Buffer.concat([pending, d]);
+        waiter?.();
+      });
+      s.on('close', () => {
+        closed = true;
+        waiter?.();
+      });
+      s.on('error', reject);
+      socket = s;
+      pending = Buffer.alloc(0);
+    });
+  /** The status of a whole answer at the start of `pending`, removed from it; undefined until one is whole. */
+  const answer = (): number | undefined => {
+    const end = pending.indexOf('\r\n\r\n');
+    if (end < 0) return undefined;
+    const head = pending.subarray(0, end).toString('latin1');
+    const status = Number(/^HTTP\/1\.[01] (\d{3})/.exec(head)?.[1] ?? 0);
+    const length = /\r\ncontent-length: *(\d+)/i.exec(head);
+    let size: number;
+    if (length) size = end + 4 + Number(length[1]);
+    else if (/\r\ntransfer-encoding: *chunked/i.test(head)) {
+      const last = pending.indexOf('\r\n0\r\n\r\n', end);
+      if (last < 0) return undefined;
+      size = last + 7;
+    } else if (!closed) return undefined;
+    else size = pending.length;
+    if (pending.length < size) return undefined;
+    pending = pending.subarray(size);
+    return status;
+  };
+  for (const r of requests) {
+    if (closed) await open();
+    socket!.write(r);
+    const status = await new Promise<number>((resolve) => {
+      const check = () => {
+        const s = answer();
+        if (s !== undefined) return resolve(s);
+        if (closed) resolve(0);
+      };
+      waiter = check;
+      check();
+    });
+    statuses.set(status, (statuses.get(status) ?? 0) + 1);
+    if (closed) socket?.destroy();
+  }
+  socket?.destroy();
+  return statuses;
+}
+
 // ------------------------------------------------------------------------------------------------
 // Report
 // ------------------------------------------------------------------------------------------------
@@ -718,6 +858,26 @@ const signed = (x: number) => `${x >= 0 ? '+' : ''}${x.toFixed(2)}`;
 const names = [ORIGIN_ROW, PLAIN, NGINX, 'Rampart, WAF off', 'Rampart, WAF low', 'Rampart, WAF medium', 'Rampart, WAF high'];
 const workloads: Row['workload'][] = ['short', 'long', 'mix'];
 const WORKLOAD_WORDS = { short: 'one short request, repeated', long: 'a 2 KB query string, repeated', mix: `the corpus's ${mix?.length.toLocaleString('en') ?? 0} ordinary requests, replayed` };
+
+if (ONLY_INSTRUCTIONS) {
+  console.log(`\nbench:waf, BENCH_ONLY=instructions: HAProxy's CPU instructions a request inside process_stream (callgrind, one thread),`);
+  console.log(`over ${COUNTED.toLocaleString('en')} requests of each workload sent one after the other on kept-alive connections; "plain / it" is the plain`);
+  console.log("proxy's count over the case's. WAF cases as below: 10,000 blacklist entries, 100 other rules, bot protection on,");
+  console.log(`every request with a valid pass cookie.${mix ? '' : ` No corpus at ${CORPUS}: the mix is not measured.`}`);
+  console.log('case'.padEnd(40) + 'workload'.padEnd(10) + 'instructions'.padStart(14) + 'plain / it'.padStart(12) + '   answers');
+  for (const r of instructionRows) {
+    const plain = instructionRows.find((x) => x.target === PLAIN && x.workload === r.workload)!;
+    const answers = [...r.statuses].map(([status, n]) => `${n} x ${status || 'closed'}`).join(', ');
+    console.log(
+      r.target.padEnd(40) +
+        r.workload.padEnd(10) +
+        Math.round(r.perRequest).toLocaleString('en').padStart(14) +
+        (r.target === PLAIN ? '' : (plain.perRequest / r.perRequest).toFixed(2)).padStart(12) +
+        `   ${answers}`,
+    );
+  }
+  process.exit(0);
+}
 
 console.log(`\nbench:waf — wrk -t1 -c${CONNECTIONS}, ${DURATION} s per run after a 1 s warm-up; all proxies forward to the origin (a bare HAProxy`);
 if (!ONLY_CUSTOM) {

@@ -3,8 +3,8 @@
 # haproxy (with Lua and PCRE2), pebble and pebble-challtestsrv (the ACME tests), pdns-server with
 # its SQLite backend and sqlite3 (DNS failover), wrk,
 # lua5.3 (unit tests of the WAF engine), lua-zlib (compressed request bodies at level high), chromium (the bot-challenge test), openssl (test
-# certificates), fakeroot, lintian and systemd-analyze (the Debian package), and nginx with ModSecurity v3 and the OWASP CRS (bench:waf's comparison) when
-# they are missing. Idempotent.
+# certificates), fakeroot, lintian and systemd-analyze (the Debian package), nginx with ModSecurity v3 and the OWASP CRS (bench:waf's comparison) and
+# valgrind (bench:waf's instruction counts) when they are missing. Idempotent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -30,6 +30,7 @@ command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)
 command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || need+=(nginx)
 [ -e /usr/lib/nginx/modules/ngx_http_modsecurity_module.so ] || need+=(libnginx-mod-http-modsecurity)
 [ -d /usr/share/modsecurity-crs/rules ] || need+=(modsecurity-crs)
+command -v valgrind >/dev/null 2>&1 || need+=(valgrind)
 
 if [ ${#need[@]} -gt 0 ]; then
   SUDO=""
