@@ -48,7 +48,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { gunzipSync } from 'node:zlib';
-import { countryOptions, parseEventLine } from '@rampart/agent';
+import { bindsIPv6, countryOptions, parseEventLine } from '@rampart/agent';
 import { AI_BOTS, evaluateRule, parseRuleExpression, RATE_LIMIT_MAX, rateLimitOf, type ServerSnapshot, type SnapshotDomain, type SnapshotRule } from '@rampart/protocol';
 import { parseChallengePage, renderHaproxyConfig } from '@rampart/proxy';
 import { viaProxy } from '../test/support/cluster.js';
@@ -168,9 +168,10 @@ async function writeRampart(name: string, snapshot: ServerSnapshot, eventsPort: 
   const runDir = join(tmp, `${name}-run`);
   mkdirSync(configDir);
   mkdirSync(runDir);
-  // The country files as the agent makes them for this snapshot (in one directory for every case).
-  const { countryMap, countryClasses } = await countryOptions(snapshot, join(tmp, 'geo'));
-  const { files } = renderHaproxyConfig(withApiLimit(snapshot), { httpBind: { address: '127.0.0.1', port }, runDir, eventsPort, countryMap, countryClasses, nbthread }, { configDir });
+  // The country files as the agent makes them for this snapshot and bind address (in one directory for every case).
+  const httpBind = { address: '127.0.0.1', port };
+  const { countryMap, countryClasses } = await countryOptions(snapshot, join(tmp, 'geo'), undefined, bindsIPv6(httpBind.address));
+  const { files } = renderHaproxyConfig(withApiLimit(snapshot), { httpBind, runDir, eventsPort, countryMap, countryClasses, nbthread }, { configDir });
   // The renderer refuses a limit the API would refuse: the unreached one goes into its data file.
   const rpm = rateLimitOf(snapshot.rules.find((r) => r.type === 'rate_limit')?.value ?? '{}');
   const capped = `{ sc_inc_gpc0(0) gt ${Math.min(rpm, RATE_LIMIT_MAX)} }`;

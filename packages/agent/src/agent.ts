@@ -17,7 +17,7 @@ import { CrawlerVerifier, crawlerDns, RuntimeCrawlerMap, type CrawlerDns } from 
 import { AnalyticsCollector } from './analytics.js';
 import { OriginWatch, parseOriginStates } from './origins.js';
 import { EventCollector } from './events.js';
-import { countryLookup, countryOptions, needsCountries, OWN_VALUE_MAX, ownMapNotes, pruneCountryMaps, type CountryLookup } from './geo.js';
+import { bindsIPv6, countryLookup, countryOptions, needsCountries, OWN_VALUE_MAX, ownMapNotes, pruneCountryMaps, type CountryLookup } from './geo.js';
 import { HaproxyProcess, type ConfigError } from './haproxy.js';
 import { bindFailures, explainBindFailure } from './port-holder.js';
 import { AgentMetrics, fetchHaproxyMetrics } from './metrics.js';
@@ -485,7 +485,7 @@ export class Agent {
         const geo = join(resolve(this.options.dataDir), 'geo');
         const own = this.options.countryMap ? resolve(this.options.countryMap) : undefined;
         // (no await without country rules: an apply starts at once)
-        const countries = needsCountries(snapshot) ? await countryOptions(snapshot, geo, own) : undefined;
+        const countries = needsCountries(snapshot) ? await countryOptions(snapshot, geo, own, bindsIPv6(this.renderOptions.httpBind.address)) : undefined;
         this.renderOptions.countryMap = countries?.countryMap;
         this.renderOptions.countryClasses = countries?.countryClasses;
         this.renderOptions.certificates = this.certificates.served(snapshot);

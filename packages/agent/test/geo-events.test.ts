@@ -8,7 +8,7 @@ import fc from 'fast-check';
 import { waitFor } from '../../../test/support/processes.js';
 import type { ServerSnapshot, WafEventItem } from '@rampart/protocol';
 import { COUNTRY_RULES_FILE, countryClasses, countryHolds, countryTests, parseCountryRules, refusedCountries, renderHaproxyConfig } from '@rampart/proxy';
-import { capLength, countryLookup, countryOptions, decodeField, EventCollector, needsCountries, parseEventLine } from '../src/index.js';
+import { bindsIPv6, capLength, countryLookup, countryOptions, decodeField, EventCollector, needsCountries, parseEventLine } from '../src/index.js';
 
 /** A collector that ships into `shipped` and names country events' rules with `countryRule`. */
 const namingCollector = (shipped: WafEventItem[], countryRule: (e: WafEventItem) => string | null) =>
@@ -427,4 +427,23 @@ test("one country map for the whole server, whatever the domains refuse and cust
   assert.equal((await countryLookup(['KP', 'IR'])).countryOf(kp), 'KP', 'the lookup places an address of a KP line');
   const again = await countryOptions({ ...snapshot, rules: [...snapshot.rules].reverse() }, dir);
   assert.equal(again.countryMap, o.countryMap, 'the same map for the same sets, in any order');
+
+  // An HAProxy that accepts no IPv6 client (bound to `*` or an IPv4 address) gets the IPv4 lines only.
+  assert.deepEqual(['*', '0.0.0.0', '127.0.0.1', '[::]', '[2001:db8::1]'].map(bindsIPv6), [false, false, false, true, true]);
+  const v4 = await countryOptions(snapshot, dir, undefined, false);
+  assert.match(v4.countryMap!, /-classes-v1-[0-9a-f]{16}-v4\.map$/);
+  assert.deepEqual(v4.countryClasses, o.countryClasses, 'the same classes');
+  const lines = (file: string) => readFileSync(file, 'utf8').split('\n');
+  const both = lines(o.countryMap!);
+  const only = lines(v4.countryMap!);
+  assert.ok(
+    both.some((l) => /^[0-9a-f:]+:[0-9a-f:]*\/\d+ /.test(l)),
+    'the map for both families has IPv6 lines',
+  );
+  assert.deepEqual(
+    only.filter((l) => !l.startsWith('#')),
+    both.filter((l) => !l.startsWith('#') && !l.includes(':')),
+    'the IPv4 lines, the same, and nothing else',
+  );
+  assert.equal(only.at(-2), '# end of map');
 });
