@@ -586,15 +586,17 @@ const SEEN = '{ var(txn.rp_cookie_ok) -m str seen }';
 function cookieCheck(dir: string, open: string): { check: string[]; remember: string } {
   const fresh = ` !${found('rp_cookie_ok')}${open}`;
   // Every line here is passed by every request (a rule costs about 220 instructions even when its
-  // first test fails), so the values a later line reads are stored by set-var converters inside the
-  // conditions of the lines that need them: the cookie (rp_ck) as its shape is checked, the outer
-  // key (rp_ckout) and the address (rp_ip) with the inner key, the User-Agent (rp_ua, unset when
-  // there is none) with the MAC, whose inner hash (rp_ckinner, upper-case hex) the outer one reads.
-  const shaped = `{ req.cook(rampart_bot),set-var(txn.rp_ck) -m reg ^[0-9a-z]{1,16}[.][0-9]{1,12}[.][0-9a-fA-F]{64}$ }`;
+  // first test fails), so values a later line reads are stored by set-var converters inside the
+  // conditions that fetch them where the fetch has one value: the outer key (rp_ckout) and the
+  // address (rp_ip) with the inner key, the inner hash (rp_ckinner, upper-case hex) on the way to
+  // the outer one. The cookie and the User-Agent keep rules of their own: inside a condition a
+  // fetch tries each occurrence in turn (several Cookie or User-Agent headers, a cookie named
+  // twice) and stops at the first that matches, where the rule reads the last one, as the Lua
+  // engine signs it.
+  const shaped = `{ var(txn.rp_ck) -m reg ^[0-9a-z]{1,16}[.][0-9]{1,12}[.][0-9a-fA-F]{64}$ }`;
   const keyed = `${found('rp_ckexp')} { date,sub(txn.rp_ckexp) -m int lt 0 } { var(txn.rp_ck),field(1,.),map(${dir}/bot_outer.map),set-var(txn.rp_ckout) -m found } { src,set-var(txn.rp_ip) -m found }`;
   const inner = 'var(txn.rp_ckin),concat(|,txn.rp_domain,|),concat(,txn.rp_ip,|),concat(,txn.rp_ua,|),concat(,txn.rp_ckexp),sha2(256),hex,set-var(txn.rp_ckinner)';
   const mac = `${inner},bytes(0,0),concat(,txn.rp_ckout),concat(,txn.rp_ckinner),sha2(256),hex,lower`;
-  const agent = `${found('rp_ckin')} { req.fhdr(user-agent),set-var(txn.rp_ua) -m found } or ${found('rp_ckin')} !{ req.fhdr(user-agent) -m found }`;
   // The session's cookie, User-Agent, domain and expiry, stored by set-var converters on the way
   // (bytes(0,0) empties the sample for the next concat): one rule for the four.
   const remembered = ['var(txn.rp_ck),set-var(sess.rp_okck)', 'concat(,txn.rp_ua),set-var(sess.rp_okua)', 'concat(,txn.rp_domain),set-var(sess.rp_okdom)', 'concat(,txn.rp_ckexp)'].join(
@@ -603,9 +605,11 @@ function cookieCheck(dir: string, open: string): { check: string[]; remember: st
   return {
     check: [
       `    http-request set-var(txn.rp_cookie_ok) str(seen) if { req.cook(rampart_bot),strcmp(sess.rp_okck) eq 0 } { req.fhdr(user-agent),strcmp(sess.rp_okua) eq 0 } { var(txn.rp_domain),strcmp(sess.rp_okdom) eq 0 } { date,sub(sess.rp_okexp) -m int lt 0 } { req.fhdr_cnt(user-agent) eq 1 }`,
+      `    http-request set-var(txn.rp_ck) req.cook(rampart_bot) if${fresh}`,
       `    http-request set-var(txn.rp_ckexp) var(txn.rp_ck),field(2,.) if${fresh} ${shaped}`,
       `    http-request set-var(txn.rp_ckin) var(txn.rp_ck),field(1,.),map(${dir}/bot_inner.map) if ${keyed}`,
-      `    http-request set-var(txn.rp_ckmac) ${mac} if ${agent}`,
+      `    http-request set-var(txn.rp_ua) req.fhdr(user-agent) if ${found('rp_ckin')}`,
+      `    http-request set-var(txn.rp_ckmac) ${mac} if ${found('rp_ckin')}`,
       `    http-request set-var(txn.rp_cookie_ok) bool(1) if ${found('rp_ckmac')} { var(txn.rp_ck),field(3,.),lower,strcmp(txn.rp_ckmac) eq 0 }`,
     ],
     // Only a request nothing refused or let through unchecked: the User-Agent it showed passed the

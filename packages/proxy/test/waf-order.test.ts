@@ -282,6 +282,22 @@ describe('the processing order, natively in HAProxy', () => {
     assert.deepEqual(await get('bots', 'medium', ip), { status: 200 }, 'its own cookie passes to the origin');
   });
 
+  test('step 3: with a cookie named twice, or several Cookie or User-Agent headers, the last one counts, as the engine signs it', async () => {
+    const ip = '127.0.23.7';
+    const challenge = { status: 200, reason: 'bot_challenge', rule: RULE.bot };
+    const on = (headers: Record<string, string | string[]>) => send(ports.bots!, 'low.order.test', ip, headers as Record<string, string>);
+    const valid = cookie(ip, UA, undefined, KEY, 'low.order.test');
+    const wrongMac = `rampart_bot=${KEY.id}.${Math.floor(Date.now() / 1000) + 3600}.${'0'.repeat(64)}`;
+    assert.deepEqual(await on({ cookie: `${valid}; rampart_bot=junk` }), challenge, 'a valid cookie, then the name again with junk');
+    assert.deepEqual(await on({ cookie: `${valid}; rampart_bot=` }), challenge, 'a valid cookie, then the name again, empty');
+    assert.deepEqual(await on({ cookie: [valid, 'rampart_bot=junk'] }), challenge, 'two Cookie headers, the valid one first');
+    assert.deepEqual(await on({ cookie: [valid, wrongMac] }), challenge, 'two Cookie headers, a well-formed wrong MAC last');
+    assert.deepEqual(await on({ cookie: ['rampart_bot=junk', valid] }), { status: 200 }, 'two Cookie headers, the valid one last');
+    const [a, b] = ['Mozilla/5.0 first', 'Mozilla/5.0 second'];
+    assert.deepEqual(await on({ 'user-agent': [a, b], cookie: cookie(ip, b, undefined, KEY, 'low.order.test') }), { status: 200 }, 'two User-Agent headers, the MAC over the last');
+    assert.deepEqual(await on({ 'user-agent': [a, b], cookie: cookie(ip, a, undefined, KEY, 'low.order.test') }), challenge, 'two User-Agent headers, the MAC over the first');
+  });
+
   test('step 3: a pass is bound to its domain on a kept-alive connection too, and stops at its expiry', async () => {
     // The first request verifies the cookie (and the connection remembers it); the next ones on the
     // same connection must not reuse that for another domain, nor after the expiry.
