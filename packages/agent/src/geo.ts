@@ -132,8 +132,22 @@ export async function ensureCountryClasses(dir: string, tests: readonly CountryT
     if (header.length && header[header.length - 1]!.length + g.length < 1000) header[header.length - 1] += ` ${g}`;
     else header.push(`# classes: ${g}`);
   }
-  await writeMarked(dir, out, ipv6 ? segments : { 4: segments[4], 6: [] }, (c) => classes.get(c) ?? OTHER_COUNTRY, [...header, CLASSES_END], [MAP_END]);
+  await writeMarked(dir, out, ipv6 ? segments : { 4: segments[4], 6: mappedOnly(segments[6]) }, (c) => classes.get(c) ?? OTHER_COUNTRY, [...header, CLASSES_END], [MAP_END]);
   return { map: out, classes };
+}
+
+/** IPv4-mapped IPv6 addresses, ::ffff:0:0/96. */
+const MAPPED = { start: 0xffffn << 32n, end: (0xffffn << 32n) | 0xffffffffn };
+
+/**
+ * The IPv6 ranges an IPv4 client can still be looked up in: `map_ip` looks an IPv4 address that no
+ * IPv4 line holds up again as its IPv4-mapped IPv6 address (::ffff:a.b.c.d). The bundled data has
+ * no range there; an operator's own map may.
+ */
+function mappedOnly(ranges: readonly CountryRange[]): CountryRange[] {
+  return ranges
+    .filter((r) => r.end >= MAPPED.start && r.start <= MAPPED.end)
+    .map((r) => ({ ...r, start: r.start > MAPPED.start ? r.start : MAPPED.start, end: r.end < MAPPED.end ? r.end : MAPPED.end }));
 }
 
 const CLASSES_END = '# end of classes';
@@ -589,8 +603,9 @@ export function needsCountries(snapshot: Pick<ServerSnapshot, 'rules' | 'customR
  * server, of classes of countries (ensureCountryClasses) that answer every domain's set of refused
  * countries and every test of the country in custom rules, from the bundled data set or the
  * operator's `own` map. With `ipv6` false (HAProxy listens on IPv4 addresses only, bindsIPv6), its
- * IPv6 lines are left out: most of the map's lines and memory (60% for the 48 countries of
- * `npm run bench:waf`), which no client could ever be looked up in.
+ * IPv6 lines are left out but for those of IPv4-mapped addresses (mappedOnly, which map_ip reads
+ * for an IPv4 address no IPv4 line holds): most of the map's lines and memory (60% for the 48
+ * countries of `npm run bench:waf`), which no client could ever be looked up in.
  */
 export async function countryOptions(snapshot: Pick<ServerSnapshot, 'rules' | 'customRules' | 'domains'>, dir: string, own?: string, ipv6 = true): Promise<CountryOptions> {
   const refused = [...countryBlocks(snapshot).values()].map((m) => refusedCountries([...m.keys()]));

@@ -248,6 +248,68 @@ describe('the country map of the countries rules name', () => {
     assert.deepEqual(await ownMapNotes(own), { skipped: 4, unlike: 2, examples: ['RU\t# russia', 'cn'] });
   });
 
+  test('a map of IPv4 lines only keeps the IPv6 lines of IPv4-mapped addresses, which map_ip reads for an IPv4 address no IPv4 line holds: HAProxy answers every IPv4 address as with both families', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'rampart-v4-only-'));
+    after(() => rmSync(dir, { recursive: true, force: true }));
+    const own = join(dir, 'own.map');
+    writeFileSync(own, ['10.0.0.0/8 CN', '192.0.2.0/24 IR', '2001:db8::/32 IR', '::ffff:198.51.100.0/120 IR', '::ffff:203.0.113.0/120 CN'].join('\n'));
+    const both = await ensureCountryClasses(dir, [refusedCountries(['IR'])], own);
+    const v4 = await ensureCountryClasses(dir, [refusedCountries(['IR'])], own, false);
+    assert.notEqual(v4.map, both.map);
+    const lines = readFileSync(v4.map, 'utf8')
+      .split('\n')
+      .filter((l) => l && !l.startsWith('#'));
+    assert.ok(!lines.some((l) => l.startsWith('2001:db8')), 'no IPv6 line of a range no IPv4 client is looked up in');
+    assert.ok(
+      lines.some((l) => l.startsWith('::ffff:') && l.endsWith(' c000')),
+      `the IPv4-mapped range of IR: ${lines.join(', ')}`,
+    );
+    const port = await freePort();
+    const cfg = join(dir, 'v4.cfg');
+    writeFileSync(
+      cfg,
+      [
+        'global',
+        '    nbthread 1',
+        'defaults',
+        '    mode http',
+        '    timeout client 10s',
+        '    timeout server 10s',
+        '    timeout connect 10s',
+        'frontend lookup',
+        `    bind 127.0.0.1:${port}`,
+        '    http-request set-src hdr(x-address)',
+        `    http-request return status 200 content-type text/plain lf-string "%[src,map_ip(${both.map},none)]|%[src,map_ip(${v4.map},none)]"`,
+        '',
+      ].join('\n'),
+    );
+    const proc = startProcess(HAPROXY, ['-db', '-f', cfg]);
+    after(() => proc.stop());
+    const ask = (address: string) =>
+      new Promise<string>((resolve, reject) => {
+        const req = request({ host: '127.0.0.1', port, agent: false, headers: { 'x-address': address } }, (res) => {
+          let body = '';
+          res.setEncoding('utf8');
+          res.on('data', (c: string) => (body += c));
+          res.on('end', () => resolve(body));
+        });
+        req.on('error', reject);
+        req.end();
+      });
+    await waitFor(() => ask('127.0.0.1').catch(() => undefined), 'HAProxy to answer', 15_000);
+    for (const [address, expected] of [
+      ['192.0.2.7', 'c000'],
+      ['198.51.100.7', 'c000'],
+      ['203.0.113.7', 'none'],
+      ['10.1.2.3', 'none'],
+      ['8.8.8.8', 'none'],
+    ] as const) {
+      const [inBoth, inV4] = (await ask(address)).split('|');
+      assert.equal(inBoth === '-' ? 'none' : inBoth, expected, `${address} in the map of both families`);
+      assert.equal(inV4 === '-' ? 'none' : inV4, expected, `${address} in the map of IPv4 lines`);
+    }
+  });
+
   test('a class map of no class (no country the tests hold for is in the data) is read back, not made again', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'rampart-no-class-'));
     after(() => rmSync(dir, { recursive: true, force: true }));
