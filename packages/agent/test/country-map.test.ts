@@ -264,39 +264,7 @@ describe('the country map of the countries rules name', () => {
       lines.some((l) => l.startsWith('::ffff:') && l.endsWith(' c000')),
       `the IPv4-mapped range of IR: ${lines.join(', ')}`,
     );
-    const port = await freePort();
-    const cfg = join(dir, 'v4.cfg');
-    writeFileSync(
-      cfg,
-      [
-        'global',
-        '    nbthread 1',
-        'defaults',
-        '    mode http',
-        '    timeout client 10s',
-        '    timeout server 10s',
-        '    timeout connect 10s',
-        'frontend lookup',
-        `    bind 127.0.0.1:${port}`,
-        '    http-request set-src hdr(x-address)',
-        `    http-request return status 200 content-type text/plain lf-string "%[src,map_ip(${both.map},none)]|%[src,map_ip(${v4.map},none)]"`,
-        '',
-      ].join('\n'),
-    );
-    const proc = startProcess(HAPROXY, ['-db', '-f', cfg]);
-    after(() => proc.stop());
-    const ask = (address: string) =>
-      new Promise<string>((resolve, reject) => {
-        const req = request({ host: '127.0.0.1', port, agent: false, headers: { 'x-address': address } }, (res) => {
-          let body = '';
-          res.setEncoding('utf8');
-          res.on('data', (c: string) => (body += c));
-          res.on('end', () => resolve(body));
-        });
-        req.on('error', reject);
-        req.end();
-      });
-    await waitFor(() => ask('127.0.0.1').catch(() => undefined), 'HAProxy to answer', 15_000);
+    const ask = await mapLookup(dir, [both.map, v4.map]);
     for (const [address, expected] of [
       ['192.0.2.7', 'c000'],
       ['198.51.100.7', 'c000'],
@@ -548,41 +516,7 @@ describe('the country map of the countries rules name', () => {
           }
         }
       }
-      const port = await freePort();
-      const cfg = join(dir, 'lookup.cfg');
-      writeFileSync(
-        cfg,
-        [
-          'global',
-          '    nbthread 1',
-          'defaults',
-          '    mode http',
-          '    timeout client 10s',
-          '    timeout server 10s',
-          '    timeout connect 10s',
-          'frontend lookup',
-          `    bind 127.0.0.1:${port}`,
-          '    http-request set-src hdr(x-address)',
-          `    http-request return status 200 content-type text/plain lf-string "%[src,map_ip(${file},none)]|%[src,map_ip(${setFile},none)]"`,
-          '',
-        ].join('\n'),
-      );
-      const proc = startProcess(HAPROXY, ['-db', '-f', cfg]);
-      after(() => proc.stop());
-      const agent = new Agent({ keepAlive: true, maxSockets: 4 });
-      after(() => agent.destroy());
-      const ask = (address: string) =>
-        new Promise<string>((resolve, reject) => {
-          const req = request({ host: '127.0.0.1', port, agent, headers: { 'x-address': address } }, (res) => {
-            let body = '';
-            res.setEncoding('utf8');
-            res.on('data', (c: string) => (body += c));
-            res.on('end', () => resolve(body));
-          });
-          req.on('error', reject);
-          req.end();
-        });
-      await waitFor(() => ask('127.0.0.1').catch(() => undefined), 'HAProxy to answer', 15_000);
+      const ask = await mapLookup(dir, [file, setFile]);
       assert.ok(samples.length > 1000, `${samples.length} addresses`);
       for (const s of samples) {
         const [address, expected] = s.split(' ') as [string, string];
@@ -591,6 +525,50 @@ describe('the country map of the countries rules name', () => {
     });
   });
 });
+
+/**
+ * A real HAProxy answering, for the address a request names in X-Address, what `map_ip` finds in
+ * each of `maps` ("none" for no line), joined by "|"; stopped after the test.
+ */
+async function mapLookup(dir: string, maps: readonly string[]): Promise<(address: string) => Promise<string>> {
+  const port = await freePort();
+  const cfg = join(dir, `lookup-${port}.cfg`);
+  const found = maps.map((m) => `%[src,map_ip(${m},none)]`).join('|');
+  writeFileSync(
+    cfg,
+    [
+      'global',
+      '    nbthread 1',
+      'defaults',
+      '    mode http',
+      '    timeout client 10s',
+      '    timeout server 10s',
+      '    timeout connect 10s',
+      'frontend lookup',
+      `    bind 127.0.0.1:${port}`,
+      '    http-request set-src hdr(x-address)',
+      `    http-request return status 200 content-type text/plain lf-string "${found}"`,
+      '',
+    ].join('\n'),
+  );
+  const proc = startProcess(HAPROXY, ['-db', '-f', cfg]);
+  after(() => proc.stop());
+  const agent = new Agent({ keepAlive: true, maxSockets: 4 });
+  after(() => agent.destroy());
+  const ask = (address: string) =>
+    new Promise<string>((resolve, reject) => {
+      const req = request({ host: '127.0.0.1', port, agent, headers: { 'x-address': address } }, (res) => {
+        let body = '';
+        res.setEncoding('utf8');
+        res.on('data', (c: string) => (body += c));
+        res.on('end', () => resolve(body));
+      });
+      req.on('error', reject);
+      req.end();
+    });
+  await waitFor(() => ask('127.0.0.1').catch(() => undefined), 'HAProxy to answer', 15_000);
+  return ask;
+}
 
 function v6Number(text: string): bigint {
   const [head = '', tail] = text.split('::') as [string, string | undefined]; // as ipv6ToText writes it
